@@ -1,0 +1,531 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a shell command (or the `docfs` binary) produced.
+struct ShellResult: CustomStringConvertible {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+    var timedOut = false
+    var description: String {
+        "status \(status)\(timedOut ? " (timed out)" : "")\n--- stdout\n\(stdout)\n--- stderr\n\(stderr)"
+    }
+}
+
+struct FixtureError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+/// Locates the built `docfs` executable: `$DOCFS_BIN`, else next to the test bundle.
+enum DocFSBinary {
+    static func path() throws -> String {
+        if let env = ProcessInfo.processInfo.environment["DOCFS_BIN"], !env.isEmpty {
+            guard FileManager.default.isExecutableFile(atPath: env) else {
+                throw FixtureError("DOCFS_BIN=\(env) is not an executable file")
+            }
+            return env
+        }
+        var starts = [Bundle.main.bundleURL, Bundle.main.executableURL ?? Bundle.main.bundleURL]
+        starts.append(URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL)
+        for start in starts {
+            var dir = start
+            for _ in 0..<6 {
+                let candidate = dir.appendingPathComponent("docfs").path
+                var isDir: ObjCBool = false
+                if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDir), !isDir.boolValue,
+                   FileManager.default.isExecutableFile(atPath: candidate) {
+                    return candidate
+                }
+                dir = dir.deletingLastPathComponent()
+            }
+        }
+        throw FixtureError("cannot find the docfs executable; set DOCFS_BIN (searched up from \(starts.map(\.path)))")
+    }
+}
+
+/// Reads /proc/self/mounts (never stats a mountpoint, which could hang on a dead FUSE daemon).
+enum Mounts {
+    struct Entry { var source: String; var path: String; var type: String }
+
+    static func all() -> [Entry] {
+        guard let text = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            let f = line.split(separator: " ", omittingEmptySubsequences: false)
+            guard f.count >= 3 else { return nil }
+            return Entry(source: unescape(String(f[0])), path: unescape(String(f[1])), type: String(f[2]))
+        }
+    }
+
+    static func isMounted(_ path: String) -> Bool { all().contains { $0.path == path } }
+
+    /// Mount points at or below `dir`.
+    static func under(_ dir: String) -> [String] {
+        all().map(\.path).filter { $0 == dir || $0.hasPrefix(dir + "/") }
+    }
+
+    /// /proc/mounts escapes space, tab, newline and backslash as \ooo.
+    static func unescape(_ s: String) -> String {
+        guard s.contains("\\") else { return s }
+        var out = [UInt8]()
+        let b = Array(s.utf8)
+        var i = 0
+        while i < b.count {
+            if b[i] == UInt8(ascii: "\\"), i + 3 < b.count,
+               let v = UInt8(String(decoding: b[(i + 1)...(i + 3)], as: UTF8.self), radix: 8) {
+                out.append(v); i += 4
+            } else {
+                out.append(b[i]); i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Small process helpers (by PID only; never by name).
+enum Proc {
+    static func isAlive(_ pid: pid_t) -> Bool {
+        guard pid > 0 else { return false }
+        // A zombie still answers kill(0); look at its state too.
+        if kill(pid, 0) != 0 { return false }
+        if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+           let close = stat.lastIndex(of: ")") {
+            let rest = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces)
+            if rest.hasPrefix("Z") || rest.hasPrefix("X") { return false }
+        }
+        return true
+    }
+
+    static func cmdline(_ pid: pid_t) -> [String] {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return [] }
+        return data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// PIDs of live processes whose command line mentions `fragment` (a unique temp path),
+    /// other than this process.
+    static func mentioning(_ fragment: String) -> [pid_t] {
+        let me = getpid()
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
+        return names.compactMap { pid_t($0) }.filter { pid in
+            pid != me && cmdline(pid).contains { $0.contains(fragment) } && isAlive(pid)
+        }
+    }
+
+    static func waitGone(_ pid: pid_t, seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if !isAlive(pid) { return true }
+            usleep(20_000)
+        }
+        return !isAlive(pid)
+    }
+}
+
+/// Runs a process with a timeout; output goes to files so that pipes can never block it.
+func runProcess(_ exe: String, _ args: [String], cwd: String, env: [String: String] = [:],
+                timeout: Double, outDir: String, onTimeout: () -> Void = {}) -> ShellResult {
+    let tag = UUID().uuidString.prefix(8)
+    let outPath = "\(outDir)/.out-\(tag)", errPath = "\(outDir)/.err-\(tag)"
+    _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+    _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+    defer {
+        try? FileManager.default.removeItem(atPath: outPath)
+        try? FileManager.default.removeItem(atPath: errPath)
+    }
+    guard let outH = FileHandle(forWritingAtPath: outPath), let errH = FileHandle(forWritingAtPath: errPath) else {
+        return ShellResult(status: -1, stdout: "", stderr: "cannot create output files in \(outDir)")
+    }
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: exe)
+    p.arguments = args
+    p.currentDirectoryURL = URL(fileURLWithPath: cwd)
+    var environment = ProcessInfo.processInfo.environment
+    environment["LC_ALL"] = "C"
+    for (k, v) in env { environment[k] = v }
+    p.environment = environment
+    p.standardInput = FileHandle.nullDevice
+    p.standardOutput = outH
+    p.standardError = errH
+    let done = DispatchSemaphore(value: 0)
+    p.terminationHandler = { _ in done.signal() }
+    do { try p.run() } catch {
+        return ShellResult(status: -1, stdout: "", stderr: "cannot run \(exe): \(error)")
+    }
+    try? outH.close(); try? errH.close()
+    var timedOut = false
+    if done.wait(timeout: .now() + timeout) == .timedOut {
+        timedOut = true
+        onTimeout()
+        kill(p.processIdentifier, SIGKILL)
+        _ = done.wait(timeout: .now() + 10)
+    }
+    if p.isRunning { p.waitUntilExit() }
+    let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
+    let err = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
+    return ShellResult(status: timedOut ? -1 : p.terminationStatus, stdout: out, stderr: err, timedOut: timedOut)
+}
+
+/// Fires `action` unless disarmed within `seconds`. Used around in-process syscalls on the
+/// mount: if the daemon hangs, the action kills it (which aborts the FUSE connection, so the
+/// stuck syscall returns) and lazily unmounts. It never touches the mountpoint itself.
+final class Watchdog: @unchecked Sendable {
+    private let disarmed = DispatchSemaphore(value: 0)
+    init(seconds: Double, action: @escaping @Sendable () -> Void) {
+        let sem = disarmed
+        Thread.detachNewThread {
+            if sem.wait(timeout: .now() + seconds) == .timedOut { action() }
+        }
+    }
+    func disarm() { disarmed.signal() }
+}
+
+/// One docfs store and mount in a unique temp directory:
+///
+///     /tmp/docfs-test-<test pid>-<random>/
+///         store/   the docfs store        mnt/   the mountpoint
+///         src/     scratch for sources    log.txt   the daemon's stdout+stderr
+///
+/// Launches `docfs mount store mnt -f -o auto_unmount --log-level debug` as a subprocess and
+/// waits for the mount in /proc/self/mounts. `teardown()` always unmounts and reaps.
+final class MountFixture {
+    static let commandTimeout: Double = 60
+
+    let bin: String
+    let dir: String
+    var store: String { dir + "/store" }
+    var mnt: String { dir + "/mnt" }
+    var src: String { dir + "/src" }
+    var logPath: String { dir + "/log.txt" }
+
+    private(set) var daemon: Process?
+    private var tornDown = false
+
+    /// Makes the directories and runs `docfs init store [--layout FILE]`.
+    init(layout: String? = nil) throws {
+        bin = try DocFSBinary.path()
+        dir = "/tmp/docfs-test-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+        let fm = FileManager.default
+        for d in [dir, mnt, src] { try fm.createDirectory(atPath: d, withIntermediateDirectories: true) }
+        var args = ["init", store]
+        if let layout {
+            let file = dir + "/layout.yaml"
+            try layout.write(toFile: file, atomically: true, encoding: .utf8)
+            args += ["--layout", file]
+        }
+        let r = docfs(args)
+        guard r.status == 0 else {
+            teardown()
+            throw FixtureError("docfs \(args.joined(separator: " ")) failed: \(r)")
+        }
+    }
+
+    deinit { teardown() }
+
+    // MARK: mounting
+
+    /// Starts the daemon in the foreground mode and waits (up to 20 s) for the mount.
+    func mount(extra: [String] = []) throws {
+        precondition(daemon == nil, "already mounted by this fixture")
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)   // truncates: one log per mount
+        guard let logH = FileHandle(forWritingAtPath: logPath) else { throw FixtureError("cannot open \(logPath)") }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: bin)
+        p.arguments = ["mount", store, mnt, "-f", "-o", "auto_unmount", "--log-level", "debug"] + extra
+        p.currentDirectoryURL = URL(fileURLWithPath: dir)
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = logH
+        p.standardError = logH
+        try p.run()
+        try? logH.close()
+        daemon = p
+        let deadline = Date().addingTimeInterval(20)
+        while !Mounts.isMounted(mnt) {
+            if !p.isRunning {
+                p.waitUntilExit()
+                daemon = nil
+                throw FixtureError("docfs mount exited with status \(p.terminationStatus) before the mount appeared; log:\n\(log)")
+            }
+            if Date() > deadline {
+                stopDaemon()
+                throw FixtureError("mount did not appear in /proc/self/mounts within 20 s; log:\n\(log)")
+            }
+            usleep(20_000)
+        }
+    }
+
+    var isMounted: Bool { Mounts.isMounted(mnt) }
+    var daemonPID: pid_t? { daemon.map(\.processIdentifier) }
+
+    /// Clean stop: SIGTERM, wait up to 5 s, then the hard way. Returns true when the daemon
+    /// exited by itself with status 0 and the mount was gone.
+    @discardableResult
+    func stopDaemon() -> Bool {
+        guard let p = daemon else { return true }
+        defer { daemon = nil }
+        let pid = p.processIdentifier
+        if p.isRunning { kill(pid, SIGTERM) }
+        let deadline = Date().addingTimeInterval(5)
+        while p.isRunning && Date() < deadline { usleep(20_000) }
+        var clean = !p.isRunning
+        if Mounts.isMounted(mnt) {
+            clean = false
+            lazyUnmount(mnt)
+        }
+        if p.isRunning {
+            clean = false
+            kill(pid, SIGKILL)
+        }
+        p.waitUntilExit()
+        return clean && p.terminationReason == .exit && p.terminationStatus == 0
+    }
+
+    /// SIGKILL the daemon; auto_unmount removes the mount (else a lazy unmount after 5 s).
+    func kill9() {
+        guard let p = daemon else { return }
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+        daemon = nil
+        let deadline = Date().addingTimeInterval(5)
+        while Mounts.isMounted(mnt) && Date() < deadline { usleep(20_000) }
+        if Mounts.isMounted(mnt) { lazyUnmount(mnt) }
+    }
+
+    /// Clean unmount (SIGTERM) and mount again; returns whether the stop was clean.
+    @discardableResult
+    func remount() throws -> Bool {
+        let clean = stopDaemon()
+        try mount()
+        return clean
+    }
+
+    /// Always safe to call, also twice: stops the daemon, unmounts anything under the fixture
+    /// directory, kills leftover daemons of this fixture (found by the unique path on their
+    /// command line), and removes the directory when nothing is mounted in it.
+    func teardown() {
+        guard !tornDown else { return }
+        tornDown = true
+        stopDaemon()
+        for m in Mounts.under(dir).reversed() { lazyUnmount(m) }
+        for pid in Proc.mentioning(dir) {
+            kill(pid, SIGTERM)
+            if !Proc.waitGone(pid, seconds: 5) { kill(pid, SIGKILL); _ = Proc.waitGone(pid, seconds: 5) }
+        }
+        if Mounts.under(dir).isEmpty {
+            try? FileManager.default.removeItem(atPath: dir)
+        } else {
+            warn("MountFixture: \(dir) still has mounts \(Mounts.under(dir)); not removing it")
+        }
+    }
+
+    /// Emergency stop used by timeouts: kill the daemon (aborts the FUSE connection so stuck
+    /// callers return) and lazily unmount. Sendable: callable from a watchdog thread.
+    static func abort(pid: pid_t?, mnt: String) {
+        if let pid, pid > 0 { kill(pid, SIGKILL) }
+        lazyUnmount(mnt)
+    }
+
+    static func lazyUnmount(_ path: String) {
+        guard Mounts.isMounted(path) else { return }
+        let r = runProcess("/usr/bin/env", ["fusermount3", "-uz", path], cwd: "/", timeout: 15, outDir: "/tmp")
+        if r.status != 0 || Mounts.isMounted(path) {
+            _ = umount2(path, Int32(MNT_DETACH))
+        }
+    }
+    private func lazyUnmount(_ path: String) { Self.lazyUnmount(path) }
+
+    // MARK: commands
+
+    /// The daemon's log so far.
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// Waits (up to 10 s) until the log has a line for which `match` is true; returns the
+    /// matching lines (empty when none appeared).
+    func logLines(waitingFor match: (String) -> Bool) -> [String] {
+        let deadline = Date().addingTimeInterval(10)
+        repeat {
+            let lines = log.split(separator: "\n").map(String.init).filter(match)
+            if !lines.isEmpty { return lines }
+            usleep(50_000)
+        } while Date() < deadline
+        return []
+    }
+
+    /// Runs `/bin/sh -c script` in the fixture directory (so `mnt/...`, `src/...`, `store` work;
+    /// `$DOCFS` is the binary). On timeout the daemon is killed and the mount lazily unmounted.
+    func sh(_ script: String, timeout: Double = MountFixture.commandTimeout,
+            file: StaticString = #filePath, line: UInt = #line) -> ShellResult {
+        let pid = daemonPID, mnt = self.mnt
+        let r = runProcess("/bin/sh", ["-c", script], cwd: dir, env: ["DOCFS": bin], timeout: timeout,
+                           outDir: dir, onTimeout: { MountFixture.abort(pid: pid, mnt: mnt) })
+        if r.timedOut {
+            XCTFail("shell command timed out after \(timeout) s; daemon killed and mount detached: \(script)\nlog:\n\(log)",
+                    file: file, line: line)
+        }
+        return r
+    }
+
+    /// Runs the docfs binary with `args` (cwd: the fixture directory).
+    func docfs(_ args: [String], timeout: Double = MountFixture.commandTimeout) -> ShellResult {
+        let pid = daemonPID, mnt = self.mnt
+        return runProcess(bin, args, cwd: dir, timeout: timeout, outDir: dir,
+                          onTimeout: { MountFixture.abort(pid: pid, mnt: mnt) })
+    }
+
+    /// Runs `body` (in-process syscalls on the mount) under a watchdog.
+    func guarded<T>(_ what: String = "syscall", seconds: Double = MountFixture.commandTimeout,
+                    _ body: () throws -> T) rethrows -> T {
+        let pid = daemonPID, mnt = self.mnt
+        let dog = Watchdog(seconds: seconds) {
+            warn("MountFixture: \(what) on \(mnt) hung for \(seconds) s; killing the daemon")
+            MountFixture.abort(pid: pid, mnt: mnt)
+        }
+        defer { dog.disarm() }
+        return try body()
+    }
+
+    // MARK: paths and POSIX helpers (all relative paths are inside the mount)
+
+    /// Absolute path of `rel` inside the mount.
+    func m(_ rel: String) -> String { rel.isEmpty ? mnt : mnt + "/" + rel }
+
+    /// Writes bytes to a scratch file outside the mount (under src/).
+    func writeSource(_ rel: String, _ bytes: [UInt8]) throws {
+        let path = src + "/" + rel
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true)
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+    }
+
+    /// Writes `bytes` to `path` (absolute) with open/write/close; returns 0 or the first errno.
+    func writeFile(_ path: String, _ bytes: [UInt8], flags: Int32 = O_WRONLY | O_CREAT | O_TRUNC) -> Int32 {
+        guarded("write \(path)") {
+            let fd = open(path, flags, 0o644)
+            if fd < 0 { return errno }
+            var off = 0
+            while off < bytes.count {
+                let n = bytes[off...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                if n < 0 { let e = errno; close(fd); return e }
+                off += n
+            }
+            return close(fd) == 0 ? 0 : errno
+        }
+    }
+
+    /// The whole contents of `path` (absolute), or nil with the errno.
+    func readFile(_ path: String) -> (bytes: [UInt8]?, errno: Int32) {
+        guarded("read \(path)") {
+            let fd = open(path, O_RDONLY)
+            if fd < 0 { return (nil, errno) }
+            defer { close(fd) }
+            var out = [UInt8]()
+            var buf = [UInt8](repeating: 0, count: 1 << 16)
+            while true {
+                let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0 { return (nil, errno) }
+                if n == 0 { return (out, 0) }
+                out += buf[0..<n]
+            }
+        }
+    }
+
+    /// Sorted names in a directory (absolute path), or nil on error.
+    func list(_ path: String) -> [String]? {
+        guarded("list \(path)") { try? FileManager.default.contentsOfDirectory(atPath: path).sorted() }
+    }
+
+    func stat(_ path: String) -> (st: Glibc.stat, errno: Int32) {
+        guarded("stat \(path)") {
+            var st = Glibc.stat()
+            return Glibc.lstat(path, &st) == 0 ? (st, 0) : (st, errno)
+        }
+    }
+
+    /// errno of a call returning -1 on failure (0 on success).
+    func errnoOf(_ what: String, _ call: () -> Int32) -> Int32 {
+        guarded(what) { call() < 0 ? errno : 0 }
+    }
+
+    func openErrno(_ path: String, _ flags: Int32, mode: mode_t = 0o644) -> Int32 {
+        errnoOf("open \(path)") {
+            let fd = open(path, flags, mode)
+            if fd < 0 { return -1 }
+            return close(fd)
+        }
+    }
+    func mkdirErrno(_ path: String) -> Int32 { errnoOf("mkdir \(path)") { mkdir(path, 0o755) } }
+    func rmdirErrno(_ path: String) -> Int32 { errnoOf("rmdir \(path)") { rmdir(path) } }
+    func unlinkErrno(_ path: String) -> Int32 { errnoOf("unlink \(path)") { unlink(path) } }
+    func renameErrno(_ from: String, _ to: String) -> Int32 { errnoOf("rename \(from)") { rename(from, to) } }
+
+    /// renameat2(2) with flags (RENAME_NOREPLACE = 1, RENAME_EXCHANGE = 2); Swift's Glibc
+    /// module does not export it, so it is looked up with dlsym.
+    func renameat2Errno(_ from: String, _ to: String, flags: UInt32) -> Int32 {
+        typealias Fn = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
+        guard let sym = dlsym(dlopen(nil, RTLD_NOW), "renameat2") else { return ENOSYS }
+        let fn = unsafeBitCast(sym, to: Fn.self)
+        return errnoOf("renameat2 \(from)") { fn(AT_FDCWD, from, AT_FDCWD, to, flags) }
+    }
+}
+
+/// A line on the test process's stderr (for the fixture's own troubles).
+func warn(_ s: String) {
+    FileHandle.standardError.write(Data((s + "\n").utf8))
+}
+
+let RENAME_NOREPLACE_FLAG: UInt32 = 1
+let RENAME_EXCHANGE_FLAG: UInt32 = 2
+
+/// Deterministic pseudo-random bytes (xorshift), so failures are reproducible.
+func testBytes(_ count: Int, seed: UInt64) -> [UInt8] {
+    var x = seed &* 0x9E37_79B9_7F4A_7C15 | 1
+    var out = [UInt8](repeating: 0, count: count)
+    var i = 0
+    while i < count {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17
+        var v = x
+        for _ in 0..<8 where i < count { out[i] = UInt8(truncatingIfNeeded: v); v >>= 8; i += 1 }
+    }
+    return out
+}
+
+func errnoName(_ e: Int32) -> String {
+    let names: [Int32: String] = [0: "OK", EPERM: "EPERM", ENOENT: "ENOENT", EIO: "EIO", EACCES: "EACCES",
+                                  EEXIST: "EEXIST", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EINVAL: "EINVAL",
+                                  ENOSPC: "ENOSPC", EROFS: "EROFS", ENAMETOOLONG: "ENAMETOOLONG",
+                                  ENOTEMPTY: "ENOTEMPTY", EILSEQ: "EILSEQ", ENOSYS: "ENOSYS",
+                                  ENOTCONN: "ENOTCONN", EXDEV: "EXDEV", EBUSY: "EBUSY"]
+    return names[e] ?? "errno \(e)"
+}
+
+/// Asserts an errno by name, so failures read "got EPERM, expected EACCES".
+func XCTAssertErrno(_ got: Int32, _ expected: Int32, _ message: String = "",
+                    file: StaticString = #filePath, line: UInt = #line) {
+    XCTAssert(got == expected, "got \(errnoName(got)), expected \(errnoName(expected)) \(message)",
+              file: file, line: line)
+}
+
+/// Base class: a fresh fixture per test, mounted unless `mountsInSetUp` is false.
+class MountTestCase: XCTestCase {
+    var fx: MountFixture!
+
+    /// YAML layout for `docfs init --layout`, or nil for the default (everything allowed).
+    class var layout: String? { nil }
+    class var mountsInSetUp: Bool { true }
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        fx = try MountFixture(layout: Self.layout)
+        if Self.mountsInSetUp {
+            do { try fx.mount() } catch { fx.teardown(); throw error }
+        }
+    }
+
+    override func tearDown() {
+        fx?.teardown()
+        fx = nil
+        super.tearDown()
+    }
+}
