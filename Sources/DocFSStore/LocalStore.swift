@@ -1,0 +1,1086 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import DocFSProvider
+import GRDB
+import Logging
+import Synchronization
+
+/// The embedded default provider: a store directory holding item metadata in SQLite
+/// (`store.sqlite`, WAL mode) and file contents as plain files (`contents/<id>`).
+///
+/// Reads (`item`, `childItem`, `enumerateItems`) never touch SQL: every item is loaded into
+/// memory at open and kept up to date write-through. Actions are serialised by one writer lock;
+/// each change is one SQLite transaction, committed before the action returns.
+public final class LocalStore: Provider, @unchecked Sendable {
+    // MARK: Files of a store
+
+    static let databaseName = "store.sqlite"
+    static let contentsName = "contents"
+    static let stagingName = "staging"
+    static let lockName = "lock"
+    static let formatVersion = "1"
+
+    static let rootRow: Int64 = 1
+    static let trashRow: Int64 = 2
+    static let trashName = ".Trash"
+
+    /// The store directory.
+    public let url: URL
+    /// The layout as declared at `docfs init`.
+    public let layout: Layout
+    public let stagingDirectory: URL
+    let contentsPath: String
+    let logger: Logger
+    let types: ContentTypeTable
+
+    /// Serialises actions (check, file moves, commit, memory update). Guards `database` and `lockFD`.
+    private let writer = NSLock()
+    private var database: DatabaseQueue?
+    private var lockFD: Int32
+
+    /// The tree in memory. Held only for short lookups and updates, never across I/O.
+    private let state: Mutex<TreeState>
+
+    private init(url: URL, layout: Layout, database: DatabaseQueue, lockFD: Int32, state: TreeState, logger: Logger) {
+        self.url = url
+        self.layout = layout
+        self.stagingDirectory = url.appendingPathComponent(Self.stagingName, isDirectory: true)
+        self.contentsPath = url.appendingPathComponent(Self.contentsName, isDirectory: true).path
+        self.database = database
+        self.lockFD = lockFD
+        self.state = Mutex(state)
+        self.logger = logger
+        self.types = ContentTypeTable(layout: layout)
+    }
+
+    deinit {
+        close()
+    }
+
+    // MARK: - Creating a store
+
+    /// `docfs init`: makes a new store at `url`, which must be a new path or an empty directory.
+    public static func create(at url: URL, layout: Layout?) throws {
+        let layout = layout ?? Layout()
+        let path = url.path
+        let fm = FileManager.default
+        var isDirectory: ObjCBool = false
+        let existed = fm.fileExists(atPath: path, isDirectory: &isDirectory)
+        if existed {
+            guard isDirectory.boolValue else {
+                throw ProviderError(.filenameCollision, "cannot create store \(path): a file with that name exists")
+            }
+            let entries: [String]
+            do { entries = try directoryEntries(path) } catch {
+                throw ProviderError(error.code, "cannot create store \(path): \(error.reason)", errno: error.errnoOverride)
+            }
+            guard entries.isEmpty else {
+                throw ProviderError(.directoryNotEmpty, "cannot create store \(path): the directory is not empty (\(entries.count) entries); give a new path or an empty directory")
+            }
+        } else {
+            do {
+                try fm.createDirectory(atPath: path, withIntermediateDirectories: true)
+            } catch {
+                throw ProviderError(.ioError, "cannot create store \(path): \(error.localizedDescription)")
+            }
+        }
+        // Check the layout before writing anything.
+        for folder in layout.folders {
+            _ = try folder.folderCapabilities
+            _ = try folder.contentsCapabilities
+        }
+        do {
+            try fm.createDirectory(atPath: path + "/" + contentsName, withIntermediateDirectories: false)
+            try fm.createDirectory(atPath: path + "/" + stagingName, withIntermediateDirectories: false)
+            guard fm.createFile(atPath: path + "/" + lockName, contents: Data()) else {
+                throw ProviderError(.ioError, "cannot create \(path)/\(lockName)")
+            }
+            var config = Configuration()
+            config.journalMode = .wal
+            let queue = try DatabaseQueue(path: path + "/" + databaseName, configuration: config)
+            try queue.inDatabase { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                try db.inTransaction {
+                    try Schema.create(db)
+                    let layoutJSON = String(decoding: try JSONEncoder().encode(layout), as: UTF8.self)
+                    try Schema.setMeta(db, "format", formatVersion)
+                    try Schema.setMeta(db, "layout", layoutJSON)
+                    try Schema.setMeta(db, "cleanShutdown", "1")
+                    try Schema.setMeta(db, "created", ISO8601DateFormatter().string(from: Date()))
+                    try Self.insertInitialTree(db, layout: layout)
+                    return .commit
+                }
+                _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+            try queue.close()
+            try sysFsync(path: path, directory: true)
+        } catch {
+            // Leave nothing half-made behind.
+            if existed {
+                for name in (try? directoryEntries(path)) ?? [] { removeTree(path + "/" + name) }
+            } else {
+                removeTree(path)
+            }
+            if let error = error as? ProviderError { throw error }
+            throw ProviderError(.ioError, "cannot create store \(path): \(error)")
+        }
+    }
+
+    private static func insertInitialTree(_ db: Database, layout: Layout) throws {
+        let now = Date()
+        let rootCaps = Capabilities.all.subtracting([.allowsRenaming, .allowsReparenting, .allowsDeleting, .allowsTrashing])
+        var root = Record(row: rootRow, parent: nil, item: Item(
+            identifier: .rootContainer, parentIdentifier: .rootContainer, filename: "/", kind: .folder,
+            contentType: .folder, childItemCount: 0, creationDate: now, contentModificationDate: now,
+            capabilities: rootCaps))
+        let trash = Record(row: trashRow, parent: nil, item: Item(
+            identifier: .trashContainer, parentIdentifier: .rootContainer, filename: trashName, kind: .folder,
+            contentType: .folder, childItemCount: 0, creationDate: now, contentModificationDate: now,
+            capabilities: rootCaps))
+        var records: [Int64: Record] = [:]
+        var nextRow: Int64 = 3
+        var pathToRow: [String: Int64] = ["": rootRow]
+        // Shallow paths first, so a declared parent exists before its children.
+        let declared = layout.folders.sorted { $0.components.count < $1.components.count }
+        for folder in declared {
+            var parentPath = ""
+            var parentRow = rootRow
+            let components = folder.components
+            for (index, component) in components.enumerated() {
+                let path = parentPath.isEmpty ? component : parentPath + "/" + component
+                let isDeclaredFolder = index == components.count - 1
+                if let existing = pathToRow[path] {
+                    if isDeclaredFolder {
+                        records[existing]!.item.capabilities = try folder.folderCapabilities
+                        records[existing]!.contentsPolicy = try folder.contentsCapabilities
+                    }
+                    parentRow = existing
+                } else {
+                    let row = nextRow
+                    nextRow += 1
+                    var record = Record(row: row, parent: parentRow, item: Item(
+                        identifier: ItemIdentifier(String(row)), parentIdentifier: identifier(forRow: parentRow),
+                        filename: component, kind: .folder, contentType: .folder, childItemCount: 0,
+                        creationDate: now, contentModificationDate: now, capabilities: .all))
+                    if isDeclaredFolder {
+                        record.item.capabilities = try folder.folderCapabilities
+                        record.contentsPolicy = try folder.contentsCapabilities
+                    } else if let parentPolicy = records[parentRow]?.contentsPolicy {
+                        // An undeclared intermediate inside a declared folder follows its parent's policy.
+                        record.item.capabilities = parentPolicy
+                        record.contentsPolicy = parentPolicy
+                    }
+                    records[row] = record
+                    pathToRow[path] = row
+                    parentRow = row
+                }
+                parentPath = path
+            }
+        }
+        root.item.childItemCount = records.values.filter { $0.parent == rootRow }.count
+        root.item.childFolderCount = root.item.childItemCount ?? 0
+        try Schema.upsert(db, root)
+        try Schema.upsert(db, trash)
+        for record in records.values.sorted(by: { $0.row < $1.row }) {
+            try Schema.upsert(db, record)
+        }
+    }
+
+    // MARK: - Opening and closing
+
+    /// Opens a store for a mount: takes the store's lock, loads the tree into memory and cleans
+    /// leftovers of an earlier run (staged files, content files without an item).
+    public static func open(at url: URL, logger: Logger) throws -> LocalStore {
+        let path = url.path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw ProviderError(.noSuchItem, "store \(path) does not exist (create it with `docfs init \(path)`)")
+        }
+        guard isDirectory.boolValue else {
+            throw ProviderError(.notDirectory, "store \(path) is not a directory")
+        }
+        let databasePath = path + "/" + databaseName
+        guard FileManager.default.fileExists(atPath: databasePath) else {
+            throw ProviderError(.invalidArgument, "\(path) is not a docfs store (no \(databaseName); create one with `docfs init`)")
+        }
+        guard access(databasePath, R_OK | W_OK) == 0 else {
+            throw ProviderError.posix(errno, "store \(path): cannot read and write \(databaseName)")
+        }
+
+        // The lock: one mount per store.
+        let lockPath = path + "/" + lockName
+        let fd = sysOpen(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw ProviderError.posix(errno, "store \(path): cannot open \(lockName)") }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let err = errno
+            var holder = "unknown"
+            var buffer = [UInt8](repeating: 0, count: 32)
+            let count = pread(fd, &buffer, buffer.count, 0)
+            if count > 0 {
+                let text = String(decoding: buffer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                if !text.isEmpty { holder = text }
+            }
+            sysClose(fd)
+            if err == EWOULDBLOCK || err == EAGAIN {
+                throw ProviderError(.busy, "store \(path) is already mounted by another docfs (pid \(holder))")
+            }
+            throw ProviderError.posix(err, "store \(path): cannot lock \(lockName)")
+        }
+        var openedQueue: DatabaseQueue?
+        do {
+            let pid = "\(getpid())\n"
+            _ = ftruncate(fd, 0)
+            _ = pid.withCString { pwrite(fd, $0, strlen($0), 0) }
+
+            var config = Configuration()
+            config.prepareDatabase { db in
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            }
+            let queue: DatabaseQueue
+            do {
+                queue = try DatabaseQueue(path: databasePath, configuration: config)
+            } catch {
+                throw ProviderError(.corruptFile, "store \(path): cannot open \(databaseName): \(Self.describe(error))")
+            }
+            openedQueue = queue
+            let (loadedLayout, wasClean) = try Self.validate(queue, path: path)
+            let tree = try Self.loadTree(queue, path: path)
+            let store = LocalStore(url: url, layout: loadedLayout, database: queue, lockFD: fd, state: tree, logger: logger)
+            openedQueue = nil
+            try store.finishOpening(wasClean: wasClean)
+            return store
+        } catch {
+            try? openedQueue?.close()
+            sysClose(fd)
+            if let error = error as? ProviderError { throw error }
+            throw ProviderError(.ioError, "store \(path): \(Self.describe(error))")
+        }
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let error = error as? DatabaseError {
+            return error.message ?? "\(error.resultCode)"
+        }
+        return "\(error)"
+    }
+
+    /// Checks that the database is a docfs store of a known format, without changing it.
+    private static func validate(_ queue: DatabaseQueue, path: String) throws -> (Layout, Bool) {
+        do {
+            return try queue.inDatabase { db -> (Layout, Bool) in
+                guard try db.tableExists("meta"), try db.tableExists("item") else {
+                    throw ProviderError(.corruptFile, "\(path) is not a docfs store: \(databaseName) has no docfs tables")
+                }
+                let format = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'format'")
+                guard format == formatVersion else {
+                    throw ProviderError(.corruptFile, "store \(path) has format \(format ?? "none"); this docfs reads format \(formatVersion)")
+                }
+                let layout: Layout
+                if let json = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'layout'") {
+                    do { layout = try JSONDecoder().decode(Layout.self, from: Data(json.utf8)) } catch {
+                        throw ProviderError(.corruptFile, "store \(path): the stored layout is unreadable: \(error)")
+                    }
+                } else {
+                    layout = Layout()
+                }
+                let clean = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'cleanShutdown'") == "1"
+                let roots = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item WHERE id IN (1, 2) AND kind = 1") ?? 0
+                guard roots == 2 else {
+                    throw ProviderError(.corruptFile, "store \(path) is damaged: its root or trash folder is missing (try `docfs check --repair`)")
+                }
+                return (layout, clean)
+            }
+        } catch let error as ProviderError {
+            throw error
+        } catch {
+            throw ProviderError(.corruptFile, "store \(path): \(databaseName) is not a readable docfs database: \(describe(error))")
+        }
+    }
+
+    private static func loadTree(_ queue: DatabaseQueue, path: String) throws -> TreeState {
+        var tree = TreeState()
+        do {
+            try queue.inDatabase { db in
+                let cursor = try Row.fetchCursor(db, sql: "SELECT \(Schema.columns) FROM item")
+                while let row = try cursor.next() {
+                    let record = Schema.record(from: row)
+                    tree.records[record.row] = record
+                }
+                let sequence = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'item'") ?? 0
+                tree.nextRow = max(sequence, tree.records.keys.max() ?? 2) + 1
+            }
+        } catch {
+            throw ProviderError(.corruptFile, "store \(path): cannot load items from \(databaseName): \(describe(error))")
+        }
+        // Children maps and counts.
+        var orphans: [Int64] = []
+        for (row, record) in tree.records {
+            guard let parent = record.parent else { continue }
+            guard tree.records[parent]?.item.isFolder == true else { orphans.append(row); continue }
+            tree.children[parent, default: [:]][NameKey(record.item.filename)] = row
+        }
+        for row in orphans {
+            // An item whose parent is gone: keep it reachable in the trash rather than lose it.
+            tree.records[row]!.parent = trashRow
+            tree.records[row]!.item.parentIdentifier = .trashContainer
+            tree.records[row]!.needsSave = true
+            var name = tree.records[row]!.item.filename
+            if tree.children[trashRow]?[NameKey(name)] != nil { name = name + " " + String(row) }
+            tree.records[row]!.item.filename = name
+            tree.children[trashRow, default: [:]][NameKey(name)] = row
+        }
+        for (row, record) in tree.records where record.item.isFolder {
+            let kids = tree.children[row] ?? [:]
+            tree.records[row]!.item.childItemCount = kids.count
+            tree.records[row]!.item.childFolderCount = kids.values.reduce(0) { $0 + (tree.records[$1]?.item.isFolder == true ? 1 : 0) }
+        }
+        return tree
+    }
+
+    /// After loading: WAL mode, cleanup of leftovers, mark the store as in use.
+    private func finishOpening(wasClean: Bool) throws {
+        let path = url.path
+        guard let database else { return }
+        try database.inDatabase { db in
+            _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
+        }
+        // Staging leftovers: files a bridge staged but never imported.
+        let stagingPath = stagingDirectory.path
+        if !FileManager.default.fileExists(atPath: stagingPath) {
+            try FileManager.default.createDirectory(atPath: stagingPath, withIntermediateDirectories: false)
+        }
+        let staged = try directoryEntries(stagingPath)
+        for name in staged {
+            removeTree(stagingPath + "/" + name)
+        }
+        if !staged.isEmpty {
+            logger.notice("store \(path): removed \(staged.count) leftover staged file(s): \(staged.prefix(10).joined(separator: ", "))\(staged.count > 10 ? ", …" : "")")
+        }
+        // Contents: files without an item row (an import interrupted before its commit).
+        if !FileManager.default.fileExists(atPath: contentsPath) {
+            try FileManager.default.createDirectory(atPath: contentsPath, withIntermediateDirectories: false)
+        }
+        let contentNames = try directoryEntries(contentsPath)
+        var present = Set<Int64>()
+        var removed: [String] = []
+        let fileRows: Set<Int64> = state.withLock { tree in
+            Set(tree.records.values.lazy.filter { $0.item.kind == .file }.map(\.row))
+        }
+        for name in contentNames {
+            if let row = Int64(name), String(row) == name, fileRows.contains(row) {
+                present.insert(row)
+            } else {
+                removeTree(contentsPath + "/" + name)
+                removed.append(name)
+            }
+        }
+        if !removed.isEmpty {
+            logger.notice("store \(path): removed \(removed.count) content file(s) with no item: \(removed.prefix(10).joined(separator: ", "))\(removed.count > 10 ? ", …" : "")")
+        }
+        let missing = fileRows.subtracting(present)
+        if !missing.isEmpty {
+            logger.warning("store \(path): \(missing.count) file item(s) have no contents (ids \(missing.sorted().prefix(10).map(String.init).joined(separator: ", "))); they read as empty")
+        }
+        // After a crash, trust the content files for sizes (a modify may have landed without its row).
+        var fixes: [Record] = []
+        if !wasClean {
+            state.withLock { tree in
+                for row in present {
+                    guard case .success(let status) = fileStatus(self.contentPath(row)) else { continue }
+                    if tree.records[row]!.item.documentSize != status.size {
+                        tree.records[row]!.item.documentSize = status.size
+                        tree.records[row]!.item.itemVersion.contentVersion += 1
+                        tree.records[row]!.item.itemVersion.metadataVersion += 1
+                        fixes.append(tree.records[row]!)
+                    }
+                }
+                for (row, record) in tree.records where record.needsSave {
+                    tree.records[row]!.needsSave = false
+                    fixes.append(tree.records[row]!)
+                }
+            }
+            if !fixes.isEmpty {
+                logger.notice("store \(path): after an unclean shutdown, corrected \(fixes.count) item(s) to match their contents")
+            }
+        } else {
+            state.withLock { tree in
+                for (row, record) in tree.records where record.needsSave {
+                    tree.records[row]!.needsSave = false
+                    fixes.append(tree.records[row]!)
+                }
+            }
+        }
+        let fixesToSave = fixes
+        try database.inDatabase { db in
+            try db.inTransaction {
+                for record in fixesToSave { try Schema.upsert(db, record) }
+                try Schema.setMeta(db, "cleanShutdown", "0")
+                return .commit
+            }
+        }
+        logger.info("store \(path) opened: \(state.withLock { $0.records.count }) items")
+    }
+
+    /// Releases the lock and closes the database. Later actions fail; reads answer from memory.
+    public func close() {
+        writer.lock()
+        defer { writer.unlock() }
+        if let database {
+            do {
+                try database.inDatabase { db in
+                    try Schema.setMeta(db, "cleanShutdown", "1")
+                    _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+                }
+            } catch {
+                logger.warning("store \(url.path): could not record a clean shutdown: \(Self.describe(error))")
+            }
+            do { try database.close() } catch {
+                logger.warning("store \(url.path): closing the database: \(Self.describe(error))")
+            }
+            self.database = nil
+        }
+        if lockFD >= 0 {
+            _ = ftruncate(lockFD, 0)
+            sysClose(lockFD)
+            lockFD = -1
+        }
+    }
+
+    // MARK: - Identifiers and paths
+
+    static func identifier(forRow row: Int64) -> ItemIdentifier {
+        switch row {
+        case rootRow: return .rootContainer
+        case trashRow: return .trashContainer
+        default: return ItemIdentifier(String(row))
+        }
+    }
+
+    static func row(for identifier: ItemIdentifier) -> Int64? {
+        if identifier == .rootContainer { return rootRow }
+        if identifier == .trashContainer { return trashRow }
+        guard let row = Int64(identifier.rawValue), row > trashRow, String(row) == identifier.rawValue else { return nil }
+        return row
+    }
+
+    func contentPath(_ row: Int64) -> String { contentsPath + "/" + String(row) }
+
+    /// The content file of a file item, for `docfs check` and tests.
+    public func contentURL(of identifier: ItemIdentifier) -> URL? {
+        guard let row = Self.row(for: identifier) else { return nil }
+        return URL(fileURLWithPath: contentPath(row))
+    }
+
+    /// The mount path of an item, for messages (`/Projects/a.txt`, `/.Trash/x`).
+    public func path(of identifier: ItemIdentifier) -> String {
+        guard let row = Self.row(for: identifier) else { return "?" }
+        return state.withLock { $0.path(of: row) }
+    }
+
+    // MARK: - Reading the tree (memory only)
+
+    public func item(for identifier: ItemIdentifier) throws(ProviderError) -> Item {
+        guard let row = Self.row(for: identifier) else {
+            throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'")
+        }
+        let found: Item? = state.withLock { $0.records[row]?.item }
+        guard let found else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+        return found
+    }
+
+    public func childItem(named name: String, in parent: ItemIdentifier) throws(ProviderError) -> Item {
+        guard let parentRow = Self.row(for: parent) else {
+            throw ProviderError(.noSuchItem, "no folder with identifier '\(parent)'")
+        }
+        let result: Result<Item, ProviderError> = state.withLock { tree in
+            guard let folder = tree.records[parentRow] else {
+                return .failure(ProviderError(.noSuchItem, "no folder with identifier '\(parent)'"))
+            }
+            guard folder.item.isFolder else {
+                return .failure(ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder"))
+            }
+            guard let row = tree.children[parentRow]?[NameKey(name)], let child = tree.records[row] else {
+                return .failure(ProviderError(.noSuchItem, "no '\(name)' in \(tree.path(of: parentRow))"))
+            }
+            return .success(child.item)
+        }
+        return try result.get()
+    }
+
+    public func enumerateItems(in container: ItemIdentifier) throws(ProviderError) -> [Item] {
+        guard let parentRow = Self.row(for: container) else {
+            throw ProviderError(.noSuchItem, "no folder with identifier '\(container)'")
+        }
+        let result: Result<[Item], ProviderError> = state.withLock { tree in
+            guard let folder = tree.records[parentRow] else {
+                return .failure(ProviderError(.noSuchItem, "no folder with identifier '\(container)'"))
+            }
+            guard folder.item.isFolder else {
+                return .failure(ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder"))
+            }
+            let order = tree.sortedChildren(of: parentRow)
+            var items: [Item] = []
+            items.reserveCapacity(order.count)
+            for row in order { if let record = tree.records[row] { items.append(record.item) } }
+            return .success(items)
+        }
+        return try result.get()
+    }
+
+    public func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 {
+        let found = try item(for: identifier)
+        switch found.kind {
+        case .folder: throw ProviderError(.isDirectory, "\(path(of: identifier)) is a folder")
+        case .symlink: throw ProviderError(.invalidArgument, "\(path(of: identifier)) is a symbolic link")
+        case .file: break
+        }
+        let row = Self.row(for: identifier)!
+        let fd = sysOpen(contentPath(row), O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw ProviderError.posix(errno, "open contents of \(path(of: identifier))") }
+        return fd
+    }
+
+    public func storageStatistics() -> StorageStatistics {
+        sysStatvfs(url.path)
+    }
+
+    /// The number of items in the store, root and trash included.
+    public var itemCount: Int { state.withLock { $0.records.count } }
+
+    // MARK: - Writing: helpers
+
+    /// Runs an action under the writer lock.
+    private func write<T>(_ body: (DatabaseQueue) throws(ProviderError) -> T) throws(ProviderError) -> T {
+        writer.lock()
+        defer { writer.unlock() }
+        guard let database else { throw ProviderError(.ioError, "store \(url.path) is closed") }
+        return try body(database)
+    }
+
+    /// Commits `records` (upserts) and `deletions` in one transaction.
+    private func commit(_ database: DatabaseQueue, saving records: [Record], deleting deletions: [Int64] = [],
+                        _ what: String) throws(ProviderError) {
+        do {
+            try database.inDatabase { db in
+                try db.inTransaction {
+                    for row in deletions { try Schema.delete(db, row) }
+                    for record in records { try Schema.upsert(db, record) }
+                    return .commit
+                }
+            }
+        } catch let error as DatabaseError {
+            throw Self.providerError(error, what)
+        } catch {
+            throw ProviderError(.ioError, "\(what): \(error)")
+        }
+    }
+
+    static func providerError(_ error: DatabaseError, _ what: String) -> ProviderError {
+        let message = "\(what): \(error.message ?? "SQLite error \(error.resultCode.rawValue)")"
+        switch error.resultCode {
+        case .SQLITE_FULL: return ProviderError(.noSpace, message, errno: ENOSPC)
+        case .SQLITE_READONLY: return ProviderError(.readOnly, message)
+        case .SQLITE_CONSTRAINT: return ProviderError(.filenameCollision, message)
+        case .SQLITE_CORRUPT, .SQLITE_NOTADB: return ProviderError(.corruptFile, message)
+        default: return ProviderError(.ioError, message)
+        }
+    }
+
+    /// The name rules: non-empty, not `.` or `..`, no `/` or NUL, at most 255 bytes of UTF-8.
+    static func validateName(_ name: String) throws(ProviderError) {
+        if name.isEmpty { throw ProviderError(.invalidName, "a name may not be empty") }
+        if name == "." || name == ".." { throw ProviderError(.invalidName, "'\(name)' is not a valid name") }
+        if name.utf8.contains(UInt8(ascii: "/")) { throw ProviderError(.invalidName, "'\(name)' contains '/'") }
+        if name.utf8.contains(0) { throw ProviderError(.invalidName, "a name may not contain a NUL byte") }
+        if name.utf8.count > 255 {
+            throw ProviderError(.nameTooLong, "'\(name.prefix(40))…' is \(name.utf8.count) bytes long; names are limited to 255 bytes")
+        }
+    }
+
+    /// A folder that can receive a new child named `name`, or the rule that refuses.
+    private func checkedParent(_ tree: TreeState, _ parentRow: Int64, _ parent: ItemIdentifier, name: String) throws(ProviderError) -> Record {
+        guard let folder = tree.records[parentRow] else {
+            throw ProviderError(.noSuchItem, "no folder with identifier '\(parent)'")
+        }
+        guard folder.item.isFolder else {
+            throw ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder")
+        }
+        if tree.children[parentRow]?[NameKey(name)] != nil {
+            throw ProviderError(.filenameCollision, "'\(name)' already exists in \(tree.path(of: parentRow))")
+        }
+        return folder
+    }
+
+    private func parentRow(_ identifier: ItemIdentifier) throws(ProviderError) -> Int64 {
+        guard let row = Self.row(for: identifier) else {
+            throw ProviderError(.noSuchItem, "no folder with identifier '\(identifier)'")
+        }
+        return row
+    }
+
+    private func itemRow(_ identifier: ItemIdentifier) throws(ProviderError) -> Int64 {
+        guard let row = Self.row(for: identifier) else {
+            throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'")
+        }
+        return row
+    }
+
+    /// Reads the tree under the state lock; the closure may throw a ProviderError.
+    private func read<T>(_ body: (borrowing TreeState) throws(ProviderError) -> T) throws(ProviderError) -> T {
+        let result: Result<T, ProviderError> = state.withLock { tree in
+            do throws(ProviderError) { return .success(try body(tree)) } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+
+    /// A parent's record after a child was added or removed: directory-mtime semantics.
+    private static func touched(_ record: Record, now: Date) -> Record {
+        var record = record
+        record.item.contentModificationDate = now
+        record.item.itemVersion.metadataVersion += 1
+        return record
+    }
+
+    /// A new record for an item created inside `parent`, with the parent's contents policy.
+    private func newRecord(row: Int64, parent: Record, name: String, kind: ItemKind, size: Int64 = 0,
+                           created: Date, modified: Date, mode: UInt16? = nil, target: String? = nil) -> Record {
+        let policy = parent.contentsPolicy ?? .all
+        var record = Record(row: row, parent: parent.row, item: Item(
+            identifier: Self.identifier(forRow: row), parentIdentifier: parent.item.identifier, filename: name,
+            kind: kind, contentType: types.type(forFilename: name, kind: kind), documentSize: size,
+            childItemCount: kind == .folder ? 0 : nil, creationDate: created, contentModificationDate: modified,
+            capabilities: policy, symlinkTargetPath: target, posixPermissions: mode))
+        if kind == .folder { record.contentsPolicy = parent.contentsPolicy }
+        return record
+    }
+
+    // MARK: - Actions
+
+    public func importDocument(at fileURL: URL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        try importSync(at: fileURL, toParent: parent)
+    }
+
+    private func importSync(at fileURL: URL, toParent parent: ItemIdentifier) throws(ProviderError) -> Item {
+        let name = fileURL.lastPathComponent
+        try Self.validateName(name)
+        let sourcePath = fileURL.path
+        let parentRow = try parentRow(parent)
+        return try write { (database) throws(ProviderError) -> Item in
+            let status = try fileStatus(sourcePath).get()
+            let parentRecord = try read { (tree) throws(ProviderError) in try checkedParent(tree, parentRow, parent, name: name) }
+            // Plan the new items: one for a file or symlink, a tree for a directory.
+            var plan: [PlannedItem] = []
+            var nextRow = state.withLock { $0.nextRow }
+            try planImport(path: sourcePath, name: name, status: status, parent: parentRecord, into: &plan, nextRow: &nextRow)
+            // Move the contents in first, then commit the rows: a crash in between leaves only
+            // content files without rows, which the next open removes.
+            var moved: [PlannedItem] = []
+            for planned in plan where planned.record.item.kind == .file {
+                do throws(ProviderError) {
+                    try sysRename(planned.source, contentPath(planned.record.row), "rename staged file \(planned.source) into the store")
+                } catch {
+                    for done in moved.reversed() { try? sysRename(contentPath(done.record.row), done.source, "") }
+                    throw error
+                }
+                moved.append(planned)
+            }
+            let now = Date()
+            let newParent = Self.touched(parentRecord, now: now)
+            do throws(ProviderError) {
+                try commit(database, saving: plan.map(\.record) + [newParent], "import \(name)")
+            } catch {
+                for done in moved.reversed() { try? sysRename(contentPath(done.record.row), done.source, "") }
+                throw error
+            }
+            // Committed: the staged directories (and symlinks) are no longer needed.
+            if status.kind != .file { removeTree(sourcePath) }
+            let top = state.withLock { tree -> Item in
+                tree.nextRow = max(tree.nextRow, nextRow)
+                for planned in plan {
+                    tree.insert(planned.record)
+                    if planned.record.item.kind == .file { tree.dirty.insert(planned.record.row) }
+                }
+                tree.replaceKeepingCounts(newParent)
+                return tree.records[plan[0].record.row]!.item
+            }
+            return top
+        }
+    }
+
+    private struct PlannedItem {
+        var record: Record
+        var source: String
+    }
+
+    private func planImport(path: String, name: String, status: FileStatus, parent: Record,
+                            into plan: inout [PlannedItem], nextRow: inout Int64) throws(ProviderError) {
+        try Self.validateName(name)
+        let row = nextRow
+        nextRow += 1
+        switch status.kind {
+        case .file:
+            let record = newRecord(row: row, parent: parent, name: name, kind: .file, size: status.size,
+                                   created: status.modificationDate, modified: status.modificationDate, mode: status.mode)
+            plan.append(PlannedItem(record: record, source: path))
+        case .symlink:
+            let target = try sysReadlink(path)
+            let record = newRecord(row: row, parent: parent, name: name, kind: .symlink, size: Int64(target.utf8.count),
+                                   created: status.modificationDate, modified: status.modificationDate, target: target)
+            plan.append(PlannedItem(record: record, source: path))
+        case .directory:
+            var folder = newRecord(row: row, parent: parent, name: name, kind: .folder,
+                                   created: status.modificationDate, modified: status.modificationDate, mode: status.mode)
+            let index = plan.count
+            plan.append(PlannedItem(record: folder, source: path))
+            let names = try directoryEntries(path).sorted()
+            var folderCount = 0
+            for child in names {
+                let childPath = path + "/" + child
+                let childStatus = try fileStatus(childPath).get()
+                if childStatus.kind == .directory { folderCount += 1 }
+                try planImport(path: childPath, name: child, status: childStatus, parent: folder, into: &plan, nextRow: &nextRow)
+            }
+            folder.item.childItemCount = names.count
+            folder.item.childFolderCount = folderCount
+            plan[index].record = folder
+        case .other:
+            throw ProviderError(.unsupported, "cannot import '\(name)': only files, folders and symbolic links can be stored")
+        }
+    }
+
+    public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        try createSync(name: name, parent: parent, kind: .folder, target: nil)
+    }
+
+    public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        if target.isEmpty { throw ProviderError(.invalidArgument, "a symbolic link needs a target") }
+        if target.utf8.count >= Int(PATH_MAX) { throw ProviderError(.nameTooLong, "symbolic link target is longer than \(PATH_MAX) bytes") }
+        return try createSync(name: name, parent: parent, kind: .symlink, target: target)
+    }
+
+    private func createSync(name: String, parent: ItemIdentifier, kind: ItemKind, target: String?) throws(ProviderError) -> Item {
+        try Self.validateName(name)
+        let parentRow = try parentRow(parent)
+        return try write { (database) throws(ProviderError) -> Item in
+            let parentRecord = try read { (tree) throws(ProviderError) in try checkedParent(tree, parentRow, parent, name: name) }
+            let row = state.withLock { $0.nextRow }
+            let now = Date()
+            let record = newRecord(row: row, parent: parentRecord, name: name, kind: kind,
+                                   size: Int64(target?.utf8.count ?? 0), created: now, modified: now, target: target)
+            let newParent = Self.touched(parentRecord, now: now)
+            try commit(database, saving: [record, newParent], kind == .folder ? "create folder \(name)" : "create symbolic link \(name)")
+            return state.withLock { tree -> Item in
+                tree.nextRow = max(tree.nextRow, row + 1)
+                tree.insert(record)
+                tree.replaceKeepingCounts(newParent)
+                return tree.records[row]!.item
+            }
+        }
+    }
+
+    public func renameItem(withIdentifier identifier: ItemIdentifier, toName name: String) async throws(ProviderError) -> Item {
+        try Self.validateName(name)
+        let row = try itemRow(identifier)
+        return try write { (database) throws(ProviderError) -> Item in
+            let (record, parentRecord) = try read { (tree) throws(ProviderError) -> (Record, Record) in
+                guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+                guard let parent = record.parent, let parentRecord = tree.records[parent] else {
+                    throw ProviderError(.notPermitted, "\(tree.path(of: row)) cannot be renamed")
+                }
+                if let existing = tree.children[parent]?[NameKey(name)], existing != row {
+                    throw ProviderError(.filenameCollision, "'\(name)' already exists in \(tree.path(of: parent))")
+                }
+                return (record, parentRecord)
+            }
+            if record.item.filename.utf8.elementsEqual(name.utf8) { return record.item }
+            let now = Date()
+            var renamed = record
+            renamed.item.filename = name
+            renamed.item.itemVersion.metadataVersion += 1
+            if renamed.item.kind == .file { renamed.item.contentType = types.fileType(forFilename: name) }
+            let newParent = Self.touched(parentRecord, now: now)
+            try commit(database, saving: [renamed, newParent], "rename \(record.item.filename) to \(name)")
+            return state.withLock { tree -> Item in
+                tree.move(row, to: renamed)
+                tree.replaceKeepingCounts(newParent)
+                return tree.records[row]!.item
+            }
+        }
+    }
+
+    public func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
+                             newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item {
+        if let newName { try Self.validateName(newName) }
+        let row = try itemRow(identifier)
+        let destinationRow = try parentRow(parent)
+        return try write { (database) throws(ProviderError) -> Item in
+            try moveSync(row: row, identifier: identifier, to: destinationRow, parent: parent, newName: newName,
+                         replacing: replacing, database: database, trashing: nil)
+        }
+    }
+
+    private enum TrashMove { case into(originalName: String), outOf }
+
+    /// Moves an item to another folder (or the same one under a new name), replacing the item at
+    /// the destination if `replacing` names it. One transaction; the replaced content file is
+    /// unlinked after the commit.
+    private func moveSync(row: Int64, identifier: ItemIdentifier, to destinationRow: Int64, parent: ItemIdentifier,
+                          newName: String?, replacing: ItemIdentifier?, database: DatabaseQueue,
+                          trashing: TrashMove?) throws(ProviderError) -> Item {
+        struct Plan {
+            var record: Record
+            var oldParent: Record
+            var newParent: Record
+            var replaced: Record?
+        }
+        let plan = try read { (tree) throws(ProviderError) -> Plan? in
+            guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+            guard let oldParentRow = record.parent, let oldParent = tree.records[oldParentRow] else {
+                throw ProviderError(.notPermitted, "\(tree.path(of: row)) cannot be moved")
+            }
+            guard let newParent = tree.records[destinationRow] else { throw ProviderError(.noSuchItem, "no folder with identifier '\(parent)'") }
+            guard newParent.item.isFolder else { throw ProviderError(.notDirectory, "\(tree.path(of: destinationRow)) is not a folder") }
+            let name = newName ?? record.item.filename
+            if record.item.isFolder {
+                // A folder may not move into itself or below itself.
+                var cursor: Int64? = destinationRow
+                while let current = cursor {
+                    if current == row {
+                        throw ProviderError(.invalidArgument, "cannot move \(tree.path(of: row)) into itself (\(tree.path(of: destinationRow)))")
+                    }
+                    cursor = tree.records[current]?.parent
+                }
+            }
+            var replaced: Record?
+            if let existingRow = tree.children[destinationRow]?[NameKey(name)] {
+                if existingRow == row { return nil }  // already there under that name
+                guard let replacing, Self.row(for: replacing) == existingRow, let existing = tree.records[existingRow] else {
+                    throw ProviderError(.filenameCollision, "'\(name)' already exists in \(tree.path(of: destinationRow))")
+                }
+                if record.item.isFolder && !existing.item.isFolder {
+                    throw ProviderError(.notDirectory, "cannot replace \(tree.path(of: existingRow)), which is not a folder, with a folder")
+                }
+                if !record.item.isFolder && existing.item.isFolder {
+                    throw ProviderError(.isDirectory, "cannot replace the folder \(tree.path(of: existingRow)) with a non-folder")
+                }
+                if existing.item.isFolder, !(tree.children[existingRow]?.isEmpty ?? true) {
+                    throw ProviderError(.directoryNotEmpty, "cannot replace \(tree.path(of: existingRow)): the folder is not empty")
+                }
+                replaced = existing
+            }
+            var moved = record
+            moved.parent = destinationRow
+            moved.item.parentIdentifier = newParent.item.identifier
+            moved.item.filename = name
+            moved.item.itemVersion.metadataVersion += 1
+            if moved.item.kind == .file, newName != nil { moved.item.contentType = types.fileType(forFilename: name) }
+            switch trashing {
+            case .into(let originalName):
+                moved.trashedFrom = oldParentRow
+                moved.trashedName = originalName
+            case .outOf, .none:
+                if destinationRow != Self.trashRow {
+                    moved.trashedFrom = nil
+                    moved.trashedName = nil
+                }
+            }
+            return Plan(record: moved, oldParent: oldParent, newParent: newParent, replaced: replaced)
+        }
+        guard let plan else { return try item(for: identifier) }
+        let now = Date()
+        let oldParent = Self.touched(plan.oldParent, now: now)
+        var saving = [plan.record, oldParent]
+        if plan.newParent.row != plan.oldParent.row { saving.append(Self.touched(plan.newParent, now: now)) }
+        let deleting = plan.replaced.map { [$0.row] } ?? []
+        try commit(database, saving: saving, deleting: deleting, "move \(plan.record.item.filename)")
+        if let replaced = plan.replaced, replaced.item.kind == .file {
+            let err = sysUnlink(contentPath(replaced.row))
+            if err != 0 && err != ENOENT { logger.warning("store: could not remove the contents of replaced item \(replaced.row): \(String(cString: strerror(err)))") }
+        }
+        return state.withLock { tree -> Item in
+            if let replaced = plan.replaced { tree.remove(replaced.row) }
+            tree.move(row, to: plan.record)
+            for parentRecord in saving.dropFirst() { tree.replaceKeepingCounts(parentRecord) }
+            return tree.records[row]!.item
+        }
+    }
+
+    public func deleteItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
+        let row = try itemRow(identifier)
+        try write { (database) throws(ProviderError) in
+            let (record, parentRecord) = try read { (tree) throws(ProviderError) -> (Record, Record) in
+                guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+                guard let parent = record.parent, let parentRecord = tree.records[parent] else {
+                    throw ProviderError(.notPermitted, "\(tree.path(of: row)) cannot be deleted")
+                }
+                if record.item.isFolder, !(tree.children[row]?.isEmpty ?? true) {
+                    throw ProviderError(.directoryNotEmpty, "cannot delete \(tree.path(of: row)): the folder is not empty")
+                }
+                return (record, parentRecord)
+            }
+            let newParent = Self.touched(parentRecord, now: Date())
+            try commit(database, saving: [newParent], deleting: [row], "delete \(record.item.filename)")
+            if record.item.kind == .file {
+                let err = sysUnlink(contentPath(row))
+                if err != 0 && err != ENOENT { logger.warning("store: could not remove the contents of deleted item \(row): \(String(cString: strerror(err)))") }
+            }
+            state.withLock { tree in
+                tree.remove(row)
+                tree.replaceKeepingCounts(newParent)
+            }
+        }
+    }
+
+    public func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+        let row = try itemRow(identifier)
+        return try write { (database) throws(ProviderError) -> Item in
+            let (record, name) = try read { (tree) throws(ProviderError) -> (Record, String) in
+                guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+                guard record.parent != nil else { throw ProviderError(.notPermitted, "\(tree.path(of: row)) cannot be trashed") }
+                return (record, tree.uniqueName(record.item.filename, in: Self.trashRow, isFolder: record.item.isFolder))
+            }
+            if record.parent == Self.trashRow { return record.item }
+            return try moveSync(row: row, identifier: identifier, to: Self.trashRow, parent: .trashContainer, newName: name,
+                                replacing: nil, database: database, trashing: .into(originalName: record.item.filename))
+        }
+    }
+
+    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier?) async throws(ProviderError) -> Item {
+        let row = try itemRow(identifier)
+        let requested = try parent.map { (p) throws(ProviderError) in try parentRow(p) }
+        return try write { (database) throws(ProviderError) -> Item in
+            let (destination, name) = try read { (tree) throws(ProviderError) -> (Int64, String) in
+                guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+                guard tree.isInTrash(row) else { throw ProviderError(.invalidArgument, "\(tree.path(of: row)) is not in the trash") }
+                var destination = Self.rootRow
+                if let requested {
+                    destination = requested
+                } else if let original = record.trashedFrom, tree.records[original]?.item.isFolder == true, !tree.isInTrash(original) {
+                    destination = original
+                }
+                return (destination, record.trashedName ?? record.item.filename)
+            }
+            return try moveSync(row: row, identifier: identifier, to: destination, parent: Self.identifier(forRow: destination),
+                                newName: name, replacing: nil, database: database, trashing: .outOf)
+        }
+    }
+
+    /// Changes metadata of one item (one transaction, one new metadata version).
+    private func updateSync(_ identifier: ItemIdentifier, _ what: String, _ change: (inout Record) throws(ProviderError) -> Void) throws(ProviderError) -> Item {
+        let row = try itemRow(identifier)
+        return try write { (database) throws(ProviderError) -> Item in
+            var record = try read { (tree) throws(ProviderError) -> Record in
+                guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+                return record
+            }
+            try change(&record)
+            record.item.itemVersion.metadataVersion += 1
+            try commit(database, saving: [record], what)
+            return state.withLock { tree -> Item in
+                tree.replaceKeepingCounts(record)
+                return tree.records[row]!.item
+            }
+        }
+    }
+
+    public func setTagData(_ tagData: Data?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+        try updateSync(identifier, "set tags") { $0.item.tagData = tagData }
+    }
+
+    public func setFavoriteRank(_ rank: Int64?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+        try updateSync(identifier, "set favorite rank") { $0.item.favoriteRank = rank }
+    }
+
+    public func setLastUsedDate(_ date: Date?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+        try updateSync(identifier, "set last-used date") { $0.item.lastUsedDate = date }
+    }
+
+    public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, posixPermissions: UInt16?,
+                              contentModificationDate: Date?) async throws(ProviderError) -> Item {
+        try updateSync(identifier, "set attributes") { record in
+            if let posixPermissions { record.item.posixPermissions = posixPermissions & 0o7777 }
+            if let contentModificationDate { record.item.contentModificationDate = contentModificationDate }
+        }
+    }
+
+    public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item {
+        let row = try itemRow(identifier)
+        let sourcePath = fileURL.path
+        return try write { (database) throws(ProviderError) -> Item in
+            var record = try read { (tree) throws(ProviderError) -> Record in
+                guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+                switch record.item.kind {
+                case .folder: throw ProviderError(.isDirectory, "\(tree.path(of: row)) is a folder")
+                case .symlink: throw ProviderError(.invalidArgument, "\(tree.path(of: row)) is a symbolic link")
+                case .file: return record
+                }
+            }
+            let status = try fileStatus(sourcePath).get()
+            guard status.kind == .file else {
+                throw ProviderError(.invalidArgument, "new contents for \(record.item.filename) must be a regular file")
+            }
+            // Keep the old contents reachable until the row is committed, to undo a failed commit.
+            let target = contentPath(row)
+            let backup = stagingDirectory.path + "/.previous-" + String(row)
+            _ = sysUnlink(backup)
+            let hasBackup = sysLink(target, backup)
+            try sysRename(sourcePath, target, "rename staged file over the contents of \(record.item.filename)")
+            record.item.documentSize = status.size
+            record.item.contentModificationDate = status.modificationDate
+            record.item.itemVersion.contentVersion += 1
+            record.item.itemVersion.metadataVersion += 1
+            do throws(ProviderError) {
+                try commit(database, saving: [record], "modify \(record.item.filename)")
+            } catch {
+                if hasBackup {
+                    try? sysRename(target, sourcePath, "")
+                    try? sysRename(backup, target, "")
+                }
+                throw error
+            }
+            if hasBackup { sysUnlink(backup) }
+            return state.withLock { tree -> Item in
+                tree.replaceKeepingCounts(record)
+                tree.dirty.insert(row)
+                return tree.records[row]!.item
+            }
+        }
+    }
+
+    public func synchronize() async throws(ProviderError) {
+        try synchronizeSync()
+    }
+
+    /// Makes everything committed so far survive a power cut: fsync of the content files written
+    /// since the last call and of the store's directories, then a full WAL checkpoint.
+    public func synchronizeSync() throws(ProviderError) {
+        try write { (database) throws(ProviderError) in
+            let dirty = state.withLock { tree -> Set<Int64> in
+                let dirty = tree.dirty
+                tree.dirty.removeAll()
+                return dirty
+            }
+            do throws(ProviderError) {
+                for row in dirty { try sysFsync(path: contentPath(row), directory: false) }
+                try sysFsync(path: contentsPath, directory: true)
+                try sysFsync(path: url.path, directory: true)
+            } catch {
+                state.withLock { $0.dirty.formUnion(dirty) }
+                throw error
+            }
+            do {
+                try database.inDatabase { db in
+                    _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(FULL)")
+                }
+            } catch let error as DatabaseError {
+                throw Self.providerError(error, "synchronize the store database")
+            } catch {
+                throw ProviderError(.ioError, "synchronize the store database: \(error)")
+            }
+        }
+    }
+}

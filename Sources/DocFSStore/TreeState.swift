@@ -1,0 +1,261 @@
+import Foundation
+import DocFSProvider
+import GRDB
+
+/// A filename compared byte for byte, as a Linux filesystem does (Swift's `String ==` would
+/// treat canonically equivalent spellings as equal; SQLite's unique index would not).
+struct NameKey: Hashable {
+    let name: String
+    init(_ name: String) { self.name = name }
+
+    static func == (lhs: NameKey, rhs: NameKey) -> Bool {
+        lhs.name.utf8.elementsEqual(rhs.name.utf8)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        var name = name
+        name.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+    }
+}
+
+/// One stored item: its public value plus what only the store needs.
+struct Record: Sendable {
+    var row: Int64
+    /// The parent's row; nil for the root and the trash.
+    var parent: Int64?
+    var item: Item
+    /// Folders: the capabilities of items created inside (nil: all).
+    var contentsPolicy: Capabilities?
+    /// Items in the trash: where they came from and under which name.
+    var trashedFrom: Int64?
+    var trashedName: String?
+    /// Set while loading when the record was mended and must be written back.
+    var needsSave = false
+
+    init(row: Int64, parent: Int64?, item: Item, contentsPolicy: Capabilities? = nil,
+         trashedFrom: Int64? = nil, trashedName: String? = nil) {
+        self.row = row
+        self.parent = parent
+        self.item = item
+        self.contentsPolicy = contentsPolicy
+        self.trashedFrom = trashedFrom
+        self.trashedName = trashedName
+    }
+}
+
+/// The whole tree in memory: records by row and each folder's children by name.
+struct TreeState: Sendable {
+    var records: [Int64: Record] = [:]
+    var children: [Int64: [NameKey: Int64]] = [:]
+    /// Children in name order, built on demand and dropped when a folder changes.
+    var sortedCache: [Int64: [Int64]] = [:]
+    var nextRow: Int64 = 3
+    /// Content files written since the last `synchronize()`.
+    var dirty: Set<Int64> = []
+
+    func path(of row: Int64) -> String {
+        if row == LocalStore.rootRow { return "/" }
+        var names: [String] = []
+        var cursor: Int64? = row
+        var guardCount = 0
+        while let current = cursor, current != LocalStore.rootRow, guardCount < 4096 {
+            guard let record = records[current] else { names.append("?"); break }
+            names.append(current == LocalStore.trashRow ? LocalStore.trashName : record.item.filename)
+            cursor = record.parent
+            guardCount += 1
+        }
+        return "/" + names.reversed().joined(separator: "/")
+    }
+
+    func isInTrash(_ row: Int64) -> Bool {
+        var cursor = records[row]?.parent
+        while let current = cursor {
+            if current == LocalStore.trashRow { return true }
+            cursor = records[current]?.parent
+        }
+        return false
+    }
+
+    mutating func sortedChildren(of row: Int64) -> [Int64] {
+        if let cached = sortedCache[row] { return cached }
+        let kids = children[row] ?? [:]
+        let order = kids.sorted { $0.key.name.utf8.lexicographicallyPrecedes($1.key.name.utf8) }.map(\.value)
+        sortedCache[row] = order
+        return order
+    }
+
+    /// A name not yet used in `folder`: `name`, then `name 2`, `name 3`, … before the extension.
+    func uniqueName(_ name: String, in folder: Int64, isFolder: Bool) -> String {
+        let kids = children[folder] ?? [:]
+        if kids[NameKey(name)] == nil { return name }
+        var base = name
+        var ext = ""
+        if !isFolder, let dot = name.lastIndex(of: "."), dot != name.startIndex {
+            base = String(name[..<dot])
+            ext = String(name[dot...])
+        }
+        var counter = 2
+        while true {
+            var suffix = " \(counter)" + ext
+            if suffix.utf8.count > 200 { suffix = " \(counter)" }
+            var candidateBase = base
+            while (candidateBase + suffix).utf8.count > 255 { candidateBase.removeLast() }
+            let candidate = candidateBase + suffix
+            if kids[NameKey(candidate)] == nil { return candidate }
+            counter += 1
+        }
+    }
+
+    // MARK: Write-through updates (after the commit)
+
+    /// Adds a new record under its parent and updates the parent's counts.
+    mutating func insert(_ record: Record) {
+        var record = record
+        if record.item.isFolder {
+            let kids = children[record.row] ?? [:]
+            record.item.childItemCount = kids.count
+        }
+        records[record.row] = record
+        if let parent = record.parent {
+            children[parent, default: [:]][NameKey(record.item.filename)] = record.row
+            sortedCache[parent] = nil
+            records[parent]?.item.childItemCount = children[parent]?.count ?? 0
+            if record.item.isFolder { records[parent]?.item.childFolderCount += 1 }
+        }
+    }
+
+    /// Removes a record (and its entry in its parent).
+    mutating func remove(_ row: Int64) {
+        guard let record = records.removeValue(forKey: row) else { return }
+        children[row] = nil
+        sortedCache[row] = nil
+        dirty.remove(row)
+        if let parent = record.parent {
+            children[parent]?[NameKey(record.item.filename)] = nil
+            sortedCache[parent] = nil
+            records[parent]?.item.childItemCount = children[parent]?.count ?? 0
+            if record.item.isFolder { records[parent]?.item.childFolderCount -= 1 }
+        }
+    }
+
+    /// Replaces an existing record that moved or was renamed (new parent and/or name).
+    mutating func move(_ row: Int64, to updated: Record) {
+        guard let old = records[row] else { insert(updated); return }
+        if let parent = old.parent {
+            children[parent]?[NameKey(old.item.filename)] = nil
+            sortedCache[parent] = nil
+            records[parent]?.item.childItemCount = children[parent]?.count ?? 0
+            if old.item.isFolder { records[parent]?.item.childFolderCount -= 1 }
+        }
+        var updated = updated
+        updated.item.childItemCount = old.item.childItemCount
+        updated.item.childFolderCount = old.item.childFolderCount
+        records[row] = updated
+        if let parent = updated.parent {
+            children[parent, default: [:]][NameKey(updated.item.filename)] = row
+            sortedCache[parent] = nil
+            records[parent]?.item.childItemCount = children[parent]?.count ?? 0
+            if updated.item.isFolder { records[parent]?.item.childFolderCount += 1 }
+        }
+    }
+
+    /// Replaces a record's metadata where name and parent did not change; counts are kept from memory.
+    mutating func replaceKeepingCounts(_ updated: Record) {
+        guard let old = records[updated.row] else { return }
+        var updated = updated
+        updated.item.childItemCount = old.item.childItemCount
+        updated.item.childFolderCount = old.item.childFolderCount
+        updated.item.filename = old.item.filename
+        updated.parent = old.parent
+        updated.item.parentIdentifier = old.item.parentIdentifier
+        records[updated.row] = updated
+    }
+}
+
+/// The SQLite schema and row mapping.
+enum Schema {
+    static func create(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE meta (
+                key TEXT PRIMARY KEY NOT NULL,
+                value TEXT NOT NULL
+            );
+            CREATE TABLE item (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                parent INTEGER,
+                name TEXT NOT NULL,
+                kind INTEGER NOT NULL,
+                contentType TEXT NOT NULL,
+                size INTEGER NOT NULL DEFAULT 0,
+                created REAL NOT NULL,
+                modified REAL NOT NULL,
+                lastUsed REAL,
+                tagData BLOB,
+                favoriteRank INTEGER,
+                caps INTEGER NOT NULL,
+                contentsCaps INTEGER,
+                contentVersion INTEGER NOT NULL DEFAULT 1,
+                metadataVersion INTEGER NOT NULL DEFAULT 1,
+                symlinkTarget TEXT,
+                perms INTEGER NOT NULL,
+                trashedFrom INTEGER,
+                trashedName TEXT
+            );
+            CREATE UNIQUE INDEX item_parent_name ON item(parent, name);
+            """)
+    }
+
+    static func setMeta(_ db: Database, _ key: String, _ value: String) throws {
+        try db.execute(sql: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                       arguments: [key, value])
+    }
+
+    static let columns = "id, parent, name, kind, contentType, size, created, modified, lastUsed, tagData, favoriteRank, caps, contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms, trashedFrom, trashedName"
+
+    static func upsert(_ db: Database, _ record: Record) throws {
+        let item = record.item
+        let arguments: StatementArguments = [
+            record.row, record.parent, item.filename, Int(item.kind.rawValue), item.contentType.rawValue,
+            item.documentSize, item.creationDate.timeIntervalSince1970, item.contentModificationDate.timeIntervalSince1970,
+            item.lastUsedDate?.timeIntervalSince1970, item.tagData, item.favoriteRank,
+            Int64(item.capabilities.rawValue), record.contentsPolicy.map { Int64($0.rawValue) },
+            Int64(bitPattern: item.itemVersion.contentVersion), Int64(bitPattern: item.itemVersion.metadataVersion),
+            item.symlinkTargetPath, Int(item.posixPermissions), record.trashedFrom, record.trashedName,
+        ]
+        try db.execute(sql: """
+            INSERT INTO item (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(id) DO UPDATE SET parent = excluded.parent, name = excluded.name, kind = excluded.kind,
+                contentType = excluded.contentType, size = excluded.size, created = excluded.created,
+                modified = excluded.modified, lastUsed = excluded.lastUsed, tagData = excluded.tagData,
+                favoriteRank = excluded.favoriteRank, caps = excluded.caps, contentsCaps = excluded.contentsCaps,
+                contentVersion = excluded.contentVersion, metadataVersion = excluded.metadataVersion,
+                symlinkTarget = excluded.symlinkTarget, perms = excluded.perms,
+                trashedFrom = excluded.trashedFrom, trashedName = excluded.trashedName
+            """, arguments: arguments)
+    }
+
+    static func delete(_ db: Database, _ row: Int64) throws {
+        try db.execute(sql: "DELETE FROM item WHERE id = ?", arguments: [row])
+    }
+
+    static func record(from row: Row) -> Record {
+        let id: Int64 = row[0]
+        let parent: Int64? = row[1]
+        let kind = ItemKind(rawValue: UInt8(clamping: row[3] as Int)) ?? .file
+        let lastUsed: Double? = row[8]
+        let contentsCaps: Int64? = row[12]
+        let item = Item(
+            identifier: LocalStore.identifier(forRow: id),
+            parentIdentifier: parent.map(LocalStore.identifier(forRow:)) ?? .rootContainer,
+            filename: row[2], kind: kind, contentType: ContentType(row[4] as String), documentSize: row[5],
+            childItemCount: kind == .folder ? 0 : nil,
+            creationDate: Date(timeIntervalSince1970: row[6]), contentModificationDate: Date(timeIntervalSince1970: row[7]),
+            lastUsedDate: lastUsed.map(Date.init(timeIntervalSince1970:)), tagData: row[9], favoriteRank: row[10],
+            capabilities: Capabilities(rawValue: UInt32(truncatingIfNeeded: row[11] as Int64)),
+            itemVersion: ItemVersion(contentVersion: UInt64(bitPattern: row[13] as Int64), metadataVersion: UInt64(bitPattern: row[14] as Int64)),
+            symlinkTargetPath: row[15], posixPermissions: UInt16(truncatingIfNeeded: row[16] as Int))
+        return Record(row: id, parent: parent, item: item,
+                      contentsPolicy: contentsCaps.map { Capabilities(rawValue: UInt32(truncatingIfNeeded: $0)) },
+                      trashedFrom: row[17], trashedName: row[18])
+    }
+}
