@@ -112,8 +112,10 @@ struct TreeState: Sendable {
     mutating func insert(_ record: Record) {
         var record = record
         if record.item.isFolder {
+            // Counts follow the children actually in memory (they are inserted after their folder).
             let kids = children[record.row] ?? [:]
             record.item.childItemCount = kids.count
+            record.item.childFolderCount = kids.values.reduce(0) { $0 + (records[$1]?.item.isFolder == true ? 1 : 0) }
         }
         records[record.row] = record
         if let parent = record.parent {
