@@ -678,24 +678,39 @@ public final class LocalStore: Provider, @unchecked Sendable {
             try planImport(path: sourcePath, name: name, status: status, parent: parentRecord, into: &plan, nextRow: &nextRow)
             // Move the contents in first, then commit the rows: a crash in between leaves only
             // content files without rows, which the next open removes.
-            var moved: [PlannedItem] = []
+            // A staged file on another filesystem (EXDEV) is copied instead, and the original
+            // removed once the rows are committed.
+            var moved: [(item: PlannedItem, copied: Bool)] = []
+            func undoMoves() {
+                for done in moved.reversed() {
+                    if done.copied { sysUnlink(contentPath(done.item.record.row)) }
+                    else { try? sysRename(contentPath(done.item.record.row), done.item.source, "") }
+                }
+            }
             for planned in plan where planned.record.item.kind == .file {
+                let target = contentPath(planned.record.row)
                 do throws(ProviderError) {
-                    try sysRename(planned.source, contentPath(planned.record.row), "rename staged file \(planned.source) into the store")
+                    do throws(ProviderError) {
+                        try sysRename(planned.source, target, "rename staged file \(planned.source) into the store")
+                        moved.append((planned, false))
+                    } catch where error.errno == EXDEV {
+                        try sysCopyFile(planned.source, to: target)
+                        moved.append((planned, true))
+                    }
                 } catch {
-                    for done in moved.reversed() { try? sysRename(contentPath(done.record.row), done.source, "") }
+                    undoMoves()
                     throw error
                 }
-                moved.append(planned)
             }
             let now = Date()
             let newParent = Self.touched(parentRecord, now: now)
             do throws(ProviderError) {
                 try commit(database, saving: plan.map(\.record) + [newParent], "import \(name)")
             } catch {
-                for done in moved.reversed() { try? sysRename(contentPath(done.record.row), done.source, "") }
+                undoMoves()
                 throw error
             }
+            for done in moved where done.copied { sysUnlink(done.item.source) }
             // Committed: the staged directories (and symlinks) are no longer needed.
             if status.kind != .file { removeTree(sourcePath) }
             let top = state.withLock { tree -> Item in
@@ -886,6 +901,10 @@ public final class LocalStore: Provider, @unchecked Sendable {
                 if destinationRow != Self.trashRow {
                     moved.trashedFrom = nil
                     moved.trashedName = nil
+                } else if oldParentRow != Self.trashRow {
+                    // Moved into the trash by hand: remember the origin as trashItem does.
+                    moved.trashedFrom = oldParentRow
+                    moved.trashedName = record.item.filename
                 }
             }
             return Plan(record: moved, oldParent: oldParent, newParent: newParent, replaced: replaced)

@@ -136,3 +136,35 @@ func removeTree(_ path: String) -> Bool {
     }
     return unlink(path) == 0
 }
+
+/// Copies a file into the store (for a staged file on another filesystem).
+func sysCopyFile(_ source: String, to target: String) throws(ProviderError) {
+    let input = sysOpen(source, O_RDONLY | O_CLOEXEC)
+    guard input >= 0 else { throw .posix(errno, "open \(source) to copy it into the store") }
+    defer { sysClose(input) }
+    let output = sysOpen(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    guard output >= 0 else { throw .posix(errno, "create \(target)") }
+    defer { sysClose(output) }
+    var buffer = [UInt8](repeating: 0, count: 1 << 20)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+        if count < 0 {
+            if errno == EINTR { continue }
+            let err = errno
+            sysUnlink(target)
+            throw .posix(err, "read \(source)")
+        }
+        if count == 0 { break }
+        var written = 0
+        while written < count {
+            let result = buffer.withUnsafeBytes { write(output, $0.baseAddress! + written, count - written) }
+            if result < 0 {
+                if errno == EINTR { continue }
+                let err = errno
+                sysUnlink(target)
+                throw .posix(err, "copy \(source) into the store")
+            }
+            written += result
+        }
+    }
+}

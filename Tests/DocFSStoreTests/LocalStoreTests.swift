@@ -366,6 +366,23 @@ final class LocalStoreActionTests: StoreTestCase {
         XCTAssertEqual(item.posixPermissions, 0o640)
     }
 
+    func testImportFromAnotherFilesystemCopies() async throws {
+        try makeStore()
+        let shm = URL(fileURLWithPath: "/dev/shm")
+        var a = stat(), b = stat()
+        guard stat(shm.path, &a) == 0, stat(storeURL.path, &b) == 0, a.st_dev != b.st_dev else {
+            throw XCTSkip("no second filesystem at /dev/shm")
+        }
+        let dir = shm.appendingPathComponent("docfs-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let staged = dir.appendingPathComponent("far.txt")
+        try Data("from afar".utf8).write(to: staged)
+        let item = try await store.importDocument(at: staged, toParentItemIdentifier: .rootContainer)
+        XCTAssertEqual(try contents(of: item.identifier), "from afar")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: staged.path), "moved, not just copied")
+    }
+
     func testImportDirectoryTree() async throws {
         try makeStore()
         let top = store.stagingDirectory.appendingPathComponent("upload/pkg")
@@ -586,6 +603,16 @@ final class LocalStoreActionTests: StoreTestCase {
         await expectError(.notPermitted) { try await store.trashItem(withIdentifier: .rootContainer) }
     }
 
+    func testMovingIntoTheTrashByHandRemembersTheOrigin() async throws {
+        try makeStore()
+        let dir = try await mkdir("dir")
+        let file = try await importFile("f.txt", into: dir.identifier)
+        let moved = try await store.reparentItem(withIdentifier: file.identifier, toParentItemWithIdentifier: .trashContainer, newName: nil, replacing: nil)
+        XCTAssertEqual(moved.parentIdentifier, .trashContainer)
+        let back = try await store.untrashItem(withIdentifier: file.identifier, toParentItemIdentifier: nil)
+        XCTAssertEqual(back.parentIdentifier, dir.identifier)
+    }
+
     func testModifyContents() async throws {
         try makeStore()
         let item = try await importFile("doc.txt", "version one")
@@ -684,5 +711,33 @@ final class LocalStoreActionTests: StoreTestCase {
         try reopen()
         print("reopen with \(store.itemCount) items in \(Date().timeIntervalSince(openStart))s")
         XCTAssertEqual(try store.enumerateItems(in: dir.identifier).count, count)
+    }
+
+    /// 100,000 items: set DOCFS_STORE_BIG=1 to run (about a minute).
+    func testHundredThousandItems() async throws {
+        guard ProcessInfo.processInfo.environment["DOCFS_STORE_BIG"] == "1" else { throw XCTSkip("set DOCFS_STORE_BIG=1") }
+        try makeStore()
+        let start = Date()
+        var folders: [ItemIdentifier] = []
+        for index in 0..<100 { folders.append(try await mkdir("folder-\(index)").identifier) }
+        for index in 0..<50_000 { _ = try await mkdir("item-\(index)", in: folders[index % 100]) }
+        let flat = try await mkdir("flat")
+        for index in 0..<50_000 { _ = try await mkdir("n\(index)", in: flat.identifier) }
+        print("100k creates in \(Date().timeIntervalSince(start))s")
+        var t = Date()
+        for index in 0..<100_000 { _ = try store.childItem(named: "n\(index % 50_000)", in: flat.identifier) }
+        print("100k lookups in \(Date().timeIntervalSince(t))s")
+        t = Date()
+        XCTAssertEqual(try store.enumerateItems(in: flat.identifier).count, 50_000)
+        print("first listing of 50k in \(Date().timeIntervalSince(t))s")
+        t = Date()
+        XCTAssertEqual(try store.enumerateItems(in: flat.identifier).count, 50_000)
+        print("second listing of 50k in \(Date().timeIntervalSince(t))s")
+        t = Date()
+        try reopen()
+        print("reopen with \(store.itemCount) items in \(Date().timeIntervalSince(t))s")
+        t = Date()
+        _ = try await mkdir("one-more", in: flat.identifier)
+        print("one create in a 50k folder in \(Date().timeIntervalSince(t))s")
     }
 }
