@@ -1,0 +1,51 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "docfs",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "docfs", targets: ["docfs"]),
+        .library(name: "DocFSProvider", targets: ["DocFSProvider"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+    ],
+    targets: [
+        // libfuse3 as a system library; the module map lives here, never at the package root.
+        .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
+        // The provider vocabulary: items, capabilities, content types, errors, the Provider protocol.
+        .target(name: "DocFSProvider", dependencies: [
+            .product(name: "SystemPackage", package: "swift-system"),
+        ]),
+        // The embedded default provider: SQLite metadata (GRDB) + content files, layout (Yams).
+        .target(name: "DocFSStore", dependencies: [
+            "DocFSProvider",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Yams", package: "Yams"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "SystemPackage", package: "swift-system"),
+        ]),
+        // FUSE low-level operations mapped onto a Provider.
+        .target(name: "DocFSBridge", dependencies: [
+            "CFuse", "DocFSProvider",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "SystemPackage", package: "swift-system"),
+        ]),
+        .executableTarget(name: "docfs", dependencies: [
+            "DocFSProvider", "DocFSStore", "DocFSBridge",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .testTarget(name: "DocFSProviderTests", dependencies: ["DocFSProvider"]),
+        .testTarget(name: "DocFSStoreTests", dependencies: ["DocFSStore", "DocFSProvider"]),
+        .testTarget(name: "DocFSBridgeTests", dependencies: ["DocFSBridge", "DocFSProvider"]),
+        // Mounted tests: drive the built `docfs` executable as a subprocess.
+        .testTarget(name: "DocFSMountTests", dependencies: ["docfs"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,79 @@
+import struct Foundation.URL
+import struct Foundation.Data
+import struct Foundation.Date
+
+/// Space figures for `statfs`.
+public struct StorageStatistics: Sendable {
+    public var blockSize: UInt64
+    public var totalBlocks: UInt64
+    public var freeBlocks: UInt64
+    public var availableBlocks: UInt64
+    public var totalFiles: UInt64
+    public var freeFiles: UInt64
+    public var maxNameLength: UInt64
+    public init(blockSize: UInt64, totalBlocks: UInt64, freeBlocks: UInt64, availableBlocks: UInt64,
+                totalFiles: UInt64, freeFiles: UInt64, maxNameLength: UInt64 = 255) {
+        self.blockSize = blockSize; self.totalBlocks = totalBlocks; self.freeBlocks = freeBlocks
+        self.availableBlocks = availableBlocks; self.totalFiles = totalFiles; self.freeFiles = freeFiles
+        self.maxNameLength = maxNameLength
+    }
+}
+
+/// A document provider: serves a tree of items and carries out user actions on it.
+///
+/// Modelled on NSFileProviderReplicatedExtension's action methods. Reading the tree
+/// (`item`, `childItem`, `enumerateItems`, `openContents`) is synchronous because the bridge calls
+/// it for every `ls` and `stat`: answer from memory, never block on the network. Actions are
+/// async and run on a dedicated executor; return as soon as the change is durable and defer slow
+/// follow-up work (upload, indexing) to the background.
+///
+/// Capability checks are the caller's job (the bridge checks before calling), but a provider may
+/// refuse anything by throwing a `ProviderError`; its reason is logged with the path.
+public protocol Provider: AnyObject, Sendable {
+    // MARK: Reading the tree
+
+    /// The item with this identifier, or `.noSuchItem`.
+    func item(for identifier: ItemIdentifier) throws(ProviderError) -> Item
+    /// The child of `parent` named `name`, or `.noSuchItem`.
+    func childItem(named name: String, in parent: ItemIdentifier) throws(ProviderError) -> Item
+    /// The children of a folder, in a stable order.
+    func enumerateItems(in container: ItemIdentifier) throws(ProviderError) -> [Item]
+    /// A read-only descriptor on a file's current contents. The caller closes it.
+    func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32
+    /// A directory on the same filesystem as the provider's storage, where callers stage
+    /// files to import so the import can be a rename.
+    var stagingDirectory: URL { get }
+    /// Space figures for `df`.
+    func storageStatistics() -> StorageStatistics
+
+    // MARK: Actions (NSFileProvider vocabulary)
+
+    /// Moves the staged file (or package directory) at `fileURL` into storage under `parent`.
+    /// The item's name is the file's name. The URL is security-scoped: readable only inside
+    /// the call. Returns the new item (its identifier may be temporary).
+    func importDocument(at fileURL: URL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item
+    func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item
+    func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item
+    func renameItem(withIdentifier identifier: ItemIdentifier, toName name: String) async throws(ProviderError) -> Item
+    /// Moves an item to another folder, optionally under a new name. With `replacing`, the item
+    /// at the destination is deleted in the same atomic step (rename over an existing name).
+    func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
+                      newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item
+    func deleteItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError)
+    func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
+    func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier?) async throws(ProviderError) -> Item
+    func setTagData(_ tagData: Data?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
+    func setFavoriteRank(_ rank: Int64?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
+    func setLastUsedDate(_ date: Date?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
+
+    // MARK: Changing contents and attributes
+
+    /// Replaces a file's contents with the staged file at `fileURL` (moved, not copied): a new
+    /// content version. Readers holding the old contents open keep seeing them.
+    func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item
+    /// Changes permission bits and/or the content-modification date.
+    func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, posixPermissions: UInt16?,
+                       contentModificationDate: Date?) async throws(ProviderError) -> Item
+    /// Makes everything acknowledged so far survive a power cut (fsync).
+    func synchronize() async throws(ProviderError)
+}
