@@ -1,0 +1,296 @@
+import CFuse
+import Foundation
+import Glibc
+import DocFSProvider
+
+// Files: a copy in is create → write… → flush (import) → release; a change to an existing file
+// is open(write) → write… → flush (new content version). Errors the copying tool must see come
+// back from flush, because the kernel ignores release's.
+extension Bridge {
+    static func handle(_ fi: UnsafeMutablePointer<fuse_file_info>?) -> OpenFile? {
+        guard let fi, fi.pointee.fh != 0 else { return nil }
+        return Unmanaged<OpenFile>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(fi.pointee.fh))!).takeUnretainedValue()
+    }
+
+    private func install(_ file: OpenFile, in fi: UnsafeMutablePointer<fuse_file_info>) {
+        inodes.retainOpen(file.node)
+        fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(file).toOpaque()))
+        fi.pointee.keep_cache = options.keepCache ? 1 : 0
+    }
+
+    func create(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t,
+                _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        do throws(Failure) {
+            let name = try attempt(.ino(parent)) { () throws(ProviderError) in try Bridge.name(cname) }
+            let parentItem = try item(parent)
+            try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
+                try CapabilityCheck.add(into: parentItem)
+                if name == "." || name == ".." { throw ProviderError(.invalidName, "reserved name") }
+                if (try? provider.childItem(named: name, in: parentItem.identifier)) != nil
+                    || inodes.pendingChild(parent: parent, name: name) != nil {
+                    throw ProviderError(.filenameCollision, "'\(name)' already exists")
+                }
+            }
+            let session = try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
+                try WriteSession.stage(in: staging, copying: nil, dirty: true)
+            }
+            let node = inodes.addPending(parent: parent, name: name)
+            node.sessionLock.withLock { node.session = session }
+            install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
+            var e = fuse_entry_param()
+            e.ino = node.ino
+            e.generation = InodeTable.generation
+            e.attr = attributes.stat(ofStaged: session.fd, ino: node.ino, permissions: mode_t(mode & 0o7777))
+            e.attr_timeout = 0
+            e.entry_timeout = 0
+            reply.create(&e, fi)
+        } catch {
+            reply.error(report("create", error))
+        }
+    }
+
+    func open(_ reply: consuming Reply, _ ino: UInt64, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        do throws(Failure) {
+            guard let node = inodes.node(ino) else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
+            let accmode = fi.pointee.flags & O_ACCMODE
+            let writing = accmode == O_WRONLY || accmode == O_RDWR
+            let truncating = writing && fi.pointee.flags & O_TRUNC != 0
+            guard inodes.identifier(ino) != nil else {
+                // A file still being copied in: every handle shares its staging file.
+                guard stagedStat(node) != nil else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
+                if truncating { try truncate(staged: node, to: 0) }
+                install(OpenFile(node: node, readFD: -1, writable: writing), in: fi)
+                reply.open(fi)
+                return
+            }
+            let item = try self.item(ino)
+            if item.kind == .folder { throw Failure(ProviderError(.isDirectory), .item(item.identifier)) }
+            try attempt(.item(item.identifier)) { () throws(ProviderError) in
+                if accmode != O_WRONLY { try CapabilityCheck.read(item) }
+                if writing { try CapabilityCheck.write(item) }
+            }
+            if writing {
+                try beginWriting(node, item: item, truncating: truncating)
+                install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
+            } else {
+                let fd = try attempt(.item(item.identifier)) { () throws(ProviderError) in
+                    try provider.openContents(of: item.identifier)
+                }
+                install(OpenFile(node: node, readFD: fd, writable: false), in: fi)
+            }
+            reply.open(fi)
+        } catch {
+            reply.error(report("open", error))
+        }
+    }
+
+    /// Makes sure the node has a live staging file, copying the stored contents unless truncating.
+    private func beginWriting(_ node: InodeNode, item: Item, truncating: Bool) throws(Failure) {
+        node.sessionLock.lock()
+        defer { node.sessionLock.unlock() }
+        if let s = node.session, !s.committed {
+            if truncating, s.size > 0 { ftruncate(s.fd, 0); s.dirty = true }
+            return
+        }
+        node.session = try restage(node, item: item, from: node.session, truncating: truncating)
+    }
+
+    /// A fresh staging copy of the current contents (of a committed session, or of the store).
+    /// Call with the node's sessionLock held.
+    private func restage(_ node: InodeNode, item: Item?, from previous: WriteSession?, truncating: Bool) throws(Failure) -> WriteSession {
+        let subject: Subject = item.map { .item($0.identifier) } ?? .ino(node.ino)
+        return try attempt(subject) { () throws(ProviderError) in
+            if truncating {
+                return try WriteSession.stage(in: staging, copying: nil, dirty: (item?.documentSize ?? 1) > 0)
+            }
+            if let previous {
+                return try WriteSession.stage(in: staging, copying: previous.fd, dirty: false)
+            }
+            guard let item else { throw ProviderError(.noSuchItem) }
+            let fd = try provider.openContents(of: item.identifier)
+            defer { close(fd) }
+            return try WriteSession.stage(in: staging, copying: fd, dirty: false)
+        }
+    }
+
+    func read(_ reply: consuming Reply, _ size: Int, _ offset: Int, _ file: OpenFile) {
+        var fd = file.readFD
+        var session: WriteSession?
+        // A file open for writing anywhere reads from its staging file, so readers see writes.
+        file.node.sessionLock.lock()
+        session = file.node.session
+        file.node.sessionLock.unlock()
+        if let session { fd = session.fd }
+        guard fd >= 0 else { reply.error(EBADF); return }
+        let buf = UnsafeMutableRawPointer.allocate(byteCount: max(size, 1), alignment: 4096)
+        defer { buf.deallocate() }
+        let n = pread(fd, buf, size, off_t(offset))
+        withExtendedLifetime(session) {}
+        if n < 0 { reply.error(errno); return }
+        reply.buffer(buf, n)
+    }
+
+    func write(_ reply: consuming Reply, _ buf: UnsafeRawPointer, _ size: Int, _ offset: Int, _ file: OpenFile) {
+        guard file.writable else { reply.error(EBADF); return }
+        let node = file.node
+        node.sessionLock.lock()
+        defer { node.sessionLock.unlock() }
+        if node.session == nil || node.session!.committed {
+            // Written again after a commit (another handle, or after flush): stage a fresh copy so
+            // the stored version is never changed in place.
+            do throws(Failure) {
+                node.session = try restage(node, item: nil, from: node.session, truncating: false)
+            } catch {
+                reply.error(report("write", error))
+                return
+            }
+        }
+        let session = node.session!
+        var done = 0
+        while done < size {
+            let n = pwrite(session.fd, buf + done, size - done, off_t(offset + done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                let e = errno
+                reply.error(report("write", Failure(.posix(e, "write to staging file"), .ino(node.ino))))
+                return
+            }
+            done += n
+        }
+        session.dirty = true
+        reply.written(size)
+    }
+
+    /// close(): a new file is imported, a changed one becomes a new content version. The result is
+    /// what close() returns to the program.
+    func flush(_ reply: consuming Reply, _ file: OpenFile) {
+        guard file.writable || inodes.identifier(file.node.ino) == nil else { reply.ok(); return }
+        let d = reply.deferred()
+        executor.run { [self] in
+            do throws(Failure) {
+                try await commit(file.node, durable: false)
+                d.ok()
+            } catch {
+                d.error(report(inodes.identifier(file.node.ino) == nil ? "import" : "flush", error))
+            }
+        }
+    }
+
+    func fsync(_ reply: consuming Reply, _ file: OpenFile) {
+        let d = reply.deferred()
+        executor.run { [self] in
+            do throws(Failure) {
+                try await commit(file.node, durable: true)
+                try await attempt(.ino(file.node.ino)) { () async throws(ProviderError) in try await provider.synchronize() }
+                d.ok()
+            } catch {
+                d.error(report("fsync", error))
+            }
+        }
+    }
+
+    func release(_ reply: consuming Reply, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        guard let file = Bridge.handle(fi) else { reply.ok(); return }
+        Unmanaged.passUnretained(file).release()
+        let node = file.node
+        let last = inodes.releaseOpen(node)
+        reply.ok()
+        guard last else { return }
+        // Normally flush has committed already; a handle closed without one (e.g. the process
+        // was killed) still gets its data kept.
+        executor.run { [self] in
+            do throws(Failure) { try await commit(node, durable: false) } catch { _ = report("release", error) }
+            guard inodes.openCount(node) == 0 else { return }
+            node.sessionLock.withLock {
+                if let s = node.session, s.committed || !s.dirty { node.session = nil }
+            }
+        }
+    }
+
+    /// Hands the staged file to the provider when it has news: the import of a new file, or a
+    /// new content version of an existing one.
+    func commit(_ node: InodeNode, durable: Bool) async throws(Failure) {
+        let placement = inodes.pendingPlacement(of: node)
+        node.sessionLock.lock()
+        guard let session = node.session, !session.committed, session.dirty || placement != nil else {
+            node.sessionLock.unlock()
+            return
+        }
+        // Claim it: a write arriving now stages a fresh copy instead of changing this file.
+        session.committed = true
+        session.dirty = false
+        node.sessionLock.unlock()
+        if durable { Glibc.fsync(session.fd) }
+
+        if let placement {
+            guard let parentID = inodes.identifier(placement.parent) else {
+                inodes.dropPending(node)
+                throw Failure(ProviderError(.noSuchItem, "the folder was removed during the copy"), .ino(node.ino))
+            }
+            let subject = Subject.child(parentID, placement.name)
+            do throws(Failure) {
+                let url = try attempt(subject) { () throws(ProviderError) in
+                    try session.moveForImport(named: placement.name, in: staging)
+                }
+                defer {
+                    // The provider moved the file out; the folder it was staged in goes too.
+                    Glibc.unlink(url.path)
+                    rmdir(url.deletingLastPathComponent().path)
+                }
+                let item = try await attempt(subject) { () async throws(ProviderError) in
+                    try await provider.importDocument(at: url, toParentItemIdentifier: parentID)
+                }
+                inodes.bind(node, to: item.identifier)
+            } catch {
+                // Refused or failed: nothing of it stays in the tree.
+                inodes.dropPending(node)
+                throw error
+            }
+            return
+        }
+        guard let identifier = inodes.identifier(node.ino) else { return }
+        do throws(Failure) {
+            // The staged file becomes the stored contents; keep a name for it so the session
+            // (whose path the provider takes) can still be unlinked if the provider refuses.
+            let url = URL(fileURLWithPath: session.path)
+            _ = try await attempt(.item(identifier)) { () async throws(ProviderError) in
+                try await provider.modifyContents(ofItemWithIdentifier: identifier, from: url)
+            }
+        } catch {
+            node.sessionLock.withLock {
+                if node.session === session { session.committed = false; session.dirty = true }
+            }
+            throw error
+        }
+    }
+
+    // MARK: Truncation
+
+    func truncate(staged node: InodeNode, to size: Int64) throws(Failure) {
+        node.sessionLock.lock(); defer { node.sessionLock.unlock() }
+        guard let s = node.session else { throw Failure(ProviderError(.noSuchItem), .ino(node.ino)) }
+        guard ftruncate(s.fd, off_t(size)) == 0 else { throw Failure(.posix(errno, "truncate"), .ino(node.ino)) }
+        s.dirty = true
+    }
+
+    /// truncate/ftruncate: on the open staging file if there is one, else as a new version at once.
+    func truncate(_ node: InodeNode, item: Item?, to size: Int64) async throws(Failure) {
+        let hasOpenSession: Bool = node.sessionLock.withLock { node.session.map { !$0.committed } ?? false }
+        if hasOpenSession || item == nil {
+            try truncate(staged: node, to: size)
+            return
+        }
+        guard let item else { return }
+        node.sessionLock.lock()
+        do throws(Failure) {
+            node.session = try restage(node, item: item, from: node.session, truncating: size == 0)
+            node.sessionLock.unlock()
+        } catch {
+            node.sessionLock.unlock()
+            throw error
+        }
+        try truncate(staged: node, to: size)
+        try await commit(node, durable: false)
+        if inodes.openCount(node) == 0 { node.sessionLock.withLock { node.session = nil } }
+    }
+}

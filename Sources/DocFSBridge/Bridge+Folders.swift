@@ -1,0 +1,308 @@
+import CFuse
+import Foundation
+import Glibc
+import DocFSProvider
+
+// Folders and names: mkdir, symlink, unlink, rmdir, rename, link, mknod, and listings.
+extension Bridge {
+    /// A validated child name and its parent item, or a failure about them.
+    private func parentAndName(_ parent: UInt64, _ cname: UnsafePointer<CChar>) throws(Failure) -> (Item, String) {
+        let name = try attempt(.ino(parent)) { () throws(ProviderError) in try Bridge.name(cname) }
+        let parentItem = try item(parent)
+        return (parentItem, name)
+    }
+
+    /// Replies with the entry for a newly made item (counts one lookup).
+    private func replyEntry(_ d: DeferredReply, _ item: Item) {
+        let node = inodes.remember(item.identifier)
+        var e = entry(for: item, node: node)
+        d.entry(&e)
+    }
+
+    func mkdir(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t) {
+        do throws(Failure) {
+            let (parentItem, name) = try parentAndName(parent, cname)
+            let subject = Subject.child(parentItem.identifier, name)
+            try attempt(subject) { () throws(ProviderError) in try CapabilityCheck.add(into: parentItem) }
+            let d = reply.deferred()
+            executor.run { [self] in
+                do throws(Failure) {
+                    var item = try await attempt(subject) { () async throws(ProviderError) in
+                        try await provider.createDirectory(withName: name, inParentItemIdentifier: parentItem.identifier)
+                    }
+                    let wanted = UInt16(mode & 0o7777)
+                    if wanted != item.posixPermissions {
+                        item = (try? await provider.setAttributes(ofItemWithIdentifier: item.identifier, posixPermissions: wanted, contentModificationDate: nil)) ?? item
+                    }
+                    replyEntry(d, item)
+                } catch {
+                    d.error(report("mkdir", error))
+                }
+            }
+        } catch {
+            reply.error(report("mkdir", error))
+        }
+    }
+
+    func symlink(_ reply: consuming Reply, _ ctarget: UnsafePointer<CChar>, _ parent: UInt64, _ cname: UnsafePointer<CChar>) {
+        do throws(Failure) {
+            let (parentItem, name) = try parentAndName(parent, cname)
+            let subject = Subject.child(parentItem.identifier, name)
+            let target = try attempt(subject) { () throws(ProviderError) in
+                try CapabilityCheck.add(into: parentItem)
+                guard let t = String(validatingCString: ctarget) else {
+                    throw ProviderError(.illegalByteSequence, "link target is not valid UTF-8")
+                }
+                return t
+            }
+            let d = reply.deferred()
+            executor.run { [self] in
+                do throws(Failure) {
+                    let item = try await attempt(subject) { () async throws(ProviderError) in
+                        try await provider.createSymbolicLink(withName: name, target: target, inParentItemIdentifier: parentItem.identifier)
+                    }
+                    replyEntry(d, item)
+                } catch {
+                    d.error(report("symlink", error))
+                }
+            }
+        } catch {
+            reply.error(report("symlink", error))
+        }
+    }
+
+    /// Hard links would give one item two parents, which the provider model has no word for.
+    func link(_ reply: consuming Reply, _ ino: UInt64, _ newParent: UInt64, _ cname: UnsafePointer<CChar>) {
+        let subject: Subject = inodes.identifier(newParent).map { .child($0, String(cString: cname)) } ?? .ino(newParent)
+        reply.error(report("link", Failure(ProviderError(.notPermitted, "hard links are not supported by document providers"), subject)))
+    }
+
+    /// Only regular files can be made this way (as an empty import); devices, FIFOs and sockets are refused.
+    func mknod(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t) {
+        do throws(Failure) {
+            let (parentItem, name) = try parentAndName(parent, cname)
+            let subject = Subject.child(parentItem.identifier, name)
+            try attempt(subject) { () throws(ProviderError) in
+                try CapabilityCheck.add(into: parentItem)
+                guard mode & S_IFMT == S_IFREG else {
+                    throw ProviderError(.notPermitted, "only regular files, folders and symbolic links can be created")
+                }
+            }
+            let d = reply.deferred()
+            executor.run { [self] in
+                do throws(Failure) {
+                    let session = try attempt(subject) { () throws(ProviderError) in
+                        try WriteSession.stage(in: staging, copying: nil, dirty: true)
+                    }
+                    let url = try attempt(subject) { () throws(ProviderError) in
+                        try session.moveForImport(named: name, in: staging)
+                    }
+                    session.committed = true
+                    defer { Glibc.unlink(url.path); rmdir(url.deletingLastPathComponent().path) }
+                    let item = try await attempt(subject) { () async throws(ProviderError) in
+                        try await provider.importDocument(at: url, toParentItemIdentifier: parentItem.identifier)
+                    }
+                    replyEntry(d, item)
+                } catch {
+                    d.error(report("mknod", error))
+                }
+            }
+        } catch {
+            reply.error(report("mknod", error))
+        }
+    }
+
+    func unlink(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, folder: Bool) {
+        let op = folder ? "rmdir" : "unlink"
+        do throws(Failure) {
+            let (parentItem, name) = try parentAndName(parent, cname)
+            let subject = Subject.child(parentItem.identifier, name)
+            if !folder, let pending = inodes.pendingChild(parent: parent, name: name) {
+                // A file still being copied in: it leaves the tree now and is never imported.
+                inodes.dropPending(pending)
+                pending.sessionLock.withLock { pending.session?.dirty = false }
+                reply.ok()
+                return
+            }
+            let item = try attempt(subject) { () throws(ProviderError) in
+                let item = try provider.childItem(named: name, in: parentItem.identifier)
+                if folder, item.kind != .folder { throw ProviderError(.notDirectory, "not a folder") }
+                if !folder, item.kind == .folder { throw ProviderError(.isDirectory, "is a folder") }
+                try CapabilityCheck.delete(item)
+                let copyingInto = inodes.knownNode(item.identifier).map { !inodes.pendingChildren(of: $0.ino).isEmpty } ?? false
+                if folder, (item.childItemCount ?? 0) > 0 || copyingInto {
+                    throw ProviderError(.directoryNotEmpty, "folder is not empty")
+                }
+                return item
+            }
+            let d = reply.deferred()
+            executor.run { [self] in
+                do throws(Failure) {
+                    try await attempt(subject) { () async throws(ProviderError) in
+                        try await provider.deleteItem(withIdentifier: item.identifier)
+                    }
+                    inodes.detach(item.identifier)
+                    d.ok()
+                } catch {
+                    d.error(report(op, error))
+                }
+            }
+        } catch {
+            reply.error(report(op, error))
+        }
+    }
+
+    func rename(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>,
+                _ newParent: UInt64, _ cnewname: UnsafePointer<CChar>, _ flags: UInt32) {
+        do throws(Failure) {
+            let (fromParent, name) = try parentAndName(parent, cname)
+            let (toParent, newName) = try parentAndName(newParent, cnewname)
+            let subject = Subject.child(fromParent.identifier, name)
+            if flags & Bridge.renameExchange != 0 {
+                throw Failure(ProviderError(.invalidArgument, "RENAME_EXCHANGE is not supported"), subject)
+            }
+            let noReplace = flags & Bridge.renameNoReplace != 0
+            if let pending = inodes.pendingChild(parent: parent, name: name) {
+                // Renaming a file still being copied in only changes where it will be imported.
+                try attempt(subject) { () throws(ProviderError) in
+                    try CapabilityCheck.add(into: toParent)
+                    if (try? provider.childItem(named: newName, in: toParent.identifier)) != nil
+                        || inodes.pendingChild(parent: newParent, name: newName) != nil {
+                        throw ProviderError(.filenameCollision, "'\(newName)' already exists (renaming a file still being written over another is not supported)")
+                    }
+                }
+                inodes.movePending(pending, toParent: newParent, name: newName)
+                reply.ok()
+                return
+            }
+            let (item, replaced) = try attempt(subject) { () throws(ProviderError) -> (Item, Item?) in
+                let item = try provider.childItem(named: name, in: fromParent.identifier)
+                let existing = try? provider.childItem(named: newName, in: toParent.identifier)
+                if let existing {
+                    if existing.identifier == item.identifier { return (item, nil) }
+                    if noReplace { throw ProviderError(.filenameCollision, "'\(newName)' already exists") }
+                    if existing.kind == .folder, item.kind != .folder { throw ProviderError(.isDirectory, "cannot replace a folder with a file") }
+                    if existing.kind != .folder, item.kind == .folder { throw ProviderError(.notDirectory, "cannot replace a file with a folder") }
+                    if existing.kind == .folder, (existing.childItemCount ?? 0) > 0 { throw ProviderError(.directoryNotEmpty, "the folder it would replace is not empty") }
+                }
+                if inodes.pendingChild(parent: newParent, name: newName) != nil {
+                    throw ProviderError(.busy, "'\(newName)' is still being written")
+                }
+                try CapabilityCheck.move(item, from: fromParent, to: toParent, renaming: name != newName, replacing: existing)
+                return (item, existing)
+            }
+            if item.identifier == replaced?.identifier || (fromParent.identifier == toParent.identifier && name == newName) {
+                reply.ok()
+                return
+            }
+            let d = reply.deferred()
+            executor.run { [self] in
+                do throws(Failure) {
+                    _ = try await attempt(subject) { () async throws(ProviderError) in
+                        if fromParent.identifier == toParent.identifier, replaced == nil {
+                            return try await provider.renameItem(withIdentifier: item.identifier, toName: newName)
+                        }
+                        return try await provider.reparentItem(withIdentifier: item.identifier, toParentItemWithIdentifier: toParent.identifier,
+                                                               newName: newName, replacing: replaced?.identifier)
+                    }
+                    if let replaced { inodes.detach(replaced.identifier) }
+                    d.ok()
+                } catch {
+                    d.error(report("rename", error))
+                }
+            }
+        } catch {
+            reply.error(report("rename", error))
+        }
+    }
+
+    /// renameat2 flags (linux/fs.h), which Glibc's module does not export.
+    static let renameNoReplace: UInt32 = 1 << 0
+    static let renameExchange: UInt32 = 1 << 1
+
+    // MARK: Listings
+
+    static func snapshot(_ fi: UnsafeMutablePointer<fuse_file_info>?) -> DirectorySnapshot? {
+        guard let fi, fi.pointee.fh != 0 else { return nil }
+        return Unmanaged<DirectorySnapshot>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(fi.pointee.fh))!).takeUnretainedValue()
+    }
+
+    func opendir(_ reply: consuming Reply, _ ino: UInt64, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        do throws(Failure) {
+            let folder = try item(ino)
+            let children = try attempt(.item(folder.identifier)) { () throws(ProviderError) in
+                guard folder.kind == .folder else { throw ProviderError(.notDirectory) }
+                try CapabilityCheck.enumerate(folder)
+                return try provider.enumerateItems(in: folder.identifier)
+            }
+            var entries: [DirectorySnapshot.Entry] = []
+            entries.reserveCapacity(children.count + 2)
+            entries.append(.init(name: ".", item: nil, node: nil, isFolder: true))
+            entries.append(.init(name: "..", item: nil, node: nil, isFolder: true))
+            for child in children {
+                entries.append(.init(name: child.filename, item: child, node: nil, isFolder: child.kind == .folder))
+            }
+            for (name, node) in inodes.pendingChildren(of: ino) {
+                entries.append(.init(name: name, item: nil, node: node, isFolder: false))
+            }
+            let snapshot = DirectorySnapshot(entries: entries)
+            fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(snapshot).toOpaque()))
+            fi.pointee.cache_readdir = 0
+            reply.open(fi)
+        } catch {
+            reply.error(report("opendir", error))
+        }
+    }
+
+    func releasedir(_ reply: consuming Reply, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        if let s = Bridge.snapshot(fi) { Unmanaged.passUnretained(s).release() }
+        reply.ok()
+    }
+
+    func readdir(_ reply: consuming Reply, _ req: fuse_req_t, _ size: Int, _ offset: Int, _ snapshot: DirectorySnapshot, plus: Bool) {
+        let buf = UnsafeMutablePointer<CChar>.allocate(capacity: max(size, 1))
+        defer { buf.deallocate() }
+        var used = 0
+        var index = offset
+        let entries = snapshot.entries
+        while index < entries.count {
+            let entry = entries[index]
+            let next = off_t(index + 1)
+            let remaining = size - used
+            if plus {
+                var e = fuse_entry_param()
+                var counted: InodeNode?
+                if let item = entry.item {
+                    let node = inodes.remember(item.identifier)
+                    counted = node
+                    e = self.entry(for: item, node: node)
+                } else if let node = entry.node, let st = stagedStat(node) {
+                    inodes.retainLookup(node)
+                    counted = node
+                    e.ino = node.ino
+                    e.generation = InodeTable.generation
+                    e.attr = st
+                } else {
+                    // "." and "..": no lookup is counted for them (ino 0 tells the kernel so).
+                    e.attr.st_mode = S_IFDIR
+                    e.attr.st_ino = 1
+                }
+                let n = fuse_add_direntry_plus(req, buf + used, remaining, entry.name, &e, next)
+                if n > remaining {
+                    if let counted { inodes.forget(counted.ino, 1) }
+                    break
+                }
+                used += n
+            } else {
+                var st = stat()
+                st.st_mode = entry.isFolder ? S_IFDIR : (entry.item?.kind == .symlink ? S_IFLNK : S_IFREG)
+                st.st_ino = UInt(entry.item.map { inodes.knownIno($0.identifier) } ?? (entry.node?.ino ?? 1))
+                let n = fuse_add_direntry(req, buf + used, remaining, entry.name, &st, next)
+                if n > remaining { break }
+                used += n
+            }
+            index += 1
+        }
+        reply.buffer(buf, used)
+    }
+}

@@ -1,0 +1,162 @@
+import CFuse
+import Foundation
+import Glibc
+import Logging
+import DocFSProvider
+
+/// Kernel cache settings, exposed as `-o` options by the command line.
+public struct BridgeOptions: Sendable {
+    /// Seconds the kernel may trust a name → inode answer (and a "no such name" answer).
+    public var entryTimeout: Double = 1
+    /// Seconds the kernel may trust attributes.
+    public var attrTimeout: Double = 1
+    /// Keep a file's page cache across opens (no one else writes the store).
+    public var keepCache: Bool = true
+    public init() {}
+}
+
+/// What a failure is about, resolved to a path only when it is logged.
+enum Subject {
+    case none
+    case item(ItemIdentifier)
+    case child(ItemIdentifier, String)
+    case ino(UInt64)
+}
+
+/// A refused or failed operation: the provider's error plus what it was about.
+struct Failure: Error {
+    var error: ProviderError
+    var subject: Subject
+    init(_ error: ProviderError, _ subject: Subject) {
+        self.error = error
+        self.subject = subject
+    }
+}
+
+/// Maps FUSE low-level operations onto a `Provider`.
+///
+/// Reads of the tree (lookup, getattr, readdir) and content I/O answer on the request thread.
+/// Provider actions (import, mkdir, rename, delete, …) run on `executor`, and their reply is sent
+/// from there, so a slow provider never holds a FUSE thread.
+public final class Bridge: @unchecked Sendable {
+    let provider: any Provider
+    let inodes = InodeTable()
+    let attributes: Attributes
+    let executor = ProviderExecutor()
+    let log: Logger
+    let options: BridgeOptions
+    let staging: URL
+
+    public init(provider: any Provider, logger: Logger, options: BridgeOptions = BridgeOptions()) {
+        self.provider = provider
+        self.log = logger
+        self.options = options
+        self.staging = provider.stagingDirectory
+        self.attributes = Attributes(uid: getuid(), gid: getgid())
+    }
+
+    // MARK: Names
+
+    /// A name from the kernel as a String: longer than 255 bytes is ENAMETOOLONG, and bytes that
+    /// are not UTF-8 are refused with EILSEQ rather than silently mangled.
+    @inline(__always)
+    static func name(_ cname: UnsafePointer<CChar>) throws(ProviderError) -> String {
+        let length = strlen(cname)
+        guard length <= 255 else { throw ProviderError(.nameTooLong, "name is longer than 255 bytes") }
+        guard let s = String(validatingCString: cname) else {
+            throw ProviderError(.illegalByteSequence, "name is not valid UTF-8")
+        }
+        return s
+    }
+
+    // MARK: Items
+
+    /// The node and its item; a file still being copied in has no item (throws .noSuchItem).
+    @inline(__always)
+    func item(_ ino: UInt64) throws(Failure) -> Item {
+        guard let id = inodes.identifier(ino) else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
+        do { return try provider.item(for: id) } catch { throw Failure(error, .item(id)) }
+    }
+
+    @inline(__always)
+    func entry(for item: Item, node: InodeNode) -> fuse_entry_param {
+        var e = fuse_entry_param()
+        e.ino = node.ino
+        e.generation = InodeTable.generation
+        e.attr = attributes.stat(of: item, ino: node.ino)
+        e.attr_timeout = options.attrTimeout
+        e.entry_timeout = options.entryTimeout
+        return e
+    }
+
+    /// Attributes of a new file being copied in: the staging file's size, read-write for its owner.
+    func stagedStat(_ node: InodeNode) -> stat? {
+        node.sessionLock.lock()
+        let session = node.session
+        node.sessionLock.unlock()
+        guard let session else { return nil }
+        return attributes.stat(ofStaged: session.fd, ino: node.ino, permissions: 0o644)
+    }
+
+    // MARK: Logging
+
+    /// The path of an item inside the mount, for log lines.
+    func path(of identifier: ItemIdentifier) -> String {
+        var parts: [String] = []
+        var current = identifier
+        var guardCount = 0
+        while current != .rootContainer, guardCount < 4096 {
+            guard let item = try? provider.item(for: current) else {
+                parts.append("<\(current.rawValue)>")
+                break
+            }
+            parts.append(item.filename)
+            current = item.parentIdentifier
+            guardCount += 1
+        }
+        return "/" + parts.reversed().joined(separator: "/")
+    }
+
+    func path(of subject: Subject) -> String {
+        switch subject {
+        case .none: return "?"
+        case .item(let id): return path(of: id)
+        case .child(let parent, let name):
+            let p = path(of: parent)
+            return p == "/" ? "/" + name : p + "/" + name
+        case .ino(let ino):
+            guard let node = inodes.node(ino) else { return "<inode \(ino)>" }
+            if let id = inodes.identifier(ino) { return path(of: id) }
+            if let placement = inodes.pendingPlacement(of: node) {
+                let parent = inodes.identifier(placement.parent).map { path(of: $0) } ?? "?"
+                return parent == "/" ? "/" + placement.name : parent + "/" + placement.name
+            }
+            return "<inode \(ino)>"
+        }
+    }
+
+    /// One line per refused or failed operation, naming the path and the rule; the errno to reply.
+    func report(_ op: String, _ failure: Failure) -> Int32 {
+        let err = failure.error.errno
+        // A missing name is the normal answer to a lookup, not an event.
+        if failure.error.code != .noSuchItem || op != "lookup" {
+            let level: Logger.Level = failure.error.code == .noSuchItem ? .debug : .notice
+            if log.logLevel <= level {
+                let reason = failure.error.reason.isEmpty ? failure.error.code.rawValue : failure.error.reason
+                log.log(level: level, "refused \(op) \(path(of: failure.subject)): \(reason) (\(ErrnoName.of(err)))")
+            }
+        }
+        return err
+    }
+
+    /// Converts a provider call's error into a Failure about `subject`.
+    @inline(__always)
+    func attempt<T>(_ subject: @autoclosure () -> Subject, _ body: () throws(ProviderError) -> T) throws(Failure) -> T {
+        do { return try body() } catch { throw Failure(error, subject()) }
+    }
+
+    /// The same for async provider actions.
+    func attempt<T>(_ subject: @autoclosure () -> Subject, _ body: () async throws(ProviderError) -> T) async throws(Failure) -> T {
+        do { return try await body() } catch { throw Failure(error, subject()) }
+    }
+}

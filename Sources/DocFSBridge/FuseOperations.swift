@@ -1,0 +1,91 @@
+import CFuse
+import Glibc
+
+/// The `fuse_lowlevel_ops` table. Each entry is a closure that captures nothing (so it is a C
+/// function pointer) and finds the Bridge through the session's userdata.
+enum FuseOperations {
+    @inline(__always)
+    static func bridge(_ req: fuse_req_t?) -> Bridge {
+        Unmanaged<Bridge>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+    }
+
+    static func make() -> fuse_lowlevel_ops {
+        var ops = fuse_lowlevel_ops()
+        ops.`init` = { userdata, conn in
+            guard let conn else { return }
+            // Large requests and the kernel's readdirplus; writes stay write-through so every
+            // byte passes the provider's checks and close() reports the import's result.
+            conn.pointee.max_write = 1 << 20
+            conn.pointee.want |= UInt32(FUSE_CAP_READDIRPLUS) & conn.pointee.capable
+            conn.pointee.want |= UInt32(FUSE_CAP_READDIRPLUS_AUTO) & conn.pointee.capable
+        }
+        ops.lookup = { req, parent, name in FuseOperations.bridge(req).lookup(Reply(req!), parent, name!) }
+        ops.forget = { req, ino, n in
+            FuseOperations.bridge(req).forget(ino, n)
+            fuse_reply_none(req)
+        }
+        ops.forget_multi = { req, count, forgets in
+            let b = FuseOperations.bridge(req)
+            if let forgets {
+                for i in 0..<count { b.forget(forgets[i].ino, forgets[i].nlookup) }
+            }
+            fuse_reply_none(req)
+        }
+        ops.getattr = { req, ino, _ in FuseOperations.bridge(req).getattr(Reply(req!), ino) }
+        ops.setattr = { req, ino, attr, toSet, fi in
+            let b = FuseOperations.bridge(req)
+            guard let attr else { Reply(req!).error(EINVAL); return }
+            b.setattr(Reply(req!), ino, attr.pointee, toSet, Bridge.handle(fi))
+        }
+        ops.readlink = { req, ino in FuseOperations.bridge(req).readlink(Reply(req!), ino) }
+        ops.mknod = { req, parent, name, mode, _ in FuseOperations.bridge(req).mknod(Reply(req!), parent, name!, mode) }
+        ops.mkdir = { req, parent, name, mode in FuseOperations.bridge(req).mkdir(Reply(req!), parent, name!, mode) }
+        ops.unlink = { req, parent, name in FuseOperations.bridge(req).unlink(Reply(req!), parent, name!, folder: false) }
+        ops.rmdir = { req, parent, name in FuseOperations.bridge(req).unlink(Reply(req!), parent, name!, folder: true) }
+        ops.symlink = { req, target, parent, name in FuseOperations.bridge(req).symlink(Reply(req!), target!, parent, name!) }
+        ops.rename = { req, parent, name, newParent, newName, flags in
+            FuseOperations.bridge(req).rename(Reply(req!), parent, name!, newParent, newName!, flags)
+        }
+        ops.link = { req, ino, newParent, newName in FuseOperations.bridge(req).link(Reply(req!), ino, newParent, newName!) }
+        ops.open = { req, ino, fi in FuseOperations.bridge(req).open(Reply(req!), ino, fi!) }
+        ops.read = { req, _, size, off, fi in
+            guard let file = Bridge.handle(fi) else { Reply(req!).error(EBADF); return }
+            FuseOperations.bridge(req).read(Reply(req!), size, Int(off), file)
+        }
+        ops.write = { req, _, buf, size, off, fi in
+            guard let file = Bridge.handle(fi), let buf else { Reply(req!).error(EBADF); return }
+            FuseOperations.bridge(req).write(Reply(req!), UnsafeRawPointer(buf), size, Int(off), file)
+        }
+        ops.flush = { req, _, fi in
+            guard let file = Bridge.handle(fi) else { Reply(req!).ok(); return }
+            FuseOperations.bridge(req).flush(Reply(req!), file)
+        }
+        ops.release = { req, _, fi in FuseOperations.bridge(req).release(Reply(req!), fi!) }
+        ops.fsync = { req, _, _, fi in
+            guard let file = Bridge.handle(fi) else { Reply(req!).ok(); return }
+            FuseOperations.bridge(req).fsync(Reply(req!), file)
+        }
+        ops.opendir = { req, ino, fi in FuseOperations.bridge(req).opendir(Reply(req!), ino, fi!) }
+        ops.readdir = { req, _, size, off, fi in
+            guard let snap = Bridge.snapshot(fi) else { Reply(req!).error(EBADF); return }
+            FuseOperations.bridge(req).readdir(Reply(req!), req!, size, Int(off), snap, plus: false)
+        }
+        ops.readdirplus = { req, _, size, off, fi in
+            guard let snap = Bridge.snapshot(fi) else { Reply(req!).error(EBADF); return }
+            FuseOperations.bridge(req).readdir(Reply(req!), req!, size, Int(off), snap, plus: true)
+        }
+        ops.releasedir = { req, _, fi in FuseOperations.bridge(req).releasedir(Reply(req!), fi!) }
+        ops.fsyncdir = { req, _, _, _ in Reply(req!).ok() }
+        ops.statfs = { req, _ in FuseOperations.bridge(req).statfs(Reply(req!)) }
+        ops.getxattr = { req, ino, name, size in FuseOperations.bridge(req).getxattr(Reply(req!), ino, name!, size) }
+        ops.listxattr = { req, ino, size in FuseOperations.bridge(req).listxattr(Reply(req!), ino, size) }
+        ops.setxattr = { req, ino, name, value, size, _ in
+            FuseOperations.bridge(req).setxattr(Reply(req!), ino, name!, UnsafeRawBufferPointer(start: value, count: size), remove: false)
+        }
+        ops.removexattr = { req, ino, name in
+            FuseOperations.bridge(req).setxattr(Reply(req!), ino, name!, UnsafeRawBufferPointer(start: nil, count: 0), remove: true)
+        }
+        ops.create = { req, parent, name, mode, fi in FuseOperations.bridge(req).create(Reply(req!), parent, name!, mode, fi!) }
+        return ops
+    }
+}

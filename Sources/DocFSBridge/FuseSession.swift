@@ -1,0 +1,77 @@
+import CFuse
+import Glibc
+import DocFSProvider
+
+/// A mounted FUSE session serving one Bridge: mount, run the multithreaded loop, unmount.
+public final class FuseSession {
+    private let session: OpaquePointer
+    private let bridge: Bridge
+    private let bridgeRef: Unmanaged<Bridge>
+    public let mountpoint: String
+    private var mounted = false
+
+    /// Creates the session with `-o` options (e.g. "auto_unmount", "fsname=docfs:/store").
+    public init(bridge: Bridge, mountpoint: String, options: [String]) throws(ProviderError) {
+        self.bridge = bridge
+        self.mountpoint = mountpoint
+        var argStrings = ["docfs"]
+        for o in options where !o.isEmpty { argStrings += ["-o", o] }
+        // libfuse parses these into its own storage; the copies only need to outlive the call.
+        let cArgs = argStrings.map { strdup($0) }
+        defer { cArgs.forEach { free($0) } }
+        var argv = cArgs
+        let ref = Unmanaged.passRetained(bridge)
+        bridgeRef = ref
+        var ops = FuseOperations.make()
+        let se: OpaquePointer? = argv.withUnsafeMutableBufferPointer { buf in
+            var args = fuse_args(argc: Int32(buf.count), argv: buf.baseAddress, allocated: 0)
+            defer { fuse_opt_free_args(&args) }
+            return fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size, ref.toOpaque())
+        }
+        guard let se else {
+            ref.release()
+            throw ProviderError(.invalidArgument, "libfuse refused the mount options: \(options.joined(separator: ","))")
+        }
+        session = se
+    }
+
+    deinit {
+        if mounted { fuse_session_unmount(session) }
+        fuse_session_destroy(session)
+        bridgeRef.release()
+    }
+
+    public func mount() throws(ProviderError) {
+        guard fuse_session_mount(session, mountpoint) == 0 else {
+            throw ProviderError(.ioError, "could not mount at \(mountpoint) (see the message above from libfuse)")
+        }
+        mounted = true
+    }
+
+    /// SIGINT, SIGTERM and SIGHUP end the loop (process-wide: only the executable calls this).
+    public func installSignalHandlers() -> Bool {
+        fuse_set_signal_handlers(session) == 0
+    }
+
+    public func removeSignalHandlers() {
+        fuse_remove_signal_handlers(session)
+    }
+
+    /// Serves requests until unmounted or told to exit. Returns 0 on a clean end.
+    public func run(maxThreads: UInt32 = 10) -> Int32 {
+        let cfg = fuse_loop_cfg_create()
+        defer { fuse_loop_cfg_destroy(cfg) }
+        fuse_loop_cfg_set_clone_fd(cfg, 0)
+        fuse_loop_cfg_set_max_threads(cfg, maxThreads)
+        fuse_loop_cfg_set_idle_threads(cfg, UInt32.max)
+        return fuse_session_loop_mt(session, cfg)
+    }
+
+    public func exit() { fuse_session_exit(session) }
+
+    public func unmount() {
+        guard mounted else { return }
+        fuse_session_unmount(session)
+        mounted = false
+    }
+}

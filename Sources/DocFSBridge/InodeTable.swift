@@ -1,0 +1,212 @@
+import DocFSProvider
+
+/// A FUSE inode: what the kernel holds a number for.
+///
+/// The number never changes while the kernel remembers it, even when the provider later swaps the
+/// item's identifier (a temporary one for a permanent one) or the item is still being copied in
+/// and has no identifier yet.
+final class InodeNode: @unchecked Sendable {
+    let ino: UInt64
+    // Guarded by the InodeTable's lock.
+    fileprivate(set) var identifier: ItemIdentifier?
+    fileprivate var lookups: UInt64 = 0
+    fileprivate var opens: Int = 0
+    /// Set while a new file is being written and not yet imported: where it will land.
+    fileprivate(set) var pending: (parent: UInt64, name: String)?
+
+    /// Guards `session`; never held together with the table's lock.
+    let sessionLock = Lock()
+    /// Staged contents while the file is open for writing (or new).
+    var session: WriteSession?
+
+    init(ino: UInt64, identifier: ItemIdentifier?) {
+        self.ino = ino
+        self.identifier = identifier
+    }
+}
+
+/// Maps kernel inode numbers to provider identifiers, with the kernel's lookup counts.
+///
+/// Inode numbers are handed out once per mount and never reused, so the generation is constant.
+/// A node lives while the kernel remembers it (lookups > 0) or a file handle holds it open.
+final class InodeTable: @unchecked Sendable {
+    static let rootIno: UInt64 = 1
+    static let generation: UInt64 = 1
+
+    fileprivate let lock = Lock()
+    private var byIno: [UInt64: InodeNode] = [:]
+    private var byIdentifier: [ItemIdentifier: InodeNode] = [:]
+    /// New files not yet imported, by parent inode and name, so lookups and listings see them.
+    private var pendingByParent: [UInt64: [String: InodeNode]] = [:]
+    private var nextIno: UInt64 = 2
+
+    init() {
+        let root = InodeNode(ino: Self.rootIno, identifier: .rootContainer)
+        root.lookups = 1
+        byIno[Self.rootIno] = root
+        byIdentifier[.rootContainer] = root
+    }
+
+    var count: Int { lock.withLock { byIno.count } }
+
+    @inline(__always) func node(_ ino: UInt64) -> InodeNode? {
+        lock.withLock { byIno[ino] }
+    }
+
+    /// The identifier behind an inode, or nil (unknown inode, or a file still being copied in).
+    @inline(__always) func identifier(_ ino: UInt64) -> ItemIdentifier? {
+        lock.withLock { byIno[ino]?.identifier }
+    }
+
+    /// Where a not-yet-imported node will land, if it is one.
+    func pendingPlacement(of node: InodeNode) -> (parent: UInt64, name: String)? {
+        lock.withLock { node.pending }
+    }
+
+    /// The node for an item the kernel is being told about; counts one lookup.
+    func remember(_ identifier: ItemIdentifier) -> InodeNode {
+        lock.withLock {
+            if let n = byIdentifier[identifier] {
+                n.lookups += 1
+                return n
+            }
+            let n = InodeNode(ino: nextIno, identifier: identifier)
+            nextIno += 1
+            n.lookups = 1
+            byIno[n.ino] = n
+            byIdentifier[identifier] = n
+            return n
+        }
+    }
+
+    /// The kernel dropped `count` references.
+    func forget(_ ino: UInt64, _ count: UInt64) {
+        guard ino != Self.rootIno else { return }
+        lock.withLock {
+            guard let n = byIno[ino] else { return }
+            n.lookups = n.lookups > count ? n.lookups - count : 0
+            dropIfUnused(n)
+        }
+    }
+
+    func retainOpen(_ node: InodeNode) { lock.withLock { node.opens += 1 } }
+
+    /// A handle closed; returns true when it was the last one.
+    @discardableResult
+    func releaseOpen(_ node: InodeNode) -> Bool {
+        lock.withLock {
+            node.opens -= 1
+            let last = node.opens == 0
+            dropIfUnused(node)
+            return last
+        }
+    }
+
+    private func dropIfUnused(_ n: InodeNode) {
+        guard n.lookups == 0, n.opens == 0 else { return }
+        byIno[n.ino] = nil
+        if let id = n.identifier, byIdentifier[id] === n { byIdentifier[id] = nil }
+        if let p = n.pending {
+            pendingByParent[p.parent]?[p.name] = nil
+            if pendingByParent[p.parent]?.isEmpty == true { pendingByParent[p.parent] = nil }
+        }
+    }
+
+    // MARK: New files being copied in
+
+    /// A new file under `parent`, visible at once; counts one lookup (for the create reply).
+    func addPending(parent: UInt64, name: String) -> InodeNode {
+        lock.withLock {
+            let n = InodeNode(ino: nextIno, identifier: nil)
+            nextIno += 1
+            n.lookups = 1
+            n.pending = (parent, name)
+            byIno[n.ino] = n
+            pendingByParent[parent, default: [:]][name] = n
+            return n
+        }
+    }
+
+    func pendingChild(parent: UInt64, name: String) -> InodeNode? {
+        lock.withLock { pendingByParent[parent]?[name] }
+    }
+
+    /// Looks up a pending child and counts one kernel lookup on it.
+    func rememberPendingChild(parent: UInt64, name: String) -> InodeNode? {
+        lock.withLock {
+            guard let n = pendingByParent[parent]?[name] else { return nil }
+            n.lookups += 1
+            return n
+        }
+    }
+
+    func pendingChildren(of parent: UInt64) -> [(name: String, node: InodeNode)] {
+        lock.withLock { (pendingByParent[parent] ?? [:]).map { ($0.key, $0.value) } }
+    }
+
+    func movePending(_ node: InodeNode, toParent parent: UInt64, name: String) {
+        lock.withLock {
+            guard let p = node.pending else { return }
+            pendingByParent[p.parent]?[p.name] = nil
+            node.pending = (parent, name)
+            pendingByParent[parent, default: [:]][name] = node
+        }
+    }
+
+    /// The import landed: the node now stands for `identifier`.
+    func bind(_ node: InodeNode, to identifier: ItemIdentifier) {
+        lock.withLock {
+            if let p = node.pending {
+                pendingByParent[p.parent]?[p.name] = nil
+                if pendingByParent[p.parent]?.isEmpty == true { pendingByParent[p.parent] = nil }
+                node.pending = nil
+            }
+            if let old = node.identifier, byIdentifier[old] === node { byIdentifier[old] = nil }
+            node.identifier = identifier
+            byIdentifier[identifier] = node
+        }
+    }
+
+    /// The import was refused or the new file was unlinked: it leaves the tree.
+    func dropPending(_ node: InodeNode) {
+        lock.withLock {
+            guard let p = node.pending else { return }
+            pendingByParent[p.parent]?[p.name] = nil
+            if pendingByParent[p.parent]?.isEmpty == true { pendingByParent[p.parent] = nil }
+        }
+    }
+
+    /// The item was deleted or replaced: a later item with the same identifier gets a fresh node.
+    func detach(_ identifier: ItemIdentifier) {
+        lock.withLock { byIdentifier[identifier] = nil }
+    }
+
+    /// The provider swapped an identifier (temporary → permanent); the inode stays the same.
+    func replaceIdentifier(_ old: ItemIdentifier, with new: ItemIdentifier) {
+        lock.withLock {
+            guard let n = byIdentifier[old] else { return }
+            byIdentifier[old] = nil
+            n.identifier = new
+            byIdentifier[new] = n
+        }
+    }
+}
+
+extension InodeTable {
+    func openCount(_ node: InodeNode) -> Int { lock.withLock { node.opens } }
+}
+
+extension InodeTable {
+    func retainLookup(_ node: InodeNode) { lock.withLock { node.lookups += 1 } }
+
+    /// The inode number the kernel knows an item by, or a stable stand-in for a plain readdir
+    /// (which counts no lookup); never 0, which some tools take for a deleted entry.
+    func knownIno(_ identifier: ItemIdentifier) -> UInt64 {
+        lock.withLock { byIdentifier[identifier]?.ino } ?? (UInt64(truncatingIfNeeded: identifier.hashValue) | (1 << 63))
+    }
+}
+
+extension InodeTable {
+    /// The node of an item the kernel knows, without counting a lookup.
+    func knownNode(_ identifier: ItemIdentifier) -> InodeNode? { lock.withLock { byIdentifier[identifier] } }
+}

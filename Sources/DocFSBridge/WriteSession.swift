@@ -1,0 +1,129 @@
+import CFuse
+import Foundation
+import Glibc
+import DocFSProvider
+
+/// The staged copy of a file open for writing.
+///
+/// Writes never touch the stored contents: they go to a staging file on the store's filesystem,
+/// which the provider takes over on close (import for a new file, a new content version for an
+/// existing one) by renaming it. Readers of the old contents are never torn.
+final class WriteSession: @unchecked Sendable {
+    let fd: Int32
+    let path: String
+    /// Changed since the last commit (guarded by the node's sessionLock).
+    var dirty: Bool
+    /// Handed to the provider: the file is now the stored contents, and a further write must
+    /// stage a fresh copy first (guarded by the node's sessionLock).
+    var committed = false
+
+    private init(fd: Int32, path: String, dirty: Bool) {
+        self.fd = fd
+        self.path = path
+        self.dirty = dirty
+    }
+
+    deinit {
+        close(fd)
+        if !committed { unlink(path) }
+    }
+
+    /// A new empty staging file, or a copy of `source` (an open descriptor) when given.
+    static func stage(in directory: URL, copying source: Int32?, dirty: Bool) throws(ProviderError) -> WriteSession {
+        let path = directory.appendingPathComponent("w-\(getpid())-\(StagingCounter.next()).part").path
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .posix(errno, "create staging file") }
+        let session = WriteSession(fd: fd, path: path, dirty: dirty)
+        if let source {
+            try copyAll(from: source, to: fd)
+        }
+        return session
+    }
+
+    /// Moves the staged file to `directory/name` so an import sees the right filename.
+    func moveForImport(named name: String, in directory: URL) throws(ProviderError) -> URL {
+        let dir = directory.appendingPathComponent("i-\(getpid())-\(StagingCounter.next())")
+        guard mkdir(dir.path, 0o700) == 0 else { throw .posix(errno, "create import staging folder") }
+        let target = dir.appendingPathComponent(name)
+        guard rename(path, target.path) == 0 else {
+            let e = errno
+            rmdir(dir.path)
+            throw .posix(e, "stage file for import")
+        }
+        return target
+    }
+
+    var size: Int64 {
+        var st = stat()
+        return fstat(fd, &st) == 0 ? Int64(st.st_size) : 0
+    }
+
+    private static func copyAll(from src: Int32, to dst: Int32) throws(ProviderError) {
+        var inOff = 0
+        var outOff = 0
+        while true {
+            let n = docfs_copy_file_range(src, &inOff, dst, &outOff, 1 << 30, 0)
+            if n > 0 { continue }
+            if n == 0 { return }
+            let e = errno
+            if e == EINTR { continue }
+            if e == EXDEV || e == ENOSYS || e == EINVAL || e == EOPNOTSUPP {
+                try copyByReading(from: src, to: dst, offset: inOff)
+                return
+            }
+            throw .posix(e, "copy contents to staging file")
+        }
+    }
+
+    private static func copyByReading(from src: Int32, to dst: Int32, offset start: Int) throws(ProviderError) {
+        let buf = UnsafeMutableRawPointer.allocate(byteCount: 1 << 20, alignment: 4096)
+        defer { buf.deallocate() }
+        var off = start
+        while true {
+            let n = pread(src, buf, 1 << 20, off)
+            if n < 0 { if errno == EINTR { continue }; throw .posix(errno, "read contents") }
+            if n == 0 { return }
+            var done = 0
+            while done < n {
+                let w = pwrite(dst, buf + done, n - done, off + done)
+                if w < 0 { if errno == EINTR { continue }; throw .posix(errno, "write staging file") }
+                done += w
+            }
+            off += n
+        }
+    }
+}
+
+/// Unique staging names within the process.
+enum StagingCounter {
+    private static let lock = Lock()
+    nonisolated(unsafe) private static var value: UInt64 = 0
+    static func next() -> UInt64 { lock.withLock { value += 1; return value } }
+}
+
+/// An open file (what `fi->fh` points to).
+final class OpenFile: @unchecked Sendable {
+    let node: InodeNode
+    /// Descriptor on the stored contents for read-only handles; -1 when reads go through the session.
+    let readFD: Int32
+    let writable: Bool
+
+    init(node: InodeNode, readFD: Int32, writable: Bool) {
+        self.node = node
+        self.readFD = readFD
+        self.writable = writable
+    }
+    deinit { if readFD >= 0 { close(readFD) } }
+}
+
+/// A directory listing fixed at opendir, so `rm -rf` deleting under it sees each entry once.
+final class DirectorySnapshot: @unchecked Sendable {
+    struct Entry {
+        var name: String
+        var item: Item?          // nil for "." and ".." and for files still being copied in
+        var node: InodeNode?     // set for files still being copied in
+        var isFolder: Bool
+    }
+    let entries: [Entry]
+    init(entries: [Entry]) { self.entries = entries }
+}
