@@ -1,0 +1,21 @@
+import ArgumentParser
+
+@main
+struct DocFS: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "docfs",
+        abstract: "Mount a document provider tree with FUSE.",
+        discussion: """
+            A store holds the tree: item metadata in SQLite and contents as files. Folders declare
+            in a layout file what may be added, read and written; the mount enforces it.
+            """,
+        subcommands: [Init.self, Mount.self, Unmount.self, Info.self]
+    )
+}
+
+/// A message for the user and a non-zero exit status, without a stack trace.
+struct UserFacingError: Error, CustomStringConvertible {
+    var message: String
+    init(_ message: String) { self.message = message }
+    var description: String { message }
+}

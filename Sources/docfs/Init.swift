@@ -1,0 +1,28 @@
+import ArgumentParser
+import Foundation
+import DocFSStore
+
+struct Init: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create a store (a new path or an existing empty directory).")
+
+    @Argument(help: "Where to create the store.")
+    var store: String
+
+    @Option(help: "A layout file (YAML or JSON) declaring folders, their capabilities and allowed types.")
+    var layout: String?
+
+    func run() throws {
+        let layoutValue: Layout?
+        if let layout {
+            do { layoutValue = try Layout.load(from: URL(fileURLWithPath: layout)) } catch {
+                throw UserFacingError("docfs: cannot use layout \(layout): \(error)")
+            }
+        } else {
+            layoutValue = nil
+        }
+        do { try LocalStore.create(at: URL(fileURLWithPath: store), layout: layoutValue) } catch {
+            throw UserFacingError("docfs: cannot create store at \(store): \(error)")
+        }
+    }
+}

@@ -1,0 +1,143 @@
+import ArgumentParser
+import Foundation
+import Glibc
+import Logging
+import DocFSBridge
+import DocFSProvider
+import DocFSStore
+
+struct Mount: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Mount a store; returns once the mount is live (-f stays in the foreground).",
+        discussion: """
+            -o takes FUSE mount options and docfs's own cache knobs:
+              entry_timeout=SECONDS, attr_timeout=SECONDS (default 1; longer is faster for ls/stat,
+              and safe because only this mount changes the store), keep_cache / no_keep_cache.
+            auto_unmount is always on, so a daemon that dies leaves no dead mountpoint.
+            """)
+
+    @Argument(help: "The store to serve (made with `docfs init`).")
+    var store: String
+
+    @Argument(help: "An empty directory to mount on.")
+    var mountpoint: String
+
+    @Flag(name: .shortAndLong, help: "Stay in the foreground; logs go to standard error.")
+    var foreground = false
+
+    @Option(name: .short, help: "Mount options, comma-separated (repeatable).")
+    var o: [String] = []
+
+    @Flag(help: "Give the tree a trash (rm moves items to /.Trash).")
+    var trash = false
+
+    @Option(help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = "info"
+
+    @Option(help: "Where a background daemon writes its log (default: STORE/docfs.log).")
+    var logFile: String?
+
+    func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("unknown log level '\(logLevel)'")
+        }
+    }
+
+    func run() throws {
+        let storePath = MountTable.canonical(store)
+        let mnt = MountTable.canonical(mountpoint)
+        try checkMountpoint(mnt)
+        guard access("/dev/fuse", R_OK | W_OK) == 0 else {
+            throw UserFacingError("docfs: /dev/fuse is missing or not accessible (is the fuse kernel module loaded, and fuse3 installed?)")
+        }
+        if foreground {
+            try serve(storePath: storePath, mountpoint: mnt)
+        } else {
+            try Daemon.start(arguments: daemonArguments(storePath: storePath, mountpoint: mnt),
+                             logFile: logFile ?? (storePath + "/docfs.log"), mountpoint: mnt, store: storePath)
+        }
+    }
+
+    private func checkMountpoint(_ mnt: String) throws {
+        var st = stat()
+        guard stat(mnt, &st) == 0 else {
+            throw UserFacingError("docfs: mountpoint \(mountpoint) does not exist (create it with mkdir)")
+        }
+        guard st.st_mode & S_IFMT == S_IFDIR else {
+            throw UserFacingError("docfs: mountpoint \(mountpoint) is not a directory")
+        }
+        if MountTable.entry(at: mnt) != nil {
+            throw UserFacingError("docfs: \(mountpoint) is already a mountpoint (in use); unmount it first")
+        }
+        if let children = try? FileManager.default.contentsOfDirectory(atPath: mnt), !children.isEmpty,
+           !o.joined(separator: ",").split(separator: ",").contains("nonempty") {
+            throw UserFacingError("docfs: mountpoint \(mountpoint) is not empty (its files would be hidden); use an empty directory or -o nonempty")
+        }
+    }
+
+    private func daemonArguments(storePath: String, mountpoint: String) -> [String] {
+        var args = ["mount", storePath, mountpoint, "-f", "--log-level", logLevel]
+        for opt in o { args += ["-o", opt] }
+        if trash { args.append("--trash") }
+        return args
+    }
+
+    /// Splits -o into docfs's own knobs and options for libfuse.
+    private func parseOptions() throws -> (BridgeOptions, [String]) {
+        var bridgeOptions = BridgeOptions()
+        var fuse: [String] = []
+        for opt in o.flatMap({ $0.split(separator: ",").map(String.init) }) {
+            let kv = opt.split(separator: "=", maxSplits: 1).map(String.init)
+            switch kv[0] {
+            case "entry_timeout", "attr_timeout":
+                guard kv.count == 2, let v = Double(kv[1]), v >= 0 else {
+                    throw UserFacingError("docfs: -o \(opt): expected a number of seconds")
+                }
+                if kv[0] == "entry_timeout" { bridgeOptions.entryTimeout = v } else { bridgeOptions.attrTimeout = v }
+            case "keep_cache": bridgeOptions.keepCache = true
+            case "no_keep_cache": bridgeOptions.keepCache = false
+            case "nonempty", "auto_unmount": break  // checked above / always on
+            default: fuse.append(opt)
+            }
+        }
+        return (bridgeOptions, fuse)
+    }
+
+    /// The daemon itself: open the store, mount, serve until unmounted or signalled.
+    private func serve(storePath: String, mountpoint mnt: String) throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var h = StreamLogHandler.standardError(label: label)
+            h.logLevel = level
+            return h
+        }
+        var log = Logger(label: "docfs")
+        log.logLevel = level
+        let (bridgeOptions, fuseOptions) = try parseOptions()
+
+        let provider: LocalStore
+        do { provider = try LocalStore.open(at: URL(fileURLWithPath: storePath), logger: log) } catch {
+            throw UserFacingError("docfs: cannot open store \(store): \(error)")
+        }
+        defer { provider.close() }
+
+        let bridge = Bridge(provider: provider, logger: log, options: bridgeOptions)
+        // No default_permissions: the provider's capabilities decide, not the mode bits alone.
+        let fsname = storePath.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ",", with: "\\,")
+        let options = ["fsname=docfs:\(fsname)", "subtype=docfs", "auto_unmount"] + fuseOptions
+        let session: FuseSession
+        do {
+            session = try FuseSession(bridge: bridge, mountpoint: mnt, options: options)
+            try session.mount()
+        } catch {
+            throw UserFacingError("docfs: cannot mount \(store) at \(mountpoint): \(error)")
+        }
+        _ = session.installSignalHandlers()
+        log.info("mounted \(storePath) at \(mnt) (pid \(getpid()))")
+        let rc = session.run()
+        session.removeSignalHandlers()
+        session.unmount()
+        log.info("unmounted \(mnt)")
+        if rc != 0 { throw ExitCode(1) }
+    }
+}
