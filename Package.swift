@@ -37,7 +37,7 @@ let package = Package(
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
         .executableTarget(name: "docfs", dependencies: [
-            "DocFSProvider", "DocFSStore", "DocFSBridge",
+            "CFuse", "DocFSProvider", "DocFSStore", "DocFSBridge",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

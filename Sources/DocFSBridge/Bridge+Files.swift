@@ -34,6 +34,8 @@ extension Bridge {
             let session = try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
                 try WriteSession.stage(in: staging, copying: nil, dirty: true)
             }
+            // The import takes its permission bits from the staged file.
+            fchmod(session.fd, mode & 0o7777)
             let node = inodes.addPending(parent: parent, name: name)
             node.sessionLock.withLock { node.session = session }
             install(OpenFile(node: node, readFD: -1, writable: true), in: fi)

@@ -63,7 +63,6 @@ public final class FuseSession {
         defer { fuse_loop_cfg_destroy(cfg) }
         fuse_loop_cfg_set_clone_fd(cfg, 0)
         fuse_loop_cfg_set_max_threads(cfg, maxThreads)
-        fuse_loop_cfg_set_idle_threads(cfg, UInt32.max)
         return fuse_session_loop_mt(session, cfg)
     }
 

@@ -6,6 +6,9 @@ import Glibc
 /// A fresh process (posix_spawn, new session) rather than fork(): forking a process that already
 /// runs Swift's and Dispatch's threads is unsafe.
 enum Daemon {
+    /// POSIX_SPAWN_SETSID (spawn.h, glibc ≥ 2.26), hidden from Swift behind _GNU_SOURCE.
+    static let spawnSetsid: Int16 = 0x80
+
     static func start(arguments: [String], logFile: String, mountpoint: String, store: String) throws {
         let exe = CommandLine.arguments[0].contains("/")
             ? MountTable.canonical(CommandLine.arguments[0])
@@ -27,7 +30,7 @@ enum Daemon {
         posix_spawnattr_init(&attr)
         defer { posix_spawnattr_destroy(&attr) }
         // Its own session: the terminal's Ctrl-C and hang-up don't reach the daemon.
-        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSID))
+        posix_spawnattr_setflags(&attr, Daemon.spawnSetsid)
 
         let argv = ([exe] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import CFuse
 import Glibc
 
 struct Info: ParsableCommand {
