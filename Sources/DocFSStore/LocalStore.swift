@@ -450,6 +450,16 @@ public final class LocalStore: Provider, @unchecked Sendable {
         }
     }
 
+    /// For tests: drops the database and the lock the way a killed process would, without
+    /// checkpointing or recording a clean shutdown.
+    func abandonForTesting() {
+        writer.lock()
+        defer { writer.unlock() }
+        try? database?.close()
+        database = nil
+        if lockFD >= 0 { sysClose(lockFD); lockFD = -1 }
+    }
+
     // MARK: - Identifiers and paths
 
     static func identifier(forRow row: Int64) -> ItemIdentifier {

@@ -79,7 +79,12 @@ struct TreeState: Sendable {
     mutating func sortedChildren(of row: Int64) -> [Int64] {
         if let cached = sortedCache[row] { return cached }
         let kids = children[row] ?? [:]
-        let order = kids.sorted { $0.key.name.utf8.lexicographicallyPrecedes($1.key.name.utf8) }.map(\.value)
+        // Swift's String order (fast for ASCII), ties between canonically equivalent names broken by bytes.
+        let order = kids.sorted { lhs, rhs in
+            if lhs.key.name < rhs.key.name { return true }
+            if rhs.key.name < lhs.key.name { return false }
+            return lhs.key.name.utf8.lexicographicallyPrecedes(rhs.key.name.utf8)
+        }.map(\.value)
         sortedCache[row] = order
         return order
     }

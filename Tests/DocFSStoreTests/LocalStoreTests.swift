@@ -189,6 +189,27 @@ final class LocalStoreLifecycleTests: StoreTestCase {
         XCTAssertEqual(try contents(of: kept.identifier), "kept")
     }
 
+    func testReopenAfterCrashKeepsCommitsAndMendsTheRest() async throws {
+        try makeStore()
+        let kept = try await importFile("kept.txt", "kept")
+        let changed = try await importFile("changed.txt", "short")
+        store.abandonForTesting()
+        store = nil
+        // What a crash can leave: a content file renamed in without its row, a modify whose
+        // rename landed but whose row did not, a half-staged file.
+        let contentsDir = storeURL.appendingPathComponent("contents")
+        try Data("orphan".utf8).write(to: contentsDir.appendingPathComponent("4242"))
+        try Data("much longer contents".utf8).write(to: contentsDir.appendingPathComponent(changed.identifier.rawValue))
+        try Data("x".utf8).write(to: storeURL.appendingPathComponent("staging/partial"))
+        store = try LocalStore.open(at: storeURL, logger: logger)
+        XCTAssertEqual(try contents(of: kept.identifier), "kept")
+        XCTAssertEqual(try store.item(for: changed.identifier).documentSize, 20, "sizes follow the contents after a crash")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: contentsDir.appendingPathComponent("4242").path))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: store.stagingDirectory.path), [])
+        try reopen()
+        XCTAssertEqual(try store.item(for: changed.identifier).documentSize, 20)
+    }
+
     func testReopenKeepsEverything() async throws {
         try makeStore(layout: Layout(trash: true, folders: [Layout.Folder(path: "Inbox", capabilities: ["read", "enumerate", "add"], contents: ["read"])]))
         let inbox = try store.childItem(named: "Inbox", in: .rootContainer)
