@@ -73,8 +73,8 @@ final class CapabilityCheckTests: XCTestCase {
     func testNamesAreCheckedBeforeUse() {
         func check(_ bytes: [UInt8]) -> Int32? {
             let c = bytes.map { CChar(bitPattern: $0) } + [0]
-            return c.withUnsafeBufferPointer { p in
-                do { _ = try Bridge.name(p.baseAddress!); return nil } catch { return error.errno }
+            return c.withUnsafeBufferPointer { p -> Int32? in
+                do throws(ProviderError) { _ = try Bridge.name(p.baseAddress!); return nil } catch { return error.errno }
             }
         }
         XCTAssertNil(check(Array("report.pdf".utf8)))
