@@ -15,6 +15,21 @@ import Synchronization
 /// Reads (`item`, `childItem`, `enumerateItems`) never touch SQL: every item is loaded into
 /// memory at open and kept up to date write-through. Actions are serialised by one writer lock;
 /// each change is one SQLite transaction, committed before the action returns.
+///
+/// On disk (format 1):
+/// - `store.sqlite` — tables `meta(key, value)` (`format`, `layout` as JSON, `cleanShutdown`,
+///   `created`) and `item` (one row per item; `id` is the identifier, 1 = root, 2 = trash;
+///   unique `(parent, name)`; `contentsCaps` is a folder's policy for new children;
+///   `trashedFrom`/`trashedName` remember where a trashed item came from).
+/// - `contents/<id>` — the bytes of each file item; nothing else belongs there.
+/// - `staging/` — the bridge stages files here (same filesystem, so import is a rename);
+///   emptied at every open.
+/// - `lock` — flock'ed while mounted, holds the mounting pid.
+///
+/// Durability: a returned action is committed to the WAL (`synchronous = NORMAL`) and its
+/// content file renamed into place, so it survives `kill -9` of the process. `synchronize()`
+/// fsyncs content files written since the last call, `contents/`, the store directory, and runs
+/// `PRAGMA wal_checkpoint(FULL)`, so everything acknowledged survives a power cut.
 public final class LocalStore: Provider, @unchecked Sendable {
     // MARK: Files of a store
 
