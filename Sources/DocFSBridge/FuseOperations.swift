@@ -85,6 +85,7 @@ enum FuseOperations {
         ops.removexattr = { req, ino, name in
             FuseOperations.bridge(req).setxattr(Reply(req!), ino, name!, UnsafeRawBufferPointer(start: nil, count: 0), remove: true)
         }
+        ops.access = { req, ino, mask in FuseOperations.bridge(req).access(Reply(req!), ino, mask) }
         ops.create = { req, parent, name, mode, fi in FuseOperations.bridge(req).create(Reply(req!), parent, name!, mode, fi!) }
         return ops
     }

@@ -26,6 +26,11 @@ enum Daemon {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, logFD, 1)
         posix_spawn_file_actions_adddup2(&actions, logFD, 2)
+        // Nothing else the caller had open (a pipe it reads us through, say) may stay open in
+        // the daemon, or the caller would wait for the daemon to exit.
+        for fd in inheritedDescriptors() where fd > 2 {
+            posix_spawn_file_actions_addclose(&actions, fd)
+        }
         var attr = posix_spawnattr_t()
         posix_spawnattr_init(&attr)
         defer { posix_spawnattr_destroy(&attr) }
@@ -55,6 +60,11 @@ enum Daemon {
         }
         kill(pid, SIGTERM)
         throw UserFacingError("docfs: the mount did not come up within 30 s (see \(logFile)); the daemon (pid \(pid)) was stopped")
+    }
+
+    private static func inheritedDescriptors() -> [Int32] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return names.compactMap { Int32($0) }.filter { fcntl($0, F_GETFD) >= 0 && fcntl($0, F_GETFD) & FD_CLOEXEC == 0 }
     }
 
     /// What the daemon said before it gave up: its log from this start on.

@@ -1,4 +1,6 @@
 import ArgumentParser
+import Foundation
+import Glibc
 
 @main
 struct DocFS: ParsableCommand {
@@ -11,6 +13,19 @@ struct DocFS: ParsableCommand {
             """,
         subcommands: [Init.self, Mount.self, Unmount.self, Info.self]
     )
+
+    /// Our own messages go out as they are ("docfs: …"), not behind ArgumentParser's "Error:".
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let error as UserFacingError {
+            FileHandle.standardError.write(Data((error.message + "\n").utf8))
+            Glibc.exit(1)
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 /// A message for the user and a non-zero exit status, without a stack trace.

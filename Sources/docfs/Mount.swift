@@ -137,7 +137,11 @@ struct Mount: ParsableCommand {
         let rc = session.run()
         session.removeSignalHandlers()
         session.unmount()
+        // libfuse's loop returns the number of the signal that ended it: a clean stop.
+        if rc < 0 {
+            log.error("the FUSE loop failed: \(String(cString: strerror(-rc)))")
+            throw ExitCode(1)
+        }
         log.info("unmounted \(mnt)")
-        if rc != 0 { throw ExitCode(1) }
     }
 }
