@@ -26,6 +26,7 @@ extension Bridge {
             try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
                 try CapabilityCheck.add(into: parentItem)
                 if name == "." || name == ".." { throw ProviderError(.invalidName, "reserved name") }
+                try provider.admitItem(named: name, kind: .file, into: parentItem.identifier)
                 if (try? provider.childItem(named: name, in: parentItem.identifier)) != nil
                     || inodes.pendingChild(parent: parent, name: name) != nil {
                     throw ProviderError(.filenameCollision, "'\(name)' already exists")

@@ -23,7 +23,10 @@ extension Bridge {
         do throws(Failure) {
             let (parentItem, name) = try parentAndName(parent, cname)
             let subject = Subject.child(parentItem.identifier, name)
-            try attempt(subject) { () throws(ProviderError) in try CapabilityCheck.add(into: parentItem) }
+            try attempt(subject) { () throws(ProviderError) in
+                try CapabilityCheck.add(into: parentItem)
+                try provider.admitItem(named: name, kind: .folder, into: parentItem.identifier)
+            }
             let d = reply.deferred()
             executor.run { [self] in
                 do throws(Failure) {
@@ -50,6 +53,7 @@ extension Bridge {
             let subject = Subject.child(parentItem.identifier, name)
             let target = try attempt(subject) { () throws(ProviderError) in
                 try CapabilityCheck.add(into: parentItem)
+                try provider.admitItem(named: name, kind: .symlink, into: parentItem.identifier)
                 guard let t = String(validatingCString: ctarget) else {
                     throw ProviderError(.illegalByteSequence, "link target is not valid UTF-8")
                 }
@@ -87,6 +91,7 @@ extension Bridge {
                 guard mode & S_IFMT == S_IFREG else {
                     throw ProviderError(.notPermitted, "only regular files, folders and symbolic links can be created")
                 }
+                try provider.admitItem(named: name, kind: .file, into: parentItem.identifier)
             }
             let d = reply.deferred()
             executor.run { [self] in
@@ -189,6 +194,9 @@ extension Bridge {
                     throw ProviderError(.busy, "'\(newName)' is still being written")
                 }
                 try CapabilityCheck.move(item, from: fromParent, to: toParent, renaming: name != newName, replacing: existing)
+                if fromParent.identifier != toParent.identifier || name != newName {
+                    try provider.admitItem(named: newName, kind: item.kind, into: toParent.identifier)
+                }
                 return (item, existing)
             }
             if item.identifier == replaced?.identifier || (fromParent.identifier == toParent.identifier && name == newName) {

@@ -76,4 +76,17 @@ public protocol Provider: AnyObject, Sendable {
                        contentModificationDate: Date?) async throws(ProviderError) -> Item
     /// Makes everything acknowledged so far survive a power cut (fsync).
     func synchronize() async throws(ProviderError)
+
+    // MARK: Admission
+
+    /// Asked before anything is written when an item is about to be added to `parent` under
+    /// `name` (create, mkdir, symlink, or a move into the folder): throw `.typeNotAllowed` (EPERM)
+    /// when the name already tells that the folder will not take it. Content that only the bytes
+    /// can judge is checked by `importDocument`, whose error reaches the copying program's close().
+    func admitItem(named name: String, kind: ItemKind, into parent: ItemIdentifier) throws(ProviderError)
+}
+
+extension Provider {
+    /// Admits everything; providers with per-folder content rules override this.
+    public func admitItem(named name: String, kind: ItemKind, into parent: ItemIdentifier) throws(ProviderError) {}
 }
