@@ -124,48 +124,112 @@ enum Proc {
     }
 }
 
+/// A child process started with posix_spawn in its own process group, reaped with waitpid.
+/// (Foundation's Process is not used: on Linux it learns of an exit through a descriptor the
+/// child inherits, so a daemonizing `docfs mount` would make it wait for the daemon too.)
+final class Child {
+    let pid: pid_t
+    private(set) var waitStatus: Int32?
+
+    /// Starts `exe args` in `cwd` with stdin from /dev/null and stdout/stderr appended to the
+    /// given files (the same path for both shares one descriptor).
+    init(_ exe: String, _ args: [String], cwd: String, env: [String: String] = [:],
+         stdout: String, stderr: String) throws {
+        var fa = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&fa)
+        defer { posix_spawn_file_actions_destroy(&fa) }
+        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&fa, 1, stdout, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        if stderr == stdout {
+            posix_spawn_file_actions_adddup2(&fa, 1, 2)
+        } else {
+            posix_spawn_file_actions_addopen(&fa, 2, stderr, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        }
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attr, &noSignals)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for sig in [SIGTERM, SIGINT, SIGPIPE, SIGHUP, SIGCHLD] { sigaddset(&defaults, sig) }
+        posix_spawnattr_setsigdefault(&attr, &defaults)
+        posix_spawnattr_setpgroup(&attr, 0)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        // cd first through sh, so no chdir of this (multithreaded) process is needed.
+        let argv = ["/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", cwd, exe] + args
+        var environment = ProcessInfo.processInfo.environment
+        environment["LC_ALL"] = "C"
+        for (k, v) in env { environment[k] = v }
+        let envv = environment.map { "\($0.key)=\($0.value)" }
+        let cArgs = argv.map { strdup($0) } + [nil]
+        let cEnv = envv.map { strdup($0) } + [nil]
+        defer { cArgs.forEach { free($0) }; cEnv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, cArgs, cEnv)
+        guard rc == 0 else { throw FixtureError("posix_spawn \(exe): \(String(cString: strerror(rc)))") }
+        self.pid = pid
+    }
+
+    /// True once the child has exited (reaps it).
+    var hasExited: Bool {
+        if waitStatus != nil { return true }
+        var st: Int32 = 0
+        let r = waitpid(pid, &st, WNOHANG)
+        if r == pid { waitStatus = st; return true }
+        if r < 0 && errno == ECHILD { waitStatus = -1; return true }
+        return false
+    }
+
+    /// Waits up to `seconds` (forever when nil) for the exit; true when it exited.
+    @discardableResult
+    func wait(seconds: Double?) -> Bool {
+        let deadline = seconds.map { Date().addingTimeInterval($0) }
+        while !hasExited {
+            if let deadline, Date() > deadline { return false }
+            usleep(10_000)
+        }
+        return true
+    }
+
+    /// Exit status; 128 + signal number when killed by a signal.
+    var status: Int32 {
+        guard let st = waitStatus, st >= 0 else { return -1 }
+        let sig = st & 0x7f
+        return sig == 0 ? (st >> 8) & 0xff : 128 + sig
+    }
+    var exitedCleanly: Bool { waitStatus.map { $0 >= 0 && $0 & 0x7f == 0 && ($0 >> 8) & 0xff == 0 } ?? false }
+
+    func signal(_ sig: Int32) { if !hasExited { kill(pid, sig) } }
+    /// Signals the whole process group (the child and whatever it started).
+    func signalGroup(_ sig: Int32) { kill(-pid, sig) }
+}
+
 /// Runs a process with a timeout; output goes to files so that pipes can never block it.
 func runProcess(_ exe: String, _ args: [String], cwd: String, env: [String: String] = [:],
                 timeout: Double, outDir: String, onTimeout: () -> Void = {}) -> ShellResult {
     let tag = UUID().uuidString.prefix(8)
     let outPath = "\(outDir)/.out-\(tag)", errPath = "\(outDir)/.err-\(tag)"
-    _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-    _ = FileManager.default.createFile(atPath: errPath, contents: nil)
     defer {
         try? FileManager.default.removeItem(atPath: outPath)
         try? FileManager.default.removeItem(atPath: errPath)
     }
-    guard let outH = FileHandle(forWritingAtPath: outPath), let errH = FileHandle(forWritingAtPath: errPath) else {
-        return ShellResult(status: -1, stdout: "", stderr: "cannot create output files in \(outDir)")
-    }
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: exe)
-    p.arguments = args
-    p.currentDirectoryURL = URL(fileURLWithPath: cwd)
-    var environment = ProcessInfo.processInfo.environment
-    environment["LC_ALL"] = "C"
-    for (k, v) in env { environment[k] = v }
-    p.environment = environment
-    p.standardInput = FileHandle.nullDevice
-    p.standardOutput = outH
-    p.standardError = errH
-    let done = DispatchSemaphore(value: 0)
-    p.terminationHandler = { _ in done.signal() }
-    do { try p.run() } catch {
+    let child: Child
+    do { child = try Child(exe, args, cwd: cwd, env: env, stdout: outPath, stderr: errPath) } catch {
         return ShellResult(status: -1, stdout: "", stderr: "cannot run \(exe): \(error)")
     }
-    try? outH.close(); try? errH.close()
     var timedOut = false
-    if done.wait(timeout: .now() + timeout) == .timedOut {
+    if !child.wait(seconds: timeout) {
         timedOut = true
         onTimeout()
-        kill(p.processIdentifier, SIGKILL)
-        _ = done.wait(timeout: .now() + 10)
+        child.signalGroup(SIGKILL)
+        if !child.wait(seconds: 10) { child.signal(SIGKILL); child.wait(seconds: nil) }
     }
-    if p.isRunning { p.waitUntilExit() }
     let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
     let err = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
-    return ShellResult(status: timedOut ? -1 : p.terminationStatus, stdout: out, stderr: err, timedOut: timedOut)
+    return ShellResult(status: timedOut ? -1 : child.status, stdout: out, stderr: err, timedOut: timedOut)
 }
 
 /// Fires `action` unless disarmed within `seconds`. Used around in-process syscalls on the
@@ -200,7 +264,7 @@ final class MountFixture {
     var src: String { dir + "/src" }
     var logPath: String { dir + "/log.txt" }
 
-    private(set) var daemon: Process?
+    private(set) var daemon: Child?
     private var tornDown = false
 
     /// Makes the directories and runs `docfs init store [--layout FILE]`.
@@ -229,24 +293,15 @@ final class MountFixture {
     /// Starts the daemon in the foreground mode and waits (up to 20 s) for the mount.
     func mount(extra: [String] = []) throws {
         precondition(daemon == nil, "already mounted by this fixture")
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)   // truncates: one log per mount
-        guard let logH = FileHandle(forWritingAtPath: logPath) else { throw FixtureError("cannot open \(logPath)") }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: bin)
-        p.arguments = ["mount", store, mnt, "-f", "-o", "auto_unmount", "--log-level", "debug"] + extra
-        p.currentDirectoryURL = URL(fileURLWithPath: dir)
-        p.standardInput = FileHandle.nullDevice
-        p.standardOutput = logH
-        p.standardError = logH
-        try p.run()
-        try? logH.close()
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)   // one log per mount
+        let p = try Child(bin, ["mount", store, mnt, "-f", "-o", "auto_unmount", "--log-level", "debug"] + extra,
+                          cwd: dir, stdout: logPath, stderr: logPath)
         daemon = p
         let deadline = Date().addingTimeInterval(20)
         while !Mounts.isMounted(mnt) {
-            if !p.isRunning {
-                p.waitUntilExit()
+            if p.hasExited {
                 daemon = nil
-                throw FixtureError("docfs mount exited with status \(p.terminationStatus) before the mount appeared; log:\n\(log)")
+                throw FixtureError("docfs mount exited with status \(p.status) before the mount appeared; log:\n\(log)")
             }
             if Date() > deadline {
                 stopDaemon()
@@ -257,7 +312,7 @@ final class MountFixture {
     }
 
     var isMounted: Bool { Mounts.isMounted(mnt) }
-    var daemonPID: pid_t? { daemon.map(\.processIdentifier) }
+    var daemonPID: pid_t? { daemon.map(\.pid) }
 
     /// Clean stop: SIGTERM, wait up to 5 s, then the hard way. Returns true when the daemon
     /// exited by itself with status 0 and the mount was gone.
@@ -265,28 +320,25 @@ final class MountFixture {
     func stopDaemon() -> Bool {
         guard let p = daemon else { return true }
         defer { daemon = nil }
-        let pid = p.processIdentifier
-        if p.isRunning { kill(pid, SIGTERM) }
-        let deadline = Date().addingTimeInterval(5)
-        while p.isRunning && Date() < deadline { usleep(20_000) }
-        var clean = !p.isRunning
+        p.signal(SIGTERM)
+        var clean = p.wait(seconds: 5)
         if Mounts.isMounted(mnt) {
             clean = false
             lazyUnmount(mnt)
         }
-        if p.isRunning {
+        if !p.hasExited {
             clean = false
-            kill(pid, SIGKILL)
+            p.signal(SIGKILL)
         }
-        p.waitUntilExit()
-        return clean && p.terminationReason == .exit && p.terminationStatus == 0
+        p.wait(seconds: nil)
+        return clean && p.exitedCleanly
     }
 
     /// SIGKILL the daemon; auto_unmount removes the mount (else a lazy unmount after 5 s).
     func kill9() {
         guard let p = daemon else { return }
-        kill(p.processIdentifier, SIGKILL)
-        p.waitUntilExit()
+        p.signal(SIGKILL)
+        p.wait(seconds: nil)
         daemon = nil
         let deadline = Date().addingTimeInterval(5)
         while Mounts.isMounted(mnt) && Date() < deadline { usleep(20_000) }
@@ -505,6 +557,23 @@ func XCTAssertErrno(_ got: Int32, _ expected: Int32, _ message: String = "",
                     file: StaticString = #filePath, line: UInt = #line) {
     XCTAssert(got == expected, "got \(errnoName(got)), expected \(errnoName(expected)) \(message)",
               file: file, line: line)
+}
+
+/// Asserts a read succeeded with exactly `want`; on failure reports sizes and the first
+/// differing offset instead of dumping the bytes.
+func XCTAssertBytes(_ got: (bytes: [UInt8]?, errno: Int32), _ want: [UInt8], _ message: String = "",
+                    file: StaticString = #filePath, line: UInt = #line) {
+    guard let b = got.bytes else {
+        XCTFail("read failed with \(errnoName(got.errno)) \(message)", file: file, line: line)
+        return
+    }
+    if b == want { return }
+    let diff = zip(b, want).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(b.count, want.count)
+    func show(_ x: [UInt8]) -> String {
+        x.count <= 120 ? String(reflecting: String(decoding: x, as: UTF8.self)) : "\(x.count) bytes"
+    }
+    XCTFail("contents differ: got \(b.count) bytes, expected \(want.count); first difference at offset \(diff); "
+            + "got \(show(b)), expected \(show(want)) \(message)", file: file, line: line)
 }
 
 /// Base class: a fresh fixture per test, mounted unless `mountsInSetUp` is false.
