@@ -160,4 +160,20 @@ final class RefusalTests: MountTestCase {
             """)
         XCTAssertEqual(r.stdout, "Archive:-\na.pdf:-\nProjects:w\na.pdf:r\n", "\(r)")
     }
+
+    func testMoveOverAnItemWithoutDeleteGivesEPERM() throws {
+        try dropFile()
+        XCTAssertErrno(fx.writeFile(fx.m("Projects/a.pdf"), Array("replacement".utf8)), 0)
+        XCTAssertErrno(fx.renameErrno(fx.m("Projects/a.pdf"), fx.m("Drop/a.pdf")), EPERM)
+        XCTAssertBytes(fx.readFile(fx.m("Drop/a.pdf")), payload)
+        XCTAssertEqual(fx.list(fx.m("Projects")), ["a.pdf"])
+    }
+
+    func testRefusedCpIsLoggedWithPathAndErrno() throws {
+        try fx.writeSource("refused.pdf", payload)
+        XCTAssertNotEqual(fx.sh("cp src/refused.pdf mnt/Archive/").status, 0)
+        let lines = fx.logLines { $0.contains("refused") && $0.contains("Archive/refused.pdf") }
+        XCTAssertFalse(lines.isEmpty, "no log line names Archive/refused.pdf; log:\n\(fx.log)")
+        XCTAssert(lines.allSatisfy { $0.contains("EACCES") }, "\(lines)")
+    }
 }

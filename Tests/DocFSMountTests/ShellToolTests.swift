@@ -164,4 +164,33 @@ final class ShellToolTests: MountTestCase {
         XCTAssertEqual(fx.guarded { close(fd) }, 0)
         XCTAssertBytes(fx.readFile(path), bytes)
     }
+
+    func testRmRfOfACopiedTreeLeavesNothing() throws {
+        try makeTree()
+        var r = fx.sh("cp -r src/tree mnt/tree && find mnt/tree -type d | wc -l")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        r = fx.sh("rm -rf mnt/tree")
+        XCTAssertEqual(r.status, 0, "rm -rf (fts relies on directory nlink): \(r)")
+        XCTAssertEqual(fx.list(fx.mnt), [])
+    }
+
+    func testTouchSetsModificationTime() {
+        XCTAssertErrno(fx.writeFile(fx.m("t.txt"), Array("x".utf8)), 0)
+        let r = fx.sh("touch -m -d '2020-01-02 03:04:05 UTC' mnt/t.txt && TZ=UTC stat -c %y mnt/t.txt")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        XCTAssert(r.stdout.hasPrefix("2020-01-02 03:04:05"), "\(r)")
+        XCTAssertBytes(fx.readFile(fx.m("t.txt")), Array("x".utf8))
+    }
+
+    func testFsyncSucceedsAndDataIsThere() {
+        let path = fx.m("synced.bin")
+        let bytes = testBytes(100_000, seed: 11)
+        let fd = fx.guarded { open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        guard fd >= 0 else { return }
+        XCTAssertEqual(fx.guarded { bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }, bytes.count)
+        XCTAssertErrno(fx.errnoOf("fsync") { fsync(fd) }, 0)
+        XCTAssertErrno(fx.errnoOf("close") { close(fd) }, 0)
+        XCTAssertBytes(fx.readFile(path), bytes)
+    }
 }
