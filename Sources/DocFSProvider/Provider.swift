@@ -84,9 +84,59 @@ public protocol Provider: AnyObject, Sendable {
     /// when the name already tells that the folder will not take it. Content that only the bytes
     /// can judge is checked by `importDocument`, whose error reaches the copying program's close().
     func admitItem(named name: String, kind: ItemKind, into parent: ItemIdentifier) throws(ProviderError)
+
+    // MARK: Security-scoped import, trash details, stored extended attributes
+    // (each has a default below, so a provider needs to implement only what it supports)
+
+    /// Imports a staged file that is readable only inside its access window (see
+    /// `SecurityScopedURL`). The bridge calls this; the default opens the window around
+    /// `importDocument(at:toParentItemIdentifier:)`. The caller removes the staged file afterwards.
+    func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item
+    /// Restores a trashed item into `parent` under `newName` (a `mv` out of the trash names its
+    /// target). The default is `untrashItem` followed by a rename when the names differ.
+    func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+                     newName: String) async throws(ProviderError) -> Item
+    /// Where a trashed item came from, when the provider remembers it.
+    func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin?
+    /// Names of the item's stored extended attributes (`user.*`, not docfs's own), in a stable order.
+    func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String]
+    /// One stored extended attribute; `.noSuchAttribute` (ENODATA) when it is not set.
+    func extendedAttribute(named name: String, of identifier: ItemIdentifier) throws(ProviderError) -> Data
+    /// Stores (or, with a nil value, removes) an extended attribute. Limits: `ExtendedAttributes`.
+    func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
+                              forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError)
 }
 
 extension Provider {
     /// Admits everything; providers with per-folder content rules override this.
     public func admitItem(named name: String, kind: ItemKind, into parent: ItemIdentifier) throws(ProviderError) {}
+
+    /// Opens the access window for exactly the duration of the plain import.
+    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        try await file.withAccess { (url) async throws(ProviderError) -> Item in
+            try await importDocument(at: url, toParentItemIdentifier: parent)
+        }
+    }
+
+    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+                            newName: String) async throws(ProviderError) -> Item {
+        let restored = try await untrashItem(withIdentifier: identifier, toParentItemIdentifier: parent)
+        if restored.filename.utf8.elementsEqual(newName.utf8) { return restored }
+        return try await renameItem(withIdentifier: restored.identifier, toName: newName)
+    }
+
+    public func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? { nil }
+
+    /// No stored attributes.
+    public func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String] { [] }
+
+    public func extendedAttribute(named name: String, of identifier: ItemIdentifier) throws(ProviderError) -> Data {
+        throw ProviderError(.noSuchAttribute, "\(name) is not set")
+    }
+
+    /// Refuses: this provider does not store extended attributes (EOPNOTSUPP).
+    public func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
+                                     forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
+        throw ProviderError(.unsupported, "this provider does not store extended attributes")
+    }
 }

@@ -21,6 +21,7 @@ public struct ProviderError: Error, Sendable, Hashable, CustomStringConvertible 
         case invalidName, nameTooLong, illegalByteSequence, invalidArgument
         case isDirectory, notDirectory, noSpace, readOnly, unsupported, busy, ioError
         case crossDevice
+        case noSuchAttribute     // ENODATA: an extended attribute that is not set
     }
 
     public var code: Code
@@ -79,6 +80,7 @@ public struct ProviderError: Error, Sendable, Hashable, CustomStringConvertible 
         case .unsupported: return EOPNOTSUPP
         case .busy: return EBUSY
         case .crossDevice: return EXDEV
+        case .noSuchAttribute: return ENODATA
         }
     }
 

@@ -20,7 +20,9 @@ import Synchronization
 /// - `store.sqlite` — tables `meta(key, value)` (`format`, `layout` as JSON, `cleanShutdown`,
 ///   `created`) and `item` (one row per item; `id` is the identifier, 1 = root, 2 = trash;
 ///   unique `(parent, name)`; `contentsCaps` is a folder's policy for new children;
-///   `trashedFrom`/`trashedName` remember where a trashed item came from).
+///   `trashedFrom`/`trashedName` remember where a trashed item came from), and
+///   `xattr(item, name, value)` for the `user.*` extended attributes users store on items (added
+///   to format 1 later: a store without it gets the empty table when it is opened).
 /// - `contents/<id>` — the bytes of each file item; nothing else belongs there.
 /// - `staging/` — the bridge stages files here (same filesystem, so import is a rename);
 ///   emptied at every open.
@@ -325,6 +327,12 @@ public final class LocalStore: Provider, @unchecked Sendable {
                     let record = Schema.record(from: row)
                     tree.records[record.row] = record
                 }
+                if try db.tableExists("xattr") {
+                    let xattrs = try Row.fetchCursor(db, sql: "SELECT item, name, value FROM xattr")
+                    while let row = try xattrs.next() {
+                        tree.xattrs[row[0] as Int64, default: [:]][row[1] as String] = row[2] as Data
+                    }
+                }
                 let sequence = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'item'") ?? 0
                 tree.nextRow = max(sequence, tree.records.keys.max() ?? 2) + 1
             }
@@ -433,6 +441,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
         try database.inDatabase { db in
             try db.inTransaction {
                 for record in fixesToSave { try Schema.upsert(db, record) }
+                try Schema.createXattrTable(db)
                 try Schema.setMeta(db, "cleanShutdown", "0")
                 return .commit
             }
@@ -870,7 +879,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
     /// unlinked after the commit.
     private func moveSync(row: Int64, identifier: ItemIdentifier, to destinationRow: Int64, parent: ItemIdentifier,
                           newName: String?, replacing: ItemIdentifier?, database: DatabaseQueue,
-                          trashing: TrashMove?) throws(ProviderError) -> Item {
+                          trashing: TrashMove?, gathering: [Record] = []) throws(ProviderError) -> Item {
         struct Plan {
             var record: Record
             var oldParent: Record
@@ -940,13 +949,14 @@ public final class LocalStore: Provider, @unchecked Sendable {
         var saving = [plan.record, oldParent]
         if plan.newParent.row != plan.oldParent.row { saving.append(Self.touched(plan.newParent, now: now)) }
         let deleting = plan.replaced.map { [$0.row] } ?? []
-        try commit(database, saving: saving, deleting: deleting, "move \(plan.record.item.filename)")
+        try commit(database, saving: gathering + saving, deleting: deleting, "move \(plan.record.item.filename)")
         if let replaced = plan.replaced, replaced.item.kind == .file {
             let err = sysUnlink(contentPath(replaced.row))
             if err != 0 && err != ENOENT { logger.warning("store: could not remove the contents of replaced item \(replaced.row): \(String(cString: strerror(err)))") }
         }
         return state.withLock { tree -> Item in
             if let replaced = plan.replaced { tree.remove(replaced.row) }
+            for gathered in gathering { tree.move(gathered.row, to: gathered) }
             tree.move(row, to: plan.record)
             for parentRecord in saving.dropFirst() { tree.replaceKeepingCounts(parentRecord) }
             return tree.records[row]!.item
@@ -982,14 +992,16 @@ public final class LocalStore: Provider, @unchecked Sendable {
     public func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         let row = try itemRow(identifier)
         return try write { (database) throws(ProviderError) -> Item in
-            let (record, name) = try read { (tree) throws(ProviderError) -> (Record, String) in
+            let (record, name, gathering) = try read { (tree) throws(ProviderError) -> (Record, String, [Record]) in
                 guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
                 guard record.parent != nil else { throw ProviderError(.notPermitted, "\(tree.path(of: row)) cannot be trashed") }
-                return (record, tree.uniqueName(record.item.filename, in: Self.trashRow, isFolder: record.item.isFolder))
+                let gathering = record.parent == Self.trashRow ? [] : Self.gatherTrashed(from: row, tree)
+                return (record, tree.uniqueName(record.item.filename, in: Self.trashRow, isFolder: record.item.isFolder), gathering)
             }
             if record.parent == Self.trashRow { return record.item }
             return try moveSync(row: row, identifier: identifier, to: Self.trashRow, parent: .trashContainer, newName: name,
-                                replacing: nil, database: database, trashing: .into(originalName: record.item.filename))
+                                replacing: nil, database: database, trashing: .into(originalName: record.item.filename),
+                                gathering: gathering)
         }
     }
 
@@ -1011,6 +1023,138 @@ public final class LocalStore: Provider, @unchecked Sendable {
             return try moveSync(row: row, identifier: identifier, to: destination, parent: Self.identifier(forRow: destination),
                                 newName: name, replacing: nil, database: database, trashing: .outOf)
         }
+    }
+
+    /// Trashing a folder takes along what was trashed out of it and is still at the top of the
+    /// trash: `rm -r` trashes the files first, one by one, and then the emptied folders, so
+    /// without this a folder would land in the trash empty and its files loose beside it. Each
+    /// gathered item gets its original name back (unless that is taken in the folder).
+    static func gatherTrashed(from folderRow: Int64, _ tree: borrowing TreeState) -> [Record] {
+        guard tree.records[folderRow]?.item.isFolder == true else { return [] }
+        var gathered: [Record] = []
+        var used = Set((tree.children[folderRow] ?? [:]).keys)
+        for trashedRow in tree.sortedChildrenUncached(of: trashRow) {
+            guard var record = tree.records[trashedRow], record.trashedFrom == folderRow else { continue }
+            var name = record.trashedName ?? record.item.filename
+            if used.contains(NameKey(name)) { name = record.item.filename }
+            if used.contains(NameKey(name)) { continue }  // leave it loose rather than rename it twice
+            used.insert(NameKey(name))
+            record.parent = folderRow
+            record.item.parentIdentifier = identifier(forRow: folderRow)
+            record.item.filename = name
+            record.item.itemVersion.metadataVersion += 1
+            record.trashedFrom = nil
+            record.trashedName = nil
+            gathered.append(record)
+        }
+        return gathered
+    }
+
+    /// `mv .Trash/x FOLDER/NAME`: restores under the name the move gives, in one step.
+    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+                            newName: String) async throws(ProviderError) -> Item {
+        try Self.validateName(newName)
+        let row = try itemRow(identifier)
+        let destination = try parentRow(parent)
+        return try write { (database) throws(ProviderError) -> Item in
+            try read { (tree) throws(ProviderError) in
+                guard tree.records[row] != nil else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+                guard tree.isInTrash(row) else { throw ProviderError(.invalidArgument, "\(tree.path(of: row)) is not in the trash") }
+                if tree.isInTrash(destination) || destination == Self.trashRow {
+                    throw ProviderError(.invalidArgument, "cannot restore into the trash")
+                }
+            }
+            return try moveSync(row: row, identifier: identifier, to: destination, parent: parent,
+                                newName: newName, replacing: nil, database: database, trashing: .outOf)
+        }
+    }
+
+    public func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? {
+        guard let row = Self.row(for: identifier) else { return nil }
+        return state.withLock { tree -> TrashOrigin? in
+            guard let record = tree.records[row], let from = record.trashedFrom, record.parent == Self.trashRow else { return nil }
+            return TrashOrigin(parentIdentifier: Self.identifier(forRow: from), filename: record.trashedName ?? record.item.filename)
+        }
+    }
+
+    // MARK: - Extended attributes
+
+    public func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String] {
+        let row = try itemRow(identifier)
+        let names: [String]? = state.withLock { tree in
+            tree.records[row] == nil ? nil : (tree.xattrs[row].map { Array($0.keys) } ?? [])
+        }
+        guard let names else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+        return names.sorted()
+    }
+
+    public func extendedAttribute(named name: String, of identifier: ItemIdentifier) throws(ProviderError) -> Data {
+        let row = try itemRow(identifier)
+        let found: (exists: Bool, value: Data?) = state.withLock { tree in
+            (tree.records[row] != nil, tree.xattrs[row]?[name])
+        }
+        guard found.exists else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+        guard let value = found.value else { throw ProviderError(.noSuchAttribute, "\(name) is not set") }
+        return value
+    }
+
+    public func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
+                                     forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
+        guard name.hasPrefix(ExtendedAttributes.userPrefix), !name.hasPrefix(ExtendedAttributes.docfsPrefix),
+              name.utf8.count > ExtendedAttributes.userPrefix.utf8.count else {
+            throw ProviderError(.unsupported, "only user.* attributes (other than user.docfs.*) are stored")
+        }
+        guard name.utf8.count <= ExtendedAttributes.maxNameBytes else {
+            throw ProviderError(.invalidArgument, "attribute name is longer than \(ExtendedAttributes.maxNameBytes) bytes", errno: ERANGE)
+        }
+        if let value, value.count > ExtendedAttributes.maxValueBytes {
+            throw ProviderError(.invalidArgument, "\(name): a value may have at most \(ExtendedAttributes.maxValueBytes) bytes (got \(value.count))", errno: E2BIG)
+        }
+        let row = try itemRow(identifier)
+        try write { (database) throws(ProviderError) in
+            let current = try read { (tree) throws(ProviderError) -> [String: Data] in
+                guard tree.records[row] != nil else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+                return tree.xattrs[row] ?? [:]
+            }
+            let exists = current[name] != nil
+            if value == nil || mode == .replace, !exists { throw ProviderError(.noSuchAttribute, "\(name) is not set") }
+            if mode == .create, exists { throw ProviderError(.filenameCollision, "\(name) already exists") }
+            var updated = current
+            updated[name] = value
+            let total = updated.reduce(0) { $0 + $1.key.utf8.count + $1.value.count }
+            if value != nil, total > ExtendedAttributes.maxBytesPerItem {
+                throw ProviderError(.noSpace, "an item's attributes may have at most \(ExtendedAttributes.maxBytesPerItem) bytes in all (this would make \(total))")
+            }
+            do {
+                try database.inDatabase { db in
+                    if let value {
+                        try db.execute(sql: "INSERT INTO xattr (item, name, value) VALUES (?, ?, ?) ON CONFLICT(item, name) DO UPDATE SET value = excluded.value",
+                                       arguments: [row, name, value])
+                    } else {
+                        try db.execute(sql: "DELETE FROM xattr WHERE item = ? AND name = ?", arguments: [row, name])
+                    }
+                }
+            } catch let error as DatabaseError {
+                throw Self.providerError(error, "set attribute \(name)")
+            } catch {
+                throw ProviderError(.ioError, "set attribute \(name): \(error)")
+            }
+            state.withLock { tree in tree.xattrs[row] = updated.isEmpty ? nil : updated }
+        }
+    }
+
+    /// How many stored attributes the store holds in all (for tests and `docfs check`).
+    var storedAttributeCount: Int { state.withLock { $0.xattrs.values.reduce(0) { $0 + $1.count } } }
+
+    // MARK: - Security-scoped import
+
+    /// The staged file is reached only inside its access window, which spans the move into storage.
+    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        guard file.startAccessingSecurityScopedResource() else {
+            throw ProviderError(.noSuchItem, "the staged file for '\(file.name)' is not accessible")
+        }
+        defer { file.stopAccessingSecurityScopedResource() }
+        return try importSync(at: file.url, toParent: parent)
     }
 
     /// Changes metadata of one item (one transaction, one new metadata version).

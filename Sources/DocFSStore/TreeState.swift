@@ -52,6 +52,8 @@ struct TreeState: Sendable {
     var nextRow: Int64 = 3
     /// Content files written since the last `synchronize()`.
     var dirty: Set<Int64> = []
+    /// Stored extended attributes (`user.*`) by item row, then name.
+    var xattrs: [Int64: [String: Data]] = [:]
 
     func path(of row: Int64) -> String {
         if row == LocalStore.rootRow { return "/" }
@@ -87,6 +89,12 @@ struct TreeState: Sendable {
         }.map(\.value)
         sortedCache[row] = order
         return order
+    }
+
+    /// Children in name order without filling the cache (for callers holding a borrowed tree).
+    func sortedChildrenUncached(of row: Int64) -> [Int64] {
+        if let cached = sortedCache[row] { return cached }
+        return (children[row] ?? [:]).sorted { $0.key.name.utf8.lexicographicallyPrecedes($1.key.name.utf8) }.map(\.value)
     }
 
     /// A name not yet used in `folder`: `name`, then `name 2`, `name 3`, … before the extension.
@@ -137,6 +145,7 @@ struct TreeState: Sendable {
         children[row] = nil
         sortedCache[row] = nil
         dirty.remove(row)
+        xattrs[row] = nil
         if let parent = record.parent {
             children[parent]?[NameKey(record.item.filename)] = nil
             sortedCache[parent] = nil
@@ -210,6 +219,19 @@ enum Schema {
             );
             CREATE UNIQUE INDEX item_parent_name ON item(parent, name);
             """)
+        try createXattrTable(db)
+    }
+
+    /// Stored extended attributes; added to format 1 later, so an older store gets it at open.
+    static func createXattrTable(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE IF NOT EXISTS xattr (
+                item INTEGER NOT NULL,
+                name TEXT NOT NULL,
+                value BLOB NOT NULL,
+                PRIMARY KEY (item, name)
+            ) WITHOUT ROWID
+            """)
     }
 
     static func setMeta(_ db: Database, _ key: String, _ value: String) throws {
@@ -243,6 +265,7 @@ enum Schema {
 
     static func delete(_ db: Database, _ row: Int64) throws {
         try db.execute(sql: "DELETE FROM item WHERE id = ?", arguments: [row])
+        try db.execute(sql: "DELETE FROM xattr WHERE item = ?", arguments: [row])
     }
 
     static func record(from row: Row) -> Record {
