@@ -15,6 +15,7 @@ TEST_PREFIX = /tmp/docfs-test-
 
 RELEASE_BIN = $(CURDIR)/.build/release/docfs
 FSBENCH     = ../shared/bench/fsbench
+BENCH_ARGS ?=            # e.g. BENCH_ARGS='--only seq,small --peers native,passthrough_ll'
 # fsbench runs this through sh -c with {src} a fresh empty directory; cp/untar remount the
 # same {src}, so init only when it is still empty.
 BENCH_FS    = docfs=[ -n "$$(ls -A {src})" ] || $(RELEASE_BIN) init {src}; $(RELEASE_BIN) mount {src} {mnt}
@@ -26,20 +27,21 @@ all: build
 build:
 	$(SWIFT) build -c release
 
-# Idempotent: does nothing when libfuse3 (headers + fusermount3) and sqlite3 headers are present.
+# Idempotent: does nothing when libfuse3 (headers + fusermount3), sqlite3 headers and the
+# shared-mime-info database (content-type detection: /usr/share/mime) are present.
 deps:
 	@if pkg-config --exists fuse3 2>/dev/null && command -v fusermount3 >/dev/null 2>&1 \
-	    && [ -f /usr/include/sqlite3.h ]; then \
+	    && [ -f /usr/include/sqlite3.h ] && [ -f /usr/share/mime/globs2 ] && [ -f /usr/share/mime/magic ]; then \
 	    exit 0; \
 	fi; \
 	if [ "$$(id -u)" != 0 ]; then \
-	    echo "make deps: libfuse3-dev, fuse3, pkg-config or libsqlite3-dev is missing;" >&2; \
+	    echo "make deps: libfuse3-dev, fuse3, pkg-config, libsqlite3-dev or shared-mime-info is missing;" >&2; \
 	    echo "           run 'sudo make deps' (or the same target with sudo) to install them." >&2; \
 	    exit 1; \
 	fi; \
-	echo "Installing libfuse3-dev fuse3 pkg-config libsqlite3-dev attr ..."; \
+	echo "Installing libfuse3-dev fuse3 pkg-config libsqlite3-dev attr shared-mime-info ..."; \
 	apt-get update && \
-	DEBIAN_FRONTEND=noninteractive apt-get install -y libfuse3-dev fuse3 pkg-config libsqlite3-dev attr
+	DEBIAN_FRONTEND=noninteractive apt-get install -y libfuse3-dev fuse3 pkg-config libsqlite3-dev attr shared-mime-info
 
 run: deps build
 	@if [ ! -e "$(STORE)" ]; then \
@@ -53,7 +55,7 @@ run: deps build
 	    "$(RELEASE_BIN)" mount "$(STORE)" "$(MNT)" || exit 1; \
 	fi
 	@echo
-	@echo "The demo store '$(STORE)' is mounted at ./$(MNT):"
+	@echo "The demo store '$(STORE)' is mounted at $(MNT):"
 	@echo "  Inbox     add PDFs and images; no edits in place"
 	@echo "  Archive   read-only"
 	@echo "  Projects  everything allowed"
@@ -85,10 +87,10 @@ clean-mounts:
 	done
 
 bench: build
-	$(FSBENCH) --fs '$(BENCH_FS)'
+	$(FSBENCH) $(BENCH_ARGS) --fs '$(BENCH_FS)'
 
 bench-quick: build
-	$(FSBENCH) --quick --fs '$(BENCH_FS)'
+	$(FSBENCH) --quick $(BENCH_ARGS) --fs '$(BENCH_FS)'
 
 clean:
 	$(SWIFT) package clean
