@@ -64,6 +64,8 @@ run: deps build
 	@echo "Unmount: $(RELEASE_BIN) unmount $(MNT)     (or: fusermount3 -u $(MNT))"
 
 test: deps clean-mounts
+	@[ -c /dev/fuse ] || { echo "make test: /dev/fuse is missing; the mounted tests need FUSE" \
+	    "(in a container: --device /dev/fuse --cap-add SYS_ADMIN)" >&2; exit 1; }
 	$(SWIFT) build --build-tests
 	DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" $(SWIFT) test --skip-build
 
