@@ -237,13 +237,24 @@ func runProcess(_ exe: String, _ args: [String], cwd: String, env: [String: Stri
 /// stuck syscall returns) and lazily unmounts. It never touches the mountpoint itself.
 final class Watchdog: @unchecked Sendable {
     private let disarmed = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    private var didFire = false          // written by the watchdog thread before `finished`
     init(seconds: Double, action: @escaping @Sendable () -> Void) {
-        let sem = disarmed
-        Thread.detachNewThread {
-            if sem.wait(timeout: .now() + seconds) == .timedOut { action() }
+        Thread.detachNewThread { [self] in
+            if disarmed.wait(timeout: .now() + seconds) == .timedOut {
+                action()
+                didFire = true
+            }
+            finished.signal()
         }
     }
-    func disarm() { disarmed.signal() }
+    /// Stops the watchdog; if it fired, waits until its action is complete. Returns whether it fired.
+    @discardableResult
+    func disarm() -> Bool {
+        disarmed.signal()
+        finished.wait()
+        return didFire
+    }
 }
 
 /// One docfs store and mount in a unique temp directory:
@@ -434,7 +445,11 @@ final class MountFixture {
             warn("MountFixture: \(what) on \(mnt) hung for \(seconds) s; killing the daemon")
             MountFixture.abort(pid: pid, mnt: mnt)
         }
-        defer { dog.disarm() }
+        defer {
+            if dog.disarm() {
+                XCTFail("\(what) hung for \(seconds) s; daemon killed and mount detached; log:\n\(log)")
+            }
+        }
         return try body()
     }
 
