@@ -447,6 +447,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             }
         }
         logger.info("store \(path) opened: \(state.withLock { $0.records.count }) items")
+        if let fault = FaultInjection.describeArmed() { logger.warning("\(fault)") }
     }
 
     /// Releases the lock and closes the database. Later actions fail; reads answer from memory.
@@ -736,6 +737,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
                     throw error
                 }
             }
+            FaultInjection.point(.importCommit)  // test-only crash point (DOCFS_FAULT)
             let now = Date()
             let newParent = Self.touched(parentRecord, now: now)
             do throws(ProviderError) {
@@ -1219,6 +1221,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             try sysRename(sourcePath, target, "rename staged file over the contents of \(record.item.filename)")
             record.item.documentSize = status.size
             record.item.contentModificationDate = status.modificationDate
+            FaultInjection.point(.modifyCommit)  // test-only crash point (DOCFS_FAULT)
             record.item.itemVersion.contentVersion += 1
             record.item.itemVersion.metadataVersion += 1
             do throws(ProviderError) {

@@ -1,0 +1,443 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import DocFSProvider
+import GRDB
+
+/// What `docfs check STORE [--repair]` found in a store that is not mounted, and what it mended.
+public struct StoreCheckReport: Sendable {
+    public enum Kind: String, Sendable {
+        case database           // SQLite's own integrity check failed (not repairable here)
+        case missingRoot        // the root or trash row is missing or not a folder
+        case missingParent      // an item's parent row does not exist
+        case parentNotFolder    // an item's parent is a file or a symbolic link
+        case unreachable        // an item is not below the root or the trash (a cycle)
+        case invalidName        // empty, `.`/`..`, `/` or NUL inside, longer than 255 bytes
+        case duplicateName      // two items with the same name in one folder
+        case missingContents    // a file item without its content file
+        case sizeMismatch       // a file item whose size is not its content file's
+        case orphanContents     // a content file that belongs to no file item
+        case stagedLeftover     // a file left in staging/ by an interrupted copy
+        case danglingAttribute  // a stored extended attribute of an item that does not exist
+        case danglingLink       // a symbolic link item without a target
+        case sequence           // the identifier sequence is behind the largest identifier
+    }
+
+    public struct Problem: Sendable, CustomStringConvertible {
+        public var kind: Kind
+        public var message: String
+        public var description: String { "\(kind.rawValue): \(message)" }
+    }
+
+    /// Problems found (before any repair).
+    public var problems: [Problem] = []
+    /// What `--repair` did, one line each.
+    public var repairs: [String] = []
+    /// Problems still there at the end (after a repair: what could not be mended).
+    public var remaining: [Problem] = []
+
+    public var folders = 0
+    public var files = 0
+    public var symlinks = 0
+    public var contentFiles = 0
+    public var contentBytes: Int64 = 0
+
+    /// The store is consistent now (nothing was wrong, or everything was mended).
+    public var isConsistent: Bool { remaining.isEmpty }
+
+    public var summary: String {
+        "\(folders + files + symlinks) items (\(folders) folders with root and trash, \(files) files, \(symlinks) symbolic links), "
+            + "\(contentFiles) content files, \(contentBytes) bytes"
+    }
+}
+
+/// Verifies (and with `repair`, mends) a store that no mount has open: every item's parent
+/// exists and is a folder and leads to the root or the trash, names are valid and unique per
+/// folder, every file item has its content file with the recorded size, every content file
+/// belongs to a file item, nothing is left in staging/, no attribute or sequence is dangling.
+///
+/// Repairs: items whose parent is missing (or not a folder, or a cycle) move to `/lost+found`;
+/// bad or duplicate names get `item-<id>` or a numbered name; sizes follow the content files;
+/// file items without contents, links without targets and attributes of missing items are
+/// removed; orphan content files and staged leftovers are deleted. All row changes are one
+/// transaction, committed before any file is deleted.
+public enum StoreChecker {
+    static let lostAndFound = "lost+found"
+
+    public static func check(at url: URL, repair: Bool) throws(ProviderError) -> StoreCheckReport {
+        let path = url.path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw ProviderError(.noSuchItem, "store \(path) does not exist")
+        }
+        guard isDirectory.boolValue else { throw ProviderError(.notDirectory, "store \(path) is not a directory") }
+        let databasePath = path + "/" + LocalStore.databaseName
+        guard FileManager.default.fileExists(atPath: databasePath) else {
+            throw ProviderError(.invalidArgument, "\(path) is not a docfs store (no \(LocalStore.databaseName))")
+        }
+
+        // The store's lock: a mounted store is never checked (its state is in the daemon's memory).
+        let lockPath = path + "/" + LocalStore.lockName
+        let lockFD = sysOpen(lockPath, O_RDWR | O_CLOEXEC)
+        if lockFD < 0 && errno != ENOENT { throw ProviderError.posix(errno, "store \(path): cannot open \(LocalStore.lockName)") }
+        defer { if lockFD >= 0 { sysClose(lockFD) } }
+        if lockFD >= 0, flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
+            var buffer = [UInt8](repeating: 0, count: 32)
+            let count = pread(lockFD, &buffer, buffer.count, 0)
+            let holder = count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : "unknown"
+            throw ProviderError(.busy, "store \(path) is mounted (docfs pid \(holder)); unmount it before checking it")
+        }
+
+        let queue: DatabaseQueue
+        do {
+            queue = try DatabaseQueue(path: databasePath, configuration: Configuration())
+        } catch {
+            throw ProviderError(.corruptFile, "store \(path): cannot open \(LocalStore.databaseName): \(error)")
+        }
+        defer { try? queue.close() }
+
+        var report = try examine(queue, path: path)
+        guard repair, !report.remaining.isEmpty else { return report }
+        let found = report.problems
+        report.repairs = try mend(queue, path: path, report.remaining)
+        var after = try examine(queue, path: path)
+        after.problems = found
+        after.repairs = report.repairs
+        return after
+    }
+
+    // MARK: Looking
+
+    private struct Snapshot {
+        var records: [Int64: Record] = [:]
+        var attributeOwners: Set<Int64> = []
+        var sequence: Int64 = 0
+    }
+
+    private static func load(_ queue: DatabaseQueue, path: String) throws(ProviderError) -> Snapshot {
+        do {
+            return try queue.inDatabase { db -> Snapshot in
+                let integrity = try String.fetchAll(db, sql: "PRAGMA quick_check")
+                guard integrity == ["ok"] else {
+                    throw ProviderError(.corruptFile, "store \(path): SQLite integrity check failed: \(integrity.prefix(5).joined(separator: "; "))")
+                }
+                guard try db.tableExists("meta"), try db.tableExists("item") else {
+                    throw ProviderError(.corruptFile, "\(path) is not a docfs store: \(LocalStore.databaseName) has no docfs tables")
+                }
+                let format = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'format'")
+                guard format == LocalStore.formatVersion else {
+                    throw ProviderError(.corruptFile, "store \(path) has format \(format ?? "none"); this docfs reads format \(LocalStore.formatVersion)")
+                }
+                var snapshot = Snapshot()
+                let rows = try Row.fetchCursor(db, sql: "SELECT \(Schema.columns) FROM item")
+                while let row = try rows.next() {
+                    let record = Schema.record(from: row)
+                    snapshot.records[record.row] = record
+                }
+                if try db.tableExists("xattr") {
+                    snapshot.attributeOwners = Set(try Int64.fetchAll(db, sql: "SELECT DISTINCT item FROM xattr"))
+                }
+                snapshot.sequence = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'item'") ?? 0
+                return snapshot
+            }
+        } catch let error as ProviderError {
+            throw error
+        } catch {
+            throw ProviderError(.corruptFile, "store \(path): \(LocalStore.databaseName) is not a readable docfs database: \(error)")
+        }
+    }
+
+    private static func examine(_ queue: DatabaseQueue, path: String) throws(ProviderError) -> StoreCheckReport {
+        let snapshot = try load(queue, path: path)
+        let records = snapshot.records
+        var report = StoreCheckReport()
+        func problem(_ kind: StoreCheckReport.Kind, _ message: String) {
+            report.problems.append(.init(kind: kind, message: message))
+        }
+        func describe(_ record: Record) -> String { "item \(record.row) '\(record.item.filename)'" }
+
+        for (row, name) in [(LocalStore.rootRow, "root"), (LocalStore.trashRow, "trash")] {
+            if records[row]?.item.isFolder != true || records[row]?.parent != nil {
+                problem(.missingRoot, "the \(name) folder (item \(row)) is missing or damaged")
+            }
+        }
+        var names: [Int64: Set<NameKey>] = [:]
+        for row in records.keys.sorted() {
+            let record = records[row]!
+            switch record.item.kind {
+            case .folder: report.folders += 1
+            case .file: report.files += 1
+            case .symlink: report.symlinks += 1
+            }
+            if row == LocalStore.rootRow || row == LocalStore.trashRow { continue }
+            guard let parent = record.parent else {
+                problem(.missingParent, "\(describe(record)) has no parent")
+                continue
+            }
+            guard let parentRecord = records[parent] else {
+                problem(.missingParent, "\(describe(record)): its parent (item \(parent)) does not exist")
+                continue
+            }
+            guard parentRecord.item.isFolder else {
+                problem(.parentNotFolder, "\(describe(record)): its parent \(describe(parentRecord)) is not a folder")
+                continue
+            }
+            if !reachesTop(row, records) {
+                problem(.unreachable, "\(describe(record)) is not below the root or the trash (its parents form a cycle)")
+                continue
+            }
+            do throws(ProviderError) { try LocalStore.validateName(record.item.filename) } catch {
+                problem(.invalidName, "\(describe(record)): \(error.reason)")
+            }
+            if !names[parent, default: []].insert(NameKey(record.item.filename)).inserted {
+                problem(.duplicateName, "\(describe(record)): another item in folder \(parent) has the same name")
+            }
+            if record.item.kind == .symlink, (record.item.symlinkTargetPath ?? "").isEmpty {
+                problem(.danglingLink, "\(describe(record)) is a symbolic link without a target")
+            }
+        }
+
+        // Content files against file items.
+        let contentsPath = path + "/" + LocalStore.contentsName
+        var contentNames: [String] = []
+        do { contentNames = try directoryEntries(contentsPath) } catch {
+            if error.errno != ENOENT { throw error }
+        }
+        var present = Set<Int64>()
+        for name in contentNames.sorted() {
+            let filePath = contentsPath + "/" + name
+            let status = try? fileStatus(filePath).get()
+            if let row = Int64(name), String(row) == name, let record = records[row], record.item.kind == .file,
+               status?.kind == .file {
+                present.insert(row)
+                report.contentFiles += 1
+                report.contentBytes += status?.size ?? 0
+                if let size = status?.size, size != record.item.documentSize {
+                    problem(.sizeMismatch, "\(describe(record)) records \(record.item.documentSize) bytes; its content file has \(size)")
+                }
+            } else {
+                problem(.orphanContents, "contents/\(name) belongs to no file item")
+            }
+        }
+        for row in records.keys.sorted() where records[row]!.item.kind == .file && !present.contains(row) {
+            problem(.missingContents, "\(describe(records[row]!)) has no content file (contents/\(row))")
+        }
+
+        let stagingPath = path + "/" + LocalStore.stagingName
+        // Empty folders there are the bridge's reusable import slots, not leftovers.
+        let staged = ((try? directoryEntries(stagingPath)) ?? []).filter { holdsData(stagingPath + "/" + $0) }
+        for name in staged.sorted() {
+            problem(.stagedLeftover, "staging/\(name) was left by an interrupted copy")
+        }
+        for owner in snapshot.attributeOwners.sorted() where records[owner] == nil {
+            problem(.danglingAttribute, "extended attributes are stored for item \(owner), which does not exist")
+        }
+        let largest = records.keys.max() ?? 0
+        if snapshot.sequence < largest, largest > LocalStore.trashRow {
+            problem(.sequence, "the identifier sequence (\(snapshot.sequence)) is behind the largest identifier (\(largest))")
+        }
+        report.remaining = report.problems
+        return report
+    }
+
+    /// A file or symbolic link, or a folder with one somewhere inside.
+    static func holdsData(_ path: String) -> Bool {
+        guard case .success(let status) = fileStatus(path) else { return false }
+        guard status.kind == .directory else { return true }
+        return ((try? directoryEntries(path)) ?? []).contains { holdsData(path + "/" + $0) }
+    }
+
+    /// True when walking up from `row` reaches the root or the trash.
+    private static func reachesTop(_ row: Int64, _ records: [Int64: Record]) -> Bool {
+        var cursor: Int64? = row
+        var seen = Set<Int64>()
+        while let current = cursor {
+            if current == LocalStore.rootRow || current == LocalStore.trashRow { return true }
+            guard seen.insert(current).inserted, let record = records[current] else { return false }
+            cursor = record.parent
+        }
+        return false
+    }
+
+    // MARK: Mending
+
+    private static func mend(_ queue: DatabaseQueue, path: String, _ problems: [StoreCheckReport.Problem]) throws(ProviderError) -> [String] {
+        if let fatal = problems.first(where: { $0.kind == .database }) {
+            throw ProviderError(.corruptFile, "cannot repair: \(fatal.message)")
+        }
+        var snapshot = try load(queue, path: path)
+        var records = snapshot.records
+        var done: [String] = []
+        var saving: [Int64: Record] = [:]
+        var deleting = Set<Int64>()
+        var filesToRemove: [String] = []
+        let now = Date()
+        var nextRow = max(snapshot.sequence, records.keys.max() ?? LocalStore.trashRow) + 1
+
+        // Root and trash.
+        for (row, name) in [(LocalStore.rootRow, "/"), (LocalStore.trashRow, LocalStore.trashName)]
+        where records[row]?.item.isFolder != true || records[row]?.parent != nil {
+            let caps = Capabilities.all.subtracting([.allowsRenaming, .allowsReparenting, .allowsDeleting, .allowsTrashing])
+            var record = Record(row: row, parent: nil, item: Item(
+                identifier: LocalStore.identifier(forRow: row), parentIdentifier: .rootContainer, filename: name, kind: .folder,
+                contentType: .folder, childItemCount: 0, creationDate: now, contentModificationDate: now, capabilities: caps))
+            if let old = records[row], old.item.kind == .file {
+                filesToRemove.append(path + "/" + LocalStore.contentsName + "/" + String(row))
+            }
+            record.item.posixPermissions = 0o755
+            records[row] = record
+            saving[row] = record
+            done.append("recreated the \(row == LocalStore.rootRow ? "root" : "trash") folder (item \(row))")
+        }
+
+        // Dangling rows: file items without contents, links without targets.
+        let contentsPath = path + "/" + LocalStore.contentsName
+        for row in records.keys.sorted() where row > LocalStore.trashRow {
+            let record = records[row]!
+            switch record.item.kind {
+            case .file:
+                let status = try? fileStatus(contentsPath + "/" + String(row)).get()
+                if status?.kind != .file {
+                    records[row] = nil
+                    deleting.insert(row)
+                    done.append("removed item \(row) '\(record.item.filename)': its contents are gone")
+                } else if let size = status?.size, size != record.item.documentSize {
+                    var fixed = record
+                    fixed.item.documentSize = size
+                    fixed.item.itemVersion.contentVersion += 1
+                    fixed.item.itemVersion.metadataVersion += 1
+                    records[row] = fixed
+                    saving[row] = fixed
+                    done.append("set the size of item \(row) '\(record.item.filename)' to its content file's \(size) bytes (was \(record.item.documentSize))")
+                }
+            case .symlink where (record.item.symlinkTargetPath ?? "").isEmpty:
+                records[row] = nil
+                deleting.insert(row)
+                done.append("removed item \(row) '\(record.item.filename)': a symbolic link without a target")
+            default: break
+            }
+        }
+
+        // Items not below the root or the trash go to /lost+found.
+        var lostRow: Int64?
+        func lostAndFoundRow() -> Int64 {
+            if let lostRow { return lostRow }
+            if let existing = records.values.first(where: {
+                $0.parent == LocalStore.rootRow && $0.item.isFolder && $0.item.filename == lostAndFound
+            }) {
+                lostRow = existing.row
+                return existing.row
+            }
+            var name = lostAndFound
+            var counter = 2
+            while records.values.contains(where: { $0.parent == LocalStore.rootRow && NameKey($0.item.filename) == NameKey(name) }) {
+                name = "\(lostAndFound) \(counter)"
+                counter += 1
+            }
+            let row = nextRow
+            nextRow += 1
+            var record = Record(row: row, parent: LocalStore.rootRow, item: Item(
+                identifier: LocalStore.identifier(forRow: row), parentIdentifier: .rootContainer, filename: name, kind: .folder,
+                contentType: .folder, childItemCount: 0, creationDate: now, contentModificationDate: now, capabilities: .all))
+            record.item.posixPermissions = 0o755
+            records[row] = record
+            saving[row] = record
+            lostRow = row
+            done.append("created /\(name) (item \(row)) for items whose folder is gone")
+            return row
+        }
+        for row in records.keys.sorted() where row > LocalStore.trashRow {
+            guard let record = records[row] else { continue }
+            let parentOK = record.parent.flatMap { records[$0] }?.item.isFolder == true
+            if parentOK && reachesTop(row, records) { continue }
+            let target = lostAndFoundRow()
+            var moved = record
+            moved.parent = target
+            moved.item.parentIdentifier = LocalStore.identifier(forRow: target)
+            moved.item.itemVersion.metadataVersion += 1
+            records[row] = moved
+            saving[row] = moved
+            done.append("moved item \(row) '\(record.item.filename)' (its folder \(record.parent.map(String.init) ?? "none") is gone or not a folder) to /\(records[target]!.item.filename)")
+        }
+
+        // Names: invalid ones and duplicates get a fresh name in their folder.
+        var used: [Int64: Set<NameKey>] = [:]
+        for row in records.keys.sorted() where row > LocalStore.trashRow {
+            guard var record = records[row], let parent = record.parent else { continue }
+            var valid = true
+            do throws(ProviderError) { try LocalStore.validateName(record.item.filename) } catch { valid = false }
+            var name = valid ? record.item.filename : "item-\(row)"
+            if used[parent, default: []].contains(NameKey(name)) {
+                let base = valid ? String(name.utf8.prefix(200)) ?? "item-\(row)" : name
+                var counter = 2
+                repeat { name = "\(base) \(counter)"; counter += 1 } while used[parent, default: []].contains(NameKey(name))
+            }
+            used[parent, default: []].insert(NameKey(name))
+            if name.utf8.elementsEqual(record.item.filename.utf8) { continue }
+            done.append("renamed item \(row) '\(record.item.filename)' to '\(name)' (\(valid ? "its name was taken in its folder" : "its name was not valid"))")
+            record.item.filename = name
+            record.item.itemVersion.metadataVersion += 1
+            records[row] = record
+            saving[row] = record
+        }
+
+        let danglingAttributes = snapshot.attributeOwners.filter { records[$0] == nil && !deleting.contains($0) }
+        do {
+            try queue.inDatabase { db in
+                try db.inTransaction {
+                    for row in deleting.sorted() { try Schema.delete(db, row) }
+                    for owner in danglingAttributes.sorted() {
+                        try db.execute(sql: "DELETE FROM xattr WHERE item = ?", arguments: [owner])
+                    }
+                    // Renames may swap names between siblings: park them first so the unique index holds.
+                    for record in saving.values where record.row > LocalStore.trashRow {
+                        try db.execute(sql: "UPDATE item SET name = ? WHERE id = ?", arguments: ["\u{1}docfs-check-\(record.row)", record.row])
+                    }
+                    for row in saving.keys.sorted() { try Schema.upsert(db, saving[row]!) }
+                    let largest = records.keys.max() ?? LocalStore.trashRow
+                    let sequence = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'item'") ?? 0
+                    if sequence < largest {
+                        try db.execute(sql: "UPDATE sqlite_sequence SET seq = ? WHERE name = 'item'", arguments: [largest])
+                        if db.changesCount == 0 {
+                            try db.execute(sql: "INSERT INTO sqlite_sequence (name, seq) VALUES ('item', ?)", arguments: [largest])
+                        }
+                    }
+                    return .commit
+                }
+                _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+        } catch {
+            throw ProviderError(.ioError, "store \(path): could not save the repairs: \(error)")
+        }
+        if !danglingAttributes.isEmpty {
+            done.append("removed the extended attributes of \(danglingAttributes.count) item(s) that do not exist")
+        }
+        if snapshot.sequence < (records.keys.max() ?? 0) && (records.keys.max() ?? 0) > LocalStore.trashRow {
+            done.append("advanced the identifier sequence to \(records.keys.max()!)")
+        }
+        snapshot.records = records
+
+        // Files, after the rows are committed: orphan content files, staged leftovers, and the
+        // contents of the rows just removed.
+        for row in deleting { filesToRemove.append(contentsPath + "/" + String(row)) }
+        let fileRows = Set(records.values.filter { $0.item.kind == .file }.map(\.row))
+        for name in (try? directoryEntries(contentsPath)) ?? [] {
+            if let row = Int64(name), String(row) == name, fileRows.contains(row) { continue }
+            let filePath = contentsPath + "/" + name
+            if !filesToRemove.contains(filePath) { filesToRemove.append(filePath) }
+            done.append("removed contents/\(name), which belonged to no file item")
+        }
+        let stagingPath = path + "/" + LocalStore.stagingName
+        for name in (try? directoryEntries(stagingPath)) ?? [] where holdsData(stagingPath + "/" + name) {
+            filesToRemove.append(stagingPath + "/" + name)
+            done.append("removed staging/\(name)")
+        }
+        for file in filesToRemove { removeTree(file) }
+        try? sysFsync(path: contentsPath, directory: true)
+        try? sysFsync(path: stagingPath, directory: true)
+        return done
+    }
+}
