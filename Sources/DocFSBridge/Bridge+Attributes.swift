@@ -21,13 +21,18 @@ extension Bridge {
             }
             guard let parentID = inodes.identifier(parent) else { throw Failure(ProviderError(.noSuchItem), .ino(parent)) }
             let item = try attempt(.child(parentID, name)) { () throws(ProviderError) in
-                try provider.childItem(named: name, in: parentID)
+                if options.trash, let trash = servedTrash(parent: parent, name: name) { return trash }
+                return try provider.childItem(named: name, in: parentID)
             }
             let node = inodes.remember(item.identifier)
             var e = entry(for: item, node: node)
+            // Names in the trash change behind the kernel's back (trashing a folder gathers what
+            // was trashed from it): let it ask again each time.
+            if options.trash, parentID == .trashContainer { e.entry_timeout = 0 }
             reply.entry(&e)
         } catch {
-            if error.error.code == .noSuchItem, options.entryTimeout > 0 {
+            if error.error.code == .noSuchItem, options.entryTimeout > 0,
+               !options.trash || inodes.identifier(parent) != .trashContainer {
                 // A negative entry: the kernel remembers "no such name" until we create it.
                 var e = fuse_entry_param()
                 e.ino = 0

@@ -26,6 +26,7 @@ extension Bridge {
             try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
                 try CapabilityCheck.add(into: parentItem)
                 if name == "." || name == ".." { throw ProviderError(.invalidName, "reserved name") }
+                try checkTrashRules(addingTo: parentItem, name: name)
                 try provider.admitItem(named: name, kind: .file, into: parentItem.identifier)
                 if (try? provider.childItem(named: name, in: parentItem.identifier)) != nil
                     || inodes.pendingChild(parent: parent, name: name) != nil {
@@ -232,18 +233,17 @@ extension Bridge {
             }
             let subject = Subject.child(parentID, placement.name)
             do throws(Failure) {
-                let url = try attempt(subject) { () throws(ProviderError) in
-                    try session.moveForImport(named: placement.name, in: staging)
+                // The staged file is handed over security-scoped: readable only while the
+                // provider has access, and gone (whatever the provider left) once it returns.
+                let scoped = try attempt(subject) { () throws(ProviderError) in
+                    try SecurityScopedURL(sealed: session.path, name: placement.name, in: staging)
                 }
-                defer {
-                    // The provider moved the file out; the folder it was staged in goes too.
-                    Glibc.unlink(url.path)
-                    rmdir(url.deletingLastPathComponent().path)
-                }
+                defer { scoped.finish() }
                 let item = try await attempt(subject) { () async throws(ProviderError) in
-                    try await provider.importDocument(at: url, toParentItemIdentifier: parentID)
+                    try await provider.importDocument(from: scoped, toParentItemIdentifier: parentID)
                 }
                 inodes.bind(node, to: item.identifier)
+                await applyPendingAttributes(session, to: item.identifier, subject: subject)
             } catch {
                 // Refused or failed: nothing of it stays in the tree.
                 inodes.dropPending(node)

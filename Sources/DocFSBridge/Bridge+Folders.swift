@@ -25,6 +25,7 @@ extension Bridge {
             let subject = Subject.child(parentItem.identifier, name)
             try attempt(subject) { () throws(ProviderError) in
                 try CapabilityCheck.add(into: parentItem)
+                try checkTrashRules(addingTo: parentItem, name: name)
                 try provider.admitItem(named: name, kind: .folder, into: parentItem.identifier)
             }
             let d = reply.deferred()
@@ -53,6 +54,7 @@ extension Bridge {
             let subject = Subject.child(parentItem.identifier, name)
             let target = try attempt(subject) { () throws(ProviderError) in
                 try CapabilityCheck.add(into: parentItem)
+                try checkTrashRules(addingTo: parentItem, name: name)
                 try provider.admitItem(named: name, kind: .symlink, into: parentItem.identifier)
                 guard let t = String(validatingCString: ctarget) else {
                     throw ProviderError(.illegalByteSequence, "link target is not valid UTF-8")
@@ -88,6 +90,7 @@ extension Bridge {
             let subject = Subject.child(parentItem.identifier, name)
             try attempt(subject) { () throws(ProviderError) in
                 try CapabilityCheck.add(into: parentItem)
+                try checkTrashRules(addingTo: parentItem, name: name)
                 guard mode & S_IFMT == S_IFREG else {
                     throw ProviderError(.notPermitted, "only regular files, folders and symbolic links can be created")
                 }
@@ -99,13 +102,13 @@ extension Bridge {
                     let session = try attempt(subject) { () throws(ProviderError) in
                         try WriteSession.stage(in: staging, copying: nil, dirty: true)
                     }
-                    let url = try attempt(subject) { () throws(ProviderError) in
-                        try session.moveForImport(named: name, in: staging)
+                    let scoped = try attempt(subject) { () throws(ProviderError) in
+                        try SecurityScopedURL(sealed: session.path, name: name, in: staging)
                     }
                     session.committed = true
-                    defer { Glibc.unlink(url.path); rmdir(url.deletingLastPathComponent().path) }
+                    defer { scoped.finish() }
                     let item = try await attempt(subject) { () async throws(ProviderError) in
-                        try await provider.importDocument(at: url, toParentItemIdentifier: parentItem.identifier)
+                        try await provider.importDocument(from: scoped, toParentItemIdentifier: parentItem.identifier)
                     }
                     replyEntry(d, item)
                 } catch {
@@ -129,16 +132,28 @@ extension Bridge {
                 reply.ok()
                 return
             }
+            // With a trash, rm outside it trashes and rm inside it deletes for good.
+            let trashing = options.trash && !isTrashOrInTrash(parentItem)
             let item = try attempt(subject) { () throws(ProviderError) in
                 let item = try provider.childItem(named: name, in: parentItem.identifier)
                 if folder, item.kind != .folder { throw ProviderError(.notDirectory, "not a folder") }
                 if !folder, item.kind == .folder { throw ProviderError(.isDirectory, "is a folder") }
-                try CapabilityCheck.delete(item)
+                if trashing {
+                    guard item.capabilities.contains(.allowsTrashing) else {
+                        throw ProviderError(.notPermitted, "item does not allow trashing (allowsTrashing)")
+                    }
+                } else {
+                    try CapabilityCheck.delete(item)
+                }
                 let copyingInto = inodes.knownNode(item.identifier).map { !inodes.pendingChildren(of: $0.ino).isEmpty } ?? false
                 if folder, (item.childItemCount ?? 0) > 0 || copyingInto {
                     throw ProviderError(.directoryNotEmpty, "folder is not empty")
                 }
                 return item
+            }
+            if options.trash {
+                trashOrDelete(reply.deferred(), op: op, item: item, inTrash: !trashing, subject: subject)
+                return
             }
             let d = reply.deferred()
             executor.run { [self] in
@@ -179,6 +194,13 @@ extension Bridge {
                 inodes.movePending(pending, toParent: newParent, name: newName)
                 reply.ok()
                 return
+            }
+            if options.trash {
+                if let move = try trashMove(from: fromParent, name: name, to: toParent, newName: newName, subject: subject) {
+                    run(move, reply.deferred(), subject: subject)
+                    return
+                }
+                try attempt(subject) { () throws(ProviderError) in try checkTrashRules(addingTo: toParent, name: newName) }
             }
             let (item, replaced) = try attempt(subject) { () throws(ProviderError) -> (Item, Item?) in
                 let item = try provider.childItem(named: name, in: fromParent.identifier)
@@ -247,6 +269,9 @@ extension Bridge {
             entries.reserveCapacity(children.count + 2)
             entries.append(.init(name: ".", item: nil, node: nil, isFolder: true))
             entries.append(.init(name: "..", item: nil, node: nil, isFolder: true))
+            if options.trash, ino == InodeTable.rootIno, let trash = servedTrash(parent: ino, name: Bridge.trashName) {
+                entries.append(.init(name: Bridge.trashName, item: trash, node: nil, isFolder: true))
+            }
             for child in children {
                 entries.append(.init(name: child.filename, item: child, node: nil, isFolder: child.kind == .folder))
             }

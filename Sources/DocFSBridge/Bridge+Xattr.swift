@@ -27,6 +27,10 @@ extension Bridge {
         if let used = item.lastUsedDate { list.append(("user.docfs.last-used", Self.format(used))) }
         if let tags = item.tagData { list.append((Self.tagsAttribute, String(decoding: tags, as: UTF8.self))) }
         if let rank = item.favoriteRank { list.append((Self.favoriteRankAttribute, String(rank))) }
+        if item.parentIdentifier == .trashContainer, let origin = provider.trashOrigin(of: item.identifier) {
+            let folder = path(of: origin.parentIdentifier)
+            list.append(("user.docfs.trashed-from", folder == "/" ? "/" + origin.filename : folder + "/" + origin.filename))
+        }
         return list
     }
 
@@ -39,25 +43,71 @@ extension Bridge {
         reply.buffer(p, bytes.count)
     }
 
+    /// The namespace of an attribute name: docfs's own, a stored `user.*` one, or refused.
+    enum AttributeSpace { case docfs, user, refused }
+
+    @inline(__always)
+    static func space(of name: String) -> AttributeSpace {
+        if name.hasPrefix(ExtendedAttributes.docfsPrefix) { return .docfs }
+        if name.hasPrefix(ExtendedAttributes.userPrefix), name.utf8.count > ExtendedAttributes.userPrefix.utf8.count { return .user }
+        return .refused
+    }
+
+    /// The session of a file still being copied in (no item yet), if `ino` is one.
+    private func pendingSession(_ ino: UInt64) -> (InodeNode, WriteSession)? {
+        guard inodes.identifier(ino) == nil, let node = inodes.node(ino) else { return nil }
+        guard let session = node.sessionLock.withLock({ node.session }) else { return nil }
+        return (node, session)
+    }
+
     func getxattr(_ reply: consuming Reply, _ ino: UInt64, _ cname: UnsafePointer<CChar>, _ size: Int) {
+        let name = String(cString: cname)
+        if let (node, session) = pendingSession(ino) {
+            let value = node.sessionLock.withLock { session.pendingAttributes[name] }
+            guard let value else { reply.error(ENODATA); return }
+            replySized(reply, Array(value), size)
+            return
+        }
         do throws(Failure) {
             let item = try self.item(ino)
-            let name = String(cString: cname)
-            guard let value = providerAttributes(of: item).first(where: { $0.0 == name })?.1 else {
+            switch Self.space(of: name) {
+            case .docfs:
+                guard let value = providerAttributes(of: item).first(where: { $0.0 == name })?.1 else {
+                    reply.error(ENODATA)
+                    return
+                }
+                replySized(reply, Array(value.utf8), size)
+            case .user:
+                let value = try attempt(.item(item.identifier)) { () throws(ProviderError) in
+                    try provider.extendedAttribute(named: name, of: item.identifier)
+                }
+                replySized(reply, Array(value), size)
+            case .refused:
+                // Nothing is stored outside user.*: "not set" keeps ls, cp -a and friends quiet.
                 reply.error(ENODATA)
-                return
             }
-            replySized(reply, Array(value.utf8), size)
         } catch {
+            if error.error.code == .noSuchAttribute { reply.error(ENODATA); return }
             reply.error(error.error.code == .noSuchItem && inodes.node(ino) != nil ? ENODATA : report("getxattr", error))
         }
     }
 
     func listxattr(_ reply: consuming Reply, _ ino: UInt64, _ size: Int) {
+        if let (node, session) = pendingSession(ino) {
+            let names = node.sessionLock.withLock { session.pendingAttributes.keys.sorted() }
+            var bytes: [UInt8] = []
+            for name in names { bytes += Array(name.utf8) + [0] }
+            replySized(reply, bytes, size)
+            return
+        }
         do throws(Failure) {
             let item = try self.item(ino)
             var bytes: [UInt8] = []
             for (name, _) in providerAttributes(of: item) { bytes += Array(name.utf8) + [0] }
+            let stored = try attempt(.item(item.identifier)) { () throws(ProviderError) in
+                try provider.extendedAttributeNames(of: item.identifier)
+            }
+            for name in stored { bytes += Array(name.utf8) + [0] }
             replySized(reply, bytes, size)
         } catch {
             if inodes.node(ino) != nil, inodes.identifier(ino) == nil { replySized(reply, [], size); return }
@@ -65,26 +115,53 @@ extension Bridge {
         }
     }
 
-    func setxattr(_ reply: consuming Reply, _ ino: UInt64, _ cname: UnsafePointer<CChar>, _ value: UnsafeRawBufferPointer, remove: Bool) {
+    /// setxattr (flags: XATTR_CREATE → EEXIST if set, XATTR_REPLACE → ENODATA if not) and
+    /// removexattr (ENODATA if not set). `user.docfs.tags` and `user.docfs.favorite-rank` call the
+    /// provider actions; other `user.docfs.*` are read-only (EPERM); other `user.*` are stored with
+    /// the item; `security.*`, `trusted.*`, `system.*` are refused (EOPNOTSUPP).
+    func setxattr(_ reply: consuming Reply, _ ino: UInt64, _ cname: UnsafePointer<CChar>, _ value: UnsafeRawBufferPointer,
+                  remove: Bool, flags: Int32) {
+        let op = remove ? "removexattr" : "setxattr"
+        let name = String(cString: cname)
+        let mode: ExtendedAttributes.WriteMode = flags & Self.xattrCreate != 0 ? .create : (flags & Self.xattrReplace != 0 ? .replace : .upsert)
+        let bytes = Data(value)
         do throws(Failure) {
+            if let (node, session) = pendingSession(ino) {
+                try setPending(node, session, name: name, value: remove ? nil : bytes, mode: mode)
+                reply.ok()
+                return
+            }
             let item = try self.item(ino)
-            let name = String(cString: cname)
             let subject = Subject.item(item.identifier)
-            let bytes = Data(value)
-            switch name {
-            case Self.tagsAttribute:
+            switch Self.space(of: name) {
+            case .refused:
+                throw Failure(ProviderError(.unsupported, "only user.* extended attributes can be set (not \(name))"), subject)
+            case .user:
+                if !remove, bytes.count > ExtendedAttributes.maxValueBytes {
+                    throw Failure(ProviderError(.invalidArgument, "\(name): a value may have at most \(ExtendedAttributes.maxValueBytes) bytes", errno: E2BIG), subject)
+                }
                 let d = reply.deferred()
                 executor.run { [self] in
                     do throws(Failure) {
-                        _ = try await attempt(subject) { () async throws(ProviderError) in
-                            try await provider.setTagData(remove ? nil : bytes, forItemIdentifier: item.identifier)
+                        try await attempt(subject) { () async throws(ProviderError) in
+                            try await provider.setExtendedAttribute(named: name, to: remove ? nil : bytes, mode: mode, forItemIdentifier: item.identifier)
                         }
                         d.ok()
-                    } catch { d.error(report("setxattr", error)) }
+                    } catch {
+                        d.error(error.error.code == .noSuchAttribute ? ENODATA : report(op, error))
+                    }
                 }
-            case Self.favoriteRankAttribute:
-                let parsed = Int64(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespaces))
-                if !remove, parsed == nil {
+            case .docfs:
+                let isSet: Bool
+                switch name {
+                case Self.tagsAttribute: isSet = item.tagData != nil
+                case Self.favoriteRankAttribute: isSet = item.favoriteRank != nil
+                default: throw Failure(ProviderError(.notPermitted, "\(name) is read-only"), subject)
+                }
+                if (remove || mode == .replace) && !isSet { reply.error(ENODATA); return }
+                if mode == .create && isSet { throw Failure(ProviderError(.filenameCollision, "\(name) is already set"), subject) }
+                let parsed = Int64(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+                if name == Self.favoriteRankAttribute, !remove, parsed == nil {
                     throw Failure(ProviderError(.invalidArgument, "favorite rank must be an integer"), subject)
                 }
                 let rank = remove ? nil : parsed
@@ -92,19 +169,61 @@ extension Bridge {
                 executor.run { [self] in
                     do throws(Failure) {
                         _ = try await attempt(subject) { () async throws(ProviderError) in
-                            try await provider.setFavoriteRank(rank, forItemIdentifier: item.identifier)
+                            if name == Self.tagsAttribute {
+                                return try await provider.setTagData(remove ? nil : bytes, forItemIdentifier: item.identifier)
+                            }
+                            return try await provider.setFavoriteRank(rank, forItemIdentifier: item.identifier)
                         }
                         d.ok()
-                    } catch { d.error(report("setxattr", error)) }
+                    } catch { d.error(report(op, error)) }
                 }
-            default:
-                if name.hasPrefix("user.docfs.") {
-                    throw Failure(ProviderError(.notPermitted, "\(name) is read-only"), subject)
-                }
-                reply.error(EOPNOTSUPP)
             }
         } catch {
-            reply.error(report(remove ? "removexattr" : "setxattr", error))
+            if error.error.code == .noSuchAttribute { reply.error(ENODATA); return }
+            reply.error(report(op, error))
+        }
+    }
+
+    /// setxattr flags (linux/xattr.h).
+    static let xattrCreate: Int32 = 1
+    static let xattrReplace: Int32 = 2
+
+    /// An attribute set on a file still being copied in: kept with its session, within the same
+    /// limits the provider applies, and stored once the import lands.
+    private func setPending(_ node: InodeNode, _ session: WriteSession, name: String, value: Data?,
+                            mode: ExtendedAttributes.WriteMode) throws(Failure) {
+        let subject = Subject.ino(node.ino)
+        guard Self.space(of: name) == .user else {
+            let reason = Self.space(of: name) == .docfs ? "\(name) can be set once the file is imported (after close)" : "only user.* extended attributes can be set (not \(name))"
+            throw Failure(ProviderError(Self.space(of: name) == .docfs ? .notPermitted : .unsupported, reason), subject)
+        }
+        let result: ProviderError? = node.sessionLock.withLock {
+            let exists = session.pendingAttributes[name] != nil
+            if (value == nil || mode == .replace) && !exists { return ProviderError(.noSuchAttribute) }
+            if mode == .create && exists { return ProviderError(.filenameCollision, "\(name) is already set") }
+            if let value, value.count > ExtendedAttributes.maxValueBytes {
+                return ProviderError(.invalidArgument, "\(name): a value may have at most \(ExtendedAttributes.maxValueBytes) bytes", errno: E2BIG)
+            }
+            var updated = session.pendingAttributes
+            updated[name] = value
+            if updated.reduce(0, { $0 + $1.key.utf8.count + $1.value.count }) > ExtendedAttributes.maxBytesPerItem {
+                return ProviderError(.noSpace, "an item's attributes may have at most \(ExtendedAttributes.maxBytesPerItem) bytes in all")
+            }
+            session.pendingAttributes = updated
+            return nil
+        }
+        if let result { throw Failure(result, subject) }
+    }
+
+    /// After an import: stores the attributes that were set while the file was being copied in.
+    func applyPendingAttributes(_ session: WriteSession, to identifier: ItemIdentifier, subject: Subject) async {
+        let pending = session.pendingAttributes
+        for (name, value) in pending.sorted(by: { $0.key < $1.key }) {
+            do throws(ProviderError) {
+                try await provider.setExtendedAttribute(named: name, to: value, mode: .upsert, forItemIdentifier: identifier)
+            } catch {
+                _ = report("setxattr", Failure(error, subject))
+            }
         }
     }
 }

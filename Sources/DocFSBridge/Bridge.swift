@@ -12,6 +12,8 @@ public struct BridgeOptions: Sendable {
     public var attrTimeout: Double = 1
     /// Keep a file's page cache across opens (no one else writes the store).
     public var keepCache: Bool = true
+    /// Serve the provider's trash as `/.Trash`: rm trashes, rm inside it deletes, mv out restores.
+    public var trash: Bool = false
     public init() {}
 }
 

@@ -79,11 +79,11 @@ enum FuseOperations {
         ops.statfs = { req, _ in FuseOperations.bridge(req).statfs(Reply(req!)) }
         ops.getxattr = { req, ino, name, size in FuseOperations.bridge(req).getxattr(Reply(req!), ino, name!, size) }
         ops.listxattr = { req, ino, size in FuseOperations.bridge(req).listxattr(Reply(req!), ino, size) }
-        ops.setxattr = { req, ino, name, value, size, _ in
-            FuseOperations.bridge(req).setxattr(Reply(req!), ino, name!, UnsafeRawBufferPointer(start: value, count: size), remove: false)
+        ops.setxattr = { req, ino, name, value, size, flags in
+            FuseOperations.bridge(req).setxattr(Reply(req!), ino, name!, UnsafeRawBufferPointer(start: value, count: size), remove: false, flags: flags)
         }
         ops.removexattr = { req, ino, name in
-            FuseOperations.bridge(req).setxattr(Reply(req!), ino, name!, UnsafeRawBufferPointer(start: nil, count: 0), remove: true)
+            FuseOperations.bridge(req).setxattr(Reply(req!), ino, name!, UnsafeRawBufferPointer(start: nil, count: 0), remove: true, flags: 0)
         }
         ops.access = { req, ino, mask in FuseOperations.bridge(req).access(Reply(req!), ino, mask) }
         ops.create = { req, parent, name, mode, fi in FuseOperations.bridge(req).create(Reply(req!), parent, name!, mode, fi!) }

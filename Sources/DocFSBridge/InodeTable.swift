@@ -173,6 +173,8 @@ final class InodeTable: @unchecked Sendable {
             guard let p = node.pending else { return }
             pendingByParent[p.parent]?[p.name] = nil
             if pendingByParent[p.parent]?.isEmpty == true { pendingByParent[p.parent] = nil }
+            // No placement left: a later flush/release of the still-open handle imports nothing.
+            node.pending = nil
         }
     }
 

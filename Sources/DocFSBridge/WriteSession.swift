@@ -16,6 +16,9 @@ final class WriteSession: @unchecked Sendable {
     /// Handed to the provider: the file is now the stored contents, and a further write must
     /// stage a fresh copy first (guarded by the node's sessionLock).
     var committed = false
+    /// `user.*` attributes set on a new file before its import (`cp --preserve=xattr` sets them
+    /// before close); stored with the item once it is imported (guarded by the node's sessionLock).
+    var pendingAttributes: [String: Data] = [:]
 
     private init(fd: Int32, path: String, dirty: Bool) {
         self.fd = fd

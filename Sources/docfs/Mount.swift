@@ -121,7 +121,9 @@ struct Mount: ParsableCommand {
         }
         defer { provider.close() }
 
-        let bridge = Bridge(provider: provider, logger: log, options: bridgeOptions)
+        var served = bridgeOptions
+        served.trash = trash || provider.layout.trash
+        let bridge = Bridge(provider: provider, logger: log, options: served)
         // No default_permissions: the provider's capabilities decide, not the mode bits alone.
         let fsname = storePath.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ",", with: "\\,")
         let options = ["fsname=docfs:\(fsname)", "subtype=docfs", "auto_unmount"] + fuseOptions
