@@ -22,9 +22,12 @@ let package = Package(
         .target(name: "DocFSProvider", dependencies: [
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
+        // Content-type detection: the freedesktop shared-mime-info database (globs, magic) mapped
+        // to UTType-style identifiers. Pure Swift, no FUSE.
+        .target(name: "DocFSContentTypes", dependencies: ["DocFSProvider"]),
         // The embedded default provider: SQLite metadata (GRDB) + content files, layout (Yams).
         .target(name: "DocFSStore", dependencies: [
-            "DocFSProvider",
+            "DocFSProvider", "DocFSContentTypes",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Yams", package: "Yams"),
             .product(name: "Logging", package: "swift-log"),
@@ -42,6 +45,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "DocFSProviderTests", dependencies: ["DocFSProvider"]),
+        .testTarget(name: "DocFSContentTypesTests", dependencies: ["DocFSContentTypes", "DocFSProvider"]),
         .testTarget(name: "DocFSStoreTests", dependencies: ["DocFSStore", "DocFSProvider"]),
         .testTarget(name: "DocFSBridgeTests", dependencies: ["DocFSBridge", "DocFSProvider"]),
         // Mounted tests: drive the built `docfs` executable as a subprocess.

@@ -1,5 +1,6 @@
 /// A uniform type identifier such as `public.plain-text` (UTType-style).
-/// Conformance and detection are deliberately small here; `ContentTypeRegistry` grows them.
+/// Conformance, extensions and MIME types live in `ContentTypeRegistry`; detection from names and
+/// bytes in `DocFSContentTypes`.
 public struct ContentType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public var rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }
@@ -27,4 +28,42 @@ public struct ContentType: RawRepresentable, Hashable, Sendable, CustomStringCon
     public static let package = ContentType("com.apple.package")
     public static let symbolicLink = ContentType("public.symlink")
     public static let sourceCode = ContentType("public.source-code")
+
+    public static let compositeContent = ContentType("public.composite-content")
+    public static let audiovisualContent = ContentType("public.audiovisual-content")
+    public static let audio = ContentType("public.audio")
+    public static let movie = ContentType("public.movie")
+    public static let video = ContentType("public.video")
+    public static let mp3 = ContentType("public.mp3")
+    public static let mpeg4Movie = ContentType("public.mpeg-4")
+    public static let gif = ContentType("com.compuserve.gif")
+    public static let tiff = ContentType("public.tiff")
+    public static let bmp = ContentType("com.microsoft.bmp")
+    public static let svg = ContentType("public.svg-image")
+    public static let webP = ContentType("org.webmproject.webp")
+    public static let heic = ContentType("public.heic")
+    public static let rtf = ContentType("public.rtf")
+    public static let xhtml = ContentType("public.xhtml")
+    public static let yaml = ContentType("public.yaml")
+    public static let markdown = ContentType("net.daringfireball.markdown")
+    public static let delimitedText = ContentType("public.delimited-values-text")
+    public static let commaSeparatedText = ContentType("public.comma-separated-values-text")
+    public static let tabSeparatedText = ContentType("public.tab-separated-values-text")
+    public static let log = ContentType("public.log")
+    public static let script = ContentType("public.script")
+    public static let shellScript = ContentType("public.shell-script")
+    public static let pythonScript = ContentType("public.python-script")
+    public static let javaScript = ContentType("com.netscape.javascript-source")
+    public static let cSource = ContentType("public.c-source")
+    public static let cHeader = ContentType("public.c-header")
+    public static let cPlusPlusSource = ContentType("public.c-plus-plus-source")
+    public static let swiftSource = ContentType("public.swift-source")
+    public static let gzip = ContentType("org.gnu.gnu-zip-archive")
+    public static let bz2 = ContentType("public.bzip2-archive")
+    public static let tarArchive = ContentType("public.tar-archive")
+    public static let executable = ContentType("public.executable")
+    public static let unixExecutable = ContentType("public.unix-executable")
+    public static let font = ContentType("public.font")
+    public static let spreadsheet = ContentType("public.spreadsheet")
+    public static let presentation = ContentType("public.presentation")
 }

@@ -85,6 +85,12 @@ public protocol Provider: AnyObject, Sendable {
     /// can judge is checked by `importDocument`, whose error reaches the copying program's close().
     func admitItem(named name: String, kind: ItemKind, into parent: ItemIdentifier) throws(ProviderError)
 
+    // MARK: Content types
+
+    /// Everything `type` conforms to, itself excluded, nearest first (for `user.docfs.conforms-to`
+    /// and `docfs info`). Answer from memory: the bridge asks on getxattr.
+    func supertypes(of type: ContentType) -> [ContentType]
+
     // MARK: Security-scoped import, trash details, stored extended attributes
     // (each has a default below, so a provider needs to implement only what it supports)
 
@@ -110,6 +116,11 @@ public protocol Provider: AnyObject, Sendable {
 extension Provider {
     /// Admits everything; providers with per-folder content rules override this.
     public func admitItem(named name: String, kind: ItemKind, into parent: ItemIdentifier) throws(ProviderError) {}
+
+    /// The built-in conformance; providers with types of their own override this.
+    public func supertypes(of type: ContentType) -> [ContentType] {
+        ContentTypeRegistry.standard.supertypes(of: type)
+    }
 
     /// Opens the access window for exactly the duration of the plain import.
     public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {

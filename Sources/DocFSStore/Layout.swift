@@ -10,13 +10,16 @@ public struct Layout: Sendable, Codable, Equatable {
         public var identifier: String
         public var conformsTo: [String]
         public var extensions: [String]
+        /// MIME types of the type (`mime:`); nil when none were given.
+        public var mime: [String]?
         /// Like `DocumentGroup(viewing:)`: items of this type are never writable.
         public var viewOnly: Bool
 
-        public init(identifier: String, conformsTo: [String] = [], extensions: [String] = [], viewOnly: Bool = false) {
+        public init(identifier: String, conformsTo: [String] = [], extensions: [String] = [], mime: [String]? = nil, viewOnly: Bool = false) {
             self.identifier = identifier
             self.conformsTo = conformsTo
             self.extensions = extensions
+            self.mime = mime
             self.viewOnly = viewOnly
         }
     }
@@ -31,12 +34,16 @@ public struct Layout: Sendable, Codable, Equatable {
         public var allowedContentTypes: [String]?
         /// Capability words given to items created inside the folder; nil means all.
         public var contents: [String]?
+        /// With `allowedContentTypes`: whether plain subfolders may be made inside (nil: yes).
+        public var subfolders: Bool?
 
-        public init(path: String, capabilities: [String]? = nil, allowedContentTypes: [String]? = nil, contents: [String]? = nil) {
+        public init(path: String, capabilities: [String]? = nil, allowedContentTypes: [String]? = nil, contents: [String]? = nil,
+                    subfolders: Bool? = nil) {
             self.path = path
             self.capabilities = capabilities
             self.allowedContentTypes = allowedContentTypes
             self.contents = contents
+            self.subfolders = subfolders
         }
 
         /// The folder's own capabilities (all when none were given).
@@ -198,7 +205,7 @@ private struct LayoutParser {
     }
 
     func typeDeclaration(_ node: Node, index: Int) throws -> Layout.TypeDeclaration {
-        guard let mapping = node.mapping else { throw fail(node, "types[\(index)] must be a mapping with identifier, conformsTo, extensions, viewOnly") }
+        guard let mapping = node.mapping else { throw fail(node, "types[\(index)] must be a mapping with identifier, conformsTo, extensions, mime, viewOnly") }
         var identifier: String?
         var declaration = Layout.TypeDeclaration(identifier: "")
         for (keyNode, value) in mapping {
@@ -211,9 +218,10 @@ private struct LayoutParser {
                     let trimmed = ext.hasPrefix(".") ? String(ext.dropFirst()) : ext
                     return trimmed.lowercased()
                 }
+            case "mime", "mimeTypes": declaration.mime = try words(value, key: key).map { $0.lowercased() }
             case "viewOnly": declaration.viewOnly = try bool(value, key: "viewOnly")
             default:
-                throw fail(keyNode, "types[\(index)]: unknown key '\(key)' (expected identifier, conformsTo, extensions, viewOnly)")
+                throw fail(keyNode, "types[\(index)]: unknown key '\(key)' (expected identifier, conformsTo, extensions, mime, viewOnly)")
             }
         }
         guard let identifier, !identifier.isEmpty else { throw fail(node, "types[\(index)]: 'identifier' is missing") }
@@ -262,8 +270,9 @@ private struct LayoutParser {
             case "capabilities": folder.capabilities = isNull(value) ? nil : try capabilityWords(value, key: key, folder: normalized)
             case "contents": folder.contents = isNull(value) ? nil : try capabilityWords(value, key: key, folder: normalized)
             case "allowedContentTypes": folder.allowedContentTypes = isNull(value) ? nil : try words(value, key: key)
+            case "subfolders": folder.subfolders = isNull(value) ? nil : try bool(value, key: key)
             default:
-                throw fail(keyNode, "folder '\(normalized)': unknown key '\(key)' (expected path, capabilities, allowedContentTypes, contents)")
+                throw fail(keyNode, "folder '\(normalized)': unknown key '\(key)' (expected path, capabilities, allowedContentTypes, contents, subfolders)")
             }
         }
         return folder

@@ -60,7 +60,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
     private var lockFD: Int32
 
     /// The tree in memory. Held only for short lookups and updates, never across I/O.
-    private let state: Mutex<TreeState>
+    let state: Mutex<TreeState>
 
     private init(url: URL, layout: Layout, database: DatabaseQueue, lockFD: Int32, state: TreeState, logger: Logger) {
         self.url = url
@@ -110,6 +110,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             _ = try folder.folderCapabilities
             _ = try folder.contentsCapabilities
         }
+        try ContentTypeTable.check(layout)
         do {
             try fm.createDirectory(atPath: path + "/" + contentsName, withIntermediateDirectories: false)
             try fm.createDirectory(atPath: path + "/" + stagingName, withIntermediateDirectories: false)
@@ -522,7 +523,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
         guard let row = Self.row(for: identifier) else {
             throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'")
         }
-        let found: Item? = state.withLock { $0.records[row]?.item }
+        let found: Item? = state.withLock { tree in tree.records[row].map { tree.presented($0) } }
         guard let found else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
         return found
     }
@@ -541,7 +542,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             guard let row = tree.children[parentRow]?[NameKey(name)], let child = tree.records[row] else {
                 return .failure(ProviderError(.noSuchItem, "no '\(name)' in \(tree.path(of: parentRow))"))
             }
-            return .success(child.item)
+            return .success(tree.presented(child))
         }
         return try result.get()
     }
@@ -560,7 +561,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             let order = tree.sortedChildren(of: parentRow)
             var items: [Item] = []
             items.reserveCapacity(order.count)
-            for row in order { if let record = tree.records[row] { items.append(record.item) } }
+            for row in order { if let record = tree.records[row] { items.append(tree.presented(record)) } }
             return .success(items)
         }
         return try result.get()
@@ -684,11 +685,12 @@ public final class LocalStore: Provider, @unchecked Sendable {
     private func newRecord(row: Int64, parent: Record, name: String, kind: ItemKind, size: Int64 = 0,
                            created: Date, modified: Date, mode: UInt16? = nil, target: String? = nil) -> Record {
         let policy = parent.contentsPolicy ?? .all
+        let type = types.type(forFilename: name, kind: kind)
         var record = Record(row: row, parent: parent.row, item: Item(
             identifier: Self.identifier(forRow: row), parentIdentifier: parent.item.identifier, filename: name,
-            kind: kind, contentType: types.type(forFilename: name, kind: kind), documentSize: size,
+            kind: kind, contentType: type, documentSize: size,
             childItemCount: kind == .folder ? 0 : nil, creationDate: created, contentModificationDate: modified,
-            capabilities: policy, symlinkTargetPath: target, posixPermissions: mode))
+            capabilities: types.capabilities(policy, for: type), symlinkTargetPath: target, posixPermissions: mode))
         if kind == .folder { record.contentsPolicy = parent.contentsPolicy }
         return record
     }
@@ -711,6 +713,10 @@ public final class LocalStore: Provider, @unchecked Sendable {
             var plan: [PlannedItem] = []
             var nextRow = state.withLock { $0.nextRow }
             try planImport(path: sourcePath, name: name, status: status, parent: parentRecord, into: &plan, nextRow: &nextRow)
+            // Content types from the bytes, the folder's allowed types, document validation:
+            // refused here, nothing has been moved yet.
+            let admitted = try admitImport(plan.map { ($0.record, $0.source) }, into: parentRecord)
+            for index in plan.indices { plan[index].record = admitted[index] }
             // Move the contents in first, then commit the rows: a crash in between leaves only
             // content files without rows, which the next open removes.
             // A staged file on another filesystem (EXDEV) is copied instead, and the original
@@ -852,7 +858,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             var renamed = record
             renamed.item.filename = name
             renamed.item.itemVersion.metadataVersion += 1
-            if renamed.item.kind == .file { renamed.item.contentType = types.fileType(forFilename: name) }
+            renamed.item = types.retyped(renamed.item, name: name, policy: parentRecord.contentsPolicy)
             let newParent = Self.touched(parentRecord, now: now)
             try commit(database, saving: [renamed, newParent], "rename \(record.item.filename) to \(name)")
             return state.withLock { tree -> Item in
@@ -928,7 +934,8 @@ public final class LocalStore: Provider, @unchecked Sendable {
             moved.item.parentIdentifier = newParent.item.identifier
             moved.item.filename = name
             moved.item.itemVersion.metadataVersion += 1
-            if moved.item.kind == .file, newName != nil { moved.item.contentType = types.fileType(forFilename: name) }
+            if newName != nil { moved.item = types.retyped(moved.item, name: name, policy: oldParent.contentsPolicy) }
+            if destinationRow != Self.trashRow { try checkMove(moved, into: destinationRow, in: tree) }
             switch trashing {
             case .into(let originalName):
                 moved.trashedFrom = oldParentRow
@@ -1213,6 +1220,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             guard status.kind == .file else {
                 throw ProviderError(.invalidArgument, "new contents for \(record.item.filename) must be a regular file")
             }
+            record = try admitModified(record, from: sourcePath)
             // Keep the old contents reachable until the row is committed, to undo a failed commit.
             let target = contentPath(row)
             let backup = stagingDirectory.path + "/.previous-" + String(row)

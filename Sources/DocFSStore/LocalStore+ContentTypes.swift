@@ -1,0 +1,223 @@
+import Foundation
+import DocFSProvider
+import DocFSContentTypes
+import Logging
+
+// Content types in the store: admission by name (before anything is written), by bytes and
+// document type at import and at each new content version, on moves, and packages' sizes.
+//
+// Which folders are restricted: a folder with `allowedContentTypes` in the layout, and every
+// folder below it (subfolders inherit the rule for what goes into them), except inside a package
+// — a package is one document, and what is inside it is its own business.
+extension LocalStore {
+    public func supertypes(of type: ContentType) -> [ContentType] {
+        types.registry.supertypes(of: type)
+    }
+
+    /// The rule for new items in folder `row`: the nearest layout folder at or above it that
+    /// declares `allowedContentTypes`; nil when there is none, or when a package is in between.
+    func contentRule(forFolder row: Int64, in tree: borrowing TreeState) -> ContentTypeTable.FolderRule? {
+        guard types.hasRules else { return nil }
+        var names: [String] = []
+        var cursor: Int64? = row
+        var steps = 0
+        while let current = cursor, current != Self.rootRow, steps < 4096 {
+            guard let record = tree.records[current] else { return nil }
+            if current == Self.trashRow { return nil }
+            if record.item.isFolder, record.item.contentType != .folder, types.registry.isPackage(record.item.contentType) {
+                return nil
+            }
+            names.append(record.item.filename)
+            cursor = record.parent
+            steps += 1
+        }
+        // Deepest declared folder first.
+        var components = Array(names.reversed())
+        while !components.isEmpty {
+            if let rule = types.rules[components.joined(separator: "/")] { return rule }
+            components.removeLast()
+        }
+        return nil
+    }
+
+    private func contentRule(forFolder row: Int64) -> ContentTypeTable.FolderRule? {
+        guard types.hasRules else { return nil }
+        return state.withLock { tree in contentRule(forFolder: row, in: tree) }
+    }
+
+    // MARK: - Admission by name
+
+    /// Refuses, before anything is written, an item whose name already tells that its folder
+    /// will not take it. A file whose name says nothing is left to the bytes (checked at import).
+    public func admitItem(named name: String, kind: ItemKind, into parent: ItemIdentifier) throws(ProviderError) {
+        guard types.hasRules, let row = Self.row(for: parent), let rule = contentRule(forFolder: row) else { return }
+        try admit(named: name, kind: kind, by: rule)
+    }
+
+    private func admit(named name: String, kind: ItemKind, by rule: ContentTypeTable.FolderRule) throws(ProviderError) {
+        switch kind {
+        case .folder:
+            let type = types.detector.type(forFolderNamed: name)
+            if type == .folder {
+                if rule.subfolders || rule.admits(.folder, in: types.registry) { return }
+                throw ProviderError(.typeNotAllowed, "subfolders are not allowed here: the folder takes only \(rule.allowedList) (rule of /\(rule.path), subfolders: false)")
+            }
+            if !rule.admits(type, in: types.registry) { throw types.refusal(type, by: rule) }
+        case .symlink:
+            if !rule.admits(.symbolicLink, in: types.registry) { throw types.refusal(.symbolicLink, by: rule) }
+        case .file:
+            let candidates = types.detector.candidates(forFilename: name)
+            guard let first = candidates.first else { return }
+            if !candidates.contains(where: { rule.admits($0.type, in: types.registry) }) {
+                throw types.refusal(first.type, by: rule, detail: " (from the name '\(name)')")
+            }
+        }
+    }
+
+    // MARK: - Admission by bytes
+
+    /// Types the planned items of an import from their bytes, checks them against the rule of the
+    /// folder they go into and validates them with their document type. Runs before anything is
+    /// moved into the store, so a refusal leaves nothing behind. `items[0]` is the top item;
+    /// folders come before their contents.
+    func admitImport(_ items: [(record: Record, source: String)], into parent: Record) throws(ProviderError) -> [Record] {
+        let topRule = contentRule(forFolder: parent.row)
+        let policy = parent.contentsPolicy ?? .all
+        // Folders of the import that pass a rule on to what is inside them.
+        var ruleByFolder: [Int64: ContentTypeTable.FolderRule] = [:]
+        var result: [Record] = []
+        result.reserveCapacity(items.count)
+        for (record, source) in items {
+            var record = record
+            let rule: ContentTypeTable.FolderRule?
+            if record.parent == parent.row {
+                rule = topRule
+            } else {
+                rule = record.parent.flatMap { ruleByFolder[$0] }
+            }
+            let detection: Detection
+            switch record.item.kind {
+            case .folder:
+                detection = Detection(type: types.detector.type(forFolderNamed: record.item.filename), source: .name)
+                let isPackage = detection.type != .folder
+                if let rule {
+                    try admit(named: record.item.filename, kind: .folder, by: rule)
+                }
+                // Inside a package nothing is restricted; a plain folder passes its rule on.
+                if !isPackage, let rule { ruleByFolder[record.row] = rule }
+                if isPackage, rule != nil {
+                    try types.documents.validate(try FileWrapper(url: URL(fileURLWithPath: source)), as: detection.type, in: types.registry)
+                }
+            case .symlink:
+                detection = Detection(type: .symbolicLink, source: .name)
+                if let rule, !rule.admits(.symbolicLink, in: types.registry) { throw types.refusal(.symbolicLink, by: rule) }
+            case .file:
+                detection = try types.detector.detect(fileAt: source, name: record.item.filename)
+                if let rule {
+                    try check(detection, of: record.item.filename, by: rule)
+                    if record.item.documentSize > 0 { try validate(source, as: detection.type) }
+                }
+            }
+            record.item.contentType = detection.type
+            record.item.capabilities = types.capabilities(policy, for: detection.type)
+            if logger.logLevel <= .debug {
+                logger.debug("import \(record.item.filename): type \(detection)")
+            }
+            result.append(record)
+        }
+        return result
+    }
+
+    /// A new content version of `record` from the staged file at `source`: its type from the
+    /// bytes, checked against its folder's rule and validated like an import.
+    func admitModified(_ record: Record, from source: String) throws(ProviderError) -> Record {
+        var record = record
+        let detection = try types.detector.detect(fileAt: source, name: record.item.filename)
+        if let parent = record.parent, let rule = contentRule(forFolder: parent) {
+            try check(detection, of: record.item.filename, by: rule)
+            var size = stat()
+            if lstat(source, &size) == 0, size.st_size > 0 { try validate(source, as: detection.type) }
+        }
+        record.item.contentType = detection.type
+        return record
+    }
+
+    private func check(_ detection: Detection, of name: String, by rule: ContentTypeTable.FolderRule) throws(ProviderError) {
+        guard !rule.admits(detection.type, in: types.registry) else { return }
+        var detail = ""
+        if let named = detection.typeFromName, named != detection.type {
+            detail = " (the name '\(name)' says \(named.identifier), the contents say \(detection.type.identifier))"
+        } else {
+            detail = " (from \(detection.source.rawValue))"
+        }
+        throw types.refusal(detection.type, by: rule, detail: detail)
+    }
+
+    /// Reads the file as a document of `type`; a document type that cannot read it refuses it as
+    /// a corrupt file (EIO at close).
+    private func validate(_ source: String, as type: ContentType) throws(ProviderError) {
+        guard types.documents.documentType(for: type, in: types.registry) != nil else { return }
+        do throws(ProviderError) {
+            try types.documents.validate(try FileWrapper(url: URL(fileURLWithPath: source)), as: type, in: types.registry)
+        } catch where error.code == .corruptFile {
+            throw ProviderError(.corruptFile, "not a valid \(type.identifier) document: \(error.reason)")
+        }
+    }
+
+    // MARK: - Moves
+
+    /// A move of `moved` into folder `destination`: the folder's rule applies to the item and,
+    /// for a plain folder, to everything in it (packages count as one document).
+    func checkMove(_ moved: Record, into destination: Int64, in tree: borrowing TreeState) throws(ProviderError) {
+        guard types.hasRules, let rule = contentRule(forFolder: destination, in: tree) else { return }
+        try checkTree(moved, by: rule, in: tree)
+    }
+
+    private func checkTree(_ record: Record, by rule: ContentTypeTable.FolderRule, in tree: borrowing TreeState) throws(ProviderError) {
+        switch record.item.kind {
+        case .file, .symlink:
+            if !rule.admits(record.item.contentType, in: types.registry) {
+                throw types.refusal(record.item.contentType, by: rule, detail: " (\(tree.path(of: record.row)))")
+            }
+        case .folder:
+            if record.item.contentType != .folder {
+                if !rule.admits(record.item.contentType, in: types.registry) { throw types.refusal(record.item.contentType, by: rule) }
+                return
+            }
+            if !rule.subfolders, !rule.admits(.folder, in: types.registry) {
+                throw ProviderError(.typeNotAllowed, "subfolders are not allowed here: the folder takes only \(rule.allowedList) (rule of /\(rule.path), subfolders: false)")
+            }
+            for child in (tree.children[record.row] ?? [:]).values {
+                if let childRecord = tree.records[child] { try checkTree(childRecord, by: rule, in: tree) }
+            }
+        }
+    }
+}
+
+extension TreeState {
+    /// An item as readers see it: a package reports the bytes of everything inside it as its
+    /// documentSize (summed when asked, so it is always current).
+    func presented(_ record: Record) -> Item {
+        guard record.item.kind == .folder, record.item.contentType != .folder, record.row > LocalStore.trashRow else {
+            return record.item
+        }
+        var item = record.item
+        item.documentSize = contentSize(under: record.row)
+        return item
+    }
+
+    /// The bytes of the files and symbolic links below `row`.
+    func contentSize(under row: Int64) -> Int64 {
+        var total: Int64 = 0
+        var stack = [row]
+        var visited = 0
+        while let next = stack.popLast(), visited < 1_000_000 {
+            visited += 1
+            for child in (children[next] ?? [:]).values {
+                guard let record = records[child] else { continue }
+                if record.item.isFolder { stack.append(child) } else { total += record.item.documentSize }
+            }
+        }
+        return total
+    }
+}

@@ -1,0 +1,209 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Content types on the mount: folders take only the types they allow (by name at create, by
+/// bytes at close), documents are validated before they land, packages sum their contents, and
+/// view-only types are not writable.
+final class ContentTypeMountTests: MountTestCase {
+    override class var layout: String? {
+        """
+        types:
+          - identifier: com.example.deck
+            conformsTo: [com.apple.package]
+            extensions: [deck]
+          - identifier: com.example.log
+            conformsTo: [public.plain-text]
+            extensions: [log]
+            viewOnly: true
+        folders:
+          - path: Photos
+            allowedContentTypes: [public.image]
+          - path: Papers
+            allowedContentTypes: [com.adobe.pdf]
+          - path: Notes
+            allowedContentTypes: [public.text]
+          - path: Projects
+        """
+    }
+
+    // Real bytes.
+    static let png: [UInt8] = hex("89504e470d0a1a0a0000000d49484452000000010000000108000000003a7e9b550000000a49444154789c636000000002000148afa4710000000049454e44ae426082")
+    static let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0x00, 0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00]
+    static let pdf = Array("%PDF-1.4\n1 0 obj\n<< /Type /Catalog >>\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF\n".utf8)
+    static let latin1: [UInt8] = [0x47, 0x72, 0xFC, 0xDF, 0x65, 0x0A]   // "Grüße" in Latin-1
+
+    static func hex(_ text: String) -> [UInt8] {
+        stride(from: 0, to: text.count, by: 2).map { i in
+            let start = text.index(text.startIndex, offsetBy: i)
+            return UInt8(text[start..<text.index(start, offsetBy: 2)], radix: 16)!
+        }
+    }
+
+    /// Names in the store's contents and staging folders: a refusal must leave none behind. (The
+    /// bridge keeps empty `slot-*` folders in staging for reuse; what is inside them counts.)
+    func storeFiles() -> [String] {
+        let fm = FileManager.default
+        let contents = (try? fm.contentsOfDirectory(atPath: fx.store + "/contents")) ?? []
+        var staging: [String] = []
+        for name in (try? fm.contentsOfDirectory(atPath: fx.store + "/staging")) ?? [] {
+            let inside = (try? fm.contentsOfDirectory(atPath: fx.store + "/staging/" + name)) ?? []
+            if name.hasPrefix("slot-") { staging += inside.map { "staging/\(name)/\($0)" } } else { staging.append("staging/" + name) }
+        }
+        return (contents + staging).sorted()
+    }
+
+    func info(_ rel: String) -> [String: String] {
+        let r = fx.docfs(["info", fx.m(rel)])
+        XCTAssertEqual(r.status, 0, "docfs info \(rel): \(r)")
+        var fields: [String: String] = [:]
+        for line in r.stdout.split(separator: "\n") {
+            let text = String(line)
+            guard text.count > 14 else { continue }
+            let key = text.prefix(14).trimmingCharacters(in: .whitespaces)
+            fields[key] = String(text.dropFirst(14))
+        }
+        return fields
+    }
+
+    func testAllowedPNGLandsWithItsTypeAndConformance() throws {
+        try fx.writeSource("pic.png", Self.png)
+        let r = fx.sh("cp src/pic.png mnt/Photos/")
+        XCTAssertEqual(r.status, 0, "\(r)\nlog:\n\(fx.log)")
+        XCTAssertBytes(fx.readFile(fx.m("Photos/pic.png")), Self.png)
+        let fields = info("Photos/pic.png")
+        XCTAssertEqual(fields["type"], "public.png")
+        XCTAssertEqual(fields["conforms to"], "public.image, public.data, public.content, public.item")
+        XCTAssertEqual(fields["size"], String(Self.png.count))
+        // A JPEG is an image too; so is a JPEG whose name says PNG.
+        try fx.writeSource("photo.jpg", Self.jpeg)
+        XCTAssertEqual(fx.sh("cp src/photo.jpg mnt/Photos/ && cp src/photo.jpg mnt/Photos/misnamed.png").status, 0)
+        XCTAssertEqual(info("Photos/misnamed.png")["type"], "public.jpeg")
+        XCTAssertEqual(fx.list(fx.m("Photos")), ["misnamed.png", "photo.jpg", "pic.png"])
+    }
+
+    func testTextIntoImageFolderIsRefusedAtCreateAndLeavesNothing() throws {
+        try fx.writeSource("notes.txt", Array("hello\n".utf8))
+        let before = storeFiles()
+        let r = fx.sh("cp src/notes.txt mnt/Photos/")
+        XCTAssertNotEqual(r.status, 0, "\(r)")
+        XCTAssertTrue(r.stderr.contains("Operation not permitted"), "\(r)")
+        XCTAssertEqual(fx.list(fx.m("Photos")), [])
+        XCTAssertErrno(fx.stat(fx.m("Photos/notes.txt")).errno, ENOENT)
+        XCTAssertErrno(fx.openErrno(fx.m("Photos/other.txt"), O_WRONLY | O_CREAT | O_EXCL), EPERM)
+        XCTAssertEqual(storeFiles(), before)
+        let lines = fx.logLines { $0.contains("refused") && $0.contains("/Photos/notes.txt") }
+        XCTAssertEqual(lines.count, 1, "log:\n\(fx.log)")
+        XCTAssertTrue(lines.first?.contains("type public.plain-text is not among the folder's allowed types [public.image]") ?? false,
+                      lines.joined(separator: "\n"))
+        XCTAssertTrue(lines.first?.contains("EPERM") ?? false, lines.joined(separator: "\n"))
+    }
+
+    func testPDFNamedFileThatIsNotAPDFIsRefusedAtClose() throws {
+        try fx.writeSource("fake.pdf", Array("this is not a pdf, only words\n".utf8))
+        try fx.writeSource("real.pdf", Self.pdf)
+        let before = storeFiles()
+        // The name passes at create; the bytes are judged at close.
+        let r = fx.sh("cp src/fake.pdf mnt/Papers/")
+        XCTAssertNotEqual(r.status, 0, "\(r)")
+        XCTAssertTrue(r.stderr.contains("Operation not permitted"), "\(r)")
+        XCTAssertEqual(fx.list(fx.m("Papers")), [])
+        XCTAssertErrno(fx.stat(fx.m("Papers/fake.pdf")).errno, ENOENT)
+        XCTAssertEqual(storeFiles(), before, "a refused import leaves no content file and no staged file")
+        // The same through open/write/close: close() gives EPERM.
+        XCTAssertErrno(fx.writeFile(fx.m("Papers/fake2.pdf"), Array("still not a pdf".utf8)), EPERM)
+        XCTAssertEqual(fx.list(fx.m("Papers")), [])
+        let lines = fx.logLines { $0.contains("refused") && $0.contains("/Papers/fake.pdf") }
+        XCTAssertEqual(lines.count, 1, "log:\n\(fx.log)")
+        XCTAssertTrue(lines.first?.contains("the contents say public.plain-text") ?? false, lines.joined(separator: "\n"))
+        // A real PDF lands.
+        XCTAssertEqual(fx.sh("cp src/real.pdf mnt/Papers/").status, 0)
+        XCTAssertEqual(fx.list(fx.m("Papers")), ["real.pdf"])
+        XCTAssertEqual(info("Papers/real.pdf")["type"], "com.adobe.pdf")
+    }
+
+    func testInvalidUTF8TextIsRefusedWithIOErrorAndNothingLands() throws {
+        try fx.writeSource("latin1.txt", Self.latin1)
+        try fx.writeSource("good.txt", Array("Grüße ✓\n".utf8))
+        try fx.writeSource("broken.json", Array("{\"a\": ".utf8))
+        let before = storeFiles()
+        var r = fx.sh("cp src/latin1.txt mnt/Notes/")
+        XCTAssertNotEqual(r.status, 0, "\(r)")
+        XCTAssertTrue(r.stderr.contains("Input/output error"), "\(r)")
+        r = fx.sh("cp src/broken.json mnt/Notes/")
+        XCTAssertNotEqual(r.status, 0, "\(r)")
+        XCTAssertTrue(r.stderr.contains("Input/output error"), "\(r)")
+        XCTAssertEqual(fx.list(fx.m("Notes")), [])
+        XCTAssertEqual(storeFiles(), before)
+        let lines = fx.logLines { $0.contains("refused") && $0.contains("/Notes/latin1.txt") }
+        XCTAssertTrue(lines.first?.contains("not valid UTF-8") ?? false, "log:\n\(fx.log)")
+        XCTAssertTrue(lines.first?.contains("EIO") ?? false, lines.joined(separator: "\n"))
+        // Valid UTF-8 lands; an edit that breaks it is refused at close and the store keeps the
+        // old version (checked after a remount: the bridge keeps serving a refused edit's staged
+        // bytes to readers while the inode is cached).
+        XCTAssertEqual(fx.sh("cp src/good.txt mnt/Notes/").status, 0)
+        XCTAssertErrno(fx.writeFile(fx.m("Notes/good.txt"), Self.latin1), EIO)
+        XCTAssertTrue(try fx.remount(), "remount; log:\n\(fx.log)")
+        XCTAssertBytes(fx.readFile(fx.m("Notes/good.txt")), Array("Grüße ✓\n".utf8))
+        XCTAssertEqual(info("Notes/good.txt")["type"], "public.plain-text")
+        // A folder that takes anything stores the same bytes as they are.
+        XCTAssertEqual(fx.sh("cp src/latin1.txt mnt/Projects/").status, 0)
+        XCTAssertBytes(fx.readFile(fx.m("Projects/latin1.txt")), Self.latin1)
+    }
+
+    func testSubfoldersInheritTheRuleAndMovesAreChecked() throws {
+        XCTAssertErrno(fx.mkdirErrno(fx.m("Photos/2024")), 0)
+        try fx.writeSource("pic.png", Self.png)
+        try fx.writeSource("notes.txt", Array("hello\n".utf8))
+        XCTAssertEqual(fx.sh("cp src/pic.png mnt/Photos/2024/").status, 0)
+        let r = fx.sh("cp src/notes.txt mnt/Photos/2024/")
+        XCTAssertTrue(r.stderr.contains("Operation not permitted"), "\(r)")
+        XCTAssertEqual(fx.list(fx.m("Photos/2024")), ["pic.png"])
+        // Moving a text file in is refused too; moving the PNG out is fine.
+        XCTAssertEqual(fx.sh("cp src/notes.txt mnt/Projects/").status, 0)
+        XCTAssertErrno(fx.renameErrno(fx.m("Projects/notes.txt"), fx.m("Photos/notes.txt")), EPERM)
+        XCTAssertErrno(fx.mkdirErrno(fx.m("Projects/mixed")), 0)
+        XCTAssertErrno(fx.renameErrno(fx.m("Projects/notes.txt"), fx.m("Projects/mixed/notes.txt")), 0)
+        XCTAssertErrno(fx.renameErrno(fx.m("Projects/mixed"), fx.m("Photos/mixed")), EPERM)
+        XCTAssertErrno(fx.renameErrno(fx.m("Photos/2024/pic.png"), fx.m("Projects/pic.png")), 0)
+        XCTAssertEqual(fx.list(fx.m("Projects")), ["mixed", "pic.png"])
+    }
+
+    func testPackageDirectoryReportsTheSumOfItsContents() throws {
+        try fx.writeSource("talk.deck/slides.json", Array("{\"slides\": 3}".utf8))
+        try fx.writeSource("talk.deck/media/pic.png", Self.png)
+        try fx.writeSource("talk.deck/notes.txt", Array(repeating: 0x61, count: 1000))
+        let r = fx.sh("cp -r src/talk.deck mnt/Projects/ && getfattr --only-values -n user.docfs.document-size mnt/Projects/talk.deck")
+        XCTAssertEqual(r.status, 0, "\(r)\nlog:\n\(fx.log)")
+        let total = 13 + Self.png.count + 1000
+        XCTAssertEqual(r.stdout, String(total))
+        let fields = info("Projects/talk.deck")
+        XCTAssertEqual(fields["type"], "com.example.deck")
+        XCTAssertEqual(fields["conforms to"], "com.apple.package, public.directory, public.item")
+        XCTAssertEqual(fields["size"], String(total))
+        // The sum follows changes inside the package.
+        XCTAssertErrno(fx.unlinkErrno(fx.m("Projects/talk.deck/notes.txt")), 0)
+        XCTAssertEqual(info("Projects/talk.deck")["size"], String(total - 1000))
+        // An ordinary folder is a folder.
+        XCTAssertErrno(fx.mkdirErrno(fx.m("Projects/plain")), 0)
+        XCTAssertEqual(info("Projects/plain")["type"], "public.folder")
+    }
+
+    func testViewOnlyTypeIsNotWritable() throws {
+        try fx.writeSource("server.log", Array("started\n".utf8))
+        try fx.writeSource("notes.txt", Array("hello\n".utf8))
+        XCTAssertEqual(fx.sh("cp src/server.log src/notes.txt mnt/Projects/").status, 0)
+        XCTAssertEqual(info("Projects/server.log")["type"], "com.example.log")
+        XCTAssertNotEqual(fx.sh("test -w mnt/Projects/server.log").status, 0, "a view-only item must not look writable")
+        XCTAssertEqual(fx.sh("test -w mnt/Projects/notes.txt").status, 0)
+        XCTAssertEqual(fx.stat(fx.m("Projects/server.log")).st.st_mode & 0o222, 0)
+        XCTAssertErrno(fx.openErrno(fx.m("Projects/server.log"), O_WRONLY), EACCES)
+        XCTAssertErrno(fx.openErrno(fx.m("Projects/server.log"), O_WRONLY | O_APPEND), EACCES)
+        let r = fx.sh("echo more >> mnt/Projects/server.log")
+        XCTAssertNotEqual(r.status, 0, "\(r)")
+        XCTAssertBytes(fx.readFile(fx.m("Projects/server.log")), Array("started\n".utf8))
+        XCTAssertFalse(info("Projects/server.log")["capabilities"]?.contains("write") ?? true)
+    }
+}
