@@ -301,12 +301,13 @@ final class MountFixture {
 
     // MARK: mounting
 
-    /// Starts the daemon in the foreground mode and waits (up to 20 s) for the mount.
-    func mount(extra: [String] = []) throws {
+    /// Starts the daemon in the foreground mode and waits (up to 20 s) for the mount. `env` adds
+    /// variables for the daemon (e.g. DOCFS_FAULT for the crash tests).
+    func mount(extra: [String] = [], env: [String: String] = [:]) throws {
         precondition(daemon == nil, "already mounted by this fixture")
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)   // one log per mount
         let p = try Child(bin, ["mount", store, mnt, "-f", "-o", "auto_unmount", "--log-level", "debug"] + extra,
-                          cwd: dir, stdout: logPath, stderr: logPath)
+                          cwd: dir, env: env, stdout: logPath, stderr: logPath)
         daemon = p
         let deadline = Date().addingTimeInterval(20)
         while !Mounts.isMounted(mnt) {
@@ -343,6 +344,18 @@ final class MountFixture {
         }
         p.wait(seconds: nil)
         return clean && p.exitedCleanly
+    }
+
+    /// Waits (up to `seconds`) for the daemon to exit by itself (a DOCFS_FAULT crash), then for
+    /// auto_unmount; returns its exit status, or nil when it is still running.
+    func waitForDaemonExit(seconds: Double) -> Int32? {
+        guard let p = daemon else { return nil }
+        guard p.wait(seconds: seconds) else { return nil }
+        daemon = nil
+        let deadline = Date().addingTimeInterval(5)
+        while Mounts.isMounted(mnt) && Date() < deadline { usleep(20_000) }
+        if Mounts.isMounted(mnt) { lazyUnmount(mnt) }
+        return p.status
     }
 
     /// SIGKILL the daemon; auto_unmount removes the mount (else a lazy unmount after 5 s).
