@@ -18,6 +18,7 @@ extension Bridge {
         var list: [(String, String)] = [
             ("user.docfs.identifier", item.identifier.rawValue),
             ("user.docfs.type", item.contentType.identifier),
+            ("user.docfs.conforms-to", provider.supertypes(of: item.contentType).map(\.identifier).joined(separator: ", ")),
             ("user.docfs.document-size", String(item.documentSize)),
             ("user.docfs.created", Self.format(item.creationDate)),
             ("user.docfs.modified", Self.format(item.contentModificationDate)),
