@@ -75,7 +75,7 @@ enum FuseOperations {
             FuseOperations.bridge(req).readdir(Reply(req!), req!, size, Int(off), snap, plus: true)
         }
         ops.releasedir = { req, _, fi in FuseOperations.bridge(req).releasedir(Reply(req!), fi!) }
-        ops.fsyncdir = { req, _, _, _ in Reply(req!).ok() }
+        ops.fsyncdir = { req, ino, _, _ in FuseOperations.bridge(req).fsyncdir(Reply(req!), ino) }
         ops.statfs = { req, _ in FuseOperations.bridge(req).statfs(Reply(req!)) }
         ops.getxattr = { req, ino, name, size in FuseOperations.bridge(req).getxattr(Reply(req!), ino, name!, size) }
         ops.listxattr = { req, ino, size in FuseOperations.bridge(req).listxattr(Reply(req!), ino, size) }
