@@ -31,11 +31,12 @@ build:
 # shared-mime-info database (content-type detection: /usr/share/mime) are present.
 deps:
 	@if pkg-config --exists fuse3 2>/dev/null && command -v fusermount3 >/dev/null 2>&1 \
-	    && [ -f /usr/include/sqlite3.h ] && [ -f /usr/share/mime/globs2 ] && [ -f /usr/share/mime/magic ]; then \
+	    && [ -f /usr/include/sqlite3.h ] && [ -f /usr/share/mime/globs2 ] && [ -f /usr/share/mime/magic ] \
+	    && command -v setfattr >/dev/null 2>&1 && command -v getfattr >/dev/null 2>&1; then \
 	    exit 0; \
 	fi; \
 	if [ "$$(id -u)" != 0 ]; then \
-	    echo "make deps: libfuse3-dev, fuse3, pkg-config, libsqlite3-dev or shared-mime-info is missing;" >&2; \
+	    echo "make deps: libfuse3-dev, fuse3, pkg-config, libsqlite3-dev, attr or shared-mime-info is missing;" >&2; \
 	    echo "           run 'sudo make deps' (or the same target with sudo) to install them." >&2; \
 	    exit 1; \
 	fi; \
