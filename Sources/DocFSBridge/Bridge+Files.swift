@@ -126,8 +126,7 @@ extension Bridge {
         file.node.sessionLock.unlock()
         if let session { fd = session.fd }
         guard fd >= 0 else { reply.error(EBADF); return }
-        let buf = UnsafeMutableRawPointer.allocate(byteCount: max(size, 1), alignment: 4096)
-        defer { buf.deallocate() }
+        let buf = ThreadBuffer.get(size)
         let n = pread(fd, buf, size, off_t(offset))
         withExtendedLifetime(session) {}
         if n < 0 { reply.error(errno); return }
@@ -236,7 +235,7 @@ extension Bridge {
                 // The staged file is handed over security-scoped: readable only while the
                 // provider has access, and gone (whatever the provider left) once it returns.
                 let scoped = try attempt(subject) { () throws(ProviderError) in
-                    try SecurityScopedURL(sealed: session.path, name: placement.name, in: staging)
+                    try importSlots.scoped(sealed: session.path, name: placement.name)
                 }
                 defer { scoped.finish() }
                 let item = try await attempt(subject) { () async throws(ProviderError) in

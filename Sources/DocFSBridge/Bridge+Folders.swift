@@ -103,7 +103,7 @@ extension Bridge {
                         try WriteSession.stage(in: staging, copying: nil, dirty: true)
                     }
                     let scoped = try attempt(subject) { () throws(ProviderError) in
-                        try SecurityScopedURL(sealed: session.path, name: name, in: staging)
+                        try importSlots.scoped(sealed: session.path, name: name)
                     }
                     session.committed = true
                     defer { scoped.finish() }

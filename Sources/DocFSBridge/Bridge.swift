@@ -6,12 +6,17 @@ import DocFSProvider
 
 /// Kernel cache settings, exposed as `-o` options by the command line.
 public struct BridgeOptions: Sendable {
-    /// Seconds the kernel may trust a name → inode answer (and a "no such name" answer).
-    public var entryTimeout: Double = 1
-    /// Seconds the kernel may trust attributes.
-    public var attrTimeout: Double = 1
+    /// Seconds the kernel may trust a name → inode answer (and a "no such name" answer). Only this
+    /// mount changes the store, and the kernel updates its cache for changes made through it, so
+    /// this can be long.
+    public var entryTimeout: Double = 30
+    /// Seconds the kernel may trust attributes (0 for a file open for writing, always).
+    public var attrTimeout: Double = 30
     /// Keep a file's page cache across opens (no one else writes the store).
     public var keepCache: Bool = true
+    /// Let the kernel gather writes in its page cache (FUSE writeback cache). close() still
+    /// returns the import's result: the kernel writes dirty pages back before it sends flush.
+    public var writeback: Bool = false
     /// Serve the provider's trash as `/.Trash`: rm trashes, rm inside it deletes, mv out restores.
     public var trash: Bool = false
     public init() {}
@@ -48,12 +53,14 @@ public final class Bridge: @unchecked Sendable {
     let log: Logger
     let options: BridgeOptions
     let staging: URL
+    let importSlots: ImportStaging
 
     public init(provider: any Provider, logger: Logger, options: BridgeOptions = BridgeOptions()) {
         self.provider = provider
         self.log = logger
         self.options = options
         self.staging = provider.stagingDirectory
+        self.importSlots = ImportStaging(root: provider.stagingDirectory)
         self.attributes = Attributes(uid: getuid(), gid: getgid())
     }
 

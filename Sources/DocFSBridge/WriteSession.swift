@@ -43,19 +43,6 @@ final class WriteSession: @unchecked Sendable {
         return session
     }
 
-    /// Moves the staged file to `directory/name` so an import sees the right filename.
-    func moveForImport(named name: String, in directory: URL) throws(ProviderError) -> URL {
-        let dir = directory.appendingPathComponent("i-\(getpid())-\(StagingCounter.next())")
-        guard mkdir(dir.path, 0o700) == 0 else { throw .posix(errno, "create import staging folder") }
-        let target = dir.appendingPathComponent(name)
-        guard rename(path, target.path) == 0 else {
-            let e = errno
-            rmdir(dir.path)
-            throw .posix(e, "stage file for import")
-        }
-        return target
-    }
-
     var size: Int64 {
         var st = stat()
         return fstat(fd, &st) == 0 ? Int64(st.st_size) : 0

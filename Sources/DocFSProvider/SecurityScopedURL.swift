@@ -24,6 +24,8 @@ public final class SecurityScopedURL: @unchecked Sendable, CustomStringConvertib
 
     private let sealedPath: String
     private let folder: String
+    /// Set when the folder is borrowed (see `init(sealed:name:borrowing:returnFolder:)`).
+    private let returnFolder: (@Sendable () -> Void)?
     private let state = Mutex<(accessCount: Int, finished: Bool)>((0, false))
 
     private static let counter = Atomic<UInt64>(0)
@@ -37,6 +39,17 @@ public final class SecurityScopedURL: @unchecked Sendable, CustomStringConvertib
         self.sealedPath = sealedPath
         self.folder = folder
         self.url = URL(fileURLWithPath: folder).appendingPathComponent(name)
+        self.returnFolder = nil
+    }
+
+    /// The same over an existing empty private folder that the caller reuses across imports:
+    /// `finish()` empties it and calls `returnFolder` instead of removing it. (Making and removing
+    /// a folder per import cost more than the import on ext4.)
+    public init(sealed sealedPath: String, name: String, borrowing folder: URL, returnFolder: @escaping @Sendable () -> Void) {
+        self.sealedPath = sealedPath
+        self.folder = folder.path
+        self.url = folder.appendingPathComponent(name)
+        self.returnFolder = returnFolder
     }
 
     deinit { finish() }
@@ -86,7 +99,7 @@ public final class SecurityScopedURL: @unchecked Sendable, CustomStringConvertib
             s.accessCount = 0
             Self.removeTree(url.path)
             Self.removeTree(sealedPath)
-            _ = rmdir(folder)
+            if let returnFolder { returnFolder() } else { _ = rmdir(folder) }
         }
     }
 

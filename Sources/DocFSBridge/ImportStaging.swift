@@ -1,0 +1,37 @@
+import Foundation
+import Glibc
+import DocFSProvider
+
+/// Folders in the provider's staging area where a staged file takes its final name while the
+/// provider imports it (the provider names the item after the file).
+///
+/// The folders are reused: creating and removing a folder per import cost two inode allocations
+/// on ext4 (~0.3 ms each on a VM), more than the import itself.
+final class ImportStaging: @unchecked Sendable {
+    private let root: URL
+    private let lock = Lock()
+    private var free: [URL] = []
+    private var made = 0
+
+    init(root: URL) { self.root = root }
+
+    /// An empty slot folder, made on first need.
+    func acquire() throws(ProviderError) -> URL {
+        if let slot = lock.withLock({ free.popLast() }) { return slot }
+        let n = lock.withLock { made += 1; return made }
+        let slot = root.appendingPathComponent("slot-\(getpid())-\(n)", isDirectory: true)
+        guard mkdir(slot.path, 0o700) == 0 || errno == EEXIST else {
+            throw .posix(errno, "create import staging folder")
+        }
+        return slot
+    }
+
+    /// The staged file at `sealedPath`, handed to the provider security-scoped under `name` in a
+    /// borrowed slot; the slot comes back when the scope finishes.
+    func scoped(sealed sealedPath: String, name: String) throws(ProviderError) -> SecurityScopedURL {
+        let slot = try acquire()
+        return SecurityScopedURL(sealed: sealedPath, name: name, borrowing: slot) { [self] in
+            lock.withLock { free.append(slot) }
+        }
+    }
+}
