@@ -50,8 +50,10 @@ extension Bridge {
 
     func getattr(_ reply: consuming Reply, _ ino: UInt64) {
         do throws(Failure) {
-            var st = try currentStat(ino)
-            reply.attr(&st, timeout: hasSession(ino) ? 0 : options.attrTimeout)
+            var writing = false
+            var st = try currentStat(ino, writing: &writing)
+            // A file open for writing changes under the kernel: don't let it cache that.
+            reply.attr(&st, timeout: writing ? 0 : options.attrTimeout)
         } catch {
             reply.error(report("getattr", error))
         }
@@ -66,14 +68,20 @@ extension Bridge {
 
     /// Attributes as they are now: a file open for writing reports its staged size and times.
     func currentStat(_ ino: UInt64) throws(Failure) -> stat {
-        guard let node = inodes.node(ino) else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
-        guard inodes.identifier(ino) != nil else {
-            if let st = stagedStat(node) { return st }
+        var writing = false
+        return try currentStat(ino, writing: &writing)
+    }
+
+    func currentStat(_ ino: UInt64, writing: inout Bool) throws(Failure) -> stat {
+        guard let (node, identifier) = inodes.nodeAndIdentifier(ino) else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
+        guard let identifier else {
+            if let st = stagedStat(node) { writing = true; return st }
             throw Failure(ProviderError(.noSuchItem), .ino(ino))
         }
-        let item = try self.item(ino)
+        let item = try attempt(.item(identifier)) { () throws(ProviderError) in try provider.item(for: identifier) }
         var st = attributes.stat(of: item, ino: ino)
         if item.kind == .file, let staged = stagedStat(node) {
+            writing = true
             st.st_size = staged.st_size
             st.st_blocks = staged.st_blocks
             st.st_mtim = staged.st_mtim

@@ -12,12 +12,19 @@ enum FuseOperations {
     static func make() -> fuse_lowlevel_ops {
         var ops = fuse_lowlevel_ops()
         ops.`init` = { userdata, conn in
-            guard let conn else { return }
-            // Large requests and the kernel's readdirplus; writes stay write-through so every
-            // byte passes the provider's checks and close() reports the import's result.
+            guard let conn, let userdata else { return }
+            let options = Unmanaged<Bridge>.fromOpaque(userdata).takeUnretainedValue().options
+            // Large requests, the kernel's readdirplus, and room for more requests in flight
+            // (readahead and writeback are asynchronous).
             conn.pointee.max_write = 1 << 20
+            conn.pointee.max_readahead = 1 << 20
+            conn.pointee.max_background = 64
+            conn.pointee.congestion_threshold = 48
             conn.pointee.want |= UInt32(FUSE_CAP_READDIRPLUS) & conn.pointee.capable
             conn.pointee.want |= UInt32(FUSE_CAP_READDIRPLUS_AUTO) & conn.pointee.capable
+            if options.writeback {
+                conn.pointee.want |= UInt32(FUSE_CAP_WRITEBACK_CACHE) & conn.pointee.capable
+            }
         }
         ops.lookup = { req, parent, name in FuseOperations.bridge(req).lookup(Reply(req!), parent, name!) }
         ops.forget = { req, ino, n in

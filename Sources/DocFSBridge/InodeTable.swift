@@ -212,3 +212,11 @@ extension InodeTable {
     /// The node of an item the kernel knows, without counting a lookup.
     func knownNode(_ identifier: ItemIdentifier) -> InodeNode? { lock.withLock { byIdentifier[identifier] } }
 }
+
+extension InodeTable {
+    /// The node and its identifier in one look (getattr's path).
+    @inline(__always)
+    func nodeAndIdentifier(_ ino: UInt64) -> (InodeNode, ItemIdentifier?)? {
+        lock.withLock { byIno[ino].map { ($0, $0.identifier) } }
+    }
+}

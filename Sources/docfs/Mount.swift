@@ -11,8 +11,10 @@ struct Mount: ParsableCommand {
         abstract: "Mount a store; returns once the mount is live (-f stays in the foreground).",
         discussion: """
             -o takes FUSE mount options and docfs's own cache knobs:
-              entry_timeout=SECONDS, attr_timeout=SECONDS (default 1; longer is faster for ls/stat,
-              and safe because only this mount changes the store), keep_cache / no_keep_cache.
+              entry_timeout=SECONDS, attr_timeout=SECONDS (default 30: only this mount changes
+              the store, so the kernel's cache stays right), keep_cache / no_keep_cache (keep a
+              file's pages across opens; default on), writeback / no_writeback (kernel write-back
+              cache for small writes; default off).
             auto_unmount is always on, so a daemon that dies leaves no dead mountpoint.
             """)
 
@@ -96,6 +98,8 @@ struct Mount: ParsableCommand {
                 if kv[0] == "entry_timeout" { bridgeOptions.entryTimeout = v } else { bridgeOptions.attrTimeout = v }
             case "keep_cache": bridgeOptions.keepCache = true
             case "no_keep_cache": bridgeOptions.keepCache = false
+            case "writeback": bridgeOptions.writeback = true
+            case "no_writeback": bridgeOptions.writeback = false
             case "nonempty", "auto_unmount": break  // checked above / always on
             default: fuse.append(opt)
             }
