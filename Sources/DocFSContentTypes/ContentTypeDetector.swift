@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -57,6 +58,7 @@ public final class ContentTypeDetector: Sendable {
     public let database: SharedMimeDatabase
     /// How many leading bytes of a file are read for the magic (covers every rule of the database).
     public let prefixLength: Int
+    private let mimeCache = Mutex<[String: ContentType]>([:])
 
     /// A magic match at or above this priority overrules a name whose type has no magic of its own
     /// even when the bytes look like text.
@@ -74,6 +76,14 @@ public final class ContentTypeDetector: Sendable {
     /// supertype in the MIME hierarchy (`text/x-matlab` → `text/plain` → `public.plain-text`),
     /// else by media type (`image/*` → `public.image`), else `public.data`.
     public func contentType(forMIMEType mimeType: String) -> ContentType {
+        if let cached = mimeCache.withLock({ $0[mimeType] }) { return cached }
+        let type = mapMIMEType(mimeType)
+        // Bounded: the database names about a thousand types; stop caching past a few thousand.
+        mimeCache.withLock { cache in if cache.count < 4096 { cache[mimeType] = type } }
+        return type
+    }
+
+    private func mapMIMEType(_ mimeType: String) -> ContentType {
         let canonical = database.canonical(mimeType)
         if let type = registry.type(forMIMEType: canonical) { return type }
         if canonical != mimeType.lowercased(), let type = registry.type(forMIMEType: mimeType) { return type }
@@ -148,10 +158,17 @@ public final class ContentTypeDetector: Sendable {
             if let first = named.first { return Detection(type: first.type, mimeType: first.mimeType, source: .name) }
             return Detection(type: .data, source: .none)
         }
-        let sniffed = database.sniff(contents)
-        if named.isEmpty { return fromContents(sniffed, contents, typeFromName: nil) }
+        if named.isEmpty { return fromContents(database.sniff(contents), contents, typeFromName: nil) }
 
         let looksLikeText = SharedMimeDatabase.looksLikeText(contents)
+        // The full magic pass is the expensive part (~500 sections): only when needed, once.
+        var sniffCache: (mimeType: String, priority: Int)??
+        func sniffed() -> (mimeType: String, priority: Int)? {
+            if let cached = sniffCache { return cached }
+            let result = database.sniff(contents)
+            sniffCache = .some(result)
+            return result
+        }
         var unchecked: (type: ContentType, mimeType: String?)?
         for candidate in named {
             let magicType = magicMIMEType(for: candidate.type, own: candidate.mimeType)
@@ -159,9 +176,20 @@ public final class ContentTypeDetector: Sendable {
             if let magicType, database.magicMatches(magicType, contents) == true {
                 return Detection(type: candidate.type, mimeType: candidate.mimeType, source: .nameAndContents)
             }
+            let isTextType = candidate.mimeType.map { database.isSubclass($0, of: "text/plain", implicitOctetStream: false) }
+                ?? registry.conforms(candidate.type, to: .text)
+            if isTextType && looksLikeText {
+                // 2a. A text type and text bytes: the name stands (few text formats have a
+                //     signature; the document type judges the bytes) unless strong magic says the
+                //     bytes are something else.
+                if let strong = database.sniff(contents, minimumPriority: Self.strongMagicPriority),
+                   !related(strong.mimeType, candidate) { continue }
+                if unchecked == nil { unchecked = candidate }
+                continue
+            }
             // 2. The name's type is a kind of what the bytes are (a .svg is XML, which is text):
             //    the name is more precise (the specification's rule).
-            let bytesMIME = sniffed?.mimeType ?? (looksLikeText ? "text/plain" : nil)
+            let bytesMIME = sniffed()?.mimeType ?? (looksLikeText ? "text/plain" : nil)
             if let bytesMIME {
                 if let mime = candidate.mimeType, database.isSubclass(mime, of: bytesMIME, implicitOctetStream: false) {
                     return Detection(type: candidate.type, mimeType: candidate.mimeType, source: .name)
@@ -173,21 +201,24 @@ public final class ContentTypeDetector: Sendable {
             }
             // 3. The name's type has magic and the bytes do not match it: contradicted. Text
             //    types are the exception: few text formats have a signature (text/plain's magic
-            //    only knows TeX logs), so for them the text check above and the document type decide.
+            //    only knows TeX logs), so for them the text check and the document type decide.
             if let magicType, !database.isSubclass(magicType, of: "text/plain", implicitOctetStream: false) { continue }
             // 4. Nothing to check the name against: it stands unless the magic says the bytes
             //    are something else altogether — a strong match, or any match on bytes that are
             //    not text (a PNG called notes.txt is a PNG).
-            if let sniffed, sniffed.priority >= Self.strongMagicPriority || !looksLikeText {
-                let related = candidate.mimeType.map {
-                    database.isSubclass(sniffed.mimeType, of: $0, implicitOctetStream: false)
-                } ?? registry.conforms(contentType(forMIMEType: sniffed.mimeType), to: candidate.type)
-                if !related { continue }
-            }
+            if let sniffed = sniffed(), sniffed.priority >= Self.strongMagicPriority || !looksLikeText,
+               !related(sniffed.mimeType, candidate) { continue }
             if unchecked == nil { unchecked = candidate }
         }
         if let unchecked { return Detection(type: unchecked.type, mimeType: unchecked.mimeType, source: .name) }
-        return fromContents(sniffed, contents, typeFromName: named.first?.type)
+        return fromContents(sniffed(), contents, typeFromName: named.first?.type)
+    }
+
+    /// Whether the sniffed MIME type is a kind of the candidate (then the name, being at least as
+    /// precise, stands).
+    private func related(_ sniffed: String, _ candidate: (type: ContentType, mimeType: String?)) -> Bool {
+        if let mime = candidate.mimeType { return database.isSubclass(sniffed, of: mime, implicitOctetStream: false) }
+        return registry.conforms(contentType(forMIMEType: sniffed), to: candidate.type)
     }
 
     private func fromContents(_ sniffed: (mimeType: String, priority: Int)?, _ contents: UnsafeRawBufferPointer,

@@ -37,6 +37,28 @@ public final class SharedMimeDatabase: Sendable {
         var priority: Int
         var mimeType: String
         var rules: [MagicRule]
+        /// When every top-level rule tests one fixed offset without a mask: the (offset, first
+        /// byte) pairs, one of which the data must have for the section to match. Checked before
+        /// the rules, it rules most sections out at a glance.
+        var gate: [(offset: Int, byte: UInt8)]?
+
+        init(priority: Int, mimeType: String, rules: [MagicRule]) {
+            self.priority = priority
+            self.mimeType = mimeType
+            self.rules = rules
+            gate = nil
+        }
+
+        mutating func computeGate() {
+            guard !rules.isEmpty, rules.allSatisfy({ $0.range == 1 && $0.mask == nil && !$0.value.isEmpty }) else { gate = nil; return }
+            gate = rules.map { ($0.offset, $0.value[0]) }
+        }
+
+        func passesGate(_ data: UnsafeRawBufferPointer) -> Bool {
+            guard let gate else { return true }
+            for entry in gate where entry.offset < data.count && data[entry.offset] == entry.byte { return true }
+            return false
+        }
     }
 
     /// The directories that held a database (`…/mime`).
@@ -202,7 +224,7 @@ public final class SharedMimeDatabase: Sendable {
         guard !data.isEmpty else { return nil }
         for section in sections {
             if section.priority < minimumPriority { break }
-            if Self.matches(section.rules, data) { return (section.mimeType, section.priority) }
+            if section.passesGate(data), Self.matches(section.rules, data) { return (section.mimeType, section.priority) }
         }
         return nil
     }
@@ -214,7 +236,7 @@ public final class SharedMimeDatabase: Sendable {
     public func magicMatches(_ mimeType: String, _ data: UnsafeRawBufferPointer) -> Bool? {
         let type = canonical(mimeType)
         guard let indices = sectionsByType[type] else { return nil }
-        for index in indices where Self.matches(sections[index].rules, data) { return true }
+        for index in indices where sections[index].passesGate(data) && Self.matches(sections[index].rules, data) { return true }
         return false
     }
 
@@ -266,6 +288,7 @@ public final class SharedMimeDatabase: Sendable {
         func finish() {
             guard var section = current else { return }
             section.rules = nest(flat[...], indent: 0)
+            section.computeGate()
             if !section.rules.isEmpty { sections.append(section) }
             current = nil
             flat = []
@@ -375,6 +398,10 @@ public final class SharedMimeDatabase: Sendable {
 
     /// The canonical name of a MIME type (aliases resolved), lowercased, parameters dropped.
     public func canonical(_ mimeType: String) -> String {
+        // Fast path: already lowercase, no parameters, no blanks (what the database holds).
+        if !mimeType.utf8.contains(where: { $0 == UInt8(ascii: ";") || $0 == UInt8(ascii: " ") || $0 == 9 || ($0 >= 65 && $0 <= 90) }) {
+            return aliases[mimeType] ?? mimeType
+        }
         let base = String(mimeType.split(separator: ";", maxSplits: 1).first ?? Substring(mimeType))
             .trimmingCharacters(in: .whitespaces).lowercased()
         return aliases[base] ?? base
