@@ -280,6 +280,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             return store
         } catch {
             try? openedQueue?.close()
+            _ = ftruncate(fd, 0)  // a refused open leaves the lock file as it found it (no stale pid)
             sysClose(fd)
             if let error = error as? ProviderError { throw error }
             throw ProviderError(.ioError, "store \(path): \(Self.describe(error))")
