@@ -264,6 +264,10 @@ public final class LocalStore: Provider, @unchecked Sendable {
                 // not block-aligned, so rewriting an old WAL from the start reads every block back
                 // from disk first when it is no longer cached (5x slower deletes after a cache drop).
                 try db.execute(sql: "PRAGMA journal_size_limit = 0")
+                // One process owns the store while it is mounted (the flock on STORE/lock), so
+                // SQLite need not lock the file around every transaction, and its WAL index can
+                // live in memory instead of a shared-memory file.
+                try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE")
             }
             let queue: DatabaseQueue
             do {

@@ -517,6 +517,7 @@ final class LocalStoreActionTests: StoreTestCase {
         XCTAssertEqual(try store.childItem(named: "a.txt", in: dir.identifier).identifier, a.identifier)
         XCTAssertEqual(try contents(of: a.identifier), "new")
         await expectError(.noSuchItem) { try store.item(for: old.identifier) }
+        store.reaper.drain()  // replaced contents are removed in the background
         XCTAssertFalse(FileManager.default.fileExists(atPath: oldContent.path), "the replaced contents are removed")
         XCTAssertEqual(try store.item(for: dir.identifier).childItemCount, 1)
 
