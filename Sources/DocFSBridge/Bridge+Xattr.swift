@@ -62,6 +62,9 @@ extension Bridge {
     }
 
     func getxattr(_ reply: consuming Reply, _ ino: UInt64, _ cname: UnsafePointer<CChar>, _ size: Int) {
+        // The kernel asks for security.capability before every write (to drop privileges);
+        // nothing here ever has security.* attributes, so answer before any lookup.
+        if strncmp(cname, "security.", 9) == 0 { reply.error(ENODATA); return }
         let name = String(cString: cname)
         if let (node, session) = pendingSession(ino) {
             let value = node.sessionLock.withLock { session.pendingAttributes[name] }
