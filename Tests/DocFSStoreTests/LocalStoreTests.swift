@@ -294,11 +294,11 @@ final class LocalStoreCapabilityTests: StoreTestCase {
         XCTAssertEqual(projects.childFolderCount, 1)
 
         let contentsCaps: Capabilities = [.allowsReading, .allowsRenaming, .allowsDeleting, .allowsTrashing]
-        let file = try await importFile("scan.pdf", "%PDF", into: inbox.identifier)
+        let file = try await importFile("scan.pdf", "%PDF-1.4\n", into: inbox.identifier)
         XCTAssertEqual(file.capabilities, contentsCaps)
         let sub = try await mkdir("2024", in: inbox.identifier)
         XCTAssertEqual(sub.capabilities, contentsCaps)
-        let deep = try await importFile("deep.pdf", "%PDF", into: sub.identifier)
+        let deep = try await importFile("deep.pdf", "%PDF-1.4\n", into: sub.identifier)
         XCTAssertEqual(deep.capabilities, contentsCaps, "subfolders pass the contents policy on")
         let link = try await store.createSymbolicLink(withName: "l", target: "x", inParentItemIdentifier: inbox.identifier)
         XCTAssertEqual(link.capabilities, contentsCaps)
@@ -322,14 +322,21 @@ final class LocalStoreCapabilityTests: StoreTestCase {
 
     func testContentTypes() async throws {
         try makeStore(layout: Layout(types: [Layout.TypeDeclaration(identifier: "com.example.invoice", conformsTo: ["com.adobe.pdf"], extensions: ["invoice", "txt"])]))
-        let cases: [(String, String)] = [
-            ("a.pdf", "com.adobe.pdf"), ("b.PNG", "public.png"), ("c.jpeg", "public.jpeg"), ("c2.jpg", "public.jpeg"),
-            ("d.json", "public.json"), ("e.html", "public.html"), ("f.xml", "public.xml"), ("g.zip", "public.zip-archive"),
-            ("h.unknown", "public.data"), ("noext", "public.data"), (".hidden", "public.data"),
-            ("i.invoice", "com.example.invoice"), ("j.txt", "com.example.invoice"),
+        // Types come from the name, checked against the bytes (DocFSContentTypes has the details).
+        let pdf = "%PDF-1.4\n", png = "\u{89}PNG\r\n\u{1A}\n", jpeg = "\u{FF}\u{D8}\u{FF}\u{E0}", zip = "PK\u{03}\u{04}"
+        let cases: [(String, String, String)] = [
+            ("a.pdf", pdf, "com.adobe.pdf"), ("b.PNG", png, "public.png"), ("c.jpeg", jpeg, "public.jpeg"), ("c2.jpg", jpeg, "public.jpeg"),
+            ("d.json", "{}", "public.json"), ("e.html", "<html></html>", "public.html"), ("f.xml", "<?xml version=\"1.0\"?><a/>", "public.xml"),
+            ("g.zip", zip, "public.zip-archive"),
+            ("h.unknown", "\u{0}\u{1}\u{2}", "public.data"), ("noext", "\u{0}\u{1}", "public.data"), (".hidden", "\u{0}", "public.data"),
+            ("text-noext", "hello", "public.plain-text"), ("png-noext", png, "public.png"), ("fake.pdf", "hello", "public.plain-text"),
+            ("i.invoice", pdf, "com.example.invoice"), ("j.txt", pdf, "com.example.invoice"),
         ]
-        for (name, type) in cases {
-            let item = try await importFile(name)
+        for (name, contents, type) in cases {
+            let staged = try stage(name)
+            // Byte for byte (the escapes above are bytes, not UTF-8 scalars).
+            try Data(contents.unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) }).write(to: staged)
+            let item = try await store.importDocument(at: staged, toParentItemIdentifier: .rootContainer)
             XCTAssertEqual(item.contentType.rawValue, type, name)
         }
         let folder = try await mkdir("dir")
