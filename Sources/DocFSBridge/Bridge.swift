@@ -95,6 +95,15 @@ public final class Bridge: @unchecked Sendable {
         e.attr = attributes.stat(of: item, ino: node.ino)
         e.attr_timeout = options.attrTimeout
         e.entry_timeout = options.entryTimeout
+        // A file open for writing (lookup, readdirplus): its staged size and times, uncached, as
+        // getattr gives them; the stored item's would make `stat` disagree with `read`.
+        if item.kind == .file, let staged = stagedStat(node) {
+            e.attr.st_size = staged.st_size
+            e.attr.st_blocks = staged.st_blocks
+            e.attr.st_mtim = staged.st_mtim
+            e.attr.st_ctim = staged.st_ctim
+            e.attr_timeout = 0
+        }
         return e
     }
 
