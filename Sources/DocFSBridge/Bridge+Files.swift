@@ -34,7 +34,7 @@ extension Bridge {
                 }
             }
             let session = try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
-                try WriteSession.stage(in: staging, copying: nil, dirty: true)
+                try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true)
             }
             // The import takes its permission bits from the staged file.
             fchmod(session.fd, mode & 0o7777)
@@ -105,15 +105,15 @@ extension Bridge {
         let subject: Subject = item.map { .item($0.identifier) } ?? .ino(node.ino)
         return try attempt(subject) { () throws(ProviderError) in
             if truncating {
-                return try WriteSession.stage(in: staging, copying: nil, dirty: (item?.documentSize ?? 1) > 0)
+                return try WriteSession.stage(in: stagingFiles, copying: nil, dirty: (item?.documentSize ?? 1) > 0)
             }
             if let previous {
-                return try WriteSession.stage(in: staging, copying: previous.fd, dirty: false)
+                return try WriteSession.stage(in: stagingFiles, copying: previous.fd, dirty: false)
             }
             guard let item else { throw ProviderError(.noSuchItem) }
             let fd = try provider.openContents(of: item.identifier)
             defer { close(fd) }
-            return try WriteSession.stage(in: staging, copying: fd, dirty: false)
+            return try WriteSession.stage(in: stagingFiles, copying: fd, dirty: false)
         }
     }
 

@@ -100,7 +100,7 @@ extension Bridge {
             executor.run { [self] in
                 do throws(Failure) {
                     let session = try attempt(subject) { () throws(ProviderError) in
-                        try WriteSession.stage(in: staging, copying: nil, dirty: true)
+                        try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true)
                     }
                     let scoped = try attempt(subject) { () throws(ProviderError) in
                         try importSlots.scoped(sealed: session.path, name: name)

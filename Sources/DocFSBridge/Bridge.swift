@@ -54,6 +54,7 @@ public final class Bridge: @unchecked Sendable {
     let options: BridgeOptions
     let staging: URL
     let importSlots: ImportStaging
+    let stagingFiles: StagingFilePool
 
     public init(provider: any Provider, logger: Logger, options: BridgeOptions = BridgeOptions()) {
         self.provider = provider
@@ -61,7 +62,14 @@ public final class Bridge: @unchecked Sendable {
         self.options = options
         self.staging = provider.stagingDirectory
         self.importSlots = ImportStaging(root: provider.stagingDirectory)
+        self.stagingFiles = StagingFilePool(stagingDirectory: provider.stagingDirectory.path)
         self.attributes = Attributes(uid: getuid(), gid: getgid())
+    }
+
+    /// Call after the FUSE loop ended, before the provider closes: removes staging leftovers.
+    public func shutdown() {
+        stagingFiles.drain()
+        importSlots.removeAll()
     }
 
     // MARK: Names

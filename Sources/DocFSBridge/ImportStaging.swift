@@ -34,4 +34,10 @@ final class ImportStaging: @unchecked Sendable {
             lock.withLock { free.append(slot) }
         }
     }
+
+    /// Removes the slot folders (at unmount; they are empty between imports).
+    func removeAll() {
+        let slots: [URL] = lock.withLock { defer { free.removeAll() }; return free }
+        for slot in slots { rmdir(slot.path) }
+    }
 }

@@ -32,10 +32,8 @@ final class WriteSession: @unchecked Sendable {
     }
 
     /// A new empty staging file, or a copy of `source` (an open descriptor) when given.
-    static func stage(in directory: URL, copying source: Int32?, dirty: Bool) throws(ProviderError) -> WriteSession {
-        let path = directory.appendingPathComponent("w-\(getpid())-\(StagingCounter.next()).part").path
-        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .posix(errno, "create staging file") }
+    static func stage(in pool: StagingFilePool, copying source: Int32?, dirty: Bool) throws(ProviderError) -> WriteSession {
+        let (fd, path) = try pool.take()
         let session = WriteSession(fd: fd, path: path, dirty: dirty)
         if let source {
             try copyAll(from: source, to: fd)

@@ -143,6 +143,7 @@ struct Mount: ParsableCommand {
         let rc = session.run()
         session.removeSignalHandlers()
         session.unmount()
+        bridge.shutdown()
         // libfuse's loop returns the number of the signal that ended it: a clean stop.
         if rc < 0 {
             log.error("the FUSE loop failed: \(String(cString: strerror(-rc)))")

@@ -64,13 +64,7 @@ final class AdversarialCapabilityTests: MountTestCase {
     func assertNothingLeft(_ folder: String, _ names: [String], contents: Int? = nil,
                            file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertEqual(fx.list(fx.m(folder)), names, "\(folder) must be unchanged", file: file, line: line)
-        let staging = fx.store + "/staging"
-        let staged = (try? FileManager.default.subpathsOfDirectory(atPath: staging)) ?? []
-        let files = staged.filter { p in
-            var st = Glibc.stat()
-            return Glibc.lstat(staging + "/" + p, &st) == 0 && st.st_mode & S_IFMT != S_IFDIR
-        }
-        XCTAssertEqual(files, [], "no staged file may be left", file: file, line: line)
+        XCTAssertEqual(fx.stagedLeftovers(), [], "no staged file may be left", file: file, line: line)
         if let contents {
             let count = ((try? FileManager.default.contentsOfDirectory(atPath: fx.store + "/contents")) ?? []).count
             XCTAssertEqual(count, contents, "content files in the store", file: file, line: line)

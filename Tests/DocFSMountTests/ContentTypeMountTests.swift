@@ -42,17 +42,10 @@ final class ContentTypeMountTests: MountTestCase {
         }
     }
 
-    /// Names in the store's contents and staging folders: a refusal must leave none behind. (The
-    /// bridge keeps empty `slot-*` folders in staging for reuse; what is inside them counts.)
+    /// Names in the store's contents and staged leftovers: a refusal must leave none behind.
     func storeFiles() -> [String] {
-        let fm = FileManager.default
-        let contents = (try? fm.contentsOfDirectory(atPath: fx.store + "/contents")) ?? []
-        var staging: [String] = []
-        for name in (try? fm.contentsOfDirectory(atPath: fx.store + "/staging")) ?? [] {
-            let inside = (try? fm.contentsOfDirectory(atPath: fx.store + "/staging/" + name)) ?? []
-            if name.hasPrefix("slot-") { staging += inside.map { "staging/\(name)/\($0)" } } else { staging.append("staging/" + name) }
-        }
-        return (contents + staging).sorted()
+        let contents = (try? FileManager.default.contentsOfDirectory(atPath: fx.store + "/contents")) ?? []
+        return (contents + fx.stagedLeftovers().map { "staging/" + $0 }).sorted()
     }
 
     func info(_ rel: String) -> [String: String] {

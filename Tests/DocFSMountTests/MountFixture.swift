@@ -417,6 +417,20 @@ final class MountFixture {
     /// The daemon's log so far.
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
+    /// Files left in the store's staging area (outside the mount: safe to look at), as paths
+    /// relative to it. Not counted: the empty files the bridge makes ahead of need in `ready/`
+    /// (nobody's data; a non-empty one there is reported), and the empty `slot-*` folders it
+    /// reuses for imports (what is inside them is reported).
+    func stagedLeftovers() -> [String] {
+        let staging = store + "/staging"
+        let paths = (try? FileManager.default.subpathsOfDirectory(atPath: staging)) ?? []
+        return paths.filter { p in
+            var st = Glibc.stat()
+            guard Glibc.lstat(staging + "/" + p, &st) == 0, st.st_mode & S_IFMT != S_IFDIR else { return false }
+            return !(p.hasPrefix("ready/") && st.st_size == 0)
+        }.sorted()
+    }
+
     /// Waits (up to 10 s) until the log has a line for which `match` is true; returns the
     /// matching lines (empty when none appeared).
     func logLines(waitingFor match: (String) -> Bool) -> [String] {

@@ -341,7 +341,7 @@ final class ImportCommandTests: MountTestCase {
         for name in names {
             XCTAssertEqual(fx.sh("cmp src/many/\(name) mnt/Projects/many/\(name)").status, 0, "\(name) is whole")
         }
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: fx.store + "/staging").filter { !$0.hasPrefix("slot-") }, [])
+        XCTAssertEqual(fx.stagedLeftovers(), [])
     }
 
     func testImportStraightIntoAStoreThatIsNotMounted() throws {
