@@ -5,7 +5,7 @@ Run by `make test` after `swift test` with a short budget (HYPOTHESIS_PROFILE=ci
 derandomized, ~60 s); longer by hand:
 
     make fuzz                                  # HYPOTHESIS_PROFILE=fuzz, random seeds
-    MODEL_EXAMPLES=2000 make fuzz              # more examples
+    MODEL_EXAMPLES=2000 make fuzz              # more sequences (MODEL_BUDGET=S: stop after S s)
 
 DOCFS_BIN must point at the built docfs. The test mounts with `docfs mount STORE MNT -f -o
 auto_unmount` as a subprocess, kills only the PID it started, and always unmounts
@@ -26,8 +26,11 @@ from hypothesis import HealthCheck, Phase, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
-EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "90" if PROFILE == "ci" else "1000"))
+EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "300" if PROFILE == "ci" else "1000"))
 STEPS = int(os.environ.get("MODEL_STEPS", "40"))
+# Seconds after which the remaining sequences are skipped (they start and end at once): keeps
+# `make test` near a minute on a busy machine. 0: no limit.
+BUDGET = float(os.environ.get("MODEL_BUDGET", "60" if PROFILE == "ci" else "0"))
 settings.register_profile("ci", max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
                           derandomize=True, database=None, print_blob=True,
                           suppress_health_check=list(HealthCheck))
@@ -38,7 +41,7 @@ settings.load_profile(PROFILE)
 # Errnos a Linux filesystem may give interchangeably for the same failure.
 SAME = {errno.EEXIST: errno.ENOTEMPTY}
 
-STATS = {"operations": 0, "examples": 0, "remounts": 0, "compares": 0}
+STATS = {"operations": 0, "examples": 0, "remounts": 0, "compares": 0, "skipped": 0, "started": time.monotonic()}
 
 
 def on_mounts(path):
@@ -159,7 +162,8 @@ class DocfsModel(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         DocfsModel.counter += 1
-        STATS["examples"] += 1
+        self.skip = BUDGET > 0 and time.monotonic() - STATS["started"] > BUDGET
+        STATS["skipped" if self.skip else "examples"] += 1
         self.name = "ex%d" % DocfsModel.counter
         self.plain_root = os.path.join(self.mount.base, "plain", self.name)
         os.makedirs(self.plain_root)
@@ -172,6 +176,8 @@ class DocfsModel(RuleBasedStateMachine):
 
     def both(self, what, call):
         """Runs call(root) on both trees; their outcomes must agree. Returns the outcome."""
+        if self.skip:
+            return ("skipped", None)
         STATS["operations"] += 1
         self.mount.progress()
         plain_root, docfs_root = self.roots()
@@ -312,6 +318,8 @@ class DocfsModel(RuleBasedStateMachine):
     @rule(crash=st.booleans())
     def remount(self, crash):
         """Close everything, then stop the daemon (cleanly, or kill -9) and mount again."""
+        if self.skip:
+            return
         self.close_all()
         STATS["remounts"] += 1
         STATS["operations"] += 1
@@ -344,6 +352,8 @@ class DocfsModel(RuleBasedStateMachine):
 
     @invariant()
     def same_tree(self):
+        if self.skip:
+            return
         STATS["compares"] += 1
         self.mount.progress()
         plain_root, docfs_root = self.roots()
@@ -384,12 +394,13 @@ def mount():
 
 def test_docfs_behaves_like_a_local_filesystem(mount):
     DocfsModel.mount = mount
-    started = time.monotonic()
+    started = STATS["started"] = time.monotonic()
     try:
         run_state_machine_as_test(DocfsModel)
     finally:
-        print("\nmodel test (%s): %d operations, %d tree comparisons, %d remounts in %d examples, %.1f s" % (
-            PROFILE, STATS["operations"], STATS["compares"], STATS["remounts"], STATS["examples"], time.monotonic() - started))
+        print("\nmodel test (%s): %d operations, %d tree comparisons, %d remounts in %d sequences, %.1f s%s" % (
+            PROFILE, STATS["operations"], STATS["compares"], STATS["remounts"], STATS["examples"], time.monotonic() - started,
+            " (%d more skipped: MODEL_BUDGET=%gs reached)" % (STATS["skipped"], BUDGET) if STATS["skipped"] else ""))
     assert STATS["operations"] > 0, "the model test ran no operations"
     # The store is consistent after all of it.
     assert mount.stop(clean=True), mount.tail()
