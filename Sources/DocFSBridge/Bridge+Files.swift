@@ -110,7 +110,10 @@ extension Bridge {
             if let previous {
                 return try WriteSession.stage(in: stagingFiles, copying: previous.fd, dirty: false)
             }
-            guard let item else { throw ProviderError(.noSuchItem) }
+            // No staged copy (a refused version was dropped): start again from the stored one.
+            var current = item
+            if current == nil, let id = inodes.identifier(node.ino) { current = try provider.item(for: id) }
+            guard let item = current else { throw ProviderError(.noSuchItem) }
             let fd = try provider.openContents(of: item.identifier)
             defer { close(fd) }
             return try WriteSession.stage(in: stagingFiles, copying: fd, dirty: false)
@@ -259,9 +262,16 @@ extension Bridge {
                 try await provider.modifyContents(ofItemWithIdentifier: identifier, from: url)
             }
         } catch {
+            // Contents the provider refused (not a valid document, a type the folder does not
+            // take) are not kept: the file reads as its stored version again. Any other failure
+            // keeps the staged bytes for the next close to try again.
+            let refused = error.error.code == .corruptFile || error.error.code == .typeNotAllowed
             node.sessionLock.withLock {
-                if node.session === session { session.committed = false; session.dirty = true }
+                guard node.session === session else { return }
+                session.committed = false
+                if refused { node.session = nil } else { session.dirty = true }
             }
+            if refused { notifier.invalidateContents(ino: node.ino) }
             throw error
         }
     }

@@ -56,8 +56,16 @@ extension Bridge {
                         try await provider.deleteItem(withIdentifier: item.identifier)
                     }
                 } else {
+                    // A trashed folder gathers what was trashed out of it from the top of the
+                    // trash; the kernel may still cache those names there.
+                    let before = item.kind == .folder ? trashTopNames() : []
                     _ = try await attempt(subject) { () async throws(ProviderError) in
                         try await provider.trashItem(withIdentifier: item.identifier)
+                    }
+                    if !before.isEmpty, let trash = inodes.knownNode(.trashContainer) {
+                        for name in before.subtracting(trashTopNames()) {
+                            notifier.invalidateEntry(parent: trash.ino, name: name)
+                        }
                     }
                     if log.logLevel <= .info { log.info("trashed \(path(of: subject)) (now \(path(of: item.identifier)))") }
                 }
@@ -69,6 +77,10 @@ extension Bridge {
                 d.error(report(op, error))
             }
         }
+    }
+
+    private func trashTopNames() -> Set<String> {
+        Set(((try? provider.enumerateItems(in: .trashContainer)) ?? []).map(\.filename))
     }
 
     /// A move across the trash's edge, checked and ready to run.

@@ -55,6 +55,7 @@ public final class Bridge: @unchecked Sendable {
     let staging: URL
     let importSlots: ImportStaging
     let stagingFiles: StagingFilePool
+    let notifier = KernelNotifier()
 
     public init(provider: any Provider, logger: Logger, options: BridgeOptions = BridgeOptions()) {
         self.provider = provider
@@ -68,6 +69,7 @@ public final class Bridge: @unchecked Sendable {
 
     /// Call after the FUSE loop ended, before the provider closes: removes staging leftovers.
     public func shutdown() {
+        notifier.detach()
         stagingFiles.drain()
         importSlots.removeAll()
     }

@@ -33,9 +33,11 @@ public final class FuseSession {
             throw ProviderError(.invalidArgument, "libfuse refused the mount options: \(options.joined(separator: ","))")
         }
         session = se
+        bridge.notifier.attach(se)
     }
 
     deinit {
+        bridge.notifier.detach()
         if mounted { fuse_session_unmount(session) }
         fuse_session_destroy(session)
         bridgeRef.release()

@@ -133,13 +133,18 @@ final class ContentTypeMountTests: MountTestCase {
         let lines = fx.logLines { $0.contains("refused") && $0.contains("/Notes/latin1.txt") }
         XCTAssertTrue(lines.first?.contains("not valid UTF-8") ?? false, "log:\n\(fx.log)")
         XCTAssertTrue(lines.first?.contains("EIO") ?? false, lines.joined(separator: "\n"))
-        // Valid UTF-8 lands; an edit that breaks it is refused at close and the store keeps the
-        // old version (checked after a remount: the bridge keeps serving a refused edit's staged
-        // bytes to readers while the inode is cached).
+        // Valid UTF-8 lands; an edit that breaks it is refused at close, and the file reads as
+        // the stored version at once (the refused bytes are dropped, also from the page cache)
+        // and after a remount. A valid edit afterwards goes through.
         XCTAssertEqual(fx.sh("cp src/good.txt mnt/Notes/").status, 0)
+        XCTAssertBytes(fx.readFile(fx.m("Notes/good.txt")), Array("Grüße ✓\n".utf8))
         XCTAssertErrno(fx.writeFile(fx.m("Notes/good.txt"), Self.latin1), EIO)
+        XCTAssertBytes(fx.readFile(fx.m("Notes/good.txt")), Array("Grüße ✓\n".utf8))
+        XCTAssertEqual(fx.sh("cat mnt/Notes/good.txt").stdout, "Grüße ✓\n")
         XCTAssertTrue(try fx.remount(), "remount; log:\n\(fx.log)")
         XCTAssertBytes(fx.readFile(fx.m("Notes/good.txt")), Array("Grüße ✓\n".utf8))
+        XCTAssertEqual(fx.sh("printf 'v2 ✓\\n' > mnt/Notes/good.txt").status, 0)
+        XCTAssertEqual(fx.sh("cat mnt/Notes/good.txt").stdout, "v2 ✓\n")
         XCTAssertEqual(info("Notes/good.txt")["type"], "public.plain-text")
         // A folder that takes anything stores the same bytes as they are.
         XCTAssertEqual(fx.sh("cp src/latin1.txt mnt/Projects/").status, 0)

@@ -71,6 +71,23 @@ final class TrashMountTests: MountTestCase {
         XCTAssertEqual(r.stdout, "restored tree to \(fx.mnt)/Docs/tree\n")
     }
 
+    /// Names a trashed folder gathers from the top of the trash leave the kernel's cache too:
+    /// `ls -l` cached them, and after the folder is trashed they must no longer stat.
+    func testGatheredNamesLeaveTheTrashListingAndCache() throws {
+        var r = fx.sh("mkdir mnt/Docs/g && echo x > mnt/Docs/g/x.txt && rm mnt/Docs/g/x.txt && ls -l mnt/.Trash >/dev/null && rmdir mnt/Docs/g && ls -A mnt/.Trash && ls -A mnt/.Trash/g")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        XCTAssertTrue(r.stdout.hasSuffix("g\nx.txt\n"), "\(r)")
+        // The kernel is told to forget .Trash/x.txt right after the rmdir answers.
+        var gone = false
+        for _ in 0..<100 where !gone {
+            gone = fx.sh("stat mnt/.Trash/x.txt").status != 0
+            if !gone { usleep(20_000) }
+        }
+        XCTAssertTrue(gone, "a gathered name still stats in .Trash")
+        r = fx.sh("cat mnt/.Trash/g/x.txt")
+        XCTAssertEqual(r.stdout, "x\n", "\(r)")
+    }
+
     func testRmInsideTheTrashDeletesForGood() throws {
         try fx.writeSource("t/x.txt", Array("x\n".utf8))
         var r = fx.sh("echo A > mnt/a.txt && cp -r src/t mnt/Docs/ && rm mnt/a.txt && rm -r mnt/Docs/t && ls mnt/.Trash")

@@ -1,0 +1,42 @@
+import CFuse
+import Dispatch
+
+/// Tells the kernel to drop what it cached, for changes it did not see happen through a request
+/// of its own (a refused new version, names gathered into a trashed folder).
+///
+/// Notifications go out from a queue of their own, after the reply: sent from inside a request,
+/// one on the directory the kernel holds locked for that request would deadlock.
+final class KernelNotifier: @unchecked Sendable {
+    private let queue = DispatchQueue(label: "docfs.kernel-notify", qos: .utility)
+    private let lock = Lock()
+    private var session: OpaquePointer?
+
+    /// Set once the session exists, before requests are served.
+    func attach(_ session: OpaquePointer) { lock.withLock { self.session = session } }
+
+    /// Waits for queued notifications and stops sending (before the session is destroyed).
+    func detach() {
+        queue.sync {}
+        lock.withLock { session = nil }
+    }
+
+    /// The kernel forgets `name` under `parent` (its dentry, positive or negative).
+    func invalidateEntry(parent: UInt64, name: String) {
+        queue.async { [self] in
+            lock.withLock {
+                guard let session else { return }
+                _ = fuse_lowlevel_notify_inval_entry(session, parent, name, name.utf8.count)
+            }
+        }
+    }
+
+    /// The kernel drops the cached pages and attributes of `ino`.
+    func invalidateContents(ino: UInt64) {
+        queue.async { [self] in
+            lock.withLock {
+                guard let session else { return }
+                _ = fuse_lowlevel_notify_inval_inode(session, ino, 0, 0)
+            }
+        }
+    }
+}
