@@ -243,9 +243,12 @@ public enum StoreChecker {
         return report
     }
 
-    /// A file or symbolic link, or a folder with one somewhere inside.
+    /// A non-empty file or a symbolic link, or a folder with one somewhere inside. Empty files
+    /// and folders are the bridge's ready-made staging files and reusable import slots: no one's
+    /// data (the next mount clears them anyway).
     static func holdsData(_ path: String) -> Bool {
         guard case .success(let status) = fileStatus(path) else { return false }
+        if status.kind == .file { return status.size > 0 }
         guard status.kind == .directory else { return true }
         return ((try? directoryEntries(path)) ?? []).contains { holdsData(path + "/" + $0) }
     }

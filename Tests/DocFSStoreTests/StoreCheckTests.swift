@@ -83,6 +83,8 @@ final class StoreCheckTests: StoreTestCase {
         try Data("much longer".utf8).write(to: contentsDir.appendingPathComponent(a.identifier.rawValue))
         let staging = storeURL.appendingPathComponent("staging")
         try Data("half".utf8).write(to: staging.appendingPathComponent("w-1-1.part"))
+        try FileManager.default.createDirectory(at: staging.appendingPathComponent("ready"), withIntermediateDirectories: true)
+        try Data().write(to: staging.appendingPathComponent("ready/empty-1"))
         try FileManager.default.createDirectory(at: staging.appendingPathComponent("slot-1-1"), withIntermediateDirectories: true)
         let found = try StoreChecker.check(at: storeURL, repair: false)
         XCTAssertFalse(found.isConsistent)
