@@ -78,8 +78,18 @@ extension Bridge {
             if let st = stagedStat(node) { writing = true; return st }
             throw Failure(ProviderError(.noSuchItem), .ino(ino))
         }
-        let item = try attempt(.item(identifier)) { () throws(ProviderError) in try provider.item(for: identifier) }
+        let item: Item
+        var unlinked = false
+        do { item = try provider.item(for: identifier) } catch {
+            // Deleted or replaced while open: the open file still has attributes, with no links.
+            guard error.code == .noSuchItem, let orphan = inodes.orphanedItem(node) else {
+                throw Failure(error, .item(identifier))
+            }
+            item = orphan
+            unlinked = true
+        }
         var st = attributes.stat(of: item, ino: ino)
+        if unlinked { st.st_nlink = 0 }
         if item.kind == .file, let staged = stagedStat(node) {
             writing = true
             st.st_size = staged.st_size
@@ -133,6 +143,11 @@ extension Bridge {
 
     private func applyAttributes(_ ino: UInt64, _ attr: stat, _ toSet: Int32, _ handle: OpenFile?) async throws(Failure) -> stat {
         guard let node = inodes.node(ino) else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
+        if inodes.orphanedItem(node) != nil {
+            // Deleted or replaced while open: only the open file's own staged copy can change.
+            if toSet & FUSE_SET_ATTR_SIZE != 0, hasSession(ino) { try truncate(staged: node, to: Int64(attr.st_size)) }
+            return try currentStat(ino)
+        }
         let identifier = inodes.identifier(ino)
         let item: Item? = identifier == nil ? nil : try self.item(ino)
 

@@ -254,6 +254,13 @@ extension Bridge {
             return
         }
         guard let identifier = inodes.identifier(node.ino) else { return }
+        if inodes.orphanedItem(node) != nil {
+            // Deleted or replaced while open: what was written goes with the unlinked file, as
+            // on a local filesystem; close() succeeds.
+            // The staged copy stays readable through the handles still open, and goes at the last.
+            node.sessionLock.withLock { session.committed = false; session.dirty = false }
+            return
+        }
         do throws(Failure) {
             // The staged file becomes the stored contents; keep a name for it so the session
             // (whose path the provider takes) can still be unlinked if the provider refuses.

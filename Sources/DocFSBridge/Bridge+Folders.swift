@@ -161,7 +161,7 @@ extension Bridge {
                     try await attempt(subject) { () async throws(ProviderError) in
                         try await provider.deleteItem(withIdentifier: item.identifier)
                     }
-                    inodes.detach(item.identifier)
+                    inodes.orphan(item)
                     d.ok()
                 } catch {
                     d.error(report(op, error))
@@ -235,7 +235,7 @@ extension Bridge {
                         return try await provider.reparentItem(withIdentifier: item.identifier, toParentItemWithIdentifier: toParent.identifier,
                                                                newName: newName, replacing: replaced?.identifier)
                     }
-                    if let replaced { inodes.detach(replaced.identifier) }
+                    if let replaced { inodes.orphan(replaced) }
                     d.ok()
                 } catch {
                     d.error(report("rename", error))

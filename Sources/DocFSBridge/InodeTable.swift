@@ -13,6 +13,9 @@ final class InodeNode: @unchecked Sendable {
     fileprivate var opens: Int = 0
     /// Set while a new file is being written and not yet imported: where it will land.
     fileprivate(set) var pending: (parent: UInt64, name: String)?
+    /// The item as it was when it was deleted or replaced while the kernel still held this inode
+    /// (an unlinked but open file): what getattr answers until the last handle closes.
+    fileprivate(set) var orphaned: Item?
 
     /// Guards `session`; never held together with the table's lock.
     let sessionLock = Lock()
@@ -182,6 +185,17 @@ final class InodeTable: @unchecked Sendable {
     func detach(_ identifier: ItemIdentifier) {
         lock.withLock { byIdentifier[identifier] = nil }
     }
+
+    /// The item was deleted or replaced: its inode, if the kernel holds one, lives on as an
+    /// orphan (like an unlinked inode on a local filesystem) until it is forgotten.
+    func orphan(_ item: Item) {
+        lock.withLock {
+            byIdentifier[item.identifier]?.orphaned = item
+            byIdentifier[item.identifier] = nil
+        }
+    }
+
+    func orphanedItem(_ node: InodeNode) -> Item? { lock.withLock { node.orphaned } }
 
     /// The provider swapped an identifier (temporary → permanent); the inode stays the same.
     func replaceIdentifier(_ old: ItemIdentifier, with new: ItemIdentifier) {
