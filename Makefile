@@ -21,7 +21,7 @@ BENCH_ARGS ?=            # e.g. BENCH_ARGS='--only seq,small --peers native,pass
 # same {src}, so init only when it is still empty.
 BENCH_FS    = docfs=[ -n "$$(ls -A {src})" ] || $(RELEASE_BIN) init {src}; $(RELEASE_BIN) mount {src} {mnt}
 
-.PHONY: all build deps run test model fuzz model-deps install clean-mounts bench bench-quick clean
+.PHONY: all build deps run test model fuzz model-deps install clean-mounts bench bench-quick clean microbench
 
 all: build
 
@@ -90,6 +90,12 @@ model-deps:
 	@python3 -c 'import hypothesis, pytest' 2>/dev/null || { \
 	    echo "Installing hypothesis and pytest for python3 ..."; \
 	    python3 -m pip install --quiet hypothesis pytest; }
+
+# Hot-path timings without a mount (the bridge's per-request work, the store's lookups and
+# actions). Numbers depend on the machine: compare runs on one machine; never part of `make test`.
+microbench: deps
+	$(SWIFT) build -c release --product docfs-microbench
+	"$$($(SWIFT) build -c release --show-bin-path)/docfs-microbench"
 
 install: build
 	install -d "$(DESTDIR)$(PREFIX)/bin"

@@ -44,6 +44,11 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // `make microbench`: hot-path timings without a mount (never part of the tests).
+        .executableTarget(name: "docfs-microbench", dependencies: [
+            "DocFSBridge", "DocFSProvider", "DocFSStore",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "DocFSProviderTests", dependencies: ["DocFSProvider"]),
         .testTarget(name: "DocFSContentTypesTests", dependencies: ["DocFSContentTypes", "DocFSProvider"]),
         .testTarget(name: "DocFSStoreTests", dependencies: ["DocFSStore", "DocFSProvider"]),

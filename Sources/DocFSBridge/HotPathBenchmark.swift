@@ -1,0 +1,37 @@
+import Foundation
+import DocFSProvider
+
+/// Timings of the bridge's own per-request work, without a mount or a provider: the inode
+/// table (every lookup and forget), name checks and `stat` building (every lookup and getattr).
+/// Run by `make microbench` to catch regressions; never part of the tests.
+public enum HotPathBenchmark {
+    /// Nanoseconds per operation for each measured piece.
+    public static func run(iterations: Int = 200_000) -> [(name: String, nanoseconds: Double)] {
+        var results: [(String, Double)] = []
+        let ids = (0..<iterations).map { ItemIdentifier(String($0 + 3)) }
+        let table = InodeTable()
+        results.append(("inode table: remember (new)", time(iterations) { i in _ = table.remember(ids[i]) }))
+        results.append(("inode table: remember (known)", time(iterations) { i in _ = table.remember(ids[i]) }))
+        results.append(("inode table: identifier(ino)", time(iterations) { i in _ = table.identifier(UInt64(i + 2)) }))
+        results.append(("inode table: forget", time(iterations) { i in table.forget(UInt64(i + 2), 2) }))
+
+        let name = Array("report-2026-11-22.pdf".utf8CString)
+        results.append(("name check (21 bytes)", time(iterations) { _ in
+            name.withUnsafeBufferPointer { p in _ = try? Bridge.name(p.baseAddress!) }
+        }))
+
+        let now = Date()
+        let item = Item(identifier: ItemIdentifier("42"), parentIdentifier: .rootContainer, filename: "report.pdf",
+                        kind: .file, contentType: .pdf, documentSize: 4096, creationDate: now,
+                        contentModificationDate: now, capabilities: .all)
+        let attributes = Attributes(uid: 0, gid: 0)
+        results.append(("stat from item", time(iterations) { i in _ = attributes.stat(of: item, ino: UInt64(i)) }))
+        return results
+    }
+
+    private static func time(_ n: Int, _ body: (Int) -> Void) -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        for i in 0..<n { body(i) }
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / Double(n)
+    }
+}
