@@ -72,7 +72,7 @@ class Mount:
     def start(self):
         logf = open(self.log, "ab")
         self.proc = subprocess.Popen([self.bin, "mount", self.store, self.mnt, "-f", "-o", "auto_unmount",
-                                      "--log-level", "notice"], stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
+                                      "--log-level", "info"], stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
         logf.close()
         deadline = time.monotonic() + 20
         while not on_mounts(self.mnt):
@@ -87,12 +87,16 @@ class Mount:
         if self.proc is None:
             return True
         ok = True
+        self.last_stop = "killed"
         if clean:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                ok = self.proc.wait(10) == 0
+                status = self.proc.wait(30)
+                ok = status == 0
+                self.last_stop = "exit status %s" % status
             except subprocess.TimeoutExpired:
                 ok = False
+                self.last_stop = "still running 30 s after SIGTERM"
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
@@ -103,6 +107,7 @@ class Mount:
         if on_mounts(self.mnt):
             subprocess.run(["fusermount3", "-uz", self.mnt], timeout=15)
             ok = False
+            self.last_stop += ", mount still there after 5 s"
         return ok
 
     def tail(self):
@@ -165,6 +170,7 @@ class DocfsModel(RuleBasedStateMachine):
         self.skip = BUDGET > 0 and time.monotonic() - STATS["started"] > BUDGET
         STATS["skipped" if self.skip else "examples"] += 1
         self.name = "ex%d" % DocfsModel.counter
+        assert on_mounts(self.mount.mnt), "the mount is gone (an earlier failure); not starting another sequence"
         self.plain_root = os.path.join(self.mount.base, "plain", self.name)
         os.makedirs(self.plain_root)
         os.mkdir(os.path.join(self.mount.mnt, self.name))
@@ -325,7 +331,7 @@ class DocfsModel(RuleBasedStateMachine):
         STATS["operations"] += 1
         clean = self.mount.stop(clean=not crash)
         if not crash:
-            assert clean, "a clean stop must exit 0 and unmount:\n" + self.mount.tail()
+            assert clean, "a clean stop must exit 0 and unmount (%s):\n%s" % (self.mount.last_stop, self.mount.tail())
         self.mount.start()
         self.mount.progress()
 
