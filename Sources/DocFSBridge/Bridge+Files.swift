@@ -21,13 +21,8 @@ extension Bridge {
     func create(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t,
                 _ fi: UnsafeMutablePointer<fuse_file_info>) {
         do throws(Failure) {
-            let name = try attempt(.ino(parent)) { () throws(ProviderError) in try Bridge.name(cname) }
-            let parentItem = try item(parent)
+            let (parentItem, name, _) = try admitNewItem(parent, cname, kind: .file)
             try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
-                try CapabilityCheck.add(into: parentItem)
-                if name == "." || name == ".." { throw ProviderError(.invalidName, "reserved name") }
-                try checkTrashRules(addingTo: parentItem, name: name)
-                try provider.admitItem(named: name, kind: .file, into: parentItem.identifier)
                 if (try? provider.childItem(named: name, in: parentItem.identifier)) != nil
                     || inodes.pendingChild(parent: parent, name: name) != nil {
                     throw ProviderError(.filenameCollision, "'\(name)' already exists")

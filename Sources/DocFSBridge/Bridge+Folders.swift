@@ -21,13 +21,7 @@ extension Bridge {
 
     func mkdir(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t) {
         do throws(Failure) {
-            let (parentItem, name) = try parentAndName(parent, cname)
-            let subject = Subject.child(parentItem.identifier, name)
-            try attempt(subject) { () throws(ProviderError) in
-                try CapabilityCheck.add(into: parentItem)
-                try checkTrashRules(addingTo: parentItem, name: name)
-                try provider.admitItem(named: name, kind: .folder, into: parentItem.identifier)
-            }
+            let (parentItem, name, subject) = try admitNewItem(parent, cname, kind: .folder)
             let d = reply.deferred()
             executor.run { [self] in
                 do throws(Failure) {
@@ -50,12 +44,8 @@ extension Bridge {
 
     func symlink(_ reply: consuming Reply, _ ctarget: UnsafePointer<CChar>, _ parent: UInt64, _ cname: UnsafePointer<CChar>) {
         do throws(Failure) {
-            let (parentItem, name) = try parentAndName(parent, cname)
-            let subject = Subject.child(parentItem.identifier, name)
+            let (parentItem, name, subject) = try admitNewItem(parent, cname, kind: .symlink)
             let target = try attempt(subject) { () throws(ProviderError) in
-                try CapabilityCheck.add(into: parentItem)
-                try checkTrashRules(addingTo: parentItem, name: name)
-                try provider.admitItem(named: name, kind: .symlink, into: parentItem.identifier)
                 guard let t = String(validatingCString: ctarget) else {
                     throw ProviderError(.illegalByteSequence, "link target is not valid UTF-8")
                 }
@@ -86,15 +76,9 @@ extension Bridge {
     /// Only regular files can be made this way (as an empty import); devices, FIFOs and sockets are refused.
     func mknod(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t) {
         do throws(Failure) {
-            let (parentItem, name) = try parentAndName(parent, cname)
-            let subject = Subject.child(parentItem.identifier, name)
-            try attempt(subject) { () throws(ProviderError) in
-                try CapabilityCheck.add(into: parentItem)
-                try checkTrashRules(addingTo: parentItem, name: name)
-                guard mode & S_IFMT == S_IFREG else {
-                    throw ProviderError(.notPermitted, "only regular files, folders and symbolic links can be created")
-                }
-                try provider.admitItem(named: name, kind: .file, into: parentItem.identifier)
+            let (parentItem, name, subject) = try admitNewItem(parent, cname, kind: .file)
+            guard mode & S_IFMT == S_IFREG else {
+                throw Failure(ProviderError(.notPermitted, "only regular files, folders and symbolic links can be created"), subject)
             }
             let d = reply.deferred()
             executor.run { [self] in
