@@ -145,7 +145,7 @@ extension Bridge {
         guard let node = inodes.node(ino) else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
         if inodes.orphanedItem(node) != nil {
             // Deleted or replaced while open: only the open file's own staged copy can change.
-            if toSet & FUSE_SET_ATTR_SIZE != 0, hasSession(ino) { try truncate(staged: node, to: Int64(attr.st_size)) }
+            if toSet & FUSE_SET_ATTR_SIZE != 0, hasSession(ino) { try? truncate(staged: node, to: Int64(attr.st_size)) }
             return try currentStat(ino)
         }
         let identifier = inodes.identifier(ino)
@@ -156,7 +156,7 @@ extension Bridge {
                 if item.kind == .folder { throw Failure(ProviderError(.isDirectory, "cannot truncate a folder"), .item(item.identifier)) }
                 try attempt(.item(item.identifier)) { () throws(ProviderError) in try CapabilityCheck.write(item) }
             }
-            try await truncate(node, item: item, to: Int64(attr.st_size))
+            try await truncate(node, item: item, to: Int64(attr.st_size), throughWritableHandle: handle?.writable ?? false)
         }
         if toSet & FUSE_SET_ATTR_MODE != 0, let item {
             let mode = UInt16(attr.st_mode & 0o7777)

@@ -287,24 +287,30 @@ extension Bridge {
         s.dirty = true
     }
 
-    /// truncate/ftruncate: on the open staging file if there is one, else as a new version at once.
-    func truncate(_ node: InodeNode, item: Item?, to size: Int64) async throws(Failure) {
-        let hasOpenSession: Bool = node.sessionLock.withLock { node.session.map { !$0.committed } ?? false }
-        if hasOpenSession || item == nil {
-            try truncate(staged: node, to: size)
-            return
-        }
-        guard let item else { return }
+    /// truncate/ftruncate. Through a writable handle (ftruncate) the staged copy changes and that
+    /// handle's close commits it. By path (truncate) nobody closes anything afterwards, so the new
+    /// version is committed at once: on the staged copy a closed handle may have left (the kernel
+    /// sends its release after close() returned, possibly after this request), or on a fresh one.
+    /// A file still being copied in changes its staged copy and is imported at its own close.
+    func truncate(_ node: InodeNode, item: Item?, to size: Int64, throughWritableHandle: Bool) async throws(Failure) {
         node.sessionLock.lock()
         do throws(Failure) {
-            node.session = try restage(node, item: item, from: node.session, truncating: size == 0)
+            if node.session == nil || node.session!.committed {
+                guard let item else { throw Failure(ProviderError(.noSuchItem), .ino(node.ino)) }
+                node.session = try restage(node, item: item, from: node.session, truncating: size == 0)
+            }
+            let session = node.session!
+            guard ftruncate(session.fd, off_t(size)) == 0 else { throw Failure(.posix(errno, "truncate"), .ino(node.ino)) }
+            session.dirty = true
             node.sessionLock.unlock()
         } catch {
             node.sessionLock.unlock()
             throw error
         }
-        try truncate(staged: node, to: size)
+        guard item != nil, !throughWritableHandle else { return }
         try await commit(node, durable: false)
-        if inodes.openCount(node) == 0 { node.sessionLock.withLock { node.session = nil } }
+        if inodes.openCount(node) == 0 {
+            node.sessionLock.withLock { if let s = node.session, s.committed || !s.dirty { node.session = nil } }
+        }
     }
 }

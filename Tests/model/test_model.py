@@ -26,11 +26,14 @@ from hypothesis import HealthCheck, Phase, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
-EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "300" if PROFILE == "ci" else "1000"))
+# `make test` runs a fixed number of sequences (about 35-60 s here): a time budget cannot bound
+# it, because a sequence skipped for time draws differently from the same sequence run earlier,
+# which hypothesis reports as flaky data generation (and it stops a failing run from shrinking).
+EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "150" if PROFILE == "ci" else "1000"))
 STEPS = int(os.environ.get("MODEL_STEPS", "40"))
-# Seconds after which the remaining sequences are skipped (they start and end at once): keeps
-# `make test` near a minute on a busy machine. 0: no limit.
-BUDGET = float(os.environ.get("MODEL_BUDGET", "60" if PROFILE == "ci" else "0"))
+# Opt-in only (e.g. for `make fuzz` on a deadline): seconds after which remaining sequences are
+# skipped. 0: no limit. Expect a FlakyStrategyDefinition report when the limit is reached.
+BUDGET = float(os.environ.get("MODEL_BUDGET", "0"))
 settings.register_profile("ci", max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
                           derandomize=True, database=None, print_blob=True,
                           suppress_health_check=list(HealthCheck))
@@ -72,7 +75,7 @@ class Mount:
     def start(self):
         logf = open(self.log, "ab")
         self.proc = subprocess.Popen([self.bin, "mount", self.store, self.mnt, "-f", "-o", "auto_unmount",
-                                      "--log-level", "info"], stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
+                                      "--log-level", os.environ.get("MODEL_LOG_LEVEL", "info")], stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
         logf.close()
         deadline = time.monotonic() + 20
         while not on_mounts(self.mnt):
