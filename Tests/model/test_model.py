@@ -236,7 +236,7 @@ class DocfsModel(RuleBasedStateMachine):
         for h in sorted(self.handles):
             p = self.handles[h][2]
             if any(p == q or p.startswith(q + "/") for q in paths_):
-                self.close_handle(h)
+                self.close_exact(h)
 
     @rule(src=paths, dst=paths)
     def rename(self, src, dst):
@@ -312,14 +312,17 @@ class DocfsModel(RuleBasedStateMachine):
     @precondition(lambda self: self.handles)
     @rule(which=st.integers(0, 5))
     def close_handle(self, which):
-        h = self.pick(which)
+        self.close_exact(self.pick(which))
+
+    def close_exact(self, h):
+        """Closes handle number h (not an index, as close_handle's argument is)."""
         plain_fd, docfs_fd, path = self.handles.pop(h)
         fds = iter([plain_fd, docfs_fd])
         self.both("close handle %d (%s)" % (h, path), lambda r: os.close(next(fds)))
 
     def close_all(self):
         for h in sorted(self.handles):
-            self.close_handle(h)
+            self.close_exact(h)
 
     # MARK: remount
 
