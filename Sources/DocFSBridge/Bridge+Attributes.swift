@@ -90,13 +90,7 @@ extension Bridge {
         }
         var st = attributes.stat(of: item, ino: ino)
         if unlinked { st.st_nlink = 0 }
-        if item.kind == .file, let staged = stagedStat(node) {
-            writing = true
-            st.st_size = staged.st_size
-            st.st_blocks = staged.st_blocks
-            st.st_mtim = staged.st_mtim
-            st.st_ctim = staged.st_ctim
-        }
+        if item.kind == .file, overlayStaged(&st, node) { writing = true }
         return st
     }
 

@@ -201,10 +201,16 @@ extension Bridge {
         // was killed) still gets its data kept.
         executor.run { [self] in
             do throws(Failure) { try await commit(node, durable: false) } catch { _ = report("release", error) }
-            guard inodes.openCount(node) == 0 else { return }
-            node.sessionLock.withLock {
-                if let s = node.session, s.committed || !s.dirty { node.session = nil }
-            }
+            dropIdleSession(node)
+        }
+    }
+
+    /// Lets go of the node's staged copy once no handle has the file open and nothing in the copy
+    /// waits to be committed (a failed commit keeps it, for the next close to try again).
+    func dropIdleSession(_ node: InodeNode) {
+        guard inodes.openCount(node) == 0 else { return }
+        node.sessionLock.withLock {
+            if let s = node.session, s.committed || !s.dirty { node.session = nil }
         }
     }
 
@@ -309,8 +315,6 @@ extension Bridge {
         }
         guard item != nil, !throughWritableHandle else { return }
         try await commit(node, durable: false)
-        if inodes.openCount(node) == 0 {
-            node.sessionLock.withLock { if let s = node.session, s.committed || !s.dirty { node.session = nil } }
-        }
+        dropIdleSession(node)
     }
 }

@@ -52,7 +52,6 @@ public final class Bridge: @unchecked Sendable {
     let executor = ProviderExecutor()
     let log: Logger
     let options: BridgeOptions
-    let staging: URL
     let importSlots: ImportStaging
     let stagingFiles: StagingFilePool
     let notifier = KernelNotifier()
@@ -61,7 +60,6 @@ public final class Bridge: @unchecked Sendable {
         self.provider = provider
         self.log = logger
         self.options = options
-        self.staging = provider.stagingDirectory
         self.importSlots = ImportStaging(root: provider.stagingDirectory)
         self.stagingFiles = StagingFilePool(stagingDirectory: provider.stagingDirectory.path)
         self.attributes = Attributes(uid: getuid(), gid: getgid())
@@ -105,16 +103,21 @@ public final class Bridge: @unchecked Sendable {
         e.attr = attributes.stat(of: item, ino: node.ino)
         e.attr_timeout = options.attrTimeout
         e.entry_timeout = options.entryTimeout
-        // A file open for writing (lookup, readdirplus): its staged size and times, uncached, as
-        // getattr gives them; the stored item's would make `stat` disagree with `read`.
-        if item.kind == .file, let staged = stagedStat(node) {
-            e.attr.st_size = staged.st_size
-            e.attr.st_blocks = staged.st_blocks
-            e.attr.st_mtim = staged.st_mtim
-            e.attr.st_ctim = staged.st_ctim
-            e.attr_timeout = 0
-        }
+        // A file open for writing (lookup, readdirplus): uncached, as getattr gives it.
+        if item.kind == .file, overlayStaged(&e.attr, node) { e.attr_timeout = 0 }
         return e
+    }
+
+    /// A file open for writing reports its staged size and times (the stored item's would make
+    /// `stat` disagree with `read`). True when there was a staged copy.
+    @inline(__always)
+    func overlayStaged(_ st: inout stat, _ node: InodeNode) -> Bool {
+        guard let staged = stagedStat(node) else { return false }
+        st.st_size = staged.st_size
+        st.st_blocks = staged.st_blocks
+        st.st_mtim = staged.st_mtim
+        st.st_ctim = staged.st_ctim
+        return true
     }
 
     /// Attributes of a new file being copied in: the staging file's size, read-write for its owner.
