@@ -14,7 +14,8 @@ import Synchronization
 ///
 /// Reads (`item`, `childItem`, `enumerateItems`) never touch SQL: every item is loaded into
 /// memory at open and kept up to date write-through. Actions are serialised by one writer lock;
-/// each change is one SQLite transaction, committed before the action returns.
+/// each action appends its row changes to the journal before it returns, and the journal goes to
+/// SQLite in batches of about a thousand changes, one transaction each (`StoreJournal`).
 ///
 /// On disk (format 1):
 /// - `store.sqlite` — tables `meta(key, value)` (`format`, `layout` as JSON, `cleanShutdown`,
@@ -27,11 +28,13 @@ import Synchronization
 /// - `staging/` — the bridge stages files here (same filesystem, so import is a rename);
 ///   emptied at every open.
 /// - `lock` — flock'ed while mounted, holds the mounting pid.
+/// - `journal` — row changes not yet in SQLite (`StoreJournal`); applied at the next open after a crash.
 ///
-/// Durability: a returned action is committed to the WAL (`synchronous = NORMAL`) and its
-/// content file renamed into place, so it survives `kill -9` of the process. `synchronize()`
-/// fsyncs content files written since the last call, `contents/`, the store directory, and runs
-/// `PRAGMA wal_checkpoint(FULL)`, so everything acknowledged survives a power cut.
+/// Durability: a returned action is written to the journal and its content file renamed into
+/// place, so it survives `kill -9` of the process. `synchronize()` applies the journal to SQLite
+/// (WAL, `synchronous = NORMAL`), fsyncs content files written since the last call, `contents/`
+/// and the store directory, and runs `PRAGMA wal_checkpoint(FULL)`, so everything acknowledged
+/// survives a power cut.
 public final class LocalStore: Provider, @unchecked Sendable {
     // MARK: Files of a store
 
@@ -59,13 +62,16 @@ public final class LocalStore: Provider, @unchecked Sendable {
     /// Serialises actions (check, file moves, commit, memory update). Guards `database` and `lockFD`.
     private let writer = NSLock()
     private var database: DatabaseQueue?
+    /// Row changes not yet in SQLite; guarded by `writer`.
+    private let journal: StoreJournal
     private var lockFD: Int32
 
     /// The tree in memory. Held only for short lookups and updates, never across I/O.
     let state: Mutex<TreeState>
 
-    private init(url: URL, layout: Layout, database: DatabaseQueue, lockFD: Int32, state: TreeState, logger: Logger) {
+    private init(url: URL, layout: Layout, database: DatabaseQueue, journal: StoreJournal, lockFD: Int32, state: TreeState, logger: Logger) {
         self.url = url
+        self.journal = journal
         self.layout = layout
         self.stagingDirectory = url.appendingPathComponent(Self.stagingName, isDirectory: true)
         self.contentsPath = url.appendingPathComponent(Self.contentsName, isDirectory: true).path
@@ -277,8 +283,13 @@ public final class LocalStore: Provider, @unchecked Sendable {
             }
             openedQueue = queue
             let (loadedLayout, wasClean) = try Self.validate(queue, path: path)
+            let recovery = try StoreJournal.recover(storePath: path, database: queue)
+            if recovery.applied > 0 || recovery.discardedBytes > 0 {
+                logger.notice("store \(path): applied \(recovery.applied) change(s) from the journal of an unclean shutdown\(recovery.discardedBytes > 0 ? "; \(recovery.discardedBytes) byte(s) of a torn last entry discarded" : "")")
+            }
             let tree = try Self.loadTree(queue, path: path)
-            let store = LocalStore(url: url, layout: loadedLayout, database: queue, lockFD: fd, state: tree, logger: logger)
+            let journal = try StoreJournal(storePath: path, generation: recovery.nextGeneration)
+            let store = LocalStore(url: url, layout: loadedLayout, database: queue, journal: journal, lockFD: fd, state: tree, logger: logger)
             openedQueue = nil
             try store.finishOpening(wasClean: wasClean)
             return store
@@ -470,6 +481,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
         reaper.drain()
         if let database {
             do {
+                try flushJournal(database)
                 try database.inDatabase { db in
                     try Schema.setMeta(db, "cleanShutdown", "1")
                     _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
@@ -611,22 +623,48 @@ public final class LocalStore: Provider, @unchecked Sendable {
         return try body(database)
     }
 
-    /// Commits `records` (upserts) and `deletions` in one transaction.
+    /// Commits `records` (upserts) and `deletions` as one journal entry; every so many entries the
+    /// batch goes to SQLite. A failed batch stays in the journal and is retried: the actions in it
+    /// were already accepted.
     private func commit(_ database: DatabaseQueue, saving records: [Record], deleting deletions: [Int64] = [],
-                        _ what: String) throws(ProviderError) {
+                        _ what: @autoclosure () -> String) throws(ProviderError) {
+        var changes: [StoreJournal.Change] = []
+        changes.reserveCapacity(deletions.count + records.count)
+        for row in deletions { changes.append(.delete(row)) }
+        for record in records { changes.append(.upsert(Schema.values(of: record))) }
+        do throws(ProviderError) {
+            try journal.append(changes)
+        } catch {
+            throw ProviderError(error.code, "\(what()): \(error.reason)", errno: error.errnoOverride)
+        }
+        if journal.shouldFlush {
+            do throws(ProviderError) { try flushJournal(database) } catch {
+                journal.flushFailed()
+                logger.warning("store \(url.path): \(error.reason); the changes stay in the journal and are retried")
+            }
+        }
+    }
+
+    /// Applies the journal's pending changes to SQLite in one transaction that records the
+    /// journal's generation, then starts a new generation. Call under the writer lock.
+    private func flushJournal(_ database: DatabaseQueue) throws(ProviderError) {
+        let changes = journal.pending
+        guard !changes.isEmpty else { return }
+        let generation = journal.generation
         do {
             try database.inDatabase { db in
                 try db.inTransaction {
-                    for row in deletions { try Schema.delete(db, row) }
-                    for record in records { try Schema.upsert(db, record) }
+                    try StoreJournal.apply(changes, db)
+                    try Schema.setMeta(db, StoreJournal.generationKey, String(generation))
                     return .commit
                 }
             }
         } catch let error as DatabaseError {
-            throw Self.providerError(error, what)
+            throw Self.providerError(error, "apply \(changes.count) journal change(s) to \(Self.databaseName)")
         } catch {
-            throw ProviderError(.ioError, "\(what): \(error)")
+            throw ProviderError(.ioError, "apply \(changes.count) journal change(s) to \(Self.databaseName): \(error)")
         }
+        try journal.didFlush()
     }
 
     static func providerError(_ error: DatabaseError, _ what: String) -> ProviderError {
@@ -1148,6 +1186,8 @@ public final class LocalStore: Provider, @unchecked Sendable {
                 throw ProviderError(.noSpace, "an item's attributes may have at most \(ExtendedAttributes.maxBytesPerItem) bytes in all (this would make \(total))")
             }
             do {
+                // The row this attribute belongs to may still be only in the journal.
+                try flushJournal(database)
                 try database.inDatabase { db in
                     if let value {
                         try db.execute(sql: "INSERT INTO xattr (item, name, value) VALUES (?, ?, ?) ON CONFLICT(item, name) DO UPDATE SET value = excluded.value",
@@ -1156,6 +1196,8 @@ public final class LocalStore: Provider, @unchecked Sendable {
                         try db.execute(sql: "DELETE FROM xattr WHERE item = ? AND name = ?", arguments: [row, name])
                     }
                 }
+            } catch let error as ProviderError {
+                throw error
             } catch let error as DatabaseError {
                 throw Self.providerError(error, "set attribute \(name)")
             } catch {
@@ -1285,6 +1327,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
                 state.withLock { $0.dirty.formUnion(dirty) }
                 throw error
             }
+            try flushJournal(database)
             do {
                 try database.inDatabase { db in
                     _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(FULL)")

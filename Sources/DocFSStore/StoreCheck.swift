@@ -24,6 +24,7 @@ public struct StoreCheckReport: Sendable {
         case danglingAttribute  // a stored extended attribute of an item that does not exist
         case danglingLink       // a symbolic link item without a target
         case sequence           // the identifier sequence is behind the largest identifier
+        case journal            // the journal holds changes that cannot be applied (set aside by a repair)
     }
 
     public struct Problem: Sendable, CustomStringConvertible {
@@ -99,13 +100,33 @@ public enum StoreChecker {
         }
         defer { try? queue.close() }
 
+        // Changes a crashed mount left in its journal were accepted: apply them first, as the next
+        // mount would. Only changes that cannot be applied are a problem.
+        var journalProblem: StoreCheckReport.Problem?
+        var journalRepair: String?
+        if FileManager.default.fileExists(atPath: path + "/" + StoreJournal.fileName) {
+            do throws(ProviderError) {
+                _ = try StoreJournal.recover(storePath: path, database: queue)
+            } catch {
+                journalProblem = .init(kind: .journal, message: error.reason)
+                if repair, let aside = StoreJournal.setAside(storePath: path) {
+                    journalRepair = "set the journal aside as \(aside); its changes are not applied"
+                }
+            }
+        }
+
         var report = try examine(queue, path: path)
+        if let journalProblem {
+            report.problems.insert(journalProblem, at: 0)
+            if journalRepair == nil { report.remaining.insert(journalProblem, at: 0) }
+        }
+        if let journalRepair { report.repairs.append(journalRepair) }
         guard repair, !report.remaining.isEmpty else { return report }
         let found = report.problems
-        report.repairs = try mend(queue, path: path, report.remaining)
+        let repairs = report.repairs + (try mend(queue, path: path, report.remaining))
         var after = try examine(queue, path: path)
         after.problems = found
-        after.repairs = report.repairs
+        after.repairs = repairs
         return after
     }
 

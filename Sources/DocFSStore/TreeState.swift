@@ -241,16 +241,30 @@ enum Schema {
 
     static let columns = "id, parent, name, kind, contentType, size, created, modified, lastUsed, tagData, favoriteRank, caps, contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms, trashedFrom, trashedName"
 
-    static func upsert(_ db: Database, _ record: Record) throws {
+    /// A record's row as column values, in the order of `columns` (what the journal logs).
+    static func values(of record: Record) -> [DatabaseValue] {
         let item = record.item
-        let arguments: StatementArguments = [
-            record.row, record.parent, item.filename, Int(item.kind.rawValue), item.contentType.rawValue,
-            item.documentSize, item.creationDate.timeIntervalSince1970, item.contentModificationDate.timeIntervalSince1970,
-            item.lastUsedDate?.timeIntervalSince1970, item.tagData, item.favoriteRank,
-            Int64(item.capabilities.rawValue), record.contentsPolicy.map { Int64($0.rawValue) },
-            Int64(bitPattern: item.itemVersion.contentVersion), Int64(bitPattern: item.itemVersion.metadataVersion),
-            item.symlinkTargetPath, Int(item.posixPermissions), record.trashedFrom, record.trashedName,
+        return [
+            record.row.databaseValue, record.parent.databaseValue, item.filename.databaseValue,
+            Int64(item.kind.rawValue).databaseValue, item.contentType.rawValue.databaseValue,
+            item.documentSize.databaseValue, item.creationDate.timeIntervalSince1970.databaseValue,
+            item.contentModificationDate.timeIntervalSince1970.databaseValue,
+            item.lastUsedDate?.timeIntervalSince1970.databaseValue ?? .null, item.tagData.databaseValue,
+            item.favoriteRank.databaseValue, Int64(item.capabilities.rawValue).databaseValue,
+            (record.contentsPolicy.map { Int64($0.rawValue) }).databaseValue,
+            Int64(bitPattern: item.itemVersion.contentVersion).databaseValue,
+            Int64(bitPattern: item.itemVersion.metadataVersion).databaseValue,
+            item.symlinkTargetPath.databaseValue, Int64(item.posixPermissions).databaseValue,
+            record.trashedFrom.databaseValue, record.trashedName.databaseValue,
         ]
+    }
+
+    static func upsert(_ db: Database, _ record: Record) throws {
+        try upsert(db, values: values(of: record))
+    }
+
+    /// Inserts or replaces one row given as column values (see `values(of:)`).
+    static func upsert(_ db: Database, values: [DatabaseValue]) throws {
         // Cached: every action runs this, and parsing it cost more than executing it.
         try db.cachedStatement(sql: """
             INSERT INTO item (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -261,7 +275,7 @@ enum Schema {
                 contentVersion = excluded.contentVersion, metadataVersion = excluded.metadataVersion,
                 symlinkTarget = excluded.symlinkTarget, perms = excluded.perms,
                 trashedFrom = excluded.trashedFrom, trashedName = excluded.trashedName
-            """).execute(arguments: arguments)
+            """).execute(arguments: StatementArguments(values))
     }
 
     static func delete(_ db: Database, _ row: Int64) throws {
