@@ -153,13 +153,16 @@ extension Bridge {
             if n < 0 {
                 if errno == EINTR { continue }
                 let e = errno
+                // Bytes that did land are acknowledged (a short write, as a local filesystem
+                // gives); the next write then gets the error.
+                if done > 0 { break }
                 reply.error(report("write", Failure(.posix(e, "write to staging file"), .ino(node.ino))))
                 return
             }
             done += n
         }
         session.dirty = true
-        reply.written(size)
+        reply.written(done)
     }
 
     /// close(): a new file is imported, a changed one becomes a new content version. The result is
