@@ -173,11 +173,58 @@ final class StoreJournal {
     }
 
     static func apply(_ changes: [Change], _ db: Database) throws {
-        for change in changes {
+        for change in coalesced(changes) {
             switch change {
             case .upsert(let values): try Schema.upsert(db, values: values)
             case .delete(let row): try Schema.delete(db, row)
             }
+        }
+    }
+
+    /// `changes` with the repeated upserts of a row folded into its first one, carrying the last
+    /// values, where the row is never deleted and keeps its parent and name throughout: a folder
+    /// whose date every create inside it bumps is written once per batch instead of once per
+    /// create. Rows whose place changes keep every step, because another change in between may
+    /// depend on the name they held (the unique index would refuse a reordering).
+    static func coalesced(_ changes: [Change]) -> [Change] {
+        struct Row { var first: Int; var last: [DatabaseValue]; var stable: Bool; var count: Int }
+        var rows: [Int64: Row] = [:]
+        for (index, change) in changes.enumerated() {
+            switch change {
+            case .delete(let row):
+                rows[row, default: Row(first: index, last: [], stable: false, count: 0)].stable = false
+            case .upsert(let values):
+                guard case .int64(let row) = values[0].storage else { continue }
+                if var known = rows[row] {
+                    known.stable = known.stable && samePlace(known.last, values)
+                    known.last = values
+                    known.count += 1
+                    rows[row] = known
+                } else {
+                    rows[row] = Row(first: index, last: values, stable: true, count: 1)
+                }
+            }
+        }
+        guard rows.values.contains(where: { $0.stable && $0.count > 1 }) else { return changes }
+        var result: [Change] = []
+        result.reserveCapacity(changes.count)
+        for (index, change) in changes.enumerated() {
+            if case .upsert(let values) = change, case .int64(let row) = values[0].storage,
+               let known = rows[row], known.stable, known.count > 1 {
+                if index == known.first { result.append(.upsert(known.last)) }
+            } else {
+                result.append(change)
+            }
+        }
+        return result
+    }
+
+    /// Same parent and same name, byte for byte (Swift's `==` on strings would equate NFC and NFD).
+    private static func samePlace(_ a: [DatabaseValue], _ b: [DatabaseValue]) -> Bool {
+        guard a.count > 2, b.count > 2, a[1] == b[1] else { return false }
+        switch (a[2].storage, b[2].storage) {
+        case (.string(let x), .string(let y)): return x.utf8.elementsEqual(y.utf8)
+        default: return false
         }
     }
 
