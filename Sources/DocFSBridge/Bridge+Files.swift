@@ -268,7 +268,7 @@ extension Bridge {
         do throws(Failure) {
             // The staged file becomes the stored contents; keep a name for it so the session
             // (whose path the provider takes) can still be unlinked if the provider refuses.
-            let url = URL(fileURLWithPath: session.path)
+            let url = URL(fileURLWithPath: session.path, isDirectory: false)
             _ = try await attempt(.item(identifier)) { () async throws(ProviderError) in
                 try await provider.modifyContents(ofItemWithIdentifier: identifier, from: url)
             }

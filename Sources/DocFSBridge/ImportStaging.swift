@@ -10,17 +10,17 @@ import DocFSProvider
 final class ImportStaging: @unchecked Sendable {
     private let root: URL
     private let lock = Lock()
-    private var free: [URL] = []
+    private var free: [String] = []
     private var made = 0
 
     init(root: URL) { self.root = root }
 
-    /// An empty slot folder, made on first need.
-    func acquire() throws(ProviderError) -> URL {
+    /// An empty slot folder (its path), made on first need.
+    func acquire() throws(ProviderError) -> String {
         if let slot = lock.withLock({ free.popLast() }) { return slot }
         let n = lock.withLock { made += 1; return made }
-        let slot = root.appendingPathComponent("slot-\(getpid())-\(n)", isDirectory: true)
-        guard mkdir(slot.path, 0o700) == 0 || errno == EEXIST else {
+        let slot = root.appendingPathComponent("slot-\(getpid())-\(n)", isDirectory: true).path
+        guard mkdir(slot, 0o700) == 0 || errno == EEXIST else {
             throw .posix(errno, "create import staging folder")
         }
         return slot
@@ -37,7 +37,7 @@ final class ImportStaging: @unchecked Sendable {
 
     /// Removes the slot folders (at unmount; they are empty between imports).
     func removeAll() {
-        let slots: [URL] = lock.withLock { defer { free.removeAll() }; return free }
-        for slot in slots { rmdir(slot.path) }
+        let slots: [String] = lock.withLock { defer { free.removeAll() }; return free }
+        for slot in slots { rmdir(slot) }
     }
 }

@@ -17,16 +17,21 @@ import Synchronization
 /// the caller runs once the import has completed — afterwards the staged file is gone, and a
 /// provider that kept `url` and reads it later gets ENOENT rather than silent success.
 public final class SecurityScopedURL: @unchecked Sendable, CustomStringConvertible {
-    /// Where the file can be read while access is on.
-    public let url: URL
+    /// Where the file can be read while access is on (made on demand: building a URL costs more
+    /// than the rename that opens the window).
+    public var url: URL { URL(fileURLWithPath: path, isDirectory: false) }
     /// The item's name (the last component of `url`).
-    public var name: String { url.lastPathComponent }
+    public let name: String
+    /// `url` as a path, kept: Foundation's `URL.path` decodes the URL again on every call.
+    public let path: String
 
     private let sealedPath: String
     private let folder: String
     /// Set when the folder is borrowed (see `init(sealed:name:borrowing:returnFolder:)`).
     private let returnFolder: (@Sendable () -> Void)?
-    private let state = Mutex<(accessCount: Int, finished: Bool)>((0, false))
+    /// `moved`: the file is at neither name any more (the provider took it), so `finish()` has
+    /// nothing to remove and need not look.
+    private let state = Mutex<(accessCount: Int, finished: Bool, moved: Bool)>((0, false, false))
 
     private static let counter = Atomic<UInt64>(0)
 
@@ -38,17 +43,19 @@ public final class SecurityScopedURL: @unchecked Sendable, CustomStringConvertib
         guard mkdir(folder, 0o700) == 0 else { throw ProviderError.posix(errno, "create a scoped staging folder") }
         self.sealedPath = sealedPath
         self.folder = folder
-        self.url = URL(fileURLWithPath: folder).appendingPathComponent(name)
+        self.name = name
+        self.path = folder + "/" + name
         self.returnFolder = nil
     }
 
     /// The same over an existing empty private folder that the caller reuses across imports:
     /// `finish()` empties it and calls `returnFolder` instead of removing it. (Making and removing
     /// a folder per import cost more than the import on ext4.)
-    public init(sealed sealedPath: String, name: String, borrowing folder: URL, returnFolder: @escaping @Sendable () -> Void) {
+    public init(sealed sealedPath: String, name: String, borrowing folder: String, returnFolder: @escaping @Sendable () -> Void) {
         self.sealedPath = sealedPath
-        self.folder = folder.path
-        self.url = folder.appendingPathComponent(name)
+        self.folder = folder
+        self.name = name
+        self.path = self.folder + "/" + name
         self.returnFolder = returnFolder
     }
 
@@ -60,7 +67,7 @@ public final class SecurityScopedURL: @unchecked Sendable, CustomStringConvertib
         state.withLock { s in
             if s.finished { return false }
             if s.accessCount == 0 {
-                guard rename(sealedPath, url.path) == 0 else { return false }
+                guard !s.moved, rename(sealedPath, path) == 0 else { return false }
             }
             s.accessCount += 1
             return true
@@ -72,9 +79,8 @@ public final class SecurityScopedURL: @unchecked Sendable, CustomStringConvertib
         state.withLock { s in
             guard s.accessCount > 0 else { return }
             s.accessCount -= 1
-            if s.accessCount == 0 {
-                var st = stat()
-                if lstat(url.path, &st) == 0 { _ = rename(url.path, sealedPath) }
+            if s.accessCount == 0, rename(path, sealedPath) != 0, errno == ENOENT {
+                s.moved = true
             }
         }
     }
@@ -96,14 +102,16 @@ public final class SecurityScopedURL: @unchecked Sendable, CustomStringConvertib
         state.withLock { s in
             guard !s.finished else { return }
             s.finished = true
+            if !s.moved {
+                if s.accessCount > 0 { Self.removeTree(path) }
+                Self.removeTree(sealedPath)
+            }
             s.accessCount = 0
-            Self.removeTree(url.path)
-            Self.removeTree(sealedPath)
             if let returnFolder { returnFolder() } else { _ = rmdir(folder) }
         }
     }
 
-    public var description: String { "SecurityScopedURL(\(url.path))" }
+    public var description: String { "SecurityScopedURL(\(path))" }
 
     private static func removeTree(_ path: String) {
         var st = stat()

@@ -53,6 +53,8 @@ public final class LocalStore: Provider, @unchecked Sendable {
     /// The layout as declared at `docfs init`.
     public let layout: Layout
     public let stagingDirectory: URL
+    /// `stagingDirectory` as a path, kept (`URL.path` decodes the URL on every call).
+    let stagingPath: String
     let contentsPath: String
     let logger: Logger
     /// Removes unowned content files after actions answer.
@@ -74,6 +76,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
         self.journal = journal
         self.layout = layout
         self.stagingDirectory = url.appendingPathComponent(Self.stagingName, isDirectory: true)
+        self.stagingPath = stagingDirectory.path
         self.contentsPath = url.appendingPathComponent(Self.contentsName, isDirectory: true).path
         self.database = database
         self.lockFD = lockFD
@@ -396,7 +399,6 @@ public final class LocalStore: Provider, @unchecked Sendable {
             _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
         }
         // Staging leftovers: files a bridge staged but never imported.
-        let stagingPath = stagingDirectory.path
         if !FileManager.default.fileExists(atPath: stagingPath) {
             try FileManager.default.createDirectory(atPath: stagingPath, withIntermediateDirectories: false)
         }
@@ -754,9 +756,11 @@ public final class LocalStore: Provider, @unchecked Sendable {
     }
 
     private func importSync(at fileURL: URL, toParent parent: ItemIdentifier) throws(ProviderError) -> Item {
-        let name = fileURL.lastPathComponent
+        try importSync(path: fileURL.path, name: fileURL.lastPathComponent, toParent: parent)
+    }
+
+    private func importSync(path sourcePath: String, name: String, toParent parent: ItemIdentifier) throws(ProviderError) -> Item {
         try Self.validateName(name)
-        let sourcePath = fileURL.path
         let parentRow = try parentRow(parent)
         return try write { (database) throws(ProviderError) -> Item in
             let status = try fileStatus(sourcePath).get()
@@ -1218,7 +1222,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             throw ProviderError(.noSuchItem, "the staged file for '\(file.name)' is not accessible")
         }
         defer { file.stopAccessingSecurityScopedResource() }
-        return try importSync(at: file.url, toParent: parent)
+        return try importSync(path: file.path, name: file.name, toParent: parent)
     }
 
     /// Changes metadata of one item (one transaction, one new metadata version).
@@ -1279,7 +1283,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             // Keep the old contents reachable until the row is committed, to undo a failed commit.
             let target = contentPath(row)
             // Named per version: the old backup of this item may still be waiting for the reaper.
-            let backup = stagingDirectory.path + "/.previous-\(row)-\(record.item.itemVersion.contentVersion)"
+            let backup = stagingPath + "/.previous-\(row)-\(record.item.itemVersion.contentVersion)"
             _ = sysUnlink(backup)
             let hasBackup = sysLink(target, backup)
             try sysRename(sourcePath, target, "rename staged file over the contents of \(record.item.filename)")
