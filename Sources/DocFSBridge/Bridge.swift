@@ -19,6 +19,11 @@ public struct BridgeOptions: Sendable {
     public var writeback: Bool = false
     /// Serve the provider's trash as `/.Trash`: rm trashes, rm inside it deletes, mv out restores.
     public var trash: Bool = false
+    /// Serve extended attributes (tags, favourite rank, stored `user.*`). Off (`-o noxattr`), the
+    /// xattr calls answer ENOSYS once and the kernel stops asking: it otherwise asks for
+    /// `security.capability` before every write and `ls -l` asks for ACLs and SELinux labels of
+    /// every entry, one round trip each.
+    public var xattrs: Bool = true
     public init() {}
 }
 

@@ -9,7 +9,7 @@ enum FuseOperations {
         Unmanaged<Bridge>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
     }
 
-    static func make() -> fuse_lowlevel_ops {
+    static func make(xattrs: Bool = true) -> fuse_lowlevel_ops {
         var ops = fuse_lowlevel_ops()
         ops.`init` = { userdata, conn in
             guard let conn, let userdata else { return }
@@ -94,6 +94,13 @@ enum FuseOperations {
         }
         ops.access = { req, ino, mask in FuseOperations.bridge(req).access(Reply(req!), ino, mask) }
         ops.create = { req, parent, name, mode, fi in FuseOperations.bridge(req).create(Reply(req!), parent, name!, mode, fi!) }
+        if !xattrs {
+            // Unset: libfuse answers ENOSYS, after which the kernel no longer sends these at all.
+            ops.getxattr = nil
+            ops.listxattr = nil
+            ops.setxattr = nil
+            ops.removexattr = nil
+        }
         return ops
     }
 }

@@ -22,7 +22,7 @@ public final class FuseSession {
         var argv = cArgs
         let ref = Unmanaged.passRetained(bridge)
         bridgeRef = ref
-        var ops = FuseOperations.make()
+        var ops = FuseOperations.make(xattrs: bridge.options.xattrs)
         let se: OpaquePointer? = argv.withUnsafeMutableBufferPointer { buf in
             var args = fuse_args(argc: Int32(buf.count), argv: buf.baseAddress, allocated: 0)
             defer { fuse_opt_free_args(&args) }

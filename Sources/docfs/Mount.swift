@@ -14,7 +14,9 @@ struct Mount: ParsableCommand {
               entry_timeout=SECONDS, attr_timeout=SECONDS (default 30: only this mount changes
               the store, so the kernel's cache stays right), keep_cache / no_keep_cache (keep a
               file's pages across opens; default on), writeback / no_writeback (kernel write-back
-              cache for small writes; default off).
+              cache for small writes; default off), noxattr (no extended attributes: no tags or
+              user.* attributes through this mount, one round trip less per write and per `ls -l`
+              entry; default: served).
             auto_unmount is always on, so a daemon that dies leaves no dead mountpoint.
             """)
 
@@ -100,6 +102,8 @@ struct Mount: ParsableCommand {
             case "no_keep_cache": bridgeOptions.keepCache = false
             case "writeback": bridgeOptions.writeback = true
             case "no_writeback": bridgeOptions.writeback = false
+            case "noxattr": bridgeOptions.xattrs = false
+            case "xattr": bridgeOptions.xattrs = true
             case "nonempty", "auto_unmount": break  // checked above / always on
             default: fuse.append(opt)
             }

@@ -188,6 +188,26 @@ final class XattrMountTests: MountTestCase {
         XCTAssertEqual(r.stdout, "v", "\(r)")
     }
 
+    /// `-o noxattr`: the calls are not served (EOPNOTSUPP), files work as before, and what was
+    /// stored is there again on a mount that serves attributes.
+    func testNoxattrTurnsAttributesOffForThatMountOnly() throws {
+        XCTAssertEqual(fx.sh("echo hi > mnt/f.txt && setfattr -n user.color -v blue mnt/f.txt").status, 0)
+        fx.stopDaemon()
+        try fx.mount(extra: ["-o", "noxattr"])
+        var r = fx.sh("setfattr -n user.size -v big mnt/f.txt")
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssert(r.stderr.contains("Operation not supported"), "\(r)")
+        r = fx.sh("getfattr -n user.color mnt/f.txt")
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssert(r.stderr.contains("Operation not supported"), "\(r)")
+        r = fx.sh("echo more >> mnt/f.txt && cp mnt/f.txt mnt/g.txt && cat mnt/g.txt && ls -l mnt/g.txt")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        XCTAssert(r.stdout.hasPrefix("hi\nmore\n"), "\(r)")
+        XCTAssertTrue(try fx.remount(), "clean stop")
+        r = fx.sh("getfattr --only-values -n user.color mnt/f.txt")
+        XCTAssertEqual(r.stdout, "blue", "\(r)")
+    }
+
     /// XATTR_CREATE / XATTR_REPLACE, ERANGE for a small buffer, E2BIG and ENOSPC past the limits.
     func testFlagsBuffersAndLimits() throws {
         XCTAssertEqual(fx.sh("echo hi > mnt/f.txt").status, 0)
