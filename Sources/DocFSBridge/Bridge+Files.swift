@@ -40,7 +40,10 @@ extension Bridge {
             e.ino = node.ino
             e.generation = InodeTable.generation
             e.attr = attributes.stat(ofStaged: session.fd, ino: node.ino, permissions: mode_t(mode & 0o7777))
-            e.attr_timeout = 0
+            // The attributes may be cached: every change to the new file comes through the kernel,
+            // which drops them after a write or setattr (this saves cp's fstat a round trip). The
+            // name may not: a refused import takes it away again.
+            e.attr_timeout = options.attrTimeout
             e.entry_timeout = 0
             reply.create(&e, fi)
         } catch {
