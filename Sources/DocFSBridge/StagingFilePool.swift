@@ -8,27 +8,61 @@ import DocFSProvider
 /// A background queue keeps a few files ready; when none is ready the caller makes one itself.
 /// Unused files are removed at unmount (`drain`), and the store empties its staging folder at
 /// every open, so a killed daemon leaves nothing behind either.
+///
+/// The files are spread over a few shard folders, taken oldest first, because with one folder
+/// two things went wrong under `cp -r` (measured: over half of the daemon's CPU):
+/// - the refill held the folder's lock while ext4 allocated an inode, and every import's rename
+///   out of that folder waited on it;
+/// - ext4 puts a new file's inode in its folder's block group and, without a journal, skips
+///   every inode of the group deleted in the last minutes (`recently_deleted`), so one busy group
+///   made each allocation scan thousands of inodes. The shards' parent is marked as a top
+///   folder (`chattr +T`), so ext4 spreads the shards over block groups.
 final class StagingFilePool: @unchecked Sendable {
     private let directory: String
     private let lock = Lock()
     private var ready: [(fd: Int32, path: String)] = []
+    private var shards: [String] = []
+    private var nextShard = 0
     private var refilling = false
     private var closed = false
     private let target: Int
     private let queue = DispatchQueue(label: "docfs.staging-pool", qos: .utility)
 
     /// Keeps its files in `ready/` under the staging folder, apart from files in use.
-    init(stagingDirectory: String, target: Int = 32) {
+    init(stagingDirectory: String, target: Int = 32, shardCount: Int = 8) {
         let folder = (stagingDirectory.hasSuffix("/") ? stagingDirectory : stagingDirectory + "/") + "ready"
         mkdir(folder, 0o700)
+        Self.markTopFolder(folder)
         self.directory = folder + "/"
         self.target = target
+        for n in 0..<shardCount {
+            let shard = directory + String(n)
+            if mkdir(shard, 0o700) == 0 || errno == EEXIST { shards.append(shard + "/") }
+        }
+        if shards.isEmpty { shards = [directory] }
+    }
+
+    /// ext4's "top of a directory hierarchy" flag: its subfolders go to different block groups.
+    private static func markTopFolder(_ path: String) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var flags: Int = 0
+        // FS_IOC_GETFLAGS / FS_IOC_SETFLAGS, FS_TOPDIR_FL (Linux uapi/linux/fs.h); other
+        // filesystems refuse and nothing changes.
+        let getFlags: UInt = 0x8008_6601, setFlags: UInt = 0x4008_6602, topDir = 0x0002_0000
+        guard ioctl(fd, getFlags, &flags) == 0 else { return }
+        if flags & topDir == 0 {
+            flags |= topDir
+            _ = ioctl(fd, setFlags, &flags)
+        }
     }
 
     /// An empty staging file, open read-write, and its path.
     func take() throws(ProviderError) -> (fd: Int32, path: String) {
         let (file, startRefill): ((fd: Int32, path: String)?, Bool) = lock.withLock {
-            let file = ready.popLast()
+            // Oldest first: it sits in a shard the refill left a while ago.
+            let file = ready.isEmpty ? nil : ready.removeFirst()
             let start = !refilling && !closed && ready.count < target / 4
             if start { refilling = true }
             return (file, start)
@@ -40,7 +74,11 @@ final class StagingFilePool: @unchecked Sendable {
     }
 
     private func makeFile() -> (fd: Int32, path: String)? {
-        let path = directory + "w-\(getpid())-\(StagingCounter.next()).part"
+        let shard = lock.withLock { () -> String in
+            defer { nextShard = (nextShard + 1) % shards.count }
+            return shards[nextShard]
+        }
+        let path = shard + "w-\(getpid())-\(StagingCounter.next()).part"
         let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         return fd >= 0 ? (fd, path) : nil
     }
@@ -69,6 +107,8 @@ final class StagingFilePool: @unchecked Sendable {
         queue.sync {}
         for f in files { close(f.fd); unlink(f.path) }
         for f in lock.withLock({ ready }) { close(f.fd); unlink(f.path) }
-        rmdir(directory)  // only if empty: a file taken from it may still be in use
+        // Only if empty: a file taken from them may still be in use.
+        for shard in shards where shard != directory { rmdir(shard) }
+        rmdir(directory)
     }
 }
