@@ -200,17 +200,20 @@ public final class SharedMimeDatabase: Sendable {
                 best.append(glob)
             }
         }
-        for key in Set([name, lower]) {
-            for glob in literalGlobs[key] ?? [] where (glob.caseSensitive ? name : lower) == key { consider(glob) }
+        // Every import runs this: no temporary collections (they were most of its cost).
+        for glob in literalGlobs[name] ?? [] where (glob.caseSensitive ? name : lower) == name { consider(glob) }
+        if lower != name {
+            for glob in literalGlobs[lower] ?? [] where (glob.caseSensitive ? name : lower) == lower { consider(glob) }
         }
         let nameBytes = Array(name.utf8)
-        let lowerBytes = Array(lower.utf8)
+        let lowerBytes = lower == name ? nameBytes : Array(lower.utf8)
         for length in suffixLengths {
             if length > nameBytes.count { break }
-            for (bytes, cs) in [(nameBytes, true), (lowerBytes, false)] {
-                let tail = String(decoding: bytes[(bytes.count - length)...], as: UTF8.self)
-                for glob in suffixGlobs[tail] ?? [] where glob.caseSensitive == cs { consider(glob) }
-            }
+            let tail = String(decoding: nameBytes[(nameBytes.count - length)...], as: UTF8.self)
+            for glob in suffixGlobs[tail] ?? [] where glob.caseSensitive { consider(glob) }
+            let lowerTail = lowerBytes.count == nameBytes.count && lower == name
+                ? tail : String(decoding: lowerBytes[(lowerBytes.count - min(length, lowerBytes.count))...], as: UTF8.self)
+            for glob in suffixGlobs[lowerTail] ?? [] where !glob.caseSensitive { consider(glob) }
         }
         for glob in otherGlobs where fnmatch(glob.pattern, glob.caseSensitive ? name : lower, 0) == 0 { consider(glob) }
         var seen = Set<String>()

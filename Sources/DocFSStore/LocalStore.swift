@@ -736,10 +736,13 @@ public final class LocalStore: Provider, @unchecked Sendable {
     }
 
     /// A new record for an item created inside `parent`, with the parent's contents policy.
+    /// `typed: false` leaves the content type to the caller (an import types every item from its
+    /// bytes afterwards; typing the name here too cost a glob match per file).
     private func newRecord(row: Int64, parent: Record, name: String, kind: ItemKind, size: Int64 = 0,
-                           created: Date, modified: Date, mode: UInt16? = nil, target: String? = nil) -> Record {
+                           created: Date, modified: Date, mode: UInt16? = nil, target: String? = nil,
+                           typed: Bool = true) -> Record {
         let policy = parent.contentsPolicy ?? .all
-        let type = types.type(forFilename: name, kind: kind)
+        let type = typed ? types.type(forFilename: name, kind: kind) : (kind == .file ? ContentType.data : types.type(forFilename: name, kind: kind))
         var record = Record(row: row, parent: parent.row, item: Item(
             identifier: Self.identifier(forRow: row), parentIdentifier: parent.item.identifier, filename: name,
             kind: kind, contentType: type, documentSize: size,
@@ -837,7 +840,8 @@ public final class LocalStore: Provider, @unchecked Sendable {
         switch status.kind {
         case .file:
             let record = newRecord(row: row, parent: parent, name: name, kind: .file, size: status.size,
-                                   created: status.modificationDate, modified: status.modificationDate, mode: status.mode)
+                                   created: status.modificationDate, modified: status.modificationDate, mode: status.mode,
+                                   typed: false)
             plan.append(PlannedItem(record: record, source: path))
         case .symlink:
             let target = try sysReadlink(path)
