@@ -226,13 +226,19 @@ extension Bridge {
         let placement = inodes.pendingPlacement(of: node)
         node.sessionLock.lock()
         guard let session = node.session, !session.committed, session.dirty || placement != nil else {
+            let current = node.session
             node.sessionLock.unlock()
+            // Another request (a release racing a truncate by path) is committing this copy: its
+            // result is ours too, so wait for it rather than answer with the old contents.
+            if let current, current.committed { await current.waitForCommit() }
             return
         }
         // Claim it: a write arriving now stages a fresh copy instead of changing this file.
         session.committed = true
         session.dirty = false
+        session.beginCommit()
         node.sessionLock.unlock()
+        defer { session.endCommit() }
         if durable { Glibc.fsync(session.fd) }
 
         if let placement {

@@ -2,6 +2,7 @@ import CFuse
 import Foundation
 import Glibc
 import DocFSProvider
+import Synchronization
 
 /// The staged copy of a file open for writing.
 ///
@@ -19,6 +20,33 @@ final class WriteSession: @unchecked Sendable {
     /// `user.*` attributes set on a new file before its import (`cp --preserve=xattr` sets them
     /// before close); stored with the item once it is imported (guarded by the node's sessionLock).
     var pendingAttributes: [String: Data] = [:]
+
+    /// Callers that found this copy's commit under way (set `committed`, provider not yet done)
+    /// wait here, so none of them answers before the provider has the new contents.
+    private let commitState = Mutex<(inFlight: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func beginCommit() { commitState.withLock { $0.inFlight = true } }
+
+    func endCommit() {
+        let waiters = commitState.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.inFlight = false
+            defer { s.waiters.removeAll() }
+            return s.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once no commit of this copy is under way.
+    func waitForCommit() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = commitState.withLock { s -> Bool in
+                if !s.inFlight { return true }
+                s.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
 
     private init(fd: Int32, path: String, dirty: Bool) {
         self.fd = fd
