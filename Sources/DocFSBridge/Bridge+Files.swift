@@ -226,11 +226,11 @@ extension Bridge {
         let placement = inodes.pendingPlacement(of: node)
         node.sessionLock.lock()
         guard let session = node.session, !session.committed, session.dirty || placement != nil else {
-            let current = node.session
+            let claimed = node.session.flatMap { $0.committed ? $0 : nil }
             node.sessionLock.unlock()
             // Another request (a release racing a truncate by path) is committing this copy: its
             // result is ours too, so wait for it rather than answer with the old contents.
-            if let current, current.committed { await current.waitForCommit() }
+            if let claimed, claimed.isCommitting { await claimed.waitForCommit() }
             return
         }
         // Claim it: a write arriving now stages a fresh copy instead of changing this file.

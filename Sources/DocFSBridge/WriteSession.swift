@@ -27,6 +27,8 @@ final class WriteSession: @unchecked Sendable {
 
     func beginCommit() { commitState.withLock { $0.inFlight = true } }
 
+    var isCommitting: Bool { commitState.withLock { $0.inFlight } }
+
     func endCommit() {
         let waiters = commitState.withLock { s -> [CheckedContinuation<Void, Never>] in
             s.inFlight = false
