@@ -201,18 +201,19 @@ public final class SharedMimeDatabase: Sendable {
             }
         }
         // Every import runs this: no temporary collections (they were most of its cost).
+        let sameCase = lower == name
         for glob in literalGlobs[name] ?? [] where (glob.caseSensitive ? name : lower) == name { consider(glob) }
-        if lower != name {
+        if !sameCase {
             for glob in literalGlobs[lower] ?? [] where (glob.caseSensitive ? name : lower) == lower { consider(glob) }
         }
         let nameBytes = Array(name.utf8)
-        let lowerBytes = lower == name ? nameBytes : Array(lower.utf8)
+        let lowerBytes = sameCase ? nameBytes : Array(lower.utf8)
         for length in suffixLengths {
             if length > nameBytes.count { break }
             let tail = String(decoding: nameBytes[(nameBytes.count - length)...], as: UTF8.self)
             for glob in suffixGlobs[tail] ?? [] where glob.caseSensitive { consider(glob) }
-            let lowerTail = lowerBytes.count == nameBytes.count && lower == name
-                ? tail : String(decoding: lowerBytes[(lowerBytes.count - min(length, lowerBytes.count))...], as: UTF8.self)
+            // Lowercasing can change the byte count (rarely, outside ASCII): never cut past the start.
+            let lowerTail = sameCase ? tail : String(decoding: lowerBytes[(lowerBytes.count - min(length, lowerBytes.count))...], as: UTF8.self)
             for glob in suffixGlobs[lowerTail] ?? [] where !glob.caseSensitive { consider(glob) }
         }
         for glob in otherGlobs where fnmatch(glob.pattern, glob.caseSensitive ? name : lower, 0) == 0 { consider(glob) }
