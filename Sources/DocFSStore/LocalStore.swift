@@ -1222,11 +1222,10 @@ public final class LocalStore: Provider, @unchecked Sendable {
 
     /// The staged file is reached only inside its access window, which spans the move into storage.
     public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
-        guard file.startAccessingSecurityScopedResource() else {
-            throw ProviderError(.noSuchItem, "the staged file for '\(file.name)' is not accessible")
+        // The store moves the file into contents/ itself, so it takes it by its sealed name.
+        try file.withSealedPath { (path) throws(ProviderError) -> Item in
+            try importSync(path: path, name: file.name, toParent: parent)
         }
-        defer { file.stopAccessingSecurityScopedResource() }
-        return try importSync(path: file.path, name: file.name, toParent: parent)
     }
 
     /// Changes metadata of one item (one transaction, one new metadata version).

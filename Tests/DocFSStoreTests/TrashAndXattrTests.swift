@@ -185,6 +185,23 @@ final class SecurityScopedImportTests: StoreTestCase {
         XCTAssertEqual(try directoryEntries(store.stagingDirectory.path), [], "nothing left in staging")
     }
 
+    func testASealedPathWindowIsOneWindowAndKnowsWhenTheFileWasTaken() throws {
+        try makeStore()
+        let (file, sealed) = try scoped("a.txt", "x")
+        let target = store.stagingDirectory.appendingPathComponent("taken").path
+        try file.withSealedPath { (path) throws(ProviderError) in
+            XCTAssertEqual(path, sealed)
+            XCTAssertEqual(FileManager.default.contents(atPath: path), Data("x".utf8))
+            XCTAssertFalse(file.startAccessingSecurityScopedResource(), "no second window meanwhile")
+            XCTAssertEqual(rename(path, target), 0)
+        }
+        XCTAssertFalse(file.startAccessingSecurityScopedResource(), "taken: nothing left to open")
+        file.finish()
+        XCTAssertEqual(FileManager.default.contents(atPath: target), Data("x".utf8), "finish leaves what was taken alone")
+        XCTAssertThrowsError(try file.withSealedPath { (_) throws(ProviderError) in }, "a finished scope")
+        unlink(target)
+    }
+
     func testLocalStoreImportsThroughTheScopeWithoutACopy() async throws {
         try makeStore()
         let (file, sealed) = try scoped("a.txt", "hello")
