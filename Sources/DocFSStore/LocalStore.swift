@@ -742,7 +742,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
                            created: Date, modified: Date, mode: UInt16? = nil, target: String? = nil,
                            typed: Bool = true) -> Record {
         let policy = parent.contentsPolicy ?? .all
-        let type = typed ? types.type(forFilename: name, kind: kind) : (kind == .file ? ContentType.data : types.type(forFilename: name, kind: kind))
+        let type = typed || kind != .file ? types.type(forFilename: name, kind: kind) : ContentType.data
         var record = Record(row: row, parent: parent.row, item: Item(
             identifier: Self.identifier(forRow: row), parentIdentifier: parent.item.identifier, filename: name,
             kind: kind, contentType: type, documentSize: size,

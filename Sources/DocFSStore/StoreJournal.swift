@@ -262,8 +262,8 @@ final class StoreJournal {
         var changes: [Change] = []
         var position = headerSize
         while position + entryHeaderSize <= bytes.count {
-            let length = Int(read(UInt32.self, bytes, position))
-            let sum = read(UInt64.self, bytes, position + 4)
+            let length = Int(read(UInt32.self, bytes[position...]))
+            let sum = read(UInt64.self, bytes[(position + 4)...])
             let start = position + entryHeaderSize
             guard length > 0, start + length <= bytes.count,
                   checksum(generation: generation, bytes[..<(start + length)], from: start) == sum,
@@ -282,8 +282,8 @@ final class StoreJournal {
             defer { cursor += count }
             return payload[cursor..<(cursor + count)]
         }
-        func u64() -> UInt64? { take(8).map { read(UInt64.self, Array($0), 0) } }
-        func u32() -> UInt32? { take(4).map { read(UInt32.self, Array($0), 0) } }
+        func u64() -> UInt64? { take(8).map { read(UInt64.self, $0) } }
+        func u32() -> UInt32? { take(4).map { read(UInt32.self, $0) } }
         while cursor < payload.endIndex {
             guard let op = take(1)?.first else { return nil }
             switch Tag(rawValue: op) {
@@ -333,8 +333,9 @@ final class StoreJournal {
         }
     }
 
-    private static func read<T: FixedWidthInteger>(_: T.Type, _ bytes: [UInt8], _ index: Int) -> T {
-        bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: index, as: T.self)) }
+    /// The little-endian integer at the start of `bytes` (which holds at least its size).
+    private static func read<T: FixedWidthInteger>(_: T.Type, _ bytes: ArraySlice<UInt8>) -> T {
+        bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(as: T.self)) }
     }
 
     /// FNV-1a (64 bit) over the generation and `bytes[from...]`: cheap, and enough to tell a torn
