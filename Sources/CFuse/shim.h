@@ -2,6 +2,8 @@
 // as a function taking an opaque loop config (lower versions make it a macro Swift can't see).
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
+// The kernel protocol structs: the bridge reads the INIT request and amends its reply.
+#include <linux/fuse.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>

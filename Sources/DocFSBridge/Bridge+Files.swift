@@ -165,6 +165,17 @@ extension Bridge {
             done += n
         }
         session.dirty = true
+        if !session.setIDChecked {
+            session.setIDChecked = true
+            if let change = setIDToDrop(node) {
+                let d = reply.deferred()
+                executor.run { [self, done] in
+                    await dropSetID(node, change)
+                    d.written(done)
+                }
+                return
+            }
+        }
         reply.written(done)
     }
 
@@ -294,6 +305,28 @@ extension Bridge {
             if refused { notifier.invalidateContents(ino: node.ino) }
             throw error
         }
+    }
+
+    /// Contents start to change (a session's first write, a truncate): set-user-ID goes, and
+    /// set-group-ID where group execute is set, as the kernel does on a local filesystem. It
+    /// leaves this to us (InitNegotiation), and libfuse does not pass on whether the writer holds
+    /// CAP_FSETID (which keeps the bits on ext4), so they go for every writer. The kernel's cached
+    /// mode is dropped before the caller replies. Nil when there is nothing to clear.
+    func setIDToDrop(_ node: InodeNode) -> (ItemIdentifier, UInt16)? {
+        guard let id = inodes.identifier(node.ino), let item = try? provider.item(for: id) else { return nil }
+        let mode = mode_t(item.posixPermissions)
+        var kill = mode & S_ISUID
+        if mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP { kill |= S_ISGID }
+        return kill == 0 ? nil : (id, UInt16(mode & ~kill))
+    }
+
+    func dropSetID(_ node: InodeNode, _ change: (ItemIdentifier, UInt16)) async {
+        do throws(ProviderError) {
+            _ = try await provider.setAttributes(ofItemWithIdentifier: change.0, posixPermissions: change.1, contentModificationDate: nil)
+        } catch {
+            _ = report("write", Failure(error, .item(change.0)))
+        }
+        notifier.invalidateAttributesNow(ino: node.ino)
     }
 
     // MARK: Truncation

@@ -62,9 +62,11 @@ extension Bridge {
     }
 
     func getxattr(_ reply: consuming Reply, _ ino: UInt64, _ cname: UnsafePointer<CChar>, _ size: Int) {
-        // The kernel asks for security.capability before every write (to drop privileges);
-        // nothing here ever has security.* attributes, so answer before any lookup.
-        if strncmp(cname, "security.", 9) == 0 { reply.error(ENODATA); return }
+        // Only user.* exists here: security.*, system.* (ACLs) and trusted.* are namespaces this
+        // filesystem does not support, answered before any lookup. EOPNOTSUPP (not ENODATA) is
+        // what such a filesystem gives, and tools take it as "none on this device": `ls -l` then
+        // stops asking for the SELinux label and ACL of every entry (one round trip each).
+        if strncmp(cname, "user.", 5) != 0 { reply.error(EOPNOTSUPP); return }
         let name = String(cString: cname)
         if let (node, session) = pendingSession(ino) {
             let value = node.sessionLock.withLock { session.pendingAttributes[name] }
@@ -87,8 +89,7 @@ extension Bridge {
                 }
                 replySized(reply, Array(value), size)
             case .refused:
-                // Nothing is stored outside user.*: "not set" keeps ls, cp -a and friends quiet.
-                reply.error(ENODATA)
+                reply.error(EOPNOTSUPP)  // "user." alone: not a name in any namespace
             }
         } catch {
             if error.error.code == .noSuchAttribute { reply.error(ENODATA); return }

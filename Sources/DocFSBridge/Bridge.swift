@@ -60,6 +60,7 @@ public final class Bridge: @unchecked Sendable {
     let importSlots: ImportStaging
     let stagingFiles: StagingFilePool
     let notifier = KernelNotifier()
+    let initNegotiation = InitNegotiation()
 
     public init(provider: any Provider, logger: Logger, options: BridgeOptions = BridgeOptions()) {
         self.provider = provider

@@ -61,6 +61,7 @@ final class DeferredReply: @unchecked Sendable {
     func ok() { error(0) }
     func entry(_ e: inout fuse_entry_param) { if let r = take() { FuseReplyCall.entry(r, &e) } }
     func attr(_ st: inout stat, timeout: Double) { if let r = take() { FuseReplyCall.attr(r, &st, timeout) } }
+    func written(_ count: Int) { if let r = take() { _ = fuse_reply_write(r, count) } }
     func create(_ e: inout fuse_entry_param, _ fi: UnsafePointer<fuse_file_info>) {
         if let r = take() { FuseReplyCall.create(r, &e, fi) }
     }

@@ -48,7 +48,16 @@ public final class FuseSession {
             throw ProviderError(.ioError, "could not mount at \(mountpoint) (see the message above from libfuse)")
         }
         mounted = true
+        // The same descriptor, read and written through InitNegotiation (see there for why).
+        var io = InitNegotiation.customIO()
+        guard fuse_session_custom_io(session, &io, fuse_session_fd(session)) == 0 else {
+            throw ProviderError(.ioError, "libfuse refused the session's I/O functions")
+        }
     }
+
+    /// Whether the kernel agreed to leave privilege dropping on write to docfs (one security
+    /// xattr question per file instead of one per write).
+    public var handlesKillPriv: Bool { bridge.initNegotiation.granted.load(ordering: .relaxed) }
 
     /// SIGINT, SIGTERM and SIGHUP end the loop (process-wide: only the executable calls this).
     public func installSignalHandlers() -> Bool {

@@ -30,6 +30,15 @@ final class KernelNotifier: @unchecked Sendable {
         }
     }
 
+    /// The kernel drops the cached attributes of `ino`, now: safe inside a request, because
+    /// dropping attributes alone takes no lock the request may hold.
+    func invalidateAttributesNow(ino: UInt64) {
+        lock.withLock {
+            guard let session else { return }
+            _ = fuse_lowlevel_notify_inval_inode(session, ino, -1, 0)
+        }
+    }
+
     /// The kernel drops the cached pages and attributes of `ino`.
     func invalidateContents(ino: UInt64) {
         queue.async { [self] in

@@ -20,6 +20,9 @@ final class WriteSession: @unchecked Sendable {
     /// `user.*` attributes set on a new file before its import (`cp --preserve=xattr` sets them
     /// before close); stored with the item once it is imported (guarded by the node's sessionLock).
     var pendingAttributes: [String: Data] = [:]
+    /// Whether this copy's first write looked for set-user/group-ID bits to clear (guarded by the
+    /// node's sessionLock).
+    var setIDChecked = false
 
     /// Callers that found this copy's commit under way (set `committed`, provider not yet done)
     /// wait here, so none of them answers before the provider has the new contents.
