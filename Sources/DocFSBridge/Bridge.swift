@@ -24,6 +24,9 @@ public struct BridgeOptions: Sendable {
     /// `security.capability` before every write and `ls -l` asks for ACLs and SELinux labels of
     /// every entry, one round trip each.
     public var xattrs: Bool = true
+    /// When a file is opened for reading, read its folder's other small files ahead in the
+    /// background (`-o noprefetch` turns it off; see SiblingPrefetch).
+    public var prefetch: Bool = true
     public init() {}
 }
 
@@ -61,6 +64,7 @@ public final class Bridge: @unchecked Sendable {
     let stagingFiles: StagingFilePool
     let notifier = KernelNotifier()
     let initNegotiation = InitNegotiation()
+    let prefetch: SiblingPrefetch?
 
     public init(provider: any Provider, logger: Logger, options: BridgeOptions = BridgeOptions()) {
         self.provider = provider
@@ -69,6 +73,7 @@ public final class Bridge: @unchecked Sendable {
         self.importSlots = ImportStaging(root: provider.stagingDirectory)
         self.stagingFiles = StagingFilePool(stagingDirectory: provider.stagingDirectory.path)
         self.attributes = Attributes(uid: getuid(), gid: getgid())
+        self.prefetch = options.prefetch ? SiblingPrefetch(provider: provider) : nil
     }
 
     /// Call after the FUSE loop ended, before the provider closes: removes staging leftovers.

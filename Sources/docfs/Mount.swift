@@ -16,7 +16,8 @@ struct Mount: ParsableCommand {
               file's pages across opens; default on), writeback / no_writeback (kernel write-back
               cache for small writes; default off), noxattr (no extended attributes: no tags or
               user.* attributes through this mount, one round trip less per write and per `ls -l`
-              entry; default: served).
+              entry; default: served), noprefetch (do not read a folder's other small files ahead
+              when one is opened for reading; default: read ahead, at most once a folder in 30 s).
             auto_unmount is always on, so a daemon that dies leaves no dead mountpoint.
             """)
 
@@ -104,6 +105,8 @@ struct Mount: ParsableCommand {
             case "no_writeback": bridgeOptions.writeback = false
             case "noxattr": bridgeOptions.xattrs = false
             case "xattr": bridgeOptions.xattrs = true
+            case "noprefetch": bridgeOptions.prefetch = false
+            case "prefetch": bridgeOptions.prefetch = true
             case "nonempty", "auto_unmount": break  // checked above / always on
             default: fuse.append(opt)
             }
