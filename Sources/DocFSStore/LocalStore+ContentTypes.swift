@@ -112,7 +112,9 @@ extension LocalStore {
                 detection = Detection(type: .symbolicLink, source: .name)
                 if let rule, !rule.admits(.symbolicLink, in: types.registry) { throw types.refusal(.symbolicLink, by: rule) }
             case .file:
-                detection = try types.detector.detect(fileAt: source, name: record.item.filename)
+                // planImport has just seen it as a regular file of this size.
+                detection = try types.detector.detect(regularFileAt: source, name: record.item.filename,
+                                                      size: record.item.documentSize)
                 if let rule {
                     try check(detection, of: record.item.filename, by: rule)
                     if record.item.documentSize > 0 { try validate(source, as: detection.type) }

@@ -1224,7 +1224,9 @@ public final class LocalStore: Provider, @unchecked Sendable {
     public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
         // The store moves the file into contents/ itself, so it takes it by its sealed name.
         try file.withSealedPath { (path) throws(ProviderError) -> Item in
-            try importSync(path: path, name: file.name, toParent: parent)
+            let item = try importSync(path: path, name: file.name, toParent: parent)
+            file.noteMovedAway()  // an import that succeeded has taken (or removed) the staged file
+            return item
         }
     }
 

@@ -202,6 +202,22 @@ final class SecurityScopedImportTests: StoreTestCase {
         unlink(target)
     }
 
+    /// A provider that says it moved the file spares the window's end its look; the scope then
+    /// behaves as when the look finds the file gone.
+    func testASealedWindowToldTheFileWasTakenCountsItAsTaken() throws {
+        try makeStore()
+        let (file, _) = try scoped("a.txt", "x")
+        let target = store.stagingDirectory.path + "/taken-told"
+        try file.withSealedPath { (path) throws(ProviderError) in
+            XCTAssertEqual(rename(path, target), 0)
+            file.noteMovedAway()
+        }
+        XCTAssertFalse(file.startAccessingSecurityScopedResource(), "taken: nothing left to open")
+        file.finish()
+        XCTAssertEqual(FileManager.default.contents(atPath: target), Data("x".utf8))
+        unlink(target)
+    }
+
     func testLocalStoreImportsThroughTheScopeWithoutACopy() async throws {
         try makeStore()
         let (file, sealed) = try scoped("a.txt", "hello")
