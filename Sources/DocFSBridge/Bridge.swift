@@ -21,8 +21,7 @@ public struct BridgeOptions: Sendable {
     public var trash: Bool = false
     /// Serve extended attributes (tags, favourite rank, stored `user.*`). Off (`-o noxattr`), the
     /// xattr calls answer ENOSYS once and the kernel stops asking: it otherwise asks for
-    /// `security.capability` before every write and `ls -l` asks for ACLs and SELinux labels of
-    /// every entry, one round trip each.
+    /// `security.capability` once per file before its first write (InitNegotiation).
     public var xattrs: Bool = true
     /// When a file is opened for reading, read its folder's other small files ahead in the
     /// background (`-o noprefetch` turns it off; see SiblingPrefetch).

@@ -55,10 +55,6 @@ public final class FuseSession {
         }
     }
 
-    /// Whether the kernel agreed to leave privilege dropping on write to docfs (one security
-    /// xattr question per file instead of one per write).
-    public var handlesKillPriv: Bool { bridge.initNegotiation.granted.load(ordering: .relaxed) }
-
     /// SIGINT, SIGTERM and SIGHUP end the loop (process-wide: only the executable calls this).
     public func installSignalHandlers() -> Bool {
         fuse_set_signal_handlers(session) == 0

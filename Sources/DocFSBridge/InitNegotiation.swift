@@ -7,8 +7,9 @@ import Synchronization
 /// Why: without it the kernel never marks an inode as having no security attributes (SB_NOSEC),
 /// so before every write(2) it sends GETXATTR `security.capability` to learn whether privileges
 /// must be dropped: two round trips per write instead of one. With it the kernel asks once per
-/// inode, and clearing set-user-ID/set-group-ID after a content change becomes the filesystem's
-/// job (the bridge's commit does it; docfs stores no `security.capability`).
+/// inode, and clearing set-user-ID/set-group-ID when contents change becomes the filesystem's job
+/// (the bridge does it at a file's first write and at truncate, `Bridge.setIDToDrop`; docfs
+/// stores no `security.capability`).
 ///
 /// How: libfuse routes every request it reads from /dev/fuse and every reply it writes through
 /// the custom I/O functions (`fuse_session_custom_io`). The read notes the INIT request when the
@@ -17,7 +18,7 @@ import Synchronization
 final class InitNegotiation: Sendable {
     /// The INIT request's unique id while its reply is pending, else 0 (no request has id 0).
     private let pendingInit = Atomic<UInt64>(0)
-    /// Whether the kernel accepted the flag (for the log and the tests' daemon output).
+    /// Whether the INIT reply carried the flag.
     let granted = Atomic<Bool>(false)
 
     /// Called with each request read from the device.
