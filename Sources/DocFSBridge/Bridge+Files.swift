@@ -74,6 +74,17 @@ extension Bridge {
             if writing {
                 try beginWriting(node, item: item, truncating: truncating)
                 install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
+                // O_TRUNC changes the contents even if nothing is written after it.
+                if truncating, let change = setIDToDrop(node) {
+                    let opened = fi.pointee
+                    let d = reply.deferred()
+                    executor.run { [self] in
+                        await dropSetID(node, change)
+                        var info = opened
+                        d.open(&info)
+                    }
+                    return
+                }
             } else {
                 let fd = try attempt(.item(item.identifier)) { () throws(ProviderError) in
                     try provider.openContents(of: item.identifier)

@@ -62,6 +62,7 @@ final class DeferredReply: @unchecked Sendable {
     func entry(_ e: inout fuse_entry_param) { if let r = take() { FuseReplyCall.entry(r, &e) } }
     func attr(_ st: inout stat, timeout: Double) { if let r = take() { FuseReplyCall.attr(r, &st, timeout) } }
     func written(_ count: Int) { if let r = take() { _ = fuse_reply_write(r, count) } }
+    func open(_ fi: inout fuse_file_info) { if let r = take() { _ = fuse_reply_open(r, &fi) } }
     func create(_ e: inout fuse_entry_param, _ fi: UnsafePointer<fuse_file_info>) {
         if let r = take() { FuseReplyCall.create(r, &e, fi) }
     }

@@ -14,12 +14,13 @@ final class PrivilegeAttributeTests: MountTestCase {
             printf a > k && chmod 2765 k && printf b >> k && stat -c %a k
             printf a > t && chmod 6755 t && truncate -s 0 t && stat -c %a t
             printf a > r && chmod 4755 r && cat r >/dev/null && touch -m r && stat -c %a r
+            printf a > o && chmod 4755 o && : > o && stat -c %a o
             cat u g k
             """)
         XCTAssertEqual(r.status, 0, "\(r)\nlog:\n\(fx.log)")
         // group execute off: set-group-ID marks mandatory locking and stays; reading and
         // setting times change no contents.
-        XCTAssertEqual(r.stdout, "755\n775\n2765\n755\n4755\nababab", "\(r)")
+        XCTAssertEqual(r.stdout, "755\n775\n2765\n755\n4755\n755\nababab", "\(r)")
     }
 
     func testUnsupportedNamespacesAnswerEOPNOTSUPP() throws {
