@@ -45,7 +45,7 @@ struct Record: Sendable {
 
 /// The whole tree in memory: records by row and each folder's children by name.
 struct TreeState: Sendable {
-    var records: [Int64: Record] = [:]
+    var records = RecordTable()
     var children: [Int64: [NameKey: Int64]] = [:]
     /// Children in name order, built on demand and dropped when a folder changes.
     var sortedCache: [Int64: [Int64]] = [:]
