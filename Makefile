@@ -20,6 +20,9 @@ BENCH_ARGS ?=            # e.g. BENCH_ARGS='--only seq,small --peers native,pass
 # fsbench runs this through sh -c with {src} a fresh empty directory; cp/untar remount the
 # same {src}, so init only when it is still empty.
 BENCH_FS    = docfs=[ -n "$$(ls -A {src})" ] || $(RELEASE_BIN) init {src}; $(RELEASE_BIN) mount {src} {mnt}
+# BENCH_BASE=/path/to/an/older/docfs adds it as docfs-base: before/after ratios from one run.
+BENCH_BASE ?=
+BENCH_FSES  = --fs '$(BENCH_FS)' $(if $(BENCH_BASE),--fs 'docfs-base=[ -n "$$(ls -A {src})" ] || $(BENCH_BASE) init {src}; $(BENCH_BASE) mount {src} {mnt}')
 
 .PHONY: all build deps run test model fuzz model-deps install clean-mounts bench bench-quick clean microbench
 
@@ -117,10 +120,10 @@ clean-mounts:
 	done
 
 bench: build
-	$(FSBENCH) $(BENCH_ARGS) --fs '$(BENCH_FS)'
+	$(FSBENCH) $(BENCH_ARGS) $(BENCH_FSES)
 
 bench-quick: build
-	$(FSBENCH) --quick $(BENCH_ARGS) --fs '$(BENCH_FS)'
+	$(FSBENCH) --quick $(BENCH_ARGS) $(BENCH_FSES)
 
 clean:
 	$(SWIFT) package clean
