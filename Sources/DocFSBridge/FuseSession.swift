@@ -48,11 +48,10 @@ public final class FuseSession {
             throw ProviderError(.ioError, "could not mount at \(mountpoint) (see the message above from libfuse)")
         }
         mounted = true
-        // The same descriptor, read and written through InitNegotiation (see there for why).
+        // The same descriptor, read and written through InitNegotiation (see there for why). Only
+        // a speed-up: if libfuse refused, its own read/writev serve as before.
         var io = InitNegotiation.customIO()
-        guard fuse_session_custom_io(session, &io, fuse_session_fd(session)) == 0 else {
-            throw ProviderError(.ioError, "libfuse refused the session's I/O functions")
-        }
+        _ = fuse_session_custom_io(session, &io, fuse_session_fd(session))
     }
 
     /// SIGINT, SIGTERM and SIGHUP end the loop (process-wide: only the executable calls this).
