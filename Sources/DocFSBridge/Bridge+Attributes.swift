@@ -151,7 +151,7 @@ extension Bridge {
                 try attempt(.item(item.identifier)) { () throws(ProviderError) in try CapabilityCheck.write(item) }
             }
             try await truncate(node, item: item, to: Int64(attr.st_size), throughWritableHandle: handle?.writable ?? false)
-            if let change = setIDToDrop(node) { await dropSetID(node, change) }
+            if let item, let change = setIDToDrop(item) { await dropSetID(node, change) }
         }
         if toSet & FUSE_SET_ATTR_MODE != 0, let item {
             let mode = UInt16(attr.st_mode & 0o7777)

@@ -75,7 +75,7 @@ extension Bridge {
                 try beginWriting(node, item: item, truncating: truncating)
                 install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
                 // O_TRUNC changes the contents even if nothing is written after it.
-                if truncating, let change = setIDToDrop(node) {
+                if truncating, let change = setIDToDrop(item) {
                     let opened = fi.pointee
                     let d = reply.deferred()
                     executor.run { [self] in
@@ -182,7 +182,8 @@ extension Bridge {
         session.dirty = true
         if !session.setIDChecked {
             session.setIDChecked = true
-            if let change = setIDToDrop(node) {
+            if let id = inodes.identifier(node.ino), let item = try? provider.item(for: id),
+               let change = setIDToDrop(item) {
                 let d = reply.deferred()
                 executor.run { [self, done] in
                     await dropSetID(node, change)
@@ -327,12 +328,11 @@ extension Bridge {
     /// leaves this to us (InitNegotiation), and libfuse does not pass on whether the writer holds
     /// CAP_FSETID (which keeps the bits on ext4), so they go for every writer. The kernel's cached
     /// mode is dropped before the caller replies. Nil when there is nothing to clear.
-    func setIDToDrop(_ node: InodeNode) -> (ItemIdentifier, UInt16)? {
-        guard let id = inodes.identifier(node.ino), let item = try? provider.item(for: id) else { return nil }
+    func setIDToDrop(_ item: Item) -> (ItemIdentifier, UInt16)? {
         let mode = mode_t(item.posixPermissions)
         var kill = mode & S_ISUID
         if mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP { kill |= S_ISGID }
-        return kill == 0 ? nil : (id, UInt16(mode & ~kill))
+        return kill == 0 ? nil : (item.identifier, UInt16(mode & ~kill))
     }
 
     func dropSetID(_ node: InodeNode, _ change: (ItemIdentifier, UInt16)) async {

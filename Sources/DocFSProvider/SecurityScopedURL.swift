@@ -33,8 +33,6 @@ public final class SecurityScopedURL: @unchecked Sendable, CustomStringConvertib
     /// nothing to remove and need not look.
     /// `sealedWindow`: the window is open at the sealed path (`withSealedPath`); a start now fails.
     private let state = Mutex<(accessCount: Int, finished: Bool, moved: Bool, sealedWindow: Bool)>((0, false, false, false))
-    /// Set by `noteMovedAway()` inside a sealed window.
-    private let movedInWindow = Atomic<Bool>(false)
 
     private static let counter = Atomic<UInt64>(0)
 
@@ -106,12 +104,11 @@ public final class SecurityScopedURL: @unchecked Sendable, CustomStringConvertib
             throw ProviderError(.noSuchItem, "the staged file for '\(name)' is no longer accessible (its security scope has ended)")
         }
         defer {
-            let told = movedInWindow.load(ordering: .relaxed)
             state.withLock { s in
                 s.accessCount = 0
                 s.sealedWindow = false
                 var st = stat()
-                if told || (lstat(sealedPath, &st) != 0 && errno == ENOENT) { s.moved = true }
+                if !s.moved, lstat(sealedPath, &st) != 0, errno == ENOENT { s.moved = true }
             }
         }
         return try body(sealedPath)
@@ -119,7 +116,7 @@ public final class SecurityScopedURL: @unchecked Sendable, CustomStringConvertib
 
     /// Called inside `withSealedPath` by a provider that has moved the file away (renamed it
     /// into its storage): the window's end then need not look (one `lstat` less per import).
-    public func noteMovedAway() { movedInWindow.store(true, ordering: .relaxed) }
+    public func noteMovedAway() { state.withLock { $0.moved = true } }
 
     /// Runs `body` inside an access window.
     public func withAccess<T>(_ body: (URL) async throws(ProviderError) -> T) async throws(ProviderError) -> T {
