@@ -1,11 +1,21 @@
 import struct Foundation.Date
 import struct Foundation.Data
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What kind of node an item is in the tree.
 public enum ItemKind: UInt8, Sendable, Hashable {
     case file = 0
     case folder = 1
     case symlink = 2
+    /// A named pipe (mkfifo): no contents, never a document.
+    case fifo = 3
+    /// A unix socket's name (bind): no contents, never a document.
+    case socket = 4
+
+    /// FIFOs and sockets: items that only name a kernel object, with no stored contents.
+    public var isSpecial: Bool { self == .fifo || self == .socket }
 }
 
 /// Versions that change when an item's contents or metadata change (NSFileProviderItemVersion).
@@ -31,16 +41,39 @@ public struct Item: Hashable, Sendable {
     public var childItemCount: Int?
     /// Number of child folders, for `st_nlink` (fts relies on it).
     public var childFolderCount: Int
-    public var creationDate: Date
-    public var contentModificationDate: Date
-    public var lastUsedDate: Date?
+    /// Birth time (`statx` btime); set once.
+    public var creationTime: FileTime
+    /// Contents changed (`st_mtime`); a folder's when an entry was added, removed or renamed.
+    public var modificationTime: FileTime
+    /// Last used (`st_atime`); nil reads as the modification time.
+    public var accessTime: FileTime?
+    /// Contents or metadata changed (`st_ctime`): every change the provider makes moves it.
+    public var changeTime: FileTime
     public var tagData: Data?
     public var favoriteRank: Int64?
     public var capabilities: Capabilities
     public var itemVersion: ItemVersion
     public var symlinkTargetPath: String?
-    /// POSIX permission bits the user asked for (chmod); capabilities mask them.
+    /// POSIX permission bits the user asked for (chmod), set-user-ID, set-group-ID and sticky
+    /// included; capabilities mask what `stat` shows.
     public var posixPermissions: UInt16
+    /// Owner and group (`st_uid`, `st_gid`).
+    public var ownerID: UInt32
+    public var groupID: UInt32
+
+    /// The Apple vocabulary's dates, as views of the exact times.
+    public var creationDate: Date {
+        get { creationTime.date }
+        set { creationTime = FileTime(newValue) }
+    }
+    public var contentModificationDate: Date {
+        get { modificationTime.date }
+        set { modificationTime = FileTime(newValue) }
+    }
+    public var lastUsedDate: Date? {
+        get { accessTime?.date }
+        set { accessTime = newValue.map(FileTime.init) }
+    }
 
     public init(
         identifier: ItemIdentifier, parentIdentifier: ItemIdentifier, filename: String,
@@ -49,7 +82,7 @@ public struct Item: Hashable, Sendable {
         creationDate: Date, contentModificationDate: Date, lastUsedDate: Date? = nil,
         tagData: Data? = nil, favoriteRank: Int64? = nil, capabilities: Capabilities,
         itemVersion: ItemVersion = ItemVersion(), symlinkTargetPath: String? = nil,
-        posixPermissions: UInt16? = nil
+        posixPermissions: UInt16? = nil, ownerID: UInt32? = nil, groupID: UInt32? = nil
     ) {
         self.identifier = identifier
         self.parentIdentifier = parentIdentifier
@@ -59,15 +92,25 @@ public struct Item: Hashable, Sendable {
         self.documentSize = documentSize
         self.childItemCount = childItemCount
         self.childFolderCount = childFolderCount
-        self.creationDate = creationDate
-        self.contentModificationDate = contentModificationDate
-        self.lastUsedDate = lastUsedDate
+        self.creationTime = FileTime(creationDate)
+        self.modificationTime = FileTime(contentModificationDate)
+        self.accessTime = lastUsedDate.map(FileTime.init)
+        self.changeTime = FileTime(contentModificationDate)
         self.tagData = tagData
         self.favoriteRank = favoriteRank
         self.capabilities = capabilities
         self.itemVersion = itemVersion
         self.symlinkTargetPath = symlinkTargetPath
         self.posixPermissions = posixPermissions ?? (kind == .folder ? 0o755 : (kind == .symlink ? 0o777 : 0o644))
+        // Unless the provider says otherwise, items belong to whoever runs it.
+        self.ownerID = ownerID ?? getuid()
+        self.groupID = groupID ?? getgid()
+    }
+
+    /// Records a change of metadata (ctime moves, a new metadata version).
+    public mutating func noteMetadataChange(at now: FileTime) {
+        itemVersion.metadataVersion += 1
+        changeTime = now
     }
 
     public var isFolder: Bool { kind == .folder }

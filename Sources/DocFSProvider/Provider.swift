@@ -91,6 +91,25 @@ public protocol Provider: AnyObject, Sendable {
     /// and `docfs info`). Answer from memory: the bridge asks on getxattr.
     func supertypes(of type: ContentType) -> [ContentType]
 
+    // MARK: Owners, modes and times (each has a default below)
+
+    /// Imports a staged file as a new item with these owner, group, mode and times. The bridge
+    /// calls this; the default imports and then sets the attributes.
+    func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+                        attributes: NewItemAttributes) async throws(ProviderError) -> Item
+    func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
+                         attributes: NewItemAttributes) async throws(ProviderError) -> Item
+    func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
+                            attributes: NewItemAttributes) async throws(ProviderError) -> Item
+    /// A FIFO or a socket's name (`kind` is `.fifo` or `.socket`): an item with no contents. The
+    /// default refuses (EPERM).
+    func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
+                           attributes: NewItemAttributes) async throws(ProviderError) -> Item
+    /// chmod, chown, chgrp, utimensat. The bridge has applied Linux's rules on who may; the
+    /// provider stores the change and moves the item's change time. The default handles mode and
+    /// times through the older calls and refuses owner changes (EPERM).
+    func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item
+
     // MARK: Security-scoped import, trash details, stored extended attributes
     // (each has a default below, so a provider needs to implement only what it supports)
 
@@ -137,6 +156,54 @@ extension Provider {
     }
 
     public func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? { nil }
+
+    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+                               attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+        let item = try await importDocument(from: file, toParentItemIdentifier: parent)
+        return try await applyNewItemAttributes(attributes, to: item)
+    }
+
+    public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
+                                attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+        let item = try await createDirectory(withName: name, inParentItemIdentifier: parent)
+        return try await applyNewItemAttributes(attributes, to: item)
+    }
+
+    public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
+                                   attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+        let item = try await createSymbolicLink(withName: name, target: target, inParentItemIdentifier: parent)
+        return try await applyNewItemAttributes(attributes, to: item)
+    }
+
+    public func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
+                                  attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+        throw ProviderError(.notPermitted, "this provider does not keep FIFOs or sockets")
+    }
+
+    public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item {
+        if changes.ownerID != nil || changes.groupID != nil {
+            throw ProviderError(.notPermitted, "this provider does not change owners")
+        }
+        var item = try item(for: identifier)
+        if changes.posixPermissions != nil || changes.modificationTime != nil {
+            item = try await setAttributes(ofItemWithIdentifier: identifier, posixPermissions: changes.posixPermissions,
+                                           contentModificationDate: changes.modificationTime?.date)
+        }
+        if let accessTime = changes.accessTime {
+            item = try await setLastUsedDate(accessTime.date, forItemIdentifier: identifier)
+        }
+        return item
+    }
+
+    /// What the defaults above apply after creating an item the older way.
+    private func applyNewItemAttributes(_ attributes: NewItemAttributes, to item: Item) async throws(ProviderError) -> Item {
+        var changes = AttributeChanges(modificationTime: attributes.modificationTime, accessTime: attributes.accessTime)
+        if attributes.posixPermissions != item.posixPermissions { changes.posixPermissions = attributes.posixPermissions }
+        if attributes.ownerID != item.ownerID { changes.ownerID = attributes.ownerID }
+        if attributes.groupID != item.groupID { changes.groupID = attributes.groupID }
+        if changes.isEmpty { return item }
+        return (try? await setAttributes(ofItemWithIdentifier: item.identifier, changes: changes)) ?? item
+    }
 
     /// No stored attributes.
     public func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String] { [] }
