@@ -65,6 +65,9 @@ extension LocalStore {
             if !rule.admits(type, in: types.registry) { throw types.refusal(type, by: rule) }
         case .symlink:
             if !rule.admits(.symbolicLink, in: types.registry) { throw types.refusal(.symbolicLink, by: rule) }
+        case .fifo, .socket:
+            // Not documents: only a folder without a list of allowed types takes them.
+            throw ProviderError(.typeNotAllowed, "FIFOs and sockets are not documents: the folder takes only \(rule.allowedList) (rule of /\(rule.path))")
         case .file:
             let candidates = types.detector.candidates(forFilename: name)
             guard let first = candidates.first else { return }
@@ -111,6 +114,9 @@ extension LocalStore {
             case .symlink:
                 detection = Detection(type: .symbolicLink, source: .name)
                 if let rule, !rule.admits(.symbolicLink, in: types.registry) { throw types.refusal(.symbolicLink, by: rule) }
+            case .fifo, .socket:
+                detection = Detection(type: .item, source: .name)
+                if let rule { try admit(named: record.item.filename, kind: record.item.kind, by: rule) }
             case .file:
                 // planImport has just seen it as a regular file of this size.
                 detection = try types.detector.detect(regularFileAt: source, name: record.item.filename,
@@ -177,6 +183,8 @@ extension LocalStore {
 
     private func checkTree(_ record: Record, by rule: ContentTypeTable.FolderRule, in tree: borrowing TreeState) throws(ProviderError) {
         switch record.item.kind {
+        case .fifo, .socket:
+            try admit(named: record.item.filename, kind: record.item.kind, by: rule)
         case .file, .symlink:
             if !rule.admits(record.item.contentType, in: types.registry) {
                 throw types.refusal(record.item.contentType, by: rule, detail: " (\(tree.path(of: record.row)))")

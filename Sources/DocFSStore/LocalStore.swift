@@ -42,7 +42,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
     static let contentsName = "contents"
     static let stagingName = "staging"
     static let lockName = "lock"
-    static let formatVersion = "1"
+    static let formatVersion = "2"
 
     static let rootRow: Int64 = 1
     static let trashRow: Int64 = 2
@@ -290,6 +290,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             if recovery.applied > 0 || recovery.discardedBytes > 0 {
                 logger.notice("store \(path): applied \(recovery.applied) change(s) from the journal of an unclean shutdown\(recovery.discardedBytes > 0 ? "; \(recovery.discardedBytes) byte(s) of a torn last entry discarded" : "")")
             }
+            try Self.migrateIfNeeded(queue, path: path, logger: logger)
             let tree = try Self.loadTree(queue, path: path)
             let journal = try StoreJournal(storePath: path, generation: recovery.nextGeneration)
             let store = LocalStore(url: url, layout: loadedLayout, database: queue, journal: journal, lockFD: fd, state: tree, logger: logger)
@@ -302,6 +303,20 @@ public final class LocalStore: Provider, @unchecked Sendable {
             sysClose(fd)
             if let error = error as? ProviderError { throw error }
             throw ProviderError(.ioError, "store \(path): \(Self.describe(error))")
+        }
+    }
+
+    /// A store of format 1 (made before owners and exact times) is brought to the current format
+    /// once, after its journal was applied; one log line says so.
+    static func migrateIfNeeded(_ queue: DatabaseQueue, path: String, logger: Logger?) throws {
+        let migrated: Int?
+        do {
+            migrated = try queue.inDatabase { db in try Schema.migrate(db, owner: getuid(), group: getgid()) }
+        } catch {
+            throw ProviderError(.corruptFile, "store \(path): cannot migrate \(databaseName) to format \(formatVersion): \(describe(error))")
+        }
+        if let migrated {
+            logger?.notice("store \(path): migrated \(migrated) item(s) from format 1 to format \(formatVersion) (exact times; owner \(getuid()), group \(getgid()) for every item)")
         }
     }
 
@@ -320,8 +335,8 @@ public final class LocalStore: Provider, @unchecked Sendable {
                     throw ProviderError(.corruptFile, "\(path) is not a docfs store: \(databaseName) has no docfs tables")
                 }
                 let format = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'format'")
-                guard format == formatVersion else {
-                    throw ProviderError(.corruptFile, "store \(path) has format \(format ?? "none"); this docfs reads format \(formatVersion)")
+                guard format == formatVersion || format == "1" else {
+                    throw ProviderError(.corruptFile, "store \(path) has format \(format ?? "none"); this docfs reads formats 1 and \(formatVersion)")
                 }
                 let layout: Layout
                 if let json = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'layout'") {
@@ -600,6 +615,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
         switch found.kind {
         case .folder: throw ProviderError(.isDirectory, "\(path(of: identifier)) is a folder")
         case .symlink: throw ProviderError(.invalidArgument, "\(path(of: identifier)) is a symbolic link")
+        case .fifo, .socket: throw ProviderError(.invalidArgument, "\(path(of: identifier)) has no stored contents (a FIFO or socket)")
         case .file: break
         }
         let row = Self.row(for: identifier)!
@@ -728,26 +744,38 @@ public final class LocalStore: Provider, @unchecked Sendable {
     }
 
     /// A parent's record after a child was added or removed: directory-mtime semantics.
-    private static func touched(_ record: Record, now: Date) -> Record {
+    private static func touched(_ record: Record, now: FileTime) -> Record {
         var record = record
-        record.item.contentModificationDate = now
-        record.item.itemVersion.metadataVersion += 1
+        record.item.modificationTime = now
+        record.item.noteMetadataChange(at: now)
         return record
     }
 
     /// A new record for an item created inside `parent`, with the parent's contents policy.
     /// `typed: false` leaves the content type to the caller (an import types every item from its
     /// bytes afterwards; typing the name here too cost a glob match per file).
+    /// Owner, group and mode come from `attributes` (the caller's, set by the bridge); without
+    /// them the item belongs to whoever runs the store. Times: `modified` (and `accessed`) as
+    /// given, birth and change time now.
     private func newRecord(row: Int64, parent: Record, name: String, kind: ItemKind, size: Int64 = 0,
-                           created: Date, modified: Date, mode: UInt16? = nil, target: String? = nil,
+                           now: FileTime, modified: FileTime? = nil, accessed: FileTime? = nil,
+                           attributes: NewItemAttributes?, mode: UInt16? = nil, target: String? = nil,
                            typed: Bool = true) -> Record {
         let policy = parent.contentsPolicy ?? .all
         let type = typed || kind != .file ? types.type(forFilename: name, kind: kind) : ContentType.data
-        var record = Record(row: row, parent: parent.row, item: Item(
+        var item = Item(
             identifier: Self.identifier(forRow: row), parentIdentifier: parent.item.identifier, filename: name,
             kind: kind, contentType: type, documentSize: size,
-            childItemCount: kind == .folder ? 0 : nil, creationDate: created, contentModificationDate: modified,
-            capabilities: types.capabilities(policy, for: type), symlinkTargetPath: target, posixPermissions: mode))
+            childItemCount: kind == .folder ? 0 : nil, creationDate: .distantPast, contentModificationDate: .distantPast,
+            capabilities: types.capabilities(policy, for: type), symlinkTargetPath: target,
+            posixPermissions: mode ?? attributes?.posixPermissions, ownerID: attributes?.ownerID, groupID: attributes?.groupID)
+        item.creationTime = now
+        item.changeTime = now
+        item.modificationTime = modified ?? attributes?.modificationTime ?? now
+        // An item made through the mount was last used when it was made, as on ext4.
+        item.accessTime = accessed ?? attributes?.accessTime ?? (attributes == nil ? nil : now)
+        if kind == .symlink { item.posixPermissions = 0o777 }
+        var record = Record(row: row, parent: parent.row, item: item)
         if kind == .folder { record.contentsPolicy = parent.contentsPolicy }
         return record
     }
@@ -755,14 +783,15 @@ public final class LocalStore: Provider, @unchecked Sendable {
     // MARK: - Actions
 
     public func importDocument(at fileURL: URL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
-        try importSync(at: fileURL, toParent: parent)
+        try importSync(path: fileURL.path, name: fileURL.lastPathComponent, toParent: parent, attributes: nil)
     }
 
-    private func importSync(at fileURL: URL, toParent parent: ItemIdentifier) throws(ProviderError) -> Item {
-        try importSync(path: fileURL.path, name: fileURL.lastPathComponent, toParent: parent)
-    }
-
-    private func importSync(path sourcePath: String, name: String, toParent parent: ItemIdentifier) throws(ProviderError) -> Item {
+    /// Without `attributes` (docfs import of a user's files, the plain API), the items keep the
+    /// mode and times of the files imported and belong to whoever runs the store. With them (a
+    /// copy through the mount), the top item takes the caller's owner, group and mode and the
+    /// times the program set; its contents (a package's files) belong to the same owner.
+    func importSync(path sourcePath: String, name: String, toParent parent: ItemIdentifier,
+                    attributes: NewItemAttributes?) throws(ProviderError) -> Item {
         try Self.validateName(name)
         let parentRow = try parentRow(parent)
         return try write { (database) throws(ProviderError) -> Item in
@@ -771,7 +800,9 @@ public final class LocalStore: Provider, @unchecked Sendable {
             // Plan the new items: one for a file or symlink, a tree for a directory.
             var plan: [PlannedItem] = []
             var nextRow = state.withLock { $0.nextRow }
-            try planImport(path: sourcePath, name: name, status: status, parent: parentRecord, into: &plan, nextRow: &nextRow)
+            let now = FileTime.now()
+            try planImport(path: sourcePath, name: name, status: status, parent: parentRecord, into: &plan, nextRow: &nextRow,
+                           now: now, attributes: attributes, top: true)
             // Content types from the bytes, the folder's allowed types, document validation:
             // refused here, nothing has been moved yet.
             let admitted = try admitImport(plan.map { ($0.record, $0.source) }, into: parentRecord)
@@ -803,7 +834,6 @@ public final class LocalStore: Provider, @unchecked Sendable {
                 }
             }
             FaultInjection.point(.importCommit)  // test-only crash point (DOCFS_FAULT)
-            let now = Date()
             let newParent = Self.touched(parentRecord, now: now)
             do throws(ProviderError) {
                 try commit(database, saving: plan.map(\.record) + [newParent], "import \(name)")
@@ -833,24 +863,34 @@ public final class LocalStore: Provider, @unchecked Sendable {
     }
 
     private func planImport(path: String, name: String, status: FileStatus, parent: Record,
-                            into plan: inout [PlannedItem], nextRow: inout Int64) throws(ProviderError) {
+                            into plan: inout [PlannedItem], nextRow: inout Int64,
+                            now: FileTime, attributes: NewItemAttributes?, top: Bool) throws(ProviderError) {
         try Self.validateName(name)
         let row = nextRow
         nextRow += 1
+        // The top item of a copy through the mount: the caller's owner, group and mode, and the
+        // times the staged file carries (what the program wrote or set). Otherwise the source's.
+        let given = top ? attributes : nil
+        var owned = attributes
+        owned?.posixPermissions = status.mode
+        let own = given ?? owned
         switch status.kind {
         case .file:
-            let record = newRecord(row: row, parent: parent, name: name, kind: .file, size: status.size,
-                                   created: status.modificationDate, modified: status.modificationDate, mode: status.mode,
-                                   typed: false)
+            let record = newRecord(row: row, parent: parent, name: name, kind: .file, size: status.size, now: now,
+                                   modified: given?.modificationTime ?? status.modificationTime,
+                                   accessed: given?.accessTime ?? (attributes == nil ? nil : status.accessTime),
+                                   attributes: own, mode: given == nil ? status.mode : nil, typed: false)
             plan.append(PlannedItem(record: record, source: path))
         case .symlink:
             let target = try sysReadlink(path)
             let record = newRecord(row: row, parent: parent, name: name, kind: .symlink, size: Int64(target.utf8.count),
-                                   created: status.modificationDate, modified: status.modificationDate, target: target)
+                                   now: now, modified: given?.modificationTime ?? status.modificationTime,
+                                   attributes: own, target: target)
             plan.append(PlannedItem(record: record, source: path))
         case .directory:
-            var folder = newRecord(row: row, parent: parent, name: name, kind: .folder,
-                                   created: status.modificationDate, modified: status.modificationDate, mode: status.mode)
+            var folder = newRecord(row: row, parent: parent, name: name, kind: .folder, now: now,
+                                   modified: given?.modificationTime ?? status.modificationTime,
+                                   attributes: own, mode: given == nil ? status.mode : nil)
             let index = plan.count
             plan.append(PlannedItem(record: folder, source: path))
             let names = try directoryEntries(path).sorted()
@@ -859,37 +899,61 @@ public final class LocalStore: Provider, @unchecked Sendable {
                 let childPath = path + "/" + child
                 let childStatus = try fileStatus(childPath).get()
                 if childStatus.kind == .directory { folderCount += 1 }
-                try planImport(path: childPath, name: child, status: childStatus, parent: folder, into: &plan, nextRow: &nextRow)
+                try planImport(path: childPath, name: child, status: childStatus, parent: folder, into: &plan, nextRow: &nextRow,
+                               now: now, attributes: attributes, top: false)
             }
             folder.item.childItemCount = names.count
             folder.item.childFolderCount = folderCount
             plan[index].record = folder
         case .other:
-            throw ProviderError(.unsupported, "cannot import '\(name)': only files, folders and symbolic links can be stored")
+            throw ProviderError(.unsupported, "cannot import '\(name)': only files, folders, symbolic links, FIFOs and sockets can be stored, and only FIFOs and sockets made in the mount")
         }
     }
 
     public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
-        try createSync(name: name, parent: parent, kind: .folder, target: nil)
+        try createSync(name: name, parent: parent, kind: .folder, target: nil, attributes: nil)
+    }
+
+    public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
+                                attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+        try createSync(name: name, parent: parent, kind: .folder, target: nil, attributes: attributes)
     }
 
     public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
-        if target.isEmpty { throw ProviderError(.invalidArgument, "a symbolic link needs a target") }
-        if target.utf8.count >= Int(PATH_MAX) { throw ProviderError(.nameTooLong, "symbolic link target is longer than \(PATH_MAX) bytes") }
-        return try createSync(name: name, parent: parent, kind: .symlink, target: target)
+        try createSymbolicLinkSync(name: name, target: target, parent: parent, attributes: nil)
     }
 
-    private func createSync(name: String, parent: ItemIdentifier, kind: ItemKind, target: String?) throws(ProviderError) -> Item {
+    public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
+                                   attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+        try createSymbolicLinkSync(name: name, target: target, parent: parent, attributes: attributes)
+    }
+
+    private func createSymbolicLinkSync(name: String, target: String, parent: ItemIdentifier,
+                                        attributes: NewItemAttributes?) throws(ProviderError) -> Item {
+        if target.isEmpty { throw ProviderError(.invalidArgument, "a symbolic link needs a target") }
+        if target.utf8.count >= Int(PATH_MAX) { throw ProviderError(.nameTooLong, "symbolic link target is longer than \(PATH_MAX) bytes") }
+        return try createSync(name: name, parent: parent, kind: .symlink, target: target, attributes: attributes)
+    }
+
+    /// FIFOs and sockets: items with no contents, never typed or validated as documents.
+    public func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
+                                  attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+        guard kind.isSpecial else { throw ProviderError(.invalidArgument, "only FIFOs and sockets are special items") }
+        return try createSync(name: name, parent: parent, kind: kind, target: nil, attributes: attributes)
+    }
+
+    private func createSync(name: String, parent: ItemIdentifier, kind: ItemKind, target: String?,
+                            attributes: NewItemAttributes?) throws(ProviderError) -> Item {
         try Self.validateName(name)
         let parentRow = try parentRow(parent)
         return try write { (database) throws(ProviderError) -> Item in
             let parentRecord = try read { (tree) throws(ProviderError) in try checkedParent(tree, parentRow, parent, name: name) }
             let row = state.withLock { $0.nextRow }
-            let now = Date()
+            let now = FileTime.now()
             let record = newRecord(row: row, parent: parentRecord, name: name, kind: kind,
-                                   size: Int64(target?.utf8.count ?? 0), created: now, modified: now, target: target)
+                                   size: Int64(target?.utf8.count ?? 0), now: now, attributes: attributes, target: target)
             let newParent = Self.touched(parentRecord, now: now)
-            try commit(database, saving: [record, newParent], kind == .folder ? "create folder \(name)" : "create symbolic link \(name)")
+            try commit(database, saving: [record, newParent], "create \(kind == .folder ? "folder" : kind == .symlink ? "symbolic link" : kind == .fifo ? "FIFO" : "socket") \(name)")
             return state.withLock { tree -> Item in
                 tree.nextRow = max(tree.nextRow, row + 1)
                 tree.insert(record)
@@ -914,10 +978,10 @@ public final class LocalStore: Provider, @unchecked Sendable {
                 return (record, parentRecord)
             }
             if record.item.filename.utf8.elementsEqual(name.utf8) { return record.item }
-            let now = Date()
+            let now = FileTime.now()
             var renamed = record
             renamed.item.filename = name
-            renamed.item.itemVersion.metadataVersion += 1
+            renamed.item.noteMetadataChange(at: now)
             renamed.item = types.retyped(renamed.item, name: name, policy: parentRecord.contentsPolicy)
             let newParent = Self.touched(parentRecord, now: now)
             try commit(database, saving: [renamed, newParent], "rename \(record.item.filename) to \(name)")
@@ -993,7 +1057,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             moved.parent = destinationRow
             moved.item.parentIdentifier = newParent.item.identifier
             moved.item.filename = name
-            moved.item.itemVersion.metadataVersion += 1
+            moved.item.noteMetadataChange(at: FileTime.now())
             if newName != nil { moved.item = types.retyped(moved.item, name: name, policy: oldParent.contentsPolicy) }
             if destinationRow != Self.trashRow { try checkMove(moved, into: destinationRow, in: tree) }
             switch trashing {
@@ -1013,7 +1077,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             return Plan(record: moved, oldParent: oldParent, newParent: newParent, replaced: replaced)
         }
         guard let plan else { return try item(for: identifier) }
-        let now = Date()
+        let now = plan.record.item.changeTime
         let oldParent = Self.touched(plan.oldParent, now: now)
         var saving = [plan.record, oldParent]
         if plan.newParent.row != plan.oldParent.row { saving.append(Self.touched(plan.newParent, now: now)) }
@@ -1045,7 +1109,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
                 }
                 return (record, parentRecord)
             }
-            let newParent = Self.touched(parentRecord, now: Date())
+            let newParent = Self.touched(parentRecord, now: FileTime.now())
             try commit(database, saving: [newParent], deleting: [row], "delete \(record.item.filename)")
             if record.item.kind == .file {
                 reaper.remove(contentPath(row)) { "the contents of deleted item \(row)" }
@@ -1110,7 +1174,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             record.parent = folderRow
             record.item.parentIdentifier = identifier(forRow: folderRow)
             record.item.filename = name
-            record.item.itemVersion.metadataVersion += 1
+            record.item.noteMetadataChange(at: FileTime.now())
             record.trashedFrom = nil
             record.trashedName = nil
             gathered.append(record)
@@ -1222,9 +1286,18 @@ public final class LocalStore: Provider, @unchecked Sendable {
 
     /// The staged file is reached only inside its access window, which spans the move into storage.
     public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        try importScoped(file, parent: parent, attributes: nil)
+    }
+
+    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+                               attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+        try importScoped(file, parent: parent, attributes: attributes)
+    }
+
+    private func importScoped(_ file: SecurityScopedURL, parent: ItemIdentifier, attributes: NewItemAttributes?) throws(ProviderError) -> Item {
         // The store moves the file into contents/ itself, so it takes it by its sealed name.
         try file.withSealedPath { (path) throws(ProviderError) -> Item in
-            let item = try importSync(path: path, name: file.name, toParent: parent)
+            let item = try importSync(path: path, name: file.name, toParent: parent, attributes: attributes)
             file.noteMovedAway()  // an import that succeeded has taken (or removed) the staged file
             return item
         }
@@ -1239,7 +1312,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
                 return record
             }
             try change(&record)
-            record.item.itemVersion.metadataVersion += 1
+            record.item.noteMetadataChange(at: FileTime.now())
             try commit(database, saving: [record], what)
             return state.withLock { tree -> Item in
                 tree.replaceKeepingCounts(record)
@@ -1260,6 +1333,15 @@ public final class LocalStore: Provider, @unchecked Sendable {
         try updateSync(identifier, "set last-used date") { $0.item.lastUsedDate = date }
     }
 
+    public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item {
+        try updateSync(identifier, "set attributes") { (record) throws(ProviderError) in
+            if changes.posixPermissions != nil, record.item.kind == .symlink {
+                throw ProviderError(.unsupported, "the mode of a symbolic link cannot change")
+            }
+            changes.apply(to: &record.item)
+        }
+    }
+
     public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, posixPermissions: UInt16?,
                               contentModificationDate: Date?) async throws(ProviderError) -> Item {
         try updateSync(identifier, "set attributes") { record in
@@ -1276,7 +1358,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
                 guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
                 switch record.item.kind {
                 case .folder: throw ProviderError(.isDirectory, "\(tree.path(of: row)) is a folder")
-                case .symlink: throw ProviderError(.invalidArgument, "\(tree.path(of: row)) is a symbolic link")
+                case .symlink, .fifo, .socket: throw ProviderError(.invalidArgument, "\(tree.path(of: row)) is not a regular file")
                 case .file: return record
                 }
             }
@@ -1293,10 +1375,11 @@ public final class LocalStore: Provider, @unchecked Sendable {
             let hasBackup = sysLink(target, backup)
             try sysRename(sourcePath, target, "rename staged file over the contents of \(record.item.filename)")
             record.item.documentSize = status.size
-            record.item.contentModificationDate = status.modificationDate
+            // The staged file's time: the last write, or what the program set (futimens) after it.
+            record.item.modificationTime = status.modificationTime
             FaultInjection.point(.modifyCommit)  // test-only crash point (DOCFS_FAULT)
             record.item.itemVersion.contentVersion += 1
-            record.item.itemVersion.metadataVersion += 1
+            record.item.noteMetadataChange(at: FileTime.now())
             do throws(ProviderError) {
                 try commit(database, saving: [record], "modify \(record.item.filename)")
             } catch {

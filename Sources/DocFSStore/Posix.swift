@@ -15,7 +15,9 @@ struct FileStatus {
     var kind: Kind
     var size: Int64
     var mode: UInt16
-    var modificationDate: Date
+    var modificationTime: FileTime
+    var accessTime: FileTime
+    var modificationDate: Date { modificationTime.date }
     var inode: UInt64
     var device: UInt64
 }
@@ -30,13 +32,9 @@ func fileStatus(_ path: String) -> Result<FileStatus, ProviderError> {
     case S_IFLNK: kind = .symlink
     default: kind = .other
     }
-    #if canImport(Darwin)
-    let seconds = Double(st.st_mtimespec.tv_sec) + Double(st.st_mtimespec.tv_nsec) / 1e9
-    #else
-    let seconds = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
-    #endif
     return .success(FileStatus(kind: kind, size: Int64(st.st_size), mode: UInt16(st.st_mode & 0o7777),
-                               modificationDate: Date(timeIntervalSince1970: seconds),
+                               modificationTime: FileTime(seconds: Int64(st.st_mtim.tv_sec), nanoseconds: Int32(st.st_mtim.tv_nsec)),
+                               accessTime: FileTime(seconds: Int64(st.st_atim.tv_sec), nanoseconds: Int32(st.st_atim.tv_nsec)),
                                inode: UInt64(st.st_ino), device: UInt64(st.st_dev)))
 }
 

@@ -43,6 +43,8 @@ public struct StoreCheckReport: Sendable {
     public var folders = 0
     public var files = 0
     public var symlinks = 0
+    /// FIFOs and sockets.
+    public var special = 0
     public var contentFiles = 0
     public var contentBytes: Int64 = 0
 
@@ -115,6 +117,11 @@ public enum StoreChecker {
             }
         }
 
+        do { try LocalStore.migrateIfNeeded(queue, path: path, logger: nil) } catch let error as ProviderError {
+            throw error
+        } catch {
+            throw ProviderError(.corruptFile, "store \(path): \(error)")
+        }
         var report = try examine(queue, path: path)
         if let journalProblem {
             report.problems.insert(journalProblem, at: 0)
@@ -192,6 +199,7 @@ public enum StoreChecker {
             case .folder: report.folders += 1
             case .file: report.files += 1
             case .symlink: report.symlinks += 1
+            case .fifo, .socket: report.special += 1
             }
             if row == LocalStore.rootRow || row == LocalStore.trashRow { continue }
             guard let parent = record.parent else {
