@@ -3,20 +3,26 @@ import Glibc
 import DocFSProvider
 
 extension Bridge {
-    /// access(2), `test -w` and friends. Without default_permissions the kernel asks us, and even
-    /// root gets the provider's answer: writable only where writing (files) or adding (folders) is
-    /// allowed, readable only where reading or listing is.
+    /// access(2), `test -w` and friends: the mode bits for this caller (root passes them as on
+    /// ext4), then the capabilities, which bind root too: writable only where writing (files) or
+    /// adding (folders) is allowed, readable only where reading or listing is. The same rules
+    /// decide the operations themselves, so the answer agrees with what they then do.
     func access(_ reply: consuming Reply, _ ino: UInt64, _ mask: Int32) {
-        guard inodes.identifier(ino) != nil else {
-            reply.error(inodes.node(ino) == nil ? ENOENT : 0)  // a file being copied in: its writer's
-            return
-        }
         do throws(Failure) {
-            let item = try self.item(ino)
-            let perm = Attributes.permissions(of: item)
-            if mask & W_OK != 0, perm & 0o222 == 0, item.kind != .symlink { reply.error(EACCES); return }
-            if mask & R_OK != 0, perm & 0o444 == 0, item.kind != .symlink { reply.error(EACCES); return }
-            if mask & X_OK != 0, perm & 0o111 == 0, item.kind == .file { reply.error(EACCES); return }
+            let caller = Caller(reply.req)
+            let (owned, item) = try ownership(of: ino)
+            var want: UInt16 = 0
+            if mask & R_OK != 0 { want |= PermissionCheck.read }
+            if mask & W_OK != 0 { want |= PermissionCheck.write }
+            if mask & X_OK != 0 { want |= PermissionCheck.execute }
+            guard item?.kind != .symlink else { reply.ok(); return }
+            guard PermissionCheck.allows(want, on: owned, for: caller) else { reply.error(EACCES); return }
+            if let item {
+                let perm = Attributes.permissions(of: item)
+                if mask & W_OK != 0, perm & 0o222 == 0 { reply.error(EACCES); return }
+                if mask & R_OK != 0, perm & 0o444 == 0 { reply.error(EACCES); return }
+                if mask & X_OK != 0, perm & 0o111 == 0, item.kind != .folder { reply.error(EACCES); return }
+            }
             reply.ok()
         } catch {
             reply.error(report("access", error))

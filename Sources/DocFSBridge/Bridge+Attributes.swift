@@ -6,32 +6,38 @@ import DocFSProvider
 // lookup, forget, getattr, setattr, readlink, statfs: the paths every `ls` and `stat` takes.
 extension Bridge {
     func lookup(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>) {
+        var cacheable = true
         do throws(Failure) {
             let name = try attempt(.ino(parent)) { () throws(ProviderError) in try Bridge.name(cname) }
+            guard let parentID = inodes.identifier(parent) else { throw Failure(ProviderError(.noSuchItem), .ino(parent)) }
+            // Search permission on the folder, for every caller; names below a folder that not
+            // everyone may search are never cached, so each walk through it is checked.
+            let folder = try item(parent)
+            cacheable = Ownership(folder).searchableByAll
+            if !cacheable { try requireSearch(folder, Caller(reply.req)) }
             if let node = inodes.rememberPendingChild(parent: parent, name: name) {
                 var e = fuse_entry_param()
                 e.ino = node.ino
                 e.generation = InodeTable.generation
-                e.attr = stagedStat(node) ?? attributes.stat(ofStaged: -1, ino: node.ino, permissions: 0o644)
+                e.attr = stagedStat(node) ?? attributes.stat(ofStaged: -1, ino: node.ino, owner: Ownership(owner: 0, group: 0, mode: 0o600, isDirectory: false), accessTime: nil)
                 // A file being copied in changes under the kernel; don't let it cache the attributes.
                 e.attr_timeout = 0
                 e.entry_timeout = 0
                 reply.entry(&e)
                 return
             }
-            guard let parentID = inodes.identifier(parent) else { throw Failure(ProviderError(.noSuchItem), .ino(parent)) }
             let item = try attempt(.child(parentID, name)) { () throws(ProviderError) in
                 if options.trash, let trash = servedTrash(parent: parent, name: name) { return trash }
                 return try provider.childItem(named: name, in: parentID)
             }
             let node = inodes.remember(item.identifier)
-            var e = entry(for: item, node: node)
+            var e = entry(for: item, node: node, cacheName: cacheable)
             // Names in the trash change behind the kernel's back (trashing a folder gathers what
             // was trashed from it): let it ask again each time.
             if options.trash, parentID == .trashContainer { e.entry_timeout = 0 }
             reply.entry(&e)
         } catch {
-            if error.error.code == .noSuchItem, options.entryTimeout > 0,
+            if error.error.code == .noSuchItem, options.entryTimeout > 0, cacheable,
                !options.trash || inodes.identifier(parent) != .trashContainer {
                 // A negative entry: the kernel remembers "no such name" until we create it.
                 var e = fuse_entry_param()
@@ -121,13 +127,15 @@ extension Bridge {
         reply.statfs(&st)
     }
 
-    /// chmod, truncate, utimens. Size changes need allowsWriting (EACCES); so does setting the
-    /// modification time. Access time is the item's last-used date (setLastUsedDate).
+    /// chmod, chown, truncate, utimens, with Linux's rules on who may (OwnershipRules). Size
+    /// changes need allowsWriting (EACCES); so does setting a file's modification time. The
+    /// access time is the item's last-used date.
     func setattr(_ reply: consuming Reply, _ ino: UInt64, _ attr: stat, _ toSet: Int32, _ handle: OpenFile?) {
+        let caller = Caller(reply.req)
         let d = reply.deferred()
         executor.run { [self] in
             do throws(Failure) {
-                var st = try await applyAttributes(ino, attr, toSet, handle)
+                var st = try await applyAttributes(ino, attr, toSet, handle, caller)
                 d.attr(&st, timeout: hasSession(ino) ? 0 : options.attrTimeout)
             } catch {
                 d.error(report("setattr", error))
@@ -135,43 +143,84 @@ extension Bridge {
         }
     }
 
-    private func applyAttributes(_ ino: UInt64, _ attr: stat, _ toSet: Int32, _ handle: OpenFile?) async throws(Failure) -> stat {
+    private func applyAttributes(_ ino: UInt64, _ attr: stat, _ toSet: Int32, _ handle: OpenFile?, _ caller: Caller) async throws(Failure) -> stat {
         guard let node = inodes.node(ino) else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
         if inodes.orphanedItem(node) != nil {
             // Deleted or replaced while open: only the open file's own staged copy can change.
             if toSet & FUSE_SET_ATTR_SIZE != 0, hasSession(ino) { try? truncate(staged: node, to: Int64(attr.st_size)) }
             return try currentStat(ino)
         }
-        let identifier = inodes.identifier(ino)
-        let item: Item? = identifier == nil ? nil : try self.item(ino)
+        let (owned, item) = try ownership(of: ino)
+        let subject: Subject = item.map { .item($0.identifier) } ?? .ino(ino)
+        let resizing = toSet & FUSE_SET_ATTR_SIZE != 0
+        let atimeNow = toSet & FUSE_SET_ATTR_ATIME_NOW != 0
+        let mtimeNow = toSet & FUSE_SET_ATTR_MTIME_NOW != 0
+        let atime = toSet & FUSE_SET_ATTR_ATIME != 0 || atimeNow
+        let mtime = toSet & FUSE_SET_ATTR_MTIME != 0 || mtimeNow
+        let setsOwner = toSet & FUSE_SET_ATTR_UID != 0
+        let setsGroup = toSet & FUSE_SET_ATTR_GID != 0
 
-        if toSet & FUSE_SET_ATTR_SIZE != 0 {
-            if let item {
-                if item.kind == .folder { throw Failure(ProviderError(.isDirectory, "cannot truncate a folder"), .item(item.identifier)) }
-                try attempt(.item(item.identifier)) { () throws(ProviderError) in try CapabilityCheck.write(item) }
+        // Everything is checked before anything changes: nothing refused is half-done.
+        var changes = try attempt(subject) { () throws(ProviderError) -> AttributeChanges in
+            var changes = AttributeChanges()
+            if setsOwner || setsGroup {
+                changes = try OwnershipRules.chown(owned, owner: setsOwner ? attr.st_uid : nil,
+                                                   group: setsGroup ? attr.st_gid : nil, by: caller)
             }
+            if toSet & FUSE_SET_ATTR_MODE != 0 {
+                if item?.kind == .symlink { throw ProviderError(.unsupported, "a symbolic link has no mode of its own") }
+                changes.posixPermissions = try OwnershipRules.chmod(owned, to: UInt16(attr.st_mode & 0o7777), by: caller)
+            }
+            if atime || mtime {
+                try OwnershipRules.setTimes(owned, explicit: (atime && !atimeNow) || (mtime && !mtimeNow),
+                                            bothNow: atimeNow && mtimeNow, by: caller)
+                let now = FileTime.now()
+                if atime { changes.accessTime = atimeNow ? now : Attributes.fileTime(attr.st_atim) }
+                if mtime { changes.modificationTime = mtimeNow ? now : Attributes.fileTime(attr.st_mtim) }
+            }
+            if resizing, let item, item.kind == .folder { throw ProviderError(.isDirectory, "cannot truncate a folder") }
+            if resizing, !(handle?.writable ?? false) {
+                // truncate by path: write permission; through a handle open for writing (ftruncate)
+                // it was checked at open.
+                try PermissionCheck.require(PermissionCheck.write, on: owned, for: caller, "truncating the file")
+            }
+            if let item, resizing || (mtime && item.kind == .file) { try CapabilityCheck.write(item) }
+            return changes
+        }
+
+        guard let item else {
+            // A file still being copied in: its session holds owner, group, mode and access time
+            // until the import; the staged file holds size and modification time.
+            if resizing { try truncate(staged: node, to: Int64(attr.st_size)) }
+            node.sessionLock.withLock {
+                guard let session = node.session, var newItem = session.newItem else { return }
+                if let v = changes.ownerID { newItem.ownerID = v }
+                if let v = changes.groupID { newItem.groupID = v }
+                if let v = changes.posixPermissions { newItem.posixPermissions = v }
+                if let v = changes.accessTime { newItem.accessTime = v }
+                session.newItem = newItem
+                if let m = changes.modificationTime {
+                    var times = [timespec(tv_sec: 0, tv_nsec: Bridge.utimeOmit), Attributes.timespec(m)]
+                    _ = futimens(session.fd, &times)
+                }
+            }
+            return try currentStat(ino)
+        }
+
+        if resizing {
             try await truncate(node, item: item, to: Int64(attr.st_size), throughWritableHandle: handle?.writable ?? false)
-            if let item, let change = setIDToDrop(item) { await dropSetID(node, change) }
-        }
-        if toSet & FUSE_SET_ATTR_MODE != 0, let item {
-            let mode = UInt16(attr.st_mode & 0o7777)
-            _ = try await attempt(.item(item.identifier)) { () async throws(ProviderError) in
-                try await provider.setAttributes(ofItemWithIdentifier: item.identifier, posixPermissions: mode, contentModificationDate: nil)
+            if changes.posixPermissions == nil, let cleared = OwnershipRules.clearingSetID(item.posixPermissions, forWriter: caller) {
+                changes.posixPermissions = cleared
             }
         }
-        if toSet & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW) != 0, let item, item.kind != .symlink {
-            try attempt(.item(item.identifier)) { () throws(ProviderError) in
-                if item.kind == .file { try CapabilityCheck.write(item) }
+        if !changes.isEmpty {
+            let updated = try await attempt(subject) { () async throws(ProviderError) in
+                try await provider.setAttributes(ofItemWithIdentifier: item.identifier, changes: changes)
             }
-            let date = toSet & FUSE_SET_ATTR_MTIME_NOW != 0 ? Date() : Attributes.date(attr.st_mtim)
-            _ = try await attempt(.item(item.identifier)) { () async throws(ProviderError) in
-                try await provider.setAttributes(ofItemWithIdentifier: item.identifier, posixPermissions: nil, contentModificationDate: date)
-            }
-        }
-        if toSet & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW) != 0, let item {
-            let date = toSet & FUSE_SET_ATTR_ATIME_NOW != 0 ? Date() : Attributes.date(attr.st_atim)
-            _ = try await attempt(.item(item.identifier)) { () async throws(ProviderError) in
-                try await provider.setLastUsedDate(date, forItemIdentifier: item.identifier)
+            if resizing { notifier.invalidateAttributesNow(ino: ino) }
+            // A folder some callers may no longer search: forget the names cached below it.
+            if item.kind == .folder, owned.searchableByAll, !Ownership(updated).searchableByAll {
+                forgetNamesBelow(updated, ino: ino)
             }
         }
         return try currentStat(ino)

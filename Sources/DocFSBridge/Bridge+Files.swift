@@ -21,7 +21,8 @@ extension Bridge {
     func create(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t,
                 _ fi: UnsafeMutablePointer<fuse_file_info>) {
         do throws(Failure) {
-            let (parentItem, name, _) = try admitNewItem(parent, cname, kind: .file)
+            let caller = Caller(reply.req)
+            let (parentItem, name, _, attributes) = try admitNewItem(parent, cname, kind: .file, mode: UInt16(mode & 0o7777), caller: caller)
             try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
                 if (try? provider.childItem(named: name, in: parentItem.identifier)) != nil
                     || inodes.pendingChild(parent: parent, name: name) != nil {
@@ -31,15 +32,20 @@ extension Bridge {
             let session = try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
                 try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true)
             }
-            // The import takes its permission bits from the staged file.
-            fchmod(session.fd, mode & 0o7777)
+            // Owner, group and mode stay with the session until the import takes them; the access
+            // time starts now, as a new file's does.
+            var newItem = attributes
+            newItem.accessTime = FileTime.now()
+            session.newItem = newItem
             let node = inodes.addPending(parent: parent, name: name)
             node.sessionLock.withLock { node.session = session }
             install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
             var e = fuse_entry_param()
             e.ino = node.ino
             e.generation = InodeTable.generation
-            e.attr = attributes.stat(ofStaged: session.fd, ino: node.ino, permissions: mode_t(mode & 0o7777))
+            e.attr = self.attributes.stat(ofStaged: session.fd, ino: node.ino,
+                                          owner: Ownership(owner: newItem.ownerID, group: newItem.groupID, mode: newItem.posixPermissions, isDirectory: false),
+                                          accessTime: newItem.accessTime)
             // The attributes may be cached: every change to the new file comes through the kernel,
             // which drops them after a write or setattr (this saves cp's fstat a round trip). The
             // name may not: a refused import takes it away again.
@@ -57,6 +63,17 @@ extension Bridge {
             let accmode = fi.pointee.flags & O_ACCMODE
             let writing = accmode == O_WRONLY || accmode == O_RDWR
             let truncating = writing && fi.pointee.flags & O_TRUNC != 0
+            let caller = Caller(reply.req)
+            // What open(2) asks of the mode bits: read and/or write (O_TRUNC needs write too),
+            // execute for exec (the kernel marks its opens with FMODE_EXEC).
+            var want: UInt16 = 0
+            if accmode != O_WRONLY { want |= PermissionCheck.read }
+            if writing || fi.pointee.flags & O_TRUNC != 0 { want |= PermissionCheck.write }
+            if fi.pointee.flags & Bridge.openForExec != 0 { want |= PermissionCheck.execute }
+            let (owned, _) = try ownership(of: ino)
+            try attempt(.ino(ino)) { () throws(ProviderError) in
+                try PermissionCheck.require(want, on: owned, for: caller, "opening the file")
+            }
             guard inodes.identifier(ino) != nil else {
                 // A file still being copied in: every handle shares its staging file.
                 guard stagedStat(node) != nil else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
@@ -75,7 +92,7 @@ extension Bridge {
                 try beginWriting(node, item: item, truncating: truncating)
                 install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
                 // O_TRUNC changes the contents even if nothing is written after it.
-                if truncating, let change = setIDToDrop(item) {
+                if truncating, let change = setIDToDrop(item, writer: caller) {
                     let opened = fi.pointee
                     let d = reply.deferred()
                     executor.run { [self] in
@@ -183,7 +200,7 @@ extension Bridge {
         if !session.setIDChecked {
             session.setIDChecked = true
             if let id = inodes.identifier(node.ino), let item = try? provider.item(for: id),
-               let change = setIDToDrop(item) {
+               let change = setIDToDrop(item, writer: Caller(reply.req)) {
                 let d = reply.deferred()
                 executor.run { [self, done] in
                     await dropSetID(node, change)
@@ -281,8 +298,9 @@ extension Bridge {
                     try importSlots.scoped(sealed: session.path, name: placement.name)
                 }
                 defer { scoped.finish() }
+                let attributes = newItemAttributes(session)
                 let item = try await attempt(subject) { () async throws(ProviderError) in
-                    try await provider.importDocument(from: scoped, toParentItemIdentifier: parentID)
+                    try await provider.importDocument(from: scoped, toParentItemIdentifier: parentID, attributes: attributes)
                 }
                 inodes.bind(node, to: item.identifier)
                 await applyPendingAttributes(session, to: item.identifier, subject: subject)
@@ -323,21 +341,27 @@ extension Bridge {
         }
     }
 
+    /// What a new file's import carries: the owner, group, mode and access time of its session,
+    /// and the staged file's modification time (its last write, or what the program set since).
+    func newItemAttributes(_ session: WriteSession) -> NewItemAttributes {
+        var st = stat()
+        let staged = fstat(session.fd, &st) == 0 ? Attributes.fileTime(st.st_mtim) : FileTime.now()
+        var attributes = session.newItem ?? NewItemAttributes(ownerID: getuid(), groupID: getgid(), posixPermissions: 0o644)
+        attributes.modificationTime = staged
+        return attributes
+    }
+
     /// Contents start to change (a session's first write, a truncate): set-user-ID goes, and
     /// set-group-ID where group execute is set, as the kernel does on a local filesystem. It
-    /// leaves this to us (InitNegotiation), and libfuse does not pass on whether the writer holds
-    /// CAP_FSETID (which keeps the bits on ext4), so they go for every writer. The kernel's cached
-    /// mode is dropped before the caller replies. Nil when there is nothing to clear.
-    func setIDToDrop(_ item: Item) -> (ItemIdentifier, UInt16)? {
-        let mode = mode_t(item.posixPermissions)
-        var kill = mode & S_ISUID
-        if mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP { kill |= S_ISGID }
-        return kill == 0 ? nil : (item.identifier, UInt16(mode & ~kill))
+    /// leaves this to us (InitNegotiation). A root writer keeps them (CAP_FSETID on ext4). The
+    /// kernel's cached mode is dropped before the caller replies. Nil when there is nothing to clear.
+    func setIDToDrop(_ item: Item, writer: Caller) -> (ItemIdentifier, UInt16)? {
+        OwnershipRules.clearingSetID(item.posixPermissions, forWriter: writer).map { (item.identifier, $0) }
     }
 
     func dropSetID(_ node: InodeNode, _ change: (ItemIdentifier, UInt16)) async {
         do throws(ProviderError) {
-            _ = try await provider.setAttributes(ofItemWithIdentifier: change.0, posixPermissions: change.1, contentModificationDate: nil)
+            _ = try await provider.setAttributes(ofItemWithIdentifier: change.0, changes: AttributeChanges(posixPermissions: change.1))
         } catch {
             _ = report("write", Failure(error, .item(change.0)))
         }

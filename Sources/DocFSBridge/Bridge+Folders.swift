@@ -13,26 +13,23 @@ extension Bridge {
     }
 
     /// Replies with the entry for a newly made item (counts one lookup).
-    private func replyEntry(_ d: DeferredReply, _ item: Item) {
+    private func replyEntry(_ d: DeferredReply, _ item: Item, in parent: Item) {
         let node = inodes.remember(item.identifier)
-        var e = entry(for: item, node: node)
+        var e = entry(for: item, node: node, cacheName: Ownership(parent).searchableByAll)
         d.entry(&e)
     }
 
     func mkdir(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t) {
         do throws(Failure) {
-            let (parentItem, name, subject) = try admitNewItem(parent, cname, kind: .folder)
+            let (parentItem, name, subject, attributes) = try admitNewItem(parent, cname, kind: .folder, mode: UInt16(mode & 0o7777),
+                                                                          caller: Caller(reply.req))
             let d = reply.deferred()
             executor.run { [self] in
                 do throws(Failure) {
-                    var item = try await attempt(subject) { () async throws(ProviderError) in
-                        try await provider.createDirectory(withName: name, inParentItemIdentifier: parentItem.identifier)
+                    let item = try await attempt(subject) { () async throws(ProviderError) in
+                        try await provider.createDirectory(withName: name, inParentItemIdentifier: parentItem.identifier, attributes: attributes)
                     }
-                    let wanted = UInt16(mode & 0o7777)
-                    if wanted != item.posixPermissions {
-                        item = (try? await provider.setAttributes(ofItemWithIdentifier: item.identifier, posixPermissions: wanted, contentModificationDate: nil)) ?? item
-                    }
-                    replyEntry(d, item)
+                    replyEntry(d, item, in: parentItem)
                 } catch {
                     d.error(report("mkdir", error))
                 }
@@ -44,7 +41,7 @@ extension Bridge {
 
     func symlink(_ reply: consuming Reply, _ ctarget: UnsafePointer<CChar>, _ parent: UInt64, _ cname: UnsafePointer<CChar>) {
         do throws(Failure) {
-            let (parentItem, name, subject) = try admitNewItem(parent, cname, kind: .symlink)
+            let (parentItem, name, subject, attributes) = try admitNewItem(parent, cname, kind: .symlink, mode: 0o777, caller: Caller(reply.req))
             let target = try attempt(subject) { () throws(ProviderError) in
                 guard let t = String(validatingCString: ctarget) else {
                     throw ProviderError(.illegalByteSequence, "link target is not valid UTF-8")
@@ -55,9 +52,10 @@ extension Bridge {
             executor.run { [self] in
                 do throws(Failure) {
                     let item = try await attempt(subject) { () async throws(ProviderError) in
-                        try await provider.createSymbolicLink(withName: name, target: target, inParentItemIdentifier: parentItem.identifier)
+                        try await provider.createSymbolicLink(withName: name, target: target, inParentItemIdentifier: parentItem.identifier,
+                                                              attributes: attributes)
                     }
-                    replyEntry(d, item)
+                    replyEntry(d, item, in: parentItem)
                 } catch {
                     d.error(report("symlink", error))
                 }
@@ -73,16 +71,28 @@ extension Bridge {
         reply.error(report("link", Failure(ProviderError(.notPermitted, "hard links are not supported by document providers"), subject)))
     }
 
-    /// Only regular files can be made this way (as an empty import); devices, FIFOs and sockets are refused.
+    /// FIFOs and sockets become items with no contents; a regular file is an empty import.
+    /// Device nodes are refused (EPERM): a document tree is no place for them.
     func mknod(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t) {
         do throws(Failure) {
-            let (parentItem, name, subject) = try admitNewItem(parent, cname, kind: .file)
-            guard mode & S_IFMT == S_IFREG else {
-                throw Failure(ProviderError(.notPermitted, "only regular files, folders and symbolic links can be created"), subject)
+            let type = mode & S_IFMT
+            let kind: ItemKind = type == S_IFIFO ? .fifo : type == S_IFSOCK ? .socket : .file
+            let (parentItem, name, subject, attributes) = try admitNewItem(parent, cname, kind: kind, mode: UInt16(mode & 0o7777),
+                                                                          caller: Caller(reply.req))
+            guard type == S_IFREG || kind.isSpecial else {
+                throw Failure(ProviderError(.notPermitted, "device nodes cannot be created in a document tree"), subject)
             }
             let d = reply.deferred()
             executor.run { [self] in
                 do throws(Failure) {
+                    if kind.isSpecial {
+                        let item = try await attempt(subject) { () async throws(ProviderError) in
+                            try await provider.createSpecialItem(withName: name, kind: kind, inParentItemIdentifier: parentItem.identifier,
+                                                                 attributes: attributes)
+                        }
+                        replyEntry(d, item, in: parentItem)
+                        return
+                    }
                     let session = try attempt(subject) { () throws(ProviderError) in
                         try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true)
                     }
@@ -92,9 +102,9 @@ extension Bridge {
                     session.committed = true
                     defer { scoped.finish() }
                     let item = try await attempt(subject) { () async throws(ProviderError) in
-                        try await provider.importDocument(from: scoped, toParentItemIdentifier: parentItem.identifier)
+                        try await provider.importDocument(from: scoped, toParentItemIdentifier: parentItem.identifier, attributes: attributes)
                     }
-                    replyEntry(d, item)
+                    replyEntry(d, item, in: parentItem)
                 } catch {
                     d.error(report("mknod", error))
                 }
@@ -109,7 +119,16 @@ extension Bridge {
         do throws(Failure) {
             let (parentItem, name) = try parentAndName(parent, cname)
             let subject = Subject.child(parentItem.identifier, name)
+            let caller = Caller(reply.req)
+            try attempt(subject) { () throws(ProviderError) in
+                try PermissionCheck.requireChange(in: Ownership(parentItem), for: caller)
+            }
             if !folder, let pending = inodes.pendingChild(parent: parent, name: name) {
+                if let owned = pendingOwnership(pending) {
+                    try attempt(subject) { () throws(ProviderError) in
+                        try PermissionCheck.requireStickyOwner(item: owned, folder: Ownership(parentItem), for: caller)
+                    }
+                }
                 // A file still being copied in: it leaves the tree now and is never imported.
                 inodes.dropPending(pending)
                 pending.sessionLock.withLock { pending.session?.dirty = false }
@@ -120,6 +139,7 @@ extension Bridge {
             let trashing = options.trash && !isTrashOrInTrash(parentItem)
             let item = try attempt(subject) { () throws(ProviderError) in
                 let item = try provider.childItem(named: name, in: parentItem.identifier)
+                try PermissionCheck.requireStickyOwner(item: Ownership(item), folder: Ownership(parentItem), for: caller)
                 if folder, item.kind != .folder { throw ProviderError(.notDirectory, "not a folder") }
                 if !folder, item.kind == .folder { throw ProviderError(.isDirectory, "is a folder") }
                 if trashing {
@@ -166,9 +186,19 @@ extension Bridge {
                 throw Failure(ProviderError(.invalidArgument, "RENAME_EXCHANGE is not supported"), subject)
             }
             let noReplace = flags & Bridge.renameNoReplace != 0
+            let caller = Caller(reply.req)
+            // Write and search on both folders (EACCES), the sticky rule for the item moved
+            // (EPERM); the replaced item's and the moved folder's own are checked below.
+            try attempt(subject) { () throws(ProviderError) in
+                try PermissionCheck.requireChange(in: Ownership(fromParent), for: caller)
+                if toParent.identifier != fromParent.identifier { try PermissionCheck.requireChange(in: Ownership(toParent), for: caller) }
+            }
             if let pending = inodes.pendingChild(parent: parent, name: name) {
                 // Renaming a file still being copied in only changes where it will be imported.
                 try attempt(subject) { () throws(ProviderError) in
+                    if let owned = pendingOwnership(pending) {
+                        try PermissionCheck.requireStickyOwner(item: owned, folder: Ownership(fromParent), for: caller)
+                    }
                     try CapabilityCheck.add(into: toParent)
                     if (try? provider.childItem(named: newName, in: toParent.identifier)) != nil
                         || inodes.pendingChild(parent: newParent, name: newName) != nil {
@@ -189,6 +219,14 @@ extension Bridge {
             let (item, replaced) = try attempt(subject) { () throws(ProviderError) -> (Item, Item?) in
                 let item = try provider.childItem(named: name, in: fromParent.identifier)
                 let existing = try? provider.childItem(named: newName, in: toParent.identifier)
+                try PermissionCheck.requireStickyOwner(item: Ownership(item), folder: Ownership(fromParent), for: caller)
+                if let existing, existing.identifier != item.identifier {
+                    try PermissionCheck.requireStickyOwner(item: Ownership(existing), folder: Ownership(toParent), for: caller)
+                }
+                // A folder moved to another folder changes its ".." entry: write permission on it.
+                if item.kind == .folder, toParent.identifier != fromParent.identifier {
+                    try PermissionCheck.require(PermissionCheck.write, on: Ownership(item), for: caller, "moving the folder to another folder")
+                }
                 if let existing {
                     if existing.identifier == item.identifier { return (item, nil) }
                     if noReplace { throw ProviderError(.filenameCollision, "'\(newName)' already exists") }
@@ -232,6 +270,10 @@ extension Bridge {
 
     /// renameat2 flags (linux/fs.h), which Glibc's module does not export.
     static let renameNoReplace: UInt32 = 1 << 0
+    /// FMODE_EXEC, which the kernel sets in the flags of an open for execve (linux/fs.h).
+    static let openForExec: Int32 = 0x20
+    /// utimensat's "leave this time alone" (linux/stat.h), which Glibc's module does not export.
+    static let utimeOmit = (1 << 30) - 2
     static let renameExchange: UInt32 = 1 << 1
 
     // MARK: Listings
@@ -244,8 +286,10 @@ extension Bridge {
     func opendir(_ reply: consuming Reply, _ ino: UInt64, _ fi: UnsafeMutablePointer<fuse_file_info>) {
         do throws(Failure) {
             let folder = try item(ino)
+            let caller = Caller(reply.req)
             let children = try attempt(.item(folder.identifier)) { () throws(ProviderError) in
                 guard folder.kind == .folder else { throw ProviderError(.notDirectory) }
+                try PermissionCheck.require(PermissionCheck.read, on: Ownership(folder), for: caller, "listing the folder")
                 try CapabilityCheck.enumerate(folder)
                 return try provider.enumerateItems(in: folder.identifier)
             }
@@ -262,7 +306,7 @@ extension Bridge {
             for (name, node) in inodes.pendingChildren(of: ino) {
                 entries.append(.init(name: name, item: nil, node: node, isFolder: false))
             }
-            let snapshot = DirectorySnapshot(entries: entries)
+            let snapshot = DirectorySnapshot(entries: entries, cacheNames: Ownership(folder).searchableByAll)
             fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(snapshot).toOpaque()))
             fi.pointee.cache_readdir = 0
             reply.open(fi)
@@ -292,7 +336,7 @@ extension Bridge {
                 if let item = entry.item {
                     let node = inodes.remember(item.identifier)
                     counted = node
-                    e = self.entry(for: item, node: node)
+                    e = self.entry(for: item, node: node, cacheName: snapshot.cacheNames)
                 } else if let node = entry.node, let st = stagedStat(node) {
                     inodes.retainLookup(node)
                     counted = node
@@ -312,7 +356,7 @@ extension Bridge {
                 used += n
             } else {
                 var st = stat()
-                st.st_mode = entry.isFolder ? S_IFDIR : (entry.item?.kind == .symlink ? S_IFLNK : S_IFREG)
+                st.st_mode = entry.isFolder ? S_IFDIR : Attributes.fileType(entry.item?.kind ?? .file)
                 st.st_ino = UInt(entry.item.map { inodes.knownIno($0.identifier) } ?? (entry.node?.ino ?? 1))
                 let n = fuse_add_direntry(req, buf + used, remaining, entry.name, &st, next)
                 if n > remaining { break }

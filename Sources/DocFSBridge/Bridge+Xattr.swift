@@ -68,7 +68,16 @@ extension Bridge {
         // stops asking for the SELinux label and ACL of every entry (one round trip each).
         if strncmp(cname, "user.", 5) != 0 { reply.error(EOPNOTSUPP); return }
         let name = String(cString: cname)
+        let caller = Caller(reply.req)
         if let (node, session) = pendingSession(ino) {
+            if let owned = pendingOwnership(node) {
+                do throws(ProviderError) {
+                    try PermissionCheck.requireUserAttribute(write: false, on: owned, kind: .file, for: caller)
+                } catch {
+                    reply.error(report("getxattr", Failure(error, .ino(ino))))
+                    return
+                }
+            }
             let value = node.sessionLock.withLock { session.pendingAttributes[name] }
             guard let value else { reply.error(ENODATA); return }
             replySized(reply, Array(value), size)
@@ -76,6 +85,9 @@ extension Bridge {
         }
         do throws(Failure) {
             let item = try self.item(ino)
+            try attempt(.item(item.identifier)) { () throws(ProviderError) in
+                try PermissionCheck.requireUserAttribute(write: false, on: Ownership(item), kind: item.kind, for: caller)
+            }
             switch Self.space(of: name) {
             case .docfs:
                 guard let value = providerAttributes(of: item).first(where: { $0.0 == name })?.1 else {
@@ -130,14 +142,25 @@ extension Bridge {
         let name = String(cString: cname)
         let mode: ExtendedAttributes.WriteMode = flags & Self.xattrCreate != 0 ? .create : (flags & Self.xattrReplace != 0 ? .replace : .upsert)
         let bytes = Data(value)
+        let caller = Caller(reply.req)
         do throws(Failure) {
             if let (node, session) = pendingSession(ino) {
+                if let owned = pendingOwnership(node), Self.space(of: name) != .refused {
+                    try attempt(.ino(ino)) { () throws(ProviderError) in
+                        try PermissionCheck.requireUserAttribute(write: true, on: owned, kind: .file, for: caller)
+                    }
+                }
                 try setPending(node, session, name: name, value: remove ? nil : bytes, mode: mode)
                 reply.ok()
                 return
             }
             let item = try self.item(ino)
             let subject = Subject.item(item.identifier)
+            if Self.space(of: name) != .refused {
+                try attempt(subject) { () throws(ProviderError) in
+                    try PermissionCheck.requireUserAttribute(write: true, on: Ownership(item), kind: item.kind, for: caller)
+                }
+            }
             switch Self.space(of: name) {
             case .refused:
                 throw Failure(ProviderError(.unsupported, "only user.* extended attributes can be set (not \(name))"), subject)

@@ -71,7 +71,7 @@ public final class Bridge: @unchecked Sendable {
         self.options = options
         self.importSlots = ImportStaging(root: provider.stagingDirectory)
         self.stagingFiles = StagingFilePool(stagingDirectory: provider.stagingDirectory.path)
-        self.attributes = Attributes(uid: getuid(), gid: getgid())
+        self.attributes = Attributes()
         self.prefetch = options.prefetch ? SiblingPrefetch(provider: provider) : nil
     }
 
@@ -105,14 +105,16 @@ public final class Bridge: @unchecked Sendable {
         do { return try provider.item(for: id) } catch { throw Failure(error, .item(id)) }
     }
 
+    /// `cacheName: false` for names in a folder that some caller may not search: the kernel must
+    /// ask again on every walk, so that the search permission is checked for each caller.
     @inline(__always)
-    func entry(for item: Item, node: InodeNode) -> fuse_entry_param {
+    func entry(for item: Item, node: InodeNode, cacheName: Bool = true) -> fuse_entry_param {
         var e = fuse_entry_param()
         e.ino = node.ino
         e.generation = InodeTable.generation
         e.attr = attributes.stat(of: item, ino: node.ino)
         e.attr_timeout = options.attrTimeout
-        e.entry_timeout = options.entryTimeout
+        e.entry_timeout = cacheName ? options.entryTimeout : 0
         // A file open for writing (lookup, readdirplus): uncached, as getattr gives it.
         if item.kind == .file, overlayStaged(&e.attr, node) { e.attr_timeout = 0 }
         return e
@@ -130,13 +132,17 @@ public final class Bridge: @unchecked Sendable {
         return true
     }
 
-    /// Attributes of a new file being copied in: the staging file's size, read-write for its owner.
+    /// Attributes of a new file being copied in: the staging file's size and times, the owner,
+    /// group and mode its creator gave (or set since).
     func stagedStat(_ node: InodeNode) -> stat? {
         node.sessionLock.lock()
         let session = node.session
+        let newItem = session?.newItem
         node.sessionLock.unlock()
         guard let session else { return nil }
-        return attributes.stat(ofStaged: session.fd, ino: node.ino, permissions: 0o644)
+        let owner = newItem.map { Ownership(owner: $0.ownerID, group: $0.groupID, mode: $0.posixPermissions, isDirectory: false) }
+            ?? Ownership(owner: getuid(), group: getgid(), mode: 0o644, isDirectory: false)
+        return attributes.stat(ofStaged: session.fd, ino: node.ino, owner: owner, accessTime: newItem?.accessTime)
     }
 
     // MARK: Logging

@@ -24,7 +24,7 @@ public enum HotPathBenchmark {
         let item = Item(identifier: ItemIdentifier("42"), parentIdentifier: .rootContainer, filename: "report.pdf",
                         kind: .file, contentType: .pdf, documentSize: 4096, creationDate: now,
                         contentModificationDate: now, capabilities: .all)
-        let attributes = Attributes(uid: 0, gid: 0)
+        let attributes = Attributes()
         results.append(("stat from item", time(iterations) { i in _ = attributes.stat(of: item, ino: UInt64(i)) }))
         return results
     }

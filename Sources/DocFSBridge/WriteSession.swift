@@ -17,6 +17,10 @@ final class WriteSession: @unchecked Sendable {
     /// Handed to the provider: the file is now the stored contents, and a further write must
     /// stage a fresh copy first (guarded by the node's sessionLock).
     var committed = false
+    /// A new file's owner, group, mode and access time until its import (what its creator gave
+    /// and what chown, chmod and utimensat set on it before close); nil for a new version of a
+    /// stored file (guarded by the node's sessionLock).
+    var newItem: NewItemAttributes?
     /// `user.*` attributes set on a new file before its import (`cp --preserve=xattr` sets them
     /// before close); stored with the item once it is imported (guarded by the node's sessionLock).
     var pendingAttributes: [String: Data] = [:]
@@ -146,5 +150,10 @@ final class DirectorySnapshot: @unchecked Sendable {
         var isFolder: Bool
     }
     let entries: [Entry]
-    init(entries: [Entry]) { self.entries = entries }
+    /// Whether readdirplus may let the kernel cache these names (see `Ownership.searchableByAll`).
+    let cacheNames: Bool
+    init(entries: [Entry], cacheNames: Bool = true) {
+        self.entries = entries
+        self.cacheNames = cacheNames
+    }
 }

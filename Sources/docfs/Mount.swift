@@ -36,6 +36,9 @@ struct Mount: ParsableCommand {
     @Flag(help: "Give the tree a trash (rm moves items to /.Trash).")
     var trash = false
 
+    @Flag(help: "Let every user on the machine reach the mount (FUSE's allow_other). Safe: docfs checks owners and permission bits for each caller as ext4 does.")
+    var allowOther = false
+
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -84,6 +87,7 @@ struct Mount: ParsableCommand {
         var args = ["mount", storePath, mountpoint, "-f", "--log-level", logLevel]
         for opt in o { args += ["-o", opt] }
         if trash { args.append("--trash") }
+        if allowOther { args.append("--allow-other") }
         return args
     }
 
@@ -111,6 +115,7 @@ struct Mount: ParsableCommand {
             default: fuse.append(opt)
             }
         }
+        if allowOther, !fuse.contains("allow_other") { fuse.append("allow_other") }
         return (bridgeOptions, fuse)
     }
 
@@ -135,7 +140,8 @@ struct Mount: ParsableCommand {
         var served = bridgeOptions
         served.trash = trash || provider.layout.trash
         let bridge = Bridge(provider: provider, logger: log, options: served)
-        // No default_permissions: the provider's capabilities decide, not the mode bits alone.
+        // No default_permissions: the bridge checks owners and mode bits for every caller itself,
+        // so that access() also answers what the capabilities refuse (for root too).
         let fsname = storePath.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ",", with: "\\,")
         let options = ["fsname=docfs:\(fsname)", "subtype=docfs", "auto_unmount"] + fuseOptions
         let session: FuseSession

@@ -2,10 +2,11 @@ import Foundation
 import XCTest
 
 /// What the kernel leaves to docfs once it handles privileges itself (FUSE_HANDLE_KILLPRIV_V2):
-/// new contents clear set-user-ID and set-group-ID as a write on ext4 does. And the xattr
+/// new contents clear set-user-ID and set-group-ID as a write on ext4 does — for a writer
+/// without CAP_FSETID (OwnershipMountTests); root keeps them, as on ext4. And the xattr
 /// namespaces docfs does not support answer EOPNOTSUPP, as on a filesystem without them.
 final class PrivilegeAttributeTests: MountTestCase {
-    func testNewContentsClearSetIDBits() {
+    func testRootWritersKeepSetIDBits() {
         let r = fx.sh("""
             set -e
             cd mnt
@@ -18,9 +19,8 @@ final class PrivilegeAttributeTests: MountTestCase {
             cat u g k
             """)
         XCTAssertEqual(r.status, 0, "\(r)\nlog:\n\(fx.log)")
-        // group execute off: set-group-ID marks mandatory locking and stays; reading and
-        // setting times change no contents.
-        XCTAssertEqual(r.stdout, "755\n775\n2765\n755\n4755\n755\nababab", "\(r)")
+        // Root holds CAP_FSETID: writing, truncating and O_TRUNC leave the bits, as on ext4.
+        XCTAssertEqual(r.stdout, "4755\n2775\n2765\n6755\n4755\n4755\nababab", "\(r)")
     }
 
     func testUnsupportedNamespacesAnswerEOPNOTSUPP() throws {

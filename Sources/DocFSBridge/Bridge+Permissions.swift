@@ -1,0 +1,42 @@
+import CFuse
+import Glibc
+import DocFSProvider
+
+// Mode bits and owners, checked in the bridge for every caller (no `default_permissions`: the
+// kernel would then answer access() itself and let root pass where capabilities refuse).
+extension Bridge {
+    /// The owner, group and mode of a file still being copied in.
+    func pendingOwnership(_ node: InodeNode) -> Ownership? {
+        node.sessionLock.withLock {
+            node.session?.newItem.map { Ownership(owner: $0.ownerID, group: $0.groupID, mode: $0.posixPermissions, isDirectory: false) }
+        }
+    }
+
+    /// What the mode-bit rules see of a node, and its item when it is stored.
+    func ownership(of ino: UInt64) throws(Failure) -> (Ownership, Item?) {
+        if inodes.identifier(ino) != nil {
+            let item = try self.item(ino)
+            return (Ownership(item), item)
+        }
+        guard let node = inodes.node(ino), let owned = pendingOwnership(node) else {
+            throw Failure(ProviderError(.noSuchItem), .ino(ino))
+        }
+        return (owned, nil)
+    }
+
+    /// Search (execute) permission on a folder, for a lookup in it: EACCES.
+    @inline(__always)
+    func requireSearch(_ folder: Item, _ caller: Caller) throws(Failure) {
+        if caller.isRoot { return }
+        try attempt(.item(folder.identifier)) { () throws(ProviderError) in
+            try PermissionCheck.require(PermissionCheck.execute, on: Ownership(folder), for: caller, "searching the folder")
+        }
+    }
+
+    /// A folder that some caller may no longer search: the kernel drops the names it cached
+    /// below it, so the next walk through it asks (and is checked) again.
+    func forgetNamesBelow(_ folder: Item, ino: UInt64) {
+        guard let children = try? provider.enumerateItems(in: folder.identifier) else { return }
+        for child in children { notifier.invalidateEntry(parent: ino, name: child.filename) }
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import Glibc
+import XCTest
+
+/// Owners and permission bits through a real mount with `--allow-other`, driven as other users
+/// (`setpriv` children with their own uid, gid and groups). The full errno-for-errno matrix
+/// against ext4 is Tests/permissions; these are the rows a regression would break first.
+final class OwnershipMountTests: MountTestCase {
+    override class var mountsInSetUp: Bool { false }
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        // Other users must reach the mountpoint: the fixture's folder is private by default.
+        chmod(fx.dir, 0o755)
+        do { try fx.mount(extra: ["--allow-other"]) } catch { fx.teardown(); throw error }
+    }
+
+    /// Runs `script` in the fixture's folder as `uid` (gid = uid, with these supplementary groups).
+    private func sh(as uid: Int, groups: [Int] = [], _ script: String) -> ShellResult {
+        let groupArg = groups.isEmpty ? "--clear-groups" : "--groups=\(groups.map(String.init).joined(separator: ","))"
+        let quoted = "'" + script.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        return fx.sh("setpriv --reuid=\(uid) --regid=\(uid) \(groupArg) sh -c \(quoted)")
+    }
+
+    func testOtherUsersAreHeldToTheModeBitsAndAccessAgrees() {
+        var r = fx.sh("cd mnt && echo secret > private && chmod 600 private && mkdir shared && chmod 755 shared && echo hi > open")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        r = sh(as: 2001, """
+            cd mnt
+            cat private 2>/dev/null && echo read || echo no-read
+            test -r private && echo r || echo no-r
+            echo x >> private 2>/dev/null && echo wrote || echo no-write
+            touch shared/new 2>/dev/null && echo created || echo no-create
+            test -w shared && echo w || echo no-w
+            cat open
+            stat -c '%U:%G %a' private
+            """)
+        XCTAssertEqual(r.status, 0, "\(r)")
+        XCTAssertEqual(r.stdout, "no-read\nno-r\nno-write\nno-create\nno-w\nhi\nroot:root 600\n", "\(r)\n\(fx.log)")
+        XCTAssertTrue(fx.log.contains("permission denied by mode"), fx.log)
+    }
+
+    func testNewItemsBelongToTheirMakerAndSetGroupIDFoldersPassTheirGroupOn() {
+        var r = fx.sh("cd mnt && mkdir team && chown 0:3000 team && chmod 2777 team && mkdir home && chmod 777 home")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        r = sh(as: 2001, groups: [3000], """
+            cd mnt
+            umask 022
+            echo a > home/mine && mkdir home/dir && stat -c '%u %g %a' home/mine home/dir
+            echo b > team/f && mkdir team/sub && stat -c '%u %g %a' team/f team/sub
+            """)
+        XCTAssertEqual(r.status, 0, "\(r)\n\(fx.log)")
+        XCTAssertEqual(r.stdout, "2001 2001 644\n2001 2001 755\n2001 3000 644\n2001 3000 2755\n", "\(r)")
+    }
+
+    func testChownChgrpAndChmodFollowLinuxRules() {
+        var r = fx.sh("cd mnt && mkdir -m 777 pub && echo x > pub/f && chown 2001:2001 pub/f")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        r = sh(as: 2001, groups: [3000], """
+            cd mnt/pub
+            chown 2002 f 2>&1 | grep -q 'not permitted' && echo chown-EPERM
+            chgrp 3000 f && stat -c %g f
+            chgrp 4000 f 2>&1 | grep -q 'not permitted' && echo chgrp-EPERM
+            chmod 2750 f && stat -c %a f
+            """)
+        XCTAssertEqual(r.stdout, "chown-EPERM\n3000\nchgrp-EPERM\n2750\n", "\(r)\n\(fx.log)")
+        // Someone else may not chmod; root may do anything, and a chown clears set-user-ID.
+        r = sh(as: 2002, "chmod 777 mnt/pub/f 2>&1 | grep -q 'not permitted' && echo chmod-EPERM")
+        XCTAssertEqual(r.stdout, "chmod-EPERM\n", "\(r)")
+        r = fx.sh("cd mnt/pub && chmod 4755 f && chown 2002:2002 f && stat -c '%u %g %a' f")
+        XCTAssertEqual(r.stdout, "2002 2002 755\n", "\(r)")
+    }
+
+    func testStickyFolderKeepsOthersFromRemovingWhatIsNotTheirs() {
+        var r = fx.sh("cd mnt && mkdir -m 1777 tmp")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        r = sh(as: 2001, "echo a > mnt/tmp/a-file")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        r = sh(as: 2002, """
+            rm -f mnt/tmp/a-file 2>&1 | grep -q 'not permitted' && echo rm-EPERM
+            mv mnt/tmp/a-file mnt/tmp/b 2>&1 | grep -q 'not permitted' && echo mv-EPERM
+            echo b > mnt/tmp/b-file && rm mnt/tmp/b-file && echo own-removed
+            """)
+        XCTAssertEqual(r.stdout, "rm-EPERM\nmv-EPERM\nown-removed\n", "\(r)\n\(fx.log)")
+        r = sh(as: 2001, "rm mnt/tmp/a-file && echo removed")
+        XCTAssertEqual(r.stdout, "removed\n", "\(r)")
+    }
+
+    func testWritesByOthersClearSetIDBits() {
+        var r = fx.sh("cd mnt && mkdir -m 777 w && cd w && for f in u g k t o; do printf a > $f; done && chown 2001:2001 u g k t o && chmod 4755 u && chmod 2775 g && chmod 2765 k && chmod 6755 t && chmod 4755 o")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        r = sh(as: 2001, """
+            cd mnt/w
+            printf b >> u && printf b >> g && printf b >> k && truncate -s 0 t && : > o
+            stat -c %a u g k t o
+            """)
+        XCTAssertEqual(r.status, 0, "\(r)")
+        // Group execute off: set-group-ID marks mandatory locking and stays.
+        XCTAssertEqual(r.stdout, "755\n775\n2765\n755\n755\n", "\(r)")
+    }
+
+    func testSearchPermissionHoldsEvenForNamesTheKernelSawBefore() {
+        var r = fx.sh("cd mnt && mkdir -m 755 box && echo in > box/f && cat box/f && chmod 700 box")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        r = sh(as: 2001, "cat mnt/box/f 2>&1; stat mnt/box/f >/dev/null 2>&1 && echo stat-ok || echo stat-refused")
+        XCTAssertEqual(r.stdout, "cat: mnt/box/f: Permission denied\nstat-refused\n", "\(r)\n\(fx.log)")
+        // Root walked it again meanwhile: still refused for the other user.
+        XCTAssertEqual(fx.sh("cat mnt/box/f").stdout, "in\n")
+        r = sh(as: 2001, "cat mnt/box/f 2>/dev/null || echo refused")
+        XCTAssertEqual(r.stdout, "refused\n", "\(r)")
+    }
+
+    func testOwnersModesAndExactTimesSurviveRemountAndKill9() throws {
+        var r = fx.sh("""
+            cd mnt && mkdir -m 2750 d && chown 2001:3000 d && echo x > d/f && chown 2002:3001 d/f && chmod 4640 d/f
+            touch -h -d '2019-01-02 03:04:05.123456789' d/f && ln -s f d/l && touch -h -d '2001-02-03 04:05:06.000000007' d/l
+            mkfifo -m 620 d/pipe
+            python3 -c "import os; os.utime('d', ns=(1002002954, 1002002954))"
+            stat -c '%n %u %g %a %F %.9Y' d d/f d/l d/pipe
+            """)
+        XCTAssertEqual(r.status, 0, "\(r)\n\(fx.log)")
+        XCTAssertTrue(r.stdout.hasPrefix("""
+            d 2001 3000 2750 directory 1.002002954
+            d/f 2002 3001 4640 regular file 1546398245.123456789
+            d/l 0 3000 777 symbolic link 981173106.000000007
+            d/pipe 0 3000 620 fifo 
+
+            """.dropLast()), "\(r)")
+        let expected = r.stdout
+        let listing = "cd mnt && stat -c '%n %u %g %a %F %.9Y' d d/f d/l d/pipe"
+        XCTAssertTrue(fx.stopDaemon())
+        try fx.mount(extra: ["--allow-other"])
+        XCTAssertEqual(fx.sh(listing).stdout, expected, "after a clean remount")
+        XCTAssertEqual(fx.sh("cd mnt && chown 2003 d/f && chmod 0604 d/f").status, 0)
+        fx.kill9()
+        try fx.mount(extra: ["--allow-other"])
+        XCTAssertEqual(fx.sh("cd mnt && stat -c '%u %a' d/f").stdout, "2003 604\n", "after kill -9")
+    }
+}
