@@ -1276,6 +1276,12 @@ public final class LocalStore: Provider, @unchecked Sendable {
                 throw ProviderError(.ioError, "set attribute \(name): \(error)")
             }
             state.withLock { tree in tree.xattrs[row] = updated.isEmpty ? nil : updated }
+            // A change of metadata: the item's change time moves (through the journal, as usual).
+            if var record = state.withLock({ $0.records[row] }) {
+                record.item.noteMetadataChange(at: FileTime.now())
+                try commit(database, saving: [record], "set attribute \(name)")
+                state.withLock { $0.replaceKeepingCounts(record) }
+            }
         }
     }
 
