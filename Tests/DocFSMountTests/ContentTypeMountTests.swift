@@ -204,4 +204,26 @@ final class ContentTypeMountTests: MountTestCase {
         XCTAssertBytes(fx.readFile(fx.m("Projects/server.log")), Array("started\n".utf8))
         XCTAssertFalse(info("Projects/server.log")["capabilities"]?.contains("write") ?? true)
     }
+
+    /// FIFOs and sockets are items where the folder has no list of allowed types, and refused
+    /// (EPERM, one log line) where it has one; device nodes are refused everywhere.
+    func testFIFOsAndSocketsOnlyWhereNoTypesAreListed() {
+        let script = """
+            import errno, os, socket, stat, sys
+            def attempt(call):
+                try: call(); return "ok"
+                except OSError as e: return errno.errorcode[e.errno]
+            print(attempt(lambda: os.mkfifo("mnt/Projects/pipe", 0o600)))
+            s = socket.socket(socket.AF_UNIX)
+            print(attempt(lambda: s.bind("mnt/Projects/sock")))
+            print(stat.S_ISFIFO(os.stat("mnt/Projects/pipe").st_mode), stat.S_ISSOCK(os.stat("mnt/Projects/sock").st_mode))
+            print(attempt(lambda: os.mkfifo("mnt/Photos/pipe")))
+            print(attempt(lambda: os.mknod("mnt/Projects/null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))))
+            print(sorted(os.listdir("mnt/Photos")), os.path.exists("mnt/Projects/null"))
+            """
+        XCTAssertNoThrow(try script.write(toFile: fx.dir + "/fifo.py", atomically: true, encoding: .utf8))
+        let r = fx.sh("python3 fifo.py")
+        XCTAssertEqual(r.stdout, "ok\nok\nTrue True\nEPERM\nEPERM\n[] False\n", "\(r)\n\(fx.log)")
+        XCTAssertTrue(fx.log.contains("FIFOs and sockets are not documents"), fx.log)
+    }
 }
