@@ -18,10 +18,15 @@ extension Bridge {
             guard item?.kind != .symlink else { reply.ok(); return }
             guard PermissionCheck.allows(want, on: owned, for: caller) else { reply.error(EACCES); return }
             if let item {
-                let perm = Attributes.permissions(of: item)
-                if mask & W_OK != 0, perm & 0o222 == 0 { reply.error(EACCES); return }
-                if mask & R_OK != 0, perm & 0o444 == 0 { reply.error(EACCES); return }
-                if mask & X_OK != 0, perm & 0o111 == 0, item.kind != .folder { reply.error(EACCES); return }
+                // The capabilities, which mode bits cannot override (what `ls -l` masks away).
+                let caps = item.capabilities
+                let folder = item.kind == .folder
+                if mask & W_OK != 0, !caps.contains(folder ? .allowsAddingSubItems : .allowsWriting), !item.kind.isSpecial {
+                    reply.error(EACCES); return
+                }
+                if mask & R_OK != 0, !caps.contains(folder ? .allowsContentEnumerating : .allowsReading), !item.kind.isSpecial {
+                    reply.error(EACCES); return
+                }
             }
             reply.ok()
         } catch {

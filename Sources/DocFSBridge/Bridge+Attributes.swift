@@ -159,13 +159,21 @@ extension Bridge {
         let mtime = toSet & FUSE_SET_ATTR_MTIME != 0 || mtimeNow
         let setsOwner = toSet & FUSE_SET_ATTR_UID != 0
         let setsGroup = toSet & FUSE_SET_ATTR_GID != 0
+        // Nothing named: `chown(path, -1, -1)`, which the kernel sends as an empty setattr. It
+        // still clears set-ID bits as a chown does and moves the change time.
+        let handled = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_SIZE
+            | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW
+        let touchOnly = toSet & handled == 0
 
         // Everything is checked before anything changes: nothing refused is half-done.
         var changes = try attempt(subject) { () throws(ProviderError) -> AttributeChanges in
             var changes = AttributeChanges()
-            if setsOwner || setsGroup {
+            if setsOwner || setsGroup || touchOnly {
+                // An empty setattr while the file is open for writing is the kernel clearing
+                // set-ID bits before a write; otherwise it is chown(path, -1, -1).
                 changes = try OwnershipRules.chown(owned, owner: setsOwner ? attr.st_uid : nil,
-                                                   group: setsGroup ? attr.st_gid : nil, by: caller)
+                                                   group: setsGroup ? attr.st_gid : nil, by: caller,
+                                                   beforeWrite: touchOnly && hasSession(ino))
             }
             if toSet & FUSE_SET_ATTR_MODE != 0 {
                 if item?.kind == .symlink { throw ProviderError(.unsupported, "a symbolic link has no mode of its own") }
@@ -209,11 +217,20 @@ extension Bridge {
 
         if resizing {
             try await truncate(node, item: item, to: Int64(attr.st_size), throughWritableHandle: handle?.writable ?? false)
-            if changes.posixPermissions == nil, let cleared = OwnershipRules.clearingSetID(item.posixPermissions, forWriter: caller) {
+            if changes.posixPermissions == nil, let cleared = OwnershipRules.clearingSetID(owned, forWriter: caller) {
                 changes.posixPermissions = cleared
             }
         }
-        if !changes.isEmpty {
+        if let m = changes.modificationTime {
+            // A new version still open for writing takes its time from its staged file at close:
+            // give the staged file the time set now (a later write moves it again, as it should).
+            node.sessionLock.withLock {
+                guard let session = node.session, !session.committed else { return }
+                var times = [timespec(tv_sec: 0, tv_nsec: Bridge.utimeOmit), Attributes.timespec(m)]
+                _ = futimens(session.fd, &times)
+            }
+        }
+        if !changes.isEmpty || touchOnly {
             let updated = try await attempt(subject) { () async throws(ProviderError) in
                 try await provider.setAttributes(ofItemWithIdentifier: item.identifier, changes: changes)
             }

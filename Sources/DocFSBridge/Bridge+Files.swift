@@ -356,7 +356,7 @@ extension Bridge {
     /// leaves this to us (InitNegotiation). A root writer keeps them (CAP_FSETID on ext4). The
     /// kernel's cached mode is dropped before the caller replies. Nil when there is nothing to clear.
     func setIDToDrop(_ item: Item, writer: Caller) -> (ItemIdentifier, UInt16)? {
-        OwnershipRules.clearingSetID(item.posixPermissions, forWriter: writer).map { (item.identifier, $0) }
+        OwnershipRules.clearingSetID(Ownership(item), forWriter: writer).map { (item.identifier, $0) }
     }
 
     func dropSetID(_ node: InodeNode, _ change: (ItemIdentifier, UInt16)) async {

@@ -39,9 +39,14 @@ enum OwnershipRules {
     }
 
     /// chown / chgrp: only root gives an item to someone else; the owner may set the group to
-    /// one of its own groups (EPERM otherwise). A changed regular file loses set-user-ID, and
-    /// set-group-ID when group execute is set (even for root, as Linux does).
-    static func chown(_ item: Ownership, owner: UInt32?, group: UInt32?, by caller: Caller) throws(ProviderError) -> AttributeChanges {
+    /// one of its own groups (EPERM otherwise). A chowned file (not a folder) loses set-user-ID,
+    /// even by root, and set-group-ID as `setIDAfterChown` says. `chown(path, -1, -1)` is both
+    /// nils: nothing but those bits and the change time move, and a non-owner may not cause
+    /// that clearing (EPERM, a change of mode). The kernel sends it as an empty setattr, exactly
+    /// as it sends the clearing before a non-owner's write, which must not be refused:
+    /// `beforeWrite` says which the caller thinks it is.
+    static func chown(_ item: Ownership, owner: UInt32?, group: UInt32?, by caller: Caller,
+                      beforeWrite: Bool = false) throws(ProviderError) -> AttributeChanges {
         if !caller.isRoot {
             if let owner, owner != item.owner || caller.uid != item.owner {
                 throw ProviderError(.notPermitted, "only root may change the owner (uid \(item.owner) to \(owner))")
@@ -56,8 +61,30 @@ enum OwnershipRules {
             }
         }
         var changes = AttributeChanges(ownerID: owner, groupID: group)
-        if !item.isDirectory, let cleared = clearingSetID(item.mode, forWriter: nil) { changes.posixPermissions = cleared }
+        if let cleared = setIDAfterChown(item, by: caller) {
+            if owner == nil, group == nil, !beforeWrite, !caller.isRoot, caller.uid != item.owner {
+                throw ProviderError(.notPermitted, "clearing set-user/group-ID is a change of mode, which only the owner (uid \(item.owner)) or root may make")
+            }
+            changes.posixPermissions = cleared
+        }
         return changes
+    }
+
+    /// What a chown leaves of a file's mode (the kernel's chown_common and notify_change):
+    /// set-user-ID always goes; set-group-ID goes with group execute, or when the caller is
+    /// neither in the file's group nor root. Folders keep both. Nil when nothing changes.
+    static func setIDAfterChown(_ item: Ownership, by caller: Caller) -> UInt16? {
+        guard !item.isDirectory else { return nil }
+        var kill = item.mode & setUID
+        if dropsSetGroupID(item, for: caller) { kill |= setGID }
+        return kill == 0 ? nil : item.mode & ~kill
+    }
+
+    /// The kernel's setattr_should_drop_sgid.
+    private static func dropsSetGroupID(_ item: Ownership, for caller: Caller) -> Bool {
+        guard item.mode & setGID != 0 else { return false }
+        if item.mode & groupExecute != 0 { return true }
+        return !caller.isRoot && !caller.isMember(of: item.group)
     }
 
     /// utimensat: times given explicitly need the owner or root (EPERM); "now" for both needs
@@ -73,14 +100,14 @@ enum OwnershipRules {
         }
     }
 
-    /// The mode after contents change (write, truncate) or a chown: set-user-ID goes, and
-    /// set-group-ID where group execute is set. A writer holding CAP_FSETID keeps them on a
-    /// write (root here; nil `forWriter` is a chown, which clears them for everyone). Nil when
-    /// nothing changes.
-    static func clearingSetID(_ mode: UInt16, forWriter writer: Caller?) -> UInt16? {
-        if let writer, writer.isRoot { return nil }
-        var kill = mode & setUID
-        if mode & (setGID | groupExecute) == setGID | groupExecute { kill |= setGID }
-        return kill == 0 ? nil : mode & ~kill
+    /// The mode after contents change (write, truncate, O_TRUNC): set-user-ID goes, and
+    /// set-group-ID where group execute is set or the writer is not in the file's group (the
+    /// kernel's setattr_should_drop_suidgid). A writer holding CAP_FSETID (root here) keeps them.
+    /// Nil when nothing changes.
+    static func clearingSetID(_ item: Ownership, forWriter writer: Caller) -> UInt16? {
+        if writer.isRoot || item.isDirectory { return nil }
+        var kill = item.mode & setUID
+        if dropsSetGroupID(item, for: writer) { kill |= setGID }
+        return kill == 0 ? nil : item.mode & ~kill
     }
 }

@@ -115,6 +115,14 @@ final class PermissionCheckTests: XCTestCase {
         XCTAssertEqual(try OwnershipRules.chown(file(0o6755), owner: 7, group: nil, by: root).posixPermissions, 0o755)
         XCTAssertEqual(try OwnershipRules.chown(file(0o2745), owner: 7, group: nil, by: root).posixPermissions, nil)
         XCTAssertEqual(try OwnershipRules.chown(folder(0o2775), owner: 7, group: nil, by: root).posixPermissions, nil)
+        // chown(path, -1, -1): anyone, unless it would clear a set-ID bit, which is the owner's
+        // change; the same clearing before a non-owner's write goes through.
+        XCTAssertEqual(try OwnershipRules.chown(file(0o644), owner: nil, group: nil, by: other).posixPermissions, nil)
+        XCTAssertEqual(errno { () throws(ProviderError) in _ = try OwnershipRules.chown(file(0o2755), owner: nil, group: nil, by: member) }, EPERM)
+        XCTAssertEqual(try OwnershipRules.chown(file(0o2755), owner: nil, group: nil, by: member, beforeWrite: true).posixPermissions, 0o755)
+        XCTAssertEqual(try OwnershipRules.chown(file(0o2745), owner: nil, group: nil, by: other, beforeWrite: true).posixPermissions, 0o745)
+        XCTAssertEqual(try OwnershipRules.chown(file(0o2745), owner: nil, group: nil, by: member).posixPermissions, nil)
+        XCTAssertEqual(try OwnershipRules.chown(file(0o4755), owner: nil, group: nil, by: root).posixPermissions, 0o755)
     }
 
     func testTimes() {
@@ -126,9 +134,11 @@ final class PermissionCheckTests: XCTestCase {
     }
 
     func testWritesClearSetIDForAllButRoot() {
-        XCTAssertEqual(OwnershipRules.clearingSetID(0o6755, forWriter: other), 0o755)
-        XCTAssertEqual(OwnershipRules.clearingSetID(0o2745, forWriter: other), nil)
-        XCTAssertEqual(OwnershipRules.clearingSetID(0o6755, forWriter: root), nil)
+        XCTAssertEqual(OwnershipRules.clearingSetID(file(0o6755), forWriter: other), 0o755)
+        // Set-group-ID without group execute goes only for a writer outside the file's group.
+        XCTAssertEqual(OwnershipRules.clearingSetID(file(0o2745), forWriter: other), 0o745)
+        XCTAssertEqual(OwnershipRules.clearingSetID(file(0o2745), forWriter: member), nil)
+        XCTAssertEqual(OwnershipRules.clearingSetID(file(0o6755), forWriter: root), nil)
     }
 
     func testNamesBelowAFolderAreCachedOnlyWhenEveryoneMaySearchIt() {
