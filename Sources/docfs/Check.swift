@@ -6,13 +6,16 @@ struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Verify (and with --repair, mend) a store that is not mounted.",
         discussion: """
-            Checks that every item's parent exists and is a folder, names are valid and unique per
-            folder, every file item has its content file with the recorded size, every content file
-            belongs to a file item, and nothing is left in staging/. --repair moves items whose
-            folder is gone to /lost+found, fixes sizes, removes dangling rows and attributes,
-            orphan content files and staged leftovers, and says what it did.
-            Exit status 0 only when the store is consistent (after the repair, with --repair).
-            A store that a mount holds is refused.
+            Checks that every item's parent exists and is a folder, names are valid and unique per \
+            folder, every file item has its content file with the recorded size, every content file \
+            belongs to a file item, and nothing is left in staging/.
+
+            --repair moves items whose folder is gone to /lost+found, fixes sizes, removes dangling \
+            rows and attributes, orphan content files and staged leftovers, and says what it did.
+
+            Exit status 0 only when the store is consistent (after the repair, with --repair). \
+            A store that a mount holds is refused. --json prints one object instead of lines \
+            (see README, "Output for scripts").
             """)
 
     @Argument(help: "The store directory (made with `docfs init`).")

@@ -25,12 +25,17 @@ struct Import: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Import files (and folders) into a folder of a docfs tree, many at once.",
         discussion: """
-            One line per FILE on standard output: `imported NAME as ITEM-ID` or `refused NAME: reason`.
-            Exit status 0 only when every file was imported; 1 when some were refused; 130 when
-            cancelled (Ctrl-C). Progress (files, bytes, rate) is shown on standard error when it
-            is a terminal. A directory is imported as a folder with everything in it (or as one
-            document when its name makes it a package, e.g. *.deck declared in the layout).
-            --types limits the content types accepted (by the name's extension; a type counts when
+            One line per FILE on standard output: `imported NAME as ITEM-ID` or \
+            `refused NAME: reason` (with --json, one JSON object per FILE instead).
+
+            Exit status 0 only when every file was imported; 1 when some were refused; 130 when \
+            cancelled (Ctrl-C). Progress (files, bytes, rate) is shown on standard error when it \
+            is a terminal.
+
+            A directory is imported as a folder with everything in it (or as one document when \
+            its name makes it a package, e.g. *.deck declared in the layout).
+
+            --types limits the content types accepted (by the name's extension; a type counts when \
             it conforms to one listed, e.g. public.image takes .png and .jpg).
             """)
 

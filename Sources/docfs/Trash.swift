@@ -132,10 +132,9 @@ struct Tag: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show, set or clear an item's tags (the user.docfs.tags attribute; setTagData).",
         discussion: """
-            docfs tag FILE               list the tags, one per line
-            docfs tag FILE red work      set the tags to exactly these
-            docfs tag FILE --add urgent  add tags; --remove TAG removes some
-            docfs tag FILE --clear       remove all tags
+            With only FILE, lists the tags, one per line. With tags after FILE, sets the tags to \
+            exactly these. --add TAG adds tags and --remove TAG removes some (both repeatable); \
+            --clear removes all tags.
             """)
     @Argument(help: "A path inside a docfs mount.") var path: String
     @Argument(help: "Tags to set (replacing the current ones).") var tags: [String] = []
