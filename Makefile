@@ -57,7 +57,7 @@ deps:
 	{ command -v setfattr >/dev/null 2>&1 && command -v getfattr >/dev/null 2>&1; } || missing="$$missing attr"; \
 	command -v rsync >/dev/null 2>&1 || missing="$$missing rsync"; \
 	[ -z "$$missing" ] && exit 0; \
-	if [ "$$(id -u)" != 0 ]; then \
+	if [ "$$(id -u 2>/dev/null)" != 0 ]; then \
 	    echo "make: missing system packages:$$missing (install them with: sudo apt-get install$$missing, or run sudo make deps)" >&2; \
 	    exit 1; \
 	fi; \

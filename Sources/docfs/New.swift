@@ -15,15 +15,15 @@ struct New: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Make a new, empty document of a content type in a folder of a mount (NewDocumentAction).",
         discussion: """
-            TYPE is a content type identifier (public.plain-text, net.daringfireball.markdown, \\
-            public.json, or one the layout declares, such as com.example.deck) or a filename \\
+            TYPE is a content type identifier (public.plain-text, net.daringfireball.markdown, \
+            public.json, or one the layout declares, such as com.example.deck) or a filename \
             extension (txt, md, json, deck).
 
-            The new document is a copy of the type's template: the file the layout names with \\
-            `template:` for that type, else the built-in one (an empty text or Markdown file, `{}` \\
-            for JSON, an empty package for package types). It is named Untitled.EXT, or \\
-            Untitled 2.EXT, Untitled 3.EXT, … when that name is taken (NAME instead of Untitled \\
-            with --name), and made through the mount, so the folder's rules apply: a folder that \\
+            The new document is a copy of the type's template: the file the layout names with \
+            `template:` for that type, else the built-in one (an empty text or Markdown file, `{}` \
+            for JSON, an empty package for package types). It is named Untitled.EXT, or \
+            Untitled 2.EXT, Untitled 3.EXT, … when that name is taken (NAME instead of Untitled \
+            with --name), and made through the mount, so the folder's rules apply: a folder that \
             does not allow adding, or does not accept the type, refuses it.
 
             Prints the path it made.
@@ -32,7 +32,7 @@ struct New: ParsableCommand {
     @Argument(help: "A content type identifier or a filename extension.")
     var type: String
 
-    @Option(name: .customLong("in"), help: "The folder: a path inside a docfs mount.")
+    @Option(name: .customLong("in"), help: ArgumentHelp("The folder: a path inside a docfs mount.", valueName: "folder"))
     var folder: String
 
     @Option(help: "The name without its extension (default: Untitled).")
