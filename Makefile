@@ -1,12 +1,25 @@
 # docfs — build, run a demo mount, test, benchmark.
 #
-#   make            build (release)
+#   make            install system deps if missing (as root; else name them and stop), build (release)
 #   make run        install FUSE deps if missing, build, mount the demo store at ./mnt
 #   make test       install FUSE deps if missing, build, run unit and mounted tests and the model test
 #   make fuzz       the model-based random test with random seeds, for longer
-#   make install    copy the release binary to $(PREFIX)/bin
+#   make install    the binary, the mount(8) helper, bash/zsh/fish completions and the man page
+#                   (PREFIX, DESTDIR, SBINDIR, ...); make uninstall removes exactly them
 
 PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+# mount(8) looks for mount.fuse.docfs in /sbin only (its compiled-in search path), whatever PREFIX is.
+SBINDIR    ?= /sbin
+MANDIR     ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+# Completions and the man page, generated from the argument-parser definitions (never kept by hand).
+GENERATED   = $(CURDIR)/.build/generated
+INSTALLED   = $(DESTDIR)$(BINDIR)/docfs $(DESTDIR)$(SBINDIR)/mount.fuse.docfs \
+              $(DESTDIR)$(BASHCOMPDIR)/docfs $(DESTDIR)$(ZSHCOMPDIR)/_docfs \
+              $(DESTDIR)$(FISHCOMPDIR)/docfs.fish $(DESTDIR)$(MANDIR)/man1/docfs.1
 SWIFT      ?= swift
 STORE      ?= demo-store
 MNT        ?= mnt
@@ -24,30 +37,33 @@ BENCH_FS    = docfs=[ -n "$$(ls -A {src})" ] || $(RELEASE_BIN) init {src}; $(REL
 BENCH_BASE ?=
 BENCH_FSES  = --fs '$(BENCH_FS)' $(if $(BENCH_BASE),--fs 'docfs-base=[ -n "$$(ls -A {src})" ] || $(BENCH_BASE) init {src}; $(BENCH_BASE) mount {src} {mnt}')
 
-.PHONY: all build deps run test model fuzz model-deps install clean-mounts bench bench-quick clean microbench
+.PHONY: all build deps run test model fuzz model-deps install uninstall generated clean-mounts bench bench-quick clean microbench
 
 all: build
 
-build:
+build: deps
 	$(SWIFT) build -c release
 
-# Idempotent: does nothing when libfuse3 (headers + fusermount3), sqlite3 headers and the
-# shared-mime-info database (content-type detection: /usr/share/mime) are present.
+# Idempotent: does nothing when libfuse3 (headers + fusermount3), sqlite3 headers, the
+# shared-mime-info database (content-type detection: /usr/share/mime), attr and rsync are present.
+# As root it installs what is missing; otherwise it stops at once with one line naming it.
 deps:
-	@if pkg-config --exists fuse3 2>/dev/null && command -v fusermount3 >/dev/null 2>&1 \
-	    && [ -f /usr/include/sqlite3.h ] && [ -f /usr/share/mime/globs2 ] && [ -f /usr/share/mime/magic ] \
-	    && command -v setfattr >/dev/null 2>&1 && command -v getfattr >/dev/null 2>&1 \
-	    && command -v rsync >/dev/null 2>&1; then \
-	    exit 0; \
-	fi; \
-	if [ "$$(id -u)" != 0 ]; then \
-	    echo "make deps: libfuse3-dev, fuse3, pkg-config, libsqlite3-dev, attr, shared-mime-info or rsync is missing;" >&2; \
-	    echo "           run 'sudo make deps' (or the same target with sudo) to install them." >&2; \
+	@missing=""; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	pkg-config --exists fuse3 2>/dev/null || missing="$$missing libfuse3-dev"; \
+	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \
+	[ -f /usr/include/sqlite3.h ] || missing="$$missing libsqlite3-dev"; \
+	{ [ -f /usr/share/mime/globs2 ] && [ -f /usr/share/mime/magic ]; } || missing="$$missing shared-mime-info"; \
+	{ command -v setfattr >/dev/null 2>&1 && command -v getfattr >/dev/null 2>&1; } || missing="$$missing attr"; \
+	command -v rsync >/dev/null 2>&1 || missing="$$missing rsync"; \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u 2>/dev/null)" != 0 ]; then \
+	    echo "make: missing system packages:$$missing (install them with: sudo apt-get install$$missing, or run sudo make deps)" >&2; \
 	    exit 1; \
 	fi; \
-	echo "Installing libfuse3-dev fuse3 pkg-config libsqlite3-dev attr shared-mime-info rsync ..."; \
+	echo "Installing$$missing ..."; \
 	apt-get update && \
-	DEBIAN_FRONTEND=noninteractive apt-get install -y libfuse3-dev fuse3 pkg-config libsqlite3-dev attr shared-mime-info rsync
+	DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing
 
 run: deps build
 	@if [ ! -e "$(STORE)" ]; then \
@@ -73,7 +89,8 @@ test: deps clean-mounts
 	@[ -c /dev/fuse ] || { echo "make test: /dev/fuse is missing; the mounted tests need FUSE" \
 	    "(in a container: --device /dev/fuse --cap-add SYS_ADMIN)" >&2; exit 1; }
 	$(SWIFT) build --build-tests
-	DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" $(SWIFT) test --skip-build
+	$(MAKE) --no-print-directory generated CONFIGURATION=debug
+	DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" DOCFS_GENERATED="$(GENERATED)" $(SWIFT) test --skip-build
 	$(MAKE) --no-print-directory model MODEL_PROFILE=ci
 
 # The model-based random test (Tests/model): the same random operations on a plain directory
@@ -100,9 +117,37 @@ microbench: deps
 	$(SWIFT) build -c release --product docfs-microbench
 	"$$($(SWIFT) build -c release --show-bin-path)/docfs-microbench"
 
+# Completion scripts (ArgumentParser's --generate-completion-script) and the man page
+# (ArgumentParser's generate-manual plugin) from the built binary, into .build/generated.
+CONFIGURATION ?= release
+generated:
+	@bin="$$($(SWIFT) build -c $(CONFIGURATION) --show-bin-path)/docfs"; \
+	[ -x "$$bin" ] || { echo "make generated: build docfs first ($$bin is missing)" >&2; exit 1; }; \
+	mkdir -p "$(GENERATED)/completions" "$(GENERATED)/man" && \
+	"$$bin" --generate-completion-script bash > "$(GENERATED)/completions/docfs.bash" && \
+	"$$bin" --generate-completion-script zsh > "$(GENERATED)/completions/_docfs" && \
+	"$$bin" --generate-completion-script fish > "$(GENERATED)/completions/docfs.fish"
+	@rm -rf "$(CURDIR)/.build/plugins/GenerateManual/outputs/docfs"
+	$(SWIFT) package plugin generate-manual --configuration $(CONFIGURATION) --authors "the docfs authors" >/dev/null
+	@page=$$(find "$(CURDIR)/.build/plugins" -path '*GenerateManual*' -name docfs.1 | head -n 1); \
+	[ -n "$$page" ] || { echo "make generated: the generate-manual plugin wrote no docfs.1" >&2; exit 1; }; \
+	cp "$$page" "$(GENERATED)/man/docfs.1"
+
+# mount.fuse.docfs is a link to docfs, which acts as the mount(8) helper under that name.
 install: build
-	install -d "$(DESTDIR)$(PREFIX)/bin"
-	install -m 0755 "$(RELEASE_BIN)" "$(DESTDIR)$(PREFIX)/bin/docfs"
+	$(MAKE) --no-print-directory generated CONFIGURATION=release
+	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(SBINDIR)" "$(DESTDIR)$(BASHCOMPDIR)" "$(DESTDIR)$(ZSHCOMPDIR)" \
+	    "$(DESTDIR)$(FISHCOMPDIR)" "$(DESTDIR)$(MANDIR)/man1"
+	install -m 0755 "$(RELEASE_BIN)" "$(DESTDIR)$(BINDIR)/docfs"
+	ln -sfn "$(BINDIR)/docfs" "$(DESTDIR)$(SBINDIR)/mount.fuse.docfs"
+	install -m 0644 "$(GENERATED)/completions/docfs.bash" "$(DESTDIR)$(BASHCOMPDIR)/docfs"
+	install -m 0644 "$(GENERATED)/completions/_docfs" "$(DESTDIR)$(ZSHCOMPDIR)/_docfs"
+	install -m 0644 "$(GENERATED)/completions/docfs.fish" "$(DESTDIR)$(FISHCOMPDIR)/docfs.fish"
+	install -m 0644 "$(GENERATED)/man/docfs.1" "$(DESTDIR)$(MANDIR)/man1/docfs.1"
+
+# Removes exactly what install put there (same PREFIX, DESTDIR, SBINDIR, ...).
+uninstall:
+	rm -f $(foreach f,$(INSTALLED),"$(f)")
 
 # Lazily unmount test mounts left behind by test runs that no longer exist (the pid in the
 # directory name is the test process that made it). Never kills processes by name: once

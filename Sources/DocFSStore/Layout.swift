@@ -14,13 +14,18 @@ public struct Layout: Sendable, Codable, Equatable {
         public var mime: [String]?
         /// Like `DocumentGroup(viewing:)`: items of this type are never writable.
         public var viewOnly: Bool
+        /// A file (or package directory) that `docfs new` copies for a new document of this type;
+        /// a relative path is relative to the layout file. nil when none was given.
+        public var template: String?
 
-        public init(identifier: String, conformsTo: [String] = [], extensions: [String] = [], mime: [String]? = nil, viewOnly: Bool = false) {
+        public init(identifier: String, conformsTo: [String] = [], extensions: [String] = [], mime: [String]? = nil, viewOnly: Bool = false,
+                    template: String? = nil) {
             self.identifier = identifier
             self.conformsTo = conformsTo
             self.extensions = extensions
             self.mime = mime
             self.viewOnly = viewOnly
+            self.template = template
         }
     }
 
@@ -220,8 +225,9 @@ private struct LayoutParser {
                 }
             case "mime", "mimeTypes": declaration.mime = try words(value, key: key).map { $0.lowercased() }
             case "viewOnly": declaration.viewOnly = try bool(value, key: "viewOnly")
+            case "template": declaration.template = try string(value, key: "template")
             default:
-                throw fail(keyNode, "types[\(index)]: unknown key '\(key)' (expected identifier, conformsTo, extensions, mime, viewOnly)")
+                throw fail(keyNode, "types[\(index)]: unknown key '\(key)' (expected identifier, conformsTo, extensions, mime, viewOnly, template)")
             }
         }
         guard let identifier, !identifier.isEmpty else { throw fail(node, "types[\(index)]: 'identifier' is missing") }

@@ -6,13 +6,16 @@ struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Verify (and with --repair, mend) a store that is not mounted.",
         discussion: """
-            Checks that every item's parent exists and is a folder, names are valid and unique per
-            folder, every file item has its content file with the recorded size, every content file
-            belongs to a file item, and nothing is left in staging/. --repair moves items whose
-            folder is gone to /lost+found, fixes sizes, removes dangling rows and attributes,
-            orphan content files and staged leftovers, and says what it did.
-            Exit status 0 only when the store is consistent (after the repair, with --repair).
-            A store that a mount holds is refused.
+            Checks that every item's parent exists and is a folder, names are valid and unique per \
+            folder, every file item has its content file with the recorded size, every content file \
+            belongs to a file item, and nothing is left in staging/.
+
+            --repair moves items whose folder is gone to /lost+found, fixes sizes, removes dangling \
+            rows and attributes, orphan content files and staged leftovers, and says what it did.
+
+            Exit status 0 only when the store is consistent (after the repair, with --repair). \
+            A store that a mount holds is refused. --json prints one object instead of lines \
+            (see README, "Output for scripts").
             """)
 
     @Argument(help: "The store directory (made with `docfs init`).")
@@ -21,12 +24,20 @@ struct Check: ParsableCommand {
     @Flag(help: "Mend what can be mended.")
     var repair = false
 
+    @Flag(help: "Print one JSON object instead of lines (fields: see README, \"Output for scripts\").")
+    var json = false
+
     func run() throws {
         let report: StoreCheckReport
         do {
             report = try StoreChecker.check(at: URL(fileURLWithPath: store), repair: repair)
         } catch {
             throw UserFacingError("docfs: cannot check store \(store): \(error.reason.isEmpty ? "\(error)" : error.reason)")
+        }
+        if json {
+            JSONOutput.print(CheckJSON(store: store, repair: repair, report: report))
+            if !report.isConsistent { throw ExitCode(1) }
+            return
         }
         for problem in report.problems { print("problem: \(problem)") }
         for line in report.repairs { print("repaired: \(line)") }
@@ -37,5 +48,38 @@ struct Check: ParsableCommand {
         for problem in report.remaining where repair { print("not repaired: \(problem)") }
         let advice = repair ? "" : " (run `docfs check --repair \(store)`; mounting it also cleans leftovers)"
         throw UserFacingError("docfs: store \(store) has \(report.remaining.count) problem(s)\(advice)")
+    }
+}
+
+/// `docfs check --json`.
+struct CheckJSON: Encodable {
+    struct Problem: Encodable {
+        var kind: String
+        var message: String
+    }
+    struct Counts: Encodable {
+        var folders: Int
+        var files: Int
+        var symlinks: Int
+        var contentFiles: Int
+        var contentBytes: Int64
+    }
+    var store: String
+    var repair: Bool
+    var consistent: Bool
+    var problems: [Problem]
+    var repairs: [String]
+    var remaining: [Problem]
+    var counts: Counts
+
+    init(store: String, repair: Bool, report: StoreCheckReport) {
+        self.store = store
+        self.repair = repair
+        consistent = report.isConsistent
+        problems = report.problems.map { Problem(kind: $0.kind.rawValue, message: $0.message) }
+        repairs = report.repairs
+        remaining = report.remaining.map { Problem(kind: $0.kind.rawValue, message: $0.message) }
+        counts = Counts(folders: report.folders, files: report.files, symlinks: report.symlinks,
+                        contentFiles: report.contentFiles, contentBytes: report.contentBytes)
     }
 }

@@ -8,16 +8,29 @@ struct DocFS: ParsableCommand {
         commandName: "docfs",
         abstract: "Mount a document provider tree with FUSE.",
         discussion: """
-            A store holds the tree: item metadata in SQLite and contents as files. Folders declare
+            A store holds the tree: item metadata in SQLite and contents as files. Folders declare \
             in a layout file what may be added, read and written; the mount enforces it.
             """,
-        subcommands: [Init.self, Mount.self, Unmount.self, Info.self, Check.self, Import.self, Trash.self, Tag.self]
+        subcommands: [Init.self, Mount.self, Unmount.self, Info.self, Check.self, Import.self, New.self, Trash.self, Tag.self]
     )
 
     /// Our own messages go out as they are ("docfs: …"), not behind ArgumentParser's "Error:".
     static func main() {
         do {
-            var command = try parseAsRoot()
+            var arguments: [String]? = nil
+            // As a mount(8) helper (mount.fuse.docfs, or mount.fuse3's `docfs STORE MNT -o …`).
+            let names = configuration.subcommands.map { $0._commandName }
+            switch try MountHelper.invocation(CommandLine.arguments, subcommands: names) {
+            case .command: break
+            case .fake: return
+            case .mount(let translated):
+                if MountHelper.alreadyMounted(translated) {
+                    FileHandle.standardError.write(Data("docfs: \(translated[1]) is already mounted at \(translated[2])\n".utf8))
+                    return
+                }
+                arguments = translated
+            }
+            var command = try parseAsRoot(arguments)
             try command.run()
         } catch let error as UserFacingError {
             FileHandle.standardError.write(Data((error.message + "\n").utf8))

@@ -25,12 +25,17 @@ struct Import: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Import files (and folders) into a folder of a docfs tree, many at once.",
         discussion: """
-            One line per FILE on standard output: `imported NAME as ITEM-ID` or `refused NAME: reason`.
-            Exit status 0 only when every file was imported; 1 when some were refused; 130 when
-            cancelled (Ctrl-C). Progress (files, bytes, rate) is shown on standard error when it
-            is a terminal. A directory is imported as a folder with everything in it (or as one
-            document when its name makes it a package, e.g. *.deck declared in the layout).
-            --types limits the content types accepted (by the name's extension; a type counts when
+            One line per FILE on standard output: `imported NAME as ITEM-ID` or \
+            `refused NAME: reason` (with --json, one JSON object per FILE instead).
+
+            Exit status 0 only when every file was imported; 1 when some were refused; 130 when \
+            cancelled (Ctrl-C). Progress (files, bytes, rate) is shown on standard error when it \
+            is a terminal.
+
+            A directory is imported as a folder with everything in it (or as one document when \
+            its name makes it a package, e.g. *.deck declared in the layout).
+
+            --types limits the content types accepted (by the name's extension; a type counts when \
             it conforms to one listed, e.g. public.image takes .png and .jpg).
             """)
 
@@ -45,6 +50,9 @@ struct Import: ParsableCommand {
 
     @Option(help: "Import straight into this store (it must not be mounted).")
     var store: String?
+
+    @Flag(help: "One JSON object per FILE instead of a line (fields: see README, \"Output for scripts\").")
+    var json = false
 
     // MARK: Running
 
@@ -82,13 +90,14 @@ struct Import: ParsableCommand {
             switch outcome {
             case .imported(let id):
                 imported += 1
-                Self.say("imported \(source.name) as \(id)")
+                if json { Self.sayJSON(source, "imported", identifier: id) } else { Self.say("imported \(source.name) as \(id)") }
             case .refused(let reason):
                 refused += 1
-                Self.say("refused \(source.name): \(reason)")
+                if json { Self.sayJSON(source, "refused", reason: reason) } else { Self.say("refused \(source.name): \(reason)") }
                 progress.skip(source)
             case .cancelled:
                 cancelledAt = source.name
+                if json { Self.sayJSON(source, "cancelled") }
             }
             if cancelledAt != nil {
                 let notStarted = sources.count - index - 1
@@ -110,6 +119,28 @@ struct Import: ParsableCommand {
 
     /// A result line, unbuffered so a reader sees it as soon as the file is done.
     static func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+
+    /// `--json`: one object per FILE, on its own line.
+    struct ResultJSON: Encodable {
+        var source: String
+        var name: String
+        var status: String
+        var identifier: String?
+        var reason: String?
+        enum CodingKeys: String, CodingKey { case source, name, status, identifier, reason }
+        func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(source, forKey: .source)
+            try c.encode(name, forKey: .name)
+            try c.encode(status, forKey: .status)
+            try c.encode(identifier, forKey: .identifier)
+            try c.encode(reason, forKey: .reason)
+        }
+    }
+
+    static func sayJSON(_ source: ImportSource, _ status: String, identifier: String? = nil, reason: String? = nil) {
+        say(JSONOutput.line(ResultJSON(source: source.path, name: source.name, status: status, identifier: identifier, reason: reason)))
+    }
 
     /// With --types: the name's type must conform to one of them (a folder to public.folder…).
     static func typeRefusal(_ source: ImportSource, allowed: [ContentType]) -> String? {

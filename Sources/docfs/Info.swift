@@ -10,6 +10,9 @@ struct Info: ParsableCommand {
     @Argument(help: "A path inside a docfs mount.")
     var path: String
 
+    @Flag(help: "Print one JSON object (fields: see README, \"Output for scripts\").")
+    var json = false
+
     static let fields: [(label: String, attribute: String)] = [
         ("identifier", "user.docfs.identifier"),
         ("type", "user.docfs.type"),
@@ -29,6 +32,10 @@ struct Info: ParsableCommand {
             if access(path, F_OK) != 0 { throw UserFacingError("docfs: \(path): \(String(cString: strerror(errno)))") }
             throw UserFacingError("docfs: \(path) is not inside a docfs mount")
         }
+        if json {
+            JSONOutput.print(InfoJSON(path: path, identifier: identifier))
+            return
+        }
         print("path          \(path)")
         print("identifier    \(identifier)")
         for (label, attribute) in Info.fields.dropFirst() {
@@ -42,5 +49,76 @@ struct Info: ParsableCommand {
         let n = lgetxattr(path, name, &buf, buf.count)
         guard n >= 0 else { return nil }
         return String(decoding: buf[0..<n], as: UTF8.self)
+    }
+}
+
+/// `docfs info --json`: the item's `user.docfs.*` attributes under stable names.
+struct InfoJSON: Encodable {
+    var path: String
+    var identifier: String
+    var type: String?
+    var conformsTo: [String]
+    var size: Int64?
+    var created: String?
+    var modified: String?
+    var lastUsed: String?
+    var capabilities: [String]
+    var tags: [String]
+    var favoriteRank: Int?
+    var contentVersion: Int64?
+    var metadataVersion: Int64?
+    var trashedFrom: String?
+
+    enum CodingKeys: String, CodingKey {
+        case path, identifier, type, conformsTo, size, created, modified, lastUsed, capabilities, tags, favoriteRank
+        case contentVersion, metadataVersion, trashedFrom
+    }
+
+    init(path: String, identifier: String) {
+        func attr(_ name: String) -> String? {
+            Info.attribute(path, "user.docfs." + name).flatMap { $0.isEmpty ? nil : $0 }
+        }
+        func list(_ name: String) -> [String] {
+            (attr(name) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        self.path = path
+        self.identifier = identifier
+        type = attr("type")
+        conformsTo = list("conforms-to")
+        size = attr("document-size").flatMap { Int64($0) }
+        created = attr("created")
+        modified = attr("modified")
+        lastUsed = attr("last-used")
+        capabilities = list("capabilities")
+        tags = list("tags")
+        favoriteRank = attr("favorite-rank").flatMap { Int($0) }
+        // "content 3, metadata 5"
+        var versions: [String: Int64] = [:]
+        for part in (attr("version") ?? "").split(separator: ",") {
+            let words = part.split(separator: " ")
+            if words.count == 2, let n = Int64(words[1]) { versions[String(words[0])] = n }
+        }
+        contentVersion = versions["content"]
+        metadataVersion = versions["metadata"]
+        trashedFrom = attr("trashed-from")
+    }
+
+    /// Every key is always written; an absent value is null.
+    func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(path, forKey: .path)
+        try c.encode(identifier, forKey: .identifier)
+        try c.encode(type, forKey: .type)
+        try c.encode(conformsTo, forKey: .conformsTo)
+        try c.encode(size, forKey: .size)
+        try c.encode(created, forKey: .created)
+        try c.encode(modified, forKey: .modified)
+        try c.encode(lastUsed, forKey: .lastUsed)
+        try c.encode(capabilities, forKey: .capabilities)
+        try c.encode(tags, forKey: .tags)
+        try c.encode(favoriteRank, forKey: .favoriteRank)
+        try c.encode(contentVersion, forKey: .contentVersion)
+        try c.encode(metadataVersion, forKey: .metadataVersion)
+        try c.encode(trashedFrom, forKey: .trashedFrom)
     }
 }

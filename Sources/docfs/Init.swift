@@ -14,15 +14,20 @@ struct Init: ParsableCommand {
 
     func run() throws {
         let layoutValue: Layout?
+        var templates: [(identifier: String, file: String, source: Templates.Contents)] = []
         if let layout {
-            do { layoutValue = try Layout.load(from: URL(fileURLWithPath: layout)) } catch {
+            let url = URL(fileURLWithPath: layout)
+            do { layoutValue = try Layout.load(from: url) } catch {
                 throw UserFacingError("docfs: cannot use layout \(layout): \(error)")
             }
+            // Templates for `docfs new`, checked before the store is made.
+            if let layoutValue { templates = try Templates.plan(for: layoutValue, layoutFile: url) }
         } else {
             layoutValue = nil
         }
         do { try LocalStore.create(at: URL(fileURLWithPath: store), layout: layoutValue) } catch {
             throw UserFacingError("docfs: cannot create store at \(store): \(error)")
         }
+        try Templates.install(templates, store: store)
     }
 }

@@ -10,14 +10,26 @@ struct Mount: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Mount a store; returns once the mount is live (-f stays in the foreground).",
         discussion: """
-            -o takes FUSE mount options and docfs's own cache knobs:
-              entry_timeout=SECONDS, attr_timeout=SECONDS (default 30: only this mount changes
-              the store, so the kernel's cache stays right), keep_cache / no_keep_cache (keep a
-              file's pages across opens; default on), writeback / no_writeback (kernel write-back
-              cache for small writes; default off), noxattr (no extended attributes: no tags or
-              user.* attributes through this mount, one round trip less per write and per `ls -l`
-              entry; default: served), noprefetch (do not read a folder's other small files ahead
-              when one is opened for reading; default: read ahead, at most once a folder in 30 s).
+            -o takes FUSE mount options (allow_other, ro, noexec, nosuid, …) and docfs's own \
+            knobs, comma-separated:
+
+            entry_timeout=SECONDS, attr_timeout=SECONDS: how long the kernel caches names and \
+            attributes (default 30: only this mount changes the store, so the kernel's cache stays right).
+
+            keep_cache / no_keep_cache: keep a file's pages across opens (default on).
+
+            writeback / no_writeback: the kernel's write-back cache for small writes (default off).
+
+            noxattr: no extended attributes (no tags or user.* attributes through this mount, one \
+            round trip less per write and per `ls -l` entry; default: served).
+
+            noprefetch: do not read a folder's other small files ahead when one is opened for \
+            reading (default: read ahead, at most once a folder in 30 s).
+
+            Options that only mount(8) and fstab use (defaults, auto, noauto, user, users, nouser, \
+            nofail, _netdev, x-*, comment=*) are accepted and ignored, so the same option list \
+            works here, with `mount -t fuse.docfs` and in /etc/fstab.
+
             auto_unmount is always on, so a daemon that dies leaves no dead mountpoint.
             """)
 
@@ -112,7 +124,10 @@ struct Mount: ParsableCommand {
             case "noprefetch": bridgeOptions.prefetch = false
             case "prefetch": bridgeOptions.prefetch = true
             case "nonempty", "auto_unmount": break  // checked above / always on
-            default: fuse.append(opt)
+            default:
+                // mount(8)'s and fstab's own words mean nothing to libfuse, which would refuse them.
+                if MountHelper.isMountOnlyOption(opt) { continue }
+                fuse.append(opt)
             }
         }
         if allowOther, !fuse.contains("allow_other") { fuse.append("allow_other") }

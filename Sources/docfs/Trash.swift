@@ -36,16 +36,40 @@ struct Trash: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "One line per item in the trash: its name in the trash, then where it came from.")
         @Argument(help: "The mountpoint.") var mountpoint: String
+        @Flag(help: "Print a JSON array of {name, folder, trashedFrom, identifier} (see README, \"Output for scripts\").")
+        var json = false
+
+        struct Entry: Encodable {
+            var name: String
+            var folder: Bool
+            var trashedFrom: String?
+            var identifier: String?
+            func encode(to encoder: Encoder) throws {
+                var c = encoder.container(keyedBy: CodingKeys.self)
+                try c.encode(name, forKey: .name)
+                try c.encode(folder, forKey: .folder)
+                try c.encode(trashedFrom, forKey: .trashedFrom)
+                try c.encode(identifier, forKey: .identifier)
+            }
+            enum CodingKeys: String, CodingKey { case name, folder, trashedFrom, identifier }
+        }
 
         func run() throws {
             let trash = try Trash.trashPath(mountpoint)
+            var entries: [Entry] = []
             for name in try Trash.entries(trash) {
                 let path = trash + "/" + name
                 var st = stat()
                 let isDir = lstat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR
-                let from = Info.attribute(path, "user.docfs.trashed-from") ?? "?"
-                print("\(name)\(isDir ? "/" : "")\t\(from)")
+                let from = Info.attribute(path, "user.docfs.trashed-from")
+                if json {
+                    entries.append(Entry(name: name, folder: isDir, trashedFrom: from,
+                                         identifier: Info.attribute(path, "user.docfs.identifier")))
+                } else {
+                    print("\(name)\(isDir ? "/" : "")\t\(from ?? "?")")
+                }
             }
+            if json { JSONOutput.print(entries) }
         }
     }
 
@@ -132,10 +156,9 @@ struct Tag: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show, set or clear an item's tags (the user.docfs.tags attribute; setTagData).",
         discussion: """
-            docfs tag FILE               list the tags, one per line
-            docfs tag FILE red work      set the tags to exactly these
-            docfs tag FILE --add urgent  add tags; --remove TAG removes some
-            docfs tag FILE --clear       remove all tags
+            With only FILE, lists the tags, one per line. With tags after FILE, sets the tags to \
+            exactly these. --add TAG adds tags and --remove TAG removes some (both repeatable); \
+            --clear removes all tags.
             """)
     @Argument(help: "A path inside a docfs mount.") var path: String
     @Argument(help: "Tags to set (replacing the current ones).") var tags: [String] = []
