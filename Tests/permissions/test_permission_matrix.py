@@ -226,14 +226,16 @@ class Builder:
         if out[0] != "ok":
             self.errors.append("%s %s %s: %s" % (self.tree, what, path, lib.show(out)))
 
-    def owned(self, path, mode, uid, gid, times=True):
+    # Every item of a row gets its own mtime (OLD_M + a fixed offset per name): how the result
+    # knows an item again after a rename (inode numbers are not stable enough for that).
+    def owned(self, path, mode, uid, gid, mtime=OLD_M, xattr=True):
         self.step("chown %d:%d" % (uid, gid), path, lambda: os.chown(path, uid, gid))
         self.step("chmod %04o" % mode, path, lambda: os.chmod(path, mode))
-        self.step("setxattr", path, lambda: os.setxattr(path, XATTR, b"orig"))
-        if times:
-            self.step("utime", path, lambda: os.utime(path, ns=(OLD_A, OLD_M)))
+        if xattr:
+            self.step("setxattr", path, lambda: os.setxattr(path, XATTR, b"orig"))
+        self.step("utime", path, lambda: os.utime(path, ns=(OLD_A, mtime)))
 
-    def file(self, path, mode, uid, gid, times=True):
+    def file(self, path, mode, uid, gid, mtime=OLD_M):
         def make():
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
@@ -241,12 +243,11 @@ class Builder:
             finally:
                 os.close(fd)
         self.step("create", path, make)
-        self.owned(path, mode, uid, gid, times)
+        self.owned(path, mode, uid, gid, mtime)
 
-    def folder(self, path, mode, uid, gid):
+    def folder(self, path, mode, uid, gid, mtime):
         self.step("mkdir", path, lambda: os.mkdir(path, 0o700))
-        self.step("chown %d:%d" % (uid, gid), path, lambda: os.chown(path, uid, gid))
-        self.step("chmod %04o" % mode, path, lambda: os.chmod(path, mode))
+        self.owned(path, mode, uid, gid, mtime, xattr=False)
 
     def row_dir(self, path):
         self.step("mkdir", path, lambda: os.mkdir(path, 0o755))
@@ -261,22 +262,23 @@ class Builder:
         D = os.path.join(rowdir, "D")
         self.step("mkdir", D, lambda: os.mkdir(D, 0o700))
         if "f" in needs:
-            self.file(os.path.join(D, "f"), 0o644, 2001, 2001, times=False)
+            self.file(os.path.join(D, "f"), 0o644, 2001, 2001, OLD_M + 1)
         if "m" in needs:
-            self.file(os.path.join(D, "m"), 0o644, 2002, 2002, times=False)
+            self.file(os.path.join(D, "m"), 0o644, 2002, 2002, OLD_M + 2)
         if "s" in needs:
-            self.folder(os.path.join(D, "s"), 0o755, 2001, 2001)
+            self.folder(os.path.join(D, "s"), 0o755, 2001, 2001, OLD_M + 3)
         self.owned(D, *spec)      # after its children: chown, chmod, xattr, times
         if "T" in needs:
             T = os.path.join(rowdir, "T")
-            self.folder(T, 0o777, 0, 0)
-            self.file(os.path.join(T, "x"), 0o644, 0, 0, times=False)
-            self.folder(os.path.join(T, "sd"), 0o755, 2002, 2002)
+            self.step("mkdir", T, lambda: os.mkdir(T, 0o777))
+            self.file(os.path.join(T, "x"), 0o644, 0, 0, OLD_M + 5)
+            self.folder(os.path.join(T, "sd"), 0o755, 2002, 2002, OLD_M + 6)
+            self.owned(T, 0o777, 0, 0, OLD_M + 4, xattr=False)
 
 
 # MARK: looking at the result (as root)
 
-def observe(path, pre, exact_times, st=None):
+def observe(rel, path, pre, exact_times, st=None):
     """One entry, as the comparison sees it: type, mode, owner, size (files), contents (files),
     user.test, whether mtime / ctime moved since the tree was built, exact times where the row set them."""
     try:
@@ -288,10 +290,10 @@ def observe(path, pre, exact_times, st=None):
     if kind == "file":
         parts.append("size=%d" % st.st_size)
     if pre is not None:
-        # pre: {inode: lstat} of the row's tree before the call (an inode number is only used
-        # to know an item again within one tree, never compared between the trees).
-        was = pre.get(st.st_ino)
-        if was is None:
+        # pre: {relative path: lstat} of the row's tree before the call. An item is known again
+        # by its mtime (unique in its row), else by its path.
+        was = next((p for p in pre.values() if p.st_mtime_ns == st.st_mtime_ns), None) or pre.get(rel)
+        if was is None or lib.ftype(was.st_mode) != kind:
             parts.append("new item")
         else:
             parts.append("mtime " + ("moved" if st.st_mtime_ns != was.st_mtime_ns else "same"))
@@ -384,10 +386,9 @@ def run_matrix(mount, kind):
             if row.op.exact_times:
                 # Only the target, and no readdir of it: that would move a folder's atime.
                 target = "F" if kind == "file" else "D"
-                st = os.lstat(os.path.join(r, row.rowdir, target))
-                pre[t][row.n] = {st.st_ino: st}
+                pre[t][row.n] = {target: os.lstat(os.path.join(r, row.rowdir, target))}
             elif row.op.mutates:
-                pre[t][row.n] = {st.st_ino: st for st in walk(os.path.join(r, row.rowdir)).values()}
+                pre[t][row.n] = walk(os.path.join(r, row.rowdir))
     for t, r in roots.items():
         for user in USERS:
             mine = [row for row in rows if row.user is user]
@@ -405,7 +406,7 @@ def run_matrix(mount, kind):
             first = lib.attempt(lambda: os.lstat(os.path.join(base, target)))
             after = walk(base)
             before = pre[t][row.n]
-            results[t][row.n][1] = {rel: observe(os.path.join(base, rel), before,
+            results[t][row.n][1] = {rel: observe(rel, os.path.join(base, rel), before,
                                                  row.op.exact_times and rel == target,
                                                  first[1] if rel == target and first[0] == "ok" else None)
                                     for rel in after}
@@ -489,3 +490,120 @@ def test_folder_matrix(docfs_mount):
     for (op, p, d, ok), c in sorted(summary.items()):
         print("  %3d x %-22s plain=%-7s docfs=%-7s %s" % (c, op, p, d, "as documented" if ok else "NOT AS DOCUMENTED"))
     report("folder matrix", rows, mismatches, builders, started)
+
+
+# MARK: owners and modes survive a remount and a kill -9
+
+def _persist_tree(root, round_):
+    """Items of every spec with owners, modes, exact times and an xattr (round 0), or every mode
+    and owner changed again (round 1: done just before a kill -9)."""
+    old_umask = os.umask(0)
+    try:
+        for i, (name, (mode, uid, gid)) in enumerate(sorted(FILES.items())):
+            p = os.path.join(root, "f-" + name)
+            if round_ == 0:
+                with open(p, "wb") as f:
+                    f.write(CONTENT)
+                os.chown(p, uid, gid)
+                os.chmod(p, mode)
+                os.setxattr(p, XATTR, name.encode())
+                os.utime(p, ns=(OLD_A + i, SET_M + i))
+            else:
+                os.chown(p, 2003, 2004)
+                os.chmod(p, mode ^ 0o4070)
+        for i, (name, (mode, uid, gid)) in enumerate(sorted(DIRS.items())):
+            p = os.path.join(root, "d-" + name)
+            if round_ == 0:
+                os.mkdir(p)
+                os.symlink("../f-0644", os.path.join(p, "ln"))
+                os.chown(os.path.join(p, "ln"), uid, gid, follow_symlinks=False)
+                os.mkfifo(os.path.join(p, "fifo"), 0o640)
+                os.chown(os.path.join(p, "fifo"), uid, gid)
+                os.chown(p, uid, gid)
+                os.chmod(p, mode)
+                os.utime(p, ns=(OLD_A, OLD_M + i))
+            else:
+                os.chown(p, 2002, 2003)
+                os.chmod(p, mode ^ 0o2005)
+    finally:
+        os.umask(old_umask)
+
+
+def _persist_snapshot(root):
+    snap = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted(dirnames + filenames):
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            kind = lib.ftype(st.st_mode)
+            v = "%s %d:%d" % (lib.fmt_mode(st.st_mode), st.st_uid, st.st_gid)
+            if kind == "file":
+                v += " size=%d atime_ns=%d" % (st.st_size, st.st_atime_ns)
+            if kind in ("file", "dir"):
+                v += " mtime_ns=%d" % st.st_mtime_ns
+                try:
+                    v += " %s=%r" % (XATTR, os.getxattr(full, XATTR))
+                except OSError as e:
+                    v += " %s:%s" % (XATTR, lib.ename(e.errno))
+            if kind == "link":
+                v += " -> " + os.readlink(full)
+            snap[os.path.relpath(full, root)] = v
+    return snap
+
+
+def _persist_diff(expected, got):
+    return ["  %-16s ext4=%s\n  %-16s docfs=%s" % (k, expected.get(k, "(absent)"), "", got.get(k, "(absent)"))
+            for k in sorted(set(expected) | set(got)) if expected.get(k) != got.get(k)]
+
+
+def test_owners_and_modes_survive_remount_and_kill9():
+    with lib.mounted("persist") as m:
+        plain = os.path.join(m.base, "plain")
+        os.mkdir(plain, 0o755)
+        docfs = os.path.join(m.mnt, "p")
+        os.mkdir(docfs, 0o755)
+        problems = []
+        for t in (plain, docfs):
+            out = lib.attempt(lambda: _persist_tree(t, 0))
+            if out[0] != "ok":
+                problems.append("building the tree in %s: %s" % (t, lib.show(out)))
+        expected = _persist_snapshot(plain)
+
+        def check(when):
+            got = _persist_snapshot(docfs)
+            d = _persist_diff(expected, got)
+            if d:
+                problems.append("%s: %d of %d entries differ from ext4:\n%s" % (when, len(d), len(expected), "\n".join(d)))
+            return got
+
+        before = check("right after building")
+        assert m.stop(clean=True), "a clean stop must exit 0 and unmount (%s):\n%s" % (m.last_stop, m.tail())
+        m.start()
+        after = check("after a clean remount")
+        if after != before:
+            problems.append("a clean remount changed:\n" + "\n".join(_persist_diff(before, after)))
+
+        # Change every owner and mode again, then kill -9 at once: what returned must be kept.
+        for t in (plain, docfs):
+            out = lib.attempt(lambda: _persist_tree(t, 1))
+            if out[0] != "ok":
+                problems.append("changing the tree in %s: %s" % (t, lib.show(out)))
+        expected = _persist_snapshot(plain)
+        before = _persist_snapshot(docfs)
+        m.proc.kill()               # our own daemon: kill -9
+        m.proc.wait()
+        m.proc = None
+        deadline = time.monotonic() + 10
+        while lib.on_mounts(m.mnt) and time.monotonic() < deadline:   # auto_unmount
+            time.sleep(0.05)
+        if lib.on_mounts(m.mnt):
+            problems.append("auto_unmount left the mount behind after kill -9 (detached with fusermount3 -uz)")
+            m.stop(clean=False)
+        m.start()
+        after = check("after kill -9 and a remount")
+        if after != before:
+            problems.append("kill -9 and a remount changed what stat showed before the kill:\n" +
+                            "\n".join(_persist_diff(before, after)))
+        print("\npersistence: %d entries compared before and after a clean remount and a kill -9" % len(expected))
+        if problems:
+            pytest.fail("\n".join(problems), pytrace=False)
