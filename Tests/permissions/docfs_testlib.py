@@ -17,6 +17,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -140,10 +141,26 @@ def mounted(tag):
     """with mounted("x") as m: a started Mount, always stopped and unmounted afterwards."""
     base = make_base(tag)
     m = Mount(base)
+    # A hung call on the mount must not hang the test run: after WATCHDOG seconds our daemon
+    # is killed (by its PID) and the mount detached, so hung calls fail with ENOTCONN.
+    def watchdog():
+        m.watchdog_fired = True
+        if m.proc is not None:
+            try:
+                m.proc.kill()
+            except Exception:  # noqa: BLE001
+                pass
+        subprocess.run(["fusermount3", "-uz", m.mnt], timeout=15)
+    m.watchdog_fired = False
+    dog = threading.Timer(float(os.environ.get("PERM_WATCHDOG", "600")), watchdog)
+    dog.daemon = True
+    dog.start()
     try:
         m.start()
         yield m
+        assert not m.watchdog_fired, "the watchdog fired: something hung on the mount for %s s" % os.environ.get("PERM_WATCHDOG", "600")
     finally:
+        dog.cancel()
         m.close()
         if not on_mounts(m.mnt):
             shutil.rmtree(base, ignore_errors=True)

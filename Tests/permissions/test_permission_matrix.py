@@ -61,9 +61,9 @@ DIRS.update({
 
 
 class Op:
-    def __init__(self, name, call, mutates=True, needs="", exact_times=False, exempt=None):
+    def __init__(self, name, call, mutates=True, needs="", exact_times=False, exempt=None, target=None):
         self.name, self.call, self.mutates, self.needs = name, call, mutates, needs
-        self.exact_times, self.exempt = exact_times, exempt
+        self.exact_times, self.exempt, self.target = exact_times, exempt, target
 
 
 def _open(path, flags, data=None):
@@ -204,6 +204,13 @@ def dir_ops(spec):
         Op("utime NOW", lambda r: os.utime(D(r), None)),
         Op("setxattr", lambda r: os.setxattr(D(r), XATTR, b"new")),
         Op("removexattr", lambda r: os.removexattr(D(r), XATTR)),
+        # The owner's symlink l -> f inside D: its own times and owner (AT_SYMLINK_NOFOLLOW).
+        Op("symlink: utime ns nofollow", lambda r: os.utime(D(r, "l"), ns=(SET_A, SET_M), follow_symlinks=False),
+           needs="fl", exact_times=True, target="D/l"),
+        Op("symlink: utime NOW nofollow", lambda r: lib.utimensat(D(r, "l"), None, None, nofollow=True), needs="fl"),
+        Op("symlink: lchown 2003", lambda r: os.chown(D(r, "l"), 2003, -1, follow_symlinks=False), needs="fl"),
+        Op("symlink: lchgrp 2004", lambda r: os.chown(D(r, "l"), -1, 2004, follow_symlinks=False), needs="fl"),
+        Op("symlink: readlink", lambda r: os.readlink(D(r, "l")), mutates=False, needs="fms"),
         # Deliberate deviations: docfs refuses these where ext4 would do them.
         Op("link", lambda r: os.link(D(r, "f"), D(r, "hl")), needs="f", exempt="EPERM"),
         Op("mknod c 1 3", lambda r: os.mknod(D(r, "dev"), 0o600 | stat.S_IFCHR, os.makedev(1, 3)), exempt="EPERM"),
@@ -267,6 +274,11 @@ class Builder:
             self.file(os.path.join(D, "m"), 0o644, 2002, 2002, OLD_M + 2)
         if "s" in needs:
             self.folder(os.path.join(D, "s"), 0o755, 2001, 2001, OLD_M + 3)
+        if "l" in needs:
+            ln = os.path.join(D, "l")
+            self.step("symlink", ln, lambda: os.symlink("f", ln))
+            self.step("lchown 2001:2001", ln, lambda: os.chown(ln, 2001, 2001, follow_symlinks=False))
+            self.step("utime nofollow", ln, lambda: os.utime(ln, ns=(OLD_A, OLD_M + 7), follow_symlinks=False))
         self.owned(D, *spec)      # after its children: chown, chmod, xattr, times
         if "T" in needs:
             T = os.path.join(rowdir, "T")
@@ -364,7 +376,7 @@ def run_matrix(mount, kind):
                         if kind == "file":
                             builders[t].file_target(os.path.join(r, shared), spec)
                         else:
-                            builders[t].dir_target(os.path.join(r, shared), spec, "fms")
+                            builders[t].dir_target(os.path.join(r, shared), spec, "fmsl")
                     made_shared = True
                 for user in USERS:
                     n += 1
@@ -385,7 +397,7 @@ def run_matrix(mount, kind):
         for row in rows:
             if row.op.exact_times:
                 # Only the target, and no readdir of it: that would move a folder's atime.
-                target = "F" if kind == "file" else "D"
+                target = row.op.target or ("F" if kind == "file" else "D")
                 pre[t][row.n] = {target: os.lstat(os.path.join(r, row.rowdir, target))}
             elif row.op.mutates:
                 pre[t][row.n] = walk(os.path.join(r, row.rowdir))
@@ -401,7 +413,7 @@ def run_matrix(mount, kind):
             if not row.op.mutates:
                 continue
             base = os.path.join(r, row.rowdir)
-            target = "F" if kind == "file" else "D"
+            target = row.op.target or ("F" if kind == "file" else "D")
             # The target's own stat before anything reads its folder (readdir moves a folder's atime).
             first = lib.attempt(lambda: os.lstat(os.path.join(base, target)))
             after = walk(base)
