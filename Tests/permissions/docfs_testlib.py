@@ -36,11 +36,25 @@ def docfs_bin():
 
 
 def make_base(tag):
-    """A fresh directory under /tmp (ext4 here) that other uids can reach: 0755 on every
-    component we create. The name carries our pid so `make clean-mounts` knows whose it is."""
-    base = tempfile.mkdtemp(prefix="docfs-test-%d-%s-" % (os.getpid(), tag), dir="/tmp")
+    """A fresh directory under /tmp (ext4 here; DOCFS_TEST_TMPDIR to choose another) that other
+    uids can reach: 0755 on every component we create. The name carries our pid so `make
+    clean-mounts` knows whose it is."""
+    base = tempfile.mkdtemp(prefix="docfs-test-%d-%s-" % (os.getpid(), tag), dir=os.environ.get("DOCFS_TEST_TMPDIR", "/tmp"))
     os.chmod(base, 0o755)
     return base
+
+
+def fs_type(path):
+    """The filesystem type holding path (the longest mount point above it), e.g. "ext4"."""
+    path = os.path.realpath(path)
+    best, kind = "", "?"
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            fields = line.split(" ")
+            mp = fields[1].replace("\\040", " ")
+            if (path == mp or path.startswith(mp.rstrip("/") + "/")) and len(mp) >= len(best):
+                best, kind = mp, fields[2]
+    return kind
 
 
 class Mount:

@@ -170,7 +170,7 @@ class Pair:
             expected["."].pop("mtime_ns")
             got["."].pop("mtime_ns")
         problems += differences(expected, got)
-        print("%s: %d entries compared, %d differences" % (what, len(expected), len(problems)))
+        print("%s: %d entries compared with %s, %d differences" % (what, len(expected), lib.fs_type(self.plain), len(problems)))
         if problems:
             pytest.fail("%s: docfs differs from ext4 (%d):\n%s\ndocfs log tail:\n%s" % (
                 what, len(problems), "\n".join(problems), self.m.tail(1500)), pytrace=False)

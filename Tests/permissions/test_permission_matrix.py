@@ -39,6 +39,7 @@ SET_A = 1_588_723_200_123_456_789          # what the utime rows set: 2020-05-06
 SET_M = 1_002_002_954                      # ... and 1970-01-01T00:00:01.002002954
 XATTR = "user.test"
 SELF_CHECK = os.environ.get("PERM_SELF_CHECK") == "1"
+PLAIN_FS = "?"
 
 # name: (mode, uid, gid)
 FILES = {"%04o" % m: (m, 2001, 2001) for m in
@@ -357,6 +358,8 @@ def run_matrix(mount, kind):
     specs = FILES if kind == "file" else DIRS
     ops_of = file_ops if kind == "file" else dir_ops
     # PERM_SELF_CHECK=1: a second plain directory stands in for docfs; must give 0 mismatches.
+    global PLAIN_FS
+    PLAIN_FS = lib.fs_type(mount.plain)
     other = os.path.join(mount.plain, "self-check") if SELF_CHECK else mount.mnt
     os.makedirs(other, 0o755, exist_ok=True)
     roots = {"plain": os.path.join(mount.plain, kind + "s"), "docfs": os.path.join(other, kind + "s")}
@@ -460,9 +463,10 @@ def compare(rows, results):
 def report(title, rows, mismatches, builders, started):
     plain_errors = builders["plain"].errors
     errors = builders["docfs"].errors
-    print("\n%s: %d rows (%d users x %d items x %d operations), %d mismatches, %d docfs setup errors, %.1f s" % (
-        title, len(rows), len(USERS), len({r.item for r in rows}), len({r.op.name for r in rows}),
-        len(mismatches), len(errors), time.monotonic() - started))
+    print("\n%s: %d rows (%d users x %d items x %d operations), %d mismatches, %d docfs setup errors, %.1f s "
+          "(the reference tree is on %s)" % (
+              title, len(rows), len(USERS), len({r.item for r in rows}), len({r.op.name for r in rows}),
+              len(mismatches), len(errors), time.monotonic() - started, PLAIN_FS))
     assert not plain_errors, "building the plain tree failed (a test bug):\n" + "\n".join(plain_errors[:20])
     if not mismatches and not errors:
         return
