@@ -9,7 +9,7 @@ derandomized, ~60 s); longer by hand:
 
 DOCFS_BIN must point at the built docfs. The test mounts with `docfs mount STORE MNT -f -o
 auto_unmount,allow_other` as a subprocess, kills only the PID it started, and always unmounts
-(`fusermount3 -uz`) at the end. A failure prints the shrunk sequence of steps, which replays
+(`fusermount3 -uz`) at the end (MODEL_KEEP_LOG=FILE keeps the daemon's log). A failure prints the shrunk sequence of steps, which replays
 as Python (`state = DocfsModel(); state.write(...)`).
 
 Owners, modes and times are part of the model: rules chmod (set-ID and sticky bits included),
@@ -63,7 +63,7 @@ AS_ROOT = os.geteuid() == 0
 # An mtime before this is one a rule set explicitly (compared exactly); after it, "recent".
 RECENT_NS = (int(time.time()) - 86_400) * 1_000_000_000
 
-STATS = {"operations": 0, "examples": 0, "remounts": 0, "compares": 0, "skipped": 0, "started": time.monotonic()}
+STATS = {"by_kind": {}, "lost_mounts": 0, "operations": 0, "examples": 0, "remounts": 0, "compares": 0, "skipped": 0, "started": time.monotonic()}
 
 
 def on_mounts(path):
@@ -348,7 +348,13 @@ class DocfsModel(RuleBasedStateMachine):
         self.skip = BUDGET > 0 and time.monotonic() - STATS["started"] > BUDGET
         STATS["skipped" if self.skip else "examples"] += 1
         self.name = "ex%d" % DocfsModel.counter
-        assert on_mounts(self.mount.mnt), "the mount is gone (an earlier failure); not starting another sequence"
+        if not on_mounts(self.mount.mnt):
+            # The daemon died in an earlier sequence (that sequence failed with it). Mount again,
+            # so that hypothesis can go on shrinking that failure to its shortest sequence.
+            STATS["lost_mounts"] += 1
+            STATS["lost_log"] = self.mount.tail()
+            self.mount.stop(clean=False)
+            self.mount.start()
         self.plain_root = os.path.join(self.mount.base, "plain", self.name)
         os.makedirs(self.plain_root)
         os.chmod(os.path.dirname(self.plain_root), 0o755)
@@ -366,6 +372,8 @@ class DocfsModel(RuleBasedStateMachine):
         if self.skip:
             return ("skipped", None)
         STATS["operations"] += 1
+        kind = what.split(":")[0] if what.startswith("as ") else what.split(" ")[0]
+        STATS["by_kind"][kind] = STATS["by_kind"].get(kind, 0) + 1
         self.mount.progress()
         plain_root, docfs_root = self.roots()
         expected = attempt(lambda: call(plain_root))
@@ -625,6 +633,9 @@ def mount():
         yield m
     finally:
         m.close()
+        keep = os.environ.get("MODEL_KEEP_LOG")    # e.g. MODEL_KEEP_LOG=/tmp/model-docfs.log
+        if keep:
+            shutil.copyfile(m.log, keep)
         if not on_mounts(m.mnt):
             shutil.rmtree(base, ignore_errors=True)
 
@@ -638,7 +649,11 @@ def test_docfs_behaves_like_a_local_filesystem(mount):
         print("\nmodel test (%s): %d operations, %d tree comparisons, %d remounts in %d sequences, %.1f s%s" % (
             PROFILE, STATS["operations"], STATS["compares"], STATS["remounts"], STATS["examples"], time.monotonic() - started,
             " (%d more skipped: MODEL_BUDGET=%gs reached)" % (STATS["skipped"], BUDGET) if STATS["skipped"] else ""))
+    new = ["chmod", "chown", "lchown", "utimensat", "mkfifo", "as uid 2001", "as uid 2002"]
+    print("  of them: " + ", ".join("%s %d" % (k, STATS["by_kind"].get(k, 0)) for k in new))
     assert STATS["operations"] > 0, "the model test ran no operations"
+    assert STATS["lost_mounts"] == 0, "the mount was gone %d times at the start of a sequence; log tail:\n%s" % (
+        STATS["lost_mounts"], STATS.get("lost_log", ""))
     # The store is consistent after all of it.
     assert mount.stop(clean=True), mount.tail()
     check = subprocess.run([mount.bin, "check", mount.store], capture_output=True, text=True, timeout=120)
