@@ -212,6 +212,9 @@ def dir_ops(spec):
         Op("symlink: lchown 2003", lambda r: os.chown(D(r, "l"), 2003, -1, follow_symlinks=False), needs="fl"),
         Op("symlink: lchgrp 2004", lambda r: os.chown(D(r, "l"), -1, 2004, follow_symlinks=False), needs="fl"),
         Op("symlink: readlink", lambda r: os.readlink(D(r, "l")), mutates=False, needs="fms"),
+        # The owner's FIFO p (0640) inside D: the kernel opens FIFOs itself, permission included.
+        Op("fifo: open O_RDONLY|O_NONBLOCK", lambda r: _open(D(r, "p"), os.O_RDONLY | os.O_NONBLOCK), mutates=False),
+        Op("fifo: open O_WRONLY|O_NONBLOCK", lambda r: _open(D(r, "p"), os.O_WRONLY | os.O_NONBLOCK), mutates=False),
         # Deliberate deviations: docfs refuses these where ext4 would do them.
         Op("link", lambda r: os.link(D(r, "f"), D(r, "hl")), needs="f", exempt="EPERM"),
         Op("mknod c 1 3", lambda r: os.mknod(D(r, "dev"), 0o600 | stat.S_IFCHR, os.makedev(1, 3)), exempt="EPERM"),
@@ -275,6 +278,10 @@ class Builder:
             self.file(os.path.join(D, "m"), 0o644, 2002, 2002, OLD_M + 2)
         if "s" in needs:
             self.folder(os.path.join(D, "s"), 0o755, 2001, 2001, OLD_M + 3)
+        if "p" in needs:
+            fifo = os.path.join(D, "p")
+            self.step("mkfifo", fifo, lambda: os.mkfifo(fifo, 0o600))
+            self.owned(fifo, 0o640, 2001, 2001, OLD_M + 8, xattr=False)
         if "l" in needs:
             ln = os.path.join(D, "l")
             self.step("symlink", ln, lambda: os.symlink("f", ln))
@@ -379,7 +386,7 @@ def run_matrix(mount, kind):
                         if kind == "file":
                             builders[t].file_target(os.path.join(r, shared), spec)
                         else:
-                            builders[t].dir_target(os.path.join(r, shared), spec, "fmsl")
+                            builders[t].dir_target(os.path.join(r, shared), spec, "fmslp")
                     made_shared = True
                 for user in USERS:
                     n += 1
