@@ -8,13 +8,26 @@ derandomized, ~60 s); longer by hand:
     MODEL_EXAMPLES=2000 make fuzz              # more sequences (MODEL_BUDGET=S: stop after S s)
 
 DOCFS_BIN must point at the built docfs. The test mounts with `docfs mount STORE MNT -f -o
-auto_unmount` as a subprocess, kills only the PID it started, and always unmounts
-(`fusermount3 -uz`) at the end. A failure prints the shrunk sequence of steps, which replays
+auto_unmount,allow_other` as a subprocess, kills only the PID it started, and always unmounts
+(`fusermount3 -uz`) at the end (MODEL_KEEP_LOG=FILE keeps the daemon's log). A failure prints the shrunk sequence of steps, which replays
 as Python (`state = DocfsModel(); state.write(...)`).
+
+Owners, modes and times are part of the model: rules chmod (set-ID and sticky bits included),
+chown / lchown (root, among a few ids), utimensat (explicit nanoseconds, UTIME_NOW, UTIME_OMIT,
+AT_SYMLINK_NOFOLLOW), mkfifo, and calls made by a second user (uid 2001 or 2002, in a forked
+child) whose errnos are compared. Each tree snapshot compares type, mode, uid, gid and mtime_ns:
+an mtime from before the run (one a rule set explicitly) exactly, a recent one (set by the
+filesystem at the moment of a change) as "recent" on both sides. Folder atimes and ctimes are
+not compared; ctime must not go backwards across a chmod. Must run as root.
 """
+import ctypes
+import ctypes.util
 import errno
 import os
+import pickle
+import select
 import shutil
+import stat
 import signal
 import subprocess
 import tempfile
@@ -44,7 +57,13 @@ settings.load_profile(PROFILE)
 # Errnos a Linux filesystem may give interchangeably for the same failure.
 SAME = {errno.EEXIST: errno.ENOTEMPTY}
 
-STATS = {"operations": 0, "examples": 0, "remounts": 0, "compares": 0, "skipped": 0, "started": time.monotonic()}
+# The second user needs root (to take its ids) and allow_other (which needs root, or
+# user_allow_other in /etc/fuse.conf): without root, its rule is left out.
+AS_ROOT = os.geteuid() == 0
+# An mtime before this is one a rule set explicitly (compared exactly); after it, "recent".
+RECENT_NS = (int(time.time()) - 86_400) * 1_000_000_000
+
+STATS = {"by_kind": {}, "lost_mounts": 0, "operations": 0, "examples": 0, "remounts": 0, "compares": 0, "skipped": 0, "started": time.monotonic()}
 
 
 def on_mounts(path):
@@ -74,7 +93,7 @@ class Mount:
 
     def start(self):
         logf = open(self.log, "ab")
-        self.proc = subprocess.Popen([self.bin, "mount", self.store, self.mnt, "-f", "-o", "auto_unmount",
+        self.proc = subprocess.Popen([self.bin, "mount", self.store, self.mnt, "-f", "-o", "auto_unmount,allow_other" if AS_ROOT else "auto_unmount",
                                       "--log-level", os.environ.get("MODEL_LOG_LEVEL", "info")], stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
         logf.close()
         deadline = time.monotonic() + 20
@@ -154,6 +173,95 @@ def show(outcome):
     return errno.errorcode.get(value, str(value)) if kind == "err" else repr(value)[:80]
 
 
+# MARK: a second user, and utimensat itself
+
+class User:
+    def __init__(self, uid, gid, groups):
+        self.uid, self.gid, self.groups = uid, gid, groups
+
+    def __repr__(self):
+        return "uid %d" % self.uid
+
+
+USERS = [User(2001, 2001, [2001]), User(2002, 2002, [2002, 2001])]   # 2002 is in 2001's group
+
+
+def as_user(user, call, timeout=30):
+    """call() in a forked child that has become `user` (umask 022); its OSError is raised here
+    with the same errno, its result returned."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.umask(0o022)
+            os.setgroups(user.groups)
+            os.setresgid(user.gid, user.gid, user.gid)
+            os.setresuid(user.uid, user.uid, user.uid)
+            try:
+                out = ("ok", call())
+            except OSError as e:
+                out = ("err", e.errno)
+            except Exception as e:  # noqa: BLE001
+                out = ("exc", repr(e))
+            os.write(w, pickle.dumps(out))
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([r], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                continue
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(r)
+        if not data:
+            try:
+                os.kill(pid, signal.SIGKILL)   # our own child, hung on the mount
+            except ProcessLookupError:
+                pass
+        os.waitpid(pid, 0)
+    if not data:
+        raise AssertionError("a call as %r hung for %d s" % (user, timeout))
+    kind, value = pickle.loads(data)
+    if kind == "err":
+        raise OSError(value, os.strerror(value))
+    if kind == "exc":
+        raise AssertionError("a call as %r raised %s" % (user, value))
+    return value
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int]
+UTIME_NOW = (1 << 30) - 1
+UTIME_OMIT = (1 << 30) - 2
+AT_SYMLINK_NOFOLLOW = 0x100
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def utimensat(path, atime, mtime, nofollow):
+    """utimensat(2): each time is nanoseconds, "now" or "omit"."""
+    def ts(v):
+        if v == "now":
+            return _Timespec(0, UTIME_NOW)
+        if v == "omit":
+            return _Timespec(0, UTIME_OMIT)
+        return _Timespec(v // 1_000_000_000, v % 1_000_000_000)
+    times = (_Timespec * 2)(ts(atime), ts(mtime))
+    if _libc.utimensat(-100, os.fsencode(path), times, AT_SYMLINK_NOFOLLOW if nofollow else 0) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), path)
+
+
 NAMES = ["a", "b", "c"]
 paths = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map("/".join)
 small = st.binary(max_size=48)
@@ -161,6 +269,73 @@ blocks = st.builds(lambda n, b: bytes([b]) * n, st.integers(0, 200_000), st.inte
 datas = st.one_of(small, small, blocks)
 offsets = st.one_of(st.integers(0, 64), st.integers(0, 250_000))
 sizes = st.one_of(st.integers(0, 64), st.integers(0, 250_000))
+modes = st.sampled_from([0o644, 0o600, 0o755, 0o700, 0o000, 0o444, 0o777, 0o4755, 0o2755, 0o6755,
+                         0o2745, 0o1777, 0o2775, 0o1755, 0o4711, 0o3777])
+ids = st.sampled_from([0, 2001, 2002])
+# Explicit times: all long before the run (see RECENT_NS), pre-1970 and odd nanoseconds included.
+explicit_ns = st.one_of(st.sampled_from([1_002_002_954, 0, 1, 1_588_723_200_123_456_789, -86_400_000_000_001,
+                                         999_999_999, 1_234_567_890_999_999_999]),
+                        st.integers(-(2**31 - 1) * 10**9, 1_500_000_000 * 10**9))   # ext4's range starts in 1901
+time_specs = st.one_of(explicit_ns, st.just("now"), st.just("omit"))
+users = st.sampled_from(USERS)
+
+
+def read_all(path):
+    """Reads a file to its end; O_NONBLOCK so that a FIFO without a writer reads as empty."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def mtime_key(ns):
+    return ns if ns < RECENT_NS else "recent"
+
+
+def user_call(op, p, q, mode, data):
+    """The second user's operations: a function to run in the child."""
+    def write():
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o666)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def stat_():
+        st_ = os.lstat(p)
+        return (stat.S_IFMT(st_.st_mode), stat.S_IMODE(st_.st_mode), st_.st_uid, st_.st_gid)
+    return {
+        "create": lambda: os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)),
+        "mkdir": lambda: os.mkdir(p, 0o777),
+        "mkfifo": lambda: os.mkfifo(p, 0o666),
+        "symlink": lambda: os.symlink("a", p),
+        "unlink": lambda: os.unlink(p),
+        "rmdir": lambda: os.rmdir(p),
+        "rename": lambda: os.rename(p, q),
+        "write": write,
+        "truncate": lambda: os.truncate(p, len(data)),
+        "read": lambda: read_all(p),
+        "listdir": lambda: sorted(os.listdir(p)),
+        "stat": stat_,
+        "access W_OK": lambda: os.access(p, os.W_OK),
+        "chmod": lambda: os.chmod(p, mode),
+        "chgrp 2001": lambda: os.chown(p, -1, 2001),
+        "chown 2002": lambda: os.chown(p, 2002, -1),
+        "utime now": lambda: os.utime(p, None),
+        "utime explicit": lambda: os.utime(p, ns=(1_002_002_954, 1_588_723_200_123_456_789)),
+        "setxattr": lambda: os.setxattr(p, "user.m", data),
+    }[op]
+
+
+USER_OPS = ["create", "mkdir", "mkfifo", "symlink", "unlink", "rmdir", "rename", "write", "truncate", "read",
+            "listdir", "stat", "access W_OK", "chmod", "chgrp 2001", "chown 2002", "utime now", "utime explicit",
+            "setxattr"]
 
 
 class DocfsModel(RuleBasedStateMachine):
@@ -173,10 +348,19 @@ class DocfsModel(RuleBasedStateMachine):
         self.skip = BUDGET > 0 and time.monotonic() - STATS["started"] > BUDGET
         STATS["skipped" if self.skip else "examples"] += 1
         self.name = "ex%d" % DocfsModel.counter
-        assert on_mounts(self.mount.mnt), "the mount is gone (an earlier failure); not starting another sequence"
+        if not on_mounts(self.mount.mnt):
+            # The daemon died in an earlier sequence (that sequence failed with it). Mount again,
+            # so that hypothesis can go on shrinking that failure to its shortest sequence.
+            STATS["lost_mounts"] += 1
+            STATS["lost_log"] = self.mount.tail()
+            self.mount.stop(clean=False)
+            self.mount.start()
         self.plain_root = os.path.join(self.mount.base, "plain", self.name)
         os.makedirs(self.plain_root)
+        os.chmod(os.path.dirname(self.plain_root), 0o755)
         os.mkdir(os.path.join(self.mount.mnt, self.name))
+        for root in self.roots():
+            os.chmod(root, 0o777)     # the second user may create here too
         self.handles = {}     # handle number -> (plain fd, docfs fd, path)
         self.next_handle = 0
 
@@ -188,6 +372,8 @@ class DocfsModel(RuleBasedStateMachine):
         if self.skip:
             return ("skipped", None)
         STATS["operations"] += 1
+        kind = what.split(":")[0] if what.startswith("as ") else what.split(" ")[0]
+        STATS["by_kind"][kind] = STATS["by_kind"].get(kind, 0) + 1
         self.mount.progress()
         plain_root, docfs_root = self.roots()
         expected = attempt(lambda: call(plain_root))
@@ -207,7 +393,7 @@ class DocfsModel(RuleBasedStateMachine):
     @rule(path=paths, data=datas, offset=offsets, truncate=st.booleans())
     def write(self, path, data, offset, truncate):
         def call(root):
-            fd = os.open(os.path.join(root, path), os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else 0), 0o644)
+            fd = os.open(os.path.join(root, path), os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | (os.O_TRUNC if truncate else 0), 0o644)
             try:
                 os.pwrite(fd, data, offset)
             finally:
@@ -217,7 +403,7 @@ class DocfsModel(RuleBasedStateMachine):
     @rule(path=paths, data=small)
     def append(self, path, data):
         def call(root):
-            fd = os.open(os.path.join(root, path), os.O_WRONLY | os.O_APPEND)
+            fd = os.open(os.path.join(root, path), os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
             try:
                 os.write(fd, data)
             finally:
@@ -262,17 +448,14 @@ class DocfsModel(RuleBasedStateMachine):
 
     @rule(path=paths)
     def read(self, path):
-        def call(root):
-            with open(os.path.join(root, path), "rb") as f:
-                return f.read()
-        self.both("read %s" % path, call)
+        self.both("read %s" % path, lambda root: read_all(os.path.join(root, path)))
 
     # MARK: open handles (reopen, write, read, close)
 
     @precondition(lambda self: len(self.handles) < 3)
     @rule(path=paths, create=st.booleans())
     def open_handle(self, path, create):
-        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        flags = os.O_RDWR | os.O_NONBLOCK | (os.O_CREAT if create else 0)
         fds = []
         def call(root):
             fd = os.open(os.path.join(root, path), flags, 0o644)
@@ -324,6 +507,46 @@ class DocfsModel(RuleBasedStateMachine):
         for h in sorted(self.handles):
             self.close_exact(h)
 
+    # MARK: owners, modes, times, FIFOs, a second user
+
+    @rule(path=paths, mode=modes)
+    def chmod(self, path, mode):
+        def call(root):
+            p = os.path.join(root, path)
+            try:
+                before = os.stat(p).st_ctime_ns
+            except OSError:
+                before = None
+            os.chmod(p, mode)
+            after = os.stat(p).st_ctime_ns
+            assert before is None or after >= before, "chmod %04o %s moved ctime backwards (%d -> %d) under %s" % (
+                mode, path, before, after, root)
+        self.both("chmod %04o %s" % (mode, path), call)
+
+    @rule(path=paths, uid=st.sampled_from([-1, 0, 2001, 2002]), gid=st.sampled_from([-1, 0, 2001, 2002]),
+          follow=st.booleans())
+    def chown(self, path, uid, gid, follow):
+        self.both("%s %d:%d %s" % ("chown" if follow else "lchown", uid, gid, path),
+                  lambda r: os.chown(os.path.join(r, path), uid, gid, follow_symlinks=follow))
+
+    @rule(path=paths, atime=time_specs, mtime=time_specs, nofollow=st.booleans())
+    def utimens(self, path, atime, mtime, nofollow):
+        self.both("utimensat %s atime=%s mtime=%s%s" % (path, atime, mtime, " AT_SYMLINK_NOFOLLOW" if nofollow else ""),
+                  lambda r: utimensat(os.path.join(r, path), atime, mtime, nofollow))
+
+    @rule(path=paths)
+    def mkfifo(self, path):
+        self.both("mkfifo %s" % path, lambda r: os.mkfifo(os.path.join(r, path), 0o644))
+
+    @precondition(lambda self: AS_ROOT)
+    @rule(user=users, op=st.sampled_from(USER_OPS), path=paths, path2=paths, mode=modes, data=small)
+    def as_user(self, user, op, path, path2, mode, data):
+        """One call by uid 2001 or 2002 (in a forked child): errno for errno."""
+        if op == "rename":
+            self.close_handles_under(path)
+        self.both("as %r: %s %s%s" % (user, op, path, " -> " + path2 if op == "rename" else ""),
+                  lambda r: as_user(user, user_call(op, os.path.join(r, path), os.path.join(r, path2), mode, data)))
+
     # MARK: remount
 
     @rule(crash=st.booleans())
@@ -344,21 +567,31 @@ class DocfsModel(RuleBasedStateMachine):
 
     @staticmethod
     def snapshot(root):
+        """{path: (type, ..., "mode uid:gid mtime")}: the mtime exactly when it is one set
+        explicitly (before RECENT_NS), else "recent"; not atimes, not ctimes."""
         tree = {}
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-            for name in dirnames + filenames:
-                full = os.path.join(dirpath, name)
+        todo = [root]
+        while todo:
+            d = todo.pop()
+            for name in sorted(os.listdir(d)):
+                full = os.path.join(d, name)
                 rel = os.path.relpath(full, root)
                 st_ = os.lstat(full)
-                if os.path.islink(full):
-                    tree[rel] = ("link", os.readlink(full))
-                elif os.path.isdir(full):
-                    tree[rel] = ("dir",)
-                else:
+                meta = "%04o %d:%d mtime=%s" % (stat.S_IMODE(st_.st_mode), st_.st_uid, st_.st_gid, mtime_key(st_.st_mtime_ns))
+                if stat.S_ISLNK(st_.st_mode):
+                    tree[rel] = ("link", os.readlink(full), meta)
+                elif stat.S_ISDIR(st_.st_mode):
+                    tree[rel] = ("dir", meta)
+                    todo.append(full)
+                elif stat.S_ISFIFO(st_.st_mode):
+                    tree[rel] = ("fifo", meta)
+                elif stat.S_ISREG(st_.st_mode):
                     with open(full, "rb") as f:
                         data = f.read()
                     assert len(data) == st_.st_size, "%s: stat says %d bytes, read gives %d" % (full, st_.st_size, len(data))
-                    tree[rel] = ("file", st_.st_size, data)
+                    tree[rel] = ("file", st_.st_size, data, meta)
+                else:
+                    tree[rel] = ("other %o" % stat.S_IFMT(st_.st_mode), meta)
         return tree
 
     @invariant()
@@ -374,7 +607,7 @@ class DocfsModel(RuleBasedStateMachine):
             for key in sorted(set(expected) | set(got)):
                 e, g = expected.get(key), got.get(key)
                 if e != g:
-                    short = lambda v: v if v is None or v[0] != "file" else ("file", v[1], v[2][:16])
+                    short = lambda v: v if v is None or v[0] != "file" else ("file", v[1], v[2][:16], v[3])
                     diff.append("  %s: local %r, docfs %r" % (key, short(e), short(g)))
             raise AssertionError("trees differ:\n" + "\n".join(diff) + "\nlog tail:\n" + self.mount.tail())
 
@@ -393,12 +626,16 @@ class DocfsModel(RuleBasedStateMachine):
 @pytest.fixture
 def mount():
     base = tempfile.mkdtemp(prefix="docfs-test-%d-model-" % os.getpid())
+    os.chmod(base, 0o755)     # the second user reaches both trees
     m = Mount(base)
     try:
         m.start()
         yield m
     finally:
         m.close()
+        keep = os.environ.get("MODEL_KEEP_LOG")    # e.g. MODEL_KEEP_LOG=/tmp/model-docfs.log
+        if keep:
+            shutil.copyfile(m.log, keep)
         if not on_mounts(m.mnt):
             shutil.rmtree(base, ignore_errors=True)
 
@@ -412,7 +649,11 @@ def test_docfs_behaves_like_a_local_filesystem(mount):
         print("\nmodel test (%s): %d operations, %d tree comparisons, %d remounts in %d sequences, %.1f s%s" % (
             PROFILE, STATS["operations"], STATS["compares"], STATS["remounts"], STATS["examples"], time.monotonic() - started,
             " (%d more skipped: MODEL_BUDGET=%gs reached)" % (STATS["skipped"], BUDGET) if STATS["skipped"] else ""))
+    new = ["chmod", "chown", "lchown", "utimensat", "mkfifo", "as uid 2001", "as uid 2002"]
+    print("  of them: " + ", ".join("%s %d" % (k, STATS["by_kind"].get(k, 0)) for k in new))
     assert STATS["operations"] > 0, "the model test ran no operations"
+    assert STATS["lost_mounts"] == 0, "the mount was gone %d times at the start of a sequence; log tail:\n%s" % (
+        STATS["lost_mounts"], STATS.get("lost_log", ""))
     # The store is consistent after all of it.
     assert mount.stop(clean=True), mount.tail()
     check = subprocess.run([mount.bin, "check", mount.store], capture_output=True, text=True, timeout=120)
