@@ -37,7 +37,7 @@ BENCH_FS    = docfs=[ -n "$$(ls -A {src})" ] || $(RELEASE_BIN) init {src}; $(REL
 BENCH_BASE ?=
 BENCH_FSES  = --fs '$(BENCH_FS)' $(if $(BENCH_BASE),--fs 'docfs-base=[ -n "$$(ls -A {src})" ] || $(BENCH_BASE) init {src}; $(BENCH_BASE) mount {src} {mnt}')
 
-.PHONY: all build deps run test model fuzz model-deps install uninstall generated clean-mounts bench bench-quick clean microbench
+.PHONY: all build deps run test permissions model fuzz model-deps install uninstall generated clean-mounts bench bench-quick clean microbench
 
 all: build
 
@@ -91,7 +91,15 @@ test: deps clean-mounts
 	$(SWIFT) build --build-tests
 	$(MAKE) --no-print-directory generated CONFIGURATION=debug
 	DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" DOCFS_GENERATED="$(GENERATED)" $(SWIFT) test --skip-build
+	$(MAKE) --no-print-directory permissions
 	$(MAKE) --no-print-directory model MODEL_PROFILE=ci
+
+# Owners and permissions against ext4 (Tests/permissions): the permission matrix (every user x
+# item x operation, errno for errno, as other uids in forked children) and the copy tools
+# (cp -a, tar xpf, rsync -a twice, install, touch -d) compared with a plain directory. As root.
+permissions: model-deps
+	DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" \
+	    PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -s -p no:cacheprovider Tests/permissions
 
 # The model-based random test (Tests/model): the same random operations on a plain directory
 # and on a docfs mount, trees and errnos compared. `make test` runs it seeded with a short
