@@ -13,7 +13,7 @@ extension Bridge {
             // Search permission on the folder, for every caller; names below a folder that not
             // everyone may search are never cached, so each walk through it is checked.
             let folder = try item(parent)
-            cacheable = Ownership(folder).searchableByAll
+            cacheable = cachesNames(below: Ownership(folder))
             if !cacheable { try requireSearch(folder, Caller(reply.req)) }
             if let node = inodes.rememberPendingChild(parent: parent, name: name) {
                 var e = fuse_entry_param()
@@ -235,8 +235,8 @@ extension Bridge {
                 try await provider.setAttributes(ofItemWithIdentifier: item.identifier, changes: changes)
             }
             if resizing { notifier.invalidateAttributesNow(ino: ino) }
-            // A folder some callers may no longer search: forget the names cached below it.
-            if item.kind == .folder, owned.searchableByAll, !Ownership(updated).searchableByAll {
+            // A folder some caller may no longer search: forget the names cached below it.
+            if item.kind == .folder, cachesNames(below: owned), !cachesNames(below: Ownership(updated)) {
                 forgetNamesBelow(updated, ino: ino)
             }
         }

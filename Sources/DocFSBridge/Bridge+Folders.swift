@@ -15,7 +15,7 @@ extension Bridge {
     /// Replies with the entry for a newly made item (counts one lookup).
     private func replyEntry(_ d: DeferredReply, _ item: Item, in parent: Item) {
         let node = inodes.remember(item.identifier)
-        var e = entry(for: item, node: node, cacheName: Ownership(parent).searchableByAll)
+        var e = entry(for: item, node: node, cacheName: cachesNames(below: Ownership(parent)))
         d.entry(&e)
     }
 
@@ -306,7 +306,7 @@ extension Bridge {
             for (name, node) in inodes.pendingChildren(of: ino) {
                 entries.append(.init(name: name, item: nil, node: node, isFolder: false))
             }
-            let snapshot = DirectorySnapshot(entries: entries, cacheNames: Ownership(folder).searchableByAll)
+            let snapshot = DirectorySnapshot(entries: entries, cacheNames: cachesNames(below: Ownership(folder)))
             fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(snapshot).toOpaque()))
             fi.pointee.cache_readdir = 0
             reply.open(fi)

@@ -26,6 +26,10 @@ public struct BridgeOptions: Sendable {
     /// When a file is opened for reading, read its folder's other small files ahead in the
     /// background (`-o noprefetch` turns it off; see SiblingPrefetch).
     public var prefetch: Bool = true
+    /// Whether callers other than the mounting user reach the mount (`-o allow_other` or
+    /// `allow_root`). Without them the kernel lets only the mounting user in, so names below a
+    /// folder that user may search can be cached (see `Bridge.cachesNames(below:)`).
+    public var otherUsers: Bool = false
     public init() {}
 }
 
@@ -64,6 +68,8 @@ public final class Bridge: @unchecked Sendable {
     let notifier = KernelNotifier()
     let initNegotiation = InitNegotiation()
     let prefetch: SiblingPrefetch?
+    /// The user who mounted: without `otherUsers`, the only caller the kernel lets in.
+    let mounter = Caller(uid: getuid(), gid: getgid(), groups: Bridge.processGroups())
 
     public init(provider: any Provider, logger: Logger, options: BridgeOptions = BridgeOptions()) {
         self.provider = provider
@@ -73,6 +79,7 @@ public final class Bridge: @unchecked Sendable {
         self.stagingFiles = StagingFilePool(stagingDirectory: provider.stagingDirectory.path)
         self.attributes = Attributes()
         self.prefetch = options.prefetch ? SiblingPrefetch(provider: provider) : nil
+        observeProviderChanges()
     }
 
     /// Call after the FUSE loop ended, before the provider closes: removes staging leftovers.
@@ -80,6 +87,21 @@ public final class Bridge: @unchecked Sendable {
         notifier.detach()
         stagingFiles.drain()
         importSlots.removeAll()
+    }
+
+    static func processGroups() -> [UInt32] {
+        var list = [gid_t](repeating: 0, count: Int(max(getgroups(0, nil), 0)))
+        let n = getgroups(Int32(list.count), &list)
+        return n > 0 ? Array(list.prefix(Int(n))) : []
+    }
+
+    /// Whether the kernel may cache names below `folder`: only when every caller that can reach
+    /// the mount may search it, since the kernel walks cached names without asking (no
+    /// default_permissions). Uncached, each walk through it is a lookup the bridge checks.
+    @inline(__always)
+    func cachesNames(below folder: Ownership) -> Bool {
+        if options.otherUsers { return folder.searchableByAll }
+        return PermissionCheck.allows(PermissionCheck.execute, on: folder, for: mounter)
     }
 
     // MARK: Names

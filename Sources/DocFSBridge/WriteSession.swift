@@ -150,7 +150,7 @@ final class DirectorySnapshot: @unchecked Sendable {
         var isFolder: Bool
     }
     let entries: [Entry]
-    /// Whether readdirplus may let the kernel cache these names (see `Ownership.searchableByAll`).
+    /// Whether readdirplus may let the kernel cache these names (see `Bridge.cachesNames(below:)`).
     let cacheNames: Bool
     init(entries: [Entry], cacheNames: Bool = true) {
         self.entries = entries

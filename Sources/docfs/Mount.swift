@@ -154,6 +154,7 @@ struct Mount: ParsableCommand {
 
         var served = bridgeOptions
         served.trash = trash || provider.layout.trash
+        served.otherUsers = fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
         let bridge = Bridge(provider: provider, logger: log, options: served)
         // No default_permissions: the bridge checks owners and mode bits for every caller itself,
         // so that access() also answers what the capabilities refuse (for root too).
