@@ -1,6 +1,10 @@
 import struct Foundation.URL
 import struct Foundation.Data
 import struct Foundation.Date
+import func Foundation.NSTemporaryDirectory
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Space figures for `statfs`.
 public struct StorageStatistics: Sendable {
@@ -27,8 +31,26 @@ public struct StorageStatistics: Sendable {
 /// async and run on a dedicated executor; return as soon as the change is durable and defer slow
 /// follow-up work (upload, indexing) to the background.
 ///
-/// Capability checks are the caller's job (the bridge checks before calling), but a provider may
-/// refuse anything by throwing a `ProviderError`; its reason is logged with the path.
+/// Capability checks are the caller's job (the bridge checks `CapabilityCheck`, owners and mode
+/// bits before calling), but a provider may refuse anything by throwing a `ProviderError`; its
+/// code becomes the errno the program sees and its reason is logged with the path.
+///
+/// **Only the four reading members are required.** Every action has a default in the extension
+/// below that refuses cleanly — `EROFS` for changes to the tree, `EOPNOTSUPP` for tags and
+/// extended attributes — so a read-only provider is `item`, `childItem` (or not even that: the
+/// default searches `enumerateItems`), `enumerateItems` and `openContents`; give its items
+/// capabilities without `write` and `add` so that `ls -l` shows it.
+///
+/// The contract the mount relies on:
+/// - A folder's `childItemCount` and `childFolderCount` are exact: `rmdir` refuses a folder
+///   whose count is not 0 (ENOTEMPTY) and `find` trusts the link count made from the other.
+/// - `modifyContents` failing with `.corruptFile` or `.typeNotAllowed` refuses the new version:
+///   its bytes are discarded and the file reads as the stored version again. Any other error
+///   keeps the written bytes staged, and the next close of the file tries again.
+/// - A refused or failed action leaves the tree as it was (nothing half-done).
+/// - Changes the provider makes on its own (a server's, a temporary identifier becoming
+///   permanent) are told to the mount through `observeChanges`, so that the kernel drops what it
+///   cached; inode numbers stay the same across identifier changes.
 public protocol Provider: AnyObject, Sendable {
     // MARK: Reading the tree
 
@@ -113,6 +135,12 @@ public protocol Provider: AnyObject, Sendable {
     // MARK: Security-scoped import, trash details, stored extended attributes
     // (each has a default below, so a provider needs to implement only what it supports)
 
+    /// Registers the mount's handler for changes the provider makes on its own (not through an
+    /// action the mount asked for). Call it with the changes from any thread, at any time after
+    /// registration. The default keeps nothing: a provider whose tree only changes through the
+    /// mount needs none.
+    func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void)
+
     /// Imports a staged file that is readable only inside its access window (see
     /// `SecurityScopedURL`). The bridge calls this; the default opens the window around
     /// `importDocument(at:toParentItemIdentifier:)`. The caller removes the staged file afterwards.
@@ -133,6 +161,87 @@ public protocol Provider: AnyObject, Sendable {
 }
 
 extension Provider {
+    // MARK: Defaults for reading
+
+    /// Looks the name up in `enumerateItems`, comparing bytes as a Linux filesystem does. Fine for
+    /// small folders; a provider with an index answers directly.
+    public func childItem(named name: String, in parent: ItemIdentifier) throws(ProviderError) -> Item {
+        for item in try enumerateItems(in: parent) where item.filename.utf8.elementsEqual(name.utf8) { return item }
+        throw ProviderError(.noSuchItem)
+    }
+
+    /// A private folder under the system's temporary directory (staging is only used by copies
+    /// into the mount, which a read-only provider refuses anyway).
+    public var stagingDirectory: URL {
+        let url = URL(fileURLWithPath: NSTemporaryDirectory(), isDirectory: true)
+            .appendingPathComponent("docfs-staging-\(getpid())", isDirectory: true)
+        mkdir(url.path, 0o700)
+        return url
+    }
+
+    /// The figures of the filesystem holding the staging folder.
+    public func storageStatistics() -> StorageStatistics {
+        var st = statvfs()
+        guard statvfs(stagingDirectory.path, &st) == 0 else {
+            return StorageStatistics(blockSize: 4096, totalBlocks: 0, freeBlocks: 0, availableBlocks: 0, totalFiles: 0, freeFiles: 0)
+        }
+        return StorageStatistics(blockSize: UInt64(st.f_frsize), totalBlocks: UInt64(st.f_blocks), freeBlocks: UInt64(st.f_bfree),
+                                 availableBlocks: UInt64(st.f_bavail), totalFiles: UInt64(st.f_files), freeFiles: UInt64(st.f_ffree))
+    }
+
+    // MARK: Defaults for actions: refused as a read-only filesystem refuses them
+
+    public func importDocument(at fileURL: URL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        throw Self.readOnly("add documents")
+    }
+    public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        throw Self.readOnly("make folders")
+    }
+    public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        throw Self.readOnly("make symbolic links")
+    }
+    public func renameItem(withIdentifier identifier: ItemIdentifier, toName name: String) async throws(ProviderError) -> Item {
+        throw Self.readOnly("rename items")
+    }
+    public func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
+                             newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item {
+        throw Self.readOnly("move items")
+    }
+    public func deleteItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
+        throw Self.readOnly("delete items")
+    }
+    public func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+        throw Self.readOnly("trash items")
+    }
+    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier?) async throws(ProviderError) -> Item {
+        throw Self.readOnly("restore items")
+    }
+    public func setTagData(_ tagData: Data?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+        throw ProviderError(.unsupported, "this provider does not keep tags")
+    }
+    public func setFavoriteRank(_ rank: Int64?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+        throw ProviderError(.unsupported, "this provider does not keep favourite ranks")
+    }
+    public func setLastUsedDate(_ date: Date?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+        throw Self.readOnly("change times")
+    }
+    public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item {
+        throw Self.readOnly("change contents")
+    }
+    public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, posixPermissions: UInt16?,
+                              contentModificationDate: Date?) async throws(ProviderError) -> Item {
+        throw Self.readOnly("change attributes")
+    }
+    /// Nothing to make durable.
+    public func synchronize() async throws(ProviderError) {}
+
+    /// No changes of its own to report.
+    public func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void) {}
+
+    private static func readOnly(_ what: String) -> ProviderError {
+        ProviderError(.readOnly, "this provider does not \(what)")
+    }
+
     /// Admits everything; providers with per-folder content rules override this.
     public func admitItem(named name: String, kind: ItemKind, into parent: ItemIdentifier) throws(ProviderError) {}
 

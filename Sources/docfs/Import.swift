@@ -394,8 +394,8 @@ final class StoreDestination: ImportDestination {
     func importItem(_ source: ImportSource, progress: inout ImportProgress) -> ImportOutcome {
         let name = source.name
         // The folder's rules, as the mount checks them before anything is written.
-        guard folder.capabilities.contains(.allowsAddingSubItems) else {
-            return .refused("\(folderPath) does not allow adding items (allowsAddingSubItems)")
+        do throws(ProviderError) { try CapabilityCheck.add(into: folder) } catch {
+            return .refused("\(folderPath): \(error.reason)")
         }
         if (try? store.childItem(named: name, in: folder.identifier)) != nil { return .refused("\(name) already exists in \(folderPath)") }
         do throws(ProviderError) {

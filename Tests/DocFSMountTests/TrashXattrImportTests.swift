@@ -393,7 +393,7 @@ final class ImportCommandTests: MountTestCase {
         XCTAssert(r.stdout.hasPrefix("imported a.txt as "), "\(r)")
         r = fx.docfs(["import", "src/a.txt", "--store", fx.store, "--to", "/Archive"])
         XCTAssertEqual(r.status, 1, "\(r)")
-        XCTAssert(r.stdout.contains("refused a.txt: /Archive does not allow adding items"), "\(r)")
+        XCTAssert(r.stdout.contains("refused a.txt: /Archive: folder does not allow adding items"), "\(r)")
         r = fx.docfs(["import", "src/a.txt", "--store", fx.store, "--to", "/Projects"])
         XCTAssert(r.stdout.contains("refused a.txt: a.txt already exists"), "\(r)")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: fx.store + "/staging"), [])

@@ -1,37 +1,36 @@
-import DocFSProvider
-
-/// The rules of DESIGN.md's operation table: which capability gates which action, and the errno
-/// a refusal gets. Pure functions over items, so they are tested without a mount.
-enum CapabilityCheck {
+/// Which capability gates which action, and the errno a refusal gets (README, "Refusals"): the
+/// one copy of these rules, called by the bridge before every action, by `docfs import` and by
+/// anyone writing a provider who wants the same answers. Pure functions over items.
+public enum CapabilityCheck {
     /// create, mkdir, symlink, mknod, and the destination of a move: EACCES.
-    static func add(into parent: Item) throws(ProviderError) {
+    public static func add(into parent: Item) throws(ProviderError) {
         guard parent.kind == .folder else { throw ProviderError(.notDirectory, "'\(parent.filename)' is not a folder") }
         guard parent.capabilities.contains(.allowsAddingSubItems) else {
             throw ProviderError(.accessDenied, "folder does not allow adding items (allowsAddingSubItems)")
         }
     }
 
-    static func read(_ item: Item) throws(ProviderError) {
+    public static func read(_ item: Item) throws(ProviderError) {
         guard item.capabilities.contains(.allowsReading) else {
             throw ProviderError(.accessDenied, "item does not allow reading (allowsReading)")
         }
     }
 
-    static func enumerate(_ folder: Item) throws(ProviderError) {
+    public static func enumerate(_ folder: Item) throws(ProviderError) {
         guard folder.capabilities.contains(.allowsContentEnumerating) else {
             throw ProviderError(.accessDenied, "folder does not allow listing (allowsContentEnumerating)")
         }
     }
 
     /// open for write, O_TRUNC, truncate, changing the modification time: EACCES.
-    static func write(_ item: Item) throws(ProviderError) {
+    public static func write(_ item: Item) throws(ProviderError) {
         guard item.capabilities.contains(.allowsWriting) else {
             throw ProviderError(.accessDenied, "item does not allow writing (allowsWriting)")
         }
     }
 
     /// unlink, rmdir, and the item replaced by a rename over it: EPERM.
-    static func delete(_ item: Item) throws(ProviderError) {
+    public static func delete(_ item: Item) throws(ProviderError) {
         guard item.capabilities.contains(.allowsDeleting) else {
             throw ProviderError(.deletionRejected, "item does not allow deleting (allowsDeleting)")
         }
@@ -40,7 +39,7 @@ enum CapabilityCheck {
     /// A rename: in place needs allowsRenaming (EPERM); to another folder needs allowsReparenting
     /// (EPERM) and the new folder's allowsAddingSubItems (EACCES); a replaced item needs
     /// allowsDeleting (EPERM).
-    static func move(_ item: Item, from oldParent: Item, to newParent: Item, renaming: Bool, replacing: Item?) throws(ProviderError) {
+    public static func move(_ item: Item, from oldParent: Item, to newParent: Item, renaming: Bool, replacing: Item?) throws(ProviderError) {
         if oldParent.identifier == newParent.identifier {
             guard item.capabilities.contains(.allowsRenaming) else {
                 throw ProviderError(.notPermitted, "item does not allow renaming (allowsRenaming)")
