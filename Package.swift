@@ -7,6 +7,9 @@ let package = Package(
     products: [
         .executable(name: "docfs", targets: ["docfs"]),
         .library(name: "DocFSProvider", targets: ["DocFSProvider"]),
+        // Mount any Provider (what `docfs mount` uses), and mount one for the length of a test.
+        .library(name: "DocFS", targets: ["DocFS"]),
+        .library(name: "DocFSTesting", targets: ["DocFSTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -39,8 +42,17 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
+        // The public mounting API over the bridge.
+        .target(name: "DocFS", dependencies: [
+            "DocFSBridge", "DocFSProvider",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "DocFSTesting", dependencies: [
+            "DocFS",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .executableTarget(name: "docfs", dependencies: [
-            "CFuse", "DocFSProvider", "DocFSStore", "DocFSBridge",
+            "CFuse", "DocFS", "DocFSProvider", "DocFSStore", "DocFSBridge",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -53,6 +65,8 @@ let package = Package(
         .testTarget(name: "DocFSContentTypesTests", dependencies: ["DocFSContentTypes", "DocFSProvider"]),
         .testTarget(name: "DocFSStoreTests", dependencies: ["DocFSStore", "DocFSProvider"]),
         .testTarget(name: "DocFSBridgeTests", dependencies: ["DocFSBridge", "DocFSProvider"]),
+        // Mounts in-process through DocFSTesting (needs /dev/fuse and root, as the mounted tests).
+        .testTarget(name: "DocFSTestingTests", dependencies: ["DocFSTesting", "DocFS"]),
         // Mounted tests: drive the built `docfs` executable as a subprocess.
         .testTarget(name: "DocFSMountTests", dependencies: ["docfs"]),
     ],

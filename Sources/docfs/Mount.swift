@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Glibc
 import Logging
+import DocFS
 import DocFSBridge
 import DocFSProvider
 import DocFSStore
@@ -154,28 +155,15 @@ struct Mount: ParsableCommand {
 
         var served = bridgeOptions
         served.trash = trash || provider.layout.trash
-        served.otherUsers = fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
-        let bridge = Bridge(provider: provider, logger: log, options: served)
-        // No default_permissions: the bridge checks owners and mode bits for every caller itself,
-        // so that access() also answers what the capabilities refuse (for root too).
-        let fsname = storePath.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ",", with: "\\,")
-        let options = ["fsname=docfs:\(fsname)", "subtype=docfs", "auto_unmount"] + fuseOptions
-        let session: FuseSession
-        do {
-            session = try FuseSession(bridge: bridge, mountpoint: mnt, options: options)
-            try session.mount()
-        } catch {
+        var mountOptions = MountOptions(bridge: served, fuseOptions: fuseOptions, sourceName: "docfs:" + storePath)
+        mountOptions.bridge.otherUsers = fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
+        let mount: ProviderMount
+        do { mount = try ProviderMount(provider, at: mnt, options: mountOptions, logger: log) } catch {
             throw UserFacingError("docfs: cannot mount \(store) at \(mountpoint): \(error)")
         }
-        _ = session.installSignalHandlers()
         log.info("mounted \(storePath) at \(mnt) (pid \(getpid()))")
-        let rc = session.run()
-        session.removeSignalHandlers()
-        session.unmount()
-        bridge.shutdown()
-        // libfuse's loop returns the number of the signal that ended it: a clean stop.
-        if rc < 0 {
-            log.error("the FUSE loop failed: \(String(cString: strerror(-rc)))")
+        do { try mount.serve(signals: true) } catch {
+            log.error("\(error.reason)")
             throw ExitCode(1)
         }
         log.info("unmounted \(mnt)")
