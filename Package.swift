@@ -56,6 +56,8 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // An example provider of another kind (a tar archive, read-only), mounted by the tests.
+        .executableTarget(name: "docfs-archive", dependencies: ["DocFS"], path: "Examples/ArchiveProvider"),
         // `make microbench`: hot-path timings without a mount (never part of the tests).
         .executableTarget(name: "docfs-microbench", dependencies: [
             "DocFSBridge", "DocFSProvider", "DocFSStore",
@@ -68,7 +70,7 @@ let package = Package(
         // Mounts in-process through DocFSTesting (needs /dev/fuse and root, as the mounted tests).
         .testTarget(name: "DocFSTestingTests", dependencies: ["DocFSTesting", "DocFS"]),
         // Mounted tests: drive the built `docfs` executable as a subprocess.
-        .testTarget(name: "DocFSMountTests", dependencies: ["docfs"]),
+        .testTarget(name: "DocFSMountTests", dependencies: ["docfs", "docfs-archive"]),
     ],
     swiftLanguageModes: [.v6]
 )
