@@ -133,13 +133,9 @@ extension Bridge {
     func setattr(_ reply: consuming Reply, _ ino: UInt64, _ attr: stat, _ toSet: Int32, _ handle: OpenFile?) {
         let caller = Caller(reply.req)
         let d = reply.deferred()
-        executor.run { [self] in
-            do throws(Failure) {
-                var st = try await applyAttributes(ino, attr, toSet, handle, caller)
-                d.attr(&st, timeout: hasSession(ino) ? 0 : options.attrTimeout)
-            } catch {
-                d.error(report("setattr", error))
-            }
+        perform("setattr", d) { [self] () async throws(Failure) in
+            var st = try await applyAttributes(ino, attr, toSet, handle, caller)
+            d.attr(&st, timeout: hasSession(ino) ? 0 : options.attrTimeout)
         }
     }
 

@@ -7,13 +7,9 @@ import DocFSProvider
 extension Bridge {
     func fsyncdir(_ reply: consuming Reply, _ ino: UInt64) {
         let d = reply.deferred()
-        executor.run { [self] in
-            do throws(Failure) {
-                try await attempt(.ino(ino)) { () async throws(ProviderError) in try await provider.synchronize() }
-                d.ok()
-            } catch {
-                d.error(report("fsyncdir", error))
-            }
+        perform("fsyncdir", d) { [self] () async throws(Failure) in
+            try await attempt(.ino(ino)) { () async throws(ProviderError) in try await provider.synchronize() }
+            d.ok()
         }
     }
 }

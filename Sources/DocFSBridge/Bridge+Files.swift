@@ -217,26 +217,19 @@ extension Bridge {
     func flush(_ reply: consuming Reply, _ file: OpenFile) {
         guard file.writable || inodes.identifier(file.node.ino) == nil else { reply.ok(); return }
         let d = reply.deferred()
-        executor.run { [self] in
-            do throws(Failure) {
-                try await commit(file.node, durable: false)
-                d.ok()
-            } catch {
-                d.error(report(inodes.identifier(file.node.ino) == nil ? "import" : "flush", error))
-            }
+        let op = inodes.identifier(file.node.ino) == nil ? "import" : "flush"
+        perform(op, d) { [self] () async throws(Failure) in
+            try await commit(file.node, durable: false)
+            d.ok()
         }
     }
 
     func fsync(_ reply: consuming Reply, _ file: OpenFile) {
         let d = reply.deferred()
-        executor.run { [self] in
-            do throws(Failure) {
-                try await commit(file.node, durable: true)
-                try await attempt(.ino(file.node.ino)) { () async throws(ProviderError) in try await provider.synchronize() }
-                d.ok()
-            } catch {
-                d.error(report("fsync", error))
-            }
+        perform("fsync", d) { [self] () async throws(Failure) in
+            try await commit(file.node, durable: true)
+            try await attempt(.ino(file.node.ino)) { () async throws(ProviderError) in try await provider.synchronize() }
+            d.ok()
         }
     }
 

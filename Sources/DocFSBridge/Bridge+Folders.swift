@@ -24,15 +24,11 @@ extension Bridge {
             let (parentItem, name, subject, attributes) = try admitNewItem(parent, cname, kind: .folder, mode: UInt16(mode & 0o7777),
                                                                           caller: Caller(reply.req))
             let d = reply.deferred()
-            executor.run { [self] in
-                do throws(Failure) {
-                    let item = try await attempt(subject) { () async throws(ProviderError) in
-                        try await provider.createDirectory(withName: name, inParentItemIdentifier: parentItem.identifier, attributes: attributes)
-                    }
-                    replyEntry(d, item, in: parentItem)
-                } catch {
-                    d.error(report("mkdir", error))
+            perform("mkdir", d) { [self] () async throws(Failure) in
+                let item = try await attempt(subject) { () async throws(ProviderError) in
+                    try await provider.createDirectory(withName: name, inParentItemIdentifier: parentItem.identifier, attributes: attributes)
                 }
+                replyEntry(d, item, in: parentItem)
             }
         } catch {
             reply.error(report("mkdir", error))
@@ -49,16 +45,12 @@ extension Bridge {
                 return t
             }
             let d = reply.deferred()
-            executor.run { [self] in
-                do throws(Failure) {
-                    let item = try await attempt(subject) { () async throws(ProviderError) in
-                        try await provider.createSymbolicLink(withName: name, target: target, inParentItemIdentifier: parentItem.identifier,
-                                                              attributes: attributes)
-                    }
-                    replyEntry(d, item, in: parentItem)
-                } catch {
-                    d.error(report("symlink", error))
+            perform("symlink", d) { [self] () async throws(Failure) in
+                let item = try await attempt(subject) { () async throws(ProviderError) in
+                    try await provider.createSymbolicLink(withName: name, target: target, inParentItemIdentifier: parentItem.identifier,
+                                                          attributes: attributes)
                 }
+                replyEntry(d, item, in: parentItem)
             }
         } catch {
             reply.error(report("symlink", error))
@@ -83,31 +75,27 @@ extension Bridge {
                 throw Failure(ProviderError(.notPermitted, "device nodes cannot be created in a document tree"), subject)
             }
             let d = reply.deferred()
-            executor.run { [self] in
-                do throws(Failure) {
-                    if kind.isSpecial {
-                        let item = try await attempt(subject) { () async throws(ProviderError) in
-                            try await provider.createSpecialItem(withName: name, kind: kind, inParentItemIdentifier: parentItem.identifier,
-                                                                 attributes: attributes)
-                        }
-                        replyEntry(d, item, in: parentItem)
-                        return
-                    }
-                    let session = try attempt(subject) { () throws(ProviderError) in
-                        try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true)
-                    }
-                    let scoped = try attempt(subject) { () throws(ProviderError) in
-                        try importSlots.scoped(sealed: session.path, name: name)
-                    }
-                    session.committed = true
-                    defer { scoped.finish() }
+            perform("mknod", d) { [self] () async throws(Failure) in
+                if kind.isSpecial {
                     let item = try await attempt(subject) { () async throws(ProviderError) in
-                        try await provider.importDocument(from: scoped, toParentItemIdentifier: parentItem.identifier, attributes: attributes)
+                        try await provider.createSpecialItem(withName: name, kind: kind, inParentItemIdentifier: parentItem.identifier,
+                                                             attributes: attributes)
                     }
                     replyEntry(d, item, in: parentItem)
-                } catch {
-                    d.error(report("mknod", error))
+                    return
                 }
+                let session = try attempt(subject) { () throws(ProviderError) in
+                    try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true)
+                }
+                let scoped = try attempt(subject) { () throws(ProviderError) in
+                    try importSlots.scoped(sealed: session.path, name: name)
+                }
+                session.committed = true
+                defer { scoped.finish() }
+                let item = try await attempt(subject) { () async throws(ProviderError) in
+                    try await provider.importDocument(from: scoped, toParentItemIdentifier: parentItem.identifier, attributes: attributes)
+                }
+                replyEntry(d, item, in: parentItem)
             }
         } catch {
             reply.error(report("mknod", error))
@@ -160,16 +148,12 @@ extension Bridge {
                 return
             }
             let d = reply.deferred()
-            executor.run { [self] in
-                do throws(Failure) {
-                    try await attempt(subject) { () async throws(ProviderError) in
-                        try await provider.deleteItem(withIdentifier: item.identifier)
-                    }
-                    inodes.orphan(item)
-                    d.ok()
-                } catch {
-                    d.error(report(op, error))
+            perform(op, d) { [self] () async throws(Failure) in
+                try await attempt(subject) { () async throws(ProviderError) in
+                    try await provider.deleteItem(withIdentifier: item.identifier)
                 }
+                inodes.orphan(item)
+                d.ok()
             }
         } catch {
             reply.error(report(op, error))
@@ -248,20 +232,16 @@ extension Bridge {
                 return
             }
             let d = reply.deferred()
-            executor.run { [self] in
-                do throws(Failure) {
-                    _ = try await attempt(subject) { () async throws(ProviderError) in
-                        if fromParent.identifier == toParent.identifier, replaced == nil {
-                            return try await provider.renameItem(withIdentifier: item.identifier, toName: newName)
-                        }
-                        return try await provider.reparentItem(withIdentifier: item.identifier, toParentItemWithIdentifier: toParent.identifier,
-                                                               newName: newName, replacing: replaced?.identifier)
+            perform("rename", d) { [self] () async throws(Failure) in
+                _ = try await attempt(subject) { () async throws(ProviderError) in
+                    if fromParent.identifier == toParent.identifier, replaced == nil {
+                        return try await provider.renameItem(withIdentifier: item.identifier, toName: newName)
                     }
-                    if let replaced { inodes.orphan(replaced) }
-                    d.ok()
-                } catch {
-                    d.error(report("rename", error))
+                    return try await provider.reparentItem(withIdentifier: item.identifier, toParentItemWithIdentifier: toParent.identifier,
+                                                           newName: newName, replacing: replaced?.identifier)
                 }
+                if let replaced { inodes.orphan(replaced) }
+                d.ok()
             }
         } catch {
             reply.error(report("rename", error))

@@ -49,33 +49,29 @@ extension Bridge {
     /// the trash is deleted for good (allowsDeleting). A folder must be empty either way (rm -r
     /// empties it first; trashing it then gathers what was trashed out of it — see LocalStore).
     func trashOrDelete(_ d: DeferredReply, op: String, item: Item, inTrash: Bool, subject: Subject) {
-        executor.run { [self] in
-            do throws(Failure) {
-                if inTrash {
-                    try await attempt(subject) { () async throws(ProviderError) in
-                        try await provider.deleteItem(withIdentifier: item.identifier)
-                    }
-                } else {
-                    // A trashed folder gathers what was trashed out of it from the top of the
-                    // trash; the kernel may still cache those names there.
-                    let before = item.kind == .folder ? trashTopNames() : []
-                    _ = try await attempt(subject) { () async throws(ProviderError) in
-                        try await provider.trashItem(withIdentifier: item.identifier)
-                    }
-                    if !before.isEmpty, let trash = inodes.knownNode(.trashContainer) {
-                        for name in before.subtracting(trashTopNames()) {
-                            notifier.invalidateEntry(parent: trash.ino, name: name)
-                        }
-                    }
-                    if log.logLevel <= .info { log.info("trashed \(path(of: subject)) (now \(path(of: item.identifier)))") }
+        perform(op, d) { [self] () async throws(Failure) in
+            if inTrash {
+                try await attempt(subject) { () async throws(ProviderError) in
+                    try await provider.deleteItem(withIdentifier: item.identifier)
                 }
-                // The kernel has let go of this name; in the trash the item gets a fresh inode
-                // (a removed directory's inode is dead to the kernel). Open handles keep working.
-                inodes.detach(item.identifier)
-                d.ok()
-            } catch {
-                d.error(report(op, error))
+            } else {
+                // A trashed folder gathers what was trashed out of it from the top of the
+                // trash; the kernel may still cache those names there.
+                let before = item.kind == .folder ? trashTopNames() : []
+                _ = try await attempt(subject) { () async throws(ProviderError) in
+                    try await provider.trashItem(withIdentifier: item.identifier)
+                }
+                if !before.isEmpty, let trash = inodes.knownNode(.trashContainer) {
+                    for name in before.subtracting(trashTopNames()) {
+                        notifier.invalidateEntry(parent: trash.ino, name: name)
+                    }
+                }
+                if log.logLevel <= .info { log.info("trashed \(path(of: subject)) (now \(path(of: item.identifier)))") }
             }
+            // The kernel has let go of this name; in the trash the item gets a fresh inode
+            // (a removed directory's inode is dead to the kernel). Open handles keep working.
+            inodes.detach(item.identifier)
+            d.ok()
         }
     }
 
@@ -122,20 +118,16 @@ extension Bridge {
     }
 
     func run(_ move: TrashMove, _ d: DeferredReply, subject: Subject) {
-        executor.run { [self] in
-            do throws(Failure) {
-                _ = try await attempt(subject) { () async throws(ProviderError) -> Item in
-                    if move.toTrash {
-                        return try await provider.reparentItem(withIdentifier: move.item.identifier, toParentItemWithIdentifier: .trashContainer,
-                                                               newName: move.newName, replacing: nil)
-                    }
-                    return try await provider.untrashItem(withIdentifier: move.item.identifier, toParentItemIdentifier: move.toParent,
-                                                          newName: move.newName)
+        perform("rename", d) { [self] () async throws(Failure) in
+            _ = try await attempt(subject) { () async throws(ProviderError) -> Item in
+                if move.toTrash {
+                    return try await provider.reparentItem(withIdentifier: move.item.identifier, toParentItemWithIdentifier: .trashContainer,
+                                                           newName: move.newName, replacing: nil)
                 }
-                d.ok()
-            } catch {
-                d.error(report("rename", error))
+                return try await provider.untrashItem(withIdentifier: move.item.identifier, toParentItemIdentifier: move.toParent,
+                                                      newName: move.newName)
             }
+            d.ok()
         }
     }
 }

@@ -194,16 +194,14 @@ extension Bridge {
                 }
                 let rank = remove ? nil : parsed
                 let d = reply.deferred()
-                executor.run { [self] in
-                    do throws(Failure) {
-                        _ = try await attempt(subject) { () async throws(ProviderError) in
-                            if name == Self.tagsAttribute {
-                                return try await provider.setTagData(remove ? nil : bytes, forItemIdentifier: item.identifier)
-                            }
-                            return try await provider.setFavoriteRank(rank, forItemIdentifier: item.identifier)
+                perform(op, d) { [self] () async throws(Failure) in
+                    _ = try await attempt(subject) { () async throws(ProviderError) in
+                        if name == Self.tagsAttribute {
+                            return try await provider.setTagData(remove ? nil : bytes, forItemIdentifier: item.identifier)
                         }
-                        d.ok()
-                    } catch { d.error(report(op, error)) }
+                        return try await provider.setFavoriteRank(rank, forItemIdentifier: item.identifier)
+                    }
+                    d.ok()
                 }
             }
         } catch {

@@ -229,3 +229,14 @@ public final class Bridge: @unchecked Sendable {
         do { return try await body() } catch { throw Failure(error, subject()) }
     }
 }
+
+extension Bridge {
+    /// Runs a provider action on the executor (never on a FUSE thread): `body` answers on
+    /// success; a failure answers with its errno and one log line naming `op`, the path and the
+    /// rule.
+    func perform(_ op: String, _ d: DeferredReply, _ body: @escaping @Sendable () async throws(Failure) -> Void) {
+        executor.run { [self] in
+            do throws(Failure) { try await body() } catch { d.error(report(op, error)) }
+        }
+    }
+}
