@@ -214,9 +214,7 @@ extension Bridge {
                 if let existing {
                     if existing.identifier == item.identifier { return (item, nil) }
                     if noReplace { throw ProviderError(.filenameCollision, "'\(newName)' already exists") }
-                    if existing.kind == .folder, item.kind != .folder { throw ProviderError(.isDirectory, "cannot replace a folder with a file") }
-                    if existing.kind != .folder, item.kind == .folder { throw ProviderError(.notDirectory, "cannot replace a file with a folder") }
-                    if existing.kind == .folder, (existing.childItemCount ?? 0) > 0 { throw ProviderError(.directoryNotEmpty, "the folder it would replace is not empty") }
+                    try CapabilityCheck.replace(existing, with: item)
                 }
                 if inodes.pendingChild(parent: newParent, name: newName) != nil {
                     throw ProviderError(.busy, "'\(newName)' is still being written")

@@ -125,35 +125,3 @@ enum StagingCounter {
     nonisolated(unsafe) private static var value: UInt64 = 0
     static func next() -> UInt64 { lock.withLock { value += 1; return value } }
 }
-
-/// An open file (what `fi->fh` points to).
-final class OpenFile: @unchecked Sendable {
-    let node: InodeNode
-    /// Descriptor on the stored contents for read-only handles; -1 when reads go through the session.
-    let readFD: Int32
-    let writable: Bool
-
-    init(node: InodeNode, readFD: Int32, writable: Bool) {
-        self.node = node
-        self.readFD = readFD
-        self.writable = writable
-    }
-    deinit { if readFD >= 0 { close(readFD) } }
-}
-
-/// A directory listing fixed at opendir, so `rm -rf` deleting under it sees each entry once.
-final class DirectorySnapshot: @unchecked Sendable {
-    struct Entry {
-        var name: String
-        var item: Item?          // nil for "." and ".." and for files still being copied in
-        var node: InodeNode?     // set for files still being copied in
-        var isFolder: Bool
-    }
-    let entries: [Entry]
-    /// Whether readdirplus may let the kernel cache these names (see `Bridge.cachesNames(below:)`).
-    let cacheNames: Bool
-    init(entries: [Entry], cacheNames: Bool = true) {
-        self.entries = entries
-        self.cacheNames = cacheNames
-    }
-}

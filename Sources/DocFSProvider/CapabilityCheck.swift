@@ -59,4 +59,15 @@ public enum CapabilityCheck {
             }
         }
     }
+
+    /// A rename over an existing name: a folder only over an empty folder (ENOTEMPTY otherwise),
+    /// a non-folder only over a non-folder (EISDIR / ENOTDIR), as rename(2) on a local filesystem.
+    /// `existing.childItemCount` must be exact (the Provider contract).
+    public static func replace(_ existing: Item, with item: Item) throws(ProviderError) {
+        if existing.kind == .folder, item.kind != .folder { throw ProviderError(.isDirectory, "cannot replace a folder with a file") }
+        if existing.kind != .folder, item.kind == .folder { throw ProviderError(.notDirectory, "cannot replace a file with a folder") }
+        if existing.kind == .folder, (existing.childItemCount ?? 0) > 0 {
+            throw ProviderError(.directoryNotEmpty, "the folder it would replace is not empty")
+        }
+    }
 }
