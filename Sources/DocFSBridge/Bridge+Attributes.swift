@@ -134,12 +134,18 @@ extension Bridge {
         let caller = Caller(reply.req)
         let d = reply.deferred()
         perform("setattr", d) { [self] () async throws(Failure) in
-            var st = try await applyAttributes(ino, attr, toSet, handle, caller)
+            var narrowed: Item?
+            var st = try await applyAttributes(ino, attr, toSet, handle, caller, narrowed: &narrowed)
             d.attr(&st, timeout: hasSession(ino) ? 0 : options.attrTimeout)
+            // A folder some caller may no longer search: the kernel forgets the names it cached
+            // below it, from this thread right after the reply (the kernel held the folder locked
+            // until then), so that the next walk through it is checked.
+            if let narrowed { forgetNamesBelow(narrowed, ino: ino) }
         }
     }
 
-    private func applyAttributes(_ ino: UInt64, _ attr: stat, _ toSet: Int32, _ handle: OpenFile?, _ caller: Caller) async throws(Failure) -> stat {
+    private func applyAttributes(_ ino: UInt64, _ attr: stat, _ toSet: Int32, _ handle: OpenFile?, _ caller: Caller,
+                                 narrowed: inout Item?) async throws(Failure) -> stat {
         guard let node = inodes.node(ino) else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
         if inodes.orphanedItem(node) != nil {
             // Deleted or replaced while open: only the open file's own staged copy can change.
@@ -233,7 +239,7 @@ extension Bridge {
             if resizing { notifier.invalidateAttributesNow(ino: ino) }
             // A folder some caller may no longer search: forget the names cached below it.
             if item.kind == .folder, cachesNames(below: owned), !cachesNames(below: Ownership(updated)) {
-                forgetNamesBelow(updated, ino: ino)
+                narrowed = updated
             }
         }
         return try currentStat(ino)

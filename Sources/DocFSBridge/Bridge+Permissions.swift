@@ -35,8 +35,9 @@ extension Bridge {
 
     /// A folder that some caller may no longer search: the kernel drops the names it cached
     /// below it, so the next walk through it asks (and is checked) again.
+    /// Call only after the request that changed the folder was answered (see KernelNotifier).
     func forgetNamesBelow(_ folder: Item, ino: UInt64) {
         guard let children = try? provider.enumerateItems(in: folder.identifier) else { return }
-        for child in children { notifier.invalidateEntry(parent: ino, name: child.filename) }
+        for child in children { notifier.invalidateEntryNow(parent: ino, name: child.filename) }
     }
 }

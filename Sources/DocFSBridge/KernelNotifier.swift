@@ -30,6 +30,16 @@ final class KernelNotifier: @unchecked Sendable {
         }
     }
 
+    /// The same at once, on the calling thread: only after the request that changed the folder
+    /// has been answered (until then the kernel holds the folder locked, and this would wait
+    /// for it forever).
+    func invalidateEntryNow(parent: UInt64, name: String) {
+        lock.withLock {
+            guard let session else { return }
+            _ = fuse_lowlevel_notify_inval_entry(session, parent, name, name.utf8.count)
+        }
+    }
+
     /// The kernel drops the cached attributes of `ino`, now: safe inside a request, because
     /// dropping attributes alone takes no lock the request may hold.
     func invalidateAttributesNow(ino: UInt64) {
