@@ -12,11 +12,11 @@ import GRDB
 ///
 /// Each action appends one entry (its row upserts and deletions) with a single `pwrite` before it
 /// answers: once the bytes are in the kernel's page cache, the action survives `kill -9`, which is
-/// what DESIGN.md promises for everything but `fsync`. Entries reach SQLite in batches, one
-/// transaction per batch, and that transaction also records the journal's generation in `meta`,
-/// so recovery can tell applied entries from pending ones (replaying an applied batch over its own
-/// result could collide on names). `synchronize()` flushes the batch before its checkpoint, so a
-/// returned `fsync` still survives a power cut.
+/// what README.md's *Durability* promises for everything but `fsync`. Entries reach SQLite in
+/// batches, one transaction per batch, and that transaction also records the journal's generation
+/// in `meta`, so recovery can tell applied entries from pending ones (replaying an applied batch
+/// over its own result could collide on names). `synchronize()` flushes the batch before its
+/// checkpoint, so a returned `fsync` still survives a power cut.
 ///
 /// File: a header (`DOCFSJ1\n`, generation as UInt64 LE), then entries: payload length (UInt32 LE),
 /// checksum (UInt64 LE, FNV-1a over the generation and the payload), payload. Recovery stops at the

@@ -4,7 +4,7 @@ import XCTest
 import Glibc
 #endif
 
-/// DESIGN.md, Durability: `kill -9` of the daemon at the worst moments, then a remount. What
+/// README.md, *Durability*: `kill -9` of the daemon at the worst moments, then a remount. What
 /// close() acknowledged is there byte for byte, a half-copied file is absent or complete (never
 /// torn), the next mount cleans (and logs) what the crash left, and `docfs check` agrees that
 /// the store is consistent.

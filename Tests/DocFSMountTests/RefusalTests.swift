@@ -4,8 +4,8 @@ import XCTest
 import Glibc
 #endif
 
-/// Capabilities from the layout are enforced, with the errno DESIGN.md gives, nothing is left
-/// behind, the daemon logs why, and `stat` mode bits tell the truth.
+/// Capabilities from the layout are enforced, with the errno README.md's *Refusals* table gives,
+/// nothing is left behind, the daemon logs why, and `stat` mode bits tell the truth.
 final class RefusalTests: MountTestCase {
     /// Like the demo layout, plus `Drop`: you may add to it, but what lands there can only be read.
     override class var layout: String? {

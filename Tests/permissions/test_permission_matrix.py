@@ -18,7 +18,7 @@ that take the user's numeric ids (docfs_testlib.USERS): owner 2001 (groups 2001,
 A failure lists every mismatch as `user op item: plain=<outcome> docfs=<outcome>` followed by
 the differing entries of the row's tree after the call.
 
-Deliberate deviations of docfs (README / DESIGN), not compared with ext4 but checked as documented:
+Deliberate deviations of docfs (README.md, *Owners and permissions*), not compared with ext4 but checked as documented:
 hard links (link) and device nodes (mknod) are refused with EPERM, non-UTF-8 names with EILSEQ;
 st_size/st_blocks of directories, st_ino/st_dev/st_nlink and directory atimes are never compared.
 """

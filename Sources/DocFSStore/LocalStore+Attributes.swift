@@ -1,0 +1,53 @@
+import Foundation
+import DocFSProvider
+import GRDB
+
+// Metadata of one item: tags, favourite rank, last-used date, mode, owner and times.
+extension LocalStore {
+    /// Changes metadata of one item (one transaction, one new metadata version).
+    private func updateSync(_ identifier: ItemIdentifier, _ what: String, _ change: (inout Record) throws(ProviderError) -> Void) throws(ProviderError) -> Item {
+        let row = try itemRow(identifier)
+        return try write { (database) throws(ProviderError) -> Item in
+            var record = try read { (tree) throws(ProviderError) -> Record in
+                guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+                return record
+            }
+            try change(&record)
+            record.item.noteMetadataChange(at: FileTime.now())
+            try commit(database, saving: [record], what)
+            return state.withLock { tree -> Item in
+                tree.replaceKeepingCounts(record)
+                return tree.records[row]!.item
+            }
+        }
+    }
+
+    public func setTagData(_ tagData: Data?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+        try updateSync(identifier, "set tags") { $0.item.tagData = tagData }
+    }
+
+    public func setFavoriteRank(_ rank: Int64?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+        try updateSync(identifier, "set favorite rank") { $0.item.favoriteRank = rank }
+    }
+
+    public func setLastUsedDate(_ date: Date?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+        try updateSync(identifier, "set last-used date") { $0.item.lastUsedDate = date }
+    }
+
+    public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item {
+        try updateSync(identifier, "set attributes") { (record) throws(ProviderError) in
+            if changes.posixPermissions != nil, record.item.kind == .symlink {
+                throw ProviderError(.unsupported, "the mode of a symbolic link cannot change")
+            }
+            changes.apply(to: &record.item)
+        }
+    }
+
+    public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, posixPermissions: UInt16?,
+                              contentModificationDate: Date?) async throws(ProviderError) -> Item {
+        try updateSync(identifier, "set attributes") { record in
+            if let posixPermissions { record.item.posixPermissions = posixPermissions & 0o7777 }
+            if let contentModificationDate { record.item.contentModificationDate = contentModificationDate }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import DocFSProvider
+import GRDB
+
+// Stored `user.*` extended attributes (the `xattr` table, kept in memory like the tree).
+extension LocalStore {
+    public func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String] {
+        let row = try itemRow(identifier)
+        let names: [String]? = state.withLock { tree in
+            tree.records[row] == nil ? nil : (tree.xattrs[row].map { Array($0.keys) } ?? [])
+        }
+        guard let names else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+        return names.sorted()
+    }
+
+    public func extendedAttribute(named name: String, of identifier: ItemIdentifier) throws(ProviderError) -> Data {
+        let row = try itemRow(identifier)
+        let found: (exists: Bool, value: Data?) = state.withLock { tree in
+            (tree.records[row] != nil, tree.xattrs[row]?[name])
+        }
+        guard found.exists else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+        guard let value = found.value else { throw ProviderError(.noSuchAttribute, "\(name) is not set") }
+        return value
+    }
+
+    public func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
+                                     forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
+        guard name.hasPrefix(ExtendedAttributes.userPrefix), !name.hasPrefix(ExtendedAttributes.docfsPrefix),
+              name.utf8.count > ExtendedAttributes.userPrefix.utf8.count else {
+            throw ProviderError(.unsupported, "only user.* attributes (other than user.docfs.*) are stored")
+        }
+        guard name.utf8.count <= ExtendedAttributes.maxNameBytes else {
+            throw ProviderError(.invalidArgument, "attribute name is longer than \(ExtendedAttributes.maxNameBytes) bytes", errno: ERANGE)
+        }
+        if let value, value.count > ExtendedAttributes.maxValueBytes {
+            throw ProviderError(.invalidArgument, "\(name): a value may have at most \(ExtendedAttributes.maxValueBytes) bytes (got \(value.count))", errno: E2BIG)
+        }
+        let row = try itemRow(identifier)
+        try write { (database) throws(ProviderError) in
+            let current = try read { (tree) throws(ProviderError) -> [String: Data] in
+                guard tree.records[row] != nil else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+                return tree.xattrs[row] ?? [:]
+            }
+            let exists = current[name] != nil
+            if value == nil || mode == .replace, !exists { throw ProviderError(.noSuchAttribute, "\(name) is not set") }
+            if mode == .create, exists { throw ProviderError(.filenameCollision, "\(name) already exists") }
+            var updated = current
+            updated[name] = value
+            let total = updated.reduce(0) { $0 + $1.key.utf8.count + $1.value.count }
+            if value != nil, total > ExtendedAttributes.maxBytesPerItem {
+                throw ProviderError(.noSpace, "an item's attributes may have at most \(ExtendedAttributes.maxBytesPerItem) bytes in all (this would make \(total))")
+            }
+            do {
+                // The row this attribute belongs to may still be only in the journal.
+                try flushJournal(database)
+                try database.inDatabase { db in
+                    if let value {
+                        try db.execute(sql: "INSERT INTO xattr (item, name, value) VALUES (?, ?, ?) ON CONFLICT(item, name) DO UPDATE SET value = excluded.value",
+                                       arguments: [row, name, value])
+                    } else {
+                        try db.execute(sql: "DELETE FROM xattr WHERE item = ? AND name = ?", arguments: [row, name])
+                    }
+                }
+            } catch let error as ProviderError {
+                throw error
+            } catch let error as DatabaseError {
+                throw Self.providerError(error, "set attribute \(name)")
+            } catch {
+                throw ProviderError(.ioError, "set attribute \(name): \(error)")
+            }
+            state.withLock { tree in tree.xattrs[row] = updated.isEmpty ? nil : updated }
+            // A change of metadata: the item's change time moves (through the journal, as usual).
+            if var record = state.withLock({ $0.records[row] }) {
+                record.item.noteMetadataChange(at: FileTime.now())
+                try commit(database, saving: [record], "set attribute \(name)")
+                state.withLock { $0.replaceKeepingCounts(record) }
+            }
+        }
+    }
+
+    /// How many stored attributes the store holds in all (for tests and `docfs check`).
+    var storedAttributeCount: Int { state.withLock { $0.xattrs.values.reduce(0) { $0 + $1.count } } }
+}

@@ -1,0 +1,159 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import DocFSProvider
+import GRDB
+
+// Imports: a staged file, symbolic link or folder tree becomes items and content files in one
+// commit (content types and the folder's rules are checked first, in LocalStore+ContentTypes).
+extension LocalStore {
+    public func importDocument(at fileURL: URL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        try importSync(path: fileURL.path, name: fileURL.lastPathComponent, toParent: parent, attributes: nil)
+    }
+
+    /// The staged file is reached only inside its access window, which spans the move into storage.
+    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        try importScoped(file, parent: parent, attributes: nil)
+    }
+
+    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+                               attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+        try importScoped(file, parent: parent, attributes: attributes)
+    }
+
+    private func importScoped(_ file: SecurityScopedURL, parent: ItemIdentifier, attributes: NewItemAttributes?) throws(ProviderError) -> Item {
+        // The store moves the file into contents/ itself, so it takes it by its sealed name.
+        try file.withSealedPath { (path) throws(ProviderError) -> Item in
+            let item = try importSync(path: path, name: file.name, toParent: parent, attributes: attributes)
+            file.noteMovedAway()  // an import that succeeded has taken (or removed) the staged file
+            return item
+        }
+    }
+
+    /// Without `attributes` (docfs import of a user's files, the plain API), the items keep the
+    /// mode and times of the files imported and belong to whoever runs the store. With them (a
+    /// copy through the mount), the top item takes the caller's owner, group and mode and the
+    /// times the program set; its contents (a package's files) belong to the same owner.
+    func importSync(path sourcePath: String, name: String, toParent parent: ItemIdentifier,
+                    attributes: NewItemAttributes?) throws(ProviderError) -> Item {
+        try Self.validateName(name)
+        let parentRow = try parentRow(parent)
+        return try write { (database) throws(ProviderError) -> Item in
+            let status = try fileStatus(sourcePath).get()
+            let parentRecord = try read { (tree) throws(ProviderError) in try checkedParent(tree, parentRow, parent, name: name) }
+            // Plan the new items: one for a file or symlink, a tree for a directory.
+            var plan: [PlannedItem] = []
+            var nextRow = state.withLock { $0.nextRow }
+            let now = FileTime.now()
+            try planImport(path: sourcePath, name: name, status: status, parent: parentRecord, into: &plan, nextRow: &nextRow,
+                           now: now, attributes: attributes, top: true)
+            // Content types from the bytes, the folder's allowed types, document validation:
+            // refused here, nothing has been moved yet.
+            let admitted = try admitImport(plan.map { ($0.record, $0.source) }, into: parentRecord)
+            for index in plan.indices { plan[index].record = admitted[index] }
+            // Move the contents in first, then commit the rows: a crash in between leaves only
+            // content files without rows, which the next open removes.
+            // A staged file on another filesystem (EXDEV) is copied instead, and the original
+            // removed once the rows are committed.
+            var moved: [(item: PlannedItem, copied: Bool)] = []
+            func undoMoves() {
+                for done in moved.reversed() {
+                    if done.copied { sysUnlink(contentPath(done.item.record.row)) }
+                    else { try? sysRename(contentPath(done.item.record.row), done.item.source, "") }
+                }
+            }
+            for planned in plan where planned.record.item.kind == .file {
+                let target = contentPath(planned.record.row)
+                do throws(ProviderError) {
+                    do throws(ProviderError) {
+                        try sysRename(planned.source, target, "rename staged file \(planned.source) into the store")
+                        moved.append((planned, false))
+                    } catch where error.errno == EXDEV {
+                        try sysCopyFile(planned.source, to: target)
+                        moved.append((planned, true))
+                    }
+                } catch {
+                    undoMoves()
+                    throw error
+                }
+            }
+            FaultInjection.point(.importCommit)  // test-only crash point (DOCFS_FAULT)
+            let newParent = Self.touched(parentRecord, now: now)
+            do throws(ProviderError) {
+                try commit(database, saving: plan.map(\.record) + [newParent], "import \(name)")
+            } catch {
+                undoMoves()
+                throw error
+            }
+            for done in moved where done.copied { sysUnlink(done.item.source) }
+            // Committed: the staged directories (and symlinks) are no longer needed.
+            if status.kind != .file { removeTree(sourcePath) }
+            let top = state.withLock { tree -> Item in
+                tree.nextRow = max(tree.nextRow, nextRow)
+                for planned in plan {
+                    tree.insert(planned.record)
+                    if planned.record.item.kind == .file { tree.dirty.insert(planned.record.row) }
+                }
+                tree.replaceKeepingCounts(newParent)
+                return tree.records[plan[0].record.row]!.item
+            }
+            return top
+        }
+    }
+
+    private struct PlannedItem {
+        var record: Record
+        var source: String
+    }
+
+    private func planImport(path: String, name: String, status: FileStatus, parent: Record,
+                            into plan: inout [PlannedItem], nextRow: inout Int64,
+                            now: FileTime, attributes: NewItemAttributes?, top: Bool) throws(ProviderError) {
+        try Self.validateName(name)
+        let row = nextRow
+        nextRow += 1
+        // The top item of a copy through the mount: the caller's owner, group and mode, and the
+        // times the staged file carries (what the program wrote or set). Otherwise the source's.
+        let given = top ? attributes : nil
+        var owned = attributes
+        owned?.posixPermissions = status.mode
+        let own = given ?? owned
+        switch status.kind {
+        case .file:
+            let record = newRecord(row: row, parent: parent, name: name, kind: .file, size: status.size, now: now,
+                                   modified: given?.modificationTime ?? status.modificationTime,
+                                   accessed: given?.accessTime ?? (attributes == nil ? nil : status.accessTime),
+                                   attributes: own, mode: given == nil ? status.mode : nil, typed: false)
+            plan.append(PlannedItem(record: record, source: path))
+        case .symlink:
+            let target = try sysReadlink(path)
+            let record = newRecord(row: row, parent: parent, name: name, kind: .symlink, size: Int64(target.utf8.count),
+                                   now: now, modified: given?.modificationTime ?? status.modificationTime,
+                                   attributes: own, target: target)
+            plan.append(PlannedItem(record: record, source: path))
+        case .directory:
+            var folder = newRecord(row: row, parent: parent, name: name, kind: .folder, now: now,
+                                   modified: given?.modificationTime ?? status.modificationTime,
+                                   attributes: own, mode: given == nil ? status.mode : nil)
+            let index = plan.count
+            plan.append(PlannedItem(record: folder, source: path))
+            let names = try directoryEntries(path).sorted()
+            var folderCount = 0
+            for child in names {
+                let childPath = path + "/" + child
+                let childStatus = try fileStatus(childPath).get()
+                if childStatus.kind == .directory { folderCount += 1 }
+                try planImport(path: childPath, name: child, status: childStatus, parent: folder, into: &plan, nextRow: &nextRow,
+                               now: now, attributes: attributes, top: false)
+            }
+            folder.item.childItemCount = names.count
+            folder.item.childFolderCount = folderCount
+            plan[index].record = folder
+        case .other:
+            throw ProviderError(.unsupported, "cannot import '\(name)': only files, folders, symbolic links, FIFOs and sockets can be stored, and only FIFOs and sockets made in the mount")
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import DocFSProvider
+import GRDB
+
+// The trash: trashing, restoring, and gathering what was trashed out of a folder.
+extension LocalStore {
+    public func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+        let row = try itemRow(identifier)
+        return try write { (database) throws(ProviderError) -> Item in
+            let (record, name, gathering) = try read { (tree) throws(ProviderError) -> (Record, String, [Record]) in
+                guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+                guard record.parent != nil else { throw ProviderError(.notPermitted, "\(tree.path(of: row)) cannot be trashed") }
+                let gathering = record.parent == Self.trashRow ? [] : Self.gatherTrashed(from: row, tree)
+                return (record, tree.uniqueName(record.item.filename, in: Self.trashRow, isFolder: record.item.isFolder), gathering)
+            }
+            if record.parent == Self.trashRow { return record.item }
+            return try moveSync(row: row, identifier: identifier, to: Self.trashRow, parent: .trashContainer, newName: name,
+                                replacing: nil, database: database, trashing: .into(originalName: record.item.filename),
+                                gathering: gathering)
+        }
+    }
+
+    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier?) async throws(ProviderError) -> Item {
+        let row = try itemRow(identifier)
+        let requested = try parent.map { (p) throws(ProviderError) in try parentRow(p) }
+        return try write { (database) throws(ProviderError) -> Item in
+            let (destination, name) = try read { (tree) throws(ProviderError) -> (Int64, String) in
+                guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+                guard tree.isInTrash(row) else { throw ProviderError(.invalidArgument, "\(tree.path(of: row)) is not in the trash") }
+                var destination = Self.rootRow
+                if let requested {
+                    destination = requested
+                } else if let original = record.trashedFrom, tree.records[original]?.item.isFolder == true, !tree.isInTrash(original) {
+                    destination = original
+                }
+                return (destination, record.trashedName ?? record.item.filename)
+            }
+            return try moveSync(row: row, identifier: identifier, to: destination, parent: Self.identifier(forRow: destination),
+                                newName: name, replacing: nil, database: database, trashing: .outOf)
+        }
+    }
+
+    /// Trashing a folder takes along what was trashed out of it and is still at the top of the
+    /// trash: `rm -r` trashes the files first, one by one, and then the emptied folders, so
+    /// without this a folder would land in the trash empty and its files loose beside it. Each
+    /// gathered item gets its original name back (unless that is taken in the folder).
+    static func gatherTrashed(from folderRow: Int64, _ tree: borrowing TreeState) -> [Record] {
+        guard tree.records[folderRow]?.item.isFolder == true else { return [] }
+        var gathered: [Record] = []
+        var used = Set((tree.children[folderRow] ?? [:]).keys)
+        for trashedRow in tree.sortedChildrenUncached(of: trashRow) {
+            guard var record = tree.records[trashedRow], record.trashedFrom == folderRow else { continue }
+            var name = record.trashedName ?? record.item.filename
+            if used.contains(NameKey(name)) { name = record.item.filename }
+            if used.contains(NameKey(name)) { continue }  // leave it loose rather than rename it twice
+            used.insert(NameKey(name))
+            record.parent = folderRow
+            record.item.parentIdentifier = identifier(forRow: folderRow)
+            record.item.filename = name
+            record.item.noteMetadataChange(at: FileTime.now())
+            record.trashedFrom = nil
+            record.trashedName = nil
+            gathered.append(record)
+        }
+        return gathered
+    }
+
+    /// `mv .Trash/x FOLDER/NAME`: restores under the name the move gives, in one step.
+    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+                            newName: String) async throws(ProviderError) -> Item {
+        try Self.validateName(newName)
+        let row = try itemRow(identifier)
+        let destination = try parentRow(parent)
+        return try write { (database) throws(ProviderError) -> Item in
+            try read { (tree) throws(ProviderError) in
+                guard tree.records[row] != nil else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
+                guard tree.isInTrash(row) else { throw ProviderError(.invalidArgument, "\(tree.path(of: row)) is not in the trash") }
+                if tree.isInTrash(destination) || destination == Self.trashRow {
+                    throw ProviderError(.invalidArgument, "cannot restore into the trash")
+                }
+            }
+            return try moveSync(row: row, identifier: identifier, to: destination, parent: parent,
+                                newName: newName, replacing: nil, database: database, trashing: .outOf)
+        }
+    }
+
+    public func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? {
+        guard let row = Self.row(for: identifier) else { return nil }
+        return state.withLock { tree -> TrashOrigin? in
+            guard let record = tree.records[row], let from = record.trashedFrom, record.parent == Self.trashRow else { return nil }
+            return TrashOrigin(parentIdentifier: Self.identifier(forRow: from), filename: record.trashedName ?? record.item.filename)
+        }
+    }
+}
