@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "docfs", targets: ["docfs"]),
         .library(name: "DocFSProvider", targets: ["DocFSProvider"]),
+        .library(name: "DocFSMemory", targets: ["DocFSMemory"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -33,6 +34,8 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
+        // A second provider: the whole tree in memory, contents in memfds (`docfs mount memory: MNT`).
+        .target(name: "DocFSMemory", dependencies: ["DocFSProvider"]),
         // FUSE low-level operations mapped onto a Provider.
         .target(name: "DocFSBridge", dependencies: [
             "CFuse", "DocFSProvider",
@@ -40,7 +43,7 @@ let package = Package(
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
         .executableTarget(name: "docfs", dependencies: [
-            "CFuse", "DocFSProvider", "DocFSStore", "DocFSBridge",
+            "CFuse", "DocFSProvider", "DocFSStore", "DocFSMemory", "DocFSBridge",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -52,6 +55,7 @@ let package = Package(
         .testTarget(name: "DocFSProviderTests", dependencies: ["DocFSProvider"]),
         .testTarget(name: "DocFSContentTypesTests", dependencies: ["DocFSContentTypes", "DocFSProvider"]),
         .testTarget(name: "DocFSStoreTests", dependencies: ["DocFSStore", "DocFSProvider"]),
+        .testTarget(name: "DocFSMemoryTests", dependencies: ["DocFSMemory", "DocFSProvider"]),
         .testTarget(name: "DocFSBridgeTests", dependencies: ["DocFSBridge", "DocFSProvider"]),
         // Mounted tests: drive the built `docfs` executable as a subprocess.
         .testTarget(name: "DocFSMountTests", dependencies: ["docfs"]),
