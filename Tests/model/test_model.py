@@ -561,12 +561,12 @@ class DocfsModel(RuleBasedStateMachine):
 
     # MARK: remount
 
-    # Not for the memory provider: nothing survives a remount there.
-    @precondition(lambda self: not MEMORY)
     @rule(crash=st.booleans())
     def remount(self, crash):
         """Close everything, then stop the daemon (cleanly, or kill -9) and mount again."""
-        if self.skip:
+        # Not for the memory provider: nothing survives a remount there. (Returning here rather
+        # than a @precondition keeps the store run's sequences exactly as they were.)
+        if self.skip or MEMORY:
             return
         self.close_all()
         STATS["remounts"] += 1
