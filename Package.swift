@@ -10,6 +10,7 @@ let package = Package(
         // Mount any Provider (what `docfs mount` uses), and mount one for the length of a test.
         .library(name: "DocFS", targets: ["DocFS"]),
         .library(name: "DocFSTesting", targets: ["DocFSTesting"]),
+        .library(name: "DocFSMemory", targets: ["DocFSMemory"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -36,6 +37,8 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
+        // A second provider: the whole tree in memory, contents in memfds (`docfs mount memory: MNT`).
+        .target(name: "DocFSMemory", dependencies: ["DocFSProvider"]),
         // FUSE low-level operations mapped onto a Provider.
         .target(name: "DocFSBridge", dependencies: [
             "CFuse", "DocFSProvider",
@@ -52,7 +55,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "docfs", dependencies: [
-            "CFuse", "DocFS", "DocFSProvider", "DocFSStore", "DocFSBridge",
+            "CFuse", "DocFS", "DocFSProvider", "DocFSStore", "DocFSMemory", "DocFSBridge",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -66,6 +69,7 @@ let package = Package(
         .testTarget(name: "DocFSProviderTests", dependencies: ["DocFSProvider"]),
         .testTarget(name: "DocFSContentTypesTests", dependencies: ["DocFSContentTypes", "DocFSProvider"]),
         .testTarget(name: "DocFSStoreTests", dependencies: ["DocFSStore", "DocFSProvider"]),
+        .testTarget(name: "DocFSMemoryTests", dependencies: ["DocFSMemory", "DocFSProvider"]),
         .testTarget(name: "DocFSBridgeTests", dependencies: ["DocFSBridge", "DocFSProvider"]),
         // Mounts in-process through DocFSTesting (needs /dev/fuse and root, as the mounted tests).
         .testTarget(name: "DocFSTestingTests", dependencies: ["DocFSTesting", "DocFS"]),

@@ -6,6 +6,7 @@ import DocFS
 import DocFSBridge
 import DocFSProvider
 import DocFSStore
+import DocFSMemory
 
 struct Mount: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -32,9 +33,14 @@ struct Mount: ParsableCommand {
             works here, with `mount -t fuse.docfs` and in /etc/fstab.
 
             auto_unmount is always on, so a daemon that dies leaves no dead mountpoint.
+
+            STORE may be `memory:` instead of a store: the in-memory provider, a tree kept in \
+            the daemon's memory that starts empty, allows everything and is gone at unmount \
+            (nothing persists; with --trash it has a trash). A background daemon then logs to \
+            --log-file, by default $TMPDIR/docfs-memory-UID.log.
             """)
 
-    @Argument(help: "The store to serve (made with `docfs init`).")
+    @Argument(help: "The store to serve (made with `docfs init`), or `memory:` for an empty in-memory tree that nothing persists.")
     var store: String
 
     @Argument(help: "An empty directory to mount on.")
@@ -64,8 +70,12 @@ struct Mount: ParsableCommand {
         }
     }
 
+    /// The store argument that selects the in-memory provider (`DocFSMemory`).
+    static let memoryStore = "memory:"
+    private var isMemory: Bool { store == Self.memoryStore }
+
     func run() throws {
-        let storePath = MountTable.canonical(store)
+        let storePath = isMemory ? Self.memoryStore : MountTable.canonical(store)
         let mnt = MountTable.canonical(mountpoint)
         try checkMountpoint(mnt)
         guard access("/dev/fuse", R_OK | W_OK) == 0 else {
@@ -75,8 +85,16 @@ struct Mount: ParsableCommand {
             try serve(storePath: storePath, mountpoint: mnt)
         } else {
             try Daemon.start(arguments: daemonArguments(storePath: storePath, mountpoint: mnt),
-                             logFile: logFile ?? (storePath + "/docfs.log"), mountpoint: mnt, store: storePath)
+                             logFile: logFile ?? defaultLogFile(storePath: storePath), mountpoint: mnt, store: storePath)
         }
+    }
+
+    /// STORE/docfs.log; the in-memory provider has no directory, so its log goes to the
+    /// temporary directory, one file per user.
+    private func defaultLogFile(storePath: String) -> String {
+        guard isMemory else { return storePath + "/docfs.log" }
+        let tmp = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        return (tmp.hasSuffix("/") ? tmp : tmp + "/") + "docfs-memory-\(getuid()).log"
     }
 
     private func checkMountpoint(_ mnt: String) throws {
@@ -147,14 +165,30 @@ struct Mount: ParsableCommand {
         log.logLevel = level
         let (bridgeOptions, fuseOptions) = try parseOptions()
 
-        let provider: LocalStore
-        do { provider = try LocalStore.open(at: URL(fileURLWithPath: storePath), logger: log) } catch {
-            throw UserFacingError("docfs: cannot open store \(store): \(error)")
+        // `memory:` selects the in-memory provider; anything else is a store directory.
+        let provider: any Provider
+        let closeProvider: () -> Void
+        var layoutTrash = false
+        if isMemory {
+            let memory: MemoryProvider
+            do { memory = try MemoryProvider() } catch {
+                throw UserFacingError("docfs: cannot start the in-memory provider: \(error)")
+            }
+            provider = memory
+            closeProvider = { memory.close() }
+        } else {
+            let local: LocalStore
+            do { local = try LocalStore.open(at: URL(fileURLWithPath: storePath), logger: log) } catch {
+                throw UserFacingError("docfs: cannot open store \(store): \(error)")
+            }
+            provider = local
+            closeProvider = { local.close() }
+            layoutTrash = local.layout.trash
         }
-        defer { provider.close() }
+        defer { closeProvider() }
 
         var served = bridgeOptions
-        served.trash = trash || provider.layout.trash
+        served.trash = trash || layoutTrash
         var mountOptions = MountOptions(bridge: served, fuseOptions: fuseOptions, sourceName: "docfs:" + storePath)
         mountOptions.bridge.otherUsers = fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
         let mount: ProviderMount

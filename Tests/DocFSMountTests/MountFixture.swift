@@ -265,8 +265,20 @@ final class Watchdog: @unchecked Sendable {
 ///
 /// Launches `docfs mount store mnt -f -o auto_unmount --log-level debug` as a subprocess and
 /// waits for the mount in /proc/self/mounts. `teardown()` always unmounts and reaps.
+///
+/// With `DOCFS_TEST_PROVIDER=memory` it mounts `memory:` (the in-memory provider) instead of
+/// the store, with the daemon's TMPDIR in `tmp/` (so its staging folder is inside the fixture
+/// directory). The store is still made, so commands given `store` work on an empty store. A
+/// test that mounts a second time (remount, kill -9 and mount) is skipped at that point, as is a
+/// test with a layout: the in-memory tree starts empty at every mount and knows no layout.
 final class MountFixture {
     static let commandTimeout: Double = 60
+
+    /// The provider the mounted tests run against: `store` (default) or `memory`.
+    static let provider = ProcessInfo.processInfo.environment["DOCFS_TEST_PROVIDER"] ?? "store"
+    static var usesMemoryProvider: Bool { provider == "memory" }
+    /// Mounts made by this fixture so far.
+    private var mountCount = 0
 
     let bin: String
     let dir: String
@@ -274,12 +286,17 @@ final class MountFixture {
     var mnt: String { dir + "/mnt" }
     var src: String { dir + "/src" }
     var logPath: String { dir + "/log.txt" }
+    /// The daemon's TMPDIR under the memory provider (its staging folder is made in it).
+    var memoryTemp: String { dir + "/tmp" }
 
     private(set) var daemon: Child?
     private var tornDown = false
 
     /// Makes the directories and runs `docfs init store [--layout FILE]`.
     init(layout: String? = nil) throws {
+        if layout != nil, Self.usesMemoryProvider {
+            throw XCTSkip("a layout needs the store: the memory provider (DOCFS_TEST_PROVIDER=memory) has none")
+        }
         bin = try DocFSBinary.path()
         dir = "/tmp/docfs-test-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
         let fm = FileManager.default
@@ -305,8 +322,19 @@ final class MountFixture {
     /// variables for the daemon (e.g. DOCFS_FAULT for the crash tests).
     func mount(extra: [String] = [], env: [String: String] = [:]) throws {
         precondition(daemon == nil, "already mounted by this fixture")
+        var env = env
+        var source = store
+        if Self.usesMemoryProvider {
+            if mountCount > 0 {
+                throw XCTSkip("the memory provider keeps nothing across mounts; what follows needs the store")
+            }
+            try FileManager.default.createDirectory(atPath: memoryTemp, withIntermediateDirectories: true)
+            env["TMPDIR"] = memoryTemp
+            source = "memory:"
+        }
+        mountCount += 1
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)   // one log per mount
-        let p = try Child(bin, ["mount", store, mnt, "-f", "-o", "auto_unmount", "--log-level", "debug"] + extra,
+        let p = try Child(bin, ["mount", source, mnt, "-f", "-o", "auto_unmount", "--log-level", "debug"] + extra,
                           cwd: dir, env: env, stdout: logPath, stderr: logPath)
         daemon = p
         let deadline = Date().addingTimeInterval(20)
@@ -422,7 +450,13 @@ final class MountFixture {
     /// (nobody's data; a non-empty one there is reported), and the empty `slot-*` folders it
     /// reuses for imports (what is inside them is reported).
     func stagedLeftovers() -> [String] {
-        let staging = store + "/staging"
+        var staging = store + "/staging"
+        if Self.usesMemoryProvider {
+            // The in-memory provider's private staging folder: TMPDIR/docfs-memory-XXXXXX.
+            let made = (try? FileManager.default.contentsOfDirectory(atPath: memoryTemp)) ?? []
+            guard let folder = made.first(where: { $0.hasPrefix("docfs-memory-") }) else { return [] }
+            staging = memoryTemp + "/" + folder
+        }
         let paths = (try? FileManager.default.subpathsOfDirectory(atPath: staging)) ?? []
         return paths.filter { p in
             var st = Glibc.stat()
