@@ -227,7 +227,8 @@ extension Bridge {
             // A new version still open for writing takes its time from its staged file at close:
             // give the staged file the time set now (a later write moves it again, as it should).
             node.sessionLock.withLock {
-                guard let session = node.session, !session.committed else { return }
+                // (A committed copy still open shows its times through getattr until the last close.)
+                guard let session = node.session else { return }
                 var times = [timespec(tv_sec: 0, tv_nsec: Bridge.utimeOmit), Attributes.timespec(m)]
                 _ = futimens(session.fd, &times)
             }

@@ -123,7 +123,8 @@ extension Bridge {
         node.sessionLock.lock()
         defer { node.sessionLock.unlock() }
         if let s = node.session, !s.committed {
-            if truncating, s.size > 0 { ftruncate(s.fd, 0); s.dirty = true }
+            // O_TRUNC moves the times even of an empty file, as on ext4.
+            if truncating { ftruncate(s.fd, 0); s.dirty = true }
             return
         }
         node.session = try restage(node, item: item, from: node.session, truncating: truncating)
@@ -135,7 +136,8 @@ extension Bridge {
         let subject: Subject = item.map { .item($0.identifier) } ?? .ino(node.ino)
         return try attempt(subject) { () throws(ProviderError) in
             if truncating {
-                return try WriteSession.stage(in: stagingFiles, copying: nil, dirty: (item?.documentSize ?? 1) > 0)
+                // A new version even when the file was empty: O_TRUNC moves its times (ext4 does).
+                return try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true)
             }
             if let previous {
                 return try WriteSession.stage(in: stagingFiles, copying: previous.fd, dirty: false)

@@ -136,4 +136,26 @@ final class OwnershipMountTests: MountTestCase {
         try fx.mount(extra: ["--allow-other"])
         XCTAssertEqual(fx.sh("cd mnt && stat -c '%u %a' d/f").stdout, "2003 604\n", "after kill -9")
     }
+
+    /// Times as ext4 keeps them: O_TRUNC moves an empty file's mtime; a time set while the file
+    /// is open for writing (after a truncate by path committed a version) stays through close.
+    func testTimesThroughTruncationAndOpenHandles() throws {
+        let script = """
+            import os
+            os.chdir("mnt")
+            open("e", "w").close()
+            os.utime("e", ns=(10**9, 10**9))
+            fd = os.open("e", os.O_WRONLY | os.O_TRUNC); os.close(fd)
+            print(os.stat("e").st_mtime_ns > 10**9)
+            fd = os.open("a", os.O_RDWR | os.O_CREAT, 0o644); os.write(fd, b"x")
+            os.truncate("a", 0)
+            os.utime("a", ns=(1002002954, 1002002954))
+            print(os.stat("a").st_mtime_ns)
+            os.close(fd)
+            print(os.stat("a").st_mtime_ns)
+            """
+        try script.write(toFile: fx.dir + "/times.py", atomically: true, encoding: .utf8)
+        let r = fx.sh("python3 times.py")
+        XCTAssertEqual(r.stdout, "True\n1002002954\n1002002954\n", "\(r)\n\(fx.log)")
+    }
 }
