@@ -11,10 +11,13 @@ extension Bridge {
             let name = try attempt(.ino(parent)) { () throws(ProviderError) in try Bridge.name(cname) }
             guard let parentID = inodes.identifier(parent) else { throw Failure(ProviderError(.noSuchItem), .ino(parent)) }
             // Search permission on the folder, for every caller; names below a folder that not
-            // everyone may search are never cached, so each walk through it is checked.
-            let folder = try item(parent)
-            cacheable = cachesNames(below: Ownership(folder))
-            if !cacheable { try requireSearch(folder, Caller(reply.req)) }
+            // everyone may search are never cached, so each walk through it is checked. A mount
+            // only root can reach needs neither the folder nor the check (root searches all).
+            if !cachesEveryName {
+                let folder = try item(parent)
+                cacheable = cachesNames(below: Ownership(folder))
+                if !cacheable { try requireSearch(folder, Caller(reply.req)) }
+            }
             if let node = inodes.rememberPendingChild(parent: parent, name: name) {
                 var e = fuse_entry_param()
                 e.ino = node.ino

@@ -70,11 +70,11 @@ extension Bridge {
             if accmode != O_WRONLY { want |= PermissionCheck.read }
             if writing || fi.pointee.flags & O_TRUNC != 0 { want |= PermissionCheck.write }
             if fi.pointee.flags & Bridge.openForExec != 0 { want |= PermissionCheck.execute }
-            let (owned, _) = try ownership(of: ino)
+            let (owned, stored) = try ownership(of: ino)
             try attempt(.ino(ino)) { () throws(ProviderError) in
                 try PermissionCheck.require(want, on: owned, for: caller, "opening the file")
             }
-            guard inodes.identifier(ino) != nil else {
+            guard let item = stored else {
                 // A file still being copied in: every handle shares its staging file.
                 guard stagedStat(node) != nil else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
                 if truncating { try truncate(staged: node, to: 0) }
@@ -82,7 +82,6 @@ extension Bridge {
                 reply.open(fi)
                 return
             }
-            let item = try self.item(ino)
             if item.kind == .folder { throw Failure(ProviderError(.isDirectory), .item(item.identifier)) }
             try attempt(.item(item.identifier)) { () throws(ProviderError) in
                 if accmode != O_WRONLY { try CapabilityCheck.read(item) }

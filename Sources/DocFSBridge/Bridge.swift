@@ -70,6 +70,8 @@ public final class Bridge: @unchecked Sendable {
     let prefetch: SiblingPrefetch?
     /// The user who mounted: without `otherUsers`, the only caller the kernel lets in.
     let mounter = Caller(uid: getuid(), gid: getgid(), groups: Bridge.processGroups())
+    /// Root's mount that no one else can reach: every name may be cached, with no check.
+    var cachesEveryName: Bool { !options.otherUsers && mounter.isRoot }
 
     public init(provider: any Provider, logger: Logger, options: BridgeOptions = BridgeOptions()) {
         self.provider = provider

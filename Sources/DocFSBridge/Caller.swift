@@ -8,15 +8,13 @@ import Glibc
 struct Caller: @unchecked Sendable {
     let uid: UInt32
     let gid: UInt32
-    let pid: Int32
     /// Supplementary groups when known (tests give them; requests fetch them on demand).
     private let knownGroups: [UInt32]?
     private let req: fuse_req_t?
 
-    init(uid: UInt32, gid: UInt32, pid: Int32 = 0, groups: [UInt32] = []) {
+    init(uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
         self.uid = uid
         self.gid = gid
-        self.pid = pid
         self.knownGroups = groups
         self.req = nil
     }
@@ -25,13 +23,9 @@ struct Caller: @unchecked Sendable {
         let ctx = fuse_req_ctx(req)!.pointee
         uid = ctx.uid
         gid = ctx.gid
-        pid = ctx.pid
         knownGroups = nil
         self.req = req
     }
-
-    /// The daemon itself (work that is no request's, e.g. an import at release).
-    static var daemon: Caller { Caller(uid: getuid(), gid: getgid()) }
 
     /// Root bypasses mode bits as on ext4 (CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_CHOWN, CAP_FSETID):
     /// libfuse passes no capabilities, so uid 0 stands for them.

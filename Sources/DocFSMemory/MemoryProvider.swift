@@ -83,7 +83,7 @@ public final class MemoryProvider: Provider {
         for (rule, components) in rules {
             var parentID = ItemIdentifier.rootContainer
             for (index, component) in components.enumerated() {
-                try Self.validateName(component)
+                try ItemNames.validate(component)
                 let isRuleFolder = index == components.count - 1
                 if let existing = tree.nodes[parentID]?.children[NameKey(component)] {
                     guard tree.nodes[existing]?.item.isFolder == true else {
@@ -140,16 +140,6 @@ public final class MemoryProvider: Provider {
         return try result.get()
     }
 
-    /// The name rules: non-empty, not `.` or `..`, no `/` or NUL, at most 255 bytes of UTF-8.
-    static func validateName(_ name: String) throws(ProviderError) {
-        if name.isEmpty { throw ProviderError(.invalidName, "a name may not be empty") }
-        if name == "." || name == ".." { throw ProviderError(.invalidName, "'\(name)' is not a valid name") }
-        if name.utf8.contains(UInt8(ascii: "/")) { throw ProviderError(.invalidName, "'\(name)' contains '/'") }
-        if name.utf8.contains(0) { throw ProviderError(.invalidName, "a name may not contain a NUL byte") }
-        if name.utf8.count > 255 {
-            throw ProviderError(.nameTooLong, "'\(name.prefix(40))…' is \(name.utf8.count) bytes long; names are limited to 255 bytes")
-        }
-    }
 
     static func contentType(named name: String, kind: ItemKind, registry: ContentTypeRegistry) -> ContentType {
         switch kind {
@@ -291,7 +281,7 @@ public final class MemoryProvider: Provider {
     /// Reads the staged file, symbolic link or folder (with everything in it) at `path` into
     /// memory. No lock is held.
     private func stage(_ path: String, name: String) throws(ProviderError) -> Staged {
-        try Self.validateName(name)
+        try ItemNames.validate(name)
         var st = stat()
         guard lstat(path, &st) == 0 else { throw .posix(errno, "lstat \(path)") }
         let mode = UInt16(st.st_mode & 0o7777)
@@ -360,7 +350,7 @@ public final class MemoryProvider: Provider {
 
     private func importStaged(path: String, name: String, parent: ItemIdentifier,
                               attributes: NewItemAttributes?) throws(ProviderError) -> Item {
-        try Self.validateName(name)
+        try ItemNames.validate(name)
         // Fail early (before copying any bytes) when the folder cannot take it.
         try withTree { (tree) throws(ProviderError) in _ = try Self.checkedParent(tree, parent, name: name) }
         let staged = try stage(path, name: name)
@@ -405,7 +395,7 @@ public final class MemoryProvider: Provider {
 
     private func create(name: String, parent: ItemIdentifier, kind: ItemKind, target: String?,
                         attributes: NewItemAttributes?) throws(ProviderError) -> Item {
-        try Self.validateName(name)
+        try ItemNames.validate(name)
         return try withTree { (tree) throws(ProviderError) -> Item in
             let parentNode = try Self.checkedParent(tree, parent, name: name)
             let now = FileTime.now()
@@ -437,8 +427,7 @@ public final class MemoryProvider: Provider {
 
     private func createSymbolicLink(name: String, target: String, parent: ItemIdentifier,
                                     attributes: NewItemAttributes?) throws(ProviderError) -> Item {
-        if target.isEmpty { throw ProviderError(.invalidArgument, "a symbolic link needs a target") }
-        if target.utf8.count >= Int(PATH_MAX) { throw ProviderError(.nameTooLong, "symbolic link target is longer than \(PATH_MAX) bytes") }
+        try ItemNames.validateSymbolicLinkTarget(target)
         return try create(name: name, parent: parent, kind: .symlink, target: target, attributes: attributes)
     }
 
@@ -452,7 +441,7 @@ public final class MemoryProvider: Provider {
     // MARK: - Renaming, moving, deleting
 
     public func renameItem(withIdentifier identifier: ItemIdentifier, toName name: String) async throws(ProviderError) -> Item {
-        try Self.validateName(name)
+        try ItemNames.validate(name)
         return try withTree { (tree) throws(ProviderError) -> Item in
             let node = try tree.node(identifier)
             guard let parent = node.parent, let parentNode = tree.nodes[parent] else {
@@ -476,7 +465,7 @@ public final class MemoryProvider: Provider {
 
     public func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
                              newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item {
-        if let newName { try Self.validateName(newName) }
+        if let newName { try ItemNames.validate(newName) }
         return try withTree { (tree) throws(ProviderError) -> Item in
             try move(&tree, identifier, to: parent, newName: newName, replacing: replacing, trashing: nil)
         }
@@ -630,7 +619,7 @@ public final class MemoryProvider: Provider {
     /// `mv .Trash/x FOLDER/NAME`: restores under the name the move gives, in one step.
     public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
                             newName: String) async throws(ProviderError) -> Item {
-        try Self.validateName(newName)
+        try ItemNames.validate(newName)
         return try withTree { (tree) throws(ProviderError) -> Item in
             _ = try tree.node(identifier)
             guard tree.isInTrash(identifier) else { throw ProviderError(.invalidArgument, "\(tree.path(of: identifier)) is not in the trash") }
@@ -749,28 +738,10 @@ public final class MemoryProvider: Provider {
 
     public func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
                                      forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
-        guard name.hasPrefix(ExtendedAttributes.userPrefix), !name.hasPrefix(ExtendedAttributes.docfsPrefix),
-              name.utf8.count > ExtendedAttributes.userPrefix.utf8.count else {
-            throw ProviderError(.unsupported, "only user.* attributes (other than user.docfs.*) are stored")
-        }
-        guard name.utf8.count <= ExtendedAttributes.maxNameBytes else {
-            throw ProviderError(.invalidArgument, "attribute name is longer than \(ExtendedAttributes.maxNameBytes) bytes", errno: ERANGE)
-        }
-        if let value, value.count > ExtendedAttributes.maxValueBytes {
-            throw ProviderError(.invalidArgument, "\(name): a value may have at most \(ExtendedAttributes.maxValueBytes) bytes (got \(value.count))", errno: E2BIG)
-        }
+        try ExtendedAttributes.checkStorable(name, value)
         try withTree { (tree) throws(ProviderError) in
             var node = try tree.node(identifier)
-            let exists = node.xattrs[name] != nil
-            if value == nil || mode == .replace, !exists { throw ProviderError(.noSuchAttribute, "\(name) is not set") }
-            if mode == .create, exists { throw ProviderError(.filenameCollision, "\(name) already exists") }
-            var updated = node.xattrs
-            updated[name] = value
-            let total = updated.reduce(0) { $0 + $1.key.utf8.count + $1.value.count }
-            if value != nil, total > ExtendedAttributes.maxBytesPerItem {
-                throw ProviderError(.noSpace, "an item's attributes may have at most \(ExtendedAttributes.maxBytesPerItem) bytes in all (this would make \(total))")
-            }
-            node.xattrs = updated
+            node.xattrs = try ExtendedAttributes.updating(node.xattrs, name, to: value, mode: mode)
             node.item.noteMetadataChange(at: FileTime.now())
             tree.nodes[identifier] = node
         }

@@ -1,22 +1,6 @@
 import struct Foundation.Data
 import DocFSProvider
 
-/// A filename compared byte for byte, as a Linux filesystem does (`String ==` would take the NFC
-/// and NFD spellings of `café` for one name).
-struct NameKey: Hashable, Sendable {
-    let name: String
-    init(_ name: String) { self.name = name }
-
-    static func == (lhs: NameKey, rhs: NameKey) -> Bool {
-        lhs.name.utf8.elementsEqual(rhs.name.utf8)
-    }
-
-    func hash(into hasher: inout Hasher) {
-        var name = name
-        name.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
-    }
-}
-
 /// One item of the tree and what only the provider needs to know about it.
 struct Node: Sendable {
     var item: Item
@@ -121,23 +105,7 @@ struct MemoryTree: Sendable {
     /// A name not yet used in `folder`: `name`, then `name 2`, `name 3`, … before the extension.
     func uniqueName(_ name: String, in folder: ItemIdentifier, isFolder: Bool) -> String {
         let kids = nodes[folder]?.children ?? [:]
-        if kids[NameKey(name)] == nil { return name }
-        var base = name
-        var ext = ""
-        if !isFolder, let dot = name.lastIndex(of: "."), dot != name.startIndex {
-            base = String(name[..<dot])
-            ext = String(name[dot...])
-        }
-        var counter = 2
-        while true {
-            var suffix = " \(counter)" + ext
-            if suffix.utf8.count > 200 { suffix = " \(counter)" }
-            var candidateBase = base
-            while (candidateBase + suffix).utf8.count > 255 { candidateBase.removeLast() }
-            let candidate = candidateBase + suffix
-            if kids[NameKey(candidate)] == nil { return candidate }
-            counter += 1
-        }
+        return ItemNames.unique(name, isFolder: isFolder) { kids[NameKey($0)] != nil }
     }
 
     // MARK: Structure changes (counts follow)

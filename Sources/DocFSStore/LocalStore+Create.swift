@@ -81,8 +81,7 @@ extension LocalStore {
 
     private func createSymbolicLinkSync(name: String, target: String, parent: ItemIdentifier,
                                         attributes: NewItemAttributes?) throws(ProviderError) -> Item {
-        if target.isEmpty { throw ProviderError(.invalidArgument, "a symbolic link needs a target") }
-        if target.utf8.count >= Int(PATH_MAX) { throw ProviderError(.nameTooLong, "symbolic link target is longer than \(PATH_MAX) bytes") }
+        try ItemNames.validateSymbolicLinkTarget(target)
         return try createSync(name: name, parent: parent, kind: .symlink, target: target, attributes: attributes)
     }
 
@@ -95,7 +94,7 @@ extension LocalStore {
 
     private func createSync(name: String, parent: ItemIdentifier, kind: ItemKind, target: String?,
                             attributes: NewItemAttributes?) throws(ProviderError) -> Item {
-        try Self.validateName(name)
+        try ItemNames.validate(name)
         let parentRow = try parentRow(parent)
         return try write { (database) throws(ProviderError) -> Item in
             let parentRecord = try read { (tree) throws(ProviderError) in try checkedParent(tree, parentRow, parent, name: name) }

@@ -30,31 +30,14 @@ extension LocalStore {
 
     public func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
                                      forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
-        guard name.hasPrefix(ExtendedAttributes.userPrefix), !name.hasPrefix(ExtendedAttributes.docfsPrefix),
-              name.utf8.count > ExtendedAttributes.userPrefix.utf8.count else {
-            throw ProviderError(.unsupported, "only user.* attributes (other than user.docfs.*) are stored")
-        }
-        guard name.utf8.count <= ExtendedAttributes.maxNameBytes else {
-            throw ProviderError(.invalidArgument, "attribute name is longer than \(ExtendedAttributes.maxNameBytes) bytes", errno: ERANGE)
-        }
-        if let value, value.count > ExtendedAttributes.maxValueBytes {
-            throw ProviderError(.invalidArgument, "\(name): a value may have at most \(ExtendedAttributes.maxValueBytes) bytes (got \(value.count))", errno: E2BIG)
-        }
+        try ExtendedAttributes.checkStorable(name, value)
         let row = try itemRow(identifier)
         try write { (database) throws(ProviderError) in
             let current = try read { (tree) throws(ProviderError) -> [String: Data] in
                 guard tree.records[row] != nil else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
                 return tree.xattrs[row] ?? [:]
             }
-            let exists = current[name] != nil
-            if value == nil || mode == .replace, !exists { throw ProviderError(.noSuchAttribute, "\(name) is not set") }
-            if mode == .create, exists { throw ProviderError(.filenameCollision, "\(name) already exists") }
-            var updated = current
-            updated[name] = value
-            let total = updated.reduce(0) { $0 + $1.key.utf8.count + $1.value.count }
-            if value != nil, total > ExtendedAttributes.maxBytesPerItem {
-                throw ProviderError(.noSpace, "an item's attributes may have at most \(ExtendedAttributes.maxBytesPerItem) bytes in all (this would make \(total))")
-            }
+            let updated = try ExtendedAttributes.updating(current, name, to: value, mode: mode)
             do {
                 // The row this attribute belongs to may still be only in the journal.
                 try flushJournal(database)

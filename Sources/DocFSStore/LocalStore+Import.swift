@@ -39,7 +39,7 @@ extension LocalStore {
     /// times the program set; its contents (a package's files) belong to the same owner.
     func importSync(path sourcePath: String, name: String, toParent parent: ItemIdentifier,
                     attributes: NewItemAttributes?) throws(ProviderError) -> Item {
-        try Self.validateName(name)
+        try ItemNames.validate(name)
         let parentRow = try parentRow(parent)
         return try write { (database) throws(ProviderError) -> Item in
             let status = try fileStatus(sourcePath).get()
@@ -112,7 +112,7 @@ extension LocalStore {
     private func planImport(path: String, name: String, status: FileStatus, parent: Record,
                             into plan: inout [PlannedItem], nextRow: inout Int64,
                             now: FileTime, attributes: NewItemAttributes?, top: Bool) throws(ProviderError) {
-        try Self.validateName(name)
+        try ItemNames.validate(name)
         let row = nextRow
         nextRow += 1
         // The top item of a copy through the mount: the caller's owner, group and mode, and the

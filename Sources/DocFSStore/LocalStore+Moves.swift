@@ -5,7 +5,7 @@ import GRDB
 // Renames, moves to another folder (replacing an item there) and deletes.
 extension LocalStore {
     public func renameItem(withIdentifier identifier: ItemIdentifier, toName name: String) async throws(ProviderError) -> Item {
-        try Self.validateName(name)
+        try ItemNames.validate(name)
         let row = try itemRow(identifier)
         return try write { (database) throws(ProviderError) -> Item in
             let (record, parentRecord) = try read { (tree) throws(ProviderError) -> (Record, Record) in
@@ -36,7 +36,7 @@ extension LocalStore {
 
     public func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
                              newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item {
-        if let newName { try Self.validateName(newName) }
+        if let newName { try ItemNames.validate(newName) }
         let row = try itemRow(identifier)
         let destinationRow = try parentRow(parent)
         return try write { (database) throws(ProviderError) -> Item in

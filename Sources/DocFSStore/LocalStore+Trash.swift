@@ -68,7 +68,7 @@ extension LocalStore {
     /// `mv .Trash/x FOLDER/NAME`: restores under the name the move gives, in one step.
     public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
                             newName: String) async throws(ProviderError) -> Item {
-        try Self.validateName(newName)
+        try ItemNames.validate(newName)
         let row = try itemRow(identifier)
         let destination = try parentRow(parent)
         return try write { (database) throws(ProviderError) -> Item in

@@ -136,16 +136,6 @@ public final class LocalStore: Provider, @unchecked Sendable {
         return state.withLock { $0.path(of: row) }
     }
 
-    /// The name rules: non-empty, not `.` or `..`, no `/` or NUL, at most 255 bytes of UTF-8.
-    static func validateName(_ name: String) throws(ProviderError) {
-        if name.isEmpty { throw ProviderError(.invalidName, "a name may not be empty") }
-        if name == "." || name == ".." { throw ProviderError(.invalidName, "'\(name)' is not a valid name") }
-        if name.utf8.contains(UInt8(ascii: "/")) { throw ProviderError(.invalidName, "'\(name)' contains '/'") }
-        if name.utf8.contains(0) { throw ProviderError(.invalidName, "a name may not contain a NUL byte") }
-        if name.utf8.count > 255 {
-            throw ProviderError(.nameTooLong, "'\(name.prefix(40))…' is \(name.utf8.count) bytes long; names are limited to 255 bytes")
-        }
-    }
 
     func parentRow(_ identifier: ItemIdentifier) throws(ProviderError) -> Int64 {
         guard let row = Self.row(for: identifier) else {

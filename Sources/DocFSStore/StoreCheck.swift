@@ -218,7 +218,7 @@ public enum StoreChecker {
                 problem(.unreachable, "\(describe(record)) is not below the root or the trash (its parents form a cycle)")
                 continue
             }
-            do throws(ProviderError) { try LocalStore.validateName(record.item.filename) } catch {
+            do throws(ProviderError) { try ItemNames.validate(record.item.filename) } catch {
                 problem(.invalidName, "\(describe(record)): \(error.reason)")
             }
             if !names[parent, default: []].insert(NameKey(record.item.filename)).inserted {
@@ -400,7 +400,7 @@ public enum StoreChecker {
         for row in records.keys.sorted() where row > LocalStore.trashRow {
             guard var record = records[row], let parent = record.parent else { continue }
             var valid = true
-            do throws(ProviderError) { try LocalStore.validateName(record.item.filename) } catch { valid = false }
+            do throws(ProviderError) { try ItemNames.validate(record.item.filename) } catch { valid = false }
             var name = valid ? record.item.filename : "item-\(row)"
             if used[parent, default: []].contains(NameKey(name)) {
                 let base = valid ? String(name.utf8.prefix(200)) ?? "item-\(row)" : name

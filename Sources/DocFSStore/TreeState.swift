@@ -58,23 +58,7 @@ struct TreeState: Sendable {
     /// A name not yet used in `folder`: `name`, then `name 2`, `name 3`, … before the extension.
     func uniqueName(_ name: String, in folder: Int64, isFolder: Bool) -> String {
         let kids = children[folder] ?? [:]
-        if kids[NameKey(name)] == nil { return name }
-        var base = name
-        var ext = ""
-        if !isFolder, let dot = name.lastIndex(of: "."), dot != name.startIndex {
-            base = String(name[..<dot])
-            ext = String(name[dot...])
-        }
-        var counter = 2
-        while true {
-            var suffix = " \(counter)" + ext
-            if suffix.utf8.count > 200 { suffix = " \(counter)" }
-            var candidateBase = base
-            while (candidateBase + suffix).utf8.count > 255 { candidateBase.removeLast() }
-            let candidate = candidateBase + suffix
-            if kids[NameKey(candidate)] == nil { return candidate }
-            counter += 1
-        }
+        return ItemNames.unique(name, isFolder: isFolder) { kids[NameKey($0)] != nil }
     }
 
     // MARK: Write-through updates (after the commit)
