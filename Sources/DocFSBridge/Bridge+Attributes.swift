@@ -202,16 +202,12 @@ extension Bridge {
         }
 
         guard let item else {
-            // A file still being copied in: its session holds owner, group, mode and access time
+            // A file still being copied in: its CopyIn holds owner, group, mode and access time
             // until the import; the staged file holds size and modification time.
             if resizing { try truncate(staged: node, to: Int64(attr.st_size)) }
+            _ = try? inodes.updateCopyIn(node) { $0.apply(changes) }
             node.sessionLock.withLock {
-                guard let session = node.session, var newItem = session.newItem else { return }
-                if let v = changes.ownerID { newItem.ownerID = v }
-                if let v = changes.groupID { newItem.groupID = v }
-                if let v = changes.posixPermissions { newItem.posixPermissions = v }
-                if let v = changes.accessTime { newItem.accessTime = v }
-                session.newItem = newItem
+                guard let session = node.session else { return }
                 if let m = changes.modificationTime {
                     var times = [timespec(tv_sec: 0, tv_nsec: Bridge.utimeOmit), Attributes.timespec(m)]
                     _ = futimens(session.fd, &times)

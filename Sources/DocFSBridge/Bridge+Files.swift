@@ -32,20 +32,16 @@ extension Bridge {
             let session = try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
                 try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true)
             }
-            // Owner, group and mode stay with the session until the import takes them; the access
-            // time starts now, as a new file's does.
-            var newItem = attributes
-            newItem.accessTime = FileTime.now()
-            session.newItem = newItem
-            let node = inodes.addPending(parent: parent, name: name)
+            // Owner, group and mode stay with the copy-in until the import takes them.
+            let copyIn = CopyIn(parent: parent, name: name, attributes: attributes)
+            let node = inodes.addCopyIn(copyIn)
             node.sessionLock.withLock { node.session = session }
             install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
             var e = fuse_entry_param()
             e.ino = node.ino
             e.generation = InodeTable.generation
-            e.attr = self.attributes.stat(ofStaged: session.fd, ino: node.ino,
-                                          owner: Ownership(owner: newItem.ownerID, group: newItem.groupID, mode: newItem.posixPermissions, isDirectory: false),
-                                          accessTime: newItem.accessTime)
+            e.attr = self.attributes.stat(ofStaged: session.fd, ino: node.ino, owner: copyIn.ownership,
+                                          accessTime: copyIn.attributes.accessTime)
             // The attributes may be cached: every change to the new file comes through the kernel,
             // which drops them after a write or setattr (this saves cp's fstat a round trip). The
             // name may not: a refused import takes it away again.
@@ -216,9 +212,10 @@ extension Bridge {
     /// close(): a new file is imported, a changed one becomes a new content version. The result is
     /// what close() returns to the program.
     func flush(_ reply: consuming Reply, _ file: OpenFile) {
-        guard file.writable || inodes.identifier(file.node.ino) == nil else { reply.ok(); return }
+        let copyingIn = inodes.copyIn(of: file.node) != nil
+        guard file.writable || copyingIn else { reply.ok(); return }
         let d = reply.deferred()
-        let op = inodes.identifier(file.node.ino) == nil ? "import" : "flush"
+        let op = copyingIn ? "import" : "flush"
         perform(op, d) { [self] () async throws(Failure) in
             try await commit(file.node, durable: false)
             d.ok()
@@ -261,7 +258,8 @@ extension Bridge {
     /// Hands the staged file to the provider when it has news: the import of a new file, or a
     /// new content version of an existing one.
     func commit(_ node: InodeNode, durable: Bool) async throws(Failure) {
-        let placement = inodes.pendingPlacement(of: node)
+        let copyIn = inodes.copyIn(of: node)
+        let placement = copyIn?.placement
         node.sessionLock.lock()
         guard let session = node.session, !session.committed, session.dirty || placement != nil else {
             let claimed = node.session.flatMap { $0.committed ? $0 : nil }
@@ -279,7 +277,7 @@ extension Bridge {
         defer { session.endCommit() }
         if durable { Glibc.fsync(session.fd) }
 
-        if let placement {
+        if let copyIn, let placement {
             guard let parentID = inodes.identifier(placement.parent) else {
                 inodes.dropPending(node)
                 throw Failure(ProviderError(.noSuchItem, "the folder was removed during the copy"), .ino(node.ino))
@@ -292,12 +290,12 @@ extension Bridge {
                     try importSlots.scoped(sealed: session.path, name: placement.name)
                 }
                 defer { scoped.finish() }
-                let attributes = newItemAttributes(session)
+                let attributes = copyIn.importAttributes(stagedModificationTime: stagedModificationTime(session))
                 let item = try await attempt(subject) { () async throws(ProviderError) in
                     try await provider.importDocument(from: scoped, toParentItemIdentifier: parentID, attributes: attributes)
                 }
-                inodes.bind(node, to: item.identifier)
-                await applyPendingAttributes(session, to: item.identifier, subject: subject)
+                let landed = inodes.bind(node, to: item.identifier) ?? copyIn
+                await storeExtendedAttributes(of: landed, on: item.identifier, subject: subject)
             } catch {
                 // Refused or failed: nothing of it stays in the tree.
                 inodes.dropPending(node)
@@ -335,14 +333,10 @@ extension Bridge {
         }
     }
 
-    /// What a new file's import carries: the owner, group, mode and access time of its session,
-    /// and the staged file's modification time (its last write, or what the program set since).
-    func newItemAttributes(_ session: WriteSession) -> NewItemAttributes {
+    /// The staged file's modification time: its last write, or what the program set since.
+    func stagedModificationTime(_ session: WriteSession) -> FileTime {
         var st = stat()
-        let staged = fstat(session.fd, &st) == 0 ? Attributes.fileTime(st.st_mtim) : FileTime.now()
-        var attributes = session.newItem ?? NewItemAttributes(ownerID: getuid(), groupID: getgid(), posixPermissions: 0o644)
-        attributes.modificationTime = staged
-        return attributes
+        return fstat(session.fd, &st) == 0 ? Attributes.fileTime(st.st_mtim) : FileTime.now()
     }
 
     /// Contents start to change (a session's first write, a truncate): set-user-ID goes, and

@@ -7,9 +7,7 @@ import DocFSProvider
 extension Bridge {
     /// The owner, group and mode of a file still being copied in.
     func pendingOwnership(_ node: InodeNode) -> Ownership? {
-        node.sessionLock.withLock {
-            node.session?.newItem.map { Ownership(owner: $0.ownerID, group: $0.groupID, mode: $0.posixPermissions, isDirectory: false) }
-        }
+        inodes.copyIn(of: node)?.ownership
     }
 
     /// What the mode-bit rules see of a node, and its item when it is stored.

@@ -54,12 +54,6 @@ extension Bridge {
         return .refused
     }
 
-    /// The session of a file still being copied in (no item yet), if `ino` is one.
-    private func pendingSession(_ ino: UInt64) -> (InodeNode, WriteSession)? {
-        guard inodes.identifier(ino) == nil, let node = inodes.node(ino) else { return nil }
-        guard let session = node.sessionLock.withLock({ node.session }) else { return nil }
-        return (node, session)
-    }
 
     func getxattr(_ reply: consuming Reply, _ ino: UInt64, _ cname: UnsafePointer<CChar>, _ size: Int) {
         // Only user.* exists here: security.*, system.* (ACLs) and trusted.* are namespaces this
@@ -69,17 +63,14 @@ extension Bridge {
         if strncmp(cname, "user.", 5) != 0 { reply.error(EOPNOTSUPP); return }
         let name = String(cString: cname)
         let caller = Caller(reply.req)
-        if let (node, session) = pendingSession(ino) {
-            if let owned = pendingOwnership(node) {
-                do throws(ProviderError) {
-                    try PermissionCheck.requireUserAttribute(write: false, on: owned, kind: .file, for: caller)
-                } catch {
-                    reply.error(report("getxattr", Failure(error, .ino(ino))))
-                    return
-                }
+        if let (_, copyIn) = inodes.copyIn(ino) {
+            do throws(ProviderError) {
+                try PermissionCheck.requireUserAttribute(write: false, on: copyIn.ownership, kind: .file, for: caller)
+            } catch {
+                reply.error(report("getxattr", Failure(error, .ino(ino))))
+                return
             }
-            let value = node.sessionLock.withLock { session.pendingAttributes[name] }
-            guard let value else { reply.error(ENODATA); return }
+            guard let value = copyIn.extendedAttributes[name] else { reply.error(ENODATA); return }
             replySized(reply, Array(value), size)
             return
         }
@@ -110,8 +101,8 @@ extension Bridge {
     }
 
     func listxattr(_ reply: consuming Reply, _ ino: UInt64, _ size: Int) {
-        if let (node, session) = pendingSession(ino) {
-            let names = node.sessionLock.withLock { session.pendingAttributes.keys.sorted() }
+        if let (_, copyIn) = inodes.copyIn(ino) {
+            let names = copyIn.extendedAttributes.keys.sorted()
             var bytes: [UInt8] = []
             for name in names { bytes += Array(name.utf8) + [0] }
             replySized(reply, bytes, size)
@@ -144,13 +135,16 @@ extension Bridge {
         let bytes = Data(value)
         let caller = Caller(reply.req)
         do throws(Failure) {
-            if let (node, session) = pendingSession(ino) {
-                if let owned = pendingOwnership(node), Self.space(of: name) != .refused {
-                    try attempt(.ino(ino)) { () throws(ProviderError) in
-                        try PermissionCheck.requireUserAttribute(write: true, on: owned, kind: .file, for: caller)
+            if let (node, copyIn) = inodes.copyIn(ino) {
+                try attempt(.ino(ino)) { () throws(ProviderError) in
+                    if Self.space(of: name) != .refused {
+                        try PermissionCheck.requireUserAttribute(write: true, on: copyIn.ownership, kind: .file, for: caller)
+                    }
+                    // Kept until the import lands (nil: imported meanwhile, and stored by it).
+                    _ = try inodes.updateCopyIn(node) { (c) throws(ProviderError) in
+                        try c.setExtendedAttribute(name, to: remove ? nil : bytes, mode: mode)
                     }
                 }
-                try setPending(node, session, name: name, value: remove ? nil : bytes, mode: mode)
                 reply.ok()
                 return
             }
@@ -214,37 +208,9 @@ extension Bridge {
     static let xattrCreate: Int32 = 1
     static let xattrReplace: Int32 = 2
 
-    /// An attribute set on a file still being copied in: kept with its session, within the same
-    /// limits the provider applies, and stored once the import lands.
-    private func setPending(_ node: InodeNode, _ session: WriteSession, name: String, value: Data?,
-                            mode: ExtendedAttributes.WriteMode) throws(Failure) {
-        let subject = Subject.ino(node.ino)
-        guard Self.space(of: name) == .user else {
-            let reason = Self.space(of: name) == .docfs ? "\(name) can be set once the file is imported (after close)" : "only user.* extended attributes can be set (not \(name))"
-            throw Failure(ProviderError(Self.space(of: name) == .docfs ? .notPermitted : .unsupported, reason), subject)
-        }
-        let result: ProviderError? = node.sessionLock.withLock {
-            let exists = session.pendingAttributes[name] != nil
-            if (value == nil || mode == .replace) && !exists { return ProviderError(.noSuchAttribute) }
-            if mode == .create && exists { return ProviderError(.filenameCollision, "\(name) is already set") }
-            if let value, value.count > ExtendedAttributes.maxValueBytes {
-                return ProviderError(.invalidArgument, "\(name): a value may have at most \(ExtendedAttributes.maxValueBytes) bytes", errno: E2BIG)
-            }
-            var updated = session.pendingAttributes
-            updated[name] = value
-            if updated.reduce(0, { $0 + $1.key.utf8.count + $1.value.count }) > ExtendedAttributes.maxBytesPerItem {
-                return ProviderError(.noSpace, "an item's attributes may have at most \(ExtendedAttributes.maxBytesPerItem) bytes in all")
-            }
-            session.pendingAttributes = updated
-            return nil
-        }
-        if let result { throw Failure(result, subject) }
-    }
-
     /// After an import: stores the attributes that were set while the file was being copied in.
-    func applyPendingAttributes(_ session: WriteSession, to identifier: ItemIdentifier, subject: Subject) async {
-        let pending = session.pendingAttributes
-        for (name, value) in pending.sorted(by: { $0.key < $1.key }) {
+    func storeExtendedAttributes(of copyIn: CopyIn, on identifier: ItemIdentifier, subject: Subject) async {
+        for (name, value) in copyIn.extendedAttributes.sorted(by: { $0.key < $1.key }) {
             do throws(ProviderError) {
                 try await provider.setExtendedAttribute(named: name, to: value, mode: .upsert, forItemIdentifier: identifier)
             } catch {

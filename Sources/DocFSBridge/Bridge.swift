@@ -159,14 +159,11 @@ public final class Bridge: @unchecked Sendable {
     /// Attributes of a new file being copied in: the staging file's size and times, the owner,
     /// group and mode its creator gave (or set since).
     func stagedStat(_ node: InodeNode) -> stat? {
-        node.sessionLock.lock()
-        let session = node.session
-        let newItem = session?.newItem
-        node.sessionLock.unlock()
+        let session = node.sessionLock.withLock { node.session }
         guard let session else { return nil }
-        let owner = newItem.map { Ownership(owner: $0.ownerID, group: $0.groupID, mode: $0.posixPermissions, isDirectory: false) }
-            ?? Ownership(owner: getuid(), group: getgid(), mode: 0o644, isDirectory: false)
-        return attributes.stat(ofStaged: session.fd, ino: node.ino, owner: owner, accessTime: newItem?.accessTime)
+        let copyIn = inodes.copyIn(of: node)
+        let owner = copyIn?.ownership ?? Ownership(owner: getuid(), group: getgid(), mode: 0o644, isDirectory: false)
+        return attributes.stat(ofStaged: session.fd, ino: node.ino, owner: owner, accessTime: copyIn?.attributes.accessTime)
     }
 
     // MARK: Logging
@@ -198,7 +195,7 @@ public final class Bridge: @unchecked Sendable {
         case .ino(let ino):
             guard let node = inodes.node(ino) else { return "<inode \(ino)>" }
             if let id = inodes.identifier(ino) { return path(of: id) }
-            if let placement = inodes.pendingPlacement(of: node) {
+            if let placement = inodes.copyIn(of: node)?.placement {
                 let parent = inodes.identifier(placement.parent).map { path(of: $0) } ?? "?"
                 return parent == "/" ? "/" + placement.name : parent + "/" + placement.name
             }

@@ -11,8 +11,8 @@ final class InodeNode: @unchecked Sendable {
     fileprivate(set) var identifier: ItemIdentifier?
     fileprivate var lookups: UInt64 = 0
     fileprivate var opens: Int = 0
-    /// Set while a new file is being written and not yet imported: where it will land.
-    fileprivate(set) var pending: (parent: UInt64, name: String)?
+    /// Set while a new file is being copied in and not yet imported (guarded by the table's lock).
+    fileprivate(set) var copyIn: CopyIn?
     /// The item as it was when it was deleted or replaced while the kernel still held this inode
     /// (an unlinked but open file): what getattr answers until the last handle closes.
     fileprivate(set) var orphaned: Item?
@@ -61,9 +61,27 @@ final class InodeTable: @unchecked Sendable {
         lock.withLock { byIno[ino]?.identifier }
     }
 
-    /// Where a not-yet-imported node will land, if it is one.
-    func pendingPlacement(of node: InodeNode) -> (parent: UInt64, name: String)? {
-        lock.withLock { node.pending }
+    /// The copy-in state of a node not yet imported, if it is one.
+    func copyIn(of node: InodeNode) -> CopyIn? {
+        lock.withLock { node.copyIn }
+    }
+
+    /// The copy-in state of an inode not yet imported, if it is one.
+    func copyIn(_ ino: UInt64) -> (InodeNode, CopyIn)? {
+        lock.withLock {
+            guard let n = byIno[ino], let c = n.copyIn else { return nil }
+            return (n, c)
+        }
+    }
+
+    /// Changes a copy-in's attributes (chmod, chown, utimensat, setxattr before the import);
+    /// nil when the node is not (or no longer) being copied in.
+    func updateCopyIn<T>(_ node: InodeNode, _ body: (inout CopyIn) throws(ProviderError) -> T) throws(ProviderError) -> T? {
+        let result: Result<T, ProviderError>? = lock.withLock {
+            guard node.copyIn != nil else { return nil }
+            do throws(ProviderError) { return .success(try body(&node.copyIn!)) } catch { return .failure(error) }
+        }
+        return try result?.get()
     }
 
     /// The node for an item the kernel is being told about; counts one lookup.
@@ -109,23 +127,25 @@ final class InodeTable: @unchecked Sendable {
         guard n.lookups == 0, n.opens == 0 else { return }
         byIno[n.ino] = nil
         if let id = n.identifier, byIdentifier[id] === n { byIdentifier[id] = nil }
-        if let p = n.pending {
-            pendingByParent[p.parent]?[p.name] = nil
-            if pendingByParent[p.parent]?.isEmpty == true { pendingByParent[p.parent] = nil }
-        }
+        if let p = n.copyIn?.placement { unindex(p) }
+    }
+
+    private func unindex(_ p: CopyIn.Placement) {
+        pendingByParent[p.parent]?[p.name] = nil
+        if pendingByParent[p.parent]?.isEmpty == true { pendingByParent[p.parent] = nil }
     }
 
     // MARK: New files being copied in
 
-    /// A new file under `parent`, visible at once; counts one lookup (for the create reply).
-    func addPending(parent: UInt64, name: String) -> InodeNode {
+    /// A new file at its placement, visible at once; counts one lookup (for the create reply).
+    func addCopyIn(_ copyIn: CopyIn) -> InodeNode {
         lock.withLock {
             let n = InodeNode(ino: nextIno, identifier: nil)
             nextIno += 1
             n.lookups = 1
-            n.pending = (parent, name)
+            n.copyIn = copyIn
             byIno[n.ino] = n
-            pendingByParent[parent, default: [:]][name] = n
+            if let p = copyIn.placement { pendingByParent[p.parent, default: [:]][p.name] = n }
             return n
         }
     }
@@ -147,37 +167,38 @@ final class InodeTable: @unchecked Sendable {
         lock.withLock { (pendingByParent[parent] ?? [:]).map { ($0.key, $0.value) } }
     }
 
+    /// rename of a file still being copied in: it will land under the new name.
     func movePending(_ node: InodeNode, toParent parent: UInt64, name: String) {
         lock.withLock {
-            guard let p = node.pending else { return }
-            pendingByParent[p.parent]?[p.name] = nil
-            node.pending = (parent, name)
+            guard let p = node.copyIn?.placement else { return }
+            unindex(p)
+            node.copyIn!.placement = CopyIn.Placement(parent: parent, name: name)
             pendingByParent[parent, default: [:]][name] = node
         }
     }
 
-    /// The import landed: the node now stands for `identifier`.
-    func bind(_ node: InodeNode, to identifier: ItemIdentifier) {
+    /// The import landed: the node now stands for `identifier`. Returns its copy-in state as it
+    /// was at that moment (the attributes set until then are stored next).
+    @discardableResult
+    func bind(_ node: InodeNode, to identifier: ItemIdentifier) -> CopyIn? {
         lock.withLock {
-            if let p = node.pending {
-                pendingByParent[p.parent]?[p.name] = nil
-                if pendingByParent[p.parent]?.isEmpty == true { pendingByParent[p.parent] = nil }
-                node.pending = nil
-            }
+            let copyIn = node.copyIn
+            if let p = copyIn?.placement { unindex(p) }
+            node.copyIn = nil
             if let old = node.identifier, byIdentifier[old] === node { byIdentifier[old] = nil }
             node.identifier = identifier
             byIdentifier[identifier] = node
+            return copyIn
         }
     }
 
-    /// The import was refused or the new file was unlinked: it leaves the tree.
+    /// The import was refused or the new file was unlinked: it leaves the tree. Open handles
+    /// keep its staged bytes and attributes; a later flush or release imports nothing.
     func dropPending(_ node: InodeNode) {
         lock.withLock {
-            guard let p = node.pending else { return }
-            pendingByParent[p.parent]?[p.name] = nil
-            if pendingByParent[p.parent]?.isEmpty == true { pendingByParent[p.parent] = nil }
-            // No placement left: a later flush/release of the still-open handle imports nothing.
-            node.pending = nil
+            guard let p = node.copyIn?.placement else { return }
+            unindex(p)
+            node.copyIn!.placement = nil
         }
     }
 

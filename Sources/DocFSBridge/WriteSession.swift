@@ -4,7 +4,8 @@ import Glibc
 import DocFSProvider
 import Synchronization
 
-/// The staged copy of a file open for writing.
+/// The staged copy of a file open for writing (a new file's other state until its import is
+/// its `CopyIn`).
 ///
 /// Writes never touch the stored contents: they go to a staging file on the store's filesystem,
 /// which the provider takes over on close (import for a new file, a new content version for an
@@ -17,13 +18,6 @@ final class WriteSession: @unchecked Sendable {
     /// Handed to the provider: the file is now the stored contents, and a further write must
     /// stage a fresh copy first (guarded by the node's sessionLock).
     var committed = false
-    /// A new file's owner, group, mode and access time until its import (what its creator gave
-    /// and what chown, chmod and utimensat set on it before close); nil for a new version of a
-    /// stored file (guarded by the node's sessionLock).
-    var newItem: NewItemAttributes?
-    /// `user.*` attributes set on a new file before its import (`cp --preserve=xattr` sets them
-    /// before close); stored with the item once it is imported (guarded by the node's sessionLock).
-    var pendingAttributes: [String: Data] = [:]
     /// Whether this copy's first write looked for set-user/group-ID bits to clear (guarded by the
     /// node's sessionLock).
     var setIDChecked = false

@@ -34,13 +34,15 @@ final class InodeTableTests: XCTestCase {
 
     func testPendingFileBindsToItsImportedIdentifierWithoutChangingInode() {
         let t = InodeTable()
-        let n = t.addPending(parent: InodeTable.rootIno, name: "new.txt")
+        let n = t.addCopyIn(CopyIn(parent: InodeTable.rootIno, name: "new.txt", attributes: CopyInTests.attributes))
         XCTAssertNil(t.identifier(n.ino))
         XCTAssertTrue(t.pendingChild(parent: InodeTable.rootIno, name: "new.txt") === n)
         t.movePending(n, toParent: InodeTable.rootIno, name: "renamed.txt")
         XCTAssertNil(t.pendingChild(parent: InodeTable.rootIno, name: "new.txt"))
         XCTAssertEqual(t.pendingChildren(of: InodeTable.rootIno).map(\.name), ["renamed.txt"])
-        t.bind(n, to: ItemIdentifier("tmp-1"))
+        let landed = t.bind(n, to: ItemIdentifier("tmp-1"))
+        XCTAssertEqual(landed?.placement?.name, "renamed.txt")
+        XCTAssertNil(t.copyIn(of: n))
         XCTAssertEqual(t.identifier(n.ino), ItemIdentifier("tmp-1"))
         XCTAssertTrue(t.pendingChildren(of: InodeTable.rootIno).isEmpty)
         // the provider swaps its temporary identifier for a permanent one: same inode
@@ -58,8 +60,11 @@ final class InodeTableTests: XCTestCase {
 
     func testDroppedPendingFileLeavesTheListing() {
         let t = InodeTable()
-        let n = t.addPending(parent: 5, name: "x")
+        let n = t.addCopyIn(CopyIn(parent: 5, name: "x", attributes: CopyInTests.attributes))
         t.dropPending(n)
         XCTAssertNil(t.pendingChild(parent: 5, name: "x"))
+        // Still open somewhere: its owner and mode stay, but a close imports nothing.
+        XCTAssertEqual(t.copyIn(of: n)?.ownership.owner, 1000)
+        XCTAssertNil(t.copyIn(of: n)?.placement)
     }
 }
