@@ -238,8 +238,16 @@ extension Bridge {
         let last = inodes.releaseOpen(node)
         reply.ok()
         guard last else { return }
-        // Normally flush has committed already; a handle closed without one (e.g. the process
-        // was killed) still gets its data kept.
+        // Normally flush has committed already (the common case: drop the staged copy here,
+        // without starting an action); a handle closed without one (e.g. the process was
+        // killed) still gets its data kept.
+        let settled: Bool = node.sessionLock.withLock {
+            guard let s = node.session else { return true }
+            guard s.committed, !s.isCommitting else { return false }
+            node.session = nil
+            return true
+        }
+        if settled, inodes.copyIn(of: node)?.placement == nil { return }
         executor.run { [self] in
             do throws(Failure) { try await commit(node, durable: false) } catch { _ = report("release", error) }
             dropIdleSession(node)
