@@ -116,8 +116,8 @@ public protocol Provider: AnyObject, Sendable {
                          attributes: NewItemAttributes?) async throws(ProviderError) -> Item
     /// Makes a symbolic link named `name` in `parent` whose target is `target`, stored as given
     /// and never followed by the provider (`symlink`, `ln -s`); a link's mode is always 0777.
-    /// Throws `.invalidArgument` for an empty target and `.nameTooLong` for one longer than
-    /// `ItemNames.maxSymbolicLinkTarget`, otherwise as `createDirectory`. The default refuses
+    /// Throws `.invalidArgument` for an empty target and `.nameTooLong` for one of `PATH_MAX`
+    /// bytes or more (`ItemNames.validateSymbolicLinkTarget`), otherwise as `createDirectory`. The default refuses
     /// (`.readOnly`).
     func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
                             attributes: NewItemAttributes?) async throws(ProviderError) -> Item
