@@ -154,19 +154,22 @@ public protocol Provider: AnyObject, Sendable {
     func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
                      newName: String) async throws(ProviderError) -> Item
     /// Where a trashed item (at the top of the trash) came from, when the provider remembers it:
-    /// `user.docfs.trash-origin`, and where the plain `untrashItem` restores to. Default: nil.
+    /// the bridge shows it as `user.docfs.trashed-from`, and the plain `untrashItem` restores
+    /// there. Default: nil.
     func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin?
 
     // MARK: Metadata (NSFileProvider vocabulary)
 
-    /// Sets or clears the item's tag data (`setfattr -n user.docfs.tags`). The default refuses
-    /// (`.unsupported`, EOPNOTSUPP).
+    /// Sets or clears the item's tag data (the bridge calls it for `setfattr -n user.docfs.tags`
+    /// and its removal). The default refuses (`.unsupported`, EOPNOTSUPP).
     func setTagData(_ tagData: Data?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
-    /// Sets or clears the item's favourite rank (`user.docfs.favorite-rank`). The default refuses
-    /// (`.unsupported`).
+    /// Sets or clears the item's favourite rank (the bridge calls it for
+    /// `user.docfs.favorite-rank`). The default refuses (`.unsupported`).
     func setFavoriteRank(_ rank: Int64?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
-    /// Sets or clears the item's last-used date (`docfs` and `user.docfs.last-used`). The default
-    /// refuses (`.readOnly`).
+    /// Sets or clears the item's last-used date (its access time, shown as
+    /// `user.docfs.last-used`). Apple's form, for library callers: the bridge changes access
+    /// times through `setAttributes(ofItemWithIdentifier:changes:)`. The default refuses
+    /// (`.readOnly`).
     func setLastUsedDate(_ date: Date?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
 
     // MARK: Changing contents and attributes
