@@ -187,7 +187,8 @@ public protocol Provider: AnyObject, Sendable {
     /// `.readOnly`; the plain `setAttributes(ofItemWithIdentifier:posixPermissions:contentModificationDate:)`
     /// is built on this.
     func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item
-    /// Makes everything acknowledged so far survive a power cut (`fsync`, `fsyncdir`, `sync`).
+    /// Makes everything acknowledged so far survive a power cut (the bridge calls it for `fsync`
+    /// and `fsyncdir`).
     /// The default has nothing to make durable.
     func synchronize() async throws(ProviderError)
 
