@@ -363,32 +363,14 @@ public final class MemoryProvider: Provider {
         }
     }
 
-    /// Imports the file (or folder) at `fileURL` and removes it: the bytes are moved into memory.
-    public func importDocument(at fileURL: URL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
-        let path = fileURL.path
-        let item = try importStaged(path: path, name: fileURL.lastPathComponent, parent: parent, attributes: nil)
-        Self.removeTree(path)
-        return item
-    }
-
-    /// The staged file is read inside its access window; the scope removes it afterwards.
-    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
-        try file.withSealedPath { (path) throws(ProviderError) -> Item in
-            try importStaged(path: path, name: file.name, parent: parent, attributes: nil)
-        }
-    }
-
+    /// Imports a staged file, link or folder tree (see `Provider`): read inside its access window
+    /// and copied into memory files; the scope removes the staged file afterwards. Without
+    /// `attributes` the items keep the staged files' mode and times.
     public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
-                               attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+                               attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         try file.withSealedPath { (path) throws(ProviderError) -> Item in
             try importStaged(path: path, name: file.name, parent: parent, attributes: attributes)
         }
-    }
-
-    private static func removeTree(_ path: String) {
-        var st = stat()
-        guard lstat(path, &st) == 0 else { return }
-        if st.st_mode & S_IFMT == S_IFDIR { try? FileManager.default.removeItem(atPath: path) } else { _ = unlink(path) }
     }
 
     // MARK: - Creating
@@ -407,33 +389,22 @@ public final class MemoryProvider: Provider {
         }
     }
 
-    public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
-        try create(name: name, parent: parent, kind: .folder, target: nil, attributes: nil)
-    }
-
+    /// A new folder (see `Provider`); it takes its parent's capabilities for contents.
     public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
-                                attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+                                attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         try create(name: name, parent: parent, kind: .folder, target: nil, attributes: attributes)
     }
 
-    public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
-        try createSymbolicLink(name: name, target: target, parent: parent, attributes: nil)
-    }
-
+    /// A new symbolic link, its target stored as given (see `Provider`).
     public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
-                                   attributes: NewItemAttributes) async throws(ProviderError) -> Item {
-        try createSymbolicLink(name: name, target: target, parent: parent, attributes: attributes)
-    }
-
-    private func createSymbolicLink(name: String, target: String, parent: ItemIdentifier,
-                                    attributes: NewItemAttributes?) throws(ProviderError) -> Item {
+                                   attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         try ItemNames.validateSymbolicLinkTarget(target)
         return try create(name: name, parent: parent, kind: .symlink, target: target, attributes: attributes)
     }
 
     /// FIFOs and sockets: items with no contents, never typed as documents.
     public func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
-                                  attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+                                  attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         guard kind.isSpecial else { throw ProviderError(.invalidArgument, "only FIFOs and sockets are special items") }
         return try create(name: name, parent: parent, kind: kind, target: nil, attributes: attributes)
     }
@@ -570,6 +541,8 @@ public final class MemoryProvider: Provider {
         }
     }
 
+    /// Moves the item to the top of the trash under a unique name, remembering its folder and
+    /// name (`trashOrigin`); a folder takes along what was trashed out of it. As the store does.
     public func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         try withTree { (tree) throws(ProviderError) -> Item in
             let node = try tree.node(identifier)
@@ -601,21 +574,6 @@ public final class MemoryProvider: Provider {
         return gathered
     }
 
-    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier?) async throws(ProviderError) -> Item {
-        try withTree { (tree) throws(ProviderError) -> Item in
-            let node = try tree.node(identifier)
-            guard tree.isInTrash(identifier) else { throw ProviderError(.invalidArgument, "\(tree.path(of: identifier)) is not in the trash") }
-            var destination = ItemIdentifier.rootContainer
-            if let parent {
-                destination = parent
-            } else if let original = node.trashedFrom, tree.nodes[original]?.item.isFolder == true, !tree.isInTrash(original) {
-                destination = original
-            }
-            return try move(&tree, identifier, to: destination, newName: node.trashedName ?? node.item.filename,
-                            replacing: nil, trashing: .outOf)
-        }
-    }
-
     /// `mv .Trash/x FOLDER/NAME`: restores under the name the move gives, in one step.
     public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
                             newName: String) async throws(ProviderError) -> Item {
@@ -630,6 +588,7 @@ public final class MemoryProvider: Provider {
         }
     }
 
+    /// The folder and name an item at the top of the trash had before it was trashed.
     public func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? {
         state.withLock { tree -> TrashOrigin? in
             guard let node = tree.nodes[identifier], node.parent == .trashContainer, let from = node.trashedFrom else { return nil }
@@ -650,32 +609,29 @@ public final class MemoryProvider: Provider {
         }
     }
 
+    /// Stores (or clears) the item's tag data: a new metadata version.
     public func setTagData(_ tagData: Data?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         try update(identifier) { $0.tagData = tagData }
     }
 
+    /// Stores (or clears) the item's favourite rank: a new metadata version.
     public func setFavoriteRank(_ rank: Int64?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         try update(identifier) { $0.favoriteRank = rank }
     }
 
+    /// Stores (or clears) the item's last-used date (its access time).
     public func setLastUsedDate(_ date: Date?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         try update(identifier) { $0.lastUsedDate = date }
     }
 
+    /// chmod, chown, chgrp, utimensat as the bridge passes them (its rules applied); the change
+    /// time moves. The mode of a symbolic link cannot change (`.unsupported`).
     public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item {
         try update(identifier) { (item) throws(ProviderError) in
             if changes.posixPermissions != nil, item.kind == .symlink {
                 throw ProviderError(.unsupported, "the mode of a symbolic link cannot change")
             }
             changes.apply(to: &item)
-        }
-    }
-
-    public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, posixPermissions: UInt16?,
-                              contentModificationDate: Date?) async throws(ProviderError) -> Item {
-        try update(identifier) { item in
-            if let posixPermissions { item.posixPermissions = posixPermissions & 0o7777 }
-            if let contentModificationDate { item.contentModificationDate = contentModificationDate }
         }
     }
 

@@ -1,14 +1,22 @@
 /// The attributes a new item starts with: who made it and what it asked for, as the bridge
 /// knows them when a program creates a file, folder, link, FIFO or socket (the fields of the
 /// item template that NSFileProviderReplicatedExtension's createItem receives).
+///
+/// The provider's actions that make items take it as an optional: nil means the caller gives
+/// none (`docfs import --store`, the plain forms such as `createDirectory(withName:inParentItemIdentifier:)`),
+/// and the provider uses its defaults — the user running it owns the item, a folder gets 0755, an
+/// imported file keeps its own mode and times.
 public struct NewItemAttributes: Hashable, Sendable {
+    /// The owner (`st_uid`): the caller's uid.
     public var ownerID: UInt32
+    /// The group (`st_gid`): the caller's gid, or the folder's under a set-group-ID folder.
     public var groupID: UInt32
     /// Permission bits with set-user-ID, set-group-ID and sticky (the caller's umask applied).
     public var posixPermissions: UInt16
     /// Set when the program gave times before the item reached the provider (a copy that
     /// preserves times); nil means now.
     public var modificationTime: FileTime?
+    /// The access time the program set before the item reached the provider; nil means now.
     public var accessTime: FileTime?
 
     public init(ownerID: UInt32, groupID: UInt32, posixPermissions: UInt16,
@@ -25,10 +33,15 @@ public struct NewItemAttributes: Hashable, Sendable {
 /// bridge has checked who may make it (Linux's rules, `OwnershipRules`); the provider stores it
 /// and moves the change time.
 public struct AttributeChanges: Hashable, Sendable {
+    /// New permission bits, set-ID and sticky included (chmod).
     public var posixPermissions: UInt16?
+    /// New owner (chown).
     public var ownerID: UInt32?
+    /// New group (chown, chgrp).
     public var groupID: UInt32?
+    /// New modification time (utimensat, `touch -m`).
     public var modificationTime: FileTime?
+    /// New access time (utimensat, `touch -a`).
     public var accessTime: FileTime?
 
     public init(posixPermissions: UInt16? = nil, ownerID: UInt32? = nil, groupID: UInt32? = nil,
@@ -40,6 +53,7 @@ public struct AttributeChanges: Hashable, Sendable {
         self.accessTime = accessTime
     }
 
+    /// True when nothing changes.
     public var isEmpty: Bool {
         posixPermissions == nil && ownerID == nil && groupID == nil && modificationTime == nil && accessTime == nil
     }

@@ -6,14 +6,21 @@ import func Foundation.NSTemporaryDirectory
 import Glibc
 #endif
 
-/// Space figures for `statfs`.
+/// Space figures for `statfs` (`df`), in blocks of `blockSize` bytes and in inodes.
 public struct StorageStatistics: Sendable {
+    /// The size of one block, in bytes (`f_frsize`, `f_bsize`).
     public var blockSize: UInt64
+    /// The size of the storage, in blocks.
     public var totalBlocks: UInt64
+    /// Blocks not in use.
     public var freeBlocks: UInt64
+    /// Free blocks a user other than root may use.
     public var availableBlocks: UInt64
+    /// How many items the storage can hold (`df -i`).
     public var totalFiles: UInt64
+    /// How many more items it can take.
     public var freeFiles: UInt64
+    /// The longest name, in bytes (`f_namemax`).
     public var maxNameLength: UInt64
     public init(blockSize: UInt64, totalBlocks: UInt64, freeBlocks: UInt64, availableBlocks: UInt64,
                 totalFiles: UInt64, freeFiles: UInt64, maxNameLength: UInt64 = 255) {
@@ -35,11 +42,19 @@ public struct StorageStatistics: Sendable {
 /// bits before calling), but a provider may refuse anything by throwing a `ProviderError`; its
 /// code becomes the errno the program sees and its reason is logged with the path.
 ///
-/// **Only the four reading members are required.** Every action has a default in the extension
-/// below that refuses cleanly — `EROFS` for changes to the tree, `EOPNOTSUPP` for tags and
-/// extended attributes — so a read-only provider is `item`, `childItem` (or not even that: the
-/// default searches `enumerateItems`), `enumerateItems` and `openContents`; give its items
-/// capabilities without `write` and `add` so that `ls -l` shows it.
+/// **Only the reading members are required** — `item`, `enumerateItems` and `openContents`
+/// (`childItem` has a default that searches `enumerateItems`). Every action has a default in the
+/// extension below that refuses cleanly — `EROFS` for changes to the tree, `EOPNOTSUPP` for tags
+/// and extended attributes, `EPERM` for FIFOs, sockets and owners — so a read-only provider is
+/// those three members; give its items capabilities without `write` and `add` so that `ls -l`
+/// shows it.
+///
+/// **One requirement per action.** Each action that makes an item takes the new item's owner,
+/// group, mode and times (`NewItemAttributes`): that is the form the bridge calls and the one a
+/// provider implements. The plain forms of Apple's vocabulary — `importDocument(at:…)`,
+/// `createDirectory(withName:inParentItemIdentifier:)`, `untrashItem(withIdentifier:toParentItemIdentifier:)`,
+/// … — are conveniences in a protocol extension that call it (with `attributes: nil`, the
+/// provider's defaults); implementing them in a provider has no effect on the mount.
 ///
 /// The contract the mount relies on:
 /// - A folder's `childItemCount` and `childFolderCount` are exact: `rmdir` refuses a folder
@@ -52,51 +67,129 @@ public struct StorageStatistics: Sendable {
 ///   permanent) are told to the mount through `observeChanges`, so that the kernel drops what it
 ///   cached; inode numbers stay the same across identifier changes.
 public protocol Provider: AnyObject, Sendable {
-    // MARK: Reading the tree
+    // MARK: Reading the tree (answer from memory; the bridge asks on every lookup and stat)
 
-    /// The item with this identifier, or `.noSuchItem`.
+    /// The item with this identifier, or `.noSuchItem` (ENOENT). `.rootContainer` is the root
+    /// folder; `.trashContainer` the trash, for a provider that has one.
     func item(for identifier: ItemIdentifier) throws(ProviderError) -> Item
-    /// The child of `parent` named `name`, or `.noSuchItem`.
+    /// The child of `parent` named `name` (compared byte for byte), or `.noSuchItem`. The default
+    /// searches `enumerateItems`.
     func childItem(named name: String, in parent: ItemIdentifier) throws(ProviderError) -> Item
-    /// The children of a folder, in a stable order.
+    /// The children of a folder, in a stable order (`readdir`); `.notDirectory` for a file.
     func enumerateItems(in container: ItemIdentifier) throws(ProviderError) -> [Item]
-    /// A read-only descriptor on a file's current contents. The caller closes it.
+    /// A read-only descriptor on a file's current contents (`open` for reading). The caller
+    /// closes it; a later content version does not change what it reads.
     func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32
-    /// A directory on the same filesystem as the provider's storage, where callers stage
-    /// files to import so the import can be a rename.
+    /// A directory on the same filesystem as the provider's storage, where the bridge stages
+    /// files being copied in, so that the import can be a rename. The default is a private
+    /// folder under the system's temporary directory.
     var stagingDirectory: URL { get }
-    /// Space figures for `df`.
+    /// Space figures for `df` (`statfs`). The default reports the staging folder's filesystem.
     func storageStatistics() -> StorageStatistics
 
-    // MARK: Actions (NSFileProvider vocabulary)
+    // MARK: Making items (each takes the new item's attributes; plain forms in the extension)
 
-    /// Moves the staged file (or package directory) at `fileURL` into storage under `parent`.
-    /// The item's name is the file's name. The URL is security-scoped: readable only inside
-    /// the call. Returns the new item (its identifier may be temporary).
-    func importDocument(at fileURL: URL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item
-    func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item
-    func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item
+    /// Moves the staged file, symbolic link or package directory `file` into storage as a new
+    /// item named `file.name` in `parent`, and returns it (its identifier may be temporary).
+    ///
+    /// Called by the bridge when a file copied in through the mount is closed (flush, fsync or
+    /// release), and by `docfs import --store`. `file` is readable only inside its access
+    /// window (`SecurityScopedURL.withAccess`, or `withSealedPath` for a provider that renames it
+    /// into its own storage); the caller removes what is left of it afterwards, so answer once
+    /// the bytes are taken, not when they are uploaded.
+    ///
+    /// `attributes`: the owner, group, mode and the times the program set while copying (through
+    /// the mount), which the new top item takes; nil when the caller gives none (`docfs import
+    /// --store`, the plain `importDocument(at:…)`): the items then keep the mode and times of the
+    /// files imported and belong to whoever runs the provider.
+    ///
+    /// Throws `.noSuchItem` or `.notDirectory` for `parent`, `.filenameCollision` when the name is
+    /// taken, `.invalidName`/`.nameTooLong` for the name, `.typeNotAllowed` (EPERM) when the
+    /// folder does not take the type, `.corruptFile` when the bytes are not a valid document of
+    /// their type (the copying program's close() sees it). The default refuses (`.readOnly`).
+    func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+                        attributes: NewItemAttributes?) async throws(ProviderError) -> Item
+    /// Makes an empty folder named `name` in `parent` (`mkdir`), owned and moded as `attributes`
+    /// say (nil: the provider's defaults — whoever runs it, mode 0755). Throws as
+    /// `importDocument` does for the parent and the name. The default refuses (`.readOnly`).
+    func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
+                         attributes: NewItemAttributes?) async throws(ProviderError) -> Item
+    /// Makes a symbolic link named `name` in `parent` whose target is `target`, stored as given
+    /// and never followed by the provider (`symlink`, `ln -s`); a link's mode is always 0777.
+    /// Throws `.invalidArgument` for an empty target and `.nameTooLong` for one of `PATH_MAX`
+    /// bytes or more (`ItemNames.validateSymbolicLinkTarget`), otherwise as `createDirectory`. The default refuses
+    /// (`.readOnly`).
+    func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
+                            attributes: NewItemAttributes?) async throws(ProviderError) -> Item
+    /// Makes the name of a FIFO or a socket (`mknod`, `mkfifo`, a socket's `bind`): an item with
+    /// no contents (`kind` is `.fifo` or `.socket`, else `.invalidArgument`). The bridge calls it
+    /// for `mknod`; a provider that keeps no such items leaves the default, which refuses with
+    /// `.notPermitted` (EPERM, as a filesystem without them answers).
+    func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
+                           attributes: NewItemAttributes?) async throws(ProviderError) -> Item
+
+    // MARK: Moving and removing items (NSFileProvider vocabulary)
+
+    /// Renames an item in its folder (`rename` within one folder). `.filenameCollision` when the
+    /// name is taken; the default refuses (`.readOnly`).
     func renameItem(withIdentifier identifier: ItemIdentifier, toName name: String) async throws(ProviderError) -> Item
-    /// Moves an item to another folder, optionally under a new name. With `replacing`, the item
-    /// at the destination is deleted in the same atomic step (rename over an existing name).
+    /// Moves an item to another folder, optionally under a new name (`rename` across folders).
+    /// With `replacing`, the item at the destination is deleted in the same atomic step (rename
+    /// over an existing name): a reader sees the old or the new item, never neither. Throws
+    /// `.filenameCollision` when the name is taken by another item than `replacing`,
+    /// `.invalidArgument` for a folder moved below itself, `.isDirectory`/`.notDirectory`/
+    /// `.directoryNotEmpty` for a replacement rename(2) refuses. The default refuses (`.readOnly`).
     func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
                       newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item
+    /// Deletes a file, link or empty folder for good (`unlink`, `rmdir`, or `rm` inside the
+    /// trash). `.directoryNotEmpty` for a folder with children. The default refuses (`.readOnly`).
     func deleteItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError)
+    /// Moves an item into the trash container under a unique name, remembering where it came
+    /// from (`rm` on a mount with `-o trash`). The default refuses (`.readOnly`).
     func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
-    func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier?) async throws(ProviderError) -> Item
+    /// Restores a trashed item into `parent` under `newName` (`mv .Trash/x FOLDER/NAME`). Throws
+    /// `.invalidArgument` when the item is not in the trash or `parent` is, otherwise as
+    /// `reparentItem`. The plain `untrashItem(withIdentifier:toParentItemIdentifier:)` (back where
+    /// it came from) is built on this. The default refuses (`.readOnly`).
+    func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+                     newName: String) async throws(ProviderError) -> Item
+    /// Where a trashed item (at the top of the trash) came from, when the provider remembers it:
+    /// the bridge shows it as `user.docfs.trashed-from`, and the plain `untrashItem` restores
+    /// there. Default: nil.
+    func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin?
+
+    // MARK: Metadata (NSFileProvider vocabulary)
+
+    /// Sets or clears the item's tag data (the bridge calls it for `setfattr -n user.docfs.tags`
+    /// and its removal). The default refuses (`.unsupported`, EOPNOTSUPP).
     func setTagData(_ tagData: Data?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
+    /// Sets or clears the item's favourite rank (the bridge calls it for
+    /// `user.docfs.favorite-rank`). The default refuses (`.unsupported`).
     func setFavoriteRank(_ rank: Int64?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
+    /// Sets or clears the item's last-used date (its access time, shown as
+    /// `user.docfs.last-used`). Apple's form, for library callers: the bridge changes access
+    /// times through `setAttributes(ofItemWithIdentifier:changes:)`. The default refuses
+    /// (`.readOnly`).
     func setLastUsedDate(_ date: Date?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
 
     // MARK: Changing contents and attributes
 
     /// Replaces a file's contents with the staged file at `fileURL` (moved, not copied): a new
-    /// content version. Readers holding the old contents open keep seeing them.
+    /// content version, called by the bridge when a file opened for writing is closed or synced.
+    /// Readers holding the old contents open keep seeing them. `.corruptFile` or
+    /// `.typeNotAllowed` refuse the version (the written bytes are discarded); any other error
+    /// keeps them staged for the next close. The default refuses (`.readOnly`).
     func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item
-    /// Changes permission bits and/or the content-modification date.
-    func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, posixPermissions: UInt16?,
-                       contentModificationDate: Date?) async throws(ProviderError) -> Item
-    /// Makes everything acknowledged so far survive a power cut (fsync).
+    /// chmod, chown, chgrp, utimensat (nil fields of `changes` stay). The bridge has applied
+    /// Linux's rules on who may (`OwnershipRules`); the provider stores the change and moves the
+    /// item's change time. `.unsupported` for the mode of a symbolic link. The default refuses
+    /// owner and group changes with `.notPermitted` (EPERM) and any other change with
+    /// `.readOnly`; the plain `setAttributes(ofItemWithIdentifier:posixPermissions:contentModificationDate:)`
+    /// is built on this.
+    func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item
+    /// Makes everything acknowledged so far survive a power cut (the bridge calls it for `fsync`
+    /// and `fsyncdir`).
+    /// The default has nothing to make durable.
     func synchronize() async throws(ProviderError)
 
     // MARK: Admission
@@ -105,35 +198,17 @@ public protocol Provider: AnyObject, Sendable {
     /// `name` (create, mkdir, symlink, or a move into the folder): throw `.typeNotAllowed` (EPERM)
     /// when the name already tells that the folder will not take it. Content that only the bytes
     /// can judge is checked by `importDocument`, whose error reaches the copying program's close().
+    /// The default admits everything.
     func admitItem(named name: String, kind: ItemKind, into parent: ItemIdentifier) throws(ProviderError)
 
     // MARK: Content types
 
     /// Everything `type` conforms to, itself excluded, nearest first (for `user.docfs.conforms-to`
-    /// and `docfs info`). Answer from memory: the bridge asks on getxattr.
+    /// and `docfs info`). Answer from memory: the bridge asks on getxattr. The default is the
+    /// built-in conformance (`ContentTypeRegistry.standard`).
     func supertypes(of type: ContentType) -> [ContentType]
 
-    // MARK: Owners, modes and times (each has a default below)
-
-    /// Imports a staged file as a new item with these owner, group, mode and times. The bridge
-    /// calls this; the default imports and then sets the attributes.
-    func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
-                        attributes: NewItemAttributes) async throws(ProviderError) -> Item
-    func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
-                         attributes: NewItemAttributes) async throws(ProviderError) -> Item
-    func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
-                            attributes: NewItemAttributes) async throws(ProviderError) -> Item
-    /// A FIFO or a socket's name (`kind` is `.fifo` or `.socket`): an item with no contents. The
-    /// default refuses (EPERM).
-    func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
-                           attributes: NewItemAttributes) async throws(ProviderError) -> Item
-    /// chmod, chown, chgrp, utimensat. The bridge has applied Linux's rules on who may; the
-    /// provider stores the change and moves the item's change time. The default handles mode and
-    /// times through the older calls and refuses owner changes (EPERM).
-    func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item
-
-    // MARK: Security-scoped import, trash details, stored extended attributes
-    // (each has a default below, so a provider needs to implement only what it supports)
+    // MARK: Changes the provider makes on its own
 
     /// Registers the mount's handler for changes the provider makes on its own (not through an
     /// action the mount asked for). Call it with the changes from any thread, at any time after
@@ -141,28 +216,24 @@ public protocol Provider: AnyObject, Sendable {
     /// mount needs none.
     func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void)
 
-    /// Imports a staged file that is readable only inside its access window (see
-    /// `SecurityScopedURL`). The bridge calls this; the default opens the window around
-    /// `importDocument(at:toParentItemIdentifier:)`. The caller removes the staged file afterwards.
-    func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item
-    /// Restores a trashed item into `parent` under `newName` (a `mv` out of the trash names its
-    /// target). The default is `untrashItem` followed by a rename when the names differ.
-    func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
-                     newName: String) async throws(ProviderError) -> Item
-    /// Where a trashed item came from, when the provider remembers it.
-    func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin?
-    /// Names of the item's stored extended attributes (`user.*`, not docfs's own), in a stable order.
+    // MARK: Stored extended attributes (`user.*` other than docfs's own)
+
+    /// Names of the item's stored extended attributes (`listxattr`), in a stable order. The
+    /// default has none.
     func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String]
-    /// One stored extended attribute; `.noSuchAttribute` (ENODATA) when it is not set.
+    /// One stored extended attribute (`getxattr`); `.noSuchAttribute` (ENODATA) when it is not
+    /// set, which is all the default answers.
     func extendedAttribute(named name: String, of identifier: ItemIdentifier) throws(ProviderError) -> Data
-    /// Stores (or, with a nil value, removes) an extended attribute. Limits: `ExtendedAttributes`.
+    /// Stores (or, with a nil value, removes) an extended attribute (`setxattr`, `removexattr`).
+    /// Limits and the create/replace modes: `ExtendedAttributes`. The default refuses
+    /// (`.unsupported`, EOPNOTSUPP).
     func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
                               forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError)
 }
 
-extension Provider {
-    // MARK: Defaults for reading
+// MARK: - Defaults: what a provider does not implement is refused as a filesystem refuses it
 
+extension Provider {
     /// Looks the name up in `enumerateItems`, comparing bytes as a Linux filesystem does. Fine for
     /// small folders; a provider with an index answers directly.
     public func childItem(named name: String, in parent: ItemIdentifier) throws(ProviderError) -> Item {
@@ -189,58 +260,77 @@ extension Provider {
                                  availableBlocks: UInt64(st.f_bavail), totalFiles: UInt64(st.f_files), freeFiles: UInt64(st.f_ffree))
     }
 
-    // MARK: Defaults for actions: refused as a read-only filesystem refuses them
-
-    public func importDocument(at fileURL: URL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+    /// Refuses: this provider does not add documents (EROFS).
+    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+                               attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         throw Self.readOnly("add documents")
     }
-    public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+    /// Refuses: this provider does not make folders (EROFS).
+    public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
+                                attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         throw Self.readOnly("make folders")
     }
-    public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+    /// Refuses: this provider does not make symbolic links (EROFS).
+    public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
+                                   attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         throw Self.readOnly("make symbolic links")
     }
+    /// Refuses: this provider keeps no FIFOs or sockets (EPERM).
+    public func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
+                                  attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+        throw ProviderError(.notPermitted, "this provider does not keep FIFOs or sockets")
+    }
+    /// Refuses: this provider does not rename items (EROFS).
     public func renameItem(withIdentifier identifier: ItemIdentifier, toName name: String) async throws(ProviderError) -> Item {
         throw Self.readOnly("rename items")
     }
+    /// Refuses: this provider does not move items (EROFS).
     public func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
                              newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item {
         throw Self.readOnly("move items")
     }
+    /// Refuses: this provider does not delete items (EROFS).
     public func deleteItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
         throw Self.readOnly("delete items")
     }
+    /// Refuses: this provider has no trash (EROFS).
     public func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         throw Self.readOnly("trash items")
     }
-    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier?) async throws(ProviderError) -> Item {
+    /// Refuses: this provider has no trash to restore from (EROFS).
+    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+                            newName: String) async throws(ProviderError) -> Item {
         throw Self.readOnly("restore items")
     }
+    /// Remembers nothing.
+    public func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? { nil }
+    /// Refuses: this provider does not keep tags (EOPNOTSUPP).
     public func setTagData(_ tagData: Data?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         throw ProviderError(.unsupported, "this provider does not keep tags")
     }
+    /// Refuses: this provider does not keep favourite ranks (EOPNOTSUPP).
     public func setFavoriteRank(_ rank: Int64?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         throw ProviderError(.unsupported, "this provider does not keep favourite ranks")
     }
+    /// Refuses: this provider does not change times (EROFS).
     public func setLastUsedDate(_ date: Date?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         throw Self.readOnly("change times")
     }
+    /// Refuses: this provider does not change contents (EROFS).
     public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item {
         throw Self.readOnly("change contents")
     }
-    public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, posixPermissions: UInt16?,
-                              contentModificationDate: Date?) async throws(ProviderError) -> Item {
-        throw Self.readOnly("change attributes")
+    /// Refuses owner and group changes (EPERM) and any other change (EROFS); an empty change
+    /// answers the item as it is.
+    public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item {
+        if changes.ownerID != nil || changes.groupID != nil {
+            throw ProviderError(.notPermitted, "this provider does not change owners")
+        }
+        if !changes.isEmpty { throw Self.readOnly("change attributes") }
+        return try item(for: identifier)
     }
     /// Nothing to make durable.
     public func synchronize() async throws(ProviderError) {}
-
-    /// No changes of its own to report.
-    public func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void) {}
-
-    private static func readOnly(_ what: String) -> ProviderError {
-        ProviderError(.readOnly, "this provider does not \(what)")
-    }
 
     /// Admits everything; providers with per-folder content rules override this.
     public func admitItem(named name: String, kind: ItemKind, into parent: ItemIdentifier) throws(ProviderError) {}
@@ -250,73 +340,13 @@ extension Provider {
         ContentTypeRegistry.standard.supertypes(of: type)
     }
 
-    /// Opens the access window for exactly the duration of the plain import.
-    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
-        try await file.withAccess { (url) async throws(ProviderError) -> Item in
-            try await importDocument(at: url, toParentItemIdentifier: parent)
-        }
-    }
-
-    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
-                            newName: String) async throws(ProviderError) -> Item {
-        let restored = try await untrashItem(withIdentifier: identifier, toParentItemIdentifier: parent)
-        if restored.filename.utf8.elementsEqual(newName.utf8) { return restored }
-        return try await renameItem(withIdentifier: restored.identifier, toName: newName)
-    }
-
-    public func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? { nil }
-
-    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
-                               attributes: NewItemAttributes) async throws(ProviderError) -> Item {
-        let item = try await importDocument(from: file, toParentItemIdentifier: parent)
-        return try await applyNewItemAttributes(attributes, to: item)
-    }
-
-    public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
-                                attributes: NewItemAttributes) async throws(ProviderError) -> Item {
-        let item = try await createDirectory(withName: name, inParentItemIdentifier: parent)
-        return try await applyNewItemAttributes(attributes, to: item)
-    }
-
-    public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
-                                   attributes: NewItemAttributes) async throws(ProviderError) -> Item {
-        let item = try await createSymbolicLink(withName: name, target: target, inParentItemIdentifier: parent)
-        return try await applyNewItemAttributes(attributes, to: item)
-    }
-
-    public func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
-                                  attributes: NewItemAttributes) async throws(ProviderError) -> Item {
-        throw ProviderError(.notPermitted, "this provider does not keep FIFOs or sockets")
-    }
-
-    public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item {
-        if changes.ownerID != nil || changes.groupID != nil {
-            throw ProviderError(.notPermitted, "this provider does not change owners")
-        }
-        var item = try item(for: identifier)
-        if changes.posixPermissions != nil || changes.modificationTime != nil {
-            item = try await setAttributes(ofItemWithIdentifier: identifier, posixPermissions: changes.posixPermissions,
-                                           contentModificationDate: changes.modificationTime?.date)
-        }
-        if let accessTime = changes.accessTime {
-            item = try await setLastUsedDate(accessTime.date, forItemIdentifier: identifier)
-        }
-        return item
-    }
-
-    /// What the defaults above apply after creating an item the older way.
-    private func applyNewItemAttributes(_ attributes: NewItemAttributes, to item: Item) async throws(ProviderError) -> Item {
-        var changes = AttributeChanges(modificationTime: attributes.modificationTime, accessTime: attributes.accessTime)
-        if attributes.posixPermissions != item.posixPermissions { changes.posixPermissions = attributes.posixPermissions }
-        if attributes.ownerID != item.ownerID { changes.ownerID = attributes.ownerID }
-        if attributes.groupID != item.groupID { changes.groupID = attributes.groupID }
-        if changes.isEmpty { return item }
-        return (try? await setAttributes(ofItemWithIdentifier: item.identifier, changes: changes)) ?? item
-    }
+    /// No changes of its own to report.
+    public func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void) {}
 
     /// No stored attributes.
     public func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String] { [] }
 
+    /// Nothing is set: `.noSuchAttribute` (ENODATA).
     public func extendedAttribute(named name: String, of identifier: ItemIdentifier) throws(ProviderError) -> Data {
         throw ProviderError(.noSuchAttribute, "\(name) is not set")
     }
@@ -325,5 +355,88 @@ extension Provider {
     public func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
                                      forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
         throw ProviderError(.unsupported, "this provider does not store extended attributes")
+    }
+
+    private static func readOnly(_ what: String) -> ProviderError {
+        ProviderError(.readOnly, "this provider does not \(what)")
+    }
+}
+
+// MARK: - Apple's plain forms, built on the requirements above
+
+extension Provider {
+    /// Imports the file, symbolic link or package directory at `fileURL` as a new item named by
+    /// its last path component: `importDocument(from:toParentItemIdentifier:attributes:)` with
+    /// the file as its own access window and no attributes (the items keep the mode and times of
+    /// the files imported). On success the file is gone from `fileURL` (moved into storage, or
+    /// removed once the provider copied it); on failure it stays where it is. Throws what the
+    /// attributed form throws.
+    public func importDocument(at fileURL: URL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        let file = SecurityScopedURL(inPlace: fileURL)
+        do {
+            let item = try await importDocument(from: file, toParentItemIdentifier: parent, attributes: nil)
+            file.finish()
+            return item
+        } catch {
+            file.release()
+            throw error
+        }
+    }
+
+    /// Imports a staged file with no attributes: `importDocument(from:toParentItemIdentifier:attributes:)`
+    /// with nil (what `docfs import --store` calls). The caller finishes `file` afterwards.
+    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        try await importDocument(from: file, toParentItemIdentifier: parent, attributes: nil)
+    }
+
+    /// Makes a folder with the provider's default owner and mode:
+    /// `createDirectory(withName:inParentItemIdentifier:attributes:)` with nil.
+    public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        try await createDirectory(withName: name, inParentItemIdentifier: parent, attributes: nil)
+    }
+
+    /// Makes a symbolic link owned by the provider's default owner:
+    /// `createSymbolicLink(withName:target:inParentItemIdentifier:attributes:)` with nil.
+    public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+        try await createSymbolicLink(withName: name, target: target, inParentItemIdentifier: parent, attributes: nil)
+    }
+
+    /// Restores a trashed item under the name it had before it was trashed, into `parent` or,
+    /// when nil, into the folder it came from (`trashOrigin`) if that is still a folder outside
+    /// the trash, else into the root: `untrashItem(withIdentifier:toParentItemIdentifier:newName:)`
+    /// with those. Throws what that throws (`.invalidArgument` for an item not in the trash).
+    /// The origin is read before the restore, not in the same step.
+    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier?) async throws(ProviderError) -> Item {
+        let trashed = try item(for: identifier)
+        let origin = trashOrigin(of: identifier)
+        var destination = ItemIdentifier.rootContainer
+        if let parent {
+            destination = parent
+        } else if let from = origin?.parentIdentifier, (try? item(for: from))?.isFolder == true, !isInTrash(from) {
+            destination = from
+        }
+        return try await untrashItem(withIdentifier: identifier, toParentItemIdentifier: destination,
+                                     newName: origin?.filename ?? trashed.filename)
+    }
+
+    /// Changes permission bits and/or the content-modification date:
+    /// `setAttributes(ofItemWithIdentifier:changes:)` with those two fields.
+    public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, posixPermissions: UInt16?,
+                              contentModificationDate: Date?) async throws(ProviderError) -> Item {
+        try await setAttributes(ofItemWithIdentifier: identifier,
+                                changes: AttributeChanges(posixPermissions: posixPermissions,
+                                                          modificationTime: contentModificationDate.map(FileTime.init)))
+    }
+
+    /// Whether the item is the trash container or inside it, found by walking its parents.
+    private func isInTrash(_ identifier: ItemIdentifier) -> Bool {
+        var cursor = identifier
+        for _ in 0..<4096 {
+            if cursor == .trashContainer { return true }
+            if cursor == .rootContainer { return false }
+            guard let parent = try? item(for: cursor).parentIdentifier, parent != cursor else { return false }
+            cursor = parent
+        }
+        return false
     }
 }

@@ -60,6 +60,21 @@ public final class SecurityScopedURL: @unchecked Sendable, CustomStringConvertib
         self.returnFolder = returnFolder
     }
 
+    /// The file at `fileURL` as its own access window, for the plain
+    /// `Provider.importDocument(at:toParentItemIdentifier:)`: `url` is `fileURL`, starting and
+    /// stopping access rename nothing (the file already has its name), and no folder is made or
+    /// removed. The caller ends it with `finish()` once the import succeeded (what the provider
+    /// did not move away goes, as a move would have taken it) or with `release()` when it
+    /// failed (the file stays where the caller put it).
+    init(inPlace fileURL: URL) {
+        let path = fileURL.path
+        self.sealedPath = path
+        self.path = path
+        self.name = fileURL.lastPathComponent
+        self.folder = (path as NSString).deletingLastPathComponent
+        self.returnFolder = {}
+    }
+
     deinit { finish() }
 
     /// Opens the access window (counted: nested starts need as many stops). False once finished or
@@ -139,6 +154,17 @@ public final class SecurityScopedURL: @unchecked Sendable, CustomStringConvertib
             }
             s.accessCount = 0
             if let returnFolder { returnFolder() } else { _ = rmdir(folder) }
+        }
+    }
+
+    /// Ends the scope like `finish()` but leaves the file where it is: an in-place scope
+    /// (`init(inPlace:)`) whose import failed.
+    func release() {
+        state.withLock { s in
+            guard !s.finished else { return }
+            s.finished = true
+            s.accessCount = 0
+            s.moved = true
         }
     }
 

@@ -61,33 +61,23 @@ extension LocalStore {
         return record
     }
 
-    public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
-        try createSync(name: name, parent: parent, kind: .folder, target: nil, attributes: nil)
-    }
-
+    /// A new folder (see `Provider`); it takes its parent's contents policy. Without
+    /// `attributes` it belongs to whoever runs the store, mode 0755.
     public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
-                                attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+                                attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         try createSync(name: name, parent: parent, kind: .folder, target: nil, attributes: attributes)
     }
 
-    public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
-        try createSymbolicLinkSync(name: name, target: target, parent: parent, attributes: nil)
-    }
-
+    /// A new symbolic link, its target stored as given (see `Provider`).
     public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
-                                   attributes: NewItemAttributes) async throws(ProviderError) -> Item {
-        try createSymbolicLinkSync(name: name, target: target, parent: parent, attributes: attributes)
-    }
-
-    private func createSymbolicLinkSync(name: String, target: String, parent: ItemIdentifier,
-                                        attributes: NewItemAttributes?) throws(ProviderError) -> Item {
+                                   attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         try ItemNames.validateSymbolicLinkTarget(target)
         return try createSync(name: name, parent: parent, kind: .symlink, target: target, attributes: attributes)
     }
 
     /// FIFOs and sockets: items with no contents, never typed or validated as documents.
     public func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
-                                  attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+                                  attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         guard kind.isSpecial else { throw ProviderError(.invalidArgument, "only FIFOs and sockets are special items") }
         return try createSync(name: name, parent: parent, kind: kind, target: nil, attributes: attributes)
     }

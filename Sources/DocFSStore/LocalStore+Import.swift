@@ -10,22 +10,13 @@ import GRDB
 // Imports: a staged file, symbolic link or folder tree becomes items and content files in one
 // commit (content types and the folder's rules are checked first, in LocalStore+ContentTypes).
 extension LocalStore {
-    public func importDocument(at fileURL: URL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
-        try importSync(path: fileURL.path, name: fileURL.lastPathComponent, toParent: parent, attributes: nil)
-    }
-
-    /// The staged file is reached only inside its access window, which spans the move into storage.
-    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
-        try importScoped(file, parent: parent, attributes: nil)
-    }
-
+    /// Imports a staged file, link or folder tree (see `Provider`): typed from its bytes, checked
+    /// against the folder's rules, moved (renamed) into `contents/` and committed in one journal
+    /// entry. The staged file is reached only inside its access window, which spans the move into
+    /// storage: the store takes it by its sealed name (`withSealedPath`), so there is no rename
+    /// into the window first. `attributes`: see `importSync`.
     public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
-                               attributes: NewItemAttributes) async throws(ProviderError) -> Item {
-        try importScoped(file, parent: parent, attributes: attributes)
-    }
-
-    private func importScoped(_ file: SecurityScopedURL, parent: ItemIdentifier, attributes: NewItemAttributes?) throws(ProviderError) -> Item {
-        // The store moves the file into contents/ itself, so it takes it by its sealed name.
+                               attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         try file.withSealedPath { (path) throws(ProviderError) -> Item in
             let item = try importSync(path: path, name: file.name, toParent: parent, attributes: attributes)
             file.noteMovedAway()  // an import that succeeded has taken (or removed) the staged file
@@ -33,7 +24,7 @@ extension LocalStore {
         }
     }
 
-    /// Without `attributes` (docfs import of a user's files, the plain API), the items keep the
+    /// Without `attributes` (`docfs import --store` of a user's files, the plain API), the items keep the
     /// mode and times of the files imported and belong to whoever runs the store. With them (a
     /// copy through the mount), the top item takes the caller's owner, group and mode and the
     /// times the program set; its contents (a package's files) belong to the same owner.

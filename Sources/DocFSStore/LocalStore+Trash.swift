@@ -4,6 +4,9 @@ import GRDB
 
 // The trash: trashing, restoring, and gathering what was trashed out of a folder.
 extension LocalStore {
+    /// Moves the item to the top of the trash under a unique name, remembering its folder and
+    /// name (`trashOrigin`); a folder takes along what was trashed out of it (`gatherTrashed`).
+    /// Trashing what is already at the top of the trash answers it unchanged.
     public func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         let row = try itemRow(identifier)
         return try write { (database) throws(ProviderError) -> Item in
@@ -17,26 +20,6 @@ extension LocalStore {
             return try moveSync(row: row, identifier: identifier, to: Self.trashRow, parent: .trashContainer, newName: name,
                                 replacing: nil, database: database, trashing: .into(originalName: record.item.filename),
                                 gathering: gathering)
-        }
-    }
-
-    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier?) async throws(ProviderError) -> Item {
-        let row = try itemRow(identifier)
-        let requested = try parent.map { (p) throws(ProviderError) in try parentRow(p) }
-        return try write { (database) throws(ProviderError) -> Item in
-            let (destination, name) = try read { (tree) throws(ProviderError) -> (Int64, String) in
-                guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
-                guard tree.isInTrash(row) else { throw ProviderError(.invalidArgument, "\(tree.path(of: row)) is not in the trash") }
-                var destination = Self.rootRow
-                if let requested {
-                    destination = requested
-                } else if let original = record.trashedFrom, tree.records[original]?.item.isFolder == true, !tree.isInTrash(original) {
-                    destination = original
-                }
-                return (destination, record.trashedName ?? record.item.filename)
-            }
-            return try moveSync(row: row, identifier: identifier, to: destination, parent: Self.identifier(forRow: destination),
-                                newName: name, replacing: nil, database: database, trashing: .outOf)
         }
     }
 
@@ -65,7 +48,8 @@ extension LocalStore {
         return gathered
     }
 
-    /// `mv .Trash/x FOLDER/NAME`: restores under the name the move gives, in one step.
+    /// `mv .Trash/x FOLDER/NAME`: restores under the name the move gives, in one step (see
+    /// `Provider`; the plain form, back where it came from, is built on this).
     public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
                             newName: String) async throws(ProviderError) -> Item {
         try ItemNames.validate(newName)
@@ -84,6 +68,7 @@ extension LocalStore {
         }
     }
 
+    /// The folder and name an item at the top of the trash had before it was trashed.
     public func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? {
         guard let row = Self.row(for: identifier) else { return nil }
         return state.withLock { tree -> TrashOrigin? in

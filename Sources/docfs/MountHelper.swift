@@ -125,10 +125,13 @@ enum MountHelper {
 
     /// `mount -a` mounts every fstab line that is not mounted yet; it asks again for a docfs line
     /// it cannot match (the kernel shows the source as docfs:STORE). The same store already on the
-    /// same mountpoint is therefore a success, not an error.
+    /// same mountpoint is therefore a success, not an error. `memory:` is a source, not a path:
+    /// it is compared as it is (the kernel shows docfs:memory:).
     static func alreadyMounted(_ docfsArgs: [String]) -> Bool {
         guard docfsArgs.count >= 3 else { return false }
-        let store = MountTable.canonical(docfsArgs[1]), mnt = MountTable.canonical(docfsArgs[2])
+        let source = docfsArgs[1]
+        let store = source == Mount.memoryStore ? source : MountTable.canonical(source)
+        let mnt = MountTable.canonical(docfsArgs[2])
         guard let entry = MountTable.entry(at: mnt), entry.type == "fuse.docfs" else { return false }
         return entry.source == "docfs:" + store
     }

@@ -46,6 +46,49 @@ final class TinyProvider: Provider, @unchecked Sendable {
     }
 }
 
+/// A provider that implements each action once, in its attributed form, and records what it was
+/// asked: the plain forms of Apple's vocabulary must arrive here.
+final class AttributedOnlyProvider: Provider, @unchecked Sendable {
+    nonisolated(unsafe) var calls: [String] = []
+    let root = Item(identifier: .rootContainer, parentIdentifier: .rootContainer, filename: "/", kind: .folder,
+                    contentType: .folder, childItemCount: 0, creationDate: Date(), contentModificationDate: Date(), capabilities: .all)
+
+    func item(for identifier: ItemIdentifier) throws(ProviderError) -> Item {
+        if identifier == .rootContainer { return root }
+        if identifier == ItemIdentifier("trashed") {
+            return Item(identifier: identifier, parentIdentifier: .trashContainer, filename: "x 2.txt", kind: .file,
+                        contentType: .plainText, creationDate: Date(), contentModificationDate: Date(), capabilities: .all)
+        }
+        throw ProviderError(.noSuchItem)
+    }
+    func enumerateItems(in container: ItemIdentifier) throws(ProviderError) -> [Item] { [] }
+    func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 { throw ProviderError(.noSuchItem) }
+
+    private func record(_ call: String) -> Item { calls.append(call); return root }
+    func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+                        attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+        record("import \(file.name) \(attributes.map { String($0.posixPermissions, radix: 8) } ?? "nil")")
+    }
+    func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
+                         attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+        record("mkdir \(name) \(attributes == nil ? "nil" : "given")")
+    }
+    func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
+                            attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+        record("symlink \(name) \(target) \(attributes == nil ? "nil" : "given")")
+    }
+    func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+                     newName: String) async throws(ProviderError) -> Item {
+        record("untrash \(identifier) \(parent) \(newName)")
+    }
+    func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? {
+        TrashOrigin(parentIdentifier: ItemIdentifier("gone"), filename: "x.txt")
+    }
+    func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item {
+        record("setattr \(changes.posixPermissions.map { String($0, radix: 8) } ?? "-") \(changes.modificationTime?.seconds ?? -1)")
+    }
+}
+
 final class ProviderDefaultsTests: XCTestCase {
     private func errno(_ body: () async throws(ProviderError) -> Void) async -> Int32 {
         do { try await body(); return 0 } catch { return error.errno }
@@ -81,6 +124,28 @@ final class ProviderDefaultsTests: XCTestCase {
         e = await errno { () async throws(ProviderError) in try await provider.synchronize() }
         XCTAssertEqual(e, 0)
         XCTAssertGreaterThan(provider.storageStatistics().blockSize, 0)
+    }
+
+    func testThePlainFormsCallTheAttributedRequirement() async throws {
+        let provider = AttributedOnlyProvider()
+        let staged = URL(fileURLWithPath: NSTemporaryDirectory() + "plain-\(UUID().uuidString).txt")
+        try Data("x".utf8).write(to: staged)
+        defer { unlink(staged.path) }
+        _ = try await provider.importDocument(at: staged, toParentItemIdentifier: .rootContainer)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: staged.path) == false, "a plain import's file is taken once it succeeded")
+        _ = try await provider.createDirectory(withName: "d", inParentItemIdentifier: .rootContainer)
+        _ = try await provider.createDirectory(withName: "e", inParentItemIdentifier: .rootContainer,
+                                               attributes: NewItemAttributes(ownerID: 1, groupID: 1, posixPermissions: 0o700))
+        _ = try await provider.createSymbolicLink(withName: "l", target: "t", inParentItemIdentifier: .rootContainer)
+        // Its origin folder is gone: back to the root, under the name it had.
+        _ = try await provider.untrashItem(withIdentifier: ItemIdentifier("trashed"), toParentItemIdentifier: nil)
+        _ = try await provider.untrashItem(withIdentifier: ItemIdentifier("trashed"), toParentItemIdentifier: ItemIdentifier("here"))
+        _ = try await provider.setAttributes(ofItemWithIdentifier: .rootContainer, posixPermissions: 0o750,
+                                             contentModificationDate: Date(timeIntervalSince1970: 1000))
+        XCTAssertEqual(provider.calls, [
+            "import \(staged.lastPathComponent) nil", "mkdir d nil", "mkdir e given", "symlink l t nil",
+            "untrash trashed \(ItemIdentifier.rootContainer) x.txt", "untrash trashed here x.txt", "setattr 750 1000",
+        ])
     }
 
     func testChangeSignalsReachTheInodeTable() {

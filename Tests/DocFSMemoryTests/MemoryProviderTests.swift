@@ -260,6 +260,50 @@ final class MemoryProviderTests: XCTestCase {
         XCTAssertEqual(try names(.trashContainer), [])
     }
 
+    /// The plain untrash (`toParentItemIdentifier: nil`, built on the newName form): back to its
+    /// folder under its old name, or to the root when that folder is in the trash itself.
+    func testPlainUntrashFindsTheOriginOrTheRoot() async throws {
+        let outer = try await provider.createDirectory(withName: "Outer", inParentItemIdentifier: .rootContainer)
+        let inner = try await provider.createDirectory(withName: "Inner", inParentItemIdentifier: outer.identifier)
+        let file = try await importFile("f.txt", [1], into: inner.identifier)
+        _ = try await provider.trashItem(withIdentifier: file.identifier)
+        let clash = try await importFile("f.txt", [2], into: inner.identifier)
+        _ = try await provider.trashItem(withIdentifier: clash.identifier)
+        // Inner is trashed and takes one f.txt along; the other stays loose in the trash,
+        // renamed, with Inner (now in the trash) as its origin.
+        _ = try await provider.trashItem(withIdentifier: inner.identifier)
+        let loose = try provider.enumerateItems(in: .trashContainer).first { $0.kind == .file }
+        let looseID = try XCTUnwrap(loose?.identifier)
+        XCTAssertEqual(provider.trashOrigin(of: looseID)?.parentIdentifier, inner.identifier)
+        let restored = try await provider.untrashItem(withIdentifier: looseID, toParentItemIdentifier: nil)
+        XCTAssertEqual(restored.parentIdentifier, .rootContainer, "its folder is in the trash: the root")
+        XCTAssertEqual(restored.filename, "f.txt", "under the name it had")
+        let back = try await provider.untrashItem(withIdentifier: inner.identifier, toParentItemIdentifier: nil)
+        XCTAssertEqual(back.parentIdentifier, outer.identifier)
+        await assertCode(.noSuchItem) {
+            _ = try await self.provider.untrashItem(withIdentifier: ItemIdentifier("nobody"), toParentItemIdentifier: nil)
+        }
+    }
+
+    /// The plain import (built on the scoped, attributed one): the file is taken when the import
+    /// succeeds and stays where it was when it is refused.
+    func testPlainImportTakesTheFileOnlyWhenItSucceeds() async throws {
+        _ = try await importFile("a.txt", [1])
+        let staged = try stage([2], name: "a.txt")
+        await assertCode(.filenameCollision) {
+            _ = try await self.provider.importDocument(at: staged, toParentItemIdentifier: .rootContainer)
+        }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: staged.path), "a refused import leaves the file")
+        await assertCode(.noSuchItem) {
+            _ = try await self.provider.importDocument(at: staged.appendingPathExtension("missing"), toParentItemIdentifier: .rootContainer)
+        }
+        let folder = try await provider.createDirectory(withName: "F", inParentItemIdentifier: .rootContainer)
+        let item = try await provider.importDocument(at: staged, toParentItemIdentifier: folder.identifier)
+        XCTAssertEqual(try contents(item.identifier), [2])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: staged.path), "an import takes the file")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: staged.deletingLastPathComponent().path), "but not its folder")
+    }
+
     func testExtendedAttributes() async throws {
         let file = try await importFile("x", [1])
         try await provider.setExtendedAttribute(named: "user.color", to: Data("blue".utf8), mode: .upsert, forItemIdentifier: file.identifier)

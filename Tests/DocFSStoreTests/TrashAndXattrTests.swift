@@ -132,7 +132,8 @@ final class LocalStoreXattrTests: StoreTestCase {
     }
 }
 
-/// A provider that keeps the URL it was handed and reads it after its import returned.
+/// A provider that keeps the URL it was handed and reads it after its import returned. Only the
+/// reading members and the import: everything else is the protocol's defaults.
 private final class LeakyProvider: Provider, @unchecked Sendable {
     let store: LocalStore
     nonisolated(unsafe) var kept: URL?
@@ -142,26 +143,15 @@ private final class LeakyProvider: Provider, @unchecked Sendable {
     func enumerateItems(in container: ItemIdentifier) throws(ProviderError) -> [Item] { try store.enumerateItems(in: container) }
     func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 { try store.openContents(of: identifier) }
     var stagingDirectory: URL { store.stagingDirectory }
-    func storageStatistics() -> StorageStatistics { store.storageStatistics() }
-    /// Reads the file but does not take it: "answers at once, uploads later".
-    func importDocument(at fileURL: URL, toParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
-        kept = fileURL
-        guard FileManager.default.contents(atPath: fileURL.path) != nil else { throw ProviderError(.ioError, "cannot read inside the window") }
-        return try store.item(for: parent)
+    /// Reads the file inside its window but does not take it: "answers at once, uploads later".
+    func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+                        attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+        try await file.withAccess { (url) async throws(ProviderError) -> Item in
+            kept = url
+            guard FileManager.default.contents(atPath: url.path) != nil else { throw ProviderError(.ioError, "cannot read inside the window") }
+            return try store.item(for: parent)
+        }
     }
-    func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item { throw ProviderError(.unsupported) }
-    func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item { throw ProviderError(.unsupported) }
-    func renameItem(withIdentifier identifier: ItemIdentifier, toName name: String) async throws(ProviderError) -> Item { throw ProviderError(.unsupported) }
-    func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier, newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item { throw ProviderError(.unsupported) }
-    func deleteItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) { throw ProviderError(.unsupported) }
-    func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item { throw ProviderError(.unsupported) }
-    func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier?) async throws(ProviderError) -> Item { throw ProviderError(.unsupported) }
-    func setTagData(_ tagData: Data?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item { throw ProviderError(.unsupported) }
-    func setFavoriteRank(_ rank: Int64?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item { throw ProviderError(.unsupported) }
-    func setLastUsedDate(_ date: Date?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item { throw ProviderError(.unsupported) }
-    func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item { throw ProviderError(.unsupported) }
-    func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, posixPermissions: UInt16?, contentModificationDate: Date?) async throws(ProviderError) -> Item { throw ProviderError(.unsupported) }
-    func synchronize() async throws(ProviderError) {}
 }
 
 final class SecurityScopedImportTests: StoreTestCase {
@@ -234,7 +224,7 @@ final class SecurityScopedImportTests: StoreTestCase {
         try makeStore()
         let leaky = LeakyProvider(store: store)
         let (file, sealed) = try scoped("a.txt", "secret")
-        // The default implementation opens the window around importDocument(at:).
+        // The provider opens the window around its read (withAccess).
         _ = try await leaky.importDocument(from: file, toParentItemIdentifier: .rootContainer)
         let kept = try XCTUnwrap(leaky.kept)
         XCTAssertNil(FileManager.default.contents(atPath: kept.path), "readable after the window closed")

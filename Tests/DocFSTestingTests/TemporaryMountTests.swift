@@ -1,15 +1,16 @@
+import DocFS
 import Foundation
 import Glibc
 import XCTest
-import DocFS
 import DocFSTesting
 
-/// A read-only provider in a few lines (README, "Write your own provider"): one folder of
-/// greetings, served from memory. Everything it does not implement is refused by the protocol's
-/// defaults.
+// The smallest provider someone can write (README, "Write your own provider", shows the lines
+// from `import DocFS` to `serve` exactly as they are here; `testTheReadmeShowsThisProvider`
+// keeps the two the same): a read-only folder of greetings served from memory. Everything it
+// does not implement is refused by the protocol's defaults.
+
 final class GreetingProvider: Provider, @unchecked Sendable {
     let greetings = ["hello.txt": "hello\n", "hallo.txt": "hallo\n"]
-
     func item(for id: ItemIdentifier) throws(ProviderError) -> Item {
         if id == .rootContainer {
             return Item(identifier: id, parentIdentifier: id, filename: "/", kind: .folder, contentType: .folder,
@@ -21,23 +22,25 @@ final class GreetingProvider: Provider, @unchecked Sendable {
                     contentType: .plainText, documentSize: Int64(text.utf8.count), creationDate: .now,
                     contentModificationDate: .now, capabilities: [.allowsReading], posixPermissions: 0o444)
     }
-
     func enumerateItems(in container: ItemIdentifier) throws(ProviderError) -> [Item] {
-        guard container == .rootContainer else { return [] }
-        var items: [Item] = []
-        for name in greetings.keys.sorted() { items.append(try item(for: ItemIdentifier(name))) }
-        return items
+        container == .rootContainer ? try greetings.keys.sorted().map { (name) throws(ProviderError) in try item(for: ItemIdentifier(name)) } : []
     }
-
     func openContents(of id: ItemIdentifier) throws(ProviderError) -> Int32 {
         guard let text = greetings[id.rawValue] else { throw ProviderError(.noSuchItem) }
-        let path = NSTemporaryDirectory() + "greeting-\(UUID().uuidString)"
-        let fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0o600)
-        guard fd >= 0 else { throw .posix(errno, "create \(path)") }
+        var path = Array("/tmp/greeting-XXXXXX".utf8CString)
+        let fd = mkstemp(&path)                 // a private file, unlinked at once, holds the bytes
+        guard fd >= 0 else { throw .posix(errno, "mkstemp") }
         unlink(path)
         _ = text.withCString { write(fd, $0, strlen($0)) }
         return fd
     }
+}
+
+/// README's two lines that mount it, compiled here but never called (`serve` runs until
+/// unmounted).
+func mountGreetingsAsTheReadmeShows() throws {
+    let mount = try ProviderMount(GreetingProvider(), at: "/mnt/greetings")   // live when it returns
+    try mount.serve(signals: true)                                          // until umount or Ctrl-C
 }
 
 /// Mounts in this process through DocFSTesting, as a provider's own tests would.
@@ -46,6 +49,31 @@ final class TemporaryMountTests: XCTestCase {
         guard access("/dev/fuse", R_OK | W_OK) == 0, getuid() == 0 else {
             throw XCTSkip("needs /dev/fuse and root (the mounted tests' environment)")
         }
+    }
+
+    /// README's example is this file's provider, line for line (blank lines aside), so the
+    /// example compiles; it is also counted here.
+    func testTheReadmeShowsThisProvider() throws {
+        let here = URL(fileURLWithPath: #filePath)
+        let root = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try XCTUnwrap(readme.components(separatedBy: "## Write your own provider").dropFirst().first)
+        let block = try XCTUnwrap(section.components(separatedBy: "```swift\n").dropFirst().first?.components(separatedBy: "```").first)
+        let shown = block.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        XCTAssertEqual(shown.first, "import DocFS")
+        var source = try String(contentsOf: here, encoding: .utf8).split(separator: "\n")
+            .map { $0.trimmingCharacters(in: .whitespaces) }[...]
+        for line in shown {
+            guard let at = source.firstIndex(of: line) else {
+                return XCTFail("README's line is not in \(here.lastPathComponent) (in this order): \(line)")
+            }
+            source = source[(at + 1)...]
+        }
+        // The provider itself, from `final class` to its closing brace.
+        let start = try XCTUnwrap(shown.firstIndex { $0.hasPrefix("final class GreetingProvider") })
+        let end = try XCTUnwrap(shown.firstIndex { $0.hasPrefix("let mount") }) - 1
+        XCTAssertEqual(shown[end], "}")
+        XCTAssertLessThanOrEqual(end - start + 1, 26, "the smallest provider grew: \(end - start + 1) lines")
     }
 
     func testAnyProviderMountsReadsAndRefusesWhatItDoesNotImplement() throws {
