@@ -113,9 +113,3 @@ final class WriteSession: @unchecked Sendable {
     }
 }
 
-/// Unique staging names within the process.
-enum StagingCounter {
-    private static let lock = Lock()
-    nonisolated(unsafe) private static var value: UInt64 = 0
-    static func next() -> UInt64 { lock.withLock { value += 1; return value } }
-}

@@ -4,30 +4,6 @@ import struct Foundation.Data
 import Glibc
 #endif
 
-/// What kind of node an item is in the tree.
-public enum ItemKind: UInt8, Sendable, Hashable {
-    case file = 0
-    case folder = 1
-    case symlink = 2
-    /// A named pipe (mkfifo): no contents, never a document.
-    case fifo = 3
-    /// A unix socket's name (bind): no contents, never a document.
-    case socket = 4
-
-    /// FIFOs and sockets: items that only name a kernel object, with no stored contents.
-    public var isSpecial: Bool { self == .fifo || self == .socket }
-}
-
-/// Versions that change when an item's contents or metadata change (NSFileProviderItemVersion).
-public struct ItemVersion: Hashable, Sendable {
-    public var contentVersion: UInt64
-    public var metadataVersion: UInt64
-    public init(contentVersion: UInt64 = 1, metadataVersion: UInt64 = 1) {
-        self.contentVersion = contentVersion
-        self.metadataVersion = metadataVersion
-    }
-}
-
 /// One item of the provider tree (NSFileProviderItem), as a value.
 public struct Item: Hashable, Sendable {
     public var identifier: ItemIdentifier

@@ -1,0 +1,30 @@
+import Foundation
+
+/// Kernel cache settings, exposed as `-o` options by the command line.
+public struct BridgeOptions: Sendable {
+    /// Seconds the kernel may trust a name → inode answer (and a "no such name" answer). Only this
+    /// mount changes the store, and the kernel updates its cache for changes made through it, so
+    /// this can be long.
+    public var entryTimeout: Double = 30
+    /// Seconds the kernel may trust attributes (0 for a file open for writing, always).
+    public var attrTimeout: Double = 30
+    /// Keep a file's page cache across opens (no one else writes the store).
+    public var keepCache: Bool = true
+    /// Let the kernel gather writes in its page cache (FUSE writeback cache). close() still
+    /// returns the import's result: the kernel writes dirty pages back before it sends flush.
+    public var writeback: Bool = false
+    /// Serve the provider's trash as `/.Trash`: rm trashes, rm inside it deletes, mv out restores.
+    public var trash: Bool = false
+    /// Serve extended attributes (tags, favourite rank, stored `user.*`). Off (`-o noxattr`), the
+    /// xattr calls answer ENOSYS once and the kernel stops asking: it otherwise asks for
+    /// `security.capability` once per file before its first write (InitNegotiation).
+    public var xattrs: Bool = true
+    /// When a file is opened for reading, read its folder's other small files ahead in the
+    /// background (`-o noprefetch` turns it off; see SiblingPrefetch).
+    public var prefetch: Bool = true
+    /// Whether callers other than the mounting user reach the mount (`-o allow_other` or
+    /// `allow_root`). Without them the kernel lets only the mounting user in, so names below a
+    /// folder that user may search can be cached (see `Bridge.cachesNames(below:)`).
+    public var otherUsers: Bool = false
+    public init() {}
+}

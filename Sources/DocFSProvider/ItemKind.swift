@@ -1,0 +1,13 @@
+/// What kind of node an item is in the tree.
+public enum ItemKind: UInt8, Sendable, Hashable {
+    case file = 0
+    case folder = 1
+    case symlink = 2
+    /// A named pipe (mkfifo): no contents, never a document.
+    case fifo = 3
+    /// A unix socket's name (bind): no contents, never a document.
+    case socket = 4
+
+    /// FIFOs and sockets: items that only name a kernel object, with no stored contents.
+    public var isSpecial: Bool { self == .fifo || self == .socket }
+}
