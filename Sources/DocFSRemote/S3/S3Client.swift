@@ -103,7 +103,7 @@ public final class S3Client: Sendable {
     /// Creates the bucket; a bucket that already exists and is ours is fine.
     public func createBucket(_ bucket: String) async throws {
         do {
-            _ = try await send(.PUT, bucket: bucket, key: nil, operation: "CreateBucket \(bucket)")
+            try await sendDrained(.PUT, bucket: bucket, key: nil, operation: "CreateBucket \(bucket)")
         } catch let error as S3Error where error.code == "BucketAlreadyOwnedByYou" {
             return
         }
@@ -126,19 +126,19 @@ public final class S3Client: Sendable {
     public func putObject(bucket: String, key: String, fd: SystemPackage.FileDescriptor, offset: Int64, length: Int64,
                           contentType: String = "application/octet-stream") async throws -> String? {
         let body = HTTPClientRequest.Body.stream(FileChunks(fd: fd, offset: offset, length: length), length: .known(length))
-        let response = try await send(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
-                                      body: body, operation: "PutObject \(key)")
-        return response.headers.first(name: "ETag")
+        let headers = try await sendDrained(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
+                                            body: body, operation: "PutObject \(key)")
+        return headers.first(name: "ETag")
     }
 
     /// Uploads bytes held in memory (small objects: tests, markers). Returns the ETag.
     @discardableResult
     public func putObject(bucket: String, key: String, bytes: [UInt8],
                           contentType: String = "application/octet-stream") async throws -> String? {
-        let response = try await send(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
-                                      body: .bytes(ByteBuffer(bytes: bytes)), length: Int64(bytes.count),
-                                      payloadHash: SigV4Signer.sha256Hex(bytes), operation: "PutObject \(key)")
-        return response.headers.first(name: "ETag")
+        let headers = try await sendDrained(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
+                                            body: .bytes(ByteBuffer(bytes: bytes)), length: Int64(bytes.count),
+                                            payloadHash: SigV4Signer.sha256Hex(bytes), operation: "PutObject \(key)")
+        return headers.first(name: "ETag")
     }
 
     /// Downloads an object (or `range`, inclusive byte offsets) into a file, created or truncated,
@@ -194,14 +194,14 @@ public final class S3Client: Sendable {
 
     /// Size and ETag of an object; `S3Error.Kind.notFound` when there is none.
     public func headObject(bucket: String, key: String) async throws -> S3Object {
-        let response = try await send(.HEAD, bucket: bucket, key: key, operation: "HeadObject \(key)")
-        let size = response.headers.first(name: "Content-Length").flatMap { Int64($0) } ?? 0
-        return S3Object(key: key, size: size, etag: response.headers.first(name: "ETag"))
+        let headers = try await sendDrained(.HEAD, bucket: bucket, key: key, operation: "HeadObject \(key)")
+        let size = headers.first(name: "Content-Length").flatMap { Int64($0) } ?? 0
+        return S3Object(key: key, size: size, etag: headers.first(name: "ETag"))
     }
 
     /// Deletes an object; deleting one that is not there succeeds, as in S3.
     public func deleteObject(bucket: String, key: String) async throws {
-        _ = try await send(.DELETE, bucket: bucket, key: key, operation: "DeleteObject \(key)")
+        try await sendDrained(.DELETE, bucket: bucket, key: key, operation: "DeleteObject \(key)")
     }
 
     /// One page of ListObjectsV2 (keys XML-unescaped).
@@ -249,10 +249,10 @@ public final class S3Client: Sendable {
     public func uploadPart(bucket: String, key: String, uploadID: String, partNumber: Int,
                            fd: SystemPackage.FileDescriptor, offset: Int64, length: Int64) async throws -> String {
         let body = HTTPClientRequest.Body.stream(FileChunks(fd: fd, offset: offset, length: length), length: .known(length))
-        let response = try await send(.PUT, bucket: bucket, key: key,
-                                      query: [("partNumber", String(partNumber)), ("uploadId", uploadID)],
-                                      body: body, operation: "UploadPart \(partNumber) of \(key)")
-        guard let etag = response.headers.first(name: "ETag") else {
+        let headers = try await sendDrained(.PUT, bucket: bucket, key: key,
+                                            query: [("partNumber", String(partNumber)), ("uploadId", uploadID)],
+                                            body: body, operation: "UploadPart \(partNumber) of \(key)")
+        guard let etag = headers.first(name: "ETag") else {
             throw S3Error(kind: .rejected, message: "UploadPart \(partNumber) of \(key): no ETag in the answer")
         }
         return etag
@@ -284,7 +284,7 @@ public final class S3Client: Sendable {
     /// Aborts an upload and drops its parts; an upload that is already gone is fine.
     public func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws {
         do {
-            _ = try await send(.DELETE, bucket: bucket, key: key, query: [("uploadId", uploadID)],
+            try await sendDrained(.DELETE, bucket: bucket, key: key, query: [("uploadId", uploadID)],
                                operation: "AbortMultipartUpload \(key)")
         } catch let error as S3Error where error.kind == .notFound {
             return
@@ -411,6 +411,18 @@ public final class S3Client: Sendable {
             throw error
         }
         return response
+    }
+
+    /// Sends a request whose answer body does not matter and reads that body to its end, so that
+    /// the connection goes back to the pool instead of being closed. Returns the answer's headers.
+    @discardableResult
+    func sendDrained(_ method: HTTPMethod, bucket: String, key: String?, query: [(String, String)] = [],
+                     headers: [(String, String)] = [], body: HTTPClientRequest.Body? = nil, length: Int64? = nil,
+                     payloadHash: String? = nil, operation: String) async throws -> HTTPHeaders {
+        let response = try await send(method, bucket: bucket, key: key, query: query, headers: headers, body: body,
+                                      length: length, payloadHash: payloadHash, operation: operation)
+        _ = try await Self.collectText(response, operation: operation)
+        return response.headers
     }
 
     func sendForText(_ method: HTTPMethod, bucket: String, key: String?, query: [(String, String)] = [],
