@@ -178,6 +178,63 @@ final class S3ClientTests: XCTestCase {
         }
     }
 
+    /// Uploads and downloads stream: a 64 MiB file goes up in parts and comes back into a file
+    /// while this process's peak resident memory grows by far less than the file.
+    func testLargeTransfersKeepMemoryBounded() async throws {
+        let dir = try RemoteTestEnvironment.temporaryDirectory(self)
+        let source = dir.appendingPathComponent("large")
+        let size = 64 * 1024 * 1024
+        // Written a MiB at a time, so making the file does not raise the peak either.
+        let handle = try FileHandle(forWritingTo: { FileManager.default.createFile(atPath: source.path, contents: nil); return source }())
+        var hasher = SHA256()
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<(size / (1 << 20)) {
+            var chunk = [UInt8](repeating: 0, count: 1 << 20)
+            for i in stride(from: 0, to: chunk.count, by: 8) {
+                withUnsafeBytes(of: generator.next()) { chunk.replaceSubrange(i..<(i + 8), with: $0) }
+            }
+            hasher.update(data: chunk)
+            try handle.write(contentsOf: chunk)
+        }
+        try handle.close()
+        let sourceHash = hasher.finalize()
+        try await withBucket { client, bucket in
+            guard Self.resetPeakMemory() else { throw XCTSkip("cannot reset the peak RSS (/proc/self/clear_refs)") }
+            let before = Self.memory("VmRSS")
+            try await client.uploadFile(at: FilePath(source.path), bucket: bucket, key: "large", partSize: 8 * 1024 * 1024)
+            let back = dir.appendingPathComponent("back")
+            let n = try await client.getObject(bucket: bucket, key: "large", toFileAt: FilePath(back.path))
+            let peakGrowth = Self.memory("VmHWM") - before
+            print("S3ClientTests: peak RSS grew by \(peakGrowth / 1024) KiB for a 64 MiB upload and download")
+            XCTAssertEqual(n, Int64(size))
+            XCTAssertLessThan(peakGrowth, 24 * 1024 * 1024, "peak RSS grew by \(peakGrowth / 1024) KiB for a 64 MiB round trip")
+            let head = try await client.headObject(bucket: bucket, key: "large")
+            XCTAssertTrue(head.etag?.contains("-8") ?? false, "8 parts of 8 MiB, got \(head.etag ?? "none")")
+            var backHasher = SHA256()
+            let reader = try FileHandle(forReadingFrom: back)
+            while let chunk = try reader.read(upToCount: 1 << 20), !chunk.isEmpty { backHasher.update(data: chunk) }
+            try reader.close()
+            XCTAssertEqual(backHasher.finalize(), sourceHash)
+        }
+    }
+
+    /// Resets VmHWM to the current RSS (Linux: writing 5 to /proc/self/clear_refs).
+    static func resetPeakMemory() -> Bool {
+        guard let h = FileHandle(forWritingAtPath: "/proc/self/clear_refs") else { return false }
+        defer { try? h.close() }
+        return (try? h.write(contentsOf: Data("5".utf8))) != nil
+    }
+
+    /// A `/proc/self/status` line (`VmRSS`, `VmHWM`) in bytes.
+    static func memory(_ field: String) -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
+            let kib = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+            return kib * 1024
+        }
+        return 0
+    }
+
     func testAWrongSecretOrAnUnknownKeyIsAnAuthenticationErrorNotRetried() async throws {
         let env = try RemoteTestEnvironment.s3()
         let good = S3Client(endpoint: env.endpoint, credentials: env.credentials)
