@@ -42,7 +42,17 @@ ensure_postgres() {
         log "PostgreSQL is missing: sudo apt-get install postgresql (or run make test as root)"; exit 1
     fi
     log "installing postgresql (apt-get) ..."
-    apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql >&2
+    # The package starts a cluster of its own (port 5432) unless policy-rc.d forbids it: the tests
+    # start their own, and nothing here should leave a server running that it did not start by PID.
+    policy=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        policy=/usr/sbin/policy-rc.d
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
+    fi
+    status=0
+    { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql >&2; } || status=$?
+    [ -n "$policy" ] && rm -f "$policy"
+    [ "$status" = 0 ] || { log "apt-get install postgresql failed"; exit 1; }
 }
 
 # Sets MOTO_SERVER and MOTO_PYTHON (a python that imports moto and boto3).
