@@ -2,7 +2,9 @@
 #
 #   make            install system deps if missing (as root; else name them and stop), build (release)
 #   make run        install FUSE deps if missing, build, mount the demo store at ./mnt
-#   make test       install FUSE deps if missing, build, run unit and mounted tests and the model test
+#   make test       install FUSE deps if missing, build, run unit and mounted tests and the model test;
+#                   the remote tests (DocFSRemoteTests) run against a throwaway PostgreSQL cluster and
+#                   moto S3 server on 127.0.0.1 that Tests/remote/servers.sh starts and stops (by PID)
 #   make fuzz       the model-based random test with random seeds, for longer
 #   make install    the binary, the mount(8) helper, bash/zsh/fish completions and the man page
 #                   (PREFIX, DESTDIR, SBINDIR, ...); make uninstall removes exactly them
@@ -90,7 +92,8 @@ test: deps clean-mounts
 	    "(in a container: --device /dev/fuse --cap-add SYS_ADMIN)" >&2; exit 1; }
 	$(SWIFT) build --build-tests
 	$(MAKE) --no-print-directory generated CONFIGURATION=debug
-	DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" DOCFS_GENERATED="$(GENERATED)" $(SWIFT) test --skip-build
+	Tests/remote/servers.sh run -- env DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" DOCFS_GENERATED="$(GENERATED)" \
+	    $(SWIFT) test --skip-build
 	DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" DOCFS_TEST_PROVIDER=memory \
 	    $(SWIFT) test --skip-build --filter '$(MEMORY_TEST_FILTER)' --skip '$(MEMORY_TEST_SKIP)'
 	$(MAKE) --no-print-directory permissions

@@ -18,6 +18,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        // The remote replica (DocFSRemote): PostgreSQL, HTTP for S3, SHA-256/HMAC for Signature V4.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // libfuse3 as a system library; the module map lives here, never at the package root.
@@ -39,6 +44,18 @@ let package = Package(
         ]),
         // A second provider: the whole tree in memory, contents in memfds (`docfs mount memory: MNT`).
         .target(name: "DocFSMemory", dependencies: ["DocFSProvider"]),
+        // The server side of a remote replica (not yet wired into the mount): an S3 client with our
+        // own Signature V4, and the PostgreSQL schema and operations (items, versions, change log).
+        .target(name: "DocFSRemote", dependencies: [
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "SystemPackage", package: "swift-system"),
+        ]),
         // FUSE low-level operations mapped onto a Provider.
         .target(name: "DocFSBridge", dependencies: [
             "CFuse", "DocFSProvider",
@@ -70,6 +87,13 @@ let package = Package(
         .testTarget(name: "DocFSContentTypesTests", dependencies: ["DocFSContentTypes", "DocFSProvider"]),
         .testTarget(name: "DocFSStoreTests", dependencies: ["DocFSStore", "DocFSProvider"]),
         .testTarget(name: "DocFSMemoryTests", dependencies: ["DocFSMemory", "DocFSProvider"]),
+        // Signer unit tests (AWS's published examples) and integration tests against the PostgreSQL
+        // and moto servers `make test` starts (skipped without DOCFS_TEST_PG_URL / DOCFS_TEST_S3_ENDPOINT).
+        .testTarget(name: "DocFSRemoteTests", dependencies: [
+            "DocFSRemote",
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "DocFSBridgeTests", dependencies: ["DocFSBridge", "DocFSProvider"]),
         // Mounts in-process through DocFSTesting (needs /dev/fuse and root, as the mounted tests).
         .testTarget(name: "DocFSTestingTests", dependencies: ["DocFSTesting", "DocFS"]),

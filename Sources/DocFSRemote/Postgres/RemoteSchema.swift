@@ -1,0 +1,98 @@
+/// The server's tables, as versioned migrations. `RemoteDatabase.migrate()` applies the missing
+/// ones in one transaction under an advisory lock (two replicas migrating at once wait for each
+/// other), records each in `docfs_schema_migrations`, and refuses a server whose schema is newer
+/// than `RemoteSchema.latest`. Applying them again does nothing.
+///
+/// Tables (version 1):
+/// - `docfs_items`: one row per item, ever. `id` is the permanent identifier
+///   (`bigint GENERATED ALWAYS AS IDENTITY`, never reused); the root is the one row without a
+///   parent. Deleted items stay as tombstones (`deleted`) so the change log can name them.
+///   `content_version` counts contents (compare-and-swap target); `metadata_version` counts
+///   every change. Times are nanoseconds since 1970.
+/// - `docfs_versions`: every content version's object key and size (history, conflicts, GC later).
+/// - `docfs_layout`: the layout (folder rules, types) as JSON, one row.
+/// - `docfs_changes`: the append-only change log; `position` (bigserial) is the sync anchor.
+/// - `docfs_operations`: the client-supplied id of every applied operation and what it did, so a
+///   retried request is answered from here and never applied twice.
+public enum RemoteSchema {
+    public static let latest = 1
+
+    static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
+
+    static let migrations: [(version: Int, statements: [String])] = [
+        (1, [
+            """
+            CREATE TABLE docfs_items (
+                id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                parent_id        bigint REFERENCES docfs_items(id),
+                name             text NOT NULL,
+                kind             text NOT NULL CHECK (kind IN ('file', 'directory', 'symlink')),
+                size             bigint NOT NULL DEFAULT 0,
+                created_ns       bigint NOT NULL,
+                modified_ns      bigint NOT NULL,
+                changed_ns       bigint NOT NULL,
+                accessed_ns      bigint NOT NULL,
+                uid              bigint NOT NULL,
+                gid              bigint NOT NULL,
+                mode             integer NOT NULL,
+                tags             text[] NOT NULL DEFAULT '{}',
+                favorite_rank    bigint,
+                symlink_target   text,
+                content_key      text,
+                content_version  bigint NOT NULL DEFAULT 1,
+                metadata_version bigint NOT NULL DEFAULT 1,
+                trashed_ns       bigint,
+                deleted          boolean NOT NULL DEFAULT false,
+                CHECK ((parent_id IS NULL) = (name = ''))
+            )
+            """,
+            // One live name per folder (trashed and deleted items do not hold their names).
+            "CREATE UNIQUE INDEX docfs_items_live_name ON docfs_items (parent_id, name) WHERE NOT deleted AND trashed_ns IS NULL",
+            "CREATE UNIQUE INDEX docfs_items_one_root ON docfs_items ((parent_id IS NULL)) WHERE parent_id IS NULL",
+            "CREATE INDEX docfs_items_parent ON docfs_items (parent_id)",
+            """
+            INSERT INTO docfs_items (parent_id, name, kind, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid, mode)
+            VALUES (NULL, '', 'directory', \(nowNs), \(nowNs), \(nowNs), \(nowNs), 0, 0, 493)
+            """,
+            """
+            CREATE TABLE docfs_versions (
+                item_id         bigint NOT NULL REFERENCES docfs_items(id),
+                content_version bigint NOT NULL,
+                content_key     text,
+                size            bigint NOT NULL,
+                created_ns      bigint NOT NULL,
+                PRIMARY KEY (item_id, content_version)
+            )
+            """,
+            """
+            CREATE TABLE docfs_layout (
+                id         integer PRIMARY KEY CHECK (id = 1),
+                layout     jsonb NOT NULL,
+                updated_ns bigint NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE docfs_changes (
+                position         bigserial PRIMARY KEY,
+                item_id          bigint NOT NULL REFERENCES docfs_items(id),
+                kind             text NOT NULL,
+                operation_id     uuid NOT NULL,
+                content_version  bigint NOT NULL,
+                metadata_version bigint NOT NULL,
+                at_ns            bigint NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE docfs_operations (
+                operation_id     uuid PRIMARY KEY,
+                kind             text NOT NULL,
+                item_id          bigint NOT NULL,
+                content_version  bigint NOT NULL,
+                metadata_version bigint NOT NULL,
+                position         bigint NOT NULL,
+                applied_ns       bigint NOT NULL
+            )
+            """,
+        ]),
+    ]
+}

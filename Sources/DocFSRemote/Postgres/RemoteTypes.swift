@@ -1,0 +1,190 @@
+import Foundation
+
+/// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`. The password may also come from
+/// `PGPASSWORD`. `description` never shows the password.
+public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public var user: String
+    public var password: String?
+    public var database: String
+
+    public init(host: String, port: Int = 5432, user: String, password: String? = nil, database: String) {
+        self.host = host
+        self.port = port
+        self.user = user
+        self.password = password
+        self.database = database
+    }
+
+    public init?(_ string: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        guard let u = URLComponents(string: string), let scheme = u.scheme,
+              scheme == "postgres" || scheme == "postgresql",
+              let host = u.host, !host.isEmpty, let user = u.user, !user.isEmpty else { return nil }
+        let database = String(u.path.drop(while: { $0 == "/" }))
+        guard !database.isEmpty, !database.contains("/") else { return nil }
+        self.host = host
+        self.port = u.port ?? 5432
+        self.user = user
+        self.password = u.password ?? environment["PGPASSWORD"]
+        self.database = database
+    }
+
+    public var description: String {
+        "postgres://\(user)\(password == nil ? "" : ":<hidden>")@\(host):\(port)/\(database)"
+    }
+}
+
+public enum RemoteItemKind: String, Sendable, Equatable, CaseIterable {
+    case file, directory, symlink
+}
+
+/// What a new item carries besides its parent and name. Times are nanoseconds since 1970.
+public struct RemoteItemAttributes: Sendable, Equatable {
+    public var uid: UInt32
+    public var gid: UInt32
+    /// Permission bits, set-ID and sticky included (07777); the kind is separate.
+    public var mode: UInt32
+    public var createdNs: Int64
+    public var modifiedNs: Int64
+    public var tags: [String]
+    public var symlinkTarget: String?
+
+    public init(uid: UInt32 = 0, gid: UInt32 = 0, mode: UInt32 = 0o644, createdNs: Int64, modifiedNs: Int64,
+                tags: [String] = [], symlinkTarget: String? = nil) {
+        self.uid = uid
+        self.gid = gid
+        self.mode = mode
+        self.createdNs = createdNs
+        self.modifiedNs = modifiedNs
+        self.tags = tags
+        self.symlinkTarget = symlinkTarget
+    }
+}
+
+/// A content version's object in the bucket.
+public struct RemoteContent: Sendable, Equatable {
+    public var key: String
+    public var size: Int64
+    public init(key: String, size: Int64) {
+        self.key = key
+        self.size = size
+    }
+}
+
+/// Attribute changes; nil fields stay as they are.
+public struct RemoteAttributeChanges: Sendable, Equatable {
+    public var uid: UInt32?
+    public var gid: UInt32?
+    public var mode: UInt32?
+    public var createdNs: Int64?
+    public var modifiedNs: Int64?
+    public var accessedNs: Int64?
+    public var tags: [String]?
+    /// `.some(nil)` clears the favourite rank.
+    public var favoriteRank: Int64??
+
+    public init(uid: UInt32? = nil, gid: UInt32? = nil, mode: UInt32? = nil, createdNs: Int64? = nil,
+                modifiedNs: Int64? = nil, accessedNs: Int64? = nil, tags: [String]? = nil, favoriteRank: Int64?? = nil) {
+        self.uid = uid
+        self.gid = gid
+        self.mode = mode
+        self.createdNs = createdNs
+        self.modifiedNs = modifiedNs
+        self.accessedNs = accessedNs
+        self.tags = tags
+        self.favoriteRank = favoriteRank
+    }
+}
+
+/// An item as the server keeps it.
+public struct RemoteItem: Sendable, Equatable {
+    public var id: Int64
+    public var parentID: Int64?
+    public var name: String
+    public var kind: RemoteItemKind
+    public var size: Int64
+    public var createdNs: Int64
+    public var modifiedNs: Int64
+    public var changedNs: Int64
+    public var accessedNs: Int64
+    public var uid: UInt32
+    public var gid: UInt32
+    public var mode: UInt32
+    public var tags: [String]
+    public var favoriteRank: Int64?
+    public var symlinkTarget: String?
+    public var contentKey: String?
+    public var contentVersion: Int64
+    public var metadataVersion: Int64
+    public var trashedNs: Int64?
+    public var deleted: Bool
+}
+
+/// What an operation did: the item it touched (for a create, its new permanent id), the item's
+/// versions after it, and the change log position it wrote. `replayed` is true when the
+/// operation id had been applied before and nothing was done again.
+public struct AppliedChange: Sendable, Equatable {
+    public var itemID: Int64
+    public var contentVersion: Int64
+    public var metadataVersion: Int64
+    public var position: Int64
+    public var replayed: Bool
+}
+
+/// One entry of the change log. `position` is the sync anchor: ask for `changes(since:)` the
+/// last position you applied.
+public struct RemoteChange: Sendable, Equatable {
+    public enum Kind: String, Sendable, Equatable {
+        case create, content, move, delete, trash, untrash, attributes, layout
+    }
+    public var position: Int64
+    public var itemID: Int64
+    public var kind: Kind
+    public var operationID: UUID
+    public var contentVersion: Int64
+    public var metadataVersion: Int64
+    public var atNs: Int64
+}
+
+public enum RemoteError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Compare-and-swap on the content version failed: someone else wrote a newer version.
+    case versionConflict(itemID: Int64, expected: Int64, current: Int64)
+    case notFound(itemID: Int64)
+    case nameCollision(parentID: Int64, name: String)
+    case notEmpty(itemID: Int64)
+    /// The request cannot be applied as asked (parent not a directory, a move into itself, …).
+    case invalid(String)
+    /// The operation id was applied before as an operation of another kind.
+    case operationReused(UUID, previousKind: String)
+    /// The server's schema is newer than this docfs understands.
+    case schemaTooNew(found: Int, supported: Int)
+    /// The server could not be reached or the connection broke: retry later.
+    case unreachable(String)
+    /// The server refused the login: report it, retrying will not help.
+    case authentication(String)
+    /// Any other error the server reported.
+    case server(String)
+
+    public var isRetryable: Bool {
+        if case .unreachable = self { return true }
+        return false
+    }
+
+    public var description: String {
+        switch self {
+        case let .versionConflict(id, expected, current):
+            return "item \(id) is at content version \(current), not \(expected)"
+        case let .notFound(id): return "no item \(id) on the server"
+        case let .nameCollision(parent, name): return "item \(parent) already has a child named \"\(name)\""
+        case let .notEmpty(id): return "directory \(id) is not empty"
+        case let .invalid(why): return why
+        case let .operationReused(id, kind): return "operation \(id) was already applied as \(kind)"
+        case let .schemaTooNew(found, supported):
+            return "the server's docfs schema is version \(found); this docfs knows up to \(supported): upgrade docfs"
+        case let .unreachable(why): return "PostgreSQL unreachable: \(why)"
+        case let .authentication(why): return "PostgreSQL refused the login: \(why)"
+        case let .server(why): return "PostgreSQL: \(why)"
+        }
+    }
+}

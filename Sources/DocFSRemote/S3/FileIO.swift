@@ -1,0 +1,58 @@
+import NIOCore
+import NIOPosix
+import SystemPackage
+
+/// A byte range of an open file as an async sequence of buffers, read on NIO's blocking-I/O
+/// thread pool (never on the cooperative pool), one chunk at a time: an upload holds at most a
+/// chunk or two of the file in memory, whatever its size.
+struct FileChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let fd: SystemPackage.FileDescriptor
+    let offset: Int64
+    let length: Int64
+    var chunkSize: Int = 256 * 1024
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let fd: SystemPackage.FileDescriptor
+        var position: Int64
+        let end: Int64
+        let chunkSize: Int
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard position < end else { return nil }
+            let count = Int(Swift.min(Int64(chunkSize), end - position))
+            let fd = self.fd, at = position
+            let buffer = try await NIOThreadPool.singleton.runIfActive { () throws -> ByteBuffer in
+                var buffer = ByteBufferAllocator().buffer(capacity: count)
+                var got = 0
+                while got < count {
+                    let n = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count - got) { raw in
+                        try fd.read(fromAbsoluteOffset: at + Int64(got),
+                                    into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<(count - got)]))
+                    }
+                    if n == 0 { throw S3Error(kind: .rejected, message: "the file became shorter while it was uploaded") }
+                    got += n
+                }
+                return buffer
+            }
+            position += Int64(count)
+            return buffer
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(fd: fd, position: offset, end: offset + length, chunkSize: chunkSize)
+    }
+}
+
+enum FileIO {
+    static func size(of fd: SystemPackage.FileDescriptor) async throws -> Int64 {
+        try await NIOThreadPool.singleton.runIfActive { try fd.seek(offset: 0, from: SystemPackage.FileDescriptor.SeekOrigin.end) }
+    }
+
+    static func write(_ buffer: ByteBuffer, to fd: SystemPackage.FileDescriptor) async throws {
+        try await NIOThreadPool.singleton.runIfActive {
+            _ = try buffer.withUnsafeReadableBytes { try fd.writeAll($0) }
+        }
+    }
+}

@@ -1,0 +1,461 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import SystemPackage
+
+/// Where an S3-compatible server answers. Path-style addressing (`http://HOST:PORT/BUCKET/KEY`).
+public struct S3Endpoint: Sendable, Equatable {
+    public var scheme: String
+    public var host: String
+    public var port: Int
+
+    /// `http://127.0.0.1:9000` and the like. nil for anything that is not http(s)://HOST[:PORT].
+    public init?(url: String) {
+        guard let u = URLComponents(string: url), let scheme = u.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              let host = u.host, !host.isEmpty, u.path.isEmpty || u.path == "/" else { return nil }
+        self.scheme = scheme
+        self.host = host
+        self.port = u.port ?? (scheme == "https" ? 443 : 80)
+    }
+
+    /// AWS itself, path-style: `https://s3.REGION.amazonaws.com`.
+    public static func aws(region: String) -> S3Endpoint { S3Endpoint(url: "https://s3.\(region).amazonaws.com")! }
+
+    /// The `host` header exactly as sent and signed: the port only when it is not the scheme's default.
+    public var hostHeader: String {
+        let defaultPort = scheme == "https" ? 443 : 80
+        let h = host.contains(":") ? "[\(host)]" : host
+        return port == defaultPort ? h : "\(h):\(port)"
+    }
+
+    var base: String { "\(scheme)://\(hostHeader)" }
+}
+
+/// One object as a listing or HEAD shows it.
+public struct S3Object: Sendable, Equatable {
+    public var key: String
+    public var size: Int64
+    public var etag: String?
+}
+
+/// One page of ListObjectsV2.
+public struct S3ListPage: Sendable {
+    public var objects: [S3Object]
+    /// Pass it back to get the next page; nil on the last one.
+    public var continuationToken: String?
+}
+
+/// A part already on the server, as ListParts shows it.
+public struct S3Part: Sendable, Equatable {
+    public var number: Int
+    public var etag: String
+    public var size: Int64
+}
+
+/// A multipart upload that was started and neither completed nor aborted.
+public struct S3PendingUpload: Sendable, Equatable {
+    public var key: String
+    public var uploadID: String
+    public init(key: String, uploadID: String) {
+        self.key = key
+        self.uploadID = uploadID
+    }
+}
+
+/// An S3 client on async-http-client with our own Signature V4 (no S3 SDK for Swift is available
+/// on our machines). Every body is streamed: uploads read the file a chunk at a time, downloads
+/// write each chunk as it arrives.
+///
+/// Call `shutdown()` when done (async-http-client requires it on every exit path).
+public final class S3Client: Sendable {
+    public static let minimumPartSize: Int64 = 5 * 1024 * 1024
+    public static let maximumParts = 10_000
+
+    public let endpoint: S3Endpoint
+    let signer: SigV4Signer
+    let http: HTTPClient
+    let logger: Logger
+    /// How long one request may take from start to the end of its answer's head.
+    let requestTimeout: TimeAmount
+
+    public init(endpoint: S3Endpoint, credentials: S3Credentials, region: String = "us-east-1",
+                connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(60),
+                requestTimeout: TimeAmount = .minutes(30), logger: Logger = Logger(label: "docfs.s3")) {
+        self.endpoint = endpoint
+        self.signer = SigV4Signer(credentials: credentials, region: region, service: "s3")
+        self.logger = logger
+        self.requestTimeout = requestTimeout
+        var config = HTTPClient.Configuration(timeout: .init(connect: connectTimeout, read: readTimeout))
+        config.decompression = .disabled
+        config.redirectConfiguration = .disallow
+        self.http = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
+    }
+
+    public func shutdown() async throws {
+        try await http.shutdown()
+    }
+
+    // MARK: Buckets
+
+    /// Creates the bucket; a bucket that already exists and is ours is fine.
+    public func createBucket(_ bucket: String) async throws {
+        do {
+            try await sendDrained(.PUT, bucket: bucket, key: nil, operation: "CreateBucket \(bucket)")
+        } catch let error as S3Error where error.code == "BucketAlreadyOwnedByYou" {
+            return
+        }
+    }
+
+    // MARK: Objects
+
+    /// Uploads a whole file in one PUT, streamed from disk. Returns the ETag.
+    @discardableResult
+    public func putObject(bucket: String, key: String, fileAt path: FilePath,
+                          contentType: String = "application/octet-stream") async throws -> String? {
+        try await withFile(path) { fd in
+            let size = try await FileIO.size(of: fd)
+            return try await putObject(bucket: bucket, key: key, fd: fd, offset: 0, length: size, contentType: contentType)
+        }
+    }
+
+    /// Uploads `length` bytes of an open file from `offset` in one PUT. Returns the ETag.
+    @discardableResult
+    public func putObject(bucket: String, key: String, fd: SystemPackage.FileDescriptor, offset: Int64, length: Int64,
+                          contentType: String = "application/octet-stream") async throws -> String? {
+        let body = HTTPClientRequest.Body.stream(FileChunks(fd: fd, offset: offset, length: length), length: .known(length))
+        let headers = try await sendDrained(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
+                                            body: body, operation: "PutObject \(key)")
+        return headers.first(name: "ETag")
+    }
+
+    /// Uploads bytes held in memory (small objects: tests, markers). Returns the ETag.
+    @discardableResult
+    public func putObject(bucket: String, key: String, bytes: [UInt8],
+                          contentType: String = "application/octet-stream") async throws -> String? {
+        let headers = try await sendDrained(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
+                                            body: .bytes(ByteBuffer(bytes: bytes)), length: Int64(bytes.count),
+                                            payloadHash: SigV4Signer.sha256Hex(bytes), operation: "PutObject \(key)")
+        return headers.first(name: "ETag")
+    }
+
+    /// Downloads an object (or `range`, inclusive byte offsets) into a file, created or truncated,
+    /// streaming each chunk to disk as it arrives. Returns the number of bytes written.
+    @discardableResult
+    public func getObject(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
+                          toFileAt path: FilePath) async throws -> Int64 {
+        let fd = try await NIOThreadPool.singleton.runIfActive {
+            try SystemPackage.FileDescriptor.open(path, .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
+        }
+        do {
+            let n = try await getObject(bucket: bucket, key: key, range: range, into: fd)
+            try fd.close()
+            return n
+        } catch {
+            try? fd.close()
+            throw error
+        }
+    }
+
+    /// Downloads an object (or a range) and writes it at the current position of `fd`.
+    @discardableResult
+    public func getObject(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
+                          into fd: SystemPackage.FileDescriptor) async throws -> Int64 {
+        var headers: [(String, String)] = []
+        if let range { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
+        let response = try await send(.GET, bucket: bucket, key: key, headers: headers, operation: "GetObject \(key)")
+        var written: Int64 = 0
+        do {
+            for try await chunk in response.body {
+                try await FileIO.write(chunk, to: fd)
+                written += Int64(chunk.readableBytes)
+            }
+        } catch {
+            throw Self.map(error, operation: "GetObject \(key)")
+        }
+        return written
+    }
+
+    /// Downloads a small object (or a range) into memory (tests; never for contents).
+    public func getObjectBytes(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
+                               upTo limit: Int = 16 * 1024 * 1024) async throws -> [UInt8] {
+        var headers: [(String, String)] = []
+        if let range { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
+        let response = try await send(.GET, bucket: bucket, key: key, headers: headers, operation: "GetObject \(key)")
+        do {
+            let buffer = try await response.body.collect(upTo: limit)
+            return Array(buffer.readableBytesView)
+        } catch {
+            throw Self.map(error, operation: "GetObject \(key)")
+        }
+    }
+
+    /// Size and ETag of an object; `S3Error.Kind.notFound` when there is none.
+    public func headObject(bucket: String, key: String) async throws -> S3Object {
+        let headers = try await sendDrained(.HEAD, bucket: bucket, key: key, operation: "HeadObject \(key)")
+        let size = headers.first(name: "Content-Length").flatMap { Int64($0) } ?? 0
+        return S3Object(key: key, size: size, etag: headers.first(name: "ETag"))
+    }
+
+    /// Deletes an object; deleting one that is not there succeeds, as in S3.
+    public func deleteObject(bucket: String, key: String) async throws {
+        try await sendDrained(.DELETE, bucket: bucket, key: key, operation: "DeleteObject \(key)")
+    }
+
+    /// One page of ListObjectsV2 (keys XML-unescaped).
+    public func listObjects(bucket: String, prefix: String? = nil, continuationToken: String? = nil,
+                            maxKeys: Int = 1000) async throws -> S3ListPage {
+        var query: [(String, String)] = [("list-type", "2"), ("max-keys", String(maxKeys))]
+        if let prefix { query.append(("prefix", prefix)) }
+        if let continuationToken { query.append(("continuation-token", continuationToken)) }
+        let xml = try await sendForText(.GET, bucket: bucket, key: nil, query: query, operation: "ListObjectsV2 \(bucket)")
+        let objects = S3XML.elements("Contents", in: xml).map { entry in
+            S3Object(key: S3XML.text("Key", in: entry) ?? "",
+                     size: S3XML.text("Size", in: entry).flatMap { Int64($0) } ?? 0,
+                     etag: S3XML.text("ETag", in: entry))
+        }
+        let truncated = S3XML.text("IsTruncated", in: xml) == "true"
+        return S3ListPage(objects: objects, continuationToken: truncated ? S3XML.text("NextContinuationToken", in: xml) : nil)
+    }
+
+    /// Every object under a prefix, page after page.
+    public func listAllObjects(bucket: String, prefix: String? = nil, pageSize: Int = 1000) async throws -> [S3Object] {
+        var all: [S3Object] = []
+        var token: String?
+        repeat {
+            let page = try await listObjects(bucket: bucket, prefix: prefix, continuationToken: token, maxKeys: pageSize)
+            all += page.objects
+            token = page.continuationToken
+        } while token != nil
+        return all
+    }
+
+    // MARK: Multipart upload
+
+    public func createMultipartUpload(bucket: String, key: String,
+                                      contentType: String = "application/octet-stream") async throws -> String {
+        let xml = try await sendForText(.POST, bucket: bucket, key: key, query: [("uploads", "")],
+                                        headers: [("Content-Type", contentType)],
+                                        operation: "CreateMultipartUpload \(key)")
+        guard let id = S3XML.text("UploadId", in: xml), !id.isEmpty else {
+            throw S3Error(kind: .rejected, message: "CreateMultipartUpload \(key): no UploadId in the answer")
+        }
+        return id
+    }
+
+    /// Uploads one part (`length` bytes of `fd` from `offset`), streamed. Returns its ETag.
+    public func uploadPart(bucket: String, key: String, uploadID: String, partNumber: Int,
+                           fd: SystemPackage.FileDescriptor, offset: Int64, length: Int64) async throws -> String {
+        let body = HTTPClientRequest.Body.stream(FileChunks(fd: fd, offset: offset, length: length), length: .known(length))
+        let headers = try await sendDrained(.PUT, bucket: bucket, key: key,
+                                            query: [("partNumber", String(partNumber)), ("uploadId", uploadID)],
+                                            body: body, operation: "UploadPart \(partNumber) of \(key)")
+        guard let etag = headers.first(name: "ETag") else {
+            throw S3Error(kind: .rejected, message: "UploadPart \(partNumber) of \(key): no ETag in the answer")
+        }
+        return etag
+    }
+
+    /// Completes an upload from its parts (in part-number order). Returns the object's ETag.
+    @discardableResult
+    public func completeMultipartUpload(bucket: String, key: String, uploadID: String,
+                                        parts: [(number: Int, etag: String)]) async throws -> String? {
+        var xml = "<CompleteMultipartUpload>"
+        for part in parts.sorted(by: { $0.number < $1.number }) {
+            xml += "<Part><PartNumber>\(part.number)</PartNumber><ETag>\(S3XML.escape(part.etag))</ETag></Part>"
+        }
+        xml += "</CompleteMultipartUpload>"
+        let bytes = Array(xml.utf8)
+        let response = try await send(.POST, bucket: bucket, key: key, query: [("uploadId", uploadID)],
+                                      headers: [("Content-Type", "application/xml")],
+                                      body: .bytes(ByteBuffer(bytes: bytes)), length: Int64(bytes.count),
+                                      payloadHash: SigV4Signer.sha256Hex(bytes),
+                                      operation: "CompleteMultipartUpload \(key)")
+        let text = try await Self.collectText(response, operation: "CompleteMultipartUpload \(key)")
+        // S3 may answer 200 and put the error in the body.
+        if text.contains("<Error>") {
+            throw S3Error.fromResponse(status: 500, body: text, operation: "CompleteMultipartUpload \(key)")
+        }
+        return S3XML.text("ETag", in: text)
+    }
+
+    /// Aborts an upload and drops its parts; an upload that is already gone is fine.
+    public func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws {
+        do {
+            try await sendDrained(.DELETE, bucket: bucket, key: key, query: [("uploadId", uploadID)],
+                               operation: "AbortMultipartUpload \(key)")
+        } catch let error as S3Error where error.kind == .notFound {
+            return
+        }
+    }
+
+    /// The parts of an upload already on the server, page after page (to resume it).
+    public func listParts(bucket: String, key: String, uploadID: String) async throws -> [S3Part] {
+        var parts: [S3Part] = []
+        var marker: String?
+        repeat {
+            var query: [(String, String)] = [("uploadId", uploadID)]
+            if let marker { query.append(("part-number-marker", marker)) }
+            let xml = try await sendForText(.GET, bucket: bucket, key: key, query: query, operation: "ListParts \(key)")
+            for entry in S3XML.elements("Part", in: xml) {
+                guard let number = S3XML.text("PartNumber", in: entry).flatMap({ Int($0) }),
+                      let etag = S3XML.text("ETag", in: entry) else { continue }
+                parts.append(S3Part(number: number, etag: etag,
+                                    size: S3XML.text("Size", in: entry).flatMap { Int64($0) } ?? 0))
+            }
+            let truncated = S3XML.text("IsTruncated", in: xml) == "true"
+            marker = truncated ? S3XML.text("NextPartNumberMarker", in: xml) : nil
+        } while marker != nil
+        return parts
+    }
+
+    /// Uploads that were started and not finished, under a prefix (to resume or abort them).
+    public func listMultipartUploads(bucket: String, prefix: String? = nil) async throws -> [S3PendingUpload] {
+        var query: [(String, String)] = [("uploads", "")]
+        if let prefix { query.append(("prefix", prefix)) }
+        let xml = try await sendForText(.GET, bucket: bucket, key: nil, query: query, operation: "ListMultipartUploads \(bucket)")
+        return S3XML.elements("Upload", in: xml).compactMap { entry in
+            guard let key = S3XML.text("Key", in: entry), let id = S3XML.text("UploadId", in: entry) else { return nil }
+            return S3PendingUpload(key: key, uploadID: id)
+        }
+    }
+
+    /// Uploads a file: one PUT below `partSize`, otherwise multipart with parts of `partSize`
+    /// (at least 5 MiB; larger when the file would need more than 10,000 parts). Streams from
+    /// disk either way. `resumeUploadID` continues an upload started earlier (parts already
+    /// there with the right size are not sent again; an upload that is gone starts over);
+    /// `uploadStarted` is called with the upload ID before the first part is sent, so that the
+    /// caller can record it durably and resume or abort it after a crash.
+    @discardableResult
+    public func uploadFile(at path: FilePath, bucket: String, key: String, partSize: Int64 = 8 * 1024 * 1024,
+                           resumeUploadID: String? = nil,
+                           uploadStarted: @Sendable (String) async throws -> Void = { _ in }) async throws -> String? {
+        try await withFile(path) { fd in
+            let size = try await FileIO.size(of: fd)
+            var part = max(partSize, Self.minimumPartSize)
+            if size > part * Int64(Self.maximumParts) { part = (size + Int64(Self.maximumParts) - 1) / Int64(Self.maximumParts) }
+            if size <= part && resumeUploadID == nil {
+                return try await putObject(bucket: bucket, key: key, fd: fd, offset: 0, length: size)
+            }
+            var uploadID = resumeUploadID
+            var existing: [Int: S3Part] = [:]
+            if let id = uploadID {
+                do {
+                    for p in try await listParts(bucket: bucket, key: key, uploadID: id) { existing[p.number] = p }
+                } catch let error as S3Error where error.kind == .notFound {
+                    uploadID = nil
+                }
+            }
+            let id: String
+            if let uploadID { id = uploadID } else {
+                id = try await createMultipartUpload(bucket: bucket, key: key)
+                try await uploadStarted(id)
+            }
+            let count = max(1, Int((size + part - 1) / part))
+            var done: [(number: Int, etag: String)] = []
+            for number in 1...count {
+                let offset = Int64(number - 1) * part
+                let length = min(part, size - offset)
+                if let p = existing[number], p.size == length {
+                    done.append((number, p.etag))
+                    continue
+                }
+                let etag = try await uploadPart(bucket: bucket, key: key, uploadID: id, partNumber: number,
+                                                fd: fd, offset: offset, length: length)
+                done.append((number, etag))
+                logger.debug("uploaded part", metadata: ["key": "\(key)", "part": "\(number)/\(count)"])
+            }
+            return try await completeMultipartUpload(bucket: bucket, key: key, uploadID: id, parts: done)
+        }
+    }
+
+    // MARK: Requests
+
+    private func withFile<T>(_ path: FilePath, _ body: (SystemPackage.FileDescriptor) async throws -> T) async throws -> T {
+        let fd = try await NIOThreadPool.singleton.runIfActive { try SystemPackage.FileDescriptor.open(path, .readOnly) }
+        defer { try? fd.close() }
+        return try await body(fd)
+    }
+
+    /// Signs and sends a request; answers outside 2xx become `S3Error`s.
+    func send(_ method: HTTPMethod, bucket: String, key: String?, query: [(String, String)] = [],
+              headers: [(String, String)] = [], body: HTTPClientRequest.Body? = nil, length: Int64? = nil,
+              payloadHash: String? = nil, operation: String) async throws -> HTTPClientResponse {
+        let path = S3Path.objectPath(bucket: bucket, key: key)
+        let canonicalQuery = SigV4Signer.canonicalQuery(query)
+        var toSign: [(name: String, value: String)] = [("host", endpoint.hostHeader)]
+        for (name, value) in headers { toSign.append((name, value)) }
+        let hash = payloadHash ?? (body == nil ? SigV4Signer.emptyPayloadHash : SigV4Signer.unsignedPayload)
+        let signed = signer.sign(method: method.rawValue, canonicalURI: path, query: query, headers: toSign,
+                                 payloadHash: hash, amzDate: SigV4Signer.amzDate(for: Date()))
+        var request = HTTPClientRequest(url: endpoint.base + path + (canonicalQuery.isEmpty ? "" : "?" + canonicalQuery))
+        request.method = method
+        for (name, value) in signed.headers { request.headers.add(name: name, value: value) }
+        if let body {
+            request.body = body
+            if let length { request.headers.replaceOrAdd(name: "Content-Length", value: String(length)) }
+        }
+        let response: HTTPClientResponse
+        do {
+            response = try await http.execute(request, deadline: .now() + requestTimeout, logger: logger)
+        } catch {
+            throw Self.map(error, operation: operation)
+        }
+        let status = Int(response.status.code)
+        guard (200..<300).contains(status) else {
+            let text = (try? await Self.collectText(response, operation: operation)) ?? ""
+            let error = S3Error.fromResponse(status: status, body: text, operation: operation)
+            logger.debug("S3 error", metadata: ["error": "\(error)"])
+            throw error
+        }
+        return response
+    }
+
+    /// Sends a request whose answer body does not matter and reads that body to its end, so that
+    /// the connection goes back to the pool instead of being closed. Returns the answer's headers.
+    @discardableResult
+    func sendDrained(_ method: HTTPMethod, bucket: String, key: String?, query: [(String, String)] = [],
+                     headers: [(String, String)] = [], body: HTTPClientRequest.Body? = nil, length: Int64? = nil,
+                     payloadHash: String? = nil, operation: String) async throws -> HTTPHeaders {
+        let response = try await send(method, bucket: bucket, key: key, query: query, headers: headers, body: body,
+                                      length: length, payloadHash: payloadHash, operation: operation)
+        _ = try await Self.collectText(response, operation: operation)
+        return response.headers
+    }
+
+    func sendForText(_ method: HTTPMethod, bucket: String, key: String?, query: [(String, String)] = [],
+                     headers: [(String, String)] = [], operation: String) async throws -> String {
+        let response = try await send(method, bucket: bucket, key: key, query: query, headers: headers, operation: operation)
+        return try await Self.collectText(response, operation: operation)
+    }
+
+    static func collectText(_ response: HTTPClientResponse, operation: String) async throws -> String {
+        do {
+            let buffer = try await response.body.collect(upTo: 64 * 1024 * 1024)
+            return String(buffer: buffer)
+        } catch {
+            throw map(error, operation: operation)
+        }
+    }
+
+    /// Transport errors: timeouts and unreachable servers (both retryable); S3Errors pass through.
+    static func map(_ error: any Error, operation: String) -> any Error {
+        if error is S3Error || error is CancellationError { return error }
+        if let e = error as? HTTPClientError {
+            let timeouts: [HTTPClientError] = [.connectTimeout, .readTimeout, .writeTimeout, .deadlineExceeded,
+                                               .getConnectionFromPoolTimeout, .tlsHandshakeTimeout]
+            let refusals: [HTTPClientError] = [.bodyLengthMismatch, .invalidURL, .emptyHost, .emptyScheme]
+            if timeouts.contains(e) { return S3Error(kind: .timeout, message: "\(operation): \(e)") }
+            if e == .cancelled { return CancellationError() }
+            if refusals.contains(e) { return S3Error(kind: .rejected, message: "\(operation): \(e)") }
+            return S3Error(kind: .unreachable, message: "\(operation): \(e)")
+        }
+        if error is ChannelError || error is IOError || error is NIOConnectionError {
+            return S3Error(kind: .unreachable, message: "\(operation): \(error)")
+        }
+        // DNS failures and other socket-level errors land here too.
+        return S3Error(kind: .unreachable, message: "\(operation): \(error)")
+    }
+}

@@ -1,0 +1,71 @@
+/// An S3 request that failed, sorted by what the caller should do about it.
+public struct S3Error: Error, Sendable, CustomStringConvertible, Equatable {
+    public enum Kind: String, Sendable, Equatable {
+        /// Connection refused, reset, DNS: retry later.
+        case unreachable
+        /// Connect, read or overall deadline passed: retry later.
+        case timeout
+        /// 5xx, `SlowDown`, `InternalError`, `ServiceUnavailable`: retry with backoff.
+        case serverBusy
+        /// 403 and the like (`InvalidAccessKeyId`, `SignatureDoesNotMatch`, `AccessDenied`,
+        /// `ExpiredToken`): report it; retrying will not help.
+        case authentication
+        /// `EntityTooLarge`, `QuotaExceeded`, `TooManyBuckets`: report it; not retryable.
+        case quota
+        /// 404: `NoSuchKey`, `NoSuchBucket`, `NoSuchUpload`.
+        case notFound
+        /// 416: the range asked lies outside the object.
+        case invalidRange
+        /// Anything else S3 refused (a 4xx we do not sort further), or an answer we could not read.
+        case rejected
+    }
+
+    public var kind: Kind
+    /// HTTP status, when an answer came.
+    public var status: Int?
+    /// S3's error code (`<Code>`), when the body had one.
+    public var code: String?
+    public var message: String
+
+    public init(kind: Kind, status: Int? = nil, code: String? = nil, message: String) {
+        self.kind = kind
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    /// Whether trying the same request again later can succeed.
+    public var isRetryable: Bool {
+        switch kind {
+        case .unreachable, .timeout, .serverBusy: return true
+        case .authentication, .quota, .notFound, .invalidRange, .rejected: return false
+        }
+    }
+
+    public var description: String {
+        var parts = ["S3 \(kind.rawValue)"]
+        if let status { parts.append("HTTP \(status)") }
+        if let code { parts.append(code) }
+        return parts.joined(separator: " ") + (message.isEmpty ? "" : ": \(message)")
+    }
+
+    /// Sorts an error answer by status and S3 code.
+    static func fromResponse(status: Int, body: String, operation: String) -> S3Error {
+        let code = S3XML.text("Code", in: body)
+        let message = S3XML.text("Message", in: body) ?? "\(operation) failed"
+        let kind: Kind
+        switch (status, code ?? "") {
+        case (_, "SlowDown"), (_, "InternalError"), (_, "ServiceUnavailable"), (_, "RequestTimeout"): kind = .serverBusy
+        case (_, "EntityTooLarge"), (_, "QuotaExceeded"), (_, "TooManyBuckets"): kind = .quota
+        case (_, "InvalidAccessKeyId"), (_, "SignatureDoesNotMatch"), (_, "AccessDenied"), (_, "ExpiredToken"),
+             (_, "InvalidToken"), (_, "AuthorizationHeaderMalformed"), (_, "InvalidSecurity"): kind = .authentication
+        case (_, "NoSuchKey"), (_, "NoSuchBucket"), (_, "NoSuchUpload"), (404, _): kind = .notFound
+        case (416, _), (_, "InvalidRange"): kind = .invalidRange
+        case (401, _), (403, _): kind = .authentication
+        case (413, _): kind = .quota
+        case (500..., _), (429, _): kind = .serverBusy
+        default: kind = .rejected
+        }
+        return S3Error(kind: kind, status: status, code: code, message: "\(operation): \(message)")
+    }
+}

@@ -1,0 +1,342 @@
+import DocFSRemote
+import Foundation
+import Logging
+import PostgresNIO
+import XCTest
+
+/// The server's schema and operations against the PostgreSQL cluster `make test` starts. Each
+/// test gets a database of its own, dropped at the end.
+final class RemoteDatabaseTests: XCTestCase {
+    func withDatabase(migrated: Bool = true, _ body: (RemoteDatabase, PostgresURL) async throws -> Void) async throws {
+        let admin = try RemoteTestEnvironment.postgres()
+        let name = RemoteTestEnvironment.uniqueName("docfs_test")
+        try await Self.adminQuery(admin, "CREATE DATABASE \(name)")
+        var url = admin
+        url.database = name
+        let db = RemoteDatabase(url: url)
+        do {
+            if migrated { try await db.migrate() }
+            try await body(db, url)
+        } catch {
+            await db.shutdown()
+            try? await Self.adminQuery(admin, "DROP DATABASE \(name) WITH (FORCE)")
+            throw error
+        }
+        await db.shutdown()
+        try await Self.adminQuery(admin, "DROP DATABASE \(name) WITH (FORCE)")
+    }
+
+    static func adminQuery(_ url: PostgresURL, _ sql: String) async throws {
+        let client = PostgresClient(configuration: .init(host: url.host, port: url.port, username: url.user,
+                                                         password: url.password, database: url.database, tls: .disable))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            try await client.query(PostgresQuery(unsafeSQL: sql))
+            group.cancelAll()
+        }
+    }
+
+    func attributes(mode: UInt32 = 0o644) -> RemoteItemAttributes {
+        RemoteItemAttributes(uid: 1000, gid: 1000, mode: mode, createdNs: 1_700_000_000_123_456_789,
+                             modifiedNs: 1_700_000_001_987_654_321, tags: ["red", "work"])
+    }
+
+    func testMigrationIsVersionedIdempotentAndRefusesANewerSchema() async throws {
+        try await withDatabase(migrated: false) { db, url in
+            let before = try await db.schemaVersion()
+            XCTAssertEqual(before, 0)
+            let first = try await db.migrate()
+            XCTAssertEqual(first, RemoteSchema.latest)
+            let second = try await db.migrate()
+            XCTAssertEqual(second, RemoteSchema.latest)
+            let root = try await db.rootID()
+            let children = try await db.children(of: root)
+            XCTAssertEqual(children, [])
+
+            try await Self.adminQuery(url, "INSERT INTO docfs_schema_migrations (version) VALUES (\(RemoteSchema.latest + 1))")
+            do {
+                try await db.migrate()
+                XCTFail("migrated a newer schema")
+            } catch let error as RemoteError {
+                XCTAssertEqual(error, .schemaTooNew(found: RemoteSchema.latest + 1, supported: RemoteSchema.latest))
+                XCTAssertTrue("\(error)".contains("upgrade docfs"))
+            }
+        }
+    }
+
+    func testConcurrentMigrationsWaitForEachOther() async throws {
+        try await withDatabase(migrated: false) { db, _ in
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<4 { group.addTask { try await db.migrate() } }
+                for try await version in group { XCTAssertEqual(version, RemoteSchema.latest) }
+            }
+        }
+    }
+
+    func testCreateIsIdempotentByOperationIDAndGivesPermanentIDs() async throws {
+        try await withDatabase { db, _ in
+            let root = try await db.rootID()
+            let op = UUID()
+            let content = RemoteContent(key: "objects/\(op.uuidString.lowercased())", size: 42)
+            let created = try await db.createItem(operationID: op, parentID: root, name: "report.pdf", kind: .file,
+                                                  attributes: attributes(), content: content)
+            XCTAssertFalse(created.replayed)
+            XCTAssertGreaterThan(created.itemID, root)
+            // The same request again (a lost reply, a restart): the same item, nothing new.
+            let retried = try await db.createItem(operationID: op, parentID: root, name: "report.pdf", kind: .file,
+                                                  attributes: attributes(), content: content)
+            XCTAssertTrue(retried.replayed)
+            XCTAssertEqual(retried.itemID, created.itemID)
+            XCTAssertEqual(retried.position, created.position)
+            // Concurrent retries of another operation: still one item.
+            let op2 = UUID()
+            let folderAttributes = attributes(mode: 0o755)
+            let ids = try await withThrowingTaskGroup(of: Int64.self) { group in
+                for _ in 0..<6 {
+                    group.addTask {
+                        try await db.createItem(operationID: op2, parentID: root, name: "Folder", kind: .directory,
+                                                attributes: folderAttributes).itemID
+                    }
+                }
+                var ids: Set<Int64> = []
+                for try await id in group { ids.insert(id) }
+                return ids
+            }
+            XCTAssertEqual(ids.count, 1)
+            let children = try await db.children(of: root)
+            XCTAssertEqual(children.map(\.name), ["Folder", "report.pdf"])
+            let changes = try await db.changes(since: 0)
+            XCTAssertEqual(changes.count, 2)
+
+            let item = try await db.item(created.itemID)
+            XCTAssertEqual(item?.name, "report.pdf")
+            XCTAssertEqual(item?.kind, .file)
+            XCTAssertEqual(item?.size, 42)
+            XCTAssertEqual(item?.contentKey, content.key)
+            XCTAssertEqual(item?.createdNs, 1_700_000_000_123_456_789)
+            XCTAssertEqual(item?.modifiedNs, 1_700_000_001_987_654_321)
+            XCTAssertEqual(item?.uid, 1000)
+            XCTAssertEqual(item?.mode, 0o644)
+            XCTAssertEqual(item?.tags, ["red", "work"])
+            XCTAssertEqual(item?.contentVersion, 1)
+
+            // Another operation with a name already taken, or an operation id reused for another kind.
+            do {
+                _ = try await db.createItem(operationID: UUID(), parentID: root, name: "report.pdf", kind: .file,
+                                            attributes: attributes())
+                XCTFail("two items with one name")
+            } catch let error as RemoteError {
+                XCTAssertEqual(error, .nameCollision(parentID: root, name: "report.pdf"))
+            }
+            do {
+                _ = try await db.trashItem(operationID: op, itemID: created.itemID)
+                XCTFail("an operation id was applied twice as different operations")
+            } catch let error as RemoteError {
+                XCTAssertEqual(error, .operationReused(op, previousKind: "create"))
+            }
+            do {
+                _ = try await db.createItem(operationID: UUID(), parentID: created.itemID, name: "x", kind: .file,
+                                            attributes: attributes())
+                XCTFail("a child of a file")
+            } catch RemoteError.invalid {}
+        }
+    }
+
+    func testNewContentVersionIsACompareAndSwap() async throws {
+        try await withDatabase { db, _ in
+            let root = try await db.rootID()
+            let file = try await db.createItem(operationID: UUID(), parentID: root, name: "notes.txt", kind: .file,
+                                               attributes: attributes(), content: RemoteContent(key: "objects/a", size: 1))
+            let op = UUID()
+            let v2 = try await db.newContentVersion(operationID: op, itemID: file.itemID, expectedVersion: 1,
+                                                    content: RemoteContent(key: "objects/b", size: 2), modifiedNs: 5)
+            XCTAssertEqual(v2.contentVersion, 2)
+            let replay = try await db.newContentVersion(operationID: op, itemID: file.itemID, expectedVersion: 1,
+                                                        content: RemoteContent(key: "objects/b", size: 2), modifiedNs: 5)
+            XCTAssertTrue(replay.replayed)
+            XCTAssertEqual(replay.contentVersion, 2)
+            // Another writer that still thinks version 1 is current loses.
+            do {
+                _ = try await db.newContentVersion(operationID: UUID(), itemID: file.itemID, expectedVersion: 1,
+                                                   content: RemoteContent(key: "objects/c", size: 3), modifiedNs: 6)
+                XCTFail("the compare-and-swap let a stale writer through")
+            } catch let error as RemoteError {
+                XCTAssertEqual(error, .versionConflict(itemID: file.itemID, expected: 1, current: 2))
+                XCTAssertFalse(error.isRetryable)
+            }
+            let item = try await db.item(file.itemID)
+            XCTAssertEqual(item?.contentKey, "objects/b")
+            XCTAssertEqual(item?.size, 2)
+            XCTAssertEqual(item?.modifiedNs, 5)
+            do {
+                _ = try await db.newContentVersion(operationID: UUID(), itemID: 999_999, expectedVersion: 1,
+                                                   content: RemoteContent(key: "k", size: 0), modifiedNs: 0)
+                XCTFail("a version of no item")
+            } catch let error as RemoteError {
+                XCTAssertEqual(error, .notFound(itemID: 999_999))
+            }
+        }
+    }
+
+    func testRenameMoveTrashDeleteAndAttributes() async throws {
+        try await withDatabase { db, _ in
+            let root = try await db.rootID()
+            let a = try await db.createItem(operationID: UUID(), parentID: root, name: "A", kind: .directory,
+                                            attributes: attributes(mode: 0o755)).itemID
+            let b = try await db.createItem(operationID: UUID(), parentID: a, name: "B", kind: .directory,
+                                            attributes: attributes(mode: 0o755)).itemID
+            let f = try await db.createItem(operationID: UUID(), parentID: b, name: "f", kind: .file,
+                                            attributes: attributes()).itemID
+            _ = try await db.moveItem(operationID: UUID(), itemID: f, toParentID: b, name: "g")  // rename
+            _ = try await db.moveItem(operationID: UUID(), itemID: f, toParentID: root, name: "g")  // reparent
+            let rootNames = try await db.children(of: root).map(\.name)
+            XCTAssertEqual(rootNames, ["A", "g"])
+            do {
+                _ = try await db.moveItem(operationID: UUID(), itemID: a, toParentID: b, name: "A")
+                XCTFail("moved a folder into its own subfolder")
+            } catch RemoteError.invalid {}
+            do {
+                _ = try await db.moveItem(operationID: UUID(), itemID: b, toParentID: root, name: "g")
+                XCTFail("moved onto a taken name")
+            } catch let error as RemoteError {
+                XCTAssertEqual(error, .nameCollision(parentID: root, name: "g"))
+            }
+            do {
+                _ = try await db.deleteItem(operationID: UUID(), itemID: a)
+                XCTFail("deleted a folder that is not empty")
+            } catch let error as RemoteError {
+                XCTAssertEqual(error, .notEmpty(itemID: a))
+            }
+
+            // Trash frees the name; untrash restores under a new name.
+            let trashed = try await db.trashItem(operationID: UUID(), itemID: f)
+            let inTrash = try await db.item(f)
+            XCTAssertNotNil(inTrash?.trashedNs)
+            _ = try await db.createItem(operationID: UUID(), parentID: root, name: "g", kind: .file, attributes: attributes())
+            _ = try await db.untrashItem(operationID: UUID(), itemID: f, toParentID: root, name: "g restored")
+            let restored = try await db.item(f)
+            XCTAssertNil(restored?.trashedNs)
+            XCTAssertEqual(restored?.name, "g restored")
+            XCTAssertGreaterThan(restored?.metadataVersion ?? 0, trashed.metadataVersion)
+
+            let attrs = try await db.setAttributes(operationID: UUID(), itemID: f, changes: RemoteAttributeChanges(
+                uid: 0, mode: 0o4750, modifiedNs: 77, tags: ["blue"], favoriteRank: .some(3)))
+            let after = try await db.item(f)
+            XCTAssertEqual(after?.uid, 0)
+            XCTAssertEqual(after?.gid, 1000)
+            XCTAssertEqual(after?.mode, 0o4750)
+            XCTAssertEqual(after?.modifiedNs, 77)
+            XCTAssertEqual(after?.tags, ["blue"])
+            XCTAssertEqual(after?.favoriteRank, 3)
+            XCTAssertEqual(after?.metadataVersion, attrs.metadataVersion)
+            _ = try await db.setAttributes(operationID: UUID(), itemID: f, changes: RemoteAttributeChanges(favoriteRank: .some(nil)))
+            let unranked = try await db.item(f)
+            XCTAssertNil(unranked?.favoriteRank)
+
+            // Delete leaves a tombstone; a second delete (another operation) finds nothing.
+            _ = try await db.deleteItem(operationID: UUID(), itemID: f)
+            let tombstone = try await db.item(f)
+            XCTAssertEqual(tombstone?.deleted, true)
+            do {
+                _ = try await db.deleteItem(operationID: UUID(), itemID: f)
+                XCTFail("deleted twice")
+            } catch let error as RemoteError {
+                XCTAssertEqual(error, .notFound(itemID: f))
+            }
+
+            let layout = #"{"trash": true, "folders": [{"path": "Inbox", "capabilities": ["read", "add"]}]}"#
+            _ = try await db.setLayout(operationID: UUID(), json: layout)
+            let stored = try await db.layout()
+            XCTAssertTrue(stored?.contains("\"Inbox\"") ?? false, stored ?? "no layout")
+        }
+    }
+
+    func testChangeLogIsInOrderAndAnAnchorGivesTheRest() async throws {
+        try await withDatabase { db, _ in
+            let root = try await db.rootID()
+            var expected: [(RemoteChange.Kind, Int64)] = []
+            let d = try await db.createItem(operationID: UUID(), parentID: root, name: "d", kind: .directory, attributes: attributes())
+            expected.append((.create, d.itemID))
+            let f = try await db.createItem(operationID: UUID(), parentID: d.itemID, name: "f", kind: .file, attributes: attributes())
+            expected.append((.create, f.itemID))
+            _ = try await db.newContentVersion(operationID: UUID(), itemID: f.itemID, expectedVersion: 1,
+                                               content: RemoteContent(key: "k2", size: 9), modifiedNs: 1)
+            expected.append((.content, f.itemID))
+            _ = try await db.moveItem(operationID: UUID(), itemID: f.itemID, toParentID: root, name: "f2")
+            expected.append((.move, f.itemID))
+            _ = try await db.setAttributes(operationID: UUID(), itemID: f.itemID, changes: RemoteAttributeChanges(mode: 0o600))
+            expected.append((.attributes, f.itemID))
+            _ = try await db.trashItem(operationID: UUID(), itemID: f.itemID)
+            expected.append((.trash, f.itemID))
+            _ = try await db.deleteItem(operationID: UUID(), itemID: f.itemID)
+            expected.append((.delete, f.itemID))
+
+            let all = try await db.changes(since: 0)
+            XCTAssertEqual(all.map(\.kind), expected.map(\.0))
+            XCTAssertEqual(all.map(\.itemID), expected.map(\.1))
+            XCTAssertEqual(all.map(\.position), all.map(\.position).sorted())
+            XCTAssertEqual(Set(all.map(\.position)).count, all.count)
+            let latest = try await db.latestPosition()
+            XCTAssertEqual(latest, all.last?.position)
+            let rest = try await db.changes(since: all[3].position)
+            XCTAssertEqual(rest.map(\.kind), [.attributes, .trash, .delete])
+            let page = try await db.changes(since: 0, limit: 2)
+            XCTAssertEqual(page.map(\.position), Array(all.prefix(2)).map(\.position))
+            // The content change carries the new versions.
+            XCTAssertEqual(all[2].contentVersion, 2)
+        }
+    }
+
+    func testCommittedChangesAreNotifiedWithTheirPosition() async throws {
+        try await withDatabase { db, _ in
+            let root = try await db.rootID()
+            let fileAttributes = attributes()
+            let received = try await withThrowingTaskGroup(of: [Int64]?.self) { group in
+                group.addTask {
+                    try await db.withChangeNotifications { notifications in
+                        var got: [Int64] = []
+                        for try await position in notifications {
+                            got.append(position)
+                            if got.count == 2 { break }
+                        }
+                        return got
+                    }
+                }
+                group.addTask {
+                    // LISTEN is issued as the listening task starts: give it a moment, then change things.
+                    try await Task.sleep(for: .milliseconds(500))
+                    _ = try await db.createItem(operationID: UUID(), parentID: root, name: "n1", kind: .file,
+                                                attributes: fileAttributes)
+                    _ = try await db.createItem(operationID: UUID(), parentID: root, name: "n2", kind: .file,
+                                                attributes: fileAttributes)
+                    return nil
+                }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(20))
+                    throw RemoteError.unreachable("no notification within 20 s")
+                }
+                var result: [Int64] = []
+                for try await value in group {
+                    if let value { result = value; group.cancelAll(); break }
+                }
+                return result
+            }
+            let positions = try await db.changes(since: 0).map(\.position)
+            XCTAssertEqual(received, positions)
+        }
+    }
+
+    func testUnreachableServerIsRetryable() async throws {
+        let admin = try RemoteTestEnvironment.postgres()
+        var url = admin
+        url.port = try S3ClientTests.freeLoopbackPort()
+        let db = RemoteDatabase(url: url, operationTimeout: .seconds(3))
+        do {
+            _ = try await db.schemaVersion()
+            XCTFail("a query to a closed port succeeded")
+        } catch let error as RemoteError {
+            XCTAssertTrue(error.isRetryable, "\(error)")
+        }
+        await db.shutdown()
+    }
+}

@@ -1,0 +1,190 @@
+#!/bin/sh
+# Test servers for the remote replica (DocFSRemote): a throwaway PostgreSQL cluster and moto's
+# S3 server, both on 127.0.0.1 in a temporary folder, stopped by PID afterwards.
+#
+#   Tests/remote/servers.sh run -- COMMAND...   start both, run COMMAND with the addresses in the
+#                                               environment, stop both however COMMAND ends (its status)
+#   Tests/remote/servers.sh start DIR           start both; DIR/env holds the export lines
+#   Tests/remote/servers.sh stop DIR            stop what `start DIR` started, by PID
+#
+# The environment the tests read (they skip without it):
+#   DOCFS_TEST_PG_URL         postgres://docfs@127.0.0.1:PORT/postgres (trust auth; tests make
+#                             a database of their own in it)
+#   DOCFS_TEST_S3_ENDPOINT    http://127.0.0.1:PORT (moto, checking signatures: IAM mode)
+#   DOCFS_TEST_S3_ACCESS_KEY, DOCFS_TEST_S3_SECRET_KEY   the only credentials moto accepts
+#   DOCFS_TEST_S3_OPEN_ENDPOINT  http://127.0.0.1:PORT (a second moto that checks no signature: moto's
+#                             checker rebuilds the URL with `+`, `&`, `=` in keys and `/` in query values
+#                             unescaped and so refuses AWS's own SDK there (boto3 too); keys holding
+#                             them are tested on this one)
+#
+# Installs what is missing: Debian's postgresql (apt-get, as root), and moto[server]==5.2.5 in a
+# venv under .build/remote-venv when no usable moto_server is on PATH.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+MOTO_VERSION=5.2.5
+
+log() { echo "servers.sh: $*" >&2; }
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+pg_bindir() {
+    ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
+}
+
+ensure_postgres() {
+    bindir=$(pg_bindir)
+    if [ -n "$bindir" ] && [ -x "$bindir/initdb" ] && [ -x "$bindir/pg_ctl" ]; then return 0; fi
+    if [ "$(id -u)" != 0 ]; then
+        log "PostgreSQL is missing: sudo apt-get install postgresql (or run make test as root)"; exit 1
+    fi
+    log "installing postgresql (apt-get) ..."
+    # The package starts a cluster of its own (port 5432) unless policy-rc.d forbids it: the tests
+    # start their own, and nothing here should leave a server running that it did not start by PID.
+    policy=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        policy=/usr/sbin/policy-rc.d
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
+    fi
+    status=0
+    { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql >&2; } || status=$?
+    [ -n "$policy" ] && rm -f "$policy"
+    [ "$status" = 0 ] || { log "apt-get install postgresql failed"; exit 1; }
+}
+
+# Sets MOTO_SERVER and MOTO_PYTHON (a python that imports moto and boto3).
+ensure_moto() {
+    if command -v moto_server >/dev/null 2>&1 && python3 -c 'import moto.server, boto3, flask' >/dev/null 2>&1; then
+        MOTO_SERVER=$(command -v moto_server); MOTO_PYTHON=python3; return 0
+    fi
+    venv="$repo/.build/remote-venv"
+    if ! [ -x "$venv/bin/moto_server" ] || ! "$venv/bin/python" -c 'import moto.server, boto3' >/dev/null 2>&1; then
+        log "installing moto[server]==$MOTO_VERSION into $venv ..."
+        mkdir -p "$repo/.build"
+        python3 -m venv "$venv" >&2
+        "$venv/bin/pip" install --quiet "moto[server]==$MOTO_VERSION" >&2
+    fi
+    MOTO_SERVER="$venv/bin/moto_server"; MOTO_PYTHON="$venv/bin/python"
+}
+
+wait_port() { # port seconds: a TCP connect only (an HTTP request would spend one of moto's unauthenticated actions)
+    python3 - "$1" "$2" <<'PY'
+import socket, sys, time
+port, deadline = int(sys.argv[1]), time.time() + float(sys.argv[2])
+while time.time() < deadline:
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.5).close(); sys.exit(0)
+    except OSError:
+        time.sleep(0.1)
+sys.exit(1)
+PY
+}
+
+start() {
+    dir=$1
+    mkdir -p "$dir"
+    chmod 755 "$dir"
+    ensure_postgres
+    ensure_moto
+    bindir=$(pg_bindir)
+
+    # PostgreSQL: initdb and pg_ctl refuse root; run them as the postgres user, in folders it owns.
+    pgport=$(free_port)
+    mkdir -p "$dir/pg" "$dir/pgsock"
+    if [ "$(id -u)" = 0 ]; then
+        chown postgres "$dir/pg" "$dir/pgsock"
+        as_pg() { runuser -u postgres -- "$@"; }
+    else
+        as_pg() { "$@"; }
+    fi
+    as_pg "$bindir/initdb" -D "$dir/pg/data" -U docfs --auth=trust -E UTF8 --no-locale --no-sync >"$dir/initdb.log" 2>&1 \
+        || { cat "$dir/initdb.log" >&2; log "initdb failed"; exit 1; }
+    as_pg "$bindir/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w \
+        -o "-c listen_addresses=127.0.0.1 -p $pgport -k $dir/pgsock -c fsync=off" start >/dev/null \
+        || { cat "$dir/pg/server.log" >&2; log "PostgreSQL did not start"; exit 1; }
+    head -n 1 "$dir/pg/data/postmaster.pid" >"$dir/postgres.pid"
+    echo "$bindir" >"$dir/pg_bindir"
+
+    # moto, checking signatures: the first three requests (unauthenticated) make an IAM user with
+    # s3:* and its access key; from then on only that key and its secret are accepted.
+    s3port=$(free_port)
+    INITIAL_NO_AUTH_ACTION_COUNT=3 "$MOTO_SERVER" -H 127.0.0.1 -p "$s3port" >"$dir/moto.log" 2>&1 &
+    echo $! >"$dir/moto.pid"
+    wait_port "$s3port" 30 || { cat "$dir/moto.log" >&2; log "moto did not start"; exit 1; }
+    keys=$("$MOTO_PYTHON" - "http://127.0.0.1:$s3port" <<'PY'
+import json, sys, boto3
+iam = boto3.client("iam", endpoint_url=sys.argv[1], region_name="us-east-1",
+                   aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
+iam.create_user(UserName="docfs-test")
+iam.put_user_policy(UserName="docfs-test", PolicyName="s3-all", PolicyDocument=json.dumps(
+    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+key = iam.create_access_key(UserName="docfs-test")["AccessKey"]
+print(key["AccessKeyId"], key["SecretAccessKey"])
+PY
+) || { cat "$dir/moto.log" >&2; log "could not create moto's IAM user"; exit 1; }
+    access=${keys% *}; secret=${keys#* }
+
+    openport=$(free_port)
+    "$MOTO_SERVER" -H 127.0.0.1 -p "$openport" >"$dir/moto-open.log" 2>&1 &
+    echo $! >"$dir/moto-open.pid"
+    wait_port "$openport" 30 || { cat "$dir/moto-open.log" >&2; log "the second moto did not start"; exit 1; }
+
+    cat >"$dir/env" <<ENV
+export DOCFS_TEST_PG_URL='postgres://docfs@127.0.0.1:$pgport/postgres'
+export DOCFS_TEST_S3_ENDPOINT='http://127.0.0.1:$s3port'
+export DOCFS_TEST_S3_ACCESS_KEY='$access'
+export DOCFS_TEST_S3_SECRET_KEY='$secret'
+export DOCFS_TEST_S3_OPEN_ENDPOINT='http://127.0.0.1:$openport'
+ENV
+    log "PostgreSQL on 127.0.0.1:$pgport (pid $(cat "$dir/postgres.pid")), moto on 127.0.0.1:$s3port (pid $(cat "$dir/moto.pid")) and :$openport (pid $(cat "$dir/moto-open.pid")), in $dir"
+}
+
+stop_pid() { # pidfile seconds
+    [ -f "$1" ] || return 0
+    pid=$(cat "$1")
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        kill -TERM "$pid" 2>/dev/null || true
+        i=0
+        while kill -0 "$pid" 2>/dev/null && [ "$i" -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$1"
+}
+
+stop() {
+    dir=$1
+    [ -d "$dir" ] || return 0
+    # SIGTERM to the postmaster is PostgreSQL's "smart" shutdown; SIGINT is "fast": use that.
+    if [ -f "$dir/postgres.pid" ]; then
+        pid=$(cat "$dir/postgres.pid")
+        kill -INT "$pid" 2>/dev/null || true
+        stop_pid "$dir/postgres.pid" 10
+    fi
+    stop_pid "$dir/moto.pid" 10 &
+    stop_pid "$dir/moto-open.pid" 10
+    wait
+    rm -rf "$dir"
+}
+
+case "${1:-}" in
+start) [ $# -eq 2 ] || { log "usage: servers.sh start DIR"; exit 2; }; start "$2" ;;
+stop) [ $# -eq 2 ] || { log "usage: servers.sh stop DIR"; exit 2; }; stop "$2" ;;
+run)
+    shift
+    [ "${1:-}" = "--" ] && shift
+    [ $# -gt 0 ] || { log "usage: servers.sh run -- COMMAND..."; exit 2; }
+    dir=$(mktemp -d /tmp/docfs-remote-XXXXXX)
+    trap 'stop "$dir"' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    start "$dir"
+    . "$dir/env"
+    status=0
+    "$@" || status=$?
+    exit $status
+    ;;
+*) log "usage: servers.sh start DIR | stop DIR | run -- COMMAND..."; exit 2 ;;
+esac
