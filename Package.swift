@@ -66,6 +66,11 @@ let package = Package(
             "DocFSBridge", "DocFSProvider", "DocFSStore",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // `make bench-scale`: builds a big store through the store's own API (never part of the tests).
+        .executableTarget(name: "docfs-scale", dependencies: [
+            "DocFSStore",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "DocFSProviderTests", dependencies: ["DocFSProvider"]),
         .testTarget(name: "DocFSContentTypesTests", dependencies: ["DocFSContentTypes", "DocFSProvider"]),
         .testTarget(name: "DocFSStoreTests", dependencies: ["DocFSStore", "DocFSProvider"]),

@@ -12,8 +12,10 @@ import Synchronization
 /// The embedded default provider: a store directory holding item metadata in SQLite
 /// (`store.sqlite`, WAL mode) and file contents as plain files (`contents/<id>`).
 ///
-/// Reads (`item`, `childItem`, `enumerateItems`) never touch SQL: every item is loaded into
-/// memory at open and kept up to date write-through. Actions are serialised by one writer lock;
+/// Reads (`item`, `childItem`, `enumerateItems`) answer from a bounded working set in memory
+/// (`TreeState`: records, folder indexes, and what the journal has not yet applied to SQLite) and
+/// read SQLite on a miss through a connection of their own (`TreeReader`); nothing is loaded at
+/// open, so any size of tree mounts at once. Actions are serialised by one writer lock;
 /// each action appends its row changes to the journal before it returns, and the journal goes to
 /// SQLite in batches of about a thousand changes, one transaction each (`StoreJournal`).
 ///
@@ -165,7 +167,8 @@ public final class LocalStore: Provider, @unchecked Sendable {
         guard let row = Self.row(for: identifier) else {
             throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'")
         }
-        let found: Item? = state.withLock { tree in tree.records[row].map { tree.presented($0) } }
+        let (found, full): (Item?, Bool) = state.withLock { tree in (tree.record(row).map { tree.presented($0) }, tree.needsTrim) }
+        if full { trimCache() }
         guard let found else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
         return found
     }
@@ -174,19 +177,20 @@ public final class LocalStore: Provider, @unchecked Sendable {
         guard let parentRow = Self.row(for: parent) else {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(parent)'")
         }
-        let result: Result<Item, ProviderError> = state.withLock { tree in
-            guard let folder = tree.records[parentRow] else {
-                return .failure(ProviderError(.noSuchItem, "no folder with identifier '\(parent)'"))
+        let (result, full): (Result<Item, ProviderError>, Bool) = state.withLock { tree in
+            guard let folder = tree.record(parentRow) else {
+                return (.failure(ProviderError(.noSuchItem, "no folder with identifier '\(parent)'")), false)
             }
             guard folder.item.isFolder else {
-                return .failure(ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder"))
+                return (.failure(ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder")), false)
             }
-            guard let row = tree.children[parentRow]?[NameKey(name)], let child = tree.records[row] else {
+            guard let child = tree.childRecord(named: name, in: parentRow) else {
                 // A miss is the common answer (every create looks first): no message to build.
-                return .failure(ProviderError(.noSuchItem))
+                return (.failure(ProviderError(.noSuchItem)), tree.needsTrim)
             }
-            return .success(tree.presented(child))
+            return (.success(tree.presented(child)), tree.needsTrim)
         }
+        if full { trimCache() }
         return try result.get()
     }
 
@@ -194,26 +198,45 @@ public final class LocalStore: Provider, @unchecked Sendable {
         guard let parentRow = Self.row(for: container) else {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(container)'")
         }
-        let result: Result<[Item], ProviderError> = state.withLock { tree in
-            guard let folder = tree.records[parentRow] else {
-                return .failure(ProviderError(.noSuchItem, "no folder with identifier '\(container)'"))
+        let (result, full): (Result<[Item], ProviderError>, Bool) = state.withLock { tree in
+            guard let folder = tree.record(parentRow) else {
+                return (.failure(ProviderError(.noSuchItem, "no folder with identifier '\(container)'")), false)
             }
             guard folder.item.isFolder else {
-                return .failure(ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder"))
+                return (.failure(ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder")), false)
             }
-            let order = tree.sortedChildren(of: parentRow)
+            let records = tree.childRecords(of: parentRow)
             var items: [Item] = []
-            items.reserveCapacity(order.count)
-            for row in order { if let record = tree.records[row] { items.append(tree.presented(record)) } }
-            return .success(items)
+            items.reserveCapacity(records.count)
+            for record in records { items.append(tree.presented(record)) }
+            return (.success(items), tree.needsTrim)
         }
+        if full { trimCache() }
         return try result.get()
+    }
+
+    /// Brings the working set back under its limit, unless an action is running (it may hold
+    /// records it read and has not updated yet; it trims itself when it ends).
+    func trimCache() {
+        guard writer.try() else { return }
+        defer { writer.unlock() }
+        state.withLock { if $0.needsTrim { $0.trim() } }
     }
 
     public func storageStatistics() -> StorageStatistics {
         sysStatvfs(url.path)
     }
 
-    /// The number of items in the store, root and trash included.
-    public var itemCount: Int { state.withLock { $0.records.count } }
+    /// The number of items in the store, root and trash included (a COUNT in SQLite after
+    /// applying the journal's batch).
+    public var itemCount: Int {
+        try? write { (database) throws(ProviderError) in try flushJournal(database) }
+        return state.withLock { $0.reader?.count("SELECT COUNT(*) FROM item") ?? $0.cachedRecords }
+    }
+
+    /// The working set: records and folder index entries in memory, and how many of the records
+    /// are pinned until the journal's batch lands (for tests and `make bench-scale`).
+    public var cacheStatistics: (records: Int, indexEntries: Int, pinned: Int, limit: Int) {
+        state.withLock { ($0.cachedRecords, $0.cachedIndexEntries, $0.pinnedCount, $0.cacheLimit) }
+    }
 }
