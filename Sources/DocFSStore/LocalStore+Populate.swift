@@ -27,7 +27,7 @@ public struct ScaleShape: Sendable {
 
     /// Files of the tree part and its leaf and middle folders, with the two top folders counted
     /// as items too, so that the total is about `items`.
-    var treeFiles: Int {
+    public var treeFiles: Int {
         let rest = items - bigFolderFiles - 2
         let leaves = max(1, rest / (filesPerFolder + 1))
         return max(0, rest - leaves - (leaves + 9) / 10)

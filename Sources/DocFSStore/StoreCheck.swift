@@ -178,81 +178,187 @@ public enum StoreChecker {
         }
     }
 
+    /// What examining keeps of each item: its parent and kind (about 40 bytes an item, where a
+    /// whole record is about a kilobyte), so a store of millions of items is checked in tens of
+    /// megabytes. Names, sizes and link targets are checked in streamed passes over SQLite.
+    private struct Slim {
+        var parent: Int64
+        var kind: UInt8
+        var hasContents = false
+    }
+
     private static func examine(_ queue: DatabaseQueue, path: String) throws(ProviderError) -> StoreCheckReport {
-        let snapshot = try load(queue, path: path)
-        let records = snapshot.records
         var report = StoreCheckReport()
         func problem(_ kind: StoreCheckReport.Kind, _ message: String) {
             report.problems.append(.init(kind: kind, message: message))
         }
-        func describe(_ record: Record) -> String { "item \(record.row) '\(record.item.filename)'" }
+        func describe(_ row: Int64, _ name: String) -> String { "item \(row) '\(name)'" }
+        let folderKind = ItemKind.folder.rawValue
+        let fileKind = ItemKind.file.rawValue
+        var items: [Int64: Slim] = [:]
+        var sequence: Int64 = 0
+        var attributeOwners: [Int64] = []
+        let contentsPath = path + "/" + LocalStore.contentsName
+        do {
+            try queue.inDatabase { db in
+                let integrity = try String.fetchAll(db, sql: "PRAGMA quick_check")
+                guard integrity == ["ok"] else {
+                    throw ProviderError(.corruptFile, "store \(path): SQLite integrity check failed: \(integrity.prefix(5).joined(separator: "; "))")
+                }
+                guard try db.tableExists("meta"), try db.tableExists("item") else {
+                    throw ProviderError(.corruptFile, "\(path) is not a docfs store: \(LocalStore.databaseName) has no docfs tables")
+                }
+                let format = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'format'")
+                guard format == LocalStore.formatVersion else {
+                    throw ProviderError(.corruptFile, "store \(path) has format \(format ?? "none"); this docfs reads format \(LocalStore.formatVersion)")
+                }
+                let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") ?? 0
+                items.reserveCapacity(count)
+                let rows = try Row.fetchCursor(db, sql: "SELECT id, parent, kind FROM item")
+                while let row = try rows.next() {
+                    let parent: Int64? = row[1]
+                    items[row[0]] = Slim(parent: parent ?? -1, kind: UInt8(clamping: row[2] as Int))
+                }
+                if try db.tableExists("xattr") {
+                    attributeOwners = try Int64.fetchAll(db, sql: "SELECT DISTINCT item FROM xattr")
+                }
+                sequence = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'item'") ?? 0
+            }
+        } catch let error as ProviderError {
+            throw error
+        } catch {
+            throw ProviderError(.corruptFile, "store \(path): \(LocalStore.databaseName) is not a readable docfs database: \(error)")
+        }
 
         for (row, name) in [(LocalStore.rootRow, "root"), (LocalStore.trashRow, "trash")] {
-            if records[row]?.item.isFolder != true || records[row]?.parent != nil {
+            if items[row]?.kind != folderKind || items[row]?.parent != -1 {
                 problem(.missingRoot, "the \(name) folder (item \(row)) is missing or damaged")
             }
         }
-        var names: [Int64: Set<NameKey>] = [:]
-        for row in records.keys.sorted() {
-            let record = records[row]!
-            switch record.item.kind {
-            case .folder: report.folders += 1
-            case .file: report.files += 1
-            case .symlink: report.symlinks += 1
-            case .fifo, .socket: report.special += 1
+        // Rows whose way up reaches the root or the trash, learnt as the walks go.
+        var reaching = Set<Int64>([LocalStore.rootRow, LocalStore.trashRow])
+        func reachesTop(_ row: Int64) -> Bool {
+            var path: [Int64] = []
+            var cursor = row
+            while !reaching.contains(cursor) {
+                // No real tree is 4,096 deep (a path has at most 4,096 bytes): deeper is a cycle.
+                guard let item = items[cursor], item.parent >= 0, path.count < 4096 else { return false }
+                path.append(cursor)
+                cursor = item.parent
             }
-            if row == LocalStore.rootRow || row == LocalStore.trashRow { continue }
-            guard let parent = record.parent else {
-                problem(.missingParent, "\(describe(record)) has no parent")
-                continue
+            reaching.formUnion(path)
+            return true
+        }
+        // Items in (parent, name) order: duplicates are neighbours, and the walk holds one row at a time.
+        var previous: (parent: Int64, name: String)?
+        do {
+            try queue.inDatabase { db in
+                let rows = try Row.fetchCursor(db, sql: "SELECT id, parent, name, kind, symlinkTarget FROM item ORDER BY parent, name")
+                while let found = try rows.next() {
+                    let row: Int64 = found[0]
+                    let parentValue: Int64? = found[1]
+                    let name: String = found[2]
+                    let kind = UInt8(clamping: found[3] as Int)
+                    switch ItemKind(rawValue: kind) ?? .file {
+                    case .folder: report.folders += 1
+                    case .file: report.files += 1
+                    case .symlink: report.symlinks += 1
+                    case .fifo, .socket: report.special += 1
+                    }
+                    if row == LocalStore.rootRow || row == LocalStore.trashRow { continue }
+                    guard let parent = parentValue else {
+                        problem(.missingParent, "\(describe(row, name)) has no parent")
+                        continue
+                    }
+                    guard let parentItem = items[parent] else {
+                        problem(.missingParent, "\(describe(row, name)): its parent (item \(parent)) does not exist")
+                        continue
+                    }
+                    guard parentItem.kind == folderKind else {
+                        problem(.parentNotFolder, "\(describe(row, name)): its parent (item \(parent)) is not a folder")
+                        continue
+                    }
+                    if !reachesTop(row) {
+                        problem(.unreachable, "\(describe(row, name)) is not below the root or the trash (its parents form a cycle)")
+                        continue
+                    }
+                    do throws(ProviderError) { try ItemNames.validate(name) } catch {
+                        problem(.invalidName, "\(describe(row, name)): \(error.reason)")
+                    }
+                    if let previous, previous.parent == parent, previous.name.utf8.elementsEqual(name.utf8) {
+                        problem(.duplicateName, "\(describe(row, name)): another item in folder \(parent) has the same name")
+                    }
+                    previous = (parent, name)
+                    if kind == ItemKind.symlink.rawValue, ((found[4] as String?) ?? "").isEmpty {
+                        problem(.danglingLink, "\(describe(row, name)) is a symbolic link without a target")
+                    }
+                }
             }
-            guard let parentRecord = records[parent] else {
-                problem(.missingParent, "\(describe(record)): its parent (item \(parent)) does not exist")
-                continue
-            }
-            guard parentRecord.item.isFolder else {
-                problem(.parentNotFolder, "\(describe(record)): its parent \(describe(parentRecord)) is not a folder")
-                continue
-            }
-            if !reachesTop(row, records) {
-                problem(.unreachable, "\(describe(record)) is not below the root or the trash (its parents form a cycle)")
-                continue
-            }
-            do throws(ProviderError) { try ItemNames.validate(record.item.filename) } catch {
-                problem(.invalidName, "\(describe(record)): \(error.reason)")
-            }
-            if !names[parent, default: []].insert(NameKey(record.item.filename)).inserted {
-                problem(.duplicateName, "\(describe(record)): another item in folder \(parent) has the same name")
-            }
-            if record.item.kind == .symlink, (record.item.symlinkTargetPath ?? "").isEmpty {
-                problem(.danglingLink, "\(describe(record)) is a symbolic link without a target")
-            }
+        } catch let error as ProviderError {
+            throw error
+        } catch {
+            throw ProviderError(.corruptFile, "store \(path): \(LocalStore.databaseName) is not a readable docfs database: \(error)")
         }
 
-        // Content files against file items.
-        let contentsPath = path + "/" + LocalStore.contentsName
-        var contentNames: [String] = []
-        do { contentNames = try directoryEntries(contentsPath) } catch {
-            if error.errno != ENOENT { throw error }
-        }
-        var present = Set<Int64>()
-        for name in contentNames.sorted() {
-            let filePath = contentsPath + "/" + name
-            let status = try? fileStatus(filePath).get()
-            if let row = Int64(name), String(row) == name, let record = records[row], record.item.kind == .file,
-               status?.kind == .file {
-                present.insert(row)
-                report.contentFiles += 1
-                report.contentBytes += status?.size ?? 0
-                if let size = status?.size, size != record.item.documentSize {
-                    problem(.sizeMismatch, "\(describe(record)) records \(record.item.documentSize) bytes; its content file has \(size)")
+        // Content files against file items: the directory read as it goes, sizes looked up one by one.
+        var orphanNames: [String] = []
+        var sizeChecks: [(row: Int64, size: Int64)] = []
+        func checkSizes(_ checks: inout [(row: Int64, size: Int64)]) throws(ProviderError) {
+            guard !checks.isEmpty else { return }
+            let batch = checks
+            checks.removeAll(keepingCapacity: true)
+            do {
+                try queue.inDatabase { db in
+                    let statement = try db.cachedStatement(sql: "SELECT name, size FROM item WHERE id = ?")
+                    for (row, size) in batch {
+                        guard let found = try Row.fetchOne(statement, arguments: [row]) else { continue }
+                        let recorded: Int64 = found[1]
+                        if recorded != size {
+                            problem(.sizeMismatch, "\(describe(row, found[0])) records \(recorded) bytes; its content file has \(size)")
+                        }
+                    }
                 }
-            } else {
-                problem(.orphanContents, "contents/\(name) belongs to no file item")
+            } catch {
+                throw ProviderError(.corruptFile, "store \(path): \(error)")
             }
         }
-        for row in records.keys.sorted() where records[row]!.item.kind == .file && !present.contains(row) {
-            problem(.missingContents, "\(describe(records[row]!)) has no content file (contents/\(row))")
+        if let dir = opendir(contentsPath) {
+            defer { closedir(dir) }
+            while let entry = readdir(dir) {
+                let name = withUnsafePointer(to: entry.pointee.d_name) {
+                    $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+                }
+                if name == "." || name == ".." { continue }
+                let status = try? fileStatus(contentsPath + "/" + name).get()
+                if let row = Int64(name), String(row) == name, items[row]?.kind == fileKind, status?.kind == .file {
+                    items[row]!.hasContents = true
+                    report.contentFiles += 1
+                    report.contentBytes += status?.size ?? 0
+                    sizeChecks.append((row, status?.size ?? 0))
+                    if sizeChecks.count >= 10_000 { try checkSizes(&sizeChecks) }
+                } else {
+                    orphanNames.append(name)
+                }
+            }
+        } else if errno != ENOENT {
+            throw ProviderError.posix(errno, "read \(contentsPath)")
+        }
+        try checkSizes(&sizeChecks)
+        for name in orphanNames.sorted() {
+            problem(.orphanContents, "contents/\(name) belongs to no file item")
+        }
+        let missing = items.filter { $0.value.kind == fileKind && !$0.value.hasContents }.keys.sorted()
+        if !missing.isEmpty {
+            do {
+                try queue.inDatabase { db in
+                    for row in missing {
+                        let name = try String.fetchOne(db, sql: "SELECT name FROM item WHERE id = ?", arguments: [row]) ?? "?"
+                        problem(.missingContents, "\(describe(row, name)) has no content file (contents/\(row))")
+                    }
+                }
+            } catch {
+                throw ProviderError(.corruptFile, "store \(path): \(error)")
+            }
         }
 
         let stagingPath = path + "/" + LocalStore.stagingName
@@ -261,12 +367,12 @@ public enum StoreChecker {
         for name in staged.sorted() {
             problem(.stagedLeftover, "staging/\(name) was left by an interrupted copy")
         }
-        for owner in snapshot.attributeOwners.sorted() where records[owner] == nil {
+        for owner in attributeOwners.sorted() where items[owner] == nil {
             problem(.danglingAttribute, "extended attributes are stored for item \(owner), which does not exist")
         }
-        let largest = records.keys.max() ?? 0
-        if snapshot.sequence < largest, largest > LocalStore.trashRow {
-            problem(.sequence, "the identifier sequence (\(snapshot.sequence)) is behind the largest identifier (\(largest))")
+        let largest = items.keys.max() ?? 0
+        if sequence < largest, largest > LocalStore.trashRow {
+            problem(.sequence, "the identifier sequence (\(sequence)) is behind the largest identifier (\(largest))")
         }
         report.remaining = report.problems
         return report
