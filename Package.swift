@@ -79,7 +79,7 @@ let package = Package(
         // Mounts in-process through DocFSTesting (needs /dev/fuse and root, as the mounted tests).
         .testTarget(name: "DocFSTestingTests", dependencies: ["DocFSTesting", "DocFS"]),
         // Mounted tests: drive the built `docfs` executable as a subprocess.
-        .testTarget(name: "DocFSMountTests", dependencies: ["docfs", "docfs-archive"]),
+        .testTarget(name: "DocFSMountTests", dependencies: ["docfs", "docfs-archive", "docfs-scale"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -19,9 +19,9 @@ final class TreeReader: @unchecked Sendable {
         config.readonly = false  // a WAL reader needs the shared-memory index, which it may have to create
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA query_only = 1")
-            // The page cache of this connection: 8 MiB (the default is 2 MiB); misses of a big
-            // tree are mostly interior pages of the two indexes, which this keeps.
-            try db.execute(sql: "PRAGMA cache_size = -8192")
+            // SQLite's default page cache (2 MiB) holds the interior pages of the indexes of a
+            // million items; more only grew the daemon.
+            try db.execute(sql: "PRAGMA cache_size = -2048")
         }
         queue = try DatabaseQueue(path: path, configuration: config)
     }

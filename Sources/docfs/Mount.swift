@@ -30,7 +30,9 @@ struct Mount: ParsableCommand {
 
             cache_items=N: how many items (and as many folder-index entries) the store keeps in \
             memory; the rest of the tree stays in its database and is read on demand (default \
-            100000, about 60 MB; a store of any size mounts at once). Same as --cache-items.
+            100000, about 50 MB; a store of any size mounts at once). The kernel may hold twice as \
+            many inodes; past that the oldest names it looked up are invalidated. Same as \
+            --cache-items.
 
             Options that only mount(8) and fstab use (defaults, auto, noauto, user, users, nouser, \
             nofail, _netdev, x-*, comment=*) are accepted and ignored, so the same option list \
@@ -206,6 +208,9 @@ struct Mount: ParsableCommand {
 
         var served = bridgeOptions
         served.trash = trash || layoutTrash
+        // The kernel may hold twice as many inodes as the store keeps items; past that the oldest
+        // names are invalidated, so the bridge's inode table stays bounded too.
+        served.inodeLimit = 2 * (cacheLimit ?? 100_000)
         var mountOptions = MountOptions(bridge: served, fuseOptions: fuseOptions, sourceName: "docfs:" + storePath)
         mountOptions.bridge.otherUsers = fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
         let mount: ProviderMount
