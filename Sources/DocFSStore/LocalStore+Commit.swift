@@ -15,8 +15,13 @@ extension LocalStore {
     func write<T>(_ body: (DatabaseQueue) throws(ProviderError) -> T) throws(ProviderError) -> T {
         writer.lock()
         defer {
-            state.withLock { if $0.needsTrim { $0.trim() } }
+            let trimmed = state.withLock { tree -> Bool in
+                guard tree.needsTrim else { return false }
+                tree.trim()
+                return true
+            }
             writer.unlock()
+            if trimmed { Self.releaseFreedMemory() }
         }
         guard let database else { throw ProviderError(.ioError, "store \(url.path) is closed") }
         return try body(database)

@@ -23,7 +23,9 @@ import DocFSProvider
 /// `trim` holding the writer lock), so the records an action read stay until it updates them.
 final class TreeState: @unchecked Sendable {
     /// `docfs mount -o cache_items=N`'s default.
-    static let defaultCacheItems = 100_000
+    static let defaultCacheItems = LocalStore.defaultCacheItems
+    /// Folders of at most this many items are read whole at their first name lookup.
+    static let wholeFolderLookup = 256
 
     struct Place: Hashable {
         var parent: Int64
@@ -107,6 +109,12 @@ final class TreeState: @unchecked Sendable {
             return record(row)
         }
         if let row = pinnedPlaces[Place(parent: parent, name: key)] { return record(row) }
+        // A small folder is read whole at its first lookup: the next lookups in it (every create
+        // looks first, and mostly misses) answer from memory. A big one is asked name by name.
+        if let folder = cache[parent], (folder.item.childItemCount ?? 0) <= Self.wholeFolderLookup {
+            guard let row = loadedIndex(parent)[key] else { return nil }
+            return record(row)
+        }
         guard let reader, let found = reader.child(named: key.name, in: parent) else { return nil }
         // Deleted, moved or renamed since the last flush: its place in SQLite is old.
         if removed.contains(found.row) || pinned.contains(found.row) { return nil }

@@ -30,7 +30,7 @@ struct Mount: ParsableCommand {
 
             cache_items=N: how many items (and as many folder-index entries) the store keeps in \
             memory; the rest of the tree stays in its database and is read on demand (default \
-            100000, about 50 MB; a store of any size mounts at once). The kernel may hold twice as \
+            50000, about 20 MB; a store of any size mounts at once). The kernel may hold twice as \
             many inodes; past that the oldest names it looked up are invalidated. Same as \
             --cache-items.
 
@@ -64,7 +64,7 @@ struct Mount: ParsableCommand {
     @Flag(help: "Let every user on the machine reach the mount (FUSE's allow_other). Safe: docfs checks owners and permission bits for each caller as ext4 does.")
     var allowOther = false
 
-    @Option(help: "Items the store keeps in memory (its working set; default 100000). Same as -o cache_items=N.")
+    @Option(help: "Items the store keeps in memory (its working set; default 50000). Same as -o cache_items=N.")
     var cacheItems: Int?
 
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
@@ -210,7 +210,7 @@ struct Mount: ParsableCommand {
         served.trash = trash || layoutTrash
         // The kernel may hold twice as many inodes as the store keeps items; past that the oldest
         // names are invalidated, so the bridge's inode table stays bounded too.
-        served.inodeLimit = 2 * (cacheLimit ?? 100_000)
+        served.inodeLimit = 2 * (cacheLimit ?? LocalStore.defaultCacheItems)
         var mountOptions = MountOptions(bridge: served, fuseOptions: fuseOptions, sourceName: "docfs:" + storePath)
         mountOptions.bridge.otherUsers = fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
         let mount: ProviderMount
