@@ -57,8 +57,9 @@ public final class LocalStore: Provider, @unchecked Sendable {
     static let formatVersion = "2"
 
     /// Items the working set keeps by default (`docfs mount -o cache_items=N`): about 0.4 KiB
-    /// each, and the bridge's node for each of twice as many kernel inodes about 0.3 KiB; with
-    /// the rest, a walk of a million items peaked near 200 MB (100,000 took 253 MB).
+    /// each, and the bridge's node for each of twice as many kernel inodes about 0.3 KiB. With
+    /// it, `make bench-scale` over a million items peaked at 244 MB (the listing of a
+    /// 100,000-entry folder); 100,000 had peaked at 253 MB for an `ls -lR` alone.
     public static let defaultCacheItems = 50_000
 
     static let rootRow: Int64 = 1
