@@ -95,6 +95,9 @@ extension LocalStore {
             // The root and the trash stay in memory (never evicted), so they answer after close too.
             _ = tree.record(rootRow)
             _ = tree.record(trashRow)
+            // A store that fits the working set is read whole now (one query; 8,000 items take a
+            // few milliseconds), so its first walk needs no SQLite; a bigger one mounts at once.
+            if tree.nextRow - 1 <= Int64(tree.cacheLimit) { tree.preloadAll() }
             let journal: StoreJournal
             do { journal = try StoreJournal(storePath: path, generation: recovery.nextGeneration) } catch {
                 reader.close()

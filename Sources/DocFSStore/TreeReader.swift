@@ -68,6 +68,17 @@ final class TreeReader: @unchecked Sendable {
         } ?? []
     }
 
+    /// Every item (no counts: the caller counts children in memory), for a store that fits the
+    /// working set whole.
+    func allRecords() -> [Record] {
+        run { db in
+            var records: [Record] = []
+            let cursor = try Row.fetchCursor(db, sql: "SELECT \(Schema.columns) FROM item")
+            while let row = try cursor.next() { records.append(Schema.record(from: row)) }
+            return records
+        } ?? []
+    }
+
     /// Stored `user.*` attributes of one item.
     func attributes(of row: Int64) -> [String: Data] {
         run { db in

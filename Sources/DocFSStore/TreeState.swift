@@ -83,6 +83,36 @@ final class TreeState: @unchecked Sendable {
     var records: Records { Records(tree: self) }
     var children: Children { Children(tree: self) }
 
+    // MARK: Warming up
+
+    /// Reads the whole tree into the working set (records, counts and every folder's index), for
+    /// a store that fits in it: the first walk after a mount then answers from memory, as the
+    /// whole-tree store did, instead of reading SQLite (from disk, after a cache drop) item by item.
+    func preloadAll() {
+        guard let reader else { return }
+        let all = reader.allRecords()
+        var names: [Int64: [NameKey: Int64]] = [:]
+        var folders: [Int64: Int] = [:]
+        for record in all {
+            guard let parent = record.parent else { continue }
+            names[parent, default: [:]][NameKey(record.item.filename)] = record.row
+            if record.item.isFolder { folders[parent, default: 0] += 1 }
+        }
+        tick += 1
+        for var record in all {
+            if record.item.isFolder {
+                let children = names[record.row] ?? [:]
+                record.item.childItemCount = children.count
+                record.item.childFolderCount = folders[record.row] ?? 0
+                if indexes[record.row] == nil {
+                    indexes[record.row] = FolderIndex(names: children, sorted: nil, lastUse: tick)
+                    indexEntries += children.count
+                }
+            }
+            if !pinned.contains(record.row) { cache[record.row] = record }
+        }
+    }
+
     // MARK: Statistics (tests, logs)
 
     var cachedRecords: Int { cache.count }
