@@ -39,7 +39,7 @@ BENCH_FS    = docfs=[ -n "$$(ls -A {src})" ] || $(RELEASE_BIN) init {src}; $(REL
 BENCH_BASE ?=
 BENCH_FSES  = --fs '$(BENCH_FS)' $(if $(BENCH_BASE),--fs 'docfs-base=[ -n "$$(ls -A {src})" ] || $(BENCH_BASE) init {src}; $(BENCH_BASE) mount {src} {mnt}')
 
-.PHONY: all build deps run test permissions model fuzz model-deps install uninstall generated clean-mounts bench bench-quick clean microbench
+.PHONY: all build deps run test permissions model fuzz model-deps install uninstall generated clean-mounts bench bench-quick bench-scale clean microbench
 
 all: build
 
@@ -144,6 +144,14 @@ model-deps:
 
 # Hot-path timings without a mount (the bridge's per-request work, the store's lookups and
 # actions). Numbers depend on the machine: compare runs on one machine; never part of `make test`.
+# A store of SCALE_ITEMS items (default 1,000,000) built through the store's API, mounted, and
+# find / ls -lR / random stat / cp -r timed beside a native tree of the same shape, with the
+# daemon's memory after each phase and docfs check's time and peak memory (bench/bench-scale.sh).
+bench-scale: deps
+	$(SWIFT) build -c release --product docfs
+	$(SWIFT) build -c release --product docfs-scale
+	BIN="$$($(SWIFT) build -c release --show-bin-path)" bash bench/bench-scale.sh
+
 microbench: deps
 	$(SWIFT) build -c release --product docfs-microbench
 	"$$($(SWIFT) build -c release --show-bin-path)/docfs-microbench"

@@ -83,6 +83,11 @@ let package = Package(
             "DocFSBridge", "DocFSProvider", "DocFSStore",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // `make bench-scale`: builds a big store through the store's own API (never part of the tests).
+        .executableTarget(name: "docfs-scale", dependencies: [
+            "DocFSStore",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "DocFSProviderTests", dependencies: ["DocFSProvider"]),
         .testTarget(name: "DocFSContentTypesTests", dependencies: ["DocFSContentTypes", "DocFSProvider"]),
         .testTarget(name: "DocFSStoreTests", dependencies: ["DocFSStore", "DocFSProvider"]),
@@ -98,7 +103,7 @@ let package = Package(
         // Mounts in-process through DocFSTesting (needs /dev/fuse and root, as the mounted tests).
         .testTarget(name: "DocFSTestingTests", dependencies: ["DocFSTesting", "DocFS"]),
         // Mounted tests: drive the built `docfs` executable as a subprocess.
-        .testTarget(name: "DocFSMountTests", dependencies: ["docfs", "docfs-archive"]),
+        .testTarget(name: "DocFSMountTests", dependencies: ["docfs", "docfs-archive", "docfs-scale"]),
     ],
     swiftLanguageModes: [.v6]
 )

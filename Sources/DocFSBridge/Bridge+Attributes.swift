@@ -33,7 +33,7 @@ extension Bridge {
                 if options.trash, let trash = servedTrash(parent: parent, name: name) { return trash }
                 return try provider.childItem(named: name, in: parentID)
             }
-            let node = inodes.remember(item.identifier)
+            let node = rememberEntry(item.identifier, parent: parent, name: name)
             var e = entry(for: item, node: node, cacheName: cacheable)
             // Names in the trash change behind the kernel's back (trashing a folder gathers what
             // was trashed from it): let it ask again each time.

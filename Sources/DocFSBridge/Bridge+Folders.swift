@@ -285,6 +285,7 @@ extension Bridge {
                 entries.append(.init(name: name, item: nil, node: node, isFolder: false))
             }
             let snapshot = DirectorySnapshot(entries: entries, cacheNames: cachesNames(below: Ownership(folder)))
+            snapshot.directoryIno = ino
             fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(snapshot).toOpaque()))
             fi.pointee.cache_readdir = 0
             reply.open(fi)
@@ -312,7 +313,7 @@ extension Bridge {
                 var e = fuse_entry_param()
                 var counted: InodeNode?
                 if let item = entry.item {
-                    let node = inodes.remember(item.identifier)
+                    let node = rememberEntry(item.identifier, parent: snapshot.directoryIno, name: entry.name)
                     counted = node
                     e = self.entry(for: item, node: node, cacheName: snapshot.cacheNames)
                 } else if let node = entry.node, let st = stagedStat(node) {

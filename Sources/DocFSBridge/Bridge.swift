@@ -19,6 +19,8 @@ public final class Bridge: @unchecked Sendable {
     let importSlots: ImportStaging
     let stagingFiles: StagingFilePool
     let notifier = KernelNotifier()
+    /// nil unless `options.inodeLimit` is set.
+    let entryLimit: KernelEntryLimit?
     let initNegotiation = InitNegotiation()
     let prefetch: SiblingPrefetch?
     /// The user who mounted: without `otherUsers`, the only caller the kernel lets in.
@@ -30,6 +32,7 @@ public final class Bridge: @unchecked Sendable {
         self.provider = provider
         self.log = logger
         self.options = options
+        self.entryLimit = options.inodeLimit.map(KernelEntryLimit.init(limit:))
         self.importSlots = ImportStaging(root: provider.stagingDirectory)
         self.stagingFiles = StagingFilePool(stagingDirectory: provider.stagingDirectory.path)
         self.attributes = Attributes()
@@ -190,5 +193,20 @@ extension Bridge {
         executor.run { [self] in
             do throws(Failure) { try await body() } catch { d.error(report(op, error)) }
         }
+    }
+}
+
+extension Bridge {
+    /// A node for `identifier` the kernel now holds under `name` in `parent` (a lookup or a
+    /// readdirplus entry); past the inode limit, the oldest such names are invalidated.
+    func rememberEntry(_ identifier: ItemIdentifier, parent: UInt64, name: String) -> InodeNode {
+        guard let entryLimit else { return inodes.remember(identifier) }
+        let (node, created, count) = inodes.rememberCounting(identifier)
+        if created {
+            for old in entryLimit.noteNew(parent: parent, name: name, count: count) {
+                notifier.invalidateEntry(parent: old.parent, name: old.name)
+            }
+        }
+        return node
     }
 }

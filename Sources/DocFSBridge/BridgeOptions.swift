@@ -26,5 +26,8 @@ public struct BridgeOptions: Sendable {
     /// `allow_root`). Without them the kernel lets only the mounting user in, so names below a
     /// folder that user may search can be cached (see `Bridge.cachesNames(below:)`).
     public var otherUsers: Bool = false
+    /// Inodes the kernel may hold before the oldest names are invalidated (`KernelEntryLimit`);
+    /// nil: as many as the kernel likes (it lets go under memory pressure only).
+    public var inodeLimit: Int? = nil
     public init() {}
 }

@@ -11,6 +11,8 @@ final class DirectorySnapshot: @unchecked Sendable {
     let entries: [Entry]
     /// Whether readdirplus may let the kernel cache these names (see `Bridge.cachesNames(below:)`).
     let cacheNames: Bool
+    /// The folder listed (readdirplus names its entries' parent when it limits the kernel's inodes).
+    var directoryIno: UInt64 = 0
     init(entries: [Entry], cacheNames: Bool = true) {
         self.entries = entries
         self.cacheNames = cacheNames

@@ -15,7 +15,13 @@ final class InodeNode: @unchecked Sendable {
     fileprivate(set) var copyIn: CopyIn?
     /// The item as it was when it was deleted or replaced while the kernel still held this inode
     /// (an unlinked but open file): what getattr answers until the last handle closes.
-    fileprivate(set) var orphaned: Item?
+    fileprivate(set) var orphaned: Item? {
+        get { orphanedBox?.item }
+        set { orphanedBox = newValue.map(OrphanedItem.init) }
+    }
+    /// Boxed: an `Item?` inline took ~250 of the node's ~350 bytes, for every inode the kernel
+    /// holds (a million after a `find` over a big tree), to serve the rare unlinked open file.
+    private var orphanedBox: OrphanedItem?
 
     /// Guards `session`; never held together with the table's lock.
     let sessionLock = Lock()
@@ -26,6 +32,11 @@ final class InodeNode: @unchecked Sendable {
         self.ino = ino
         self.identifier = identifier
     }
+}
+
+private final class OrphanedItem: Sendable {
+    let item: Item
+    init(_ item: Item) { self.item = item }
 }
 
 /// Maps kernel inode numbers to provider identifiers, with the kernel's lookup counts.
@@ -101,6 +112,22 @@ final class InodeTable: @unchecked Sendable {
     }
 
     /// The kernel dropped `count` references.
+    /// `remember`, saying whether the node is new and how many nodes the table holds.
+    func rememberCounting(_ identifier: ItemIdentifier) -> (node: InodeNode, created: Bool, count: Int) {
+        lock.withLock {
+            if let n = byIdentifier[identifier] {
+                n.lookups += 1
+                return (n, false, byIno.count)
+            }
+            let n = InodeNode(ino: nextIno, identifier: identifier)
+            nextIno += 1
+            n.lookups = 1
+            byIno[n.ino] = n
+            byIdentifier[identifier] = n
+            return (n, true, byIno.count)
+        }
+    }
+
     func forget(_ ino: UInt64, _ count: UInt64) {
         guard ino != Self.rootIno else { return }
         lock.withLock {

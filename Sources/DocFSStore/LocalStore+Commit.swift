@@ -10,10 +10,19 @@ import GRDB
 // The write path every action shares: the writer lock, the journal entry of each action, the
 // batches that go from the journal to SQLite, and `synchronize()` for a power cut.
 extension LocalStore {
-    /// Runs an action under the writer lock.
+    /// Runs an action under the writer lock. When it ends, the working set in memory is brought
+    /// back under its limit (`TreeState.trim`): no action is between its reads and its update then.
     func write<T>(_ body: (DatabaseQueue) throws(ProviderError) -> T) throws(ProviderError) -> T {
         writer.lock()
-        defer { writer.unlock() }
+        defer {
+            let trimmed = state.withLock { tree -> Bool in
+                guard tree.needsTrim else { return false }
+                tree.trim()
+                return true
+            }
+            writer.unlock()
+            if trimmed { Self.releaseFreedMemory() }
+        }
         guard let database else { throw ProviderError(.ioError, "store \(url.path) is closed") }
         return try body(database)
     }
@@ -59,6 +68,8 @@ extension LocalStore {
         } catch {
             throw ProviderError(.ioError, "apply \(changes.count) journal change(s) to \(Self.databaseName): \(error)")
         }
+        // What memory pinned for this batch is in SQLite now (even if the journal reset below fails).
+        state.withLock { $0.didFlush() }
         try journal.didFlush()
     }
 

@@ -197,7 +197,7 @@ extension LocalStore {
             if !rule.subfolders, !rule.admits(.folder, in: types.registry) {
                 throw ProviderError(.typeNotAllowed, "subfolders are not allowed here: the folder takes only \(rule.allowedList) (rule of /\(rule.path), subfolders: false)")
             }
-            for child in (tree.children[record.row] ?? [:]).values {
+            for child in tree.childRows(of: record.row) {
                 if let childRecord = tree.records[child] { try checkTree(childRecord, by: rule, in: tree) }
             }
         }
@@ -223,8 +223,8 @@ extension TreeState {
         var visited = 0
         while let next = stack.popLast(), visited < 1_000_000 {
             visited += 1
-            for child in (children[next] ?? [:]).values {
-                guard let record = records[child] else { continue }
+            for child in childRows(of: next) {
+                guard let record = record(child) else { continue }
                 if record.item.isFolder { stack.append(child) } else { total += record.item.documentSize }
             }
         }

@@ -7,12 +7,13 @@ import Foundation
 import DocFSProvider
 import GRDB
 
-// Stored `user.*` extended attributes (the `xattr` table, kept in memory like the tree).
+// Stored `user.*` extended attributes (the `xattr` table, read from SQLite when asked: they are
+// written straight to it, and programs ask for them far less often than for attributes).
 extension LocalStore {
     public func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String] {
         let row = try itemRow(identifier)
         let names: [String]? = state.withLock { tree in
-            tree.records[row] == nil ? nil : (tree.xattrs[row].map { Array($0.keys) } ?? [])
+            tree.records[row] == nil ? nil : Array(tree.reader?.attributes(of: row).keys ?? [:].keys)
         }
         guard let names else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
         return names.sorted()
@@ -21,7 +22,7 @@ extension LocalStore {
     public func extendedAttribute(named name: String, of identifier: ItemIdentifier) throws(ProviderError) -> Data {
         let row = try itemRow(identifier)
         let found: (exists: Bool, value: Data?) = state.withLock { tree in
-            (tree.records[row] != nil, tree.xattrs[row]?[name])
+            (tree.records[row] != nil, tree.reader?.attributes(of: row)[name])
         }
         guard found.exists else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
         guard let value = found.value else { throw ProviderError(.noSuchAttribute, "\(name) is not set") }
@@ -35,9 +36,9 @@ extension LocalStore {
         try write { (database) throws(ProviderError) in
             let current = try read { (tree) throws(ProviderError) -> [String: Data] in
                 guard tree.records[row] != nil else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
-                return tree.xattrs[row] ?? [:]
+                return tree.reader?.attributes(of: row) ?? [:]
             }
-            let updated = try ExtendedAttributes.updating(current, name, to: value, mode: mode)
+            _ = try ExtendedAttributes.updating(current, name, to: value, mode: mode)
             do {
                 // The row this attribute belongs to may still be only in the journal.
                 try flushJournal(database)
@@ -56,7 +57,6 @@ extension LocalStore {
             } catch {
                 throw ProviderError(.ioError, "set attribute \(name): \(error)")
             }
-            state.withLock { tree in tree.xattrs[row] = updated.isEmpty ? nil : updated }
             // A change of metadata: the item's change time moves (through the journal, as usual).
             if var record = state.withLock({ $0.records[row] }) {
                 record.item.noteMetadataChange(at: FileTime.now())
@@ -67,5 +67,8 @@ extension LocalStore {
     }
 
     /// How many stored attributes the store holds in all (for tests and `docfs check`).
-    var storedAttributeCount: Int { state.withLock { $0.xattrs.values.reduce(0) { $0 + $1.count } } }
+    var storedAttributeCount: Int {
+        try? write { (database) throws(ProviderError) in try flushJournal(database) }
+        return state.withLock { $0.reader?.count("SELECT COUNT(*) FROM xattr") ?? 0 }
+    }
 }

@@ -8,12 +8,14 @@ import DocFSProvider
 import GRDB
 import Logging
 
-// Opening a store (the lock, validation, journal recovery, migration, loading the tree into
-// memory, cleaning leftovers) and closing it.
+// Opening a store (the lock, validation, journal recovery, migration, the reader of the tree,
+// cleaning leftovers) and closing it.
 extension LocalStore {
-    /// Opens a store for a mount: takes the store's lock, loads the tree into memory and cleans
-    /// leftovers of an earlier run (staged files, content files without an item).
-    public static func open(at url: URL, logger: Logger) throws -> LocalStore {
+    /// Opens a store for a mount: takes the store's lock and cleans leftovers of an earlier run
+    /// (staged files; after an unclean shutdown, content files without an item). Nothing of the
+    /// tree is loaded: reads fill a working set of at most `cacheItems` records (and as many
+    /// folder index entries) from SQLite as they go.
+    public static func open(at url: URL, logger: Logger, cacheItems: Int? = nil) throws -> LocalStore {
         let path = url.path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -62,10 +64,9 @@ extension LocalStore {
                 // not block-aligned, so rewriting an old WAL from the start reads every block back
                 // from disk first when it is no longer cached (5x slower deletes after a cache drop).
                 try db.execute(sql: "PRAGMA journal_size_limit = 0")
-                // One process owns the store while it is mounted (the flock on STORE/lock), so
-                // SQLite need not lock the file around every transaction, and its WAL index can
-                // live in memory instead of a shared-memory file.
-                try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE")
+                // Not `locking_mode = EXCLUSIVE` (one process owns the store while it is mounted,
+                // the flock on STORE/lock): the tree's reader (`TreeReader`) is a second connection,
+                // which reads in WAL mode while this one writes a batch.
             }
             let queue: DatabaseQueue
             do {
@@ -80,8 +81,28 @@ extension LocalStore {
                 logger.notice("store \(path): applied \(recovery.applied) change(s) from the journal of an unclean shutdown\(recovery.discardedBytes > 0 ? "; \(recovery.discardedBytes) byte(s) of a torn last entry discarded" : "")")
             }
             try Self.migrateIfNeeded(queue, path: path, logger: logger)
-            let tree = try Self.loadTree(queue, path: path)
-            let journal = try StoreJournal(storePath: path, generation: recovery.nextGeneration)
+            do {
+                try queue.inDatabase { db in _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") }
+            } catch {
+                throw ProviderError(.corruptFile, "store \(path): cannot use WAL mode for \(databaseName): \(Self.describe(error))")
+            }
+            let reader: TreeReader
+            do { reader = try TreeReader(path: databasePath) } catch {
+                throw ProviderError(.corruptFile, "store \(path): cannot open \(databaseName) for reading: \(Self.describe(error))")
+            }
+            let tree = TreeState(reader: reader, cacheLimit: cacheItems ?? TreeState.defaultCacheItems)
+            tree.nextRow = try Self.nextRow(queue, path: path)
+            // The root and the trash stay in memory (never evicted), so they answer after close too.
+            _ = tree.record(rootRow)
+            _ = tree.record(trashRow)
+            // A store that fits the working set is read whole now (one query; 8,000 items take a
+            // few milliseconds), so its first walk needs no SQLite; a bigger one mounts at once.
+            if tree.nextRow - 1 <= Int64(tree.cacheLimit) { tree.preloadAll() }
+            let journal: StoreJournal
+            do { journal = try StoreJournal(storePath: path, generation: recovery.nextGeneration) } catch {
+                reader.close()
+                throw error
+            }
             let store = LocalStore(url: url, layout: loadedLayout, database: queue, journal: journal, lockFD: fd, state: tree, logger: logger)
             openedQueue = nil
             try store.finishOpening(wasClean: wasClean)
@@ -106,6 +127,17 @@ extension LocalStore {
         }
         if let migrated {
             logger?.notice("store \(path): migrated \(migrated) item(s) from format 1 to format \(formatVersion) (exact times; owner \(getuid()), group \(getgid()) for every item)")
+        }
+        // Stores made before the tree was read from SQLite on demand lack the index that counts a
+        // folder's subfolders; made once, in one statement.
+        let indexed: Int?
+        do {
+            indexed = try queue.inDatabase { db in try Schema.addFolderIndex(db) }
+        } catch {
+            throw ProviderError(.corruptFile, "store \(path): cannot add the folder index to \(databaseName): \(describe(error))")
+        }
+        if let indexed {
+            logger?.notice("store \(path): added the index of folders by parent (\(indexed) folder(s)), so that the tree is read from \(databaseName) on demand instead of loaded whole at each mount")
         }
     }
 
@@ -149,59 +181,29 @@ extension LocalStore {
         }
     }
 
-    private static func loadTree(_ queue: DatabaseQueue, path: String) throws -> TreeState {
-        var tree = TreeState()
+    /// The next identifier: past the sequence and the largest row (both in the primary key).
+    private static func nextRow(_ queue: DatabaseQueue, path: String) throws -> Int64 {
         do {
-            try queue.inDatabase { db in
-                let cursor = try Row.fetchCursor(db, sql: "SELECT \(Schema.columns) FROM item")
-                while let row = try cursor.next() {
-                    let record = Schema.record(from: row)
-                    tree.records[record.row] = record
-                }
-                if try db.tableExists("xattr") {
-                    let xattrs = try Row.fetchCursor(db, sql: "SELECT item, name, value FROM xattr")
-                    while let row = try xattrs.next() {
-                        tree.xattrs[row[0] as Int64, default: [:]][row[1] as String] = row[2] as Data
-                    }
-                }
+            return try queue.inDatabase { db in
                 let sequence = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'item'") ?? 0
-                tree.nextRow = max(sequence, tree.records.keys.max() ?? 2) + 1
+                let largest = try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM item") ?? 2
+                return max(sequence, largest, 2) + 1
             }
         } catch {
-            throw ProviderError(.corruptFile, "store \(path): cannot load items from \(databaseName): \(describe(error))")
+            throw ProviderError(.corruptFile, "store \(path): cannot read the identifiers of \(databaseName): \(describe(error))")
         }
-        // Children maps and counts.
-        var orphans: [Int64] = []
-        for (row, record) in tree.records {
-            guard let parent = record.parent else { continue }
-            guard tree.records[parent]?.item.isFolder == true else { orphans.append(row); continue }
-            tree.children[parent, default: [:]][NameKey(record.item.filename)] = row
-        }
-        for row in orphans {
-            // An item whose parent is gone: keep it reachable in the trash rather than lose it.
-            tree.records[row]!.parent = trashRow
-            tree.records[row]!.item.parentIdentifier = .trashContainer
-            tree.records[row]!.needsSave = true
-            var name = tree.records[row]!.item.filename
-            if tree.children[trashRow]?[NameKey(name)] != nil { name = name + " " + String(row) }
-            tree.records[row]!.item.filename = name
-            tree.children[trashRow, default: [:]][NameKey(name)] = row
-        }
-        for (row, record) in tree.records where record.item.isFolder {
-            let kids = tree.children[row] ?? [:]
-            tree.records[row]!.item.childItemCount = kids.count
-            tree.records[row]!.item.childFolderCount = kids.values.reduce(0) { $0 + (tree.records[$1]?.item.isFolder == true ? 1 : 0) }
-        }
-        return tree
     }
 
-    /// After loading: WAL mode, cleanup of leftovers, mark the store as in use.
+    /// After opening: cleanup of leftovers, mark the store as in use.
+    ///
+    /// A clean shutdown (`close()`) leaves no content file without its item: the remover of
+    /// deleted contents is drained first, and an import moves its file in only right before its
+    /// commit. So only after an unclean shutdown are `contents/` and the file items compared (one
+    /// pass over each, in bounded memory) and sizes taken from the content files; a clean open
+    /// reads nothing of the tree, whatever its size.
     private func finishOpening(wasClean: Bool) throws {
         let path = url.path
         guard let database else { return }
-        try database.inDatabase { db in
-            _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
-        }
         // Staging leftovers: files a bridge staged but never imported.
         if !FileManager.default.fileExists(atPath: stagingPath) {
             try FileManager.default.createDirectory(atPath: stagingPath, withIntermediateDirectories: false)
@@ -213,59 +215,12 @@ extension LocalStore {
         if !staged.isEmpty {
             logger.notice("store \(path): removed \(staged.count) leftover staged file(s): \(staged.prefix(10).joined(separator: ", "))\(staged.count > 10 ? ", …" : "")")
         }
-        // Contents: files without an item row (an import interrupted before its commit).
         if !FileManager.default.fileExists(atPath: contentsPath) {
             try FileManager.default.createDirectory(atPath: contentsPath, withIntermediateDirectories: false)
         }
-        let contentNames = try directoryEntries(contentsPath)
-        var present = Set<Int64>()
-        var removed: [String] = []
-        let fileRows: Set<Int64> = state.withLock { tree in
-            Set(tree.records.values.lazy.filter { $0.item.kind == .file }.map(\.row))
-        }
-        for name in contentNames {
-            if let row = Int64(name), String(row) == name, fileRows.contains(row) {
-                present.insert(row)
-            } else {
-                removeTree(contentsPath + "/" + name)
-                removed.append(name)
-            }
-        }
-        if !removed.isEmpty {
-            logger.notice("store \(path): removed \(removed.count) content file(s) with no item: \(removed.prefix(10).joined(separator: ", "))\(removed.count > 10 ? ", …" : "")")
-        }
-        let missing = fileRows.subtracting(present)
-        if !missing.isEmpty {
-            logger.warning("store \(path): \(missing.count) file item(s) have no contents (ids \(missing.sorted().prefix(10).map(String.init).joined(separator: ", "))); they read as empty")
-        }
-        // After a crash, trust the content files for sizes (a modify may have landed without its row).
         var fixes: [Record] = []
         if !wasClean {
-            state.withLock { tree in
-                for row in present {
-                    guard case .success(let status) = fileStatus(self.contentPath(row)) else { continue }
-                    if tree.records[row]!.item.documentSize != status.size {
-                        tree.records[row]!.item.documentSize = status.size
-                        tree.records[row]!.item.itemVersion.contentVersion += 1
-                        tree.records[row]!.item.itemVersion.metadataVersion += 1
-                        fixes.append(tree.records[row]!)
-                    }
-                }
-                for (row, record) in tree.records where record.needsSave {
-                    tree.records[row]!.needsSave = false
-                    fixes.append(tree.records[row]!)
-                }
-            }
-            if !fixes.isEmpty {
-                logger.notice("store \(path): after an unclean shutdown, corrected \(fixes.count) item(s) to match their contents")
-            }
-        } else {
-            state.withLock { tree in
-                for (row, record) in tree.records where record.needsSave {
-                    tree.records[row]!.needsSave = false
-                    fixes.append(tree.records[row]!)
-                }
-            }
+            fixes = try reconcileContents()
         }
         let fixesToSave = fixes
         try database.inDatabase { db in
@@ -276,8 +231,75 @@ extension LocalStore {
                 return .commit
             }
         }
-        logger.info("store \(path) opened: \(state.withLock { $0.records.count }) items")
+        logger.info("store \(path) opened\(wasClean ? "" : " after an unclean shutdown")")
         if let fault = FaultInjection.describeArmed() { logger.warning("\(fault)") }
+    }
+
+    /// After an unclean shutdown: removes content files without a file item (an import
+    /// interrupted before its commit), warns of file items without contents, and returns the file
+    /// items whose recorded size is not their content file's (a modify may have landed without
+    /// its row), corrected.
+    private func reconcileContents() throws -> [Record] {
+        let path = url.path
+        guard let database else { return [] }
+        // Content files by name, then file items by row: both sorted, walked side by side.
+        var contentRows: [Int64] = []
+        var removed: [String] = []
+        for name in try directoryEntries(contentsPath) {
+            if let row = Int64(name), String(row) == name, row > Self.trashRow {
+                contentRows.append(row)
+            } else {
+                removeTree(contentsPath + "/" + name)
+                removed.append(name)
+            }
+        }
+        contentRows.sort()
+        var missing: [Int64] = []
+        var fixes: [(row: Int64, size: Int64)] = []
+        var orphans: [Int64] = []
+        try database.inDatabase { db in
+            let cursor = try Row.fetchCursor(db, sql: "SELECT id, size FROM item WHERE kind = 0 ORDER BY id")
+            var next = 0
+            while let row = try cursor.next() {
+                let id: Int64 = row[0]
+                let size: Int64 = row[1]
+                while next < contentRows.count, contentRows[next] < id { orphans.append(contentRows[next]); next += 1 }
+                guard next < contentRows.count, contentRows[next] == id else { missing.append(id); continue }
+                next += 1
+                if case .success(let status) = fileStatus(contentPath(id)), status.size != size {
+                    fixes.append((id, status.size))
+                }
+            }
+            orphans.append(contentsOf: contentRows[next...])
+        }
+        for row in orphans {
+            removeTree(contentPath(row))
+            removed.append(String(row))
+        }
+        if !removed.isEmpty {
+            logger.notice("store \(path): removed \(removed.count) content file(s) with no item: \(removed.prefix(10).joined(separator: ", "))\(removed.count > 10 ? ", …" : "")")
+        }
+        if !missing.isEmpty {
+            logger.warning("store \(path): \(missing.count) file item(s) have no contents (ids \(missing.prefix(10).map(String.init).joined(separator: ", "))); they read as empty")
+        }
+        // The corrected records: each item as stored, with the content file's size and new versions.
+        var corrected: [Record] = []
+        for fix in fixes {
+            let size = fix.size
+            let mended: Record? = state.withLock { tree in
+                guard var record = tree.record(fix.row) else { return nil }
+                record.item.documentSize = size
+                record.item.itemVersion.contentVersion += 1
+                record.item.itemVersion.metadataVersion += 1
+                tree.replace(record)
+                return record
+            }
+            if let mended { corrected.append(mended) }
+        }
+        if !corrected.isEmpty {
+            logger.notice("store \(path): after an unclean shutdown, corrected \(corrected.count) item(s) to match their contents")
+        }
+        return corrected
     }
 
     /// Releases the lock and closes the database. Later actions fail; reads answer from memory.
@@ -285,6 +307,7 @@ extension LocalStore {
         writer.lock()
         defer { writer.unlock() }
         reaper.drain()
+        state.withLock { $0.reader?.close() }
         if let database {
             do {
                 try flushJournal(database)
@@ -312,6 +335,7 @@ extension LocalStore {
     func abandonForTesting() {
         writer.lock()
         defer { writer.unlock() }
+        state.withLock { $0.reader?.close() }
         try? database?.close()
         database = nil
         if lockFD >= 0 { sysClose(lockFD); lockFD = -1 }

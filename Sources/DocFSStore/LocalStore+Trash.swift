@@ -30,7 +30,7 @@ extension LocalStore {
     static func gatherTrashed(from folderRow: Int64, _ tree: borrowing TreeState) -> [Record] {
         guard tree.records[folderRow]?.item.isFolder == true else { return [] }
         var gathered: [Record] = []
-        var used = Set((tree.children[folderRow] ?? [:]).keys)
+        var used = tree.childNames(of: folderRow)
         for trashedRow in tree.sortedChildrenUncached(of: trashRow) {
             guard var record = tree.records[trashedRow], record.trashedFrom == folderRow else { continue }
             var name = record.trashedName ?? record.item.filename

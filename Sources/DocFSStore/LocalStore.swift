@@ -12,8 +12,10 @@ import Synchronization
 /// The embedded default provider: a store directory holding item metadata in SQLite
 /// (`store.sqlite`, WAL mode) and file contents as plain files (`contents/<id>`).
 ///
-/// Reads (`item`, `childItem`, `enumerateItems`) never touch SQL: every item is loaded into
-/// memory at open and kept up to date write-through. Actions are serialised by one writer lock;
+/// Reads (`item`, `childItem`, `enumerateItems`) answer from a bounded working set in memory
+/// (`TreeState`: records, folder indexes, and what the journal has not yet applied to SQLite) and
+/// read SQLite on a miss through a connection of their own (`TreeReader`); nothing is loaded at
+/// open, so any size of tree mounts at once. Actions are serialised by one writer lock;
 /// each action appends its row changes to the journal before it returns, and the journal goes to
 /// SQLite in batches of about a thousand changes, one transaction each (`StoreJournal`).
 ///
@@ -53,6 +55,12 @@ public final class LocalStore: Provider, @unchecked Sendable {
     static let stagingName = "staging"
     static let lockName = "lock"
     static let formatVersion = "2"
+
+    /// Items the working set keeps by default (`docfs mount -o cache_items=N`): about 0.4 KiB
+    /// each, and the bridge's node for each of twice as many kernel inodes about 0.3 KiB. With
+    /// it, `make bench-scale` over a million items peaked at 244 MB (the listing of a
+    /// 100,000-entry folder); 100,000 had peaked at 253 MB for an `ls -lR` alone.
+    public static let defaultCacheItems = 50_000
 
     static let rootRow: Int64 = 1
     static let trashRow: Int64 = 2
@@ -165,7 +173,8 @@ public final class LocalStore: Provider, @unchecked Sendable {
         guard let row = Self.row(for: identifier) else {
             throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'")
         }
-        let found: Item? = state.withLock { tree in tree.records[row].map { tree.presented($0) } }
+        let (found, full): (Item?, Bool) = state.withLock { tree in (tree.record(row).map { tree.presented($0) }, tree.needsTrim) }
+        if full { trimCache() }
         guard let found else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
         return found
     }
@@ -174,19 +183,20 @@ public final class LocalStore: Provider, @unchecked Sendable {
         guard let parentRow = Self.row(for: parent) else {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(parent)'")
         }
-        let result: Result<Item, ProviderError> = state.withLock { tree in
-            guard let folder = tree.records[parentRow] else {
-                return .failure(ProviderError(.noSuchItem, "no folder with identifier '\(parent)'"))
+        let (result, full): (Result<Item, ProviderError>, Bool) = state.withLock { tree in
+            guard let folder = tree.record(parentRow) else {
+                return (.failure(ProviderError(.noSuchItem, "no folder with identifier '\(parent)'")), false)
             }
             guard folder.item.isFolder else {
-                return .failure(ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder"))
+                return (.failure(ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder")), false)
             }
-            guard let row = tree.children[parentRow]?[NameKey(name)], let child = tree.records[row] else {
+            guard let child = tree.childRecord(named: name, in: parentRow) else {
                 // A miss is the common answer (every create looks first): no message to build.
-                return .failure(ProviderError(.noSuchItem))
+                return (.failure(ProviderError(.noSuchItem)), tree.needsTrim)
             }
-            return .success(tree.presented(child))
+            return (.success(tree.presented(child)), tree.needsTrim)
         }
+        if full { trimCache() }
         return try result.get()
     }
 
@@ -194,26 +204,67 @@ public final class LocalStore: Provider, @unchecked Sendable {
         guard let parentRow = Self.row(for: container) else {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(container)'")
         }
-        let result: Result<[Item], ProviderError> = state.withLock { tree in
-            guard let folder = tree.records[parentRow] else {
-                return .failure(ProviderError(.noSuchItem, "no folder with identifier '\(container)'"))
+        let (result, full): (Result<[Item], ProviderError>, Bool) = state.withLock { tree in
+            guard let folder = tree.record(parentRow) else {
+                return (.failure(ProviderError(.noSuchItem, "no folder with identifier '\(container)'")), false)
             }
             guard folder.item.isFolder else {
-                return .failure(ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder"))
+                return (.failure(ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder")), false)
             }
-            let order = tree.sortedChildren(of: parentRow)
+            let records = tree.childRecords(of: parentRow)
             var items: [Item] = []
-            items.reserveCapacity(order.count)
-            for row in order { if let record = tree.records[row] { items.append(tree.presented(record)) } }
-            return .success(items)
+            items.reserveCapacity(records.count)
+            for record in records { items.append(tree.presented(record)) }
+            return (.success(items), tree.needsTrim)
         }
+        if full { trimCache() }
         return try result.get()
     }
+
+    /// Brings the working set back under its limit, unless an action is running (it may hold
+    /// records it read and has not updated yet; it trims itself when it ends).
+    func trimCache() {
+        guard writer.try() else { return }
+        let trimmed = state.withLock { tree -> Bool in
+            guard tree.needsTrim else { return false }
+            tree.trim()
+            return true
+        }
+        writer.unlock()
+        if trimmed { Self.releaseFreedMemory() }
+    }
+
+    /// Hands the pages freed by an eviction back to the system: the allocator keeps them
+    /// otherwise, and records freed among live ones (and the bridge's nodes freed by FORGETs)
+    /// left the daemon's resident size at its high-water mark.
+    static func releaseFreedMemory() {
+        _ = mallocTrim?(0)
+    }
+
+    /// glibc's `malloc_trim`, which Swift's Glibc module does not declare.
+    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
+        #if canImport(Glibc)
+        guard let symbol = dlsym(nil, "malloc_trim") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+        #else
+        return nil
+        #endif
+    }()
 
     public func storageStatistics() -> StorageStatistics {
         sysStatvfs(url.path)
     }
 
-    /// The number of items in the store, root and trash included.
-    public var itemCount: Int { state.withLock { $0.records.count } }
+    /// The number of items in the store, root and trash included (a COUNT in SQLite after
+    /// applying the journal's batch).
+    public var itemCount: Int {
+        try? write { (database) throws(ProviderError) in try flushJournal(database) }
+        return state.withLock { $0.reader?.count("SELECT COUNT(*) FROM item") ?? $0.cachedRecords }
+    }
+
+    /// The working set: records and folder index entries in memory, and how many of the records
+    /// are pinned until the journal's batch lands (for tests and `make bench-scale`).
+    public var cacheStatistics: (records: Int, indexEntries: Int, pinned: Int, limit: Int) {
+        state.withLock { ($0.cachedRecords, $0.cachedIndexEntries, $0.pinnedCount, $0.cacheLimit) }
+    }
 }

@@ -12,6 +12,7 @@ enum Schema {
             );
             """)
         try createItemTable(db, named: "item")
+        try db.execute(sql: folderIndexSQL)
         try createXattrTable(db)
     }
 
@@ -181,4 +182,18 @@ enum Schema {
                       contentsPolicy: contentsCaps.map { Capabilities(rawValue: UInt32(truncatingIfNeeded: $0)) },
                       trashedFrom: row[17], trashedName: row[18])
     }
+}
+
+extension Schema {
+    /// The partial index of folders by parent, which counts a folder's subfolders without reading
+    /// its files (`TreeReader`). Returns the number of folders indexed when it had to be made (a
+    /// store made by an earlier docfs), nil when it was there.
+    static func addFolderIndex(_ db: Database) throws -> Int? {
+        let exists = try Bool.fetchOne(db, sql: "SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'index' AND name = 'item_folders'") ?? false
+        if exists { return nil }
+        try db.execute(sql: folderIndexSQL)
+        return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item WHERE kind = 1") ?? 0
+    }
+
+    static let folderIndexSQL = "CREATE INDEX IF NOT EXISTS item_folders ON item(parent) WHERE kind = 1"
 }

@@ -4,38 +4,80 @@ import Glibc
 import Darwin
 #endif
 import DocFSProvider
+import GRDB
 
 // The checks of the files beside the database: every file item has its content file with the
 // recorded size, every content file belongs to a file item, nothing is left in staging/.
 extension StoreChecker {
-    /// Counts the content files and notes `sizeMismatch`, `orphanContents` and `missingContents`.
-    /// A store without `contents/` has none; another failure to list it is thrown.
-    static func checkContentFiles(_ records: [Int64: Record], path: String, into report: inout StoreCheckReport) throws(ProviderError) {
-        func problem(_ kind: StoreCheckReport.Kind, _ message: String) { report.found(kind, message) }
+    /// Counts the content files and notes `sizeMismatch`, `orphanContents` and `missingContents`:
+    /// the directory is read as it goes and sizes are looked up in batches, so memory stays
+    /// bounded. A store without `contents/` has none; another failure to list it is thrown.
+    static func checkContentFiles(_ queue: DatabaseQueue, _ index: inout Index, path: String,
+                                  into report: inout StoreCheckReport) throws(ProviderError) {
+        let fileKind = ItemKind.file.rawValue
         let contentsPath = path + "/" + LocalStore.contentsName
-        var contentNames: [String] = []
-        do { contentNames = try directoryEntries(contentsPath) } catch {
-            if error.errno != ENOENT { throw error }
-        }
-        var present = Set<Int64>()
-        for name in contentNames.sorted() {
-            let filePath = contentsPath + "/" + name
-            let status = try? fileStatus(filePath).get()
-            if let row = Int64(name), String(row) == name, let record = records[row], record.item.kind == .file,
-               status?.kind == .file {
-                present.insert(row)
-                report.contentFiles += 1
-                report.contentBytes += status?.size ?? 0
-                if let size = status?.size, size != record.item.documentSize {
-                    problem(.sizeMismatch, "\(describe(record)) records \(record.item.documentSize) bytes; its content file has \(size)")
+        var orphanNames: [String] = []
+        var sizeChecks: [(row: Int64, size: Int64)] = []
+        func checkSizes(_ checks: inout [(row: Int64, size: Int64)]) throws(ProviderError) {
+            guard !checks.isEmpty else { return }
+            let batch = checks
+            checks.removeAll(keepingCapacity: true)
+            var found = report
+            do {
+                try queue.inDatabase { db in
+                    let statement = try db.cachedStatement(sql: "SELECT name, size FROM item WHERE id = ?")
+                    for (row, size) in batch {
+                        guard let stored = try Row.fetchOne(statement, arguments: [row]) else { continue }
+                        let recorded: Int64 = stored[1]
+                        if recorded != size {
+                            found.found(.sizeMismatch, "\(describe(row, stored[0])) records \(recorded) bytes; its content file has \(size)")
+                        }
+                    }
                 }
-            } else {
-                problem(.orphanContents, "contents/\(name) belongs to no file item")
+            } catch {
+                throw ProviderError(.corruptFile, "store \(path): \(error)")
             }
+            report = found
         }
-        for row in records.keys.sorted() where records[row]!.item.kind == .file && !present.contains(row) {
-            problem(.missingContents, "\(describe(records[row]!)) has no content file (contents/\(row))")
+        if let dir = opendir(contentsPath) {
+            defer { closedir(dir) }
+            while let entry = readdir(dir) {
+                let name = withUnsafePointer(to: entry.pointee.d_name) {
+                    $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+                }
+                if name == "." || name == ".." { continue }
+                let status = try? fileStatus(contentsPath + "/" + name).get()
+                if let row = Int64(name), String(row) == name, index.items[row]?.kind == fileKind, status?.kind == .file {
+                    index.items[row]!.hasContents = true
+                    report.contentFiles += 1
+                    report.contentBytes += status?.size ?? 0
+                    sizeChecks.append((row, status?.size ?? 0))
+                    if sizeChecks.count >= 10_000 { try checkSizes(&sizeChecks) }
+                } else {
+                    orphanNames.append(name)
+                }
+            }
+        } else if errno != ENOENT {
+            throw ProviderError.posix(errno, "read \(contentsPath)")
         }
+        try checkSizes(&sizeChecks)
+        for name in orphanNames.sorted() {
+            report.found(.orphanContents, "contents/\(name) belongs to no file item")
+        }
+        let missing = index.items.filter { $0.value.kind == fileKind && !$0.value.hasContents }.keys.sorted()
+        guard !missing.isEmpty else { return }
+        var found = report
+        do {
+            try queue.inDatabase { db in
+                for row in missing {
+                    let name = try String.fetchOne(db, sql: "SELECT name FROM item WHERE id = ?", arguments: [row]) ?? "?"
+                    found.found(.missingContents, "\(describe(row, name)) has no content file (contents/\(row))")
+                }
+            }
+        } catch {
+            throw ProviderError(.corruptFile, "store \(path): \(error)")
+        }
+        report = found
     }
 
     /// `stagedLeftover` for what an interrupted copy left in `staging/`.

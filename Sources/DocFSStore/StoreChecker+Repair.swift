@@ -193,4 +193,16 @@ extension StoreChecker {
         try? sysFsync(path: stagingPath, directory: true)
         return done
     }
+
+    /// True when walking up from `row` reaches the root or the trash (over the loaded records).
+    static func reachesTop(_ row: Int64, _ records: [Int64: Record]) -> Bool {
+        var cursor: Int64? = row
+        var seen = Set<Int64>()
+        while let current = cursor {
+            if current == LocalStore.rootRow || current == LocalStore.trashRow { return true }
+            guard seen.insert(current).inserted, let record = records[current] else { return false }
+            cursor = record.parent
+        }
+        return false
+    }
 }

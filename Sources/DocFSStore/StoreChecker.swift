@@ -100,7 +100,7 @@ public enum StoreChecker {
 
     // MARK: Looking
 
-    /// The rows a check works on, read in one go.
+    /// The rows `--repair` works on, read in one go (examining holds only the slim `Index`).
     struct Snapshot {
         var records: [Int64: Record] = [:]
         /// Items that have stored extended attributes (rows of the `xattr` table).
@@ -144,19 +144,75 @@ public enum StoreChecker {
         }
     }
 
+    /// What examining keeps of each item: its parent and kind (about 40 bytes an item, where a
+    /// whole record is about a kilobyte), so a store of millions of items is checked in tens of
+    /// megabytes. Names, sizes and link targets are checked in streamed passes over SQLite.
+    struct Slim {
+        var parent: Int64
+        var kind: UInt8
+        var hasContents = false
+    }
+
+    /// The slim view of every item, the owners of stored attributes and the sequence.
+    struct Index {
+        var items: [Int64: Slim] = [:]
+        var attributeOwners: [Int64] = []
+        var sequence: Int64 = 0
+    }
+
+    /// Reads the slim index after SQLite's `quick_check` and the format check (`.corruptFile`
+    /// when either fails).
+    static func loadIndex(_ queue: DatabaseQueue, path: String) throws(ProviderError) -> Index {
+        var index = Index()
+        do {
+            try queue.inDatabase { db in
+                let integrity = try String.fetchAll(db, sql: "PRAGMA quick_check")
+                guard integrity == ["ok"] else {
+                    throw ProviderError(.corruptFile, "store \(path): SQLite integrity check failed: \(integrity.prefix(5).joined(separator: "; "))")
+                }
+                guard try db.tableExists("meta"), try db.tableExists("item") else {
+                    throw ProviderError(.corruptFile, "\(path) is not a docfs store: \(LocalStore.databaseName) has no docfs tables")
+                }
+                let format = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'format'")
+                guard format == LocalStore.formatVersion else {
+                    throw ProviderError(.corruptFile, "store \(path) has format \(format ?? "none"); this docfs reads format \(LocalStore.formatVersion)")
+                }
+                let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") ?? 0
+                index.items.reserveCapacity(count)
+                let rows = try Row.fetchCursor(db, sql: "SELECT id, parent, kind FROM item")
+                while let row = try rows.next() {
+                    let parent: Int64? = row[1]
+                    index.items[row[0]] = Slim(parent: parent ?? -1, kind: UInt8(clamping: row[2] as Int))
+                }
+                if try db.tableExists("xattr") {
+                    index.attributeOwners = try Int64.fetchAll(db, sql: "SELECT DISTINCT item FROM xattr")
+                }
+                index.sequence = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'item'") ?? 0
+            }
+        } catch let error as ProviderError {
+            throw error
+        } catch {
+            throw ProviderError(.corruptFile, "store \(path): \(LocalStore.databaseName) is not a readable docfs database: \(error)")
+        }
+        return index
+    }
+
     /// Every check, in the order the report lists what they find: the rows (`+Rows`), the
     /// content and staged files (`+ContentFiles`), then what refers to rows (attributes, the
-    /// sequence). `remaining` starts as everything found.
+    /// sequence). Bounded memory: only the slim index is held. `remaining` starts as everything found.
     static func examine(_ queue: DatabaseQueue, path: String) throws(ProviderError) -> StoreCheckReport {
-        let snapshot = try load(queue, path: path)
+        var index = try loadIndex(queue, path: path)
         var report = StoreCheckReport()
-        checkRows(snapshot.records, into: &report)
-        try checkContentFiles(snapshot.records, path: path, into: &report)
+        try checkRows(queue, index, path: path, into: &report)
+        try checkContentFiles(queue, &index, path: path, into: &report)
         checkStaging(path: path, into: &report)
-        checkReferences(snapshot, into: &report)
+        checkReferences(index, into: &report)
         report.remaining = report.problems
         return report
     }
+
+    /// `item <row> '<name>'`, as problems name an item.
+    static func describe(_ row: Int64, _ name: String) -> String { "item \(row) '\(name)'" }
 
     /// `item <row> '<name>'`, as problems name an item.
     static func describe(_ record: Record) -> String { "item \(record.row) '\(record.item.filename)'" }

@@ -28,6 +28,12 @@ struct Mount: ParsableCommand {
             noprefetch: do not read a folder's other small files ahead when one is opened for \
             reading (default: read ahead, at most once a folder in 30 s).
 
+            cache_items=N: how many items (and as many folder-index entries) the store keeps in \
+            memory; the rest of the tree stays in its database and is read on demand (default \
+            50000, about 20 MB; a store of any size mounts at once). The kernel may hold twice as \
+            many inodes; past that the oldest names it looked up are invalidated. Same as \
+            --cache-items.
+
             Options that only mount(8) and fstab use (defaults, auto, noauto, user, users, nouser, \
             nofail, _netdev, x-*, comment=*) are accepted and ignored, so the same option list \
             works here, with `mount -t fuse.docfs` and in /etc/fstab.
@@ -58,6 +64,9 @@ struct Mount: ParsableCommand {
     @Flag(help: "Let every user on the machine reach the mount (FUSE's allow_other). Safe: docfs checks owners and permission bits for each caller as ext4 does.")
     var allowOther = false
 
+    @Option(help: "Items the store keeps in memory (its working set; default 50000). Same as -o cache_items=N.")
+    var cacheItems: Int?
+
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -67,6 +76,9 @@ struct Mount: ParsableCommand {
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("unknown log level '\(logLevel)'")
+        }
+        if let cacheItems, cacheItems < 1 {
+            throw ValidationError("--cache-items: expected a positive number of items")
         }
     }
 
@@ -119,13 +131,15 @@ struct Mount: ParsableCommand {
         for opt in o { args += ["-o", opt] }
         if trash { args.append("--trash") }
         if allowOther { args.append("--allow-other") }
+        if let cacheItems { args += ["--cache-items", String(cacheItems)] }
         return args
     }
 
     /// Splits -o into docfs's own knobs and options for libfuse.
-    private func parseOptions() throws -> (BridgeOptions, [String]) {
+    private func parseOptions() throws -> (BridgeOptions, [String], Int?) {
         var bridgeOptions = BridgeOptions()
         var fuse: [String] = []
+        var cache = cacheItems
         for opt in o.flatMap({ $0.split(separator: ",").map(String.init) }) {
             let kv = opt.split(separator: "=", maxSplits: 1).map(String.init)
             switch kv[0] {
@@ -140,6 +154,11 @@ struct Mount: ParsableCommand {
             case "no_writeback": bridgeOptions.writeback = false
             case "noxattr": bridgeOptions.xattrs = false
             case "xattr": bridgeOptions.xattrs = true
+            case "cache_items":
+                guard kv.count == 2, let v = Int(kv[1].replacingOccurrences(of: "_", with: "")), v > 0 else {
+                    throw UserFacingError("docfs: -o \(opt): expected a positive number of items")
+                }
+                cache = v
             case "noprefetch": bridgeOptions.prefetch = false
             case "prefetch": bridgeOptions.prefetch = true
             case "nonempty", "auto_unmount": break  // checked above / always on
@@ -150,7 +169,7 @@ struct Mount: ParsableCommand {
             }
         }
         if allowOther, !fuse.contains("allow_other") { fuse.append("allow_other") }
-        return (bridgeOptions, fuse)
+        return (bridgeOptions, fuse, cache)
     }
 
     /// The daemon itself: open the store, mount, serve until unmounted or signalled.
@@ -163,7 +182,7 @@ struct Mount: ParsableCommand {
         }
         var log = Logger(label: "docfs")
         log.logLevel = level
-        let (bridgeOptions, fuseOptions) = try parseOptions()
+        let (bridgeOptions, fuseOptions, cacheLimit) = try parseOptions()
 
         // `memory:` selects the in-memory provider; anything else is a store directory.
         let provider: any Provider
@@ -178,7 +197,7 @@ struct Mount: ParsableCommand {
             closeProvider = { memory.close() }
         } else {
             let local: LocalStore
-            do { local = try LocalStore.open(at: URL(fileURLWithPath: storePath), logger: log) } catch {
+            do { local = try LocalStore.open(at: URL(fileURLWithPath: storePath), logger: log, cacheItems: cacheLimit) } catch {
                 throw UserFacingError("docfs: cannot open store \(store): \(error)")
             }
             provider = local
@@ -189,6 +208,9 @@ struct Mount: ParsableCommand {
 
         var served = bridgeOptions
         served.trash = trash || layoutTrash
+        // The kernel may hold twice as many inodes as the store keeps items; past that the oldest
+        // names are invalidated, so the bridge's inode table stays bounded too.
+        served.inodeLimit = 2 * (cacheLimit ?? LocalStore.defaultCacheItems)
         var mountOptions = MountOptions(bridge: served, fuseOptions: fuseOptions, sourceName: "docfs:" + storePath)
         mountOptions.bridge.otherUsers = fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
         let mount: ProviderMount
