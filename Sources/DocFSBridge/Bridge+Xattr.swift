@@ -136,17 +136,16 @@ extension Bridge {
         let caller = Caller(reply.req)
         do throws(Failure) {
             if let (node, copyIn) = inodes.copyIn(ino) {
-                try attempt(.ino(ino)) { () throws(ProviderError) in
+                let kept = try attempt(.ino(ino)) { () throws(ProviderError) -> Bool in
                     if Self.space(of: name) != .refused {
                         try PermissionCheck.requireUserAttribute(write: true, on: copyIn.ownership, kind: .file, for: caller)
                     }
-                    // Kept until the import lands (nil: imported meanwhile, and stored by it).
-                    _ = try inodes.updateCopyIn(node) { (c) throws(ProviderError) in
+                    // Kept until the import lands; nil when it landed meanwhile: then the item takes it below.
+                    return try inodes.updateCopyIn(node) { (c) throws(ProviderError) in
                         try c.setExtendedAttribute(name, to: remove ? nil : bytes, mode: mode)
-                    }
+                    } != nil
                 }
-                reply.ok()
-                return
+                if kept { reply.ok(); return }
             }
             let item = try self.item(ino)
             let subject = Subject.item(item.identifier)

@@ -104,7 +104,10 @@ public final class Bridge: @unchecked Sendable {
     /// `stat` disagree with `read`). True when there was a staged copy.
     @inline(__always)
     func overlayStaged(_ st: inout stat, _ node: InodeNode) -> Bool {
-        guard let staged = stagedStat(node) else { return false }
+        // Only the staged file's size and times: no owner to look up (a stored file's is its item's).
+        guard let session = node.sessionLock.withLock({ node.session }) else { return false }
+        var staged = stat()
+        guard fstat(session.fd, &staged) == 0 else { return false }
         st.st_size = staged.st_size
         st.st_blocks = staged.st_blocks
         st.st_mtim = staged.st_mtim

@@ -45,7 +45,7 @@ struct CopyIn: Sendable, Equatable {
     mutating func apply(_ changes: AttributeChanges) {
         if let v = changes.ownerID { attributes.ownerID = v }
         if let v = changes.groupID { attributes.groupID = v }
-        if let v = changes.posixPermissions { attributes.posixPermissions = v & 0o7777 }
+        if let v = changes.posixPermissions { attributes.posixPermissions = v }
         if let v = changes.accessTime { attributes.accessTime = v }
     }
 

@@ -14,15 +14,7 @@ extension LocalStore {
     /// back under its limit (`TreeState.trim`): no action is between its reads and its update then.
     func write<T>(_ body: (DatabaseQueue) throws(ProviderError) -> T) throws(ProviderError) -> T {
         writer.lock()
-        defer {
-            let trimmed = state.withLock { tree -> Bool in
-                guard tree.needsTrim else { return false }
-                tree.trim()
-                return true
-            }
-            writer.unlock()
-            if trimmed { Self.releaseFreedMemory() }
-        }
+        defer { trimAndUnlockWriter() }
         guard let database else { throw ProviderError(.ioError, "store \(url.path) is closed") }
         return try body(database)
     }

@@ -225,6 +225,12 @@ public final class LocalStore: Provider, @unchecked Sendable {
     /// records it read and has not updated yet; it trims itself when it ends).
     func trimCache() {
         guard writer.try() else { return }
+        trimAndUnlockWriter()
+    }
+
+    /// With the writer lock held: trims the working set if it is over its limit, lets go of the
+    /// lock, then hands freed pages back (outside the lock).
+    func trimAndUnlockWriter() {
         let trimmed = state.withLock { tree -> Bool in
             guard tree.needsTrim else { return false }
             tree.trim()

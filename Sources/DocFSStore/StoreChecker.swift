@@ -109,22 +109,27 @@ public enum StoreChecker {
         var sequence: Int64 = 0
     }
 
+    /// SQLite's `quick_check`, the docfs tables and the format: `.corruptFile` when any fails.
+    static func checkDatabase(_ db: Database, path: String) throws {
+        let integrity = try String.fetchAll(db, sql: "PRAGMA quick_check")
+        guard integrity == ["ok"] else {
+            throw ProviderError(.corruptFile, "store \(path): SQLite integrity check failed: \(integrity.prefix(5).joined(separator: "; "))")
+        }
+        guard try db.tableExists("meta"), try db.tableExists("item") else {
+            throw ProviderError(.corruptFile, "\(path) is not a docfs store: \(LocalStore.databaseName) has no docfs tables")
+        }
+        let format = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'format'")
+        guard format == LocalStore.formatVersion else {
+            throw ProviderError(.corruptFile, "store \(path) has format \(format ?? "none"); this docfs reads format \(LocalStore.formatVersion)")
+        }
+    }
+
     /// Reads every item row, the owners of stored attributes and the sequence, after SQLite's
     /// `quick_check` and the format check (`.corruptFile` when either fails).
     static func load(_ queue: DatabaseQueue, path: String) throws(ProviderError) -> Snapshot {
         do {
             return try queue.inDatabase { db -> Snapshot in
-                let integrity = try String.fetchAll(db, sql: "PRAGMA quick_check")
-                guard integrity == ["ok"] else {
-                    throw ProviderError(.corruptFile, "store \(path): SQLite integrity check failed: \(integrity.prefix(5).joined(separator: "; "))")
-                }
-                guard try db.tableExists("meta"), try db.tableExists("item") else {
-                    throw ProviderError(.corruptFile, "\(path) is not a docfs store: \(LocalStore.databaseName) has no docfs tables")
-                }
-                let format = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'format'")
-                guard format == LocalStore.formatVersion else {
-                    throw ProviderError(.corruptFile, "store \(path) has format \(format ?? "none"); this docfs reads format \(LocalStore.formatVersion)")
-                }
+                try checkDatabase(db, path: path)
                 var snapshot = Snapshot()
                 let rows = try Row.fetchCursor(db, sql: "SELECT \(Schema.columns) FROM item")
                 while let row = try rows.next() {
@@ -166,17 +171,7 @@ public enum StoreChecker {
         var index = Index()
         do {
             try queue.inDatabase { db in
-                let integrity = try String.fetchAll(db, sql: "PRAGMA quick_check")
-                guard integrity == ["ok"] else {
-                    throw ProviderError(.corruptFile, "store \(path): SQLite integrity check failed: \(integrity.prefix(5).joined(separator: "; "))")
-                }
-                guard try db.tableExists("meta"), try db.tableExists("item") else {
-                    throw ProviderError(.corruptFile, "\(path) is not a docfs store: \(LocalStore.databaseName) has no docfs tables")
-                }
-                let format = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'format'")
-                guard format == LocalStore.formatVersion else {
-                    throw ProviderError(.corruptFile, "store \(path) has format \(format ?? "none"); this docfs reads format \(LocalStore.formatVersion)")
-                }
+                try checkDatabase(db, path: path)
                 let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") ?? 0
                 index.items.reserveCapacity(count)
                 let rows = try Row.fetchCursor(db, sql: "SELECT id, parent, kind FROM item")

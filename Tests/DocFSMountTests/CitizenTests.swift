@@ -37,6 +37,15 @@ final class SystemMountHelper {
         }
     }
 
+    /// A mount(8) test's teardown, whatever the test did: `umount` what is still mounted, then
+    /// the fixture stops any daemon that names its directory (the helper's daemon has the
+    /// mountpoint on its command line) and removes the directory; then the link goes.
+    static func tearDown(_ fx: MountFixture?, _ helper: SystemMountHelper?) {
+        if let fx, Mounts.isMounted(fx.mnt) { _ = runProcess("/bin/umount", [fx.mnt], cwd: "/", timeout: 20, outDir: "/tmp") }
+        fx?.teardown()
+        helper?.remove()
+    }
+
     /// Removes the link when it is still the one this test made; releases the lock.
     func remove() {
         if (try? FileManager.default.destinationOfSymbolicLink(atPath: Self.path)) == target { unlink(Self.path) }
@@ -74,10 +83,7 @@ final class CitizenTests: MountTestCase {
     private var helper: SystemMountHelper?
 
     override func tearDown() {
-        // Unmount first (the fixture stops whatever it finds under its directory), then the link.
-        if let fx, Mounts.isMounted(fx.mnt) { _ = runProcess("/bin/umount", [fx.mnt], cwd: "/", timeout: 20, outDir: "/tmp") }
-        fx?.teardown()
-        helper?.remove()
+        SystemMountHelper.tearDown(fx, helper)
         helper = nil
         super.tearDown()
     }

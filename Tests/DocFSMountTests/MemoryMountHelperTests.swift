@@ -21,12 +21,7 @@ final class MemoryMountHelperTests: MountTestCase {
     }
 
     override func tearDown() {
-        // Unmount first, whatever the test left; the fixture then stops any daemon that names
-        // its directory (the helper's daemon does: the mountpoint is on its command line) and
-        // removes the directory; then the link in /sbin goes.
-        if let fx, Mounts.isMounted(fx.mnt) { _ = runProcess("/bin/umount", [fx.mnt], cwd: "/", timeout: 20, outDir: "/tmp") }
-        fx?.teardown()
-        helper?.remove()
+        SystemMountHelper.tearDown(fx, helper)
         helper = nil
         super.tearDown()
     }
