@@ -39,6 +39,7 @@ public enum ReplicaBootstrap {
 
     private static func initialize(_ url: URL, _ link: RemoteLink, _ configuration: ReplicaConfiguration, _ layout: Layout?,
                                    _ database: RemoteDatabase, _ s3: S3Client, _ logger: Logger) async throws -> Summary {
+        try await RemoteDatabase.probe(configuration.postgres)
         let version = try await database.migrate()
         do {
             // No prefix in the query: some S3-compatible servers check signatures of `/` in query values wrongly.

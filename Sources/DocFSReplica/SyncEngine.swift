@@ -42,7 +42,7 @@ public final class SyncEngine: Sendable {
         self.logger = logger
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .warning)
-        database = RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(15))
+        database = RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(5))
         s3 = S3Client(endpoint: configuration.endpoint, credentials: configuration.credentials, region: configuration.region,
                       connectTimeout: .seconds(5), readTimeout: .seconds(60), logger: quiet)
     }
@@ -232,10 +232,12 @@ public final class SyncEngine: Sendable {
         }
     }
 
-    /// The provider's tag data (opaque bytes) as the server's text array: one base64 element.
+    /// The provider's tag data as the server's text array: the tags as `docfs tag` writes them
+    /// (UTF-8, comma-separated), one element each; bytes that are not UTF-8 as one base64 element.
     static func tags(_ data: Data?) -> [String] {
         guard let data, !data.isEmpty else { return [] }
-        return [data.base64EncodedString()]
+        guard let text = String(data: data, encoding: .utf8) else { return ["base64:" + data.base64EncodedString()] }
+        return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 
     /// After a restart: multipart uploads this replica started for entries still waiting are

@@ -24,13 +24,18 @@ final class WakeSignal: Sendable {
             try? await Task.sleep(for: timeout)
             if !Task.isCancelled { signal() }
         }
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { s -> Bool in
-                if s.signalled { s.signalled = false; return true }
-                s.waiter = c
-                return false
+        // A cancelled task (the mount stopping) stops waiting at once.
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { s -> Bool in
+                    if s.signalled { s.signalled = false; return true }
+                    s.waiter = c
+                    return false
+                }
+                if resumeNow { c.resume() }
             }
-            if resumeNow { c.resume() }
+        } onCancel: {
+            signal()
         }
         timer.cancel()
         state.withLock { $0.signalled = false }

@@ -6,8 +6,8 @@ import GRDB
 extension LocalStore {
     /// Changes metadata of one item (one transaction, one new metadata version).
     private func updateSync(_ identifier: ItemIdentifier, _ what: String, _ change: (inout Record) throws(ProviderError) -> Void) throws(ProviderError) -> Item {
-        let row = try itemRow(identifier)
         return try write { (database) throws(ProviderError) -> Item in
+            let row = try self.itemRow(identifier)
             var record = try read { (tree) throws(ProviderError) -> Record in
                 guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
                 return record

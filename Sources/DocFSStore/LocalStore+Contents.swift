@@ -24,9 +24,9 @@ extension LocalStore {
     }
 
     public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item {
-        let row = try itemRow(identifier)
         let sourcePath = fileURL.path
         return try write { (database) throws(ProviderError) -> Item in
+            let row = try self.itemRow(identifier)
             var record = try read { (tree) throws(ProviderError) -> Record in
                 guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
                 switch record.item.kind {

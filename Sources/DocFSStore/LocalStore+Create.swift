@@ -85,8 +85,8 @@ extension LocalStore {
     private func createSync(name: String, parent: ItemIdentifier, kind: ItemKind, target: String?,
                             attributes: NewItemAttributes?) throws(ProviderError) -> Item {
         try ItemNames.validate(name)
-        let parentRow = try parentRow(parent)
         return try write { (database) throws(ProviderError) -> Item in
+            let parentRow = try self.parentRow(parent)
             let parentRecord = try read { (tree) throws(ProviderError) in try checkedParent(tree, parentRow, parent, name: name) }
             let row = state.withLock { $0.nextRow }
             let now = FileTime.now()

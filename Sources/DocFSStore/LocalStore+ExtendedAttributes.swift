@@ -32,8 +32,8 @@ extension LocalStore {
     public func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
                                      forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
         try ExtendedAttributes.checkStorable(name, value)
-        let row = try itemRow(identifier)
         try write { (database) throws(ProviderError) in
+            let row = try self.itemRow(identifier)
             let current = try read { (tree) throws(ProviderError) -> [String: Data] in
                 guard tree.records[row] != nil else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
                 return tree.reader?.attributes(of: row) ?? [:]

@@ -31,8 +31,8 @@ extension LocalStore {
     func importSync(path sourcePath: String, name: String, toParent parent: ItemIdentifier,
                     attributes: NewItemAttributes?) throws(ProviderError) -> Item {
         try ItemNames.validate(name)
-        let parentRow = try parentRow(parent)
         return try write { (database) throws(ProviderError) -> Item in
+            let parentRow = try self.parentRow(parent)
             let status = try fileStatus(sourcePath).get()
             let parentRecord = try read { (tree) throws(ProviderError) in try checkedParent(tree, parentRow, parent, name: name) }
             // Plan the new items: one for a file or symlink, a tree for a directory.

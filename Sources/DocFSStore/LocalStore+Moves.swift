@@ -6,8 +6,8 @@ import GRDB
 extension LocalStore {
     public func renameItem(withIdentifier identifier: ItemIdentifier, toName name: String) async throws(ProviderError) -> Item {
         try ItemNames.validate(name)
-        let row = try itemRow(identifier)
         return try write { (database) throws(ProviderError) -> Item in
+            let row = try self.itemRow(identifier)
             let (record, parentRecord) = try read { (tree) throws(ProviderError) -> (Record, Record) in
                 guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
                 guard let parent = record.parent, let parentRecord = tree.records[parent] else {
@@ -37,10 +37,10 @@ extension LocalStore {
     public func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
                              newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item {
         if let newName { try ItemNames.validate(newName) }
-        let row = try itemRow(identifier)
-        let destinationRow = try parentRow(parent)
         return try write { (database) throws(ProviderError) -> Item in
-            try moveSync(row: row, identifier: identifier, to: destinationRow, parent: parent, newName: newName,
+            let row = try self.itemRow(identifier)
+            let destinationRow = try self.parentRow(parent)
+            return try moveSync(row: row, identifier: identifier, to: destinationRow, parent: parent, newName: newName,
                          replacing: replacing, database: database, trashing: nil)
         }
     }
@@ -140,8 +140,8 @@ extension LocalStore {
     }
 
     public func deleteItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
-        let row = try itemRow(identifier)
         try write { (database) throws(ProviderError) in
+            let row = try self.itemRow(identifier)
             let (record, parentRecord) = try read { (tree) throws(ProviderError) -> (Record, Record) in
                 guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
                 guard let parent = record.parent, let parentRecord = tree.records[parent] else {

@@ -8,8 +8,8 @@ extension LocalStore {
     /// name (`trashOrigin`); a folder takes along what was trashed out of it (`gatherTrashed`).
     /// Trashing what is already at the top of the trash answers it unchanged.
     public func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
-        let row = try itemRow(identifier)
         return try write { (database) throws(ProviderError) -> Item in
+            let row = try self.itemRow(identifier)
             let (record, name, gathering) = try read { (tree) throws(ProviderError) -> (Record, String, [Record]) in
                 guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
                 guard record.parent != nil else { throw ProviderError(.notPermitted, "\(tree.path(of: row)) cannot be trashed") }
@@ -53,9 +53,9 @@ extension LocalStore {
     public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
                             newName: String) async throws(ProviderError) -> Item {
         try ItemNames.validate(newName)
-        let row = try itemRow(identifier)
-        let destination = try parentRow(parent)
         return try write { (database) throws(ProviderError) -> Item in
+            let row = try self.itemRow(identifier)
+            let destination = try self.parentRow(parent)
             try read { (tree) throws(ProviderError) in
                 guard tree.records[row] != nil else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
                 guard tree.isInTrash(row) else { throw ProviderError(.invalidArgument, "\(tree.path(of: row)) is not in the trash") }

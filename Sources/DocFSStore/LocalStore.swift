@@ -185,7 +185,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
         guard let row = self.row(for: identifier) else {
             throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'")
         }
-        let (found, full): (Item?, Bool) = state.withLock { tree in (tree.record(row).map { tree.presented($0) }, tree.needsTrim) }
+        let (found, full): (Item?, Bool) = state.withLock { tree in (tree.record(tree.resolve(row)).map { tree.presented($0) }, tree.needsTrim) }
         if full { trimCache() }
         guard let found else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
         return found
@@ -196,6 +196,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(parent)'")
         }
         let (result, full): (Result<Item, ProviderError>, Bool) = state.withLock { tree in
+            let parentRow = tree.resolve(parentRow)
             guard let folder = tree.record(parentRow) else {
                 return (.failure(ProviderError(.noSuchItem, "no folder with identifier '\(parent)'")), false)
             }
@@ -217,6 +218,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(container)'")
         }
         let (result, full): (Result<[Item], ProviderError>, Bool) = state.withLock { tree in
+            let parentRow = tree.resolve(parentRow)
             guard let folder = tree.record(parentRow) else {
                 return (.failure(ProviderError(.noSuchItem, "no folder with identifier '\(container)'")), false)
             }

@@ -53,6 +53,14 @@ final class TreeState: @unchecked Sendable {
     private var tick: UInt64 = 0
 
     var nextRow: Int64 = 3
+    /// A replica's temporary rows the server has replaced (`renumber`): a read that resolved an
+    /// identifier before the replacement finds the item under its new row.
+    private var replacedRows: [Int64: Int64] = [:]
+
+    @inline(__always)
+    func resolve(_ row: Int64) -> Int64 {
+        row >= LocalStore.temporaryRowBase ? (replacedRows[row] ?? row) : row
+    }
     /// Content files written since the last `synchronize()`.
     var dirty: Set<Int64> = []
 
@@ -373,6 +381,7 @@ final class TreeState: @unchecked Sendable {
     /// own index and its children's parent follow; the caller read the record first, so that it
     /// is in memory here.
     func renumber(_ old: Int64, to new: Int64) {
+        replacedRows[old] = new
         let identifier = LocalStore.identifier(forRow: new)
         if var record = cache.removeValue(forKey: old) {
             if let parent = record.parent, indexes[parent] != nil {

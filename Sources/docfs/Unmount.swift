@@ -29,8 +29,18 @@ struct Unmount: ParsableCommand {
         // The daemon finishes what it acknowledged before it exits.
         if let pid {
             let deadline = Date().addingTimeInterval(30)
-            while kill(pid, 0) == 0, Date() < deadline { usleep(20_000) }
+            while Self.isRunning(pid), Date() < deadline { usleep(20_000) }
         }
+    }
+
+    /// Whether a process runs: it exists and is not a zombie (an exited child of the caller that
+    /// was not reaped yet still answers kill(pid, 0)).
+    static func isRunning(_ pid: pid_t) -> Bool {
+        guard kill(pid, 0) == 0 else { return false }
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return true }
+        let state = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).first
+        return state != "Z" && state != "X"
     }
 
     /// The daemon's pid, as the store's lock file records it.
@@ -61,7 +71,7 @@ struct Unmount: ParsableCommand {
         let first = max(snapshot.pending, 1)
         var lastPrinted = Date.distantPast
         while snapshot.pending > 0, unmountInterrupted == 0 {
-            if tty || Date().timeIntervalSince(lastPrinted) >= 5 {
+            if tty || Date().timeIntervalSince(lastPrinted) >= 1 {
                 let done = first - min(snapshot.pending, first)
                 let width = 30
                 let filled = width * done / first

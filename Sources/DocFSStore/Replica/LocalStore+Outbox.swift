@@ -138,12 +138,14 @@ extension LocalStore {
                 if let error = error as? DatabaseError { throw Self.providerError(error, "complete \(completions.count) outbox entries") }
                 throw ProviderError(.ioError, "complete \(completions.count) outbox entries: \(error)")
             }
+            // Memory and the forwarding first, the old content name last: a reader that resolved
+            // the old identifier a moment ago still finds a file to open.
+            state.withLock { tree in for (old, new) in renumbers { tree.renumber(old, to: new) } }
             for (old, new) in renumbers {
-                _ = sysUnlink(contentPath(old))
                 replica.forward(old, to: new)
                 replica.moveError(from: old, to: new)
+                _ = sysUnlink(contentPath(old))
             }
-            state.withLock { tree in for (old, new) in renumbers { tree.renumber(old, to: new) } }
             renumbered = renumbers
         }
         replica.didComplete(count: completions.count, bytes: completions.reduce(0) { $0 + $1.entry.bytes })
