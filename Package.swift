@@ -57,6 +57,11 @@ let package = Package(
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
         // FUSE low-level operations mapped onto a Provider.
+        .target(name: "DocFSReplica", dependencies: [
+            "DocFSStore", "DocFSRemote", "DocFSProvider",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "SystemPackage", package: "swift-system"),
+        ]),
         .target(name: "DocFSBridge", dependencies: [
             "CFuse", "DocFSProvider",
             .product(name: "Logging", package: "swift-log"),
@@ -72,7 +77,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "docfs", dependencies: [
-            "CFuse", "DocFS", "DocFSProvider", "DocFSStore", "DocFSMemory", "DocFSBridge",
+            "CFuse", "DocFS", "DocFSProvider", "DocFSStore", "DocFSMemory", "DocFSBridge", "DocFSReplica", "DocFSRemote",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -28,6 +28,8 @@ extension Bridge {
         if let used = item.lastUsedDate { list.append(("user.docfs.last-used", Self.format(used))) }
         if let tags = item.tagData { list.append((Self.tagsAttribute, String(decoding: tags, as: UTF8.self))) }
         if let rank = item.favoriteRank { list.append((Self.favoriteRankAttribute, String(rank))) }
+        if let sync = provider.syncState(of: item.identifier) { list.append(("user.docfs.sync", sync)) }
+        if item.identifier == .rootContainer, let status = provider.syncStatus() { list.append(("user.docfs.status", status)) }
         if item.parentIdentifier == .trashContainer, let origin = provider.trashOrigin(of: item.identifier) {
             let folder = path(of: origin.parentIdentifier)
             list.append(("user.docfs.trashed-from", folder == "/" ? "/" + origin.filename : folder + "/" + origin.filename))

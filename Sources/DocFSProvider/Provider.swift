@@ -216,6 +216,15 @@ public protocol Provider: AnyObject, Sendable {
     /// mount needs none.
     func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void)
 
+    // MARK: A replica of a server
+
+    /// The item's sync state for `user.docfs.sync` and `docfs info` ("uploaded", "pending",
+    /// "error: REASON"). Answer from memory. The default, nil, means the provider has no server.
+    func syncState(of identifier: ItemIdentifier) -> String?
+    /// The replica's status as one JSON object for `user.docfs.status` on the root (`docfs
+    /// status`). The default, nil, means the provider has no server.
+    func syncStatus() -> String?
+
     // MARK: Stored extended attributes (`user.*` other than docfs's own)
 
     /// Names of the item's stored extended attributes (`listxattr`), in a stable order. The
@@ -342,6 +351,8 @@ extension Provider {
 
     /// No changes of its own to report.
     public func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void) {}
+    public func syncState(of identifier: ItemIdentifier) -> String? { nil }
+    public func syncStatus() -> String? { nil }
 
     /// No stored attributes.
     public func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String] { [] }

@@ -23,16 +23,20 @@ extension LocalStore {
     /// batch goes to SQLite. A failed batch stays in the journal and is retried: the actions in it
     /// were already accepted.
     func commit(_ database: DatabaseQueue, saving records: [Record], deleting deletions: [Int64] = [],
-                _ what: @autoclosure () -> String) throws(ProviderError) {
+                replicated: Bool = true, _ what: @autoclosure () -> String) throws(ProviderError) {
         var changes: [StoreJournal.Change] = []
         changes.reserveCapacity(deletions.count + records.count)
         for row in deletions { changes.append(.delete(row)) }
         for record in records { changes.append(.upsert(Schema.values(of: record))) }
+        // A replica's outbox entries go in the same journal entry: applied together or not at all.
+        let outbox = replicated ? replica.map { plannedOutbox($0, saving: records, deleting: deletions) } : nil
+        if let outbox { changes.append(contentsOf: outbox.changes) }
         do throws(ProviderError) {
             try journal.append(changes)
         } catch {
             throw ProviderError(error.code, "\(what()): \(error.reason)", errno: error.errnoOverride)
         }
+        if let outbox, outbox.count > 0 { replica?.didAppend(count: outbox.count, bytes: outbox.bytes) }
         if journal.shouldFlush {
             do throws(ProviderError) { try flushJournal(database) } catch {
                 journal.flushFailed()
@@ -62,6 +66,7 @@ extension LocalStore {
         }
         // What memory pinned for this batch is in SQLite now (even if the journal reset below fails).
         state.withLock { $0.didFlush() }
+        replica?.didFlush()
         try journal.didFlush()
     }
 

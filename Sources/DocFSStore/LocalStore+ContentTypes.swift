@@ -50,7 +50,7 @@ extension LocalStore {
     /// Refuses, before anything is written, an item whose name already tells that its folder
     /// will not take it. A file whose name says nothing is left to the bytes (checked at import).
     public func admitItem(named name: String, kind: ItemKind, into parent: ItemIdentifier) throws(ProviderError) {
-        guard types.hasRules, let row = Self.row(for: parent), let rule = contentRule(forFolder: row) else { return }
+        guard types.hasRules, let row = self.row(for: parent), let rule = contentRule(forFolder: row) else { return }
         try admit(named: name, kind: kind, by: rule)
     }
 

@@ -17,7 +17,7 @@ extension LocalStore {
         case .fifo, .socket: throw ProviderError(.invalidArgument, "\(path(of: identifier)) has no stored contents (a FIFO or socket)")
         case .file: break
         }
-        let row = Self.row(for: identifier)!
+        let row = self.row(for: identifier)!
         let fd = sysOpen(contentPath(row), O_RDONLY | O_CLOEXEC)
         if fd < 0 { throw ProviderError.posix(errno, "open contents of \(path(of: identifier))") }
         return fd

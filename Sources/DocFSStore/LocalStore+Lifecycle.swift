@@ -91,19 +91,26 @@ extension LocalStore {
                 throw ProviderError(.corruptFile, "store \(path): cannot open \(databaseName) for reading: \(Self.describe(error))")
             }
             let tree = TreeState(reader: reader, cacheLimit: cacheItems ?? TreeState.defaultCacheItems)
+            let replica = try Self.openReplica(queue, path: path)
             tree.nextRow = try Self.nextRow(queue, path: path)
             // The root and the trash stay in memory (never evicted), so they answer after close too.
             _ = tree.record(rootRow)
             _ = tree.record(trashRow)
             // A store that fits the working set is read whole now (one query; 8,000 items take a
             // few milliseconds), so its first walk needs no SQLite; a bigger one mounts at once.
-            if tree.nextRow - 1 <= Int64(tree.cacheLimit) { tree.preloadAll() }
+            if replica == nil, tree.nextRow - 1 <= Int64(tree.cacheLimit) { tree.preloadAll() }
+            if replica != nil {
+                if (reader.count("SELECT COUNT(*) FROM item") ) <= tree.cacheLimit { tree.preloadAll() }
+                // New items of a replica get temporary rows until the server numbers them.
+                tree.nextRow = max(tree.nextRow, temporaryRowBase)
+            }
             let journal: StoreJournal
             do { journal = try StoreJournal(storePath: path, generation: recovery.nextGeneration) } catch {
                 reader.close()
                 throw error
             }
-            let store = LocalStore(url: url, layout: loadedLayout, database: queue, journal: journal, lockFD: fd, state: tree, logger: logger)
+            let store = LocalStore(url: url, layout: loadedLayout, database: queue, journal: journal, lockFD: fd, state: tree, logger: logger,
+                                   replica: replica)
             openedQueue = nil
             try store.finishOpening(wasClean: wasClean)
             return store
@@ -178,6 +185,42 @@ extension LocalStore {
             throw error
         } catch {
             throw ProviderError(.corruptFile, "store \(path): \(databaseName) is not a readable docfs database: \(describe(error))")
+        }
+    }
+
+    /// A replica's state (`docfs init --remote` stored its server in `meta`): the outbox table
+    /// (made if missing) and its counts. nil for a store of its own.
+    private static func openReplica(_ queue: DatabaseQueue, path: String) throws -> ReplicaState? {
+        do {
+            return try queue.inDatabase { db -> ReplicaState? in
+                guard let json = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [RemoteLink.metaKey]) else {
+                    return nil
+                }
+                let link = try JSONDecoder().decode(RemoteLink.self, from: Data(json.utf8))
+                try Schema.createOutboxTable(db)
+                let row = try Row.fetchOne(db, sql: "SELECT COUNT(*), COALESCE(SUM(bytes), 0), COALESCE(MAX(seq), 0) FROM outbox")
+                let count: Int = row?[0] ?? 0
+                let bytes: Int64 = row?[1] ?? 0
+                let last: Int64 = row?[2] ?? 0
+                return ReplicaState(link: link, pending: count, pendingBytes: bytes, nextSeq: last + 1)
+            }
+        } catch {
+            throw ProviderError(.corruptFile, "store \(path): cannot read its remote and outbox: \(describe(error))")
+        }
+    }
+
+    /// Makes a new store (`create`) a replica of a server: records where the server is and
+    /// makes the outbox. Call before the store is first opened.
+    public static func linkRemote(at url: URL, _ link: RemoteLink) throws {
+        let queue = try DatabaseQueue(path: url.path + "/" + databaseName)
+        defer { try? queue.close() }
+        let json = String(decoding: try JSONEncoder().encode(link), as: UTF8.self)
+        try queue.inDatabase { db in
+            try db.inTransaction {
+                try Schema.setMeta(db, RemoteLink.metaKey, json)
+                try Schema.createOutboxTable(db)
+                return .commit
+            }
         }
     }
 

@@ -70,7 +70,7 @@ extension LocalStore {
 
     /// The folder and name an item at the top of the trash had before it was trashed.
     public func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? {
-        guard let row = Self.row(for: identifier) else { return nil }
+        guard let row = self.row(for: identifier) else { return nil }
         return state.withLock { tree -> TrashOrigin? in
             guard let record = tree.records[row], let from = record.trashedFrom, record.parent == Self.trashRow else { return nil }
             return TrashOrigin(parentIdentifier: Self.identifier(forRow: from), filename: record.trashedName ?? record.item.filename)

@@ -92,9 +92,13 @@ public final class LocalStore: Provider, @unchecked Sendable {
 
     /// The tree in memory. Held only for short lookups and updates, never across I/O.
     let state: Mutex<TreeState>
+    /// A replica's sync state (`docfs init --remote`); nil for a store of its own.
+    let replica: ReplicaState?
 
     /// Called by `open(at:logger:)` only (LocalStore+Lifecycle).
-    init(url: URL, layout: Layout, database: DatabaseQueue, journal: StoreJournal, lockFD: Int32, state: TreeState, logger: Logger) {
+    init(url: URL, layout: Layout, database: DatabaseQueue, journal: StoreJournal, lockFD: Int32, state: TreeState, logger: Logger,
+         replica: ReplicaState? = nil) {
+        self.replica = replica
         self.url = url
         self.journal = journal
         self.layout = layout
@@ -115,7 +119,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
 
     // MARK: - Identifiers, rows, names and paths
 
-    static func identifier(forRow row: Int64) -> ItemIdentifier {
+    public static func identifier(forRow row: Int64) -> ItemIdentifier {
         switch row {
         case rootRow: return .rootContainer
         case trashRow: return .trashContainer
@@ -130,30 +134,38 @@ public final class LocalStore: Provider, @unchecked Sendable {
         return row
     }
 
+    /// The row an identifier names now: a temporary row the server replaced answers as its
+    /// permanent one (a request may still carry the old identifier).
+    func row(for identifier: ItemIdentifier) -> Int64? {
+        guard let row = Self.row(for: identifier) else { return nil }
+        if row >= Self.temporaryRowBase, let replica, let permanent = replica.forwarded(row) { return permanent }
+        return row
+    }
+
     func contentPath(_ row: Int64) -> String { contentsPath + "/" + String(row) }
 
     /// The content file of a file item, for `docfs check` and tests.
     public func contentURL(of identifier: ItemIdentifier) -> URL? {
-        guard let row = Self.row(for: identifier) else { return nil }
+        guard let row = self.row(for: identifier) else { return nil }
         return URL(fileURLWithPath: contentPath(row))
     }
 
     /// The mount path of an item, for messages (`/Projects/a.txt`, `/.Trash/x`).
     public func path(of identifier: ItemIdentifier) -> String {
-        guard let row = Self.row(for: identifier) else { return "?" }
+        guard let row = self.row(for: identifier) else { return "?" }
         return state.withLock { $0.path(of: row) }
     }
 
 
     func parentRow(_ identifier: ItemIdentifier) throws(ProviderError) -> Int64 {
-        guard let row = Self.row(for: identifier) else {
+        guard let row = self.row(for: identifier) else {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(identifier)'")
         }
         return row
     }
 
     func itemRow(_ identifier: ItemIdentifier) throws(ProviderError) -> Int64 {
-        guard let row = Self.row(for: identifier) else {
+        guard let row = self.row(for: identifier) else {
             throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'")
         }
         return row
@@ -170,7 +182,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
     }
 
     public func item(for identifier: ItemIdentifier) throws(ProviderError) -> Item {
-        guard let row = Self.row(for: identifier) else {
+        guard let row = self.row(for: identifier) else {
             throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'")
         }
         let (found, full): (Item?, Bool) = state.withLock { tree in (tree.record(row).map { tree.presented($0) }, tree.needsTrim) }
@@ -180,7 +192,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
     }
 
     public func childItem(named name: String, in parent: ItemIdentifier) throws(ProviderError) -> Item {
-        guard let parentRow = Self.row(for: parent) else {
+        guard let parentRow = self.row(for: parent) else {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(parent)'")
         }
         let (result, full): (Result<Item, ProviderError>, Bool) = state.withLock { tree in
@@ -201,7 +213,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
     }
 
     public func enumerateItems(in container: ItemIdentifier) throws(ProviderError) -> [Item] {
-        guard let parentRow = Self.row(for: container) else {
+        guard let parentRow = self.row(for: container) else {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(container)'")
         }
         let (result, full): (Result<[Item], ProviderError>, Bool) = state.withLock { tree in

@@ -27,6 +27,8 @@ final class StoreJournal {
     enum Change: Sendable {
         case upsert([DatabaseValue])
         case delete(Int64)
+        /// A row of the replica's outbox (`Schema.outboxColumns`), written with the change it describes.
+        case outbox([DatabaseValue])
     }
 
     static let fileName = "journal"
@@ -177,6 +179,7 @@ final class StoreJournal {
             switch change {
             case .upsert(let values): try Schema.upsert(db, values: values)
             case .delete(let row): try Schema.delete(db, row)
+            case .outbox(let values): try Schema.insertOutbox(db, values: values)
             }
         }
     }
@@ -203,6 +206,8 @@ final class StoreJournal {
                 } else {
                     rows[row] = Row(first: index, last: values, stable: true, count: 1)
                 }
+            case .outbox:
+                continue
             }
         }
         guard rows.values.contains(where: { $0.stable && $0.count > 1 }) else { return changes }
@@ -230,15 +235,15 @@ final class StoreJournal {
 
     // MARK: Encoding
 
-    private enum Tag: UInt8 { case null = 0, int64, double, text, blob, upsert = 0x10, delete }
+    private enum Tag: UInt8 { case null = 0, int64, double, text, blob, upsert = 0x10, delete, outbox }
 
     private static func encode(_ change: Change, into buffer: inout [UInt8]) {
         switch change {
         case .delete(let row):
             buffer.append(Tag.delete.rawValue)
             append(UInt64(bitPattern: row), to: &buffer)
-        case .upsert(let values):
-            buffer.append(Tag.upsert.rawValue)
+        case .upsert(let values), .outbox(let values):
+            if case .outbox = change { buffer.append(Tag.outbox.rawValue) } else { buffer.append(Tag.upsert.rawValue) }
             buffer.append(UInt8(values.count))
             for value in values {
                 switch value.storage {
@@ -290,7 +295,8 @@ final class StoreJournal {
             case .delete:
                 guard let row = u64() else { return nil }
                 changes.append(.delete(Int64(bitPattern: row)))
-            case .upsert:
+            case .upsert, .outbox:
+                let isOutbox = op == Tag.outbox.rawValue
                 guard let count = take(1)?.first else { return nil }
                 var values: [DatabaseValue] = []
                 values.reserveCapacity(Int(count))
@@ -310,10 +316,10 @@ final class StoreJournal {
                     case .blob:
                         guard let n = u32(), let bytes = take(Int(n)) else { return nil }
                         values.append(Data(bytes).databaseValue)
-                    case .upsert, .delete: return nil
+                    case .upsert, .delete, .outbox: return nil
                     }
                 }
-                changes.append(.upsert(values))
+                changes.append(isOutbox ? .outbox(values) : .upsert(values))
             default:
                 return nil
             }

@@ -368,6 +368,46 @@ final class TreeState: @unchecked Sendable {
         pinnedPlaces.removeAll(keepingCapacity: true)
     }
 
+    /// A replica's temporary row became the server's permanent one (SQLite was changed already,
+    /// right after a flush: nothing is pinned). The record, its place in its parent's index, its
+    /// own index and its children's parent follow; the caller read the record first, so that it
+    /// is in memory here.
+    func renumber(_ old: Int64, to new: Int64) {
+        let identifier = LocalStore.identifier(forRow: new)
+        if var record = cache.removeValue(forKey: old) {
+            if let parent = record.parent, indexes[parent] != nil {
+                let key = NameKey(record.item.filename)
+                if indexes[parent]!.names[key] == old { indexes[parent]!.names[key] = new }
+                indexes[parent]!.sorted = indexes[parent]!.sorted?.map { $0 == old ? new : $0 }
+            }
+            record.row = new
+            record.item.identifier = identifier
+            cache[new] = record
+        } else {
+            // Not in memory: a folder index that names it is dropped and read again when used.
+            for (row, index) in indexes where index.names.values.contains(old) {
+                indexes[row] = nil
+                indexEntries -= index.names.count
+            }
+        }
+        var children: [Int64] = []
+        if let index = indexes.removeValue(forKey: old) {
+            indexes[new] = index
+            children = Array(index.names.values)
+        } else {
+            children = cache.keys.filter { cache[$0]?.parent == old }
+        }
+        for child in children where cache.contains(child) {
+            cache[child]!.parent = new
+            cache[child]!.item.parentIdentifier = identifier
+        }
+        // Items trashed out of it remember it as their origin (the top of the trash, when listed).
+        for row in indexes[LocalStore.trashRow]?.names.values ?? [:].values where cache[row]?.trashedFrom == old {
+            cache[row]!.trashedFrom = new
+        }
+        if dirty.remove(old) != nil { dirty.insert(new) }
+    }
+
     var needsTrim: Bool { cache.count > cacheLimit || indexEntries > cacheLimit }
 
     /// Evicts records down to three quarters of the limit (CLOCK order; pinned records, the root

@@ -25,6 +25,7 @@ struct Info: ParsableCommand {
         ("tags", "user.docfs.tags"),
         ("favorite rank", "user.docfs.favorite-rank"),
         ("version", "user.docfs.version"),
+        ("sync", "user.docfs.sync"),
     ]
 
     func run() throws {
@@ -37,12 +38,16 @@ struct Info: ParsableCommand {
             return
         }
         print("path          \(path)")
-        print("identifier    \(identifier)")
+        let temporary = Info.attribute(path, "user.docfs.sync") != nil && (Int64(identifier) ?? 0) >= Info.temporaryIdentifierBase
+        print("identifier    \(identifier)\(temporary ? " (temporary: the server has not numbered it yet)" : "")")
         for (label, attribute) in Info.fields.dropFirst() {
             guard let value = Info.attribute(path, attribute), !value.isEmpty else { continue }
             print(label.padding(toLength: 14, withPad: " ", startingAt: 0) + value)
         }
     }
+
+    /// `LocalStore.temporaryRowBase`: a replica's identifiers from here up are temporary.
+    static let temporaryIdentifierBase: Int64 = 1 << 40
 
     static func attribute(_ path: String, _ name: String) -> String? {
         var buf = [UInt8](repeating: 0, count: 65536)
@@ -68,10 +73,14 @@ struct InfoJSON: Encodable {
     var contentVersion: Int64?
     var metadataVersion: Int64?
     var trashedFrom: String?
+    /// A replica's item: "uploaded", "pending" or "error: …"; null without a remote.
+    var sync: String?
+    /// Whether the identifier is a temporary one (the server has not numbered the item yet).
+    var temporary: Bool
 
     enum CodingKeys: String, CodingKey {
         case path, identifier, type, conformsTo, size, created, modified, lastUsed, capabilities, tags, favoriteRank
-        case contentVersion, metadataVersion, trashedFrom
+        case contentVersion, metadataVersion, trashedFrom, sync, temporary
     }
 
     init(path: String, identifier: String) {
@@ -101,6 +110,8 @@ struct InfoJSON: Encodable {
         contentVersion = versions["content"]
         metadataVersion = versions["metadata"]
         trashedFrom = attr("trashed-from")
+        sync = attr("sync")
+        temporary = sync != nil && (Int64(identifier) ?? 0) >= Info.temporaryIdentifierBase
     }
 
     /// Every key is always written; an absent value is null.
@@ -120,5 +131,7 @@ struct InfoJSON: Encodable {
         try c.encode(contentVersion, forKey: .contentVersion)
         try c.encode(metadataVersion, forKey: .metadataVersion)
         try c.encode(trashedFrom, forKey: .trashedFrom)
+        try c.encode(sync, forKey: .sync)
+        try c.encode(temporary, forKey: .temporary)
     }
 }

@@ -1,6 +1,10 @@
 import ArgumentParser
 import Foundation
+import Logging
+import DocFSRemote
+import DocFSReplica
 import DocFSStore
+import Synchronization
 
 struct Init: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -11,6 +15,28 @@ struct Init: ParsableCommand {
 
     @Option(help: "A layout file (YAML or JSON) declaring folders, their capabilities and allowed types.")
     var layout: String?
+
+    @Option(help: ArgumentHelp("Make the store a replica of a server: its PostgreSQL database.", valueName: "postgres://USER[:PASSWORD]@HOST:PORT/DB"))
+    var remote: String?
+
+    @Option(help: ArgumentHelp("With --remote: where contents go.", valueName: "s3://BUCKET[/PREFIX]"))
+    var objects: String?
+
+    @Option(name: .customLong("s3-endpoint"), help: ArgumentHelp("With --remote: an S3-compatible server (path-style); AWS itself without it.", valueName: "URL"))
+    var s3Endpoint: String?
+
+    @Option(help: "With --remote: the S3 region (default: AWS_REGION, else us-east-1).")
+    var region: String?
+
+    @Option(name: .customLong("s3-credentials"), help: ArgumentHelp("With --remote: a file (mode 0600) with aws_access_key_id and aws_secret_access_key, read when the environment has no AWS keys.", valueName: "FILE"))
+    var s3Credentials: String?
+
+    func validate() throws {
+        if remote == nil, objects != nil || s3Endpoint != nil || region != nil || s3Credentials != nil {
+            throw ValidationError("--objects, --s3-endpoint, --region and --s3-credentials go with --remote")
+        }
+        if remote != nil, objects == nil { throw ValidationError("--remote needs --objects s3://BUCKET[/PREFIX]") }
+    }
 
     func run() throws {
         let layoutValue: Layout?
@@ -25,9 +51,81 @@ struct Init: ParsableCommand {
         } else {
             layoutValue = nil
         }
-        do { try LocalStore.create(at: URL(fileURLWithPath: store), layout: layoutValue) } catch {
-            throw UserFacingError("docfs: cannot create store at \(store): \(error)")
+        if let remote {
+            try initReplica(remote: remote, layout: layoutValue)
+        } else {
+            do { try LocalStore.create(at: URL(fileURLWithPath: store), layout: layoutValue) } catch {
+                throw UserFacingError("docfs: cannot create store at \(store): \(error)")
+            }
         }
         try Templates.install(templates, store: store)
+    }
+
+    /// `--remote`: checks the server, makes the store a replica of it (and downloads the tree it
+    /// has). Nothing is left behind when it fails.
+    private func initReplica(remote: String, layout: Layout?) throws {
+        guard let url = PostgresURL(remote, environment: [:]) else {
+            throw UserFacingError("docfs: --remote must be postgres://USER[:PASSWORD]@HOST:PORT/DATABASE")
+        }
+        guard let objects, let (bucket, prefix) = ReplicaConfiguration.parseObjects(objects) else {
+            throw UserFacingError("docfs: --objects must be s3://BUCKET[/PREFIX]")
+        }
+        if let s3Endpoint, S3Endpoint(url: s3Endpoint) == nil {
+            throw UserFacingError("docfs: --s3-endpoint must be http(s)://HOST[:PORT]")
+        }
+        var stored = url
+        stored.password = nil
+        let credentialsFile = s3Credentials.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        let link = RemoteLink(postgres: "postgres://\(stored.user)@\(stored.host):\(stored.port)/\(stored.database)",
+                              bucket: bucket, prefix: prefix, endpoint: s3Endpoint,
+                              region: region ?? ProcessInfo.processInfo.environment["AWS_REGION"] ?? "us-east-1",
+                              credentialsFile: credentialsFile)
+        let storeURL = URL(fileURLWithPath: store)
+        var environment = ProcessInfo.processInfo.environment
+        if let password = url.password { environment["PGPASSWORD"] = password }
+        let configuration: ReplicaConfiguration
+        do { configuration = try ReplicaConfiguration.resolve(link: link, store: storeURL, environment: environment) } catch {
+            throw UserFacingError("docfs: cannot use the remote: \(error)")
+        }
+        let existed = FileManager.default.fileExists(atPath: store)
+        // Only a new path or an empty directory: the cleanup after a failure removes what is there.
+        if existed, !((try? FileManager.default.contentsOfDirectory(atPath: store))?.isEmpty ?? false) {
+            throw UserFacingError("docfs: cannot create store \(store): give a new path or an empty directory")
+        }
+        let logger = Logger(label: "docfs")
+        let result = Mutex<Result<ReplicaBootstrap.Summary, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let layoutValue = layout
+        Task.detached {
+            let r: Result<ReplicaBootstrap.Summary, any Error>
+            do {
+                r = .success(try await ReplicaBootstrap.initialize(store: storeURL, link: link, configuration: configuration,
+                                                                   layout: layoutValue, logger: logger))
+            } catch { r = .failure(error) }
+            result.withLock { $0 = r }
+            done.signal()
+        }
+        done.wait()
+        switch result.withLock({ $0! }) {
+        case .success(let summary):
+            do { try ReplicaConfiguration.savePassword(url, store: storeURL) } catch {
+                throw UserFacingError("docfs: \(error)")
+            }
+            var line = "docfs: \(store) is a replica of \(stored) with contents in s3://\(bucket)/\(prefix) (server schema version \(summary.schemaVersion))"
+            if summary.files + summary.folders + summary.links > 0 {
+                line += "; downloaded \(summary.folders) folder(s), \(summary.files) file(s) (\(summary.bytes) bytes), \(summary.links) link(s)"
+            }
+            FileHandle.standardError.write(Data((line + "\n").utf8))
+        case .failure(let error):
+            // Nothing half-done: the store goes (an empty directory given to init stays, emptied).
+            if existed {
+                for entry in (try? FileManager.default.contentsOfDirectory(atPath: store)) ?? [] {
+                    try? FileManager.default.removeItem(atPath: store + "/" + entry)
+                }
+            } else {
+                try? FileManager.default.removeItem(atPath: store)
+            }
+            throw UserFacingError("docfs: cannot make \(store) a replica of \(stored): \(error)")
+        }
     }
 }

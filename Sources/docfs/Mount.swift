@@ -6,6 +6,7 @@ import DocFS
 import DocFSBridge
 import DocFSProvider
 import DocFSStore
+import DocFSReplica
 import DocFSMemory
 
 struct Mount: ParsableCommand {
@@ -188,6 +189,7 @@ struct Mount: ParsableCommand {
         let provider: any Provider
         let closeProvider: () -> Void
         var layoutTrash = false
+        var engine: SyncEngine?
         if isMemory {
             let memory: MemoryProvider
             do { memory = try MemoryProvider() } catch {
@@ -203,6 +205,14 @@ struct Mount: ParsableCommand {
             provider = local
             closeProvider = { local.close() }
             layoutTrash = local.layout.trash
+            if let link = local.remoteLink {
+                let configuration: ReplicaConfiguration
+                do { configuration = try ReplicaConfiguration.resolve(link: link, store: URL(fileURLWithPath: storePath)) } catch {
+                    local.close()
+                    throw UserFacingError("docfs: store \(store) is a replica of \(link.postgres): \(error)")
+                }
+                engine = SyncEngine(store: local, configuration: configuration, logger: log)
+            }
         }
         defer { closeProvider() }
 
@@ -218,10 +228,26 @@ struct Mount: ParsableCommand {
             throw UserFacingError("docfs: cannot mount \(store) at \(mountpoint): \(error)")
         }
         log.info("mounted \(storePath) at \(mnt) (pid \(getpid()))")
+        // The sync starts once the mount answers: local work never waits for the server.
+        engine?.start()
+        defer {
+            // What is still pending stays in the outbox for the next mount.
+            if let engine { Self.waitFor { await engine.stop() } }
+        }
         do { try mount.serve(signals: true) } catch {
             log.error("\(error.reason)")
             throw ExitCode(1)
         }
-        log.info("unmounted \(mnt)")
+        log.info("unmounted \(mnt)\(engine.map { _ in (provider as? LocalStore).map { ", \($0.outboxCounts.pending) change(s) left in the outbox for the next mount" } ?? "" } ?? "")")
+    }
+
+    /// Runs async work to its end from this synchronous command.
+    static func waitFor(_ body: @escaping @Sendable () async -> Void) {
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            await body()
+            done.signal()
+        }
+        done.wait()
     }
 }

@@ -9,6 +9,9 @@ struct Unmount: ParsableCommand {
     @Argument(help: "The mountpoint.")
     var mountpoint: String
 
+    @Flag(help: "A replica: unmount at once, leaving changes not yet on the server in the outbox for the next mount (Ctrl-C while waiting does the same).")
+    var noWait = false
+
     func run() throws {
         let mnt = MountTable.canonical(mountpoint)
         guard let entry = MountTable.entry(at: mnt) else {
@@ -17,6 +20,7 @@ struct Unmount: ParsableCommand {
         guard entry.type == "fuse.docfs" else {
             throw UserFacingError("docfs: \(mountpoint) is not a docfs mount (it is \(entry.type))")
         }
+        if !noWait { waitForOutbox(mnt) }
         let pid = daemonPID(source: entry.source)
         let status = runProgram("/bin/fusermount3", ["-u", mnt])
         if status != 0, umount2(mnt, 0) != 0 {
@@ -45,4 +49,39 @@ struct Unmount: ParsableCommand {
         p.waitUntilExit()
         return p.terminationStatus
     }
+
+    /// A replica: waits until the server has every change, with a progress line; Ctrl-C stops
+    /// waiting (the rest stays in the outbox, kept for the next mount).
+    private func waitForOutbox(_ mnt: String) {
+        guard var snapshot = try? Status.read(mnt), snapshot.pending > 0 else { return }
+        unmountInterrupted = 0
+        signal(SIGINT) { _ in unmountInterrupted = 1 }
+        defer { signal(SIGINT, SIG_DFL) }
+        let tty = isatty(STDERR_FILENO) == 1
+        let first = max(snapshot.pending, 1)
+        var lastPrinted = Date.distantPast
+        while snapshot.pending > 0, unmountInterrupted == 0 {
+            if tty || Date().timeIntervalSince(lastPrinted) >= 5 {
+                let done = first - min(snapshot.pending, first)
+                let width = 30
+                let filled = width * done / first
+                let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+                let bytes = (snapshot.fields["pendingBytes"] as? NSNumber)?.int64Value ?? 0
+                var line = "docfs: uploading [\(bar)] \(snapshot.pending) change(s), \(Status.bytesText(bytes)) left"
+                if let error = snapshot.fields["lastError"] as? String { line += " — \(error)" }
+                FileHandle.standardError.write(Data((tty ? "\r\u{1B}[K" + line : line + "\n").utf8))
+                lastPrinted = Date()
+            }
+            usleep(200_000)
+            guard let next = try? Status.read(mnt) else { break }
+            snapshot = next
+        }
+        if tty { FileHandle.standardError.write(Data("\n".utf8)) }
+        if unmountInterrupted != 0 {
+            FileHandle.standardError.write(Data("docfs: not waiting: \(snapshot.pending) change(s) stay in the outbox for the next mount\n".utf8))
+        }
+    }
 }
+
+/// Set by Ctrl-C while `docfs unmount` waits for the outbox.
+nonisolated(unsafe) private var unmountInterrupted: sig_atomic_t = 0

@@ -137,6 +137,7 @@ final class StoreJournalTests: StoreTestCase {
                 switch change {
                 case .delete(let id): return "-\(id)"
                 case .upsert(let v): return "\(v[0]):\(v[1]):\(v[2]):\(v[3])"
+                case .outbox(let v): return "outbox \(v[0])"
                 }
             }
         }

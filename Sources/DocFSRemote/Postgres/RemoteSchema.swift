@@ -7,6 +7,7 @@
 /// - `docfs_items`: one row per item, ever. `id` is the permanent identifier
 ///   (`bigint GENERATED ALWAYS AS IDENTITY`, never reused); the root is the one row without a
 ///   parent. Deleted items stay as tombstones (`deleted`) so the change log can name them.
+///   Identifiers start at 3 after the root's 1 (2 is a replica's trash).
 ///   `content_version` counts contents (compare-and-swap target); `metadata_version` counts
 ///   every change. Times are nanoseconds since 1970.
 /// - `docfs_versions`: every content version's object key and size (history, conflicts, GC later).
@@ -54,6 +55,9 @@ public enum RemoteSchema {
             INSERT INTO docfs_items (parent_id, name, kind, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid, mode)
             VALUES (NULL, '', 'directory', \(nowNs), \(nowNs), \(nowNs), \(nowNs), 0, 0, 493)
             """,
+            // Identifier 2 is never given: a replica's store keeps its trash folder there, and the
+            // server's identifiers are the replica's rows.
+            "ALTER TABLE docfs_items ALTER COLUMN id RESTART WITH 3",
             """
             CREATE TABLE docfs_versions (
                 item_id         bigint NOT NULL REFERENCES docfs_items(id),

@@ -1,0 +1,132 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import DocFSRemote
+import DocFSStore
+
+/// Everything needed to reach a replica's server, secrets included: resolved when a mount or
+/// `docfs init --remote` starts, from the store's `RemoteLink` and the environment, and never
+/// written anywhere.
+///
+/// - S3 keys: `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (/ `AWS_SESSION_TOKEN`), else the
+///   link's credentials file (mode 0600, refused when others may read it). Region: `AWS_REGION`,
+///   else the file's `region`, else the link's.
+/// - PostgreSQL password: the URL given to init (kept in `STORE/pgpass`, mode 0600), else
+///   `PGPASSWORD`, else `~/.pgpass` (PostgreSQL's own format and rules).
+public struct ReplicaConfiguration: Sendable {
+    public var postgres: PostgresURL
+    public var endpoint: S3Endpoint
+    public var credentials: S3Credentials
+    public var region: String
+    public var bucket: String
+    public var prefix: String
+
+    public struct Problem: Error, CustomStringConvertible {
+        public var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// `s3://BUCKET[/PREFIX]` → bucket and prefix (without slashes at its ends).
+    public static func parseObjects(_ text: String) -> (bucket: String, prefix: String)? {
+        guard text.hasPrefix("s3://") else { return nil }
+        let rest = text.dropFirst("s3://".count)
+        let parts = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let bucket = parts.first, !bucket.isEmpty else { return nil }
+        let prefix = parts.count > 1 ? parts[1].split(separator: "/").joined(separator: "/") : ""
+        return (String(bucket), prefix)
+    }
+
+    public static func resolve(link: RemoteLink, store: URL,
+                               environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ReplicaConfiguration {
+        guard var postgres = PostgresURL(link.postgres, environment: [:]) else {
+            throw Problem("the store's PostgreSQL URL is not valid: \(link.postgres)")
+        }
+        if postgres.password == nil {
+            postgres.password = pgpassPassword(store.path + "/pgpass", postgres)
+                ?? environment["PGPASSWORD"]
+                ?? environment["HOME"].flatMap { pgpassPassword($0 + "/.pgpass", postgres) }
+        }
+        var fileRegion: String?
+        var credentials = S3Credentials.fromEnvironment(environment)
+        if credentials == nil, let file = link.credentialsFile {
+            (credentials, fileRegion) = try readCredentialsFile(file)
+        }
+        guard let credentials else {
+            throw Problem("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or give `docfs init --s3-credentials FILE`")
+        }
+        let region = environment["AWS_REGION"].flatMap { $0.isEmpty ? nil : $0 } ?? fileRegion ?? link.region
+        let endpoint: S3Endpoint
+        if let text = link.endpoint {
+            guard let parsed = S3Endpoint(url: text) else { throw Problem("the S3 endpoint is not http(s)://HOST[:PORT]: \(text)") }
+            endpoint = parsed
+        } else {
+            endpoint = .aws(region: region)
+        }
+        return ReplicaConfiguration(postgres: postgres, endpoint: endpoint, credentials: credentials, region: region,
+                                    bucket: link.bucket, prefix: link.prefix)
+    }
+
+    /// Reads `aws_access_key_id = …`, `aws_secret_access_key = …`, optional `region = …` (the
+    /// shape of AWS's credentials file; section headers are ignored). Refused unless only its
+    /// owner can read it.
+    static func readCredentialsFile(_ path: String) throws -> (S3Credentials, String?) {
+        var st = stat()
+        guard stat(path, &st) == 0 else { throw Problem("cannot read the S3 credentials file \(path): \(String(cString: strerror(errno)))") }
+        guard st.st_mode & 0o077 == 0 else {
+            throw Problem("the S3 credentials file \(path) may be read by others (mode \(String(st.st_mode & 0o777, radix: 8))): chmod 600 it")
+        }
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw Problem("cannot read the S3 credentials file \(path)")
+        }
+        var values: [String: String] = [:]
+        for line in text.split(whereSeparator: \.isNewline) {
+            let parts = line.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2 else { continue }
+            values[parts[0].trimmingCharacters(in: .whitespaces).lowercased()] = parts[1].trimmingCharacters(in: .whitespaces)
+        }
+        guard let id = values["aws_access_key_id"], let secret = values["aws_secret_access_key"] else {
+            throw Problem("the S3 credentials file \(path) has no aws_access_key_id and aws_secret_access_key")
+        }
+        return (S3Credentials(accessKeyID: id, secretAccessKey: secret, sessionToken: values["aws_session_token"]), values["region"])
+    }
+
+    /// The password of the first matching line of a pgpass file (`host:port:database:user:password`,
+    /// `*` matches anything, `\:` and `\\` escape). Ignored, as libpq does, when others may read it.
+    static func pgpassPassword(_ path: String, _ url: PostgresURL) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0, st.st_mode & 0o077 == 0,
+              let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        for line in text.split(whereSeparator: \.isNewline) where !line.hasPrefix("#") {
+            var fields: [String] = []
+            var current = ""
+            var escaped = false
+            for ch in line {
+                if escaped { current.append(ch); escaped = false }
+                else if ch == "\\" { escaped = true }
+                else if ch == ":" && fields.count < 4 { fields.append(current); current = "" }
+                else { current.append(ch) }
+            }
+            fields.append(current)
+            guard fields.count == 5 else { continue }
+            let wanted = [url.host, String(url.port), url.database, url.user]
+            if zip(fields.prefix(4), wanted).allSatisfy({ $0 == "*" || $0 == $1 }) { return fields[4] }
+        }
+        return nil
+    }
+
+    /// Keeps the password given in a URL to `docfs init` beside the store (mode 0600, pgpass
+    /// format), so that the store's database never holds it.
+    public static func savePassword(_ url: PostgresURL, store: URL) throws {
+        guard let password = url.password else { return }
+        let escape = { (s: String) in s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ":", with: "\\:") }
+        let line = [url.host, String(url.port), url.database, url.user, password].map(escape).joined(separator: ":") + "\n"
+        let path = store.path + "/pgpass"
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Problem("cannot write \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        _ = fchmod(fd, 0o600)
+        let written = line.withCString { write(fd, $0, strlen($0)) }
+        guard written == line.utf8.count else { throw Problem("cannot write \(path)") }
+    }
+}

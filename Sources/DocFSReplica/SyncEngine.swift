@@ -1,0 +1,324 @@
+import Foundation
+import Logging
+import Synchronization
+import SystemPackage
+import DocFSProvider
+import DocFSRemote
+import DocFSStore
+
+/// The daemon's background sync of a replica: sends the store's outbox to the server in order,
+/// while every FUSE request keeps answering from the local store.
+///
+/// One loop: read the oldest entries (`LocalStore.outboxEntries`), send them in chunks —
+/// contents uploaded to the bucket a few at a time (`PREFIX/objects/<operation id>`, multipart
+/// for large files, streamed), then the metadata operations applied on PostgreSQL one by one in
+/// order — and complete each chunk in the store in one transaction (temporary rows become the
+/// permanent identifiers the server gave). Each entry carries its operation id, so resending it
+/// after a crash or a lost answer applies it once (`RemoteDatabase`) and uploads the same object.
+///
+/// Errors: unreachable servers are retried with backoff (0.5 s doubling to 30 s), the outbox
+/// waiting; an error retrying cannot mend soon (refused credentials, a missing bucket, a server
+/// schema too new) is reported and retried every minute; a change the server refuses (a name it
+/// will not take, a version conflict) marks its item (`user.docfs.sync`) and is skipped, its local
+/// copy kept. Each new error is logged once.
+public final class SyncEngine: Sendable {
+    let store: LocalStore
+    let configuration: ReplicaConfiguration
+    let database: RemoteDatabase
+    let s3: S3Client
+    let logger: Logger
+    let wake = WakeSignal()
+    let progress = Mutex(SyncProgress())
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    /// Entries read at a time, and sent per chunk (uploads of a chunk run together).
+    static let batchSize = 128
+    static let chunkSize = 8
+    static let partSize: Int64 = 16 * 1024 * 1024
+
+    public init(store: LocalStore, configuration: ReplicaConfiguration, logger: Logger) {
+        self.store = store
+        self.configuration = configuration
+        self.logger = logger
+        var quiet = logger
+        quiet.logLevel = max(logger.logLevel, .warning)
+        database = RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(15))
+        s3 = S3Client(endpoint: configuration.endpoint, credentials: configuration.credentials, region: configuration.region,
+                      connectTimeout: .seconds(5), readTimeout: .seconds(60), logger: quiet)
+    }
+
+    public func start() {
+        let wake = self.wake
+        store.setSyncHooks(wake: { wake.signal() }, status: { [weak self] in self?.statusJSON() ?? "{}" })
+        task.withLock { $0 = Task { await self.run() } }
+    }
+
+    /// Stops sending (what is pending stays in the outbox for the next mount) and closes the
+    /// connections.
+    public func stop() async {
+        let running = task.withLock { t -> Task<Void, Never>? in defer { t = nil }; return t }
+        running?.cancel()
+        await running?.value
+        store.setSyncHooks(wake: nil, status: nil)
+        await database.shutdown()
+        try? await s3.shutdown()
+    }
+
+    // MARK: The loop
+
+    func run() async {
+        var rootID: Int64?
+        var checkedStaleUploads = false
+        var backoff = Duration.milliseconds(500)
+        while !Task.isCancelled {
+            do {
+                if rootID == nil { rootID = try await database.rootID() }
+                if !checkedStaleUploads {
+                    try await abortStaleUploads()
+                    checkedStaleUploads = true
+                }
+                let entries = try store.outboxEntries(limit: Self.batchSize)
+                guard let first = entries.first else {
+                    noteIdle()
+                    await wake.wait(timeout: .seconds(5))
+                    continue
+                }
+                progress.withLock { $0.oldestPendingNs = first.enqueuedNs; $0.state = "uploading" }
+                try await send(entries, rootID: rootID!)
+                backoff = .milliseconds(500)
+            } catch is CancellationError {
+                break
+            } catch {
+                let failure = SyncFailure(error, bucket: configuration.bucket)
+                report(failure)
+                let delay = failure.stalls ? Duration.seconds(60) : backoff
+                if !failure.stalls { backoff = min(backoff * 2, .seconds(30)) }
+                try? await Task.sleep(for: delay)
+            }
+        }
+    }
+
+    /// Sends entries in chunks; completes in the store what the server has even when a later
+    /// entry fails (the failure then goes up to the loop, which retries from there).
+    func send(_ entries: [OutboxEntry], rootID: Int64) async throws {
+        var start = 0
+        while start < entries.count {
+            try Task.checkCancellation()
+            let chunk = Array(entries[start..<min(start + Self.chunkSize, entries.count)])
+            start += chunk.count
+            let contents = try await upload(chunk)
+            var completions: [LocalStore.OutboxCompletion] = []
+            var assigned: [Int64: Int64] = [:]
+            var failure: (any Error)?
+            for entry in chunk {
+                do {
+                    let permanent = try await apply(entry, content: contents[entry.seq], rootID: rootID, assigned: assigned)
+                    if let permanent { assigned[entry.row] = permanent }
+                    completions.append(LocalStore.OutboxCompletion(entry: entry, permanentRow: permanent))
+                } catch {
+                    let sorted = SyncFailure(error, bucket: configuration.bucket)
+                    guard sorted.isItemLevel else { failure = error; break }
+                    // The server refuses this change: the item is marked, the change skipped,
+                    // the local copy kept.
+                    let row = assigned[entry.row] ?? store.currentRow(entry.row)
+                    store.setSyncError(sorted.message, row: row)
+                    logger.error("sync: \(store.path(of: LocalStore.identifier(forRow: row))): the server refused the \(entry.kind.rawValue): \(sorted.message); kept locally, not sent")
+                    progress.withLock { $0.failedItems += 1 }
+                    completions.append(LocalStore.OutboxCompletion(entry: entry))
+                }
+            }
+            try store.completeOutbox(completions)
+            let sentBytes = completions.reduce(Int64(0)) { $0 + (contents[$1.entry.seq]?.size ?? 0) }
+            progress.withLock { p in
+                p.sent += completions.count
+                p.noteUploaded(sentBytes)
+                p.online = true
+                if failure == nil, p.lastError != nil, !p.keepError { p.lastError = nil }
+            }
+            if let failure { throw failure }
+        }
+    }
+
+    /// Uploads the contents a chunk's creates and content changes carry, together. Keyed by seq.
+    func upload(_ chunk: [OutboxEntry]) async throws -> [Int64: RemoteContent] {
+        let wanted = chunk.filter { entry in
+            (entry.kind == .create && entry.details.kind == .file) || entry.kind == .content
+        }
+        guard !wanted.isEmpty else { return [:] }
+        return try await withThrowingTaskGroup(of: (Int64, RemoteContent?).self) { group in
+            for entry in wanted {
+                let row = store.currentRow(entry.row)
+                guard let url = store.contentURL(of: LocalStore.identifier(forRow: row)) else { continue }
+                let key = ContentObjectKey.make(prefix: configuration.prefix, operationID: entry.id)
+                group.addTask { [s3, configuration] in
+                    var st = stat()
+                    // Gone: the item was deleted since (its delete follows); nothing to upload.
+                    guard stat(url.path, &st) == 0 else { return (entry.seq, nil) }
+                    try await s3.uploadFile(at: FilePath(url.path), bucket: configuration.bucket, key: key, partSize: Self.partSize)
+                    return (entry.seq, RemoteContent(key: key, size: Int64(st.st_size)))
+                }
+            }
+            var contents: [Int64: RemoteContent] = [:]
+            for try await (seq, content) in group { if let content { contents[seq] = content } }
+            return contents
+        }
+    }
+
+    /// Applies one entry on PostgreSQL; returns the permanent identifier a create got.
+    func apply(_ entry: OutboxEntry, content: RemoteContent?, rootID: Int64, assigned: [Int64: Int64]) async throws -> Int64? {
+        func serverID(_ row: Int64) throws -> Int64 {
+            let current = assigned[row] ?? store.currentRow(row)
+            if current == 1 { return rootID }
+            guard current > 2, current < LocalStore.temporaryRowBase else {
+                throw SyncFailure.Refused("its folder was never created on the server")
+            }
+            return current
+        }
+        let details = entry.details
+        switch entry.kind {
+        case .create:
+            guard let parent = entry.parent, let name = entry.name, let kind = details.kind else {
+                throw SyncFailure.Refused("the outbox entry is incomplete")
+            }
+            if details.kind == .file, content == nil {
+                // Deleted before its upload: nothing to create (its delete is skipped likewise).
+                return nil
+            }
+            let attributes = RemoteItemAttributes(uid: details.uid ?? 0, gid: details.gid ?? 0, mode: details.mode ?? 0o644,
+                                                  createdNs: details.createdNs ?? 0, modifiedNs: details.modifiedNs ?? 0,
+                                                  tags: Self.tags(details.tagData), symlinkTarget: details.symlinkTarget)
+            let applied = try await database.createItem(operationID: entry.id, parentID: try serverID(parent), name: name,
+                                                        kind: Self.remoteKind(kind), attributes: attributes, content: content)
+            return applied.itemID
+        case .content:
+            guard let content else { return nil }
+            let version = Int64(details.contentVersion ?? 2)
+            _ = try await database.newContentVersion(operationID: entry.id, itemID: try serverID(entry.row),
+                                                     expectedVersion: version - 1, content: content,
+                                                     modifiedNs: details.modifiedNs ?? content.size)
+        case .move:
+            guard let parent = entry.parent, let name = entry.name else { throw SyncFailure.Refused("the outbox entry is incomplete") }
+            _ = try await database.moveItem(operationID: entry.id, itemID: try serverID(entry.row), toParentID: try serverID(parent), name: name)
+        case .trash:
+            _ = try await database.trashItem(operationID: entry.id, itemID: try serverID(entry.row))
+        case .untrash:
+            guard let parent = entry.parent, let name = entry.name else { throw SyncFailure.Refused("the outbox entry is incomplete") }
+            _ = try await database.untrashItem(operationID: entry.id, itemID: try serverID(entry.row), toParentID: try serverID(parent), name: name)
+        case .delete:
+            let current = assigned[entry.row] ?? store.currentRow(entry.row)
+            // Never on the server (deleted before its create went): nothing to delete there.
+            if current >= LocalStore.temporaryRowBase { return nil }
+            do {
+                _ = try await database.deleteItem(operationID: entry.id, itemID: try serverID(entry.row))
+            } catch RemoteError.notFound {
+                return nil
+            }
+        case .attributes:
+            let changes = RemoteAttributeChanges(uid: details.uid, gid: details.gid, mode: details.mode, createdNs: details.createdNs,
+                                                 modifiedNs: details.modifiedNs, accessedNs: details.accessedNs,
+                                                 tags: details.tagsChanged == true ? Self.tags(details.tagData) : nil,
+                                                 favoriteRank: details.favoriteRankChanged == true ? .some(details.favoriteRank) : nil)
+            _ = try await database.setAttributes(operationID: entry.id, itemID: try serverID(entry.row), changes: changes)
+        }
+        return nil
+    }
+
+    static func remoteKind(_ kind: OutboxDetails.ItemKind) -> RemoteItemKind {
+        switch kind {
+        case .file: return .file
+        case .directory: return .directory
+        case .symlink: return .symlink
+        }
+    }
+
+    /// The provider's tag data (opaque bytes) as the server's text array: one base64 element.
+    static func tags(_ data: Data?) -> [String] {
+        guard let data, !data.isEmpty else { return [] }
+        return [data.base64EncodedString()]
+    }
+
+    /// After a restart: multipart uploads this replica started for entries still waiting are
+    /// aborted (their entries upload again), so none is left behind in the bucket.
+    func abortStaleUploads() async throws {
+        // Listed without a prefix in the query (some S3-compatible servers check the signature of
+        // `/` in query values wrongly) and filtered here.
+        let prefix = ContentObjectKey.make(prefix: configuration.prefix, operationID: UUID()).split(separator: "/").dropLast().joined(separator: "/") + "/"
+        for upload in try await s3.listMultipartUploads(bucket: configuration.bucket) where upload.key.hasPrefix(prefix) {
+            guard let name = upload.key.split(separator: "/").last, let id = UUID(uuidString: String(name)),
+                  store.outboxHasEntry(id: id) else { continue }
+            try await s3.abortMultipartUpload(bucket: configuration.bucket, key: upload.key, uploadID: upload.uploadID)
+            logger.notice("sync: aborted the unfinished multipart upload of \(upload.key) left by the last run; it is sent again")
+        }
+    }
+
+    // MARK: Status
+
+    func noteIdle() {
+        progress.withLock { p in
+            p.oldestPendingNs = nil
+            if p.online { p.state = "idle" }
+        }
+    }
+
+    func report(_ failure: SyncFailure) {
+        let (changed, recovered) = progress.withLock { p -> (Bool, Bool) in
+            let changed = p.lastError != failure.message
+            p.lastError = failure.message
+            p.lastErrorAt = Date()
+            p.keepError = true
+            p.online = failure.reachedServer
+            p.state = failure.stalls ? "stalled" : "offline"
+            return (changed, false)
+        }
+        _ = recovered
+        if changed {
+            logger.error("sync: \(failure.message)\(failure.stalls ? " (retrying every minute; local work goes on)" : " (retrying with backoff; local work goes on)")")
+        }
+    }
+
+    public func statusJSON() -> String {
+        let counts = store.outboxCounts
+        let snapshot = progress.withLock { $0 }
+        let now = Date()
+        let status = SyncStatus(
+            online: snapshot.online, pending: counts.pending, pendingBytes: counts.pendingBytes,
+            lastError: snapshot.lastError,
+            lastErrorAt: snapshot.lastErrorAt.map { $0.formatted(.iso8601) },
+            state: counts.pending == 0 && snapshot.online ? "idle" : snapshot.state,
+            uploadedBytes: snapshot.uploadedBytes, uploadRate: snapshot.rate(at: now), sent: snapshot.sent,
+            oldestPendingSeconds: counts.pending == 0 ? nil : snapshot.oldestPendingNs.map { max(0, now.timeIntervalSince1970 - Double($0) / 1e9) },
+            failedItems: snapshot.failedItems,
+            remote: "\(configuration.postgres) + s3://\(configuration.bucket)/\(configuration.prefix) at \(configuration.endpoint.hostHeader)")
+        return SyncStatus.encoded(status)
+    }
+}
+
+/// The engine's counters for `docfs status`.
+struct SyncProgress: Sendable {
+    var online = true
+    var state = "idle"
+    var lastError: String?
+    var lastErrorAt: Date?
+    /// Set when an error was reported; the next fully successful chunk clears it.
+    var keepError = false
+    var sent = 0
+    var uploadedBytes: Int64 = 0
+    var failedItems = 0
+    var oldestPendingNs: Int64?
+    /// (time, uploadedBytes) samples for the rate over the last seconds.
+    var samples: [(Double, Int64)] = []
+
+    mutating func noteUploaded(_ bytes: Int64) {
+        uploadedBytes += bytes
+        let now = Date().timeIntervalSince1970
+        samples.append((now, uploadedBytes))
+        samples.removeAll { now - $0.0 > 5 }
+        if keepError { keepError = false }
+    }
+
+    func rate(at date: Date) -> Double {
+        let now = date.timeIntervalSince1970
+        guard let first = samples.first(where: { now - $0.0 <= 5 }), let last = samples.last, last.0 > first.0 else { return 0 }
+        return Double(last.1 - first.1) / (last.0 - first.0)
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import DocFSProvider
+
+// Items that come from the server (`docfs init --remote` of a tree the server already has):
+// stored under the server's identifiers, and not sent back (no outbox entry).
+extension LocalStore {
+    /// An item as the server has it, for `addServerItem`.
+    public struct ServerItem: Sendable {
+        public enum Kind: Sendable { case file, folder, symlink }
+        public var row: Int64
+        /// The parent's row; 1 for the root.
+        public var parentRow: Int64
+        public var name: String
+        public var kind: Kind
+        public var createdNs: Int64
+        public var modifiedNs: Int64
+        public var uid: UInt32
+        public var gid: UInt32
+        public var mode: UInt16
+        public var symlinkTarget: String?
+        /// A file's downloaded contents (moved into the store), nil for an empty file.
+        public var contentFile: String?
+
+        public init(row: Int64, parentRow: Int64, name: String, kind: Kind, createdNs: Int64, modifiedNs: Int64,
+                    uid: UInt32, gid: UInt32, mode: UInt16, symlinkTarget: String? = nil, contentFile: String? = nil) {
+            self.row = row
+            self.parentRow = parentRow
+            self.name = name
+            self.kind = kind
+            self.createdNs = createdNs
+            self.modifiedNs = modifiedNs
+            self.uid = uid
+            self.gid = gid
+            self.mode = mode
+            self.symlinkTarget = symlinkTarget
+            self.contentFile = contentFile
+        }
+    }
+
+    /// Stores one item from the server under its permanent identifier; its parent first.
+    public func addServerItem(_ server: ServerItem) throws(ProviderError) {
+        guard server.row > Self.trashRow, server.row < Self.temporaryRowBase else {
+            throw ProviderError(.invalidArgument, "item \(server.row) from the server has an identifier docfs cannot keep")
+        }
+        try ItemNames.validate(server.name)
+        try write { (database) throws(ProviderError) in
+            let parent = try read { (tree) throws(ProviderError) -> Record in
+                guard let parent = tree.records[server.parentRow], parent.item.isFolder else {
+                    throw ProviderError(.noSuchItem, "no folder \(server.parentRow) for item \(server.row) from the server")
+                }
+                if tree.childRecord(named: server.name, in: server.parentRow) != nil {
+                    throw ProviderError(.filenameCollision, "'\(server.name)' twice in folder \(server.parentRow) on the server")
+                }
+                return parent
+            }
+            let kind: ItemKind = server.kind == .file ? .file : server.kind == .folder ? .folder : .symlink
+            var size: Int64 = 0
+            if let file = server.contentFile {
+                size = try fileStatus(file).get().size
+            } else if let target = server.symlinkTarget {
+                size = Int64(target.utf8.count)
+            }
+            let attributes = NewItemAttributes(ownerID: server.uid, groupID: server.gid, posixPermissions: server.mode)
+            var record = newRecord(row: server.row, parent: parent, name: server.name, kind: kind, size: size,
+                                   now: FileTime(totalNanoseconds: server.createdNs),
+                                   modified: FileTime(totalNanoseconds: server.modifiedNs),
+                                   attributes: attributes, mode: server.mode, target: server.symlinkTarget)
+            record.item.changeTime = FileTime.now()
+            if kind == .file {
+                if let file = server.contentFile {
+                    try sysRename(file, contentPath(server.row), "move the downloaded contents of \(server.name) into the store")
+                } else {
+                    let fd = sysOpen(contentPath(server.row), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+                    guard fd >= 0 else { throw ProviderError.posix(errno, "create the contents of \(server.name)") }
+                    sysClose(fd)
+                }
+            }
+            try commit(database, saving: [record], replicated: false, "add \(server.name) from the server")
+            state.withLock { tree in
+                tree.insert(record)
+                if kind == .file { tree.dirty.insert(server.row) }
+            }
+        }
+    }
+}

@@ -1,0 +1,201 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import DocFSProvider
+import GRDB
+
+// A replica's outbox: the changes the sync engine sends to the server, written with the actions
+// that make them (`commit`), read and completed by the engine, and the replacement of a
+// temporary row by the server's permanent identifier.
+extension LocalStore {
+    /// Rows from here up are temporary: given by this replica to items the server has not
+    /// numbered yet. The server's identifiers stay below (2^40 items is beyond any tree).
+    public static let temporaryRowBase: Int64 = 1 << 40
+
+    /// The server this store is a replica of; nil for a store of its own.
+    public var remoteLink: RemoteLink? { replica?.link }
+
+    /// Whether an identifier is a temporary one (a replica's item the server has not numbered yet).
+    public static func isTemporary(_ identifier: ItemIdentifier) -> Bool {
+        (row(for: identifier) ?? 0) >= temporaryRowBase
+    }
+
+    /// The outbox rows of what `commit` is about to write (the records' old values are still in
+    /// memory then; new rows are at or past `nextRow`). Deletions first: a move that replaces an
+    /// item frees the name before it takes it.
+    func plannedOutbox(_ replica: ReplicaState, saving records: [Record], deleting deletions: [Int64])
+        -> (changes: [StoreJournal.Change], count: Int, bytes: Int64) {
+        var planned: [OutboxPlanner.Planned] = []
+        state.withLock { tree in
+            for row in deletions {
+                if let old = tree.records[row] { planned += OutboxPlanner.planDeletion(of: old) }
+            }
+            for record in records {
+                let old = record.row >= tree.nextRow ? nil : tree.records[record.row]
+                planned += OutboxPlanner.plan(old: old, new: record)
+            }
+        }
+        guard !planned.isEmpty else { return ([], 0, 0) }
+        var seq = replica.reserve(planned.count)
+        let now = FileTime.now().totalNanoseconds
+        var changes: [StoreJournal.Change] = []
+        var bytes: Int64 = 0
+        for plan in planned {
+            let entry = OutboxEntry(seq: seq, id: UUID(), kind: plan.kind, row: plan.row, parent: plan.parent,
+                                    name: plan.name, bytes: plan.bytes, enqueuedNs: now, details: plan.details)
+            changes.append(.outbox(Schema.values(of: entry)))
+            replica.noteRecent(plan.row)
+            bytes += plan.bytes
+            seq += 1
+        }
+        return (changes, planned.count, bytes)
+    }
+
+    // MARK: For the sync engine
+
+    /// Pending changes, bytes to upload and the oldest pending change (nil when none).
+    public var outboxCounts: (pending: Int, pendingBytes: Int64) {
+        let counts = replica?.current
+        return (counts?.pending ?? 0, counts?.pendingBytes ?? 0)
+    }
+
+    /// The oldest `limit` entries of the outbox, in order. The journal's batch goes to SQLite
+    /// first, so that the outbox there is complete.
+    public func outboxEntries(limit: Int) throws(ProviderError) -> [OutboxEntry] {
+        guard replica != nil else { return [] }
+        return try write { (database) throws(ProviderError) -> [OutboxEntry] in
+            try flushJournal(database)
+            do {
+                return try database.inDatabase { db in
+                    try Row.fetchAll(db, sql: "SELECT \(Schema.outboxColumns) FROM outbox ORDER BY seq LIMIT ?", arguments: [limit])
+                        .compactMap(Schema.outboxEntry(from:))
+                }
+            } catch let error as DatabaseError {
+                throw Self.providerError(error, "read the outbox")
+            } catch {
+                throw ProviderError(.ioError, "read the outbox: \(error)")
+            }
+        }
+    }
+
+    /// An entry the server has (or that can never be sent), and for a create the permanent
+    /// identifier the server gave the item.
+    public struct OutboxCompletion: Sendable {
+        public var entry: OutboxEntry
+        public var permanentRow: Int64?
+        public init(entry: OutboxEntry, permanentRow: Int64? = nil) {
+            self.entry = entry
+            self.permanentRow = permanentRow
+        }
+    }
+
+    /// Removes completed entries from the outbox and, for creates, replaces each temporary row by
+    /// its permanent identifier everywhere (the item, its children, the trash's memory of it, its
+    /// stored attributes, its content file, the entries still waiting), in one transaction. The
+    /// mount is told (`ProviderChange.identifierReplaced`): its inodes keep their numbers.
+    public func completeOutbox(_ completions: [OutboxCompletion]) throws(ProviderError) {
+        guard let replica, !completions.isEmpty else { return }
+        var renumbered: [(old: Int64, new: Int64)] = []
+        try write { (database) throws(ProviderError) in
+            try flushJournal(database)
+            var renumbers: [(old: Int64, new: Int64)] = []
+            for completion in completions {
+                guard let permanent = completion.permanentRow, completion.entry.row >= Self.temporaryRowBase,
+                      permanent != completion.entry.row, permanent < Self.temporaryRowBase else { continue }
+                renumbers.append((completion.entry.row, permanent))
+            }
+            // In memory before SQLite changes: `TreeState.renumber` moves what memory holds.
+            state.withLock { tree in for (old, _) in renumbers { _ = tree.records[old] } }
+            // The content file under both names until the transaction is in: a crash in between
+            // leaves one unowned name, which the next open removes.
+            for (old, new) in renumbers where !sysLink(contentPath(old), contentPath(new)) {
+                let err = errno
+                if err != ENOENT && err != EEXIST { throw ProviderError.posix(err, "link the contents of item \(old) as \(new)") }
+            }
+            do {
+                try database.inDatabase { db in
+                    try db.inTransaction {
+                        for (old, new) in renumbers {
+                            try db.execute(sql: "UPDATE item SET id = ? WHERE id = ?", arguments: [new, old])
+                            try db.execute(sql: "UPDATE item SET parent = ? WHERE parent = ?", arguments: [new, old])
+                            try db.execute(sql: "UPDATE item SET trashedFrom = ? WHERE trashedFrom = ?", arguments: [new, old])
+                            try db.execute(sql: "UPDATE xattr SET item = ? WHERE item = ?", arguments: [new, old])
+                            try db.execute(sql: "UPDATE outbox SET row = ? WHERE row = ?", arguments: [new, old])
+                            try db.execute(sql: "UPDATE outbox SET parent = ? WHERE parent = ?", arguments: [new, old])
+                        }
+                        for completion in completions {
+                            try db.cachedStatement(sql: "DELETE FROM outbox WHERE seq = ?").execute(arguments: [completion.entry.seq])
+                        }
+                        return .commit
+                    }
+                }
+            } catch {
+                for (_, new) in renumbers { _ = sysUnlink(contentPath(new)) }
+                if let error = error as? DatabaseError { throw Self.providerError(error, "complete \(completions.count) outbox entries") }
+                throw ProviderError(.ioError, "complete \(completions.count) outbox entries: \(error)")
+            }
+            for (old, new) in renumbers {
+                _ = sysUnlink(contentPath(old))
+                replica.forward(old, to: new)
+                replica.moveError(from: old, to: new)
+            }
+            state.withLock { tree in for (old, new) in renumbers { tree.renumber(old, to: new) } }
+            renumbered = renumbers
+        }
+        replica.didComplete(count: completions.count, bytes: completions.reduce(0) { $0 + $1.entry.bytes })
+        if !renumbered.isEmpty {
+            replica.notify(renumbered.map { .identifierReplaced(old: Self.identifier(forRow: $0.old), new: Self.identifier(forRow: $0.new)) })
+        }
+    }
+
+    /// Opens a file's contents to upload them: its current bytes (a newer version than the entry
+    /// names is fine; its own entry follows). nil when the item is gone (its delete follows).
+    public func openContentsForUpload(row: Int64) -> Int32? {
+        let current = replica?.forwarded(row) ?? row
+        let fd = sysOpen(contentPath(current), O_RDONLY | O_CLOEXEC)
+        return fd >= 0 ? fd : nil
+    }
+
+    /// The row an entry's row is now (after a replacement the engine has not seen yet).
+    public func currentRow(_ row: Int64) -> Int64 { replica?.forwarded(row) ?? row }
+
+    /// The sync engine's hooks: woken when an action adds to the outbox; asked for the status
+    /// JSON (`user.docfs.status`, `docfs status`).
+    public func setSyncHooks(wake: (@Sendable () -> Void)?, status: (@Sendable () -> String)?) {
+        replica?.setWake(wake)
+        replica?.setStatus(status)
+    }
+
+    /// Marks an item's sync state as failed (nil: clears it), for `user.docfs.sync`.
+    public func setSyncError(_ message: String?, row: Int64) {
+        replica?.setError(message, row: row)
+    }
+
+    public func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void) {
+        replica?.addObserver(handler)
+    }
+
+    /// `user.docfs.sync`: uploaded, pending, or error: REASON; nil for a store without a remote.
+    public func syncState(of identifier: ItemIdentifier) -> String? {
+        guard let replica, let row = row(for: identifier), row != Self.trashRow else { return nil }
+        if let error = replica.error(of: row) { return "error: " + error }
+        if row >= Self.temporaryRowBase || replica.isRecent(row) { return "pending" }
+        let waiting = state.withLock { $0.reader?.count("SELECT COUNT(*) FROM outbox WHERE row = \(row)") ?? 0 }
+        return waiting > 0 ? "pending" : "uploaded"
+    }
+
+    /// The status JSON the sync engine reports (`docfs status`); nil without a remote.
+    public func syncStatus() -> String? { replica?.statusJSON }
+}
+
+extension LocalStore {
+    /// Whether an outbox entry with this operation id is still waiting (after a restart: a
+    /// multipart upload of it left behind is aborted and made again, not leaked).
+    public func outboxHasEntry(id: UUID) -> Bool {
+        guard replica != nil else { return false }
+        return state.withLock { $0.reader?.count("SELECT COUNT(*) FROM outbox WHERE id = '\(id.uuidString)'") ?? 0 } > 0
+    }
+}

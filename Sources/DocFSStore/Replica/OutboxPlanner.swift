@@ -1,0 +1,90 @@
+import Foundation
+import DocFSProvider
+
+/// Turns what an action commits (records saved, rows deleted) into the changes the server needs,
+/// by comparing each record with what it was. One place for every action: an action needs no
+/// code of its own to be replicated.
+///
+/// Not replicated (README, *Remote*): FIFOs and sockets (the server keeps files, folders and
+/// links); a folder's own times, which every change inside it moves; the last-used time; stored
+/// `user.*` attributes.
+enum OutboxPlanner {
+    /// A planned change; the store gives it its sequence number and operation id.
+    struct Planned: Equatable {
+        var kind: OutboxEntry.Kind
+        var row: Int64
+        var parent: Int64? = nil
+        var name: String? = nil
+        var bytes: Int64 = 0
+        var details = OutboxDetails()
+    }
+
+    static func replicated(_ kind: ItemKind) -> OutboxDetails.ItemKind? {
+        switch kind {
+        case .file: return .file
+        case .folder: return .directory
+        case .symlink: return .symlink
+        case .fifo, .socket: return nil
+        }
+    }
+
+    /// The changes from `old` (nil: a new item) to `new`.
+    static func plan(old: Record?, new: Record) -> [Planned] {
+        guard let kind = replicated(new.item.kind), let parent = new.parent else { return [] }
+        let item = new.item
+        guard let old else {
+            var details = OutboxDetails(kind: kind, uid: item.ownerID, gid: item.groupID, mode: UInt32(item.posixPermissions),
+                                        createdNs: item.creationTime.totalNanoseconds,
+                                        modifiedNs: item.modificationTime.totalNanoseconds,
+                                        symlinkTarget: item.symlinkTargetPath,
+                                        contentVersion: item.itemVersion.contentVersion)
+            if let tags = item.tagData { details.tagData = tags; details.tagsChanged = true }
+            if let rank = item.favoriteRank { details.favoriteRank = rank; details.favoriteRankChanged = true }
+            return [Planned(kind: .create, row: new.row, parent: parent, name: item.filename,
+                            bytes: kind == .file ? item.documentSize : 0, details: details)]
+        }
+        var planned: [Planned] = []
+        let trash = LocalStore.trashRow
+        if old.parent != new.parent || !old.item.filename.utf8.elementsEqual(item.filename.utf8) {
+            let wasTrashed = old.parent == trash
+            let isTrashed = parent == trash
+            switch (wasTrashed, isTrashed) {
+            case (false, true): planned.append(Planned(kind: .trash, row: new.row))
+            case (true, false): planned.append(Planned(kind: .untrash, row: new.row, parent: parent, name: item.filename))
+            case (true, true): break  // a rename inside the trash: the server keeps where it came from
+            case (false, false): planned.append(Planned(kind: .move, row: new.row, parent: parent, name: item.filename))
+            }
+        }
+        if kind == .file, item.itemVersion.contentVersion != old.item.itemVersion.contentVersion {
+            planned.append(Planned(kind: .content, row: new.row, bytes: item.documentSize,
+                                   details: OutboxDetails(modifiedNs: item.modificationTime.totalNanoseconds,
+                                                          contentVersion: item.itemVersion.contentVersion)))
+        }
+        var changes = OutboxDetails()
+        var changed = false
+        if item.ownerID != old.item.ownerID { changes.uid = item.ownerID; changed = true }
+        if item.groupID != old.item.groupID { changes.gid = item.groupID; changed = true }
+        if item.posixPermissions != old.item.posixPermissions { changes.mode = UInt32(item.posixPermissions); changed = true }
+        if item.creationTime != old.item.creationTime { changes.createdNs = item.creationTime.totalNanoseconds; changed = true }
+        // A file's modification time alone (touch, utimensat); with new contents it went with them.
+        if kind != .directory, item.modificationTime != old.item.modificationTime,
+           item.itemVersion.contentVersion == old.item.itemVersion.contentVersion {
+            changes.modifiedNs = item.modificationTime.totalNanoseconds
+            changed = true
+        }
+        if item.tagData != old.item.tagData { changes.tagData = item.tagData; changes.tagsChanged = true; changed = true }
+        if item.favoriteRank != old.item.favoriteRank {
+            changes.favoriteRank = item.favoriteRank
+            changes.favoriteRankChanged = true
+            changed = true
+        }
+        if changed { planned.append(Planned(kind: .attributes, row: new.row, details: changes)) }
+        return planned
+    }
+
+    /// A deleted item.
+    static func planDeletion(of old: Record) -> [Planned] {
+        guard replicated(old.item.kind) != nil, old.parent != nil else { return [] }
+        return [Planned(kind: .delete, row: old.row)]
+    }
+}

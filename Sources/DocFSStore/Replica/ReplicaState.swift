@@ -1,0 +1,78 @@
+import Foundation
+import DocFSProvider
+import Synchronization
+
+/// What a store with a remote keeps in memory for its sync: the outbox's counts, the next
+/// sequence number, temporary rows already replaced by permanent ones (so that a request that
+/// still names the old identifier finds the item), and what the sync engine reports (per-item
+/// errors, the status `docfs status` shows). A leaf lock: held for a few assignments, never
+/// across I/O or another lock.
+final class ReplicaState: Sendable {
+    struct Counts: Sendable {
+        var pending = 0
+        var pendingBytes: Int64 = 0
+        var nextSeq: Int64 = 1
+    }
+
+    let link: RemoteLink
+    private let counts: Mutex<Counts>
+    private let forwarded = Mutex<[Int64: Int64]>([:])
+    private let rowErrors = Mutex<[Int64: String]>([:])
+    /// Rows with entries still only in the journal (SQLite's outbox answers for the others).
+    private let recent = Mutex<Set<Int64>>([])
+    private let observers = Mutex<[@Sendable ([ProviderChange]) -> Void]>([])
+    private let wake = Mutex<(@Sendable () -> Void)?>(nil)
+    private let status = Mutex<(@Sendable () -> String)?>(nil)
+
+    init(link: RemoteLink, pending: Int, pendingBytes: Int64, nextSeq: Int64) {
+        self.link = link
+        counts = Mutex(Counts(pending: pending, pendingBytes: pendingBytes, nextSeq: nextSeq))
+    }
+
+    var current: Counts { counts.withLock { $0 } }
+
+    /// Numbers `count` new entries; returns the first.
+    func reserve(_ count: Int) -> Int64 {
+        counts.withLock { c in
+            let first = c.nextSeq
+            c.nextSeq += Int64(count)
+            return first
+        }
+    }
+
+    func didAppend(count: Int, bytes: Int64) {
+        counts.withLock { $0.pending += count; $0.pendingBytes += bytes }
+        wake.withLock { $0 }?()
+    }
+
+    func didComplete(count: Int, bytes: Int64) {
+        counts.withLock { c in
+            c.pending = max(0, c.pending - count)
+            c.pendingBytes = max(0, c.pendingBytes - bytes)
+        }
+    }
+
+    func noteRecent(_ row: Int64) { recent.withLock { _ = $0.insert(row) } }
+    func isRecent(_ row: Int64) -> Bool { recent.withLock { $0.contains(row) } }
+    func didFlush() { recent.withLock { $0.removeAll(keepingCapacity: true) } }
+
+    func forward(_ old: Int64, to new: Int64) { forwarded.withLock { $0[old] = new } }
+    func forwarded(_ row: Int64) -> Int64? { forwarded.withLock { $0[row] } }
+
+    func setError(_ message: String?, row: Int64) {
+        rowErrors.withLock { $0[row] = message }
+    }
+    func error(of row: Int64) -> String? { rowErrors.withLock { $0.isEmpty ? nil : $0[row] } }
+    func moveError(from old: Int64, to new: Int64) {
+        rowErrors.withLock { if let e = $0.removeValue(forKey: old) { $0[new] = e } }
+    }
+
+    func addObserver(_ handler: @escaping @Sendable ([ProviderChange]) -> Void) { observers.withLock { $0.append(handler) } }
+    func notify(_ changes: [ProviderChange]) {
+        for handler in observers.withLock({ $0 }) { handler(changes) }
+    }
+
+    func setWake(_ handler: (@Sendable () -> Void)?) { wake.withLock { $0 = handler } }
+    func setStatus(_ handler: (@Sendable () -> String)?) { status.withLock { $0 = handler } }
+    var statusJSON: String? { status.withLock { $0 }?() }
+}

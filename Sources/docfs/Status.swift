@@ -1,0 +1,77 @@
+import ArgumentParser
+import Foundation
+import Glibc
+
+/// `docfs status MOUNT`: a replica's sync status, as its daemon reports it (`user.docfs.status`
+/// on the mount's root).
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the sync status of a mounted replica: online, pending changes and bytes, upload rate, last error.")
+
+    @Argument(help: "The mountpoint (or any path in the mount).")
+    var mountpoint: String
+
+    @Flag(help: "Print the daemon's JSON object (fields online, pending, pendingBytes, lastError, …; see README).")
+    var json = false
+
+    func run() throws {
+        let object = try Self.read(mountpoint)
+        if json {
+            print(object.text)
+            return
+        }
+        print(Self.describe(object.fields).joined(separator: "\n"))
+    }
+
+    struct Snapshot {
+        var text: String
+        var fields: [String: Any]
+        var pending: Int { fields["pending"] as? Int ?? 0 }
+    }
+
+    static func read(_ path: String) throws -> Snapshot {
+        let root = MountTable.entry(at: MountTable.canonical(path)).map { _ in MountTable.canonical(path) } ?? path
+        guard let text = Info.attribute(root, "user.docfs.status") else {
+            if Info.attribute(root, "user.docfs.identifier") != nil {
+                throw UserFacingError("docfs: \(path) is a docfs mount without a remote (nothing to sync)")
+            }
+            throw UserFacingError("docfs: \(path) is not the root of a docfs mount")
+        }
+        let fields = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+        return Snapshot(text: text, fields: fields)
+    }
+
+    static func describe(_ f: [String: Any]) -> [String] {
+        let online = f["online"] as? Bool ?? false
+        let pending = f["pending"] as? Int ?? 0
+        let bytes = (f["pendingBytes"] as? NSNumber)?.int64Value ?? 0
+        var lines = [
+            "remote     \(f["remote"] as? String ?? "?")",
+            "state      \(f["state"] as? String ?? "?") (\(online ? "online" : "offline"))",
+            "pending    \(pending) change(s), \(bytesText(bytes))",
+        ]
+        let uploaded = (f["uploadedBytes"] as? NSNumber)?.int64Value ?? 0
+        let rate = (f["uploadRate"] as? NSNumber)?.doubleValue ?? 0
+        lines.append("uploaded   \(bytesText(uploaded)) since mount, \(f["sent"] as? Int ?? 0) change(s) sent" + (rate > 0 ? ", now \(bytesText(Int64(rate)))/s" : ""))
+        if let oldest = (f["oldestPendingSeconds"] as? NSNumber)?.doubleValue {
+            lines.append("oldest     waiting \(Int(oldest)) s")
+        }
+        if let failed = f["failedItems"] as? Int, failed > 0 {
+            lines.append("refused    \(failed) change(s) the server refused (see user.docfs.sync on the items, and the log)")
+        }
+        if let error = f["lastError"] as? String {
+            lines.append("last error \(error)" + ((f["lastErrorAt"] as? String).map { " (at \($0))" } ?? ""))
+        } else {
+            lines.append("last error none")
+        }
+        return lines
+    }
+
+    static func bytesText(_ n: Int64) -> String {
+        let units = ["bytes", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(n)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 { value /= 1024; unit += 1 }
+        return unit == 0 ? "\(n) bytes" : String(format: "%.1f %@", value, units[unit])
+    }
+}

@@ -1,0 +1,155 @@
+import XCTest
+import Foundation
+import Synchronization
+import DocFSProvider
+@testable import DocFSStore
+
+/// A replica's outbox without a server: every action leaves its changes in order, in the same
+/// journal entry (so they survive a crash with it), and a permanent identifier from the server
+/// replaces a temporary row everywhere — item, children, entries still waiting, content file —
+/// while the mount is told so.
+final class OutboxTests: StoreTestCase {
+    func makeReplica() throws {
+        try LocalStore.create(at: storeURL, layout: nil)
+        try LocalStore.linkRemote(at: storeURL, RemoteLink(postgres: "postgres://u@127.0.0.1:1/db", bucket: "b", prefix: "p",
+                                                           endpoint: "http://127.0.0.1:1", region: "us-east-1", credentialsFile: nil))
+        store = try LocalStore.open(at: storeURL, logger: logger)
+    }
+
+    private func summary(_ entries: [OutboxEntry]) -> [String] {
+        entries.map { "\($0.kind.rawValue) \($0.name ?? "")" }
+    }
+
+    func testActionsLeaveTheirChangesInOrder() async throws {
+        try makeReplica()
+        let folder = try await store.createDirectory(withName: "docs", inParentItemIdentifier: .rootContainer)
+        XCTAssertTrue(LocalStore.isTemporary(folder.identifier), "a new item has a temporary identifier")
+        let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: folder.identifier)
+        _ = try await store.renameItem(withIdentifier: file.identifier, toName: "b.txt")
+        _ = try await store.modifyContents(ofItemWithIdentifier: file.identifier, from: try stage("new", "two two"))
+        _ = try await store.setAttributes(ofItemWithIdentifier: file.identifier, changes: AttributeChanges(posixPermissions: 0o600))
+        _ = try await store.reparentItem(withIdentifier: file.identifier, toParentItemWithIdentifier: .rootContainer, newName: nil, replacing: nil)
+        _ = try await store.trashItem(withIdentifier: file.identifier)
+        try await store.deleteItem(withIdentifier: file.identifier)
+
+        let entries = try store.outboxEntries(limit: 100)
+        XCTAssertEqual(summary(entries), ["create docs", "create a.txt", "move b.txt", "content ", "attributes ", "move b.txt", "trash ", "delete "])
+        XCTAssertEqual(entries.map(\.seq), Array(entries[0].seq..<(entries[0].seq + Int64(entries.count))))
+        XCTAssertEqual(Set(entries.map(\.id)).count, entries.count, "each entry has an operation id of its own")
+        XCTAssertEqual(entries[1].parent, LocalStore.row(for: folder.identifier))
+        XCTAssertEqual(entries[1].bytes, 3)
+        XCTAssertEqual(entries[3].details.contentVersion, 2)
+        XCTAssertEqual(entries[3].bytes, 7)
+        XCTAssertEqual(entries[4].details.mode, 0o600)
+        XCTAssertNil(entries[4].details.uid, "only what changed is sent")
+        XCTAssertEqual(store.outboxCounts.pending, 8)
+        XCTAssertEqual(store.outboxCounts.pendingBytes, 10)
+        XCTAssertEqual(store.syncState(of: folder.identifier), "pending")
+    }
+
+    func testTheOutboxSurvivesACrashWithItsActions() async throws {
+        try makeReplica()
+        let folder = try await store.createDirectory(withName: "docs", inParentItemIdentifier: .rootContainer)
+        _ = try await store.importDocument(at: try stage("a.txt"), toParentItemIdentifier: folder.identifier)
+        // No close: the journal alone has the changes and their entries, as after kill -9.
+        let abandoned = store!
+        store = nil
+        abandoned.abandonForTesting()
+        store = try LocalStore.open(at: storeURL, logger: logger)
+        XCTAssertEqual(summary(try store.outboxEntries(limit: 10)), ["create docs", "create a.txt"])
+        XCTAssertEqual(store.outboxCounts.pending, 2)
+    }
+
+    func testAPermanentIdentifierReplacesATemporaryOneEverywhere() async throws {
+        try makeReplica()
+        let changes = Mutex<[ProviderChange]>([])
+        store.observeChanges { batch in changes.withLock { $0 += batch } }
+        let folder = try await store.createDirectory(withName: "docs", inParentItemIdentifier: .rootContainer)
+        let file = try await store.importDocument(at: try stage("a.txt", "bytes"), toParentItemIdentifier: folder.identifier)
+        _ = try await store.renameItem(withIdentifier: file.identifier, toName: "b.txt")
+        var entries = try store.outboxEntries(limit: 10)
+        XCTAssertEqual(summary(entries), ["create docs", "create a.txt", "move b.txt"])
+
+        // The server numbered the folder 7: the file's entries now name 7 as its parent.
+        try store.completeOutbox([.init(entry: entries[0], permanentRow: 7)])
+        XCTAssertEqual(changes.withLock { $0 }, [.identifierReplaced(old: folder.identifier, new: ItemIdentifier("7"))])
+        entries = try store.outboxEntries(limit: 10)
+        XCTAssertEqual(summary(entries), ["create a.txt", "move b.txt"])
+        XCTAssertEqual(entries[0].parent, 7)
+        XCTAssertEqual(entries[1].parent, 7)
+        let renamed = try store.item(for: ItemIdentifier("7"))
+        XCTAssertEqual(renamed.filename, "docs")
+        XCTAssertEqual(try store.item(for: folder.identifier).identifier, ItemIdentifier("7"), "the old identifier still finds it")
+        XCTAssertEqual(try store.item(for: file.identifier).parentIdentifier, ItemIdentifier("7"))
+        XCTAssertEqual(try store.enumerateItems(in: ItemIdentifier("7")).map(\.filename), ["b.txt"])
+        XCTAssertEqual(store.syncState(of: ItemIdentifier("7")), "uploaded")
+
+        // The file is 8; its contents follow it, and the move entry names it.
+        try store.completeOutbox([.init(entry: entries[0], permanentRow: 8)])
+        entries = try store.outboxEntries(limit: 10)
+        XCTAssertEqual(entries.map(\.row), [8])
+        let fd = try store.openContents(of: ItemIdentifier("8"))
+        var buffer = [UInt8](repeating: 0, count: 16)
+        XCTAssertEqual(read(fd, &buffer, 16), 5)
+        close(fd)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: storeURL.path + "/contents/\(file.identifier.rawValue)"),
+                       "no content file is left under the temporary row")
+        XCTAssertEqual(store.syncState(of: ItemIdentifier("8")), "pending")
+        try store.completeOutbox([.init(entry: entries[0])])
+        XCTAssertEqual(store.syncState(of: ItemIdentifier("8")), "uploaded")
+        XCTAssertEqual(store.outboxCounts.pending, 0)
+
+        // Persisted: after a reopen the tree has the permanent identifiers only.
+        try reopen()
+        XCTAssertEqual(try store.childItem(named: "docs", in: .rootContainer).identifier, ItemIdentifier("7"))
+        XCTAssertEqual(try store.childItem(named: "b.txt", in: ItemIdentifier("7")).identifier, ItemIdentifier("8"))
+        XCTAssertTrue(try store.outboxEntries(limit: 10).isEmpty)
+        // New items still get temporary rows, past the old ones.
+        let next = try await store.createDirectory(withName: "more", inParentItemIdentifier: .rootContainer)
+        XCTAssertTrue(LocalStore.isTemporary(next.identifier))
+        XCTAssertGreaterThan(LocalStore.row(for: next.identifier)!, LocalStore.row(for: file.identifier)!)
+    }
+
+    func testItemsFromTheServerAreNotSentBack() async throws {
+        try makeReplica()
+        let content = store.stagingDirectory.appendingPathComponent("download")
+        try Data("server".utf8).write(to: content)
+        try store.addServerItem(.init(row: 5, parentRow: 1, name: "shared", kind: .folder, createdNs: 1, modifiedNs: 2, uid: 0, gid: 0, mode: 0o755))
+        try store.addServerItem(.init(row: 6, parentRow: 5, name: "s.txt", kind: .file, createdNs: 1, modifiedNs: 2, uid: 0, gid: 0,
+                                      mode: 0o644, contentFile: content.path))
+        XCTAssertTrue(try store.outboxEntries(limit: 10).isEmpty)
+        XCTAssertEqual(try store.childItem(named: "s.txt", in: ItemIdentifier("5")).documentSize, 6)
+        XCTAssertEqual(store.syncState(of: ItemIdentifier("6")), "uploaded")
+    }
+
+    func testAStoreWithoutARemoteKeepsNoOutbox() async throws {
+        try makeStore()
+        let folder = try await store.createDirectory(withName: "docs", inParentItemIdentifier: .rootContainer)
+        XCTAssertFalse(LocalStore.isTemporary(folder.identifier))
+        XCTAssertTrue(try store.outboxEntries(limit: 10).isEmpty)
+        XCTAssertNil(store.syncState(of: folder.identifier))
+    }
+
+    func testThePlannerSendsWhatChangedOnly() {
+        let base = Item(identifier: ItemIdentifier("9"), parentIdentifier: .rootContainer, filename: "f", kind: .file,
+                        contentType: .data, documentSize: 3, creationDate: .distantPast, contentModificationDate: .distantPast, capabilities: .all)
+        let old = Record(row: 9, parent: 1, item: base)
+        var touchedFolder = Record(row: 10, parent: 1, item: Item(identifier: ItemIdentifier("10"), parentIdentifier: .rootContainer,
+                                                                   filename: "d", kind: .folder, contentType: .folder, documentSize: 0,
+                                                                   creationDate: .distantPast, contentModificationDate: .distantPast, capabilities: .all))
+        let folderBefore = touchedFolder
+        touchedFolder.item.modificationTime = FileTime.now()
+        XCTAssertEqual(OutboxPlanner.plan(old: folderBefore, new: touchedFolder), [], "a folder's time moved by its children is not sent")
+        XCTAssertEqual(OutboxPlanner.plan(old: old, new: old), [])
+        var fifo = old
+        fifo.item.kind = .fifo
+        XCTAssertEqual(OutboxPlanner.plan(old: nil, new: fifo), [], "FIFOs and sockets stay local")
+        var trashed = old
+        trashed.parent = LocalStore.trashRow
+        XCTAssertEqual(OutboxPlanner.plan(old: old, new: trashed).map(\.kind), [.trash])
+        XCTAssertEqual(OutboxPlanner.plan(old: trashed, new: old).map(\.kind), [.untrash])
+        var touched = old
+        touched.item.modificationTime = FileTime(totalNanoseconds: 5)
+        XCTAssertEqual(OutboxPlanner.plan(old: old, new: touched).map(\.details.modifiedNs), [5])
+    }
+}
