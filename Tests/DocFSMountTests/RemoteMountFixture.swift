@@ -233,6 +233,28 @@ final class RemoteMount {
         try waitForStatus("pending == 0", timeout: timeout) { $0.pending == 0 }
     }
 
+    /// `docfs unmount MNT [extra...]`. The daemon is this test process's child, and a child that
+    /// exited stays a zombie (which still answers kill(pid, 0), what `docfs unmount` waits on)
+    /// until it is reaped: so the daemon is reaped here while the command runs.
+    func unmount(_ extra: [String] = [], timeout: Double = 120) throws -> ShellResult {
+        let tag = UUID().uuidString.prefix(8)
+        let out = "\(fx.dir)/.unmount-out-\(tag)", err = "\(fx.dir)/.unmount-err-\(tag)"
+        defer { try? FileManager.default.removeItem(atPath: out); try? FileManager.default.removeItem(atPath: err) }
+        let child = try Child(fx.bin, ["unmount", fx.mnt] + extra, cwd: fx.dir, stdout: out, stderr: err)
+        let deadline = Date().addingTimeInterval(timeout)
+        while !child.hasExited && Date() < deadline {
+            _ = fx.daemon?.hasExited
+            usleep(20_000)
+        }
+        let timedOut = !child.hasExited
+        if timedOut {
+            child.signalGroup(SIGKILL)
+            child.wait(seconds: nil)
+        }
+        return ShellResult(status: timedOut ? -1 : child.status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+                           stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "", timedOut: timedOut)
+    }
+
     func logTail(_ lines: Int = 40) -> String {
         fx.log.split(separator: "\n", omittingEmptySubsequences: false).suffix(lines).joined(separator: "\n")
     }

@@ -71,6 +71,25 @@ final class RemoteMountTests: RemoteMountTestCase {
         }
     }
 
+    /// A file's create and its close (where the import happens) can straddle the moment its
+    /// folder's temporary identifier is replaced by the permanent one: the import must land in
+    /// the folder all the same. An idle engine sends a new folder at once, so each round makes a
+    /// folder while the engine is idle and copies files into it straight away.
+    func testFilesCopiedIntoAFolderWhileItBecomesPermanentAreAllImported() throws {
+        let r = try makeRemote()
+        for i in 0..<30 { try r.fx.writeSource("flat/f\(i).txt", testBytes(3000, seed: UInt64(100 + i))) }
+        var failed = [String]()
+        for round in 0..<8 {
+            try r.waitUntilUploaded(timeout: 60)
+            let cp = r.fx.sh("mkdir mnt/round-\(round) && cp src/flat/* mnt/round-\(round)/")
+            if cp.status != 0 { failed.append("round \(round): \(cp.stderr.trimmingCharacters(in: .newlines))") }
+        }
+        let refusals = r.fx.log.split(separator: "\n").filter { $0.contains("refused import") }
+        XCTAssertEqual(failed, [], "cp into a folder that got its permanent identifier meanwhile; the log says:\n\(refusals.prefix(5).joined(separator: "\n"))")
+        try r.waitUntilUploaded()
+        try r.assertServerMatchesMount()
+    }
+
     // MARK: 3. kill -9 during the uploads: nothing lost, nothing doubled
 
     func testKill9DuringUploadsThenRemountLosesAndDoublesNothing() throws {
@@ -204,7 +223,7 @@ final class RemoteMountTests: RemoteMountTestCase {
         let cp = r.fx.sh("cp -r src/tree mnt/")
         XCTAssertEqual(cp.status, 0, "cp -r into the mount: \(cp)")
 
-        let unmount = r.fx.docfs(["unmount", r.fx.mnt], timeout: 120)
+        let unmount = try r.unmount()
         XCTAssertEqual(unmount.status, 0, "docfs unmount: \(unmount)")
         XCTAssertFalse(r.fx.isMounted)
         XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15), "the daemon is still running after docfs unmount")
@@ -225,7 +244,7 @@ final class RemoteMountTests: RemoteMountTestCase {
         XCTAssertErrno(r.fx.mkdirErrno(r.fx.m("kept")), 0)
         for i in 0..<5 { XCTAssertErrno(r.fx.writeFile(r.fx.m("kept/f\(i)"), testBytes(1000 + i, seed: UInt64(20 + i))), 0) }
         let pending = try r.waitForStatus("pending > 0", timeout: 10) { ($0.pending ?? 0) > 0 }
-        let unmount = r.fx.docfs(["unmount", r.fx.mnt, "--no-wait"], timeout: 60)
+        let unmount = try r.unmount(["--no-wait"], timeout: 60)
         XCTAssertEqual(unmount.status, 0, "docfs unmount --no-wait with PostgreSQL down (pending \(pending.pending ?? -1)): \(unmount)")
         XCTAssertFalse(r.fx.isMounted)
         XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15), "the daemon is still running after docfs unmount --no-wait")
@@ -249,27 +268,37 @@ final class RemoteMountTests: RemoteMountTestCase {
         addTeardownBlock { try? FileManager.default.removeItem(atPath: dir) }
         let bin = try DocFSBinary.path()
         let env = ["AWS_ACCESS_KEY_ID": servers.accessKey, "AWS_SECRET_ACCESS_KEY": servers.secretKey, "AWS_REGION": "us-east-1"]
-        func initStore(_ name: String, remote: String, bucket: String) -> ShellResult {
+        func initStore(_ name: String, remote: String, bucket: String, secret: String? = nil) -> ShellResult {
             runProcess(bin, ["init", "\(dir)/\(name)", "--remote", remote, "--objects", "s3://\(bucket)/replica",
-                             "--s3-endpoint", servers.s3Endpoint], cwd: dir, env: env, timeout: 60, outDir: dir)
+                             "--s3-endpoint", servers.s3Endpoint], cwd: dir,
+                       env: env.merging(["AWS_SECRET_ACCESS_KEY": secret ?? servers.secretKey]) { $1 }, timeout: 60, outDir: dir)
         }
         func assertOneClearMessage(_ r: ShellResult, naming word: String, _ what: String) {
             XCTAssertNotEqual(r.status, 0, "\(what): init succeeded: \(r)")
             let lines = r.stderr.split(separator: "\n")
             XCTAssertEqual(lines.count, 1, "\(what): one message on stderr: \(r)")
-            XCTAssert(r.stderr.hasPrefix("docfs: ") && r.stderr.contains(word), "\(what): the message names \(word): \(r)")
+            XCTAssert(r.stderr.hasPrefix("docfs: ") && r.stderr.range(of: word, options: .caseInsensitive) != nil,
+                      "\(what): the message says \(word): \(r)")
         }
 
         // A bucket that does not exist.
         let missing = "docfs-missing-\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
         assertOneClearMessage(initStore("no-bucket", remote: servers.databaseURL(database), bucket: missing),
                               naming: missing, "a missing bucket")
-        // A PostgreSQL nobody listens on (port 1 on loopback: refused at once).
         let bucket = "docfs-init-\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
         _ = try servers.s3check(["create-bucket", bucket])
         addTeardownBlock { _ = try? servers.s3check(["delete-bucket", bucket]) }
+        // A wrong secret: S3 refuses the signature.
+        assertOneClearMessage(initStore("bad-secret", remote: servers.databaseURL(database), bucket: bucket,
+                                        secret: "wrong-secret-0123456789abcdefghijklmnopqrstu"),
+                              naming: "AWS_SECRET_ACCESS_KEY", "a wrong secret key")
+        // A database the server does not have: the server says so at once, and so must docfs
+        // (not a timeout as if nobody had answered).
+        assertOneClearMessage(initStore("no-database", remote: servers.databaseURL(database + "_missing"), bucket: bucket),
+                              naming: "does not exist", "a missing database")
+        // A port nobody listens on (port 1 on loopback): the connection is refused at once.
         assertOneClearMessage(initStore("no-server", remote: "postgres://docfs@127.0.0.1:1/\(database)", bucket: bucket),
-                              naming: "127.0.0.1:1", "an unreachable PostgreSQL")
+                              naming: "refused", "an unreachable PostgreSQL")
         // Both usable: init succeeds and migrates the server's schema.
         let good = initStore("good", remote: servers.databaseURL(database), bucket: bucket)
         XCTAssertEqual(good.status, 0, "init with a usable server and bucket: \(good)")
