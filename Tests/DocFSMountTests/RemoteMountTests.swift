@@ -90,6 +90,27 @@ final class RemoteMountTests: RemoteMountTestCase {
         try r.assertServerMatchesMount()
     }
 
+    /// A new content version is a new object (the old one is never overwritten in place), and
+    /// a chmod reaches the server's row.
+    func testNewVersionIsANewObjectAndTheModeFollows() throws {
+        let r = try makeRemote()
+        let first = testBytes(4000, seed: 30), second = testBytes(6000, seed: 31)
+        XCTAssertErrno(r.fx.writeFile(r.fx.m("doc.txt"), first), 0)
+        try r.waitUntilUploaded()
+        let firstKey = try XCTUnwrap(try r.serverTree()["/doc.txt"]?.contentKey, "doc.txt has no object")
+
+        XCTAssertErrno(r.fx.writeFile(r.fx.m("doc.txt"), second), 0)
+        XCTAssertErrno(r.fx.errnoOf("chmod") { chmod(r.fx.m("doc.txt"), 0o600) }, 0)
+        try r.waitUntilUploaded()
+        let server = try r.assertServerMatchesMount()
+        let item = try XCTUnwrap(server["/doc.txt"])
+        XCTAssertNotEqual(item.contentKey, firstKey, "the new version reused the old object's key")
+        XCTAssertEqual(try r.digests([firstKey])[firstKey]?.size, Int64(first.count), "the first version's object changed")
+        let mode = try r.servers.psql(r.databaseURL, "SELECT mode FROM docfs_items WHERE id = \(item.id)").first?.first ?? nil
+        XCTAssertEqual(mode.flatMap { Int($0) }.map { $0 & 0o7777 }, 0o600, "mode on the server")
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_versions WHERE item_id = \(item.id)"), 2, "versions of doc.txt")
+    }
+
     // MARK: 3. kill -9 during the uploads: nothing lost, nothing doubled
 
     func testKill9DuringUploadsThenRemountLosesAndDoublesNothing() throws {
@@ -112,6 +133,32 @@ final class RemoteMountTests: RemoteMountTestCase {
         try r.waitUntilUploaded()
         try r.assertServerMatchesMount()
         try r.assertNothingDoubled(expectedItems: items + 1)   // + the folder `tree`
+    }
+
+    /// `kill -9` while a multipart upload has some of its parts (watched with boto3, which does
+    /// the kill): after the remount that upload is finished or aborted, never left open, and the
+    /// file's object is whole and the only one.
+    func testKill9InTheMiddleOfAMultipartUploadLeavesNoOpenUpload() throws {
+        let r = try makeRemote()
+        let pid = try XCTUnwrap(r.fx.daemonPID)
+        let out = r.fx.dir + "/watcher.json"
+        let watcher = try Child(servers.python, [servers.s3check, "kill-during-upload", r.bucket, "\(pid)", "90"], cwd: "/",
+                                env: servers.s3Environment, stdout: out, stderr: out)
+        defer { if !watcher.hasExited { watcher.signal(SIGKILL); watcher.wait(seconds: nil) } }
+        // 100 MiB: several parts (the watcher kills once one is in).
+        let dd = r.fx.sh("dd if=/dev/urandom of=mnt/big.bin bs=1M count=100 status=none", timeout: 120)
+        XCTAssertEqual(dd.status, 0, "dd into the mount: \(dd)")
+        XCTAssert(watcher.wait(seconds: 100), "the watcher did not finish")
+        let seen = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        guard seen.contains("\"parts\"") && !seen.contains("\"key\": null") else {
+            return XCTFail("no multipart upload with a part was seen before the upload ended: \(seen)")
+        }
+        XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 10), "the daemon survived SIGKILL")
+
+        try r.fx.mount()
+        try r.waitUntilUploaded()
+        try r.assertServerMatchesMount()
+        try r.assertNothingDoubled(expectedItems: 1)
     }
 
     // MARK: 4. the server goes away mid-copy and comes back
