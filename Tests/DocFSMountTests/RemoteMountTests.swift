@@ -111,6 +111,30 @@ final class RemoteMountTests: RemoteMountTestCase {
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_versions WHERE item_id = \(item.id)"), 2, "versions of doc.txt")
     }
 
+    /// Trash, delete for good and tags are changes like any other: the server's rows follow.
+    func testTrashDeleteAndTagsReachTheServer() throws {
+        let r = try makeRemote(mount: false)
+        try r.fx.mount(extra: ["--trash"])
+        for (i, name) in ["trashed", "deleted", "tagged"].enumerated() {
+            XCTAssertErrno(r.fx.writeFile(r.fx.m(name), testBytes(1000, seed: UInt64(40 + i))), 0)
+        }
+        try r.waitUntilUploaded()
+        let ids = try r.serverTree().mapValues(\.id)
+        let work = r.fx.sh("set -e; rm mnt/trashed; rm mnt/deleted; rm mnt/.Trash/deleted; \"$DOCFS\" tag mnt/tagged --add red")
+        XCTAssertEqual(work.status, 0, "\(work)")
+        try r.waitUntilUploaded()
+
+        func row(_ name: String) throws -> [String?] {
+            let id = try XCTUnwrap(ids["/" + name], "\(name) was never on the server")
+            return try r.servers.psql(r.databaseURL, """
+                SELECT deleted, trashed_ns IS NOT NULL, array_to_string(tags, ',') FROM docfs_items WHERE id = \(id)
+                """).first ?? []
+        }
+        XCTAssertEqual(try row("trashed"), ["f", "t", ""], "trashed: (deleted, trashed, tags)")
+        XCTAssertEqual(try row("deleted").first, "t", "deleted for good")
+        XCTAssertEqual(try row("tagged"), ["f", "f", "red"], "tagged: (deleted, trashed, tags)")
+    }
+
     // MARK: 3. kill -9 during the uploads: nothing lost, nothing doubled
 
     func testKill9DuringUploadsThenRemountLosesAndDoublesNothing() throws {
