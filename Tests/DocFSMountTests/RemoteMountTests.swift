@@ -169,6 +169,10 @@ final class RemoteMountTests: RemoteMountTestCase {
         let watcher = try Child(servers.python, [servers.s3check, "kill-during-upload", r.bucket, "\(pid)", "90"], cwd: "/",
                                 env: servers.s3Environment, stdout: out, stderr: out)
         defer { if !watcher.hasExited { watcher.signal(SIGKILL); watcher.wait(seconds: nil) } }
+        let ready = Date().addingTimeInterval(30)
+        while !((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").contains("watching"), !watcher.hasExited, Date() < ready {
+            usleep(20_000)
+        }
         // 100 MiB: several parts (the watcher kills once one is in).
         let dd = r.fx.sh("dd if=/dev/urandom of=mnt/big.bin bs=1M count=100 status=none", timeout: 120)
         XCTAssertEqual(dd.status, 0, "dd into the mount: \(dd)")
@@ -216,6 +220,9 @@ final class RemoteMountTests: RemoteMountTestCase {
             $0.online == false && $0.lastError != nil
         }
         XCTAssertGreaterThan(offline.pending ?? 0, 0, "pending while PostgreSQL is down: \(offline)")
+        let human = r.fx.docfs(["status", r.fx.mnt])
+        XCTAssert(human.status == 0 && human.stdout.contains("offline") && human.stdout.contains(offline.lastError ?? "?"),
+                  "docfs status (human) while PostgreSQL is down: \(human)")
         // Offline is normal: the item waits (pending, or an error saying why), never "uploaded".
         let state = r.xattr(r.fx.m("renamed/two.txt"), "user.docfs.sync") ?? "none"
         XCTAssert(state == "pending" || state.hasPrefix("error:"), "user.docfs.sync of renamed/two.txt: \(state)")

@@ -8,7 +8,8 @@ with boto3 rather than docfs's own S3 client, and the local tree read with plain
     s3check.py digest BUCKET KEYS.json     JSON {key: {size, sha256}} (streamed, never whole in memory)
     s3check.py kill-during-upload BUCKET PID SECONDS
                                            SIGKILL to PID as soon as a multipart upload in BUCKET
-                                           has a part; JSON {key, parts} (key null: none seen)
+                                           has a part; "watching" on stderr once it polls, then
+                                           JSON {key, parts} (key null: none seen)
     s3check.py tree ROOT                   JSON [{path, kind, size, sha256, target}] of a local tree,
                                            paths as "/a/b" from ROOT, sorted
 
@@ -62,6 +63,8 @@ def digest(s3, bucket, keys):
 
 
 def kill_during_upload(s3, bucket, pid, seconds):
+    uploads(s3, bucket)  # connected and signing: tell the test it can start the upload
+    print("watching", file=sys.stderr, flush=True)
     deadline = time.time() + seconds
     while time.time() < deadline:
         for u in uploads(s3, bucket):
