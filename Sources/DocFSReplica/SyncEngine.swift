@@ -77,6 +77,7 @@ public final class SyncEngine: Sendable {
                     try await abortStaleUploads()
                     checkedStaleUploads = true
                 }
+                store.outboxIdle()
                 let entries = try store.outboxEntries(limit: Self.batchSize)
                 guard let first = entries.first else {
                     noteIdle()

@@ -394,7 +394,8 @@ final class TreeState: @unchecked Sendable {
         if let index = indexes.removeValue(forKey: old) {
             indexes[new] = index
             children = Array(index.names.values)
-        } else {
+        } else if cache[new]?.item.isFolder == true, (cache[new]?.item.childItemCount ?? 0) > 0 {
+            // A folder whose index was evicted: its children in memory are found by a scan (rare).
             children = cache.keys.filter { cache[$0]?.parent == old }
         }
         for child in children where cache.contains(child) {

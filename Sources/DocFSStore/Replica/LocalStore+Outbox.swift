@@ -121,7 +121,8 @@ extension LocalStore {
                         for (old, new) in renumbers {
                             try db.execute(sql: "UPDATE item SET id = ? WHERE id = ?", arguments: [new, old])
                             try db.execute(sql: "UPDATE item SET parent = ? WHERE parent = ?", arguments: [new, old])
-                            try db.execute(sql: "UPDATE item SET trashedFrom = ? WHERE trashedFrom = ?", arguments: [new, old])
+                            // Only items at the top of the trash remember an origin (and the index on parent finds them).
+                            try db.execute(sql: "UPDATE item SET trashedFrom = ? WHERE parent = ? AND trashedFrom = ?", arguments: [new, Self.trashRow, old])
                             try db.execute(sql: "UPDATE xattr SET item = ? WHERE item = ?", arguments: [new, old])
                             try db.execute(sql: "UPDATE outbox SET row = ? WHERE row = ?", arguments: [new, old])
                             try db.execute(sql: "UPDATE outbox SET parent = ? WHERE parent = ?", arguments: [new, old])
@@ -167,6 +168,11 @@ extension LocalStore {
     public func setSyncHooks(wake: (@Sendable () -> Void)?, status: (@Sendable () -> String)?) {
         replica?.setWake(wake)
         replica?.setStatus(status)
+    }
+
+    /// The engine is about to wait for work: the next action that adds to the outbox wakes it.
+    public func outboxIdle() {
+        replica?.engineIdle.store(true, ordering: .releasing)
     }
 
     /// Marks an item's sync state as failed (nil: clears it), for `user.docfs.sync`.

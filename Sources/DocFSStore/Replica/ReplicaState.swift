@@ -42,8 +42,12 @@ final class ReplicaState: Sendable {
 
     func didAppend(count: Int, bytes: Int64) {
         counts.withLock { $0.pending += count; $0.pendingBytes += bytes }
-        wake.withLock { $0 }?()
+        // Only an idle engine needs waking: a busy one reads the outbox again when it is done.
+        if engineIdle.exchange(false, ordering: .acquiringAndReleasing) { wake.withLock { $0 }?() }
     }
+
+    /// Set by the engine before it waits for work (`LocalStore.outboxIdle`).
+    let engineIdle = Atomic<Bool>(false)
 
     func didComplete(count: Int, bytes: Int64) {
         counts.withLock { c in
