@@ -118,6 +118,8 @@ permissions: model-deps
 #                                          layouts (per-folder capabilities, content types) or `docfs import --store`
 #   TruncateRaceTests and the two in MEMORY_TEST_SKIP  check the tree after `XCTAssertTrue(try fx.remount())`
 #                                          (a skip thrown there counts as a failure), or corrupt/locked stores
+#   RemoteMountTests                       a store that is a remote replica (`docfs init --remote`), against
+#                                          the servers of Tests/remote/servers.sh (skipped without them)
 MEMORY_TEST_CLASSES = ShellToolTests|ErrnoTests|OpenUnlinkedTests|ConcurrencyTests|OwnershipMountTests|PrivilegeAttributeTests|XattrMountTests|TrashOptionTests|BadInputTests
 MEMORY_TEST_FILTER  = DocFSMountTests\.($(MEMORY_TEST_CLASSES))/
 MEMORY_TEST_SKIP    = OpenUnlinkedTests/testUnlinkedWhileOpenForWritingKeepsWorkingUntilClose|BadInputTests/testUnusableStoresGetAClearMessageAndNoDamage

@@ -291,9 +291,13 @@ final class MountFixture {
 
     private(set) var daemon: Child?
     private var tornDown = false
+    /// Variables every mount of this fixture gives the daemon (a remote store's S3 credentials),
+    /// under those a `mount(env:)` call adds.
+    var daemonEnv: [String: String] = [:]
 
-    /// Makes the directories and runs `docfs init store [--layout FILE]`.
-    init(layout: String? = nil) throws {
+    /// Makes the directories and runs `docfs init store [--layout FILE] [initArguments...]` with
+    /// `initEnv` added to its environment.
+    init(layout: String? = nil, initArguments: [String] = [], initEnv: [String: String] = [:]) throws {
         if layout != nil, Self.usesMemoryProvider {
             throw XCTSkip("a layout needs the store: the memory provider (DOCFS_TEST_PROVIDER=memory) has none")
         }
@@ -307,7 +311,8 @@ final class MountFixture {
             try layout.write(toFile: file, atomically: true, encoding: .utf8)
             args += ["--layout", file]
         }
-        let r = docfs(args)
+        args += initArguments
+        let r = docfs(args, env: initEnv)
         guard r.status == 0 else {
             teardown()
             throw FixtureError("docfs \(args.joined(separator: " ")) failed: \(r)")
@@ -322,7 +327,7 @@ final class MountFixture {
     /// variables for the daemon (e.g. DOCFS_FAULT for the crash tests).
     func mount(extra: [String] = [], env: [String: String] = [:]) throws {
         precondition(daemon == nil, "already mounted by this fixture")
-        var env = env
+        var env = daemonEnv.merging(env) { _, call in call }
         var source = store
         if Self.usesMemoryProvider {
             if mountCount > 0 {
@@ -491,10 +496,10 @@ final class MountFixture {
         return r
     }
 
-    /// Runs the docfs binary with `args` (cwd: the fixture directory).
-    func docfs(_ args: [String], timeout: Double = MountFixture.commandTimeout) -> ShellResult {
+    /// Runs the docfs binary with `args` (cwd: the fixture directory), `env` added to its environment.
+    func docfs(_ args: [String], env: [String: String] = [:], timeout: Double = MountFixture.commandTimeout) -> ShellResult {
         let pid = daemonPID, mnt = self.mnt
-        return runProcess(bin, args, cwd: dir, timeout: timeout, outDir: dir,
+        return runProcess(bin, args, cwd: dir, env: env, timeout: timeout, outDir: dir,
                           onTimeout: { MountFixture.abort(pid: pid, mnt: mnt) })
     }
 

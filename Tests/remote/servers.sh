@@ -6,6 +6,10 @@
 #                                               environment, stop both however COMMAND ends (its status)
 #   Tests/remote/servers.sh start DIR           start both; DIR/env holds the export lines
 #   Tests/remote/servers.sh stop DIR            stop what `start DIR` started, by PID
+#   Tests/remote/servers.sh pg-stop DIR         stop only PostgreSQL (fast shutdown), for tests of
+#                                               a server that goes away; its data stays
+#   Tests/remote/servers.sh pg-start DIR        start it again on the same port and data (stop and
+#                                               `run` then stop the new postmaster by its new PID)
 #
 # The environment the tests read (they skip without it):
 #   DOCFS_TEST_PG_URL         postgres://docfs@127.0.0.1:PORT/postgres (trust auth; tests make
@@ -16,6 +20,11 @@
 #                             checker rebuilds the URL with `+`, `&`, `=` in keys and `/` in query values
 #                             unescaped and so refuses AWS's own SDK there (boto3 too); keys holding
 #                             them are tested on this one)
+#   DOCFS_TEST_S3_PYTHON      a python that imports boto3 (a second S3 client for the tests' checks)
+#   DOCFS_TEST_PG_BIN         PostgreSQL's bin folder (psql, pg_ctl) of the running cluster
+#   DOCFS_TEST_PG_DATA        the cluster's data folder
+#   DOCFS_TEST_SERVERS_SH, DOCFS_TEST_SERVERS_DIR   this script and DIR: tests stop and start
+#                             PostgreSQL with `"$DOCFS_TEST_SERVERS_SH" pg-stop|pg-start "$DOCFS_TEST_SERVERS_DIR"`
 #
 # Installs what is missing: Debian's postgresql (apt-get, as root), and moto[server]==5.2.5 in a
 # venv under .build/remote-venv when no usable moto_server is on PATH.
@@ -29,6 +38,42 @@ log() { echo "servers.sh: $*" >&2; }
 
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# initdb and pg_ctl refuse to run as root: as root, run them as the postgres user.
+as_pg() {
+    if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# Starts (or starts again) the cluster of `start DIR` on its port, and records the postmaster's
+# PID, which is new after a restart, so that `stop` always signals the running one.
+pg_start() {
+    dir=$1
+    bindir=$(cat "$dir/pg_bindir"); pgport=$(cat "$dir/pg_port")
+    as_pg "$bindir/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w \
+        -o "-c listen_addresses=127.0.0.1 -p $pgport -k $dir/pgsock -c fsync=off" start >/dev/null \
+        || { cat "$dir/pg/server.log" >&2; log "PostgreSQL did not start"; exit 1; }
+    head -n 1 "$dir/pg/data/postmaster.pid" >"$dir/postgres.pid"
+}
+
+# Fast shutdown (SIGINT to the postmaster: connections are ended, nothing waits for clients),
+# by the PID recorded at start; the data folder stays for pg_start.
+pg_stop() {
+    dir=$1
+    [ -f "$dir/postgres.pid" ] || return 0
+    pid=$(cat "$dir/postgres.pid")
+    if is_postmaster "$pid" "$dir"; then
+        kill -INT "$pid" 2>/dev/null || true
+        stop_pid "$dir/postgres.pid" 10
+    else
+        rm -f "$dir/postgres.pid"
+    fi
+}
+
+# Whether PID is still the postmaster of DIR's cluster (not a reused PID): its command line
+# names the data folder.
+is_postmaster() {
+    [ -n "$1" ] && [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -qF -- "$2/pg/data"
 }
 
 pg_bindir() {
@@ -94,19 +139,12 @@ start() {
     # PostgreSQL: initdb and pg_ctl refuse root; run them as the postgres user, in folders it owns.
     pgport=$(free_port)
     mkdir -p "$dir/pg" "$dir/pgsock"
-    if [ "$(id -u)" = 0 ]; then
-        chown postgres "$dir/pg" "$dir/pgsock"
-        as_pg() { runuser -u postgres -- "$@"; }
-    else
-        as_pg() { "$@"; }
-    fi
+    [ "$(id -u)" = 0 ] && chown postgres "$dir/pg" "$dir/pgsock"
     as_pg "$bindir/initdb" -D "$dir/pg/data" -U docfs --auth=trust -E UTF8 --no-locale --no-sync >"$dir/initdb.log" 2>&1 \
         || { cat "$dir/initdb.log" >&2; log "initdb failed"; exit 1; }
-    as_pg "$bindir/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w \
-        -o "-c listen_addresses=127.0.0.1 -p $pgport -k $dir/pgsock -c fsync=off" start >/dev/null \
-        || { cat "$dir/pg/server.log" >&2; log "PostgreSQL did not start"; exit 1; }
-    head -n 1 "$dir/pg/data/postmaster.pid" >"$dir/postgres.pid"
     echo "$bindir" >"$dir/pg_bindir"
+    echo "$pgport" >"$dir/pg_port"
+    pg_start "$dir"
 
     # moto, checking signatures: the first three requests (unauthenticated) make an IAM user with
     # s3:* and its access key; from then on only that key and its secret are accepted.
@@ -138,6 +176,11 @@ export DOCFS_TEST_S3_ENDPOINT='http://127.0.0.1:$s3port'
 export DOCFS_TEST_S3_ACCESS_KEY='$access'
 export DOCFS_TEST_S3_SECRET_KEY='$secret'
 export DOCFS_TEST_S3_OPEN_ENDPOINT='http://127.0.0.1:$openport'
+export DOCFS_TEST_S3_PYTHON='$(command -v "$MOTO_PYTHON")'
+export DOCFS_TEST_PG_BIN='$bindir'
+export DOCFS_TEST_PG_DATA='$dir/pg/data'
+export DOCFS_TEST_SERVERS_SH='$here/servers.sh'
+export DOCFS_TEST_SERVERS_DIR='$dir'
 ENV
     log "PostgreSQL on 127.0.0.1:$pgport (pid $(cat "$dir/postgres.pid")), moto on 127.0.0.1:$s3port (pid $(cat "$dir/moto.pid")) and :$openport (pid $(cat "$dir/moto-open.pid")), in $dir"
 }
@@ -157,12 +200,9 @@ stop_pid() { # pidfile seconds
 stop() {
     dir=$1
     [ -d "$dir" ] || return 0
-    # SIGTERM to the postmaster is PostgreSQL's "smart" shutdown; SIGINT is "fast": use that.
-    if [ -f "$dir/postgres.pid" ]; then
-        pid=$(cat "$dir/postgres.pid")
-        kill -INT "$pid" 2>/dev/null || true
-        stop_pid "$dir/postgres.pid" 10
-    fi
+    # SIGTERM to the postmaster is PostgreSQL's "smart" shutdown; SIGINT is "fast": pg_stop uses
+    # that. postgres.pid is the running postmaster's even when a test restarted it (pg_start).
+    pg_stop "$dir"
     stop_pid "$dir/moto.pid" 10 &
     stop_pid "$dir/moto-open.pid" 10
     wait
@@ -172,6 +212,10 @@ stop() {
 case "${1:-}" in
 start) [ $# -eq 2 ] || { log "usage: servers.sh start DIR"; exit 2; }; start "$2" ;;
 stop) [ $# -eq 2 ] || { log "usage: servers.sh stop DIR"; exit 2; }; stop "$2" ;;
+pg-stop) [ $# -eq 2 ] && [ -f "$2/pg_port" ] || { log "usage: servers.sh pg-stop DIR (a DIR of start)"; exit 2; }; pg_stop "$2" ;;
+pg-start) [ $# -eq 2 ] && [ -f "$2/pg_port" ] || { log "usage: servers.sh pg-start DIR (a DIR of start)"; exit 2; }
+    if [ -f "$2/postgres.pid" ] && is_postmaster "$(cat "$2/postgres.pid")" "$2"; then log "PostgreSQL is already running"; exit 0; fi
+    pg_start "$2" ;;
 run)
     shift
     [ "${1:-}" = "--" ] && shift
@@ -186,5 +230,5 @@ run)
     "$@" || status=$?
     exit $status
     ;;
-*) log "usage: servers.sh start DIR | stop DIR | run -- COMMAND..."; exit 2 ;;
+*) log "usage: servers.sh start DIR | stop DIR | pg-stop DIR | pg-start DIR | run -- COMMAND..."; exit 2 ;;
 esac

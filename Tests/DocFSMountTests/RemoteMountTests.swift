@@ -1,0 +1,416 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 15, the remote replica, through the mount: what `cp`, `dd`, `kill -9` and a server that
+/// goes away do, checked on the server with second clients (psql and boto3, RemoteMountFixture)
+/// after `docfs status --json` says the outbox is empty. Each test has a database and a bucket of
+/// its own on the servers Tests/remote/servers.sh starts; without them the tests are skipped.
+///
+/// Timeouts only keep a broken engine from hanging the run; nothing here asserts a duration.
+final class RemoteMountTests: RemoteMountTestCase {
+    /// A temporary identifier is at least 2^40; the server's are small.
+    static let firstTemporaryIdentifier: Int64 = 1 << 40
+
+    // MARK: 1. a copied tree arrives, bytes and all
+
+    func testCopiedTreeArrivesOnTheServerWithTheSameBytes() throws {
+        let r = try makeRemote()
+        let source = r.fx.src + "/tree"
+        // 6 × 5 × 10 = 300 small files in 36 folders, an empty file, a link, a 1 MiB and a
+        // 5 MiB + 1 file (past a 5 MiB part: multipart, if the engine splits there).
+        try makeSourceTree(source, folders: 6, subfolders: 5, filesPerFolder: 10,
+                           bigFiles: [1 << 20, 5 * (1 << 20) + 1])
+        let cp = r.fx.sh("cp -r src/tree mnt/")
+        XCTAssertEqual(cp.status, 0, "cp -r into the mount: \(cp)")
+        try r.assertMountHolds(source, under: "tree")
+
+        try r.waitUntilUploaded()
+        try r.assertServerMatchesMount()
+        XCTAssertEqual(r.xattr(r.fx.m("tree/big-1.bin"), "user.docfs.sync"), "uploaded")
+        XCTAssertEqual(r.xattr(r.fx.m("tree/dossier 0 é"), "user.docfs.sync"), "uploaded")
+    }
+
+    // MARK: 2. temporary identifiers become permanent, inodes stay
+
+    func testTemporaryIdentifiersBecomePermanentWithTheSameInode() throws {
+        let r = try makeRemote()
+        let bytes = testBytes(10_000, seed: 42)
+        // A folder and a file inside it made at once: the file's outbox entry names the folder by
+        // its temporary identifier, which must be rewritten when the folder gets its permanent one.
+        XCTAssertErrno(r.fx.mkdirErrno(r.fx.m("folder")), 0)
+        XCTAssertErrno(r.fx.writeFile(r.fx.m("folder/note.txt"), bytes), 0)
+        var before = [String: (identifier: Int64, inode: UInt64)]()
+        for path in ["folder", "folder/note.txt"] {
+            guard let id = r.identifier(r.fx.m(path)), let ino = r.inode(r.fx.m(path)) else {
+                return XCTFail("\(path): no identifier or inode (identifier xattr: \(String(describing: r.xattr(r.fx.m(path), "user.docfs.identifier"))))")
+            }
+            XCTAssertGreaterThanOrEqual(id, Self.firstTemporaryIdentifier, "\(path) before upload")
+            before[path] = (id, ino)
+        }
+
+        try r.waitUntilUploaded()
+        let server = try r.assertServerMatchesMount()
+        for path in ["folder", "folder/note.txt"] {
+            let id = r.identifier(r.fx.m(path))
+            XCTAssertNotNil(server["/" + path], "\(path) on the server")
+            XCTAssertEqual(id, server["/" + path]?.id, "\(path): the identifier after upload is the server's id")
+            XCTAssertLessThan(id ?? Int64.max, Self.firstTemporaryIdentifier, "\(path) after upload")
+            XCTAssertNotEqual(id, before[path]?.identifier)
+            XCTAssertEqual(r.inode(r.fx.m(path)), before[path]?.inode, "\(path): inode number after upload")
+            XCTAssertEqual(r.xattr(r.fx.m(path), "user.docfs.sync"), "uploaded", path)
+        }
+        XCTAssertBytes(r.fx.readFile(r.fx.m("folder/note.txt")), bytes)
+        // docfs info shows the permanent identifier too.
+        let info = r.fx.docfs(["info", r.fx.m("folder/note.txt")])
+        XCTAssertEqual(info.status, 0, "\(info)")
+        if let id = server["/folder/note.txt"]?.id {
+            XCTAssert(info.stdout.contains("\(id)"), "docfs info does not show the permanent identifier \(id): \(info.stdout)")
+        }
+    }
+
+    /// A file's create and its close (where the import happens) can straddle the moment its
+    /// folder's temporary identifier is replaced by the permanent one: the import must land in
+    /// the folder all the same. An idle engine sends a new folder at once, so each round makes a
+    /// folder while the engine is idle and copies files into it straight away.
+    func testFilesCopiedIntoAFolderWhileItBecomesPermanentAreAllImported() throws {
+        let r = try makeRemote()
+        for i in 0..<30 { try r.fx.writeSource("flat/f\(i).txt", testBytes(3000, seed: UInt64(100 + i))) }
+        var failed = [String]()
+        for round in 0..<8 {
+            try r.waitUntilUploaded(timeout: 60)
+            let cp = r.fx.sh("mkdir mnt/round-\(round) && cp src/flat/* mnt/round-\(round)/")
+            if cp.status != 0 { failed.append("round \(round): \(cp.stderr.trimmingCharacters(in: .newlines))") }
+        }
+        let refusals = r.fx.log.split(separator: "\n").filter { $0.contains("refused import") }
+        XCTAssertEqual(failed, [], "cp into a folder that got its permanent identifier meanwhile; the log says:\n\(refusals.prefix(5).joined(separator: "\n"))")
+        try r.waitUntilUploaded()
+        try r.assertServerMatchesMount()
+    }
+
+    /// A new content version is a new object (the old one is never overwritten in place), and
+    /// a chmod reaches the server's row.
+    func testNewVersionIsANewObjectAndTheModeFollows() throws {
+        let r = try makeRemote()
+        let first = testBytes(4000, seed: 30), second = testBytes(6000, seed: 31)
+        XCTAssertErrno(r.fx.writeFile(r.fx.m("doc.txt"), first), 0)
+        try r.waitUntilUploaded()
+        let firstKey = try XCTUnwrap(try r.serverTree()["/doc.txt"]?.contentKey, "doc.txt has no object")
+
+        XCTAssertErrno(r.fx.writeFile(r.fx.m("doc.txt"), second), 0)
+        XCTAssertErrno(r.fx.errnoOf("chmod") { chmod(r.fx.m("doc.txt"), 0o600) }, 0)
+        try r.waitUntilUploaded()
+        let server = try r.assertServerMatchesMount()
+        let item = try XCTUnwrap(server["/doc.txt"])
+        XCTAssertNotEqual(item.contentKey, firstKey, "the new version reused the old object's key")
+        XCTAssertEqual(try r.digests([firstKey])[firstKey]?.size, Int64(first.count), "the first version's object changed")
+        let mode = try r.servers.psql(r.databaseURL, "SELECT mode FROM docfs_items WHERE id = \(item.id)").first?.first ?? nil
+        XCTAssertEqual(mode.flatMap { Int($0) }.map { $0 & 0o7777 }, 0o600, "mode on the server")
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_versions WHERE item_id = \(item.id)"), 2, "versions of doc.txt")
+    }
+
+    /// Trash, delete for good and tags are changes like any other: the server's rows follow.
+    func testTrashDeleteAndTagsReachTheServer() throws {
+        let r = try makeRemote(mount: false)
+        try r.fx.mount(extra: ["--trash"])
+        for (i, name) in ["trashed", "deleted", "tagged"].enumerated() {
+            XCTAssertErrno(r.fx.writeFile(r.fx.m(name), testBytes(1000, seed: UInt64(40 + i))), 0)
+        }
+        try r.waitUntilUploaded()
+        let ids = try r.serverTree().mapValues(\.id)
+        let work = r.fx.sh("set -e; rm mnt/trashed; rm mnt/deleted; rm mnt/.Trash/deleted; \"$DOCFS\" tag mnt/tagged --add red")
+        XCTAssertEqual(work.status, 0, "\(work)")
+        try r.waitUntilUploaded()
+
+        func row(_ name: String) throws -> [String?] {
+            let id = try XCTUnwrap(ids["/" + name], "\(name) was never on the server")
+            return try r.servers.psql(r.databaseURL, """
+                SELECT deleted, trashed_ns IS NOT NULL, array_to_string(tags, ',') FROM docfs_items WHERE id = \(id)
+                """).first ?? []
+        }
+        XCTAssertEqual(try row("trashed"), ["f", "t", ""], "trashed: (deleted, trashed, tags)")
+        XCTAssertEqual(try row("deleted").first, "t", "deleted for good")
+        XCTAssertEqual(try row("tagged"), ["f", "f", "red"], "tagged: (deleted, trashed, tags)")
+    }
+
+    // MARK: 3. kill -9 during the uploads: nothing lost, nothing doubled
+
+    func testKill9DuringUploadsThenRemountLosesAndDoublesNothing() throws {
+        let r = try makeRemote()
+        let source = r.fx.src + "/tree"
+        // Enough objects that moto (~100 requests/s) is still busy when the daemon dies, and a
+        // 12 MiB file so a multipart upload can be cut in the middle.
+        let items = try makeSourceTree(source, folders: 4, subfolders: 4, filesPerFolder: 12, bigFiles: [12 << 20])
+        let cp = r.fx.sh("cp -r src/tree mnt/")
+        XCTAssertEqual(cp.status, 0, "cp -r into the mount: \(cp)")
+
+        // Kill once the engine has started: some of the outbox is on the server, some is not.
+        let started = try r.waitForStatus("pending > 0", timeout: 30) { ($0.pending ?? 0) > 0 }
+        let during = try r.waitForStatus("the first uploads", timeout: 60) { ($0.pending ?? 0) < (started.pending ?? 0) }
+        if during.pending == 0 { warn("testKill9DuringUploads: the outbox was empty before the kill; nothing was cut") }
+        r.fx.kill9()
+
+        try r.fx.mount()
+        try r.assertMountHolds(source, under: "tree")
+        try r.waitUntilUploaded()
+        try r.assertServerMatchesMount()
+        try r.assertNothingDoubled(expectedItems: items + 1)   // + the folder `tree`
+    }
+
+    /// `kill -9` while a multipart upload has some of its parts (watched with boto3, which does
+    /// the kill): after the remount that upload is finished or aborted, never left open, and the
+    /// file's object is whole and the only one.
+    func testKill9InTheMiddleOfAMultipartUploadLeavesNoOpenUpload() throws {
+        let r = try makeRemote()
+        let pid = try XCTUnwrap(r.fx.daemonPID)
+        let out = r.fx.dir + "/watcher.json"
+        let watcher = try Child(servers.python, [servers.s3check, "kill-during-upload", r.bucket, "\(pid)", "90"], cwd: "/",
+                                env: servers.s3Environment, stdout: out, stderr: out)
+        defer { if !watcher.hasExited { watcher.signal(SIGKILL); watcher.wait(seconds: nil) } }
+        let ready = Date().addingTimeInterval(30)
+        while !((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").contains("watching"), !watcher.hasExited, Date() < ready {
+            usleep(20_000)
+        }
+        // 100 MiB: several parts (the watcher kills once one is in).
+        let dd = r.fx.sh("dd if=/dev/urandom of=mnt/big.bin bs=1M count=100 status=none", timeout: 120)
+        XCTAssertEqual(dd.status, 0, "dd into the mount: \(dd)")
+        XCTAssert(watcher.wait(seconds: 100), "the watcher did not finish")
+        let seen = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        guard seen.contains("\"parts\"") && !seen.contains("\"key\": null") else {
+            return XCTFail("no multipart upload with a part was seen before the upload ended: \(seen)")
+        }
+        XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 10), "the daemon survived SIGKILL")
+
+        try r.fx.mount()
+        try r.waitUntilUploaded()
+        try r.assertServerMatchesMount()
+        try r.assertNothingDoubled(expectedItems: 1)
+    }
+
+    // MARK: 4. the server goes away mid-copy and comes back
+
+    func testWorkGoesOnWhilePostgresIsDownAndEverythingArrivesWhenItIsBack() throws {
+        let r = try makeRemote()
+        // Something already on the server, changed while it is away.
+        XCTAssertErrno(r.fx.mkdirErrno(r.fx.m("before")), 0)
+        for i in 0..<3 { XCTAssertErrno(r.fx.writeFile(r.fx.m("before/f\(i)"), testBytes(500, seed: UInt64(i))), 0) }
+        try r.waitUntilUploaded()
+
+        try servers.stopPostgres()
+        // All of this must answer at once (the shell's timeout is only a hang guard): a tree, and
+        // changes whose order matters — a folder made, filled, renamed, filled again; a delete.
+        let source = r.fx.src + "/tree"
+        try makeSourceTree(source, folders: 2, subfolders: 3, filesPerFolder: 8)
+        let work = r.fx.sh("""
+            set -e
+            cp -r src/tree mnt/
+            mkdir mnt/made
+            echo one > mnt/made/one.txt
+            mv mnt/made mnt/renamed
+            echo two > mnt/renamed/two.txt
+            mv mnt/before/f0 mnt/renamed/moved.txt
+            rm mnt/before/f1
+            """)
+        XCTAssertEqual(work.status, 0, "local work with PostgreSQL down: \(work)")
+        try r.assertMountHolds(source, under: "tree")
+
+        let offline = try r.waitForStatus("online == false with a lastError", timeout: 60) {
+            $0.online == false && $0.lastError != nil
+        }
+        XCTAssertGreaterThan(offline.pending ?? 0, 0, "pending while PostgreSQL is down: \(offline)")
+        let human = r.fx.docfs(["status", r.fx.mnt])
+        XCTAssert(human.status == 0 && human.stdout.contains("offline") && human.stdout.contains(offline.lastError ?? "?"),
+                  "docfs status (human) while PostgreSQL is down: \(human)")
+        // Offline is normal: the item waits (pending, or an error saying why), never "uploaded".
+        let state = r.xattr(r.fx.m("renamed/two.txt"), "user.docfs.sync") ?? "none"
+        XCTAssert(state == "pending" || state.hasPrefix("error:"), "user.docfs.sync of renamed/two.txt: \(state)")
+
+        try servers.startPostgres()
+        try r.waitUntilUploaded()
+        let server = try r.assertServerMatchesMount()
+        XCTAssertNil(server["/before/f1"], "deleted while the server was down")
+        XCTAssertNotNil(server["/renamed/moved.txt"])
+        XCTAssertEqual(try r.status().online, true)
+    }
+
+    // MARK: 5. a 200 MiB file goes up in parts with bounded memory
+
+    func testLargeFileGoesUpInPartsWithBoundedMemory() throws {
+        let r = try makeRemote()
+        let size = 200 << 20
+        let dd = r.fx.sh("dd if=/dev/urandom of=mnt/big.bin bs=1M count=200 status=none", timeout: 120)
+        XCTAssertEqual(dd.status, 0, "dd into the mount: \(dd)")
+        try r.waitUntilUploaded(timeout: 180)
+
+        let server = try r.assertServerMatchesMount()   // size and sha256 of the object via boto3
+        let key = try XCTUnwrap(server["/big.bin"]?.contentKey, "big.bin has no object")
+        let object = try XCTUnwrap(try r.objects().first { $0.key == key }, "no object \(key) in the bucket")
+        XCTAssertEqual(object.size, Int64(size))
+        // A multipart upload's ETag is "<md5 of the part md5s>-<number of parts>".
+        let parts = object.etag.split(separator: "-").last.flatMap { Int($0) } ?? 1
+        XCTAssert(object.etag.contains("-") && parts > 1, "\(key) was not uploaded in parts: ETag \(object.etag)")
+        XCTAssertEqual(try r.unfinishedUploads(), [])
+
+        let peak = try XCTUnwrap(r.daemonPeakMemory(), "no VmHWM for the daemon")
+        XCTAssertLessThan(peak, 200 << 20, "the daemon's peak resident memory (VmHWM) was \(peak >> 20) MiB")
+    }
+
+    // MARK: 6. refusals are reported once, clearly
+
+    func testWrongCredentialsAreReportedOnceAndLocalWorkGoesOn() throws {
+        let r = try makeRemote(mountEnv: nil, mount: false)
+        try r.fx.mount(env: r.awsEnvironment(secret: "wrong-secret-0123456789abcdefghijklmnopqrstu"))
+        let bytes = testBytes(3000, seed: 6)
+        XCTAssertErrno(r.fx.writeFile(r.fx.m("local.txt"), bytes), 0)
+        XCTAssertBytes(r.fx.readFile(r.fx.m("local.txt")), bytes)
+
+        let words = ["SignatureDoesNotMatch", "signature", "credential", "InvalidAccessKeyId"]
+        let refused = try r.waitForStatus("a lastError about the credentials", timeout: 30) { s in
+            words.contains { s.lastError?.range(of: $0, options: .caseInsensitive) != nil }
+        }
+        XCTAssertGreaterThan(refused.pending ?? 0, 0, "nothing can have been uploaded: \(refused)")
+        let state = r.xattr(r.fx.m("local.txt"), "user.docfs.sync") ?? "none"
+        XCTAssert(state == "pending" || state.hasPrefix("error:"), "user.docfs.sync of local.txt: \(state)")
+
+        // Authentication errors are reported, not retried in a flood: watch the log for 10 s.
+        sleep(10)
+        let lines = r.logLines(mentioningAnyOf: words)
+        XCTAssert((1...3).contains(lines.count), "log lines about the credentials in 10 s: \(lines.count)\n\(lines.prefix(10).joined(separator: "\n"))")
+        XCTAssertFalse(r.fx.log.contains(servers.secretKey), "the log holds the secret")
+    }
+
+    func testMissingBucketIsNamedInTheStatusAndTheLog() throws {
+        let r = try makeRemote()
+        _ = try servers.s3check(["delete-bucket", r.bucket])
+        XCTAssertErrno(r.fx.writeFile(r.fx.m("after.txt"), testBytes(2000, seed: 7)), 0)
+        let status = try r.waitForStatus("a lastError naming the bucket", timeout: 30) {
+            $0.lastError?.contains(r.bucket) == true
+        }
+        XCTAssertGreaterThan(status.pending ?? 0, 0, "\(status)")
+        XCTAssertFalse(r.logLines(mentioningAnyOf: [r.bucket]).isEmpty, "no log line names the bucket \(r.bucket):\n\(r.logTail())")
+    }
+
+    // MARK: 7. unmount waits for the outbox, or leaves it for the next mount
+
+    func testUnmountReturnsOnceEverythingIsOnTheServer() throws {
+        let r = try makeRemote()
+        let source = r.fx.src + "/tree"
+        try makeSourceTree(source, folders: 2, subfolders: 2, filesPerFolder: 10, bigFiles: [2 << 20])
+        let cp = r.fx.sh("cp -r src/tree mnt/")
+        XCTAssertEqual(cp.status, 0, "cp -r into the mount: \(cp)")
+
+        let unmount = try r.unmount()
+        XCTAssertEqual(unmount.status, 0, "docfs unmount: \(unmount)")
+        XCTAssertFalse(r.fx.isMounted)
+        XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15), "the daemon is still running after docfs unmount")
+        // No waiting here: unmount's return is the promise that it is all on the server.
+        var expected = [String: LocalEntry]()
+        for (path, entry) in try r.localTree(source) {
+            var e = entry
+            e.path = "/tree" + path
+            expected[e.path] = e
+        }
+        expected["/tree"] = LocalEntry(path: "/tree", kind: "directory", size: 0, sha256: nil, target: nil)
+        try r.assertServerMatches(expected)
+    }
+
+    func testUnmountNoWaitKeepsTheOutboxForTheNextMount() throws {
+        let r = try makeRemote()
+        try servers.stopPostgres()
+        XCTAssertErrno(r.fx.mkdirErrno(r.fx.m("kept")), 0)
+        for i in 0..<5 { XCTAssertErrno(r.fx.writeFile(r.fx.m("kept/f\(i)"), testBytes(1000 + i, seed: UInt64(20 + i))), 0) }
+        let pending = try r.waitForStatus("pending > 0", timeout: 10) { ($0.pending ?? 0) > 0 }
+        let unmount = try r.unmount(["--no-wait"], timeout: 60)
+        XCTAssertEqual(unmount.status, 0, "docfs unmount --no-wait with PostgreSQL down (pending \(pending.pending ?? -1)): \(unmount)")
+        XCTAssertFalse(r.fx.isMounted)
+        XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15), "the daemon is still running after docfs unmount --no-wait")
+
+        try servers.startPostgres()
+        try r.fx.mount()
+        try r.waitUntilUploaded()
+        let server = try r.assertServerMatchesMount()
+        XCTAssertNotNil(server["/kept/f4"])
+    }
+
+    // MARK: configuration
+
+    func testInitRefusesAServerOrABucketItCannotUse() throws {
+        let servers = self.servers!
+        let database = "docfs_init_\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
+        _ = try servers.psql(servers.adminURL, "CREATE DATABASE \(database)")
+        addTeardownBlock { _ = try? servers.psql(servers.adminURL, "DROP DATABASE IF EXISTS \(database) WITH (FORCE)") }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("docfs-init-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: dir) }
+        let bin = try DocFSBinary.path()
+        let env = ["AWS_ACCESS_KEY_ID": servers.accessKey, "AWS_SECRET_ACCESS_KEY": servers.secretKey, "AWS_REGION": "us-east-1"]
+        func initStore(_ name: String, remote: String, bucket: String, secret: String? = nil) -> ShellResult {
+            runProcess(bin, ["init", "\(dir)/\(name)", "--remote", remote, "--objects", "s3://\(bucket)/replica",
+                             "--s3-endpoint", servers.s3Endpoint], cwd: dir,
+                       env: env.merging(["AWS_SECRET_ACCESS_KEY": secret ?? servers.secretKey]) { $1 }, timeout: 60, outDir: dir)
+        }
+        func assertOneClearMessage(_ r: ShellResult, naming word: String, _ what: String) {
+            XCTAssertNotEqual(r.status, 0, "\(what): init succeeded: \(r)")
+            let lines = r.stderr.split(separator: "\n")
+            XCTAssertEqual(lines.count, 1, "\(what): one message on stderr: \(r)")
+            XCTAssert(r.stderr.hasPrefix("docfs: ") && r.stderr.range(of: word, options: .caseInsensitive) != nil,
+                      "\(what): the message says \(word): \(r)")
+        }
+
+        // A bucket that does not exist.
+        let missing = "docfs-missing-\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
+        assertOneClearMessage(initStore("no-bucket", remote: servers.databaseURL(database), bucket: missing),
+                              naming: missing, "a missing bucket")
+        let bucket = "docfs-init-\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
+        _ = try servers.s3check(["create-bucket", bucket])
+        addTeardownBlock { _ = try? servers.s3check(["delete-bucket", bucket]) }
+        // A wrong secret: S3 refuses the signature.
+        assertOneClearMessage(initStore("bad-secret", remote: servers.databaseURL(database), bucket: bucket,
+                                        secret: "wrong-secret-0123456789abcdefghijklmnopqrstu"),
+                              naming: "AWS_SECRET_ACCESS_KEY", "a wrong secret key")
+        // A database the server does not have: the server says so at once, and so must docfs
+        // (not a timeout as if nobody had answered).
+        assertOneClearMessage(initStore("no-database", remote: servers.databaseURL(database + "_missing"), bucket: bucket),
+                              naming: "does not exist", "a missing database")
+        // A port nobody listens on (port 1 on loopback): the connection is refused at once.
+        assertOneClearMessage(initStore("no-server", remote: "postgres://docfs@127.0.0.1:1/\(database)", bucket: bucket),
+                              naming: "refused", "an unreachable PostgreSQL")
+        // Both usable: init succeeds and migrates the server's schema.
+        let good = initStore("good", remote: servers.databaseURL(database), bucket: bucket)
+        XCTAssertEqual(good.status, 0, "init with a usable server and bucket: \(good)")
+        let tables = try servers.psql(servers.databaseURL(database),
+                                      "SELECT count(*) FROM docfs_items WHERE parent_id IS NULL")
+        XCTAssertEqual(tables.first?.first, "1", "the root row after init")
+    }
+
+    func testCredentialsFileIsRememberedByPathAndNoSecretIsStored() throws {
+        // The credentials in a 0600 file named at init, nothing in the environment at mount.
+        let credentials = FileManager.default.temporaryDirectory.appendingPathComponent("docfs-s3-\(UUID().uuidString)").path
+        try "aws_access_key_id = \(servers.accessKey)\naws_secret_access_key = \(servers.secretKey)\n"
+            .write(toFile: credentials, atomically: true, encoding: .utf8)
+        chmod(credentials, 0o600)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: credentials) }
+        // (The test environment has no AWS_* variables of its own: servers.sh exports DOCFS_TEST_*.)
+        let r = try makeRemote(extraInitArguments: ["--s3-credentials", credentials], initEnv: [:], mountEnv: [:])
+
+        let bytes = testBytes(5000, seed: 8)
+        XCTAssertErrno(r.fx.writeFile(r.fx.m("via-file.txt"), bytes), 0)
+        try r.waitUntilUploaded(timeout: 60)
+        try r.assertServerMatchesMount()
+        XCTAssertEqual(filesHolding(servers.secretKey, under: r.fx.store), [], "files in the store holding the secret")
+        XCTAssertFalse(r.fx.log.contains(servers.secretKey), "the log holds the secret")
+    }
+
+    /// Regular files under `root` whose bytes contain `secret`.
+    func filesHolding(_ secret: String, under root: String) -> [String] {
+        let paths = (try? FileManager.default.subpathsOfDirectory(atPath: root)) ?? []
+        return paths.filter { path in
+            var st = Glibc.stat()
+            guard Glibc.lstat(root + "/" + path, &st) == 0, st.st_mode & S_IFMT == S_IFREG,
+                  let data = FileManager.default.contents(atPath: root + "/" + path) else { return false }
+            return data.range(of: Data(secret.utf8)) != nil
+        }
+    }
+}

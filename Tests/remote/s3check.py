@@ -1,0 +1,142 @@
+"""A second client for the mounted remote tests (RemoteMountTests): what is in the bucket, read
+with boto3 rather than docfs's own S3 client, and the local tree read with plain os calls.
+
+    s3check.py create-bucket BUCKET
+    s3check.py delete-bucket BUCKET        empties it (objects, multipart uploads) and deletes it
+    s3check.py list BUCKET                 JSON [{key, size, etag}] of every object
+    s3check.py uploads BUCKET              JSON [{key, uploadId}] of multipart uploads in progress
+    s3check.py digest BUCKET KEYS.json     JSON {key: {size, sha256}} (streamed, never whole in memory)
+    s3check.py kill-during-upload BUCKET PID SECONDS
+                                           SIGKILL to PID as soon as a multipart upload in BUCKET
+                                           has a part; "watching" on stderr once it polls, then
+                                           JSON {key, parts} (key null: none seen)
+    s3check.py tree ROOT                   JSON [{path, kind, size, sha256, target}] of a local tree,
+                                           paths as "/a/b" from ROOT, sorted
+
+S3 from the environment: DOCFS_TEST_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY.
+Exit 0 and JSON on stdout, or exit 1 and the error on stderr.
+"""
+import hashlib
+import json
+import os
+import signal
+import stat
+import sys
+import time
+
+CHUNK = 1 << 20
+
+
+def client():
+    import boto3
+    from botocore.config import Config
+    return boto3.client(
+        "s3", endpoint_url=os.environ["DOCFS_TEST_S3_ENDPOINT"], region_name="us-east-1",
+        aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3}))
+
+
+def objects(s3, bucket):
+    out = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for o in page.get("Contents", []):
+            out.append({"key": o["Key"], "size": o["Size"], "etag": o["ETag"].strip('"')})
+    return out
+
+
+def uploads(s3, bucket):
+    answer = s3.list_multipart_uploads(Bucket=bucket)
+    return [{"key": u["Key"], "uploadId": u["UploadId"]} for u in answer.get("Uploads", [])]
+
+
+def digest(s3, bucket, keys):
+    out = {}
+    for key in keys:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+        h, size = hashlib.sha256(), 0
+        for chunk in iter(lambda: body.read(CHUNK), b""):
+            h.update(chunk)
+            size += len(chunk)
+        out[key] = {"size": size, "sha256": h.hexdigest()}
+    return out
+
+
+def kill_during_upload(s3, bucket, pid, seconds):
+    uploads(s3, bucket)  # connected and signing: tell the test it can start the upload
+    print("watching", file=sys.stderr, flush=True)
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        for u in uploads(s3, bucket):
+            parts = s3.list_parts(Bucket=bucket, Key=u["key"], UploadId=u["uploadId"]).get("Parts", [])
+            if parts:
+                os.kill(pid, signal.SIGKILL)
+                return {"key": u["key"], "parts": len(parts)}
+        time.sleep(0.01)
+    return {"key": None, "parts": 0}
+
+
+def file_sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def tree(root):
+    out = []
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            full = os.path.join(folder, name)
+            rel = "/" + os.path.relpath(full, root)
+            st = os.lstat(full)
+            entry = {"path": rel, "size": 0, "sha256": None, "target": None}
+            if stat.S_ISLNK(st.st_mode):
+                entry.update(kind="symlink", target=os.readlink(full))
+            elif stat.S_ISDIR(st.st_mode):
+                entry.update(kind="directory")
+            elif stat.S_ISREG(st.st_mode):
+                entry.update(kind="file", size=st.st_size, sha256=file_sha256(full))
+            else:
+                entry.update(kind="other")
+            out.append(entry)
+    return sorted(out, key=lambda e: e["path"])
+
+
+def main(argv):
+    command, arg = argv[1], argv[2]
+    if command == "tree":
+        result = tree(arg)
+    else:
+        s3 = client()
+        if command == "create-bucket":
+            s3.create_bucket(Bucket=arg)
+            result = {"created": arg}
+        elif command == "delete-bucket":
+            for u in uploads(s3, arg):
+                s3.abort_multipart_upload(Bucket=arg, Key=u["key"], UploadId=u["uploadId"])
+            for o in objects(s3, arg):
+                s3.delete_object(Bucket=arg, Key=o["key"])
+            s3.delete_bucket(Bucket=arg)
+            result = {"deleted": arg}
+        elif command == "list":
+            result = objects(s3, arg)
+        elif command == "uploads":
+            result = uploads(s3, arg)
+        elif command == "kill-during-upload":
+            result = kill_during_upload(s3, arg, int(argv[3]), float(argv[4]))
+        elif command == "digest":
+            with open(argv[3]) as f:
+                result = digest(s3, arg, json.load(f))
+        else:
+            raise SystemExit(f"s3check.py: unknown command {command}")
+    json.dump(result, sys.stdout)
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv)
+    except Exception as error:  # one line for the test's failure message
+        print(f"s3check.py {' '.join(sys.argv[1:3])}: {type(error).__name__}: {error}", file=sys.stderr)
+        sys.exit(1)
