@@ -33,6 +33,34 @@ final class RemoteMountTests: RemoteMountTestCase {
         XCTAssertEqual(r.xattr(r.fx.m("tree/dossier 0 é"), "user.docfs.sync"), "uploaded")
     }
 
+    /// `docfs init --remote` of a server that has a tree already makes a replica holding all of
+    /// it: the second store, mounted, shows the same tree with the same bytes and the server's
+    /// identifiers, and adds nothing to the outbox.
+    func testInitOfAServerWithATreeDownloadsIt() throws {
+        let r = try makeRemote()
+        try makeSourceTree(r.fx.src + "/shared", folders: 2, subfolders: 2, filesPerFolder: 3, bigFiles: [300_000])
+        XCTAssertEqual(r.fx.sh("cp -r src/shared mnt/ && ln -s shared mnt/alias").status, 0)
+        try r.waitUntilUploaded()
+
+        let second = r.fx.dir + "/second"
+        let mnt2 = r.fx.dir + "/mnt2"
+        XCTAssertEqual(mkdir(mnt2, 0o755), 0)
+        addTeardownBlock { MountFixture.lazyUnmount(mnt2) }
+        let env = r.awsEnvironment(secret: r.servers.secretKey)
+        let initResult = r.fx.docfs(["init", second] + r.remoteArguments, env: env)
+        XCTAssertEqual(initResult.status, 0, "\(initResult)")
+        XCTAssert(initResult.stderr.contains("downloaded"), "init says what it downloaded: \(initResult.stderr)")
+        let mount = r.fx.docfs(["mount", second, mnt2], env: env)
+        XCTAssertEqual(mount.status, 0, "\(mount)")
+        defer { _ = r.fx.docfs(["unmount", mnt2]) }
+        let diff = r.fx.sh("diff -r --no-dereference mnt '\(mnt2)'")
+        XCTAssertEqual(diff.status, 0, "the second replica differs: \(diff)")
+        XCTAssertEqual(r.xattr(mnt2 + "/shared", "user.docfs.identifier"), r.xattr(r.fx.m("shared"), "user.docfs.identifier"),
+                       "both replicas name the folder by the server's identifier")
+        let status = r.fx.docfs(["status", mnt2, "--json"])
+        XCTAssert(status.stdout.contains("\"pending\":0"), "nothing to send back: \(status)")
+    }
+
     // MARK: 2. temporary identifiers become permanent, inodes stay
 
     func testTemporaryIdentifiersBecomePermanentWithTheSameInode() throws {
