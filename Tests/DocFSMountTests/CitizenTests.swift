@@ -343,7 +343,10 @@ final class CitizenTests: MountTestCase {
         XCTAssertEqual(r.status, 0, "\(r)")
         let info = jsonObject(r.stdout)
         XCTAssertEqual(Set(info.keys), ["path", "identifier", "type", "conformsTo", "size", "created", "modified", "lastUsed",
-                                        "capabilities", "tags", "favoriteRank", "contentVersion", "metadataVersion", "trashedFrom"])
+                                        "capabilities", "tags", "favoriteRank", "contentVersion", "metadataVersion", "trashedFrom",
+                                        "sync", "temporary"])
+        XCTAssertTrue(info["sync"] is NSNull, "a store without a remote has no sync state")
+        XCTAssertEqual(info["temporary"] as? Bool, false)
         XCTAssertEqual(info["identifier"] as? String, identifier)
         XCTAssertEqual(info["type"] as? String, "public.plain-text")
         XCTAssertEqual(info["size"] as? Int, 4)
