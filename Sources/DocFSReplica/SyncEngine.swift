@@ -70,6 +70,7 @@ public final class SyncEngine: Sendable {
         var rootID: Int64?
         var checkedStaleUploads = false
         var backoff = Duration.milliseconds(500)
+        var deferUntil: ContinuousClock.Instant?
         while !Task.isCancelled {
             do {
                 if rootID == nil { rootID = try await database.rootID() }
@@ -77,9 +78,11 @@ public final class SyncEngine: Sendable {
                     try await abortStaleUploads()
                     checkedStaleUploads = true
                 }
+                try await letLocalBurstFinish(until: &deferUntil)
                 store.outboxIdle()
                 let entries = try store.outboxEntries(limit: Self.batchSize)
                 guard let first = entries.first else {
+                    deferUntil = nil
                     noteIdle()
                     await wake.wait(timeout: .seconds(5))
                     continue
@@ -96,6 +99,23 @@ public final class SyncEngine: Sendable {
                 if !failure.stalls { backoff = min(backoff * 2, .seconds(30)) }
                 try? await Task.sleep(for: delay)
             }
+        }
+    }
+
+    /// While the mount is busy (changes arrived in the last half second), the engine waits —
+    /// up to 10 s, so that a long copy still syncs as it goes: on a small machine the uploads, the
+    /// server and the copy share the CPU, and the person copying should not wait for the server.
+    static let quietPeriod = Duration.milliseconds(500)
+    static let longestDeferral = Duration.seconds(10)
+
+    /// `deadline`: when deferring stops until the outbox is next empty (set at the first wait).
+    func letLocalBurstFinish(until deadline: inout ContinuousClock.Instant?) async throws {
+        let clock = ContinuousClock()
+        while let quiet = store.outboxQuietFor, quiet < Self.quietPeriod {
+            let end = deadline ?? clock.now + Self.longestDeferral
+            deadline = end
+            guard clock.now < end else { return }
+            try await Task.sleep(for: min(Self.quietPeriod - quiet, end - clock.now))
         }
     }
 

@@ -177,6 +177,13 @@ extension LocalStore {
         replica?.engineIdle.store(true, ordering: .releasing)
     }
 
+    /// How long ago an action last added to the outbox (nil: none since the mount).
+    public var outboxQuietFor: Duration? {
+        guard let last = replica?.lastAppend.load(ordering: .relaxed), last > 0 else { return nil }
+        let now = DispatchTime.now().uptimeNanoseconds
+        return .nanoseconds(Int64(now > last ? now - last : 0))
+    }
+
     /// Marks an item's sync state as failed (nil: clears it), for `user.docfs.sync`.
     public func setSyncError(_ message: String?, row: Int64) {
         replica?.setError(message, row: row)

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import DocFSProvider
 import Synchronization
@@ -42,12 +43,15 @@ final class ReplicaState: Sendable {
 
     func didAppend(count: Int, bytes: Int64) {
         counts.withLock { $0.pending += count; $0.pendingBytes += bytes }
+        lastAppend.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
         // Only an idle engine needs waking: a busy one reads the outbox again when it is done.
         if engineIdle.exchange(false, ordering: .acquiringAndReleasing) { wake.withLock { $0 }?() }
     }
 
     /// Set by the engine before it waits for work (`LocalStore.outboxIdle`).
     let engineIdle = Atomic<Bool>(false)
+    /// When an action last added to the outbox (monotonic nanoseconds).
+    let lastAppend = Atomic<UInt64>(0)
 
     func didComplete(count: Int, bytes: Int64) {
         counts.withLock { c in
