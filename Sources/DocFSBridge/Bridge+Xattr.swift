@@ -8,13 +8,16 @@ import DocFSProvider
 extension Bridge {
     static let tagsAttribute = "user.docfs.tags"
     static let favoriteRankAttribute = "user.docfs.favorite-rank"
+    static let syncAttribute = "user.docfs.sync"
+    static let statusAttribute = "user.docfs.status"
 
     private static func format(_ date: Date) -> String {
         date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
     }
 
-    /// The attributes an item shows, in listing order.
-    func providerAttributes(of item: Item) -> [(String, String)] {
+    /// The attributes an item shows, in listing order. `withSync: false` leaves out a replica's
+    /// sync state and status, which cost a query and a JSON encoding: getxattr asks for them by name.
+    func providerAttributes(of item: Item, withSync: Bool = true) -> [(String, String)] {
         var list: [(String, String)] = [
             ("user.docfs.identifier", item.identifier.rawValue),
             ("user.docfs.type", item.contentType.identifier),
@@ -28,8 +31,8 @@ extension Bridge {
         if let used = item.lastUsedDate { list.append(("user.docfs.last-used", Self.format(used))) }
         if let tags = item.tagData { list.append((Self.tagsAttribute, String(decoding: tags, as: UTF8.self))) }
         if let rank = item.favoriteRank { list.append((Self.favoriteRankAttribute, String(rank))) }
-        if let sync = provider.syncState(of: item.identifier) { list.append(("user.docfs.sync", sync)) }
-        if item.identifier == .rootContainer, let status = provider.syncStatus() { list.append(("user.docfs.status", status)) }
+        if withSync, let sync = provider.syncState(of: item.identifier) { list.append((Self.syncAttribute, sync)) }
+        if withSync, item.identifier == .rootContainer, let status = provider.syncStatus() { list.append((Self.statusAttribute, status)) }
         if item.parentIdentifier == .trashContainer, let origin = provider.trashOrigin(of: item.identifier) {
             let folder = path(of: origin.parentIdentifier)
             list.append(("user.docfs.trashed-from", folder == "/" ? "/" + origin.filename : folder + "/" + origin.filename))
@@ -83,7 +86,13 @@ extension Bridge {
             }
             switch Self.space(of: name) {
             case .docfs:
-                guard let value = providerAttributes(of: item).first(where: { $0.0 == name })?.1 else {
+                let found: String?
+                switch name {
+                case Self.syncAttribute: found = provider.syncState(of: item.identifier)
+                case Self.statusAttribute: found = item.identifier == .rootContainer ? provider.syncStatus() : nil
+                default: found = providerAttributes(of: item, withSync: false).first(where: { $0.0 == name })?.1
+                }
+                guard let value = found else {
                     reply.error(ENODATA)
                     return
                 }

@@ -154,7 +154,7 @@ public final class SyncEngine: Sendable {
                 p.sent += completions.count
                 p.noteUploaded(sentBytes)
                 p.online = true
-                if failure == nil, p.lastError != nil, !p.keepError { p.lastError = nil }
+                if failure == nil { p.lastError = nil }
             }
             if let failure { throw failure }
         }
@@ -216,7 +216,7 @@ public final class SyncEngine: Sendable {
             let version = Int64(details.contentVersion ?? 2)
             _ = try await database.newContentVersion(operationID: entry.id, itemID: try serverID(entry.row),
                                                      expectedVersion: version - 1, content: content,
-                                                     modifiedNs: details.modifiedNs ?? content.size)
+                                                     modifiedNs: details.modifiedNs ?? 0)
         case .move:
             guard let parent = entry.parent, let name = entry.name else { throw SyncFailure.Refused("the outbox entry is incomplete") }
             _ = try await database.moveItem(operationID: entry.id, itemID: try serverID(entry.row), toParentID: try serverID(parent), name: name)
@@ -284,16 +284,14 @@ public final class SyncEngine: Sendable {
     }
 
     func report(_ failure: SyncFailure) {
-        let (changed, recovered) = progress.withLock { p -> (Bool, Bool) in
+        let changed = progress.withLock { p -> Bool in
             let changed = p.lastError != failure.message
             p.lastError = failure.message
             p.lastErrorAt = Date()
-            p.keepError = true
             p.online = failure.reachedServer
             p.state = failure.stalls ? "stalled" : "offline"
-            return (changed, false)
+            return changed
         }
-        _ = recovered
         if changed {
             logger.error("sync: \(failure.message)\(failure.stalls ? " (retrying every minute; local work goes on)" : " (retrying with backoff; local work goes on)")")
         }
@@ -320,10 +318,9 @@ public final class SyncEngine: Sendable {
 struct SyncProgress: Sendable {
     var online = true
     var state = "idle"
+    /// Cleared by the next chunk sent without an error.
     var lastError: String?
     var lastErrorAt: Date?
-    /// Set when an error was reported; the next fully successful chunk clears it.
-    var keepError = false
     var sent = 0
     var uploadedBytes: Int64 = 0
     var failedItems = 0
@@ -336,7 +333,6 @@ struct SyncProgress: Sendable {
         let now = Date().timeIntervalSince1970
         samples.append((now, uploadedBytes))
         samples.removeAll { now - $0.0 > 5 }
-        if keepError { keepError = false }
     }
 
     func rate(at date: Date) -> Double {

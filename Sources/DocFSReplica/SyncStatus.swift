@@ -28,13 +28,26 @@ public struct SyncStatus: Codable, Sendable, Equatable {
     /// The server, without secrets.
     public var remote: String
 
+    /// Every key is always written; an absent value is null (the synthesized encoder leaves it out).
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(online, forKey: .online)
+        try c.encode(pending, forKey: .pending)
+        try c.encode(pendingBytes, forKey: .pendingBytes)
+        try c.encode(lastError, forKey: .lastError)
+        try c.encode(lastErrorAt, forKey: .lastErrorAt)
+        try c.encode(state, forKey: .state)
+        try c.encode(uploadedBytes, forKey: .uploadedBytes)
+        try c.encode(uploadRate, forKey: .uploadRate)
+        try c.encode(sent, forKey: .sent)
+        try c.encode(oldestPendingSeconds, forKey: .oldestPendingSeconds)
+        try c.encode(failedItems, forKey: .failedItems)
+        try c.encode(remote, forKey: .remote)
+    }
+
     static func encoded(_ status: SyncStatus) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        // Every key, absent values as null (synthesized encoding would leave them out).
-        guard var object = (try? JSONSerialization.jsonObject(with: encoder.encode(status))) as? [String: Any] else { return "{}" }
-        for key in ["lastError", "lastErrorAt", "oldestPendingSeconds"] where object[key] == nil { object[key] = NSNull() }
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return "{}" }
-        return String(decoding: data, as: UTF8.self)
+        return (try? encoder.encode(status)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 }

@@ -98,12 +98,11 @@ extension LocalStore {
             _ = tree.record(trashRow)
             // A store that fits the working set is read whole now (one query; 8,000 items take a
             // few milliseconds), so its first walk needs no SQLite; a bigger one mounts at once.
-            if replica == nil, tree.nextRow - 1 <= Int64(tree.cacheLimit) { tree.preloadAll() }
-            if replica != nil {
-                if (reader.count("SELECT COUNT(*) FROM item") ) <= tree.cacheLimit { tree.preloadAll() }
-                // New items of a replica get temporary rows until the server numbers them.
-                tree.nextRow = max(tree.nextRow, temporaryRowBase)
-            }
+            // (A replica's rows are not dense: its temporary ones start at 2^40, so it counts.)
+            let items = replica == nil ? Int(tree.nextRow - 1) : reader.count("SELECT COUNT(*) FROM item")
+            if items <= tree.cacheLimit { tree.preloadAll() }
+            // New items of a replica get temporary rows until the server numbers them.
+            if replica != nil { tree.nextRow = max(tree.nextRow, temporaryRowBase) }
             let journal: StoreJournal
             do { journal = try StoreJournal(storePath: path, generation: recovery.nextGeneration) } catch {
                 reader.close()

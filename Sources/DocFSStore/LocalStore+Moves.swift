@@ -82,7 +82,7 @@ extension LocalStore {
             var replaced: Record?
             if let existingRow = tree.children[destinationRow]?[NameKey(name)] {
                 if existingRow == row { return nil }  // already there under that name
-                guard let replacing, self.row(for: replacing) == existingRow, let existing = tree.records[existingRow] else {
+                guard let replacing, Self.row(for: replacing).map(tree.resolve) == existingRow, let existing = tree.records[existingRow] else {
                     throw ProviderError(.filenameCollision, "'\(name)' already exists in \(tree.path(of: destinationRow))")
                 }
                 if record.item.isFolder && !existing.item.isFolder {

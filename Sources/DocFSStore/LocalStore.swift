@@ -138,8 +138,8 @@ public final class LocalStore: Provider, @unchecked Sendable {
     /// permanent one (a request may still carry the old identifier).
     func row(for identifier: ItemIdentifier) -> Int64? {
         guard let row = Self.row(for: identifier) else { return nil }
-        if row >= Self.temporaryRowBase, let replica, let permanent = replica.forwarded(row) { return permanent }
-        return row
+        guard row >= Self.temporaryRowBase, replica != nil else { return row }
+        return state.withLock { $0.resolve(row) }
     }
 
     func contentPath(_ row: Int64) -> String { contentsPath + "/" + String(row) }

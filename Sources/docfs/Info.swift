@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import CFuse
 import Glibc
+import DocFSProvider
+import DocFSStore
 
 struct Info: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -38,7 +40,7 @@ struct Info: ParsableCommand {
             return
         }
         print("path          \(path)")
-        let temporary = Info.attribute(path, "user.docfs.sync") != nil && (Int64(identifier) ?? 0) >= Info.temporaryIdentifierBase
+        let temporary = Info.isTemporary(path: path, identifier: identifier)
         print("identifier    \(identifier)\(temporary ? " (temporary: the server has not numbered it yet)" : "")")
         for (label, attribute) in Info.fields.dropFirst() {
             guard let value = Info.attribute(path, attribute), !value.isEmpty else { continue }
@@ -46,8 +48,10 @@ struct Info: ParsableCommand {
         }
     }
 
-    /// `LocalStore.temporaryRowBase`: a replica's identifiers from here up are temporary.
-    static let temporaryIdentifierBase: Int64 = 1 << 40
+    /// A replica's item (it has a sync state) whose identifier is still a temporary one.
+    static func isTemporary(path: String, identifier: String) -> Bool {
+        attribute(path, "user.docfs.sync") != nil && LocalStore.isTemporary(ItemIdentifier(identifier))
+    }
 
     static func attribute(_ path: String, _ name: String) -> String? {
         var buf = [UInt8](repeating: 0, count: 65536)
@@ -111,7 +115,7 @@ struct InfoJSON: Encodable {
         metadataVersion = versions["metadata"]
         trashedFrom = attr("trashed-from")
         sync = attr("sync")
-        temporary = sync != nil && (Int64(identifier) ?? 0) >= Info.temporaryIdentifierBase
+        temporary = sync != nil && LocalStore.isTemporary(ItemIdentifier(identifier))
     }
 
     /// Every key is always written; an absent value is null.

@@ -4,7 +4,6 @@ import Logging
 import DocFSRemote
 import DocFSReplica
 import DocFSStore
-import Synchronization
 
 struct Init: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -93,20 +92,11 @@ struct Init: ParsableCommand {
             throw UserFacingError("docfs: cannot create store \(store): give a new path or an empty directory")
         }
         let logger = Logger(label: "docfs")
-        let result = Mutex<Result<ReplicaBootstrap.Summary, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        let layoutValue = layout
-        Task.detached {
-            let r: Result<ReplicaBootstrap.Summary, any Error>
-            do {
-                r = .success(try await ReplicaBootstrap.initialize(store: storeURL, link: link, configuration: configuration,
-                                                                   layout: layoutValue, logger: logger))
-            } catch { r = .failure(error) }
-            result.withLock { $0 = r }
-            done.signal()
+        let result = runBlocking {
+            try await ReplicaBootstrap.initialize(store: storeURL, link: link, configuration: configuration,
+                                                  layout: layout, logger: logger)
         }
-        done.wait()
-        switch result.withLock({ $0! }) {
+        switch result {
         case .success(let summary):
             do { try ReplicaConfiguration.savePassword(url, store: storeURL) } catch {
                 throw UserFacingError("docfs: \(error)")

@@ -232,22 +232,14 @@ struct Mount: ParsableCommand {
         engine?.start()
         defer {
             // What is still pending stays in the outbox for the next mount.
-            if let engine { Self.waitFor { await engine.stop() } }
+            if let engine { _ = runBlocking { await engine.stop() } }
         }
         do { try mount.serve(signals: true) } catch {
             log.error("\(error.reason)")
             throw ExitCode(1)
         }
-        log.info("unmounted \(mnt)\(engine.map { _ in (provider as? LocalStore).map { ", \($0.outboxCounts.pending) change(s) left in the outbox for the next mount" } ?? "" } ?? "")")
+        let left = engine == nil ? "" : (provider as? LocalStore).map { ", \($0.outboxCounts.pending) change(s) left in the outbox for the next mount" } ?? ""
+        log.info("unmounted \(mnt)\(left)")
     }
 
-    /// Runs async work to its end from this synchronous command.
-    static func waitFor(_ body: @escaping @Sendable () async -> Void) {
-        let done = DispatchSemaphore(value: 0)
-        Task.detached {
-            await body()
-            done.signal()
-        }
-        done.wait()
-    }
 }

@@ -30,7 +30,8 @@ struct Status: ParsableCommand {
     }
 
     static func read(_ path: String) throws -> Snapshot {
-        let root = MountTable.entry(at: MountTable.canonical(path)).map { _ in MountTable.canonical(path) } ?? path
+        let canonical = MountTable.canonical(path)
+        let root = MountTable.entry(at: canonical) == nil ? path : canonical
         guard let text = Info.attribute(root, "user.docfs.status") else {
             if Info.attribute(root, "user.docfs.identifier") != nil {
                 throw UserFacingError("docfs: \(path) is a docfs mount without a remote (nothing to sync)")

@@ -123,15 +123,6 @@ final class StoreDestination: ImportDestination {
 
     /// Runs an async provider action from this synchronous command.
     static func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws(ProviderError) -> T) -> Result<T, ProviderError> {
-        let done = DispatchSemaphore(value: 0)
-        let box = Mutex<Result<T, ProviderError>?>(nil)
-        Task.detached {
-            let r: Result<T, ProviderError>
-            do throws(ProviderError) { r = .success(try await body()) } catch { r = .failure(error) }
-            box.withLock { $0 = r }
-            done.signal()
-        }
-        done.wait()
-        return box.withLock { $0! }
+        runBlocking { try await body() }.mapError { $0 as? ProviderError ?? ProviderError(.ioError, "\($0)") }
     }
 }

@@ -56,7 +56,7 @@ extension LocalStore {
 
     // MARK: For the sync engine
 
-    /// Pending changes, bytes to upload and the oldest pending change (nil when none).
+    /// Pending changes and bytes to upload.
     public var outboxCounts: (pending: Int, pendingBytes: Int64) {
         let counts = replica?.current
         return (counts?.pending ?? 0, counts?.pendingBytes ?? 0)
@@ -138,11 +138,10 @@ extension LocalStore {
                 if let error = error as? DatabaseError { throw Self.providerError(error, "complete \(completions.count) outbox entries") }
                 throw ProviderError(.ioError, "complete \(completions.count) outbox entries: \(error)")
             }
-            // Memory and the forwarding first, the old content name last: a reader that resolved
-            // the old identifier a moment ago still finds a file to open.
+            // Memory (which also forwards the old rows) first, the old content name last: a
+            // reader that resolved the old identifier a moment ago still finds a file to open.
             state.withLock { tree in for (old, new) in renumbers { tree.renumber(old, to: new) } }
             for (old, new) in renumbers {
-                replica.forward(old, to: new)
                 replica.moveError(from: old, to: new)
                 _ = sysUnlink(contentPath(old))
             }
@@ -154,16 +153,10 @@ extension LocalStore {
         }
     }
 
-    /// Opens a file's contents to upload them: its current bytes (a newer version than the entry
-    /// names is fine; its own entry follows). nil when the item is gone (its delete follows).
-    public func openContentsForUpload(row: Int64) -> Int32? {
-        let current = replica?.forwarded(row) ?? row
-        let fd = sysOpen(contentPath(current), O_RDONLY | O_CLOEXEC)
-        return fd >= 0 ? fd : nil
-    }
-
     /// The row an entry's row is now (after a replacement the engine has not seen yet).
-    public func currentRow(_ row: Int64) -> Int64 { replica?.forwarded(row) ?? row }
+    public func currentRow(_ row: Int64) -> Int64 {
+        row >= Self.temporaryRowBase ? state.withLock { $0.resolve(row) } : row
+    }
 
     /// The sync engine's hooks: woken when an action adds to the outbox; asked for the status
     /// JSON (`user.docfs.status`, `docfs status`).

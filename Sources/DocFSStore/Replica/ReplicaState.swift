@@ -4,9 +4,8 @@ import DocFSProvider
 import Synchronization
 
 /// What a store with a remote keeps in memory for its sync: the outbox's counts, the next
-/// sequence number, temporary rows already replaced by permanent ones (so that a request that
-/// still names the old identifier finds the item), and what the sync engine reports (per-item
-/// errors, the status `docfs status` shows). A leaf lock: held for a few assignments, never
+/// sequence number, and what the sync engine reports (per-item errors, the status `docfs status`
+/// shows). Temporary rows already replaced are forwarded by the tree (`TreeState.resolve`). A leaf lock: held for a few assignments, never
 /// across I/O or another lock.
 final class ReplicaState: Sendable {
     struct Counts: Sendable {
@@ -17,7 +16,6 @@ final class ReplicaState: Sendable {
 
     let link: RemoteLink
     private let counts: Mutex<Counts>
-    private let forwarded = Mutex<[Int64: Int64]>([:])
     private let rowErrors = Mutex<[Int64: String]>([:])
     /// Rows with entries still only in the journal (SQLite's outbox answers for the others).
     private let recent = Mutex<Set<Int64>>([])
@@ -64,8 +62,6 @@ final class ReplicaState: Sendable {
     func isRecent(_ row: Int64) -> Bool { recent.withLock { $0.contains(row) } }
     func didFlush() { recent.withLock { $0.removeAll(keepingCapacity: true) } }
 
-    func forward(_ old: Int64, to new: Int64) { forwarded.withLock { $0[old] = new } }
-    func forwarded(_ row: Int64) -> Int64? { forwarded.withLock { $0[row] } }
 
     func setError(_ message: String?, row: Int64) {
         rowErrors.withLock { $0[row] = message }

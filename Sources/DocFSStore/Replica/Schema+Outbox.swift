@@ -30,6 +30,8 @@ extension Schema {
         return encoder
     }()
 
+    private static let detailsDecoder = JSONDecoder()
+
     static func values(of entry: OutboxEntry) -> [DatabaseValue] {
         let details = (try? detailsEncoder.encode(entry.details)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
         return [entry.seq.databaseValue, entry.id.uuidString.databaseValue, entry.kind.rawValue.databaseValue,
@@ -45,7 +47,7 @@ extension Schema {
     static func outboxEntry(from row: Row) -> OutboxEntry? {
         guard let id = UUID(uuidString: row[1]), let kind = OutboxEntry.Kind(rawValue: row[2]) else { return nil }
         let detailsText: String = row[8]
-        let details = (try? JSONDecoder().decode(OutboxDetails.self, from: Data(detailsText.utf8))) ?? OutboxDetails()
+        let details = (try? detailsDecoder.decode(OutboxDetails.self, from: Data(detailsText.utf8))) ?? OutboxDetails()
         return OutboxEntry(seq: row[0], id: id, kind: kind, row: row[3], parent: row[4], name: row[5],
                            bytes: row[6], enqueuedNs: row[7], details: details)
     }
