@@ -15,8 +15,16 @@
 /// - `docfs_changes`: the append-only change log; `position` (bigserial) is the sync anchor.
 /// - `docfs_operations`: the client-supplied id of every applied operation and what it did, so a
 ///   retried request is answered from here and never applied twice.
+///
+/// Version 2 (several replicas, garbage collection):
+/// - `docfs_meta`: key/value facts about the server. `log_start` is the first change log position
+///   still kept (`docfs remote gc` trims older entries); a replica whose anchor is older rebuilds
+///   from a full listing.
+/// - `docfs_versions.collected_ns`: when `docfs remote gc` removed the version's object (NULL:
+///   still in the bucket).
+/// - `docfs_changes_at`: the log by time, for trimming.
 public enum RemoteSchema {
-    public static let latest = 1
+    public static let latest = 2
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -97,6 +105,18 @@ public enum RemoteSchema {
                 applied_ns       bigint NOT NULL
             )
             """,
+        ]),
+        (2, [
+            """
+            CREATE TABLE docfs_meta (
+                key   text PRIMARY KEY,
+                value text NOT NULL
+            )
+            """,
+            "INSERT INTO docfs_meta (key, value) VALUES ('log_start', '1')",
+            "ALTER TABLE docfs_versions ADD COLUMN collected_ns bigint",
+            "CREATE INDEX docfs_changes_at ON docfs_changes (at_ns)",
+            "CREATE INDEX docfs_versions_key ON docfs_versions (content_key)",
         ]),
     ]
 }

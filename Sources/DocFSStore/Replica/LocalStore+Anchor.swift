@@ -1,0 +1,37 @@
+import Foundation
+import DocFSProvider
+import GRDB
+
+// A replica's sync anchor: the server's change log position it has applied. Kept in `meta`
+// (`anchor`), written in the same transaction as the changes it covers.
+extension LocalStore {
+    static let anchorKey = "anchor"
+
+    /// The change log position this replica has applied (0: none; a new replica's init sets it).
+    public func syncAnchor() throws(ProviderError) -> Int64 {
+        guard replica != nil else { return 0 }
+        return try write { (database) throws(ProviderError) -> Int64 in
+            do {
+                return try database.inDatabase { db in
+                    Int64(try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [Self.anchorKey]) ?? "0") ?? 0
+                }
+            } catch {
+                throw ProviderError(.ioError, "read the sync anchor: \(error)")
+            }
+        }
+    }
+
+    /// Records the anchor (the store's journal goes to SQLite first, so the anchor never covers
+    /// changes that are only in the journal).
+    public func setSyncAnchor(_ position: Int64) throws(ProviderError) {
+        guard replica != nil else { return }
+        try write { (database) throws(ProviderError) in
+            try flushJournal(database)
+            do {
+                try database.inDatabase { db in try Schema.setMeta(db, Self.anchorKey, String(position)) }
+            } catch {
+                throw ProviderError(.ioError, "record the sync anchor: \(error)")
+            }
+        }
+    }
+}
