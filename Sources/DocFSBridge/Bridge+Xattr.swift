@@ -10,6 +10,7 @@ extension Bridge {
     static let favoriteRankAttribute = "user.docfs.favorite-rank"
     static let syncAttribute = "user.docfs.sync"
     static let statusAttribute = "user.docfs.status"
+    static let conflictAttribute = "user.docfs.conflict"
 
     private static func format(_ date: Date) -> String {
         date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
@@ -32,6 +33,7 @@ extension Bridge {
         if let tags = item.tagData { list.append((Self.tagsAttribute, String(decoding: tags, as: UTF8.self))) }
         if let rank = item.favoriteRank { list.append((Self.favoriteRankAttribute, String(rank))) }
         if withSync, let sync = provider.syncState(of: item.identifier) { list.append((Self.syncAttribute, sync)) }
+        if withSync, let conflict = provider.conflict(of: item.identifier) { list.append((Self.conflictAttribute, conflict)) }
         if withSync, item.identifier == .rootContainer, let status = provider.syncStatus() { list.append((Self.statusAttribute, status)) }
         if item.parentIdentifier == .trashContainer, let origin = provider.trashOrigin(of: item.identifier) {
             let folder = path(of: origin.parentIdentifier)
@@ -89,6 +91,7 @@ extension Bridge {
                 let found: String?
                 switch name {
                 case Self.syncAttribute: found = provider.syncState(of: item.identifier)
+                case Self.conflictAttribute: found = provider.conflict(of: item.identifier)
                 case Self.statusAttribute: found = item.identifier == .rootContainer ? provider.syncStatus() : nil
                 default: found = providerAttributes(of: item, withSync: false).first(where: { $0.0 == name })?.1
                 }

@@ -221,6 +221,9 @@ public protocol Provider: AnyObject, Sendable {
     /// The item's sync state for `user.docfs.sync` and `docfs info` ("uploaded", "pending",
     /// "error: REASON"). Answer from memory. The default, nil, means the provider has no server.
     func syncState(of identifier: ItemIdentifier) -> String?
+    /// What a replica's conflict did to the item, for `user.docfs.conflict` (a conflicted copy,
+    /// a rename undone because another replica's came first, …). The default, nil: none.
+    func conflict(of identifier: ItemIdentifier) -> String?
     /// The replica's status as one JSON object for `user.docfs.status` on the root (`docfs
     /// status`). The default, nil, means the provider has no server.
     func syncStatus() -> String?
@@ -352,6 +355,7 @@ extension Provider {
     /// No changes of its own to report.
     public func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void) {}
     public func syncState(of identifier: ItemIdentifier) -> String? { nil }
+    public func conflict(of identifier: ItemIdentifier) -> String? { nil }
     public func syncStatus() -> String? { nil }
 
     /// No stored attributes.

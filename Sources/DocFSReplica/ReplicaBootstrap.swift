@@ -62,6 +62,9 @@ public enum ReplicaBootstrap {
         try LocalStore.create(at: url, layout: chosen)
         try LocalStore.linkRemote(at: url, link)
         var summary = Summary(schemaVersion: version)
+        // The anchor: changes after this position are applied by the mount (those the listing
+        // already shows are applied again, which changes nothing).
+        let anchor = try await database.latestPosition()
         let rootID = try await database.rootID()
         guard try await !database.children(of: rootID).isEmpty else { return summary }
 
@@ -91,6 +94,7 @@ public enum ReplicaBootstrap {
                 }
             }
         }
+        try store.setSyncAnchor(anchor)
         try store.synchronizeSync()
         return summary
     }

@@ -30,6 +30,17 @@ public final class SyncEngine: Sendable {
     let wake = WakeSignal()
     let progress = Mutex(SyncProgress())
     private let task = Mutex<Task<Void, Never>?>(nil)
+    /// Other replicas' changes: applied by `incoming`, woken by `follower` (a connection pool of
+    /// their own, so a long upload never holds them up).
+    let incomingDatabase: RemoteDatabase
+    let incoming: IncomingSync
+    let follower: ChangeFollower
+    /// This machine's name, for conflicted copies.
+    static let hostName: String = {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count) == 0 else { return "another replica" }
+        return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }()
 
     /// Entries read at a time, and sent per chunk (uploads of a chunk run together).
     static let batchSize = 128
@@ -45,12 +56,16 @@ public final class SyncEngine: Sendable {
         database = RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(5))
         s3 = S3Client(endpoint: configuration.endpoint, credentials: configuration.credentials, region: configuration.region,
                       connectTimeout: .seconds(5), readTimeout: .seconds(60), logger: quiet)
+        incomingDatabase = RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(5))
+        incoming = IncomingSync(store: store, database: incomingDatabase, s3: s3, bucket: configuration.bucket, logger: logger)
+        follower = ChangeFollower(incoming: incoming, database: incomingDatabase, logger: logger)
     }
 
     public func start() {
         let wake = self.wake
         store.setSyncHooks(wake: { wake.signal() }, status: { [weak self] in self?.statusJSON() ?? "{}" })
         task.withLock { $0 = Task { await self.run() } }
+        follower.start()
     }
 
     /// Stops sending (what is pending stays in the outbox for the next mount) and closes the
@@ -59,8 +74,10 @@ public final class SyncEngine: Sendable {
         let running = task.withLock { t -> Task<Void, Never>? in defer { t = nil }; return t }
         running?.cancel()
         await running?.value
+        await follower.stop()
         store.setSyncHooks(wake: nil, status: nil)
         await database.shutdown()
+        await incomingDatabase.shutdown()
         try? await s3.shutdown()
     }
 
@@ -123,6 +140,7 @@ public final class SyncEngine: Sendable {
     /// entry fails (the failure then goes up to the loop, which retries from there).
     func send(_ entries: [OutboxEntry], rootID: Int64) async throws {
         var start = 0
+        conflicted = []
         while start < entries.count {
             try Task.checkCancellation()
             let chunk = Array(entries[start..<min(start + Self.chunkSize, entries.count)])
@@ -131,24 +149,42 @@ public final class SyncEngine: Sendable {
             var completions: [LocalStore.OutboxCompletion] = []
             var assigned: [Int64: Int64] = [:]
             var failure: (any Error)?
+            var refresh: [Int64] = []
             for entry in chunk {
+                if entry.kind == .content, conflicted.contains(store.currentRow(entry.row)) {
+                    completions.append(LocalStore.OutboxCompletion(entry: entry))  // in the conflicted copy already
+                    continue
+                }
                 do {
-                    let permanent = try await apply(entry, content: contents[entry.seq], rootID: rootID, assigned: assigned)
-                    if let permanent { assigned[entry.row] = permanent }
-                    completions.append(LocalStore.OutboxCompletion(entry: entry, permanentRow: permanent))
+                    let outcome = try await apply(entry, content: contents[entry.seq], rootID: rootID, assigned: assigned)
+                    if let permanent = outcome.permanent { assigned[entry.row] = permanent }
+                    if let follow = outcome.follow { refresh.append(follow) }
+                    completions.append(LocalStore.OutboxCompletion(entry: entry, permanentRow: outcome.permanent))
                 } catch {
                     let sorted = SyncFailure(error, bucket: configuration.bucket)
                     guard sorted.isItemLevel else { failure = error; break }
-                    // The server refuses this change: the item is marked, the change skipped,
-                    // the local copy kept.
+                    // The server decided otherwise (another replica's change came first, a move it
+                    // refuses): the change is dropped and the item follows the server's state.
                     let row = assigned[entry.row] ?? store.currentRow(entry.row)
-                    store.setSyncError(sorted.message, row: row)
-                    logger.error("sync: \(store.path(of: LocalStore.identifier(forRow: row))): the server refused the \(entry.kind.rawValue): \(sorted.message); kept locally, not sent")
+                    let path = store.path(of: LocalStore.identifier(forRow: row))
+                    if row > LocalStore.trashRow, row < LocalStore.temporaryRowBase {
+                        refresh.append(row)
+                        store.noteConflict("this replica's \(entry.kind.rawValue) was undone: \(sorted.message)", row: row,
+                                           summary: "\(path): \(entry.kind.rawValue) undone (\(sorted.message))")
+                        logger.warning("sync: \(path): the server refused the \(entry.kind.rawValue) (\(sorted.message)); undone here, the item follows the server")
+                    } else {
+                        store.setSyncError(sorted.message, row: row)
+                        logger.error("sync: \(path): the server refused the \(entry.kind.rawValue): \(sorted.message); kept locally, not sent")
+                    }
                     progress.withLock { $0.failedItems += 1 }
                     completions.append(LocalStore.OutboxCompletion(entry: entry))
                 }
             }
             try store.completeOutbox(completions)
+            follower.wake.signal()
+            if !refresh.isEmpty {
+                do { try await incoming.refresh(refresh) } catch { follower.wake.signal() }
+            }
             let sentBytes = completions.reduce(Int64(0)) { $0 + (contents[$1.entry.seq]?.size ?? 0) }
             progress.withLock { p in
                 p.sent += completions.count
@@ -185,8 +221,12 @@ public final class SyncEngine: Sendable {
         }
     }
 
-    /// Applies one entry on PostgreSQL; returns the permanent identifier a create got.
-    func apply(_ entry: OutboxEntry, content: RemoteContent?, rootID: Int64, assigned: [Int64: Int64]) async throws -> Int64? {
+    /// What applying an entry gave: the permanent identifier a create got, and an item whose
+    /// server state the replica should take (a name the server suffixed).
+    struct Outcome { var permanent: Int64? = nil; var follow: Int64? = nil }
+
+    /// Applies one entry on PostgreSQL.
+    func apply(_ entry: OutboxEntry, content: RemoteContent?, rootID: Int64, assigned: [Int64: Int64]) async throws -> Outcome {
         func serverID(_ row: Int64) throws -> Int64 {
             let current = assigned[row] ?? store.currentRow(row)
             if current == 1 { return rootID }
@@ -203,46 +243,103 @@ public final class SyncEngine: Sendable {
             }
             if details.kind == .file, content == nil {
                 // Deleted before its upload: nothing to create (its delete is skipped likewise).
-                return nil
+                return Outcome()
             }
             let attributes = RemoteItemAttributes(uid: details.uid ?? 0, gid: details.gid ?? 0, mode: details.mode ?? 0o644,
                                                   createdNs: details.createdNs ?? 0, modifiedNs: details.modifiedNs ?? 0,
-                                                  tags: Self.tags(details.tagData), symlinkTarget: details.symlinkTarget)
+                                                  tags: ServerTags.array(details.tagData), symlinkTarget: details.symlinkTarget)
             let applied = try await database.createItem(operationID: entry.id, parentID: try serverID(parent), name: name,
                                                         kind: Self.remoteKind(kind), attributes: attributes, content: content)
-            return applied.itemID
+            return Outcome(permanent: applied.itemID, follow: renamed(applied, entry, name, row: applied.itemID))
         case .content:
-            guard let content else { return nil }
+            guard let content else { return Outcome() }
             let version = Int64(details.contentVersion ?? 2)
-            _ = try await database.newContentVersion(operationID: entry.id, itemID: try serverID(entry.row),
-                                                     expectedVersion: version - 1, content: content,
-                                                     modifiedNs: details.modifiedNs ?? 0)
+            let id = try serverID(entry.row)
+            do {
+                _ = try await database.newContentVersion(operationID: entry.id, itemID: id, expectedVersion: version - 1,
+                                                         content: content, modifiedNs: details.modifiedNs ?? 0)
+            } catch RemoteError.versionConflict {
+                return try await keepConflictedCopy(entry, itemID: id, content: content, rootID: rootID)
+            }
         case .move:
             guard let parent = entry.parent, let name = entry.name else { throw SyncFailure.Refused("the outbox entry is incomplete") }
-            _ = try await database.moveItem(operationID: entry.id, itemID: try serverID(entry.row), toParentID: try serverID(parent), name: name)
+            // Where the replica saw the item: a temporary folder this run no longer knows is not checked.
+            var expectedParent: Int64?
+            if let from = details.fromParent { expectedParent = try? serverID(from) }
+            let id = try serverID(entry.row)
+            let applied = try await database.moveItem(operationID: entry.id, itemID: id, toParentID: try serverID(parent), name: name,
+                                                      expectedParentID: expectedParent,
+                                                      expectedName: expectedParent == nil ? nil : details.fromName)
+            return Outcome(follow: renamed(applied, entry, name, row: id))
         case .trash:
             _ = try await database.trashItem(operationID: entry.id, itemID: try serverID(entry.row))
         case .untrash:
             guard let parent = entry.parent, let name = entry.name else { throw SyncFailure.Refused("the outbox entry is incomplete") }
-            _ = try await database.untrashItem(operationID: entry.id, itemID: try serverID(entry.row), toParentID: try serverID(parent), name: name)
+            let id = try serverID(entry.row)
+            let applied = try await database.untrashItem(operationID: entry.id, itemID: id, toParentID: try serverID(parent), name: name)
+            return Outcome(follow: renamed(applied, entry, name, row: id))
         case .delete:
             let current = assigned[entry.row] ?? store.currentRow(entry.row)
             // Never on the server (deleted before its create went): nothing to delete there.
-            if current >= LocalStore.temporaryRowBase { return nil }
+            if current >= LocalStore.temporaryRowBase { return Outcome() }
             do {
                 _ = try await database.deleteItem(operationID: entry.id, itemID: try serverID(entry.row))
             } catch RemoteError.notFound {
-                return nil
+                return Outcome()
             }
         case .attributes:
             let changes = RemoteAttributeChanges(uid: details.uid, gid: details.gid, mode: details.mode, createdNs: details.createdNs,
                                                  modifiedNs: details.modifiedNs, accessedNs: details.accessedNs,
-                                                 tags: details.tagsChanged == true ? Self.tags(details.tagData) : nil,
+                                                 tags: details.tagsChanged == true ? ServerTags.array(details.tagData) : nil,
                                                  favoriteRank: details.favoriteRankChanged == true ? .some(details.favoriteRank) : nil)
             _ = try await database.setAttributes(operationID: entry.id, itemID: try serverID(entry.row), changes: changes)
         }
-        return nil
+        return Outcome()
     }
+
+    /// A create or move the server applied under another name (another replica's item had it
+    /// first): the item is renamed here to match, and the conflict noted.
+    func renamed(_ applied: AppliedChange, _ entry: OutboxEntry, _ asked: String, row: Int64) -> Int64? {
+        guard let name = applied.name, name != asked, !applied.replayed else { return nil }
+        let path = store.path(of: LocalStore.identifier(forRow: entry.row))
+        store.noteConflict("named \"\(name)\": another replica had already put an item named \"\(asked)\" there", row: row,
+                           summary: "\(path): renamed to \"\(name)\" (another replica's \"\(asked)\" came first)")
+        logger.warning("sync: \(path): another replica's item is named \"\(asked)\" there already; this one is \"\(name)\" now")
+        return row
+    }
+
+    /// Concurrent edits: the server keeps the other replica's version under the name, and this
+    /// replica's version goes beside it as "NAME (conflicted copy from HOST YYYY-MM-DD).EXT"; here
+    /// the item takes the server's version, and the copy holds this replica's.
+    func keepConflictedCopy(_ entry: OutboxEntry, itemID: Int64, content: RemoteContent, rootID: Int64) async throws -> Outcome {
+        guard let server = try await database.item(itemID), let parentID = server.parentID else {
+            throw SyncFailure.Refused("the item is gone from the server")
+        }
+        let row = store.currentRow(entry.row)
+        let name = ConflictNames.copy(of: server.name, host: Self.hostName, date: Date())
+        let local = try? store.item(for: LocalStore.identifier(forRow: row))
+        let attributes = RemoteItemAttributes(uid: local?.ownerID ?? server.uid, gid: local?.groupID ?? server.gid,
+                                              mode: UInt32(local?.posixPermissions ?? UInt16(server.mode & 0o7777)),
+                                              createdNs: local?.creationTime.totalNanoseconds ?? server.createdNs,
+                                              modifiedNs: entry.details.modifiedNs ?? server.modifiedNs)
+        let applied = try await database.createItem(operationID: ConflictNames.copyOperation(entry.id), parentID: parentID, name: name,
+                                                    kind: .file, attributes: attributes, content: content)
+        let parentRow = parentID == rootID ? LocalStore.rootRow : parentID
+        try store.forkConflictedCopy(of: row, as: applied.itemID, name: applied.name ?? name, parentRow: parentRow, sending: entry.seq)
+        conflicted.insert(row)
+        let path = store.path(of: LocalStore.identifier(forRow: row))
+        let copyName = applied.name ?? name
+        store.noteConflict("conflicted copy of \"\(server.name)\": both replicas changed it; the server's version kept the name",
+                           row: applied.itemID, summary: "\(path): edited on two replicas; this one's version is \"\(copyName)\"")
+        store.noteConflict("edited on another replica too; this replica's version is \"\(copyName)\" beside it", row: row,
+                           summary: "\(path): the other replica's version kept the name")
+        logger.warning("sync: \(path) was changed on another replica too: the server's version keeps the name, this replica's is \"\(copyName)\"")
+        return Outcome(follow: row)
+    }
+
+    /// Items whose content changes went into a conflicted copy in this batch (their later content
+    /// changes are in the copy too). Only the engine's loop touches it.
+    nonisolated(unsafe) var conflicted: Set<Int64> = []
 
     static func remoteKind(_ kind: OutboxDetails.ItemKind) -> RemoteItemKind {
         switch kind {
@@ -250,14 +347,6 @@ public final class SyncEngine: Sendable {
         case .directory: return .directory
         case .symlink: return .symlink
         }
-    }
-
-    /// The provider's tag data as the server's text array: the tags as `docfs tag` writes them
-    /// (UTF-8, comma-separated), one element each; bytes that are not UTF-8 as one base64 element.
-    static func tags(_ data: Data?) -> [String] {
-        guard let data, !data.isEmpty else { return [] }
-        guard let text = String(data: data, encoding: .utf8) else { return ["base64:" + data.base64EncodedString()] }
-        return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 
     /// After a restart: multipart uploads this replica started for entries still waiting are
@@ -301,7 +390,7 @@ public final class SyncEngine: Sendable {
         let counts = store.outboxCounts
         let snapshot = progress.withLock { $0 }
         let now = Date()
-        let status = SyncStatus(
+        var status = SyncStatus(
             online: snapshot.online, pending: counts.pending, pendingBytes: counts.pendingBytes,
             lastError: snapshot.lastError,
             lastErrorAt: snapshot.lastErrorAt.map { $0.formatted(.iso8601) },
@@ -310,6 +399,13 @@ public final class SyncEngine: Sendable {
             oldestPendingSeconds: counts.pending == 0 ? nil : snapshot.oldestPendingNs.map { max(0, now.timeIntervalSince1970 - Double($0) / 1e9) },
             failedItems: snapshot.failedItems,
             remote: "\(configuration.postgres) + s3://\(configuration.bucket)/\(configuration.prefix) at \(configuration.endpoint.hostHeader)")
+        let positions = incoming.positions.withLock { $0 }
+        let conflicts = store.conflictSummary
+        status.incoming = max(0, positions.latest - positions.anchor)
+        status.anchor = positions.anchor
+        status.conflicts = conflicts.count
+        status.recentConflicts = conflicts.recent
+        if status.lastError == nil, let error = follower.lastError.withLock({ $0 }) { status.lastError = error }
         return SyncStatus.encoded(status)
     }
 }

@@ -27,6 +27,13 @@ public struct SyncStatus: Codable, Sendable, Equatable {
     public var failedItems: Int
     /// The server, without secrets.
     public var remote: String
+    /// Changes other replicas made that this one has not applied yet (0: caught up), and the
+    /// change log position it has applied (its sync anchor).
+    public var incoming: Int64 = 0
+    public var anchor: Int64 = 0
+    /// Conflicts with other replicas since the mount, and the latest few, described.
+    public var conflicts: Int = 0
+    public var recentConflicts: [String] = []
 
     /// Every key is always written; an absent value is null (the synthesized encoder leaves it out).
     public func encode(to encoder: Encoder) throws {
@@ -43,6 +50,10 @@ public struct SyncStatus: Codable, Sendable, Equatable {
         try c.encode(oldestPendingSeconds, forKey: .oldestPendingSeconds)
         try c.encode(failedItems, forKey: .failedItems)
         try c.encode(remote, forKey: .remote)
+        try c.encode(incoming, forKey: .incoming)
+        try c.encode(anchor, forKey: .anchor)
+        try c.encode(conflicts, forKey: .conflicts)
+        try c.encode(recentConflicts, forKey: .recentConflicts)
     }
 
     static func encoded(_ status: SyncStatus) -> String {

@@ -62,8 +62,8 @@ public final class LocalStore: Provider, @unchecked Sendable {
     /// 100,000-entry folder); 100,000 had peaked at 253 MB for an `ls -lR` alone.
     public static let defaultCacheItems = 50_000
 
-    static let rootRow: Int64 = 1
-    static let trashRow: Int64 = 2
+    public static let rootRow: Int64 = 1
+    public static let trashRow: Int64 = 2
     static let trashName = ".Trash"
 
     /// The store directory.

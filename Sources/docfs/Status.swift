@@ -57,6 +57,12 @@ struct Status: ParsableCommand {
         if let oldest = (f["oldestPendingSeconds"] as? NSNumber)?.doubleValue {
             lines.append("oldest     waiting \(Int(oldest)) s")
         }
+        let incoming = (f["incoming"] as? NSNumber)?.int64Value ?? 0
+        lines.append("incoming   \(incoming == 0 ? "up to date" : "\(incoming) change(s) from other replicas to apply") (change log position \((f["anchor"] as? NSNumber)?.int64Value ?? 0))")
+        if let conflicts = f["conflicts"] as? Int, conflicts > 0 {
+            lines.append("conflicts  \(conflicts) since mount (see user.docfs.conflict on the items, and the log)")
+            for line in (f["recentConflicts"] as? [String] ?? []).suffix(5) { lines.append("           \(line)") }
+        }
         if let failed = f["failedItems"] as? Int, failed > 0 {
             lines.append("refused    \(failed) change(s) the server refused (see user.docfs.sync on the items, and the log)")
         }

@@ -187,14 +187,15 @@ public final class RemoteDatabase: Sendable {
     // MARK: Operations (each idempotent by operation id)
 
     /// Creates an item under `parentID` and returns its permanent id (`AppliedChange.itemID`).
-    /// A file may come with its first content version's object.
+    /// A file may come with its first content version's object. A name another item took first
+    /// gets a suffix (`AppliedChange.name` says which); a folder deleted meanwhile comes back.
     public func createItem(operationID: UUID, parentID: Int64, name: String, kind: RemoteItemKind,
                            attributes: RemoteItemAttributes, content: RemoteContent? = nil) async throws -> AppliedChange {
         try Self.checkName(name)
         return try await apply(operationID: operationID, kind: .create) { conn, logger in
-            let parent = try await Self.liveItem(parentID, conn: conn, logger: logger)
-            guard parent.kind == "directory" else { throw RemoteError.invalid("item \(parentID) is not a directory") }
-            try await Self.checkNameFree(parentID: parentID, name: name, except: nil, conn: conn, logger: logger)
+            try await Self.destinationFolder(parentID, operationID: operationID, conn: conn, logger: logger)
+            let name = try await Self.freeName(name, isFolder: kind == .directory, parentID: parentID, except: nil,
+                                               conn: conn, logger: logger)
             let now = Self.nowNs()
             let rows = try await conn.query("""
                 INSERT INTO docfs_items (parent_id, name, kind, size, created_ns, modified_ns, changed_ns, accessed_ns,
@@ -223,6 +224,27 @@ public final class RemoteDatabase: Sendable {
                                   modifiedNs: Int64) async throws -> AppliedChange {
         try await apply(operationID: operationID, kind: .content) { conn, logger in
             let now = Self.nowNs()
+            // An edit against a delete keeps the edit: the file comes back with these contents.
+            let deletedRows = try await conn.query(
+                "SELECT parent_id, name, kind FROM docfs_items WHERE id = \(itemID) AND deleted FOR UPDATE", logger: logger)
+            for try await (parent, name, kind) in deletedRows.decode((Int64?, String, String).self) where kind == "file" {
+                guard let parent else { break }
+                try await Self.destinationFolder(parent, operationID: operationID, conn: conn, logger: logger)
+                let free = try await Self.freeName(name, isFolder: false, parentID: parent, except: itemID, conn: conn, logger: logger)
+                let rows = try await conn.query("""
+                    UPDATE docfs_items SET deleted = false, trashed_ns = NULL, name = \(free), content_key = \(content.key),
+                           size = \(content.size), content_version = content_version + 1,
+                           metadata_version = metadata_version + 1, modified_ns = \(modifiedNs), changed_ns = \(now)
+                    WHERE id = \(itemID) RETURNING content_version, metadata_version
+                    """, logger: logger)
+                for try await (cv, mv) in rows.decode((Int64, Int64).self) {
+                    try await conn.query("""
+                        INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns)
+                        VALUES (\(itemID), \(cv), \(content.key), \(content.size), \(now))
+                        """, logger: logger)
+                    return (itemID, cv, mv)
+                }
+            }
             let rows = try await conn.query("""
                 UPDATE docfs_items SET content_key = \(content.key), size = \(content.size),
                        content_version = content_version + 1, metadata_version = metadata_version + 1,
@@ -243,14 +265,22 @@ public final class RemoteDatabase: Sendable {
         }
     }
 
-    /// Renames and/or moves an item (rename: same parent, new name).
-    public func moveItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String) async throws -> AppliedChange {
+    /// Renames and/or moves an item (rename: same parent, new name). With `expectedParentID` and
+    /// `expectedName` (where the replica saw it), a move made elsewhere first wins: the item is
+    /// left where it is and `RemoteError.movedElsewhere` tells the replica to follow it.
+    public func moveItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String,
+                         expectedParentID: Int64? = nil, expectedName: String? = nil) async throws -> AppliedChange {
         try Self.checkName(name)
         return try await apply(operationID: operationID, kind: .move) { conn, logger in
             let item = try await Self.liveItem(itemID, conn: conn, logger: logger)
             guard item.parentID != nil else { throw RemoteError.invalid("the root cannot be moved") }
-            let parent = try await Self.liveItem(toParentID, conn: conn, logger: logger)
-            guard parent.kind == "directory" else { throw RemoteError.invalid("item \(toParentID) is not a directory") }
+            if let expectedParentID, let expectedName {
+                let current = try await Self.currentName(itemID, conn: conn, logger: logger)
+                if item.parentID != expectedParentID || current != expectedName || item.trashed {
+                    throw RemoteError.movedElsewhere(itemID: itemID)
+                }
+            }
+            try await Self.destinationFolder(toParentID, operationID: operationID, conn: conn, logger: logger)
             if item.kind == "directory" {
                 // Refuse a move into the item itself or one of its descendants.
                 let rows = try await conn.query("""
@@ -263,7 +293,8 @@ public final class RemoteDatabase: Sendable {
                     throw RemoteError.invalid("item \(itemID) cannot move into itself or its own subfolder")
                 }
             }
-            try await Self.checkNameFree(parentID: toParentID, name: name, except: itemID, conn: conn, logger: logger)
+            let name = try await Self.freeName(name, isFolder: item.kind == "directory", parentID: toParentID,
+                                               except: itemID, conn: conn, logger: logger)
             let mv = try await Self.updateReturningVersions(conn: conn, logger: logger, """
                 UPDATE docfs_items SET parent_id = \(toParentID), name = \(name),
                        metadata_version = metadata_version + 1, changed_ns = \(Self.nowNs())
@@ -312,9 +343,9 @@ public final class RemoteDatabase: Sendable {
         return try await apply(operationID: operationID, kind: .untrash) { conn, logger in
             let item = try await Self.liveItem(itemID, conn: conn, logger: logger)
             guard item.trashed else { throw RemoteError.invalid("item \(itemID) is not in the trash") }
-            let parent = try await Self.liveItem(toParentID, conn: conn, logger: logger)
-            guard parent.kind == "directory" else { throw RemoteError.invalid("item \(toParentID) is not a directory") }
-            try await Self.checkNameFree(parentID: toParentID, name: name, except: itemID, conn: conn, logger: logger)
+            try await Self.destinationFolder(toParentID, operationID: operationID, conn: conn, logger: logger)
+            let name = try await Self.freeName(name, isFolder: item.kind == "directory", parentID: toParentID,
+                                               except: itemID, conn: conn, logger: logger)
             let mv = try await Self.updateReturningVersions(conn: conn, logger: logger, """
                 UPDATE docfs_items SET trashed_ns = NULL, parent_id = \(toParentID), name = \(name),
                        metadata_version = metadata_version + 1, changed_ns = \(Self.nowNs())
@@ -382,7 +413,9 @@ public final class RemoteDatabase: Sendable {
                     """, logger: logger)
                 for try await (k, item, cv, mv, position) in prior.decode((String, Int64, Int64, Int64, Int64).self) {
                     guard k == kind.rawValue else { throw RemoteError.operationReused(operationID, previousKind: k) }
-                    return AppliedChange(itemID: item, contentVersion: cv, metadataVersion: mv, position: position, replayed: true)
+                    let name = try await Self.currentName(item, conn: conn, logger: logger)
+                    return AppliedChange(itemID: item, contentVersion: cv, metadataVersion: mv, position: position,
+                                         replayed: true, name: name)
                 }
                 let result = try await body(conn, logger)
                 let now = Self.nowNs()
@@ -400,8 +433,9 @@ public final class RemoteDatabase: Sendable {
                             \(result.metadataVersion), \(position), \(now))
                     """, logger: logger)
                 try await conn.query("SELECT pg_notify(\(Self.notificationChannel), \(String(position)))", logger: logger)
+                let name = try await Self.currentName(result.itemID, conn: conn, logger: logger)
                 return AppliedChange(itemID: result.itemID, contentVersion: result.contentVersion,
-                                     metadataVersion: result.metadataVersion, position: position, replayed: false)
+                                     metadataVersion: result.metadataVersion, position: position, replayed: false, name: name)
             }
         }
     }
@@ -477,7 +511,7 @@ public final class RemoteDatabase: Sendable {
     }
 
     /// Runs `body` within `operationTimeout`, turning postgres-nio's errors into `RemoteError`s.
-    private func mapped<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    func mapped<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let timeout = operationTimeout
         do {
             return try await withThrowingTaskGroup(of: T?.self) { group in

@@ -130,6 +130,17 @@ public struct AppliedChange: Sendable, Equatable {
     public var metadataVersion: Int64
     public var position: Int64
     public var replayed: Bool
+    /// The item's name after the operation (a create or move into a taken name got a suffix).
+    public var name: String?
+
+    public init(itemID: Int64, contentVersion: Int64, metadataVersion: Int64, position: Int64, replayed: Bool, name: String? = nil) {
+        self.itemID = itemID
+        self.contentVersion = contentVersion
+        self.metadataVersion = metadataVersion
+        self.position = position
+        self.replayed = replayed
+        self.name = name
+    }
 }
 
 /// One entry of the change log. `position` is the sync anchor: ask for `changes(since:)` the
@@ -153,6 +164,8 @@ public enum RemoteError: Error, Sendable, Equatable, CustomStringConvertible {
     case notFound(itemID: Int64)
     case nameCollision(parentID: Int64, name: String)
     case notEmpty(itemID: Int64)
+    /// A move found the item no longer where the replica saw it: another replica moved it first.
+    case movedElsewhere(itemID: Int64)
     /// The request cannot be applied as asked (parent not a directory, a move into itself, …).
     case invalid(String)
     /// The operation id was applied before as an operation of another kind.
@@ -178,6 +191,7 @@ public enum RemoteError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .notFound(id): return "no item \(id) on the server"
         case let .nameCollision(parent, name): return "item \(parent) already has a child named \"\(name)\""
         case let .notEmpty(id): return "directory \(id) is not empty"
+        case let .movedElsewhere(id): return "item \(id) was moved or renamed on another replica first"
         case let .invalid(why): return why
         case let .operationReused(id, kind): return "operation \(id) was already applied as \(kind)"
         case let .schemaTooNew(found, supported):

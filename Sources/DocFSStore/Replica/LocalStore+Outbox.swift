@@ -200,6 +200,23 @@ extension LocalStore {
 }
 
 extension LocalStore {
+    /// Which of these operation ids are outbox entries still waiting.
+    public func outboxEntryIDs(among ids: [UUID]) -> Set<UUID> {
+        guard replica != nil, !ids.isEmpty else { return [] }
+        let found = (try? write { (database) throws(ProviderError) -> [String] in
+            try flushJournal(database)
+            do {
+                return try database.inDatabase { db in
+                    let list = ids.map { "'\($0.uuidString)'" }.joined(separator: ",")
+                    return try String.fetchAll(db, sql: "SELECT id FROM outbox WHERE id IN (\(list))")
+                }
+            } catch {
+                throw ProviderError(.ioError, "read the outbox: \(error)")
+            }
+        }) ?? []
+        return Set(found.compactMap { UUID(uuidString: $0) })
+    }
+
     /// Whether an outbox entry with this operation id is still waiting (after a restart: a
     /// multipart upload of it left behind is aborted and made again, not leaked).
     public func outboxHasEntry(id: UUID) -> Bool {

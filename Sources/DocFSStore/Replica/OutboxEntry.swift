@@ -70,6 +70,10 @@ public struct OutboxDetails: Codable, Sendable, Equatable {
     /// Content: the local content version this change made (the server's expected version is
     /// one less: every local content version is one outbox entry, so the two count alike).
     public var contentVersion: UInt64?
+    /// Move: where the item was before (the server applies the move only if it is still there:
+    /// a move another replica made first wins).
+    public var fromParent: Int64?
+    public var fromName: String?
 
     public init(kind: ItemKind? = nil, uid: UInt32? = nil, gid: UInt32? = nil, mode: UInt32? = nil,
                 createdNs: Int64? = nil, modifiedNs: Int64? = nil, accessedNs: Int64? = nil,

@@ -52,7 +52,11 @@ enum OutboxPlanner {
             case (false, true): planned.append(Planned(kind: .trash, row: new.row))
             case (true, false): planned.append(Planned(kind: .untrash, row: new.row, parent: parent, name: item.filename))
             case (true, true): break  // a rename inside the trash: the server keeps where it came from
-            case (false, false): planned.append(Planned(kind: .move, row: new.row, parent: parent, name: item.filename))
+            case (false, false):
+                var details = OutboxDetails()
+                details.fromParent = old.parent
+                details.fromName = old.item.filename
+                planned.append(Planned(kind: .move, row: new.row, parent: parent, name: item.filename, details: details))
             }
         }
         if kind == .file, item.itemVersion.contentVersion != old.item.itemVersion.contentVersion {

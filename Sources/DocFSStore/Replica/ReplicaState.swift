@@ -71,6 +71,20 @@ final class ReplicaState: Sendable {
         rowErrors.withLock { if let e = $0.removeValue(forKey: old) { $0[new] = e } }
     }
 
+    /// Conflicts met since the mount: per item (`user.docfs.conflict`), and the latest few in
+    /// order for `docfs status`.
+    private let conflicts = Mutex<(byRow: [Int64: String], recent: [String], count: Int)>(([:], [], 0))
+    func noteConflict(_ message: String, row: Int64, summary: String) {
+        conflicts.withLock { c in
+            c.byRow[row] = message
+            c.recent.append(summary)
+            if c.recent.count > 10 { c.recent.removeFirst(c.recent.count - 10) }
+            c.count += 1
+        }
+    }
+    func conflict(of row: Int64) -> String? { conflicts.withLock { $0.byRow.isEmpty ? nil : $0.byRow[row] } }
+    var conflictSummary: (count: Int, recent: [String]) { conflicts.withLock { ($0.count, $0.recent) } }
+
     func addObserver(_ handler: @escaping @Sendable ([ProviderChange]) -> Void) { observers.withLock { $0.append(handler) } }
     func notify(_ changes: [ProviderChange]) {
         for handler in observers.withLock({ $0 }) { handler(changes) }

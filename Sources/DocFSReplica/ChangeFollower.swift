@@ -1,0 +1,82 @@
+import Foundation
+import Logging
+import Synchronization
+import DocFSRemote
+
+/// Follows the server's change log for the daemon: one connection LISTENs on the server's change
+/// channel and wakes the catch-up at once when any replica commits a change; the catch-up also
+/// runs every few seconds (every second while LISTEN is down), so that a lost notification or a
+/// broken listening connection delays a change by at most that long.
+final class ChangeFollower: Sendable {
+    let incoming: IncomingSync
+    let database: RemoteDatabase
+    let logger: Logger
+    let wake = WakeSignal()
+    let listening = Atomic<Bool>(false)
+    /// The last error of the catch-up (nil when the last one succeeded), for the status.
+    let lastError = Mutex<String?>(nil)
+    private let tasks = Mutex<[Task<Void, Never>]>([])
+
+    static let pollWhileListening = Duration.seconds(5)
+    static let pollWithoutListening = Duration.seconds(1)
+
+    init(incoming: IncomingSync, database: RemoteDatabase, logger: Logger) {
+        self.incoming = incoming
+        self.database = database
+        self.logger = logger
+    }
+
+    func start() {
+        let listener = Task { await self.listen() }
+        let follower = Task { await self.follow() }
+        tasks.withLock { $0 = [listener, follower] }
+    }
+
+    func stop() async {
+        let running = tasks.withLock { t -> [Task<Void, Never>] in defer { t = [] }; return t }
+        for task in running { task.cancel() }
+        for task in running { await task.value }
+    }
+
+    private func listen() async {
+        var backoff = Duration.milliseconds(500)
+        while !Task.isCancelled {
+            do {
+                try await database.withChangeNotifications { notifications in
+                    listening.store(true, ordering: .relaxed)
+                    // Changes committed before LISTEN took effect are caught by this first wake.
+                    wake.signal()
+                    for try await position in notifications {
+                        incoming.noteLatest(position)
+                        wake.signal()
+                    }
+                }
+            } catch {}
+            listening.store(false, ordering: .relaxed)
+            guard !Task.isCancelled else { break }
+            try? await Task.sleep(for: backoff)
+            backoff = min(backoff * 2, .seconds(30))
+        }
+    }
+
+    private func follow() async {
+        var backoff = Duration.milliseconds(500)
+        while !Task.isCancelled {
+            do {
+                try await incoming.catchUp()
+                if lastError.withLock({ $0 }) != nil { logger.notice("sync: receiving changes from the server again") }
+                lastError.withLock { $0 = nil }
+                backoff = .milliseconds(500)
+                await wake.wait(timeout: listening.load(ordering: .relaxed) ? Self.pollWhileListening : Self.pollWithoutListening)
+            } catch is CancellationError {
+                break
+            } catch {
+                let message = "\(error)"
+                let changed = lastError.withLock { e -> Bool in defer { e = message }; return e != message }
+                if changed { logger.error("sync: cannot apply the server's changes: \(message) (retrying with backoff)") }
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(30))
+            }
+        }
+    }
+}

@@ -1,0 +1,189 @@
+import Foundation
+import Logging
+import Synchronization
+import SystemPackage
+import DocFSProvider
+import DocFSRemote
+import DocFSStore
+
+/// Brings other replicas' changes into this one: reads the change log after the store's anchor,
+/// fetches the items it names as the server has them now, downloads the contents they need, and
+/// applies them (`LocalStore.applyIncoming`); then moves the anchor. An actor, so that the
+/// follower's catch-up and the engine's refresh of an item the server decided about never apply
+/// an older state over a newer one (each fetches, then applies, one at a time).
+actor IncomingSync {
+    let store: LocalStore
+    let database: RemoteDatabase
+    let s3: S3Client
+    let bucket: String
+    let logger: Logger
+    var rootID: Int64?
+    /// The latest change log position seen on the server (a notification carries it) and the
+    /// anchor applied, for `incoming` in the status (read without waiting for the actor).
+    nonisolated let positions = Mutex<(latest: Int64, anchor: Int64)>((0, 0))
+    var latestKnown: Int64 {
+        get { positions.withLock { $0.latest } }
+        set { positions.withLock { $0.latest = max($0.latest, newValue) } }
+    }
+    var anchor: Int64 {
+        get { positions.withLock { $0.anchor } }
+        set { positions.withLock { $0.anchor = newValue } }
+    }
+    nonisolated func noteLatest(_ position: Int64) { positions.withLock { $0.latest = max($0.latest, position) } }
+
+    init(store: LocalStore, database: RemoteDatabase, s3: S3Client, bucket: String, logger: Logger) {
+        self.store = store
+        self.database = database
+        self.s3 = s3
+        self.bucket = bucket
+        self.logger = logger
+    }
+
+    /// Applies every change after the anchor; returns how many items changed here.
+    @discardableResult
+    func catchUp() async throws -> Int {
+        if rootID == nil { rootID = try await database.rootID() }
+        anchor = try store.syncAnchor()
+        var applied = 0
+        if anchor < (try await database.logStart()) - 1 {
+            applied += try await rebuild()
+        }
+        while true {
+            var changes = try await database.changes(since: anchor, limit: 500)
+            guard let last = changes.last else { break }
+            latestKnown = max(latestKnown, last.position)
+            // This replica's own change whose outbox entry is not completed yet (its item may still
+            // have a temporary row here): stop before it; the engine wakes us when it completes.
+            let waiting = store.outboxEntryIDs(among: changes.map(\.operationID))
+            var stopped = false
+            if let first = changes.firstIndex(where: { waiting.contains($0.operationID) }) {
+                changes = Array(changes[..<first])
+                stopped = true
+            }
+            if let end = changes.last {
+                var seen = Set<Int64>()
+                let ids = changes.map(\.itemID).filter { $0 != rootID && seen.insert($0).inserted }
+                applied += try await apply(ids)
+                try store.setSyncAnchor(end.position)
+                anchor = end.position
+            }
+            if stopped { break }
+        }
+        latestKnown = max(latestKnown, anchor)
+        return applied
+    }
+
+    /// The server's state of these items, applied now (after the engine sent a change the server
+    /// decided otherwise about: a rename that lost, a name suffixed, a refused move).
+    func refresh(_ ids: [Int64]) async throws {
+        if rootID == nil { rootID = try await database.rootID() }
+        _ = try await apply(ids.filter { $0 != rootID && $0 > LocalStore.trashRow && $0 < LocalStore.temporaryRowBase })
+    }
+
+    /// A replica whose anchor is older than the log the server keeps: every item the server has,
+    /// applied; this replica's items the server no longer knows (and that are not waiting to be
+    /// sent) are deleted.
+    func rebuild() async throws -> Int {
+        let position = try await database.latestPosition()
+        let ids = try await database.allItemIDs()
+        var applied = 0
+        for start in stride(from: 0, to: ids.count, by: 1000) {
+            applied += try await apply(Array(ids[start..<min(start + 1000, ids.count)]))
+        }
+        let known = Set(ids)
+        let stray = try store.permanentRows().filter { !known.contains($0) }
+        if !stray.isEmpty {
+            let gone = stray.map { LocalStore.IncomingItem(row: $0, parentRow: 1, name: "", kind: .file, uid: 0, gid: 0, mode: 0,
+                                                            createdNs: 0, modifiedNs: 0, tagData: nil, favoriteRank: nil,
+                                                            symlinkTarget: nil, size: 0, contentVersion: 0, contentKey: nil,
+                                                            trashed: false, deleted: true) }
+            applied += try store.applyIncoming(gone).applied
+        }
+        try store.setSyncAnchor(position)
+        anchor = position
+        logger.notice("sync: this replica's anchor was older than the server's change log; rebuilt from a full listing (\(ids.count) items)")
+        return applied
+    }
+
+    /// Fetches, downloads and applies; fetches what was missing (folders not here yet, items
+    /// moved aside) and applies again, a bounded number of rounds.
+    private func apply(_ ids: [Int64]) async throws -> Int {
+        var wanted = Set(ids)
+        var applied = 0
+        var rounds = 0
+        while !wanted.isEmpty, rounds < 64 {
+            rounds += 1
+            let items = try await database.items(Array(wanted)).compactMap(incoming)
+            let needed = store.contentsNeeded(items)
+            let contents = try await download(needed)
+            defer { for path in contents.values { unlink(path) } }
+            let result = try store.applyIncoming(items, contents: contents)
+            applied += result.applied
+            var next = result.missingParents.union(result.movedAside).union(result.missingContents)
+            if !result.missingParents.isEmpty { next.formUnion(ids) }
+            next = next.filter { $0 != rootID && $0 > LocalStore.trashRow }
+            if next == wanted { break }
+            wanted = next
+        }
+        return applied
+    }
+
+    /// The server's item as the store takes it (the root is row 1); nil for the root itself.
+    func incoming(_ item: RemoteItem) -> LocalStore.IncomingItem? {
+        guard let parent = item.parentID else { return nil }
+        let kind: LocalStore.ServerItem.Kind = item.kind == .file ? .file : item.kind == .directory ? .folder : .symlink
+        return LocalStore.IncomingItem(
+            row: item.id, parentRow: parent == rootID ? LocalStore.rootRow : parent, name: item.name, kind: kind,
+            uid: item.uid, gid: item.gid, mode: UInt16(item.mode & 0o7777), createdNs: item.createdNs, modifiedNs: item.modifiedNs,
+            tagData: ServerTags.data(item.tags), favoriteRank: item.favoriteRank, symlinkTarget: item.symlinkTarget,
+            size: item.size, contentVersion: item.contentVersion, contentKey: item.contentKey,
+            trashed: item.trashedNs != nil, deleted: item.deleted)
+    }
+
+    /// Downloads contents into the store's staging folder, four at a time; paths by row.
+    private func download(_ items: [LocalStore.IncomingItem]) async throws -> [Int64: String] {
+        guard !items.isEmpty else { return [:] }
+        let staging = store.stagingDirectory.path
+        let bucket = self.bucket
+        let s3 = self.s3
+        var results: [Int64: String] = [:]
+        var index = 0
+        while index < items.count {
+            let slice = items[index..<min(index + 4, items.count)]
+            index += slice.count
+            try await withThrowingTaskGroup(of: (Int64, String).self) { group in
+                for item in slice {
+                    guard let key = item.contentKey else { continue }
+                    let path = staging + "/incoming-\(item.row)-\(UUID().uuidString)"
+                    group.addTask {
+                        do {
+                            _ = try await s3.getObject(bucket: bucket, key: key, toFileAt: FilePath(path))
+                        } catch {
+                            unlink(path)
+                            throw error
+                        }
+                        return (item.row, path)
+                    }
+                }
+                for try await (row, path) in group { results[row] = path }
+            }
+        }
+        return results
+    }
+}
+
+/// Tags between the server's text array and the provider's bytes (UTF-8, comma-separated, as
+/// `docfs tag` writes them); bytes that were not UTF-8 travel as one "base64:" element.
+enum ServerTags {
+    static func array(_ data: Data?) -> [String] {
+        guard let data, !data.isEmpty else { return [] }
+        guard let text = String(data: data, encoding: .utf8) else { return ["base64:" + data.base64EncodedString()] }
+        return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
+    static func data(_ tags: [String]) -> Data? {
+        guard !tags.isEmpty else { return nil }
+        if tags.count == 1, tags[0].hasPrefix("base64:"), let raw = Data(base64Encoded: String(tags[0].dropFirst(7))) { return raw }
+        return Data(tags.joined(separator: ",").utf8)
+    }
+}

@@ -1,0 +1,373 @@
+import Foundation
+import DocFSProvider
+import GRDB
+
+// Changes other replicas made, as the server has them now, applied to this replica's tree (not
+// sent back: no outbox entry). An item with changes of this replica still waiting is left as it
+// is: those changes go to the server first, which decides (see SyncEngine), and the item is
+// applied again once they are in. The mount is told what moved so that the kernel forgets it.
+extension LocalStore {
+    /// An item as the server has it now (deleted and trashed ones included).
+    public struct IncomingItem: Sendable, Equatable {
+        public var row: Int64
+        /// The parent's row (1: the root); for a trashed item, the folder it was trashed from.
+        public var parentRow: Int64
+        public var name: String
+        public var kind: ServerItem.Kind
+        public var uid: UInt32
+        public var gid: UInt32
+        public var mode: UInt16
+        public var createdNs: Int64
+        public var modifiedNs: Int64
+        public var tagData: Data?
+        public var favoriteRank: Int64?
+        public var symlinkTarget: String?
+        public var size: Int64
+        public var contentVersion: Int64
+        /// The content object; nil for a file without contents (empty).
+        public var contentKey: String?
+        public var trashed: Bool
+        public var deleted: Bool
+
+        public init(row: Int64, parentRow: Int64, name: String, kind: ServerItem.Kind, uid: UInt32, gid: UInt32,
+                    mode: UInt16, createdNs: Int64, modifiedNs: Int64, tagData: Data?, favoriteRank: Int64?,
+                    symlinkTarget: String?, size: Int64, contentVersion: Int64, contentKey: String?,
+                    trashed: Bool, deleted: Bool) {
+            self.row = row
+            self.parentRow = parentRow
+            self.name = name
+            self.kind = kind
+            self.uid = uid
+            self.gid = gid
+            self.mode = mode
+            self.createdNs = createdNs
+            self.modifiedNs = modifiedNs
+            self.tagData = tagData
+            self.favoriteRank = favoriteRank
+            self.symlinkTarget = symlinkTarget
+            self.size = size
+            self.contentVersion = contentVersion
+            self.contentKey = contentKey
+            self.trashed = trashed
+            self.deleted = deleted
+        }
+    }
+
+    /// What `applyIncoming` did and what it could not do yet.
+    public struct IncomingResult: Sendable, Equatable {
+        public var applied = 0
+        /// Items left as they are because this replica's own changes to them are still waiting.
+        public var pending: Set<Int64> = []
+        /// Folders the items need that this replica does not have: fetch them and apply again.
+        public var missingParents: Set<Int64> = []
+        /// Items whose contents were needed and not given (fetch them and apply again).
+        public var missingContents: Set<Int64> = []
+        /// Items of this replica moved aside from a name an incoming item takes; their own state
+        /// on the server is worth applying too.
+        public var movedAside: Set<Int64> = []
+        public init() {}
+    }
+
+    /// The files among `items` whose contents this replica must fetch before applying them: new
+    /// here, or at another content version, with no change of this replica waiting.
+    public func contentsNeeded(_ items: [IncomingItem]) -> [IncomingItem] {
+        let pending = (try? pendingRows()) ?? []
+        return state.withLock { tree in
+            items.filter { item in
+                guard item.kind == .file, !item.deleted, item.contentKey != nil, !pending.contains(item.row) else { return false }
+                guard let local = tree.records[item.row] else { return true }
+                return local.item.itemVersion.contentVersion != UInt64(item.contentVersion)
+            }
+        }
+    }
+
+    /// Rows with outbox entries still waiting.
+    func pendingRows() throws(ProviderError) -> Set<Int64> {
+        try write { (database) throws(ProviderError) -> Set<Int64> in
+            try flushJournal(database)
+            do {
+                return try database.inDatabase { db in Set(try Int64.fetchAll(db, sql: "SELECT DISTINCT row FROM outbox")) }
+            } catch {
+                throw ProviderError(.ioError, "read the outbox: \(error)")
+            }
+        }
+    }
+
+    /// Applies the server's state of these items; `contents` holds downloaded files (moved into
+    /// the store) by row. Folders first (an item's parent before it), deletions last, children
+    /// before their folder.
+    public func applyIncoming(_ items: [IncomingItem], contents: [Int64: String] = [:]) throws(ProviderError) -> IncomingResult {
+        guard replica != nil else { return IncomingResult() }
+        var result = IncomingResult()
+        var changes: [ProviderChange] = []
+        try write { (database) throws(ProviderError) in
+            try flushJournal(database)
+            let pending: Set<Int64>
+            do {
+                pending = try database.inDatabase { db in Set(try Int64.fetchAll(db, sql: "SELECT DISTINCT row FROM outbox")) }
+            } catch {
+                throw ProviderError(.ioError, "read the outbox: \(error)")
+            }
+            var live = items.filter { !$0.deleted }
+            var progress = true
+            while progress && !live.isEmpty {
+                progress = false
+                var waiting: [IncomingItem] = []
+                for item in live {
+                    if pending.contains(item.row) { result.pending.insert(item.row); progress = true; continue }
+                    switch try applyLive(item, contents: contents, database: database, result: &result, changes: &changes) {
+                    case .done: progress = true
+                    case .needsParent: waiting.append(item)
+                    }
+                }
+                live = waiting
+            }
+            for item in live { result.missingParents.insert(item.trashed ? item.parentRow : item.parentRow) }
+            result.missingParents.subtract(items.filter { !$0.deleted }.map(\.row))
+
+            var deletions = items.filter(\.deleted)
+            progress = true
+            while progress && !deletions.isEmpty {
+                progress = false
+                var waiting: [IncomingItem] = []
+                for item in deletions {
+                    if pending.contains(item.row) { result.pending.insert(item.row); continue }
+                    let outcome = try read { (tree) throws(ProviderError) -> (Record, Bool)? in
+                        guard let record = tree.records[item.row] else { return nil }
+                        return (record, tree.children[item.row]?.isEmpty ?? true)
+                    }
+                    guard let (record, empty) = outcome else { progress = true; continue }
+                    // A folder that still holds something of this replica's stays (its children go first,
+                    // or are this replica's new items, which bring it back on the server).
+                    guard empty else { waiting.append(item); continue }
+                    try commit(database, saving: [], deleting: [item.row], replicated: false, "delete \(record.item.filename) (deleted on another replica)")
+                    if record.item.kind == .file { reaper.remove(contentPath(item.row)) { "the contents of item \(item.row), deleted on another replica" } }
+                    state.withLock { tree in tree.remove(item.row) }
+                    if let parent = record.parent {
+                        changes.append(.nameChanged(parent: Self.identifier(forRow: parent), name: record.item.filename))
+                    }
+                    changes.append(.modified(record.item.identifier))
+                    result.applied += 1
+                    progress = true
+                }
+                deletions = waiting
+            }
+        }
+        if !changes.isEmpty { replica?.notify(changes) }
+        return result
+    }
+
+    private enum LiveOutcome { case done, needsParent }
+
+    /// One live (or trashed) item: created, moved, renamed, re-owned or given new contents here.
+    private func applyLive(_ item: IncomingItem, contents: [Int64: String], database: DatabaseQueue,
+                           result: inout IncomingResult, changes: inout [ProviderChange]) throws(ProviderError) -> LiveOutcome {
+        let parentRow = item.trashed ? Self.trashRow : item.parentRow
+        struct Plan { var local: Record?; var parent: Record; var name: String; var occupant: Record?; var cycle: Bool }
+        let plan = try read { (tree) throws(ProviderError) -> Plan? in
+            guard let parent = tree.records[parentRow], parent.item.isFolder else { return nil }
+            let local = tree.records[item.row]
+            var name = item.name
+            if item.trashed {
+                if let local, local.parent == Self.trashRow { name = local.item.filename }
+                else { name = tree.uniqueName(item.name, in: Self.trashRow, isFolder: item.kind == .folder) }
+            }
+            var occupant: Record?
+            if let other = tree.children[parentRow]?[NameKey(name)], other != item.row { occupant = tree.records[other] }
+            // A folder moved below itself here (another move not applied yet): wait for that one.
+            var cycle = false
+            if item.kind == .folder {
+                var cursor: Int64? = parentRow
+                while let current = cursor, current != Self.rootRow {
+                    if current == item.row { cycle = true; break }
+                    cursor = tree.records[current]?.parent
+                }
+            }
+            return Plan(local: local, parent: parent, name: name, occupant: occupant, cycle: cycle)
+        }
+        guard let plan else { return .needsParent }
+        if plan.cycle { result.movedAside.insert(item.row); return .done }
+        let kind: ItemKind = item.kind == .file ? .file : item.kind == .folder ? .folder : .symlink
+        if let local = plan.local, local.item.kind != kind { return .done }  // identifiers never change kind
+
+        // The name is this replica's for another item: that one steps aside (a new item of this
+        // replica keeps its place in the outbox under its new name; the server suffixes the same way).
+        if let occupant = plan.occupant {
+            let aside = try read { (tree) throws(ProviderError) -> String in
+                tree.uniqueName(occupant.item.filename, in: parentRow, isFolder: occupant.item.isFolder)
+            }
+            var moved = occupant
+            moved.item.filename = aside
+            moved.item.noteMetadataChange(at: FileTime.now())
+            try commit(database, saving: [moved], replicated: false, "move \(occupant.item.filename) aside for an item of another replica")
+            if occupant.row >= Self.temporaryRowBase {
+                do {
+                    try database.inDatabase { db in
+                        try db.execute(sql: "UPDATE outbox SET name = ? WHERE row = ? AND kind = 'create'", arguments: [aside, occupant.row])
+                    }
+                } catch {
+                    throw ProviderError(.ioError, "rename a waiting create in the outbox: \(error)")
+                }
+            } else {
+                result.movedAside.insert(occupant.row)
+            }
+            state.withLock { tree in tree.move(occupant.row, to: moved) }
+            changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: occupant.item.filename))
+            changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: aside))
+        }
+
+        let now = FileTime.now()
+        var record = plan.local ?? newRecord(row: item.row, parent: plan.parent, name: plan.name, kind: kind, size: 0,
+                                             now: FileTime(totalNanoseconds: item.createdNs),
+                                             modified: FileTime(totalNanoseconds: item.modifiedNs),
+                                             attributes: nil, mode: item.mode, target: item.symlinkTarget)
+        let before = plan.local
+        record.parent = parentRow
+        record.item.parentIdentifier = plan.parent.item.identifier
+        if !record.item.filename.utf8.elementsEqual(plan.name.utf8) || before?.parent != parentRow {
+            record.item.filename = plan.name
+            record.item = types.retyped(record.item, name: plan.name, policy: plan.parent.contentsPolicy)
+        }
+        record.item.ownerID = item.uid
+        record.item.groupID = item.gid
+        if kind != .symlink { record.item.posixPermissions = item.mode & 0o7777 }
+        record.item.creationTime = FileTime(totalNanoseconds: item.createdNs)
+        if kind != .folder { record.item.modificationTime = FileTime(totalNanoseconds: item.modifiedNs) }
+        record.item.tagData = item.tagData
+        record.item.favoriteRank = item.favoriteRank
+        record.trashedFrom = item.trashed ? item.parentRow : nil
+        record.trashedName = item.trashed ? item.name : nil
+        if kind == .symlink {
+            record.item.symlinkTargetPath = item.symlinkTarget
+            record.item.documentSize = Int64(item.symlinkTarget?.utf8.count ?? 0)
+        }
+        var newContents: String?
+        var contentsChanged = false
+        if kind == .file, before == nil || before!.item.itemVersion.contentVersion != UInt64(item.contentVersion) {
+            if item.contentKey != nil {
+                guard let file = contents[item.row] else { result.missingContents.insert(item.row); return .done }
+                newContents = file
+            }
+            record.item.documentSize = item.size
+            record.item.itemVersion.contentVersion = UInt64(item.contentVersion)
+            contentsChanged = true
+        }
+        if let before, !contentsChanged, Self.sameAsServer(before, record) { return .done }
+        record.item.noteMetadataChange(at: now)
+
+        // New contents replace the file by a rename: a reader that has it open keeps the old one.
+        if kind == .file && contentsChanged {
+            if let newContents {
+                try sysRename(newContents, contentPath(item.row), "move the contents of \(plan.name) from the server into the store")
+            } else {
+                let fd = sysOpen(contentPath(item.row) + ".empty", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+                guard fd >= 0 else { throw ProviderError.posix(errno, "create the contents of \(plan.name)") }
+                sysClose(fd)
+                try sysRename(contentPath(item.row) + ".empty", contentPath(item.row), "empty the contents of \(plan.name)")
+            }
+        }
+        try commit(database, saving: [record], replicated: false, "apply \(plan.name) from another replica")
+        state.withLock { tree in
+            if before == nil { tree.insert(record) } else { tree.move(item.row, to: record) }
+            if contentsChanged { tree.dirty.insert(item.row) }
+        }
+        if let before, let oldParent = before.parent,
+           oldParent != parentRow || !before.item.filename.utf8.elementsEqual(plan.name.utf8) {
+            changes.append(.nameChanged(parent: Self.identifier(forRow: oldParent), name: before.item.filename))
+        }
+        changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: plan.name))
+        if before != nil { changes.append(.modified(record.item.identifier)) }
+        result.applied += 1
+        return .done
+    }
+
+    /// Whether the local record already shows what the server has (a change of this replica
+    /// coming back, or one applied before).
+    static func sameAsServer(_ a: Record, _ b: Record) -> Bool {
+        a.parent == b.parent && a.item.filename.utf8.elementsEqual(b.item.filename.utf8)
+            && a.item.ownerID == b.item.ownerID && a.item.groupID == b.item.groupID
+            && a.item.posixPermissions == b.item.posixPermissions && a.item.creationTime == b.item.creationTime
+            && a.item.modificationTime == b.item.modificationTime && a.item.tagData == b.item.tagData
+            && a.item.favoriteRank == b.item.favoriteRank && a.item.symlinkTargetPath == b.item.symlinkTargetPath
+            && a.trashedFrom == b.trashedFrom
+    }
+}
+
+// Conflicts between replicas, as this replica met them.
+extension LocalStore {
+    public func conflict(of identifier: ItemIdentifier) -> String? {
+        guard let replica, let row = row(for: identifier) else { return nil }
+        return replica.conflict(of: currentRow(row))
+    }
+
+    /// Records a conflict on an item (`user.docfs.conflict`) and for `docfs status`.
+    public func noteConflict(_ message: String, row: Int64, summary: String) {
+        replica?.noteConflict(message, row: row, summary: summary)
+    }
+
+    public var conflictSummary: (count: Int, recent: [String]) { replica?.conflictSummary ?? (0, []) }
+
+    /// Concurrent edits: this replica's version of `row` becomes a new item `copyRow` (already on
+    /// the server under `name` in the folder `parentRow`), sharing the contents file; the item itself
+    /// is set to be replaced by the server's version (its content version no longer matches any),
+    /// and its waiting content changes are dropped (the copy holds them).
+    public func forkConflictedCopy(of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64) throws(ProviderError) {
+        try write { (database) throws(ProviderError) in
+            try flushJournal(database)
+            let (original, parent) = try read { (tree) throws(ProviderError) -> (Record, Record) in
+                guard let original = tree.records[row] else { throw ProviderError(.noSuchItem, "no item \(row) to copy") }
+                let parent = tree.records[parentRow] ?? original.parent.flatMap { tree.records[$0] }
+                guard let parent, parent.item.isFolder else { throw ProviderError(.noSuchItem, "no folder for the conflicted copy of \(original.item.filename)") }
+                return (original, parent)
+            }
+            let place = try read { (tree) throws(ProviderError) -> String in
+                tree.uniqueName(name, in: parent.row, isFolder: false)
+            }
+            var copy = newRecord(row: copyRow, parent: parent, name: place, kind: .file, size: original.item.documentSize,
+                                 now: original.item.creationTime, modified: original.item.modificationTime,
+                                 attributes: NewItemAttributes(ownerID: original.item.ownerID, groupID: original.item.groupID,
+                                                               posixPermissions: original.item.posixPermissions),
+                                 mode: original.item.posixPermissions)
+            copy.item.changeTime = FileTime.now()
+            if !sysLink(contentPath(row), contentPath(copyRow)) && errno != EEXIST {
+                throw ProviderError.posix(errno, "keep the contents of \(original.item.filename) as its conflicted copy")
+            }
+            var stale = original
+            stale.item.itemVersion.contentVersion = 0
+            try commit(database, saving: [copy, stale], replicated: false, "conflicted copy of \(original.item.filename)")
+            do {
+                // The entry being sent is completed by the engine; the later ones are dropped here.
+                let dropped = try database.inDatabase { db -> (Int, Int64) in
+                    let bytes = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(bytes), 0) FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?",
+                                                   arguments: [row, seq]) ?? 0
+                    try db.execute(sql: "DELETE FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?", arguments: [row, seq])
+                    return (db.changesCount, bytes)
+                }
+                replica?.didComplete(count: dropped.0, bytes: dropped.1)
+            } catch {
+                throw ProviderError(.ioError, "drop the waiting contents of \(original.item.filename): \(error)")
+            }
+            state.withLock { tree in
+                tree.insert(copy)
+                tree.move(row, to: stale)
+            }
+            replica?.notify([.nameChanged(parent: parent.item.identifier, name: place)])
+        }
+    }
+}
+
+extension LocalStore {
+    /// The rows of items the server numbered (not the root, the trash, or temporary ones).
+    public func permanentRows() throws(ProviderError) -> [Int64] {
+        try write { (database) throws(ProviderError) -> [Int64] in
+            try flushJournal(database)
+            do {
+                return try database.inDatabase { db in
+                    try Int64.fetchAll(db, sql: "SELECT id FROM item WHERE id > ? AND id < ?", arguments: [Self.trashRow, Self.temporaryRowBase])
+                }
+            } catch {
+                throw ProviderError(.ioError, "list the store's items: \(error)")
+            }
+        }
+    }
+}
