@@ -18,6 +18,9 @@ actor IncomingSync {
     let bucket: String
     let logger: Logger
     var rootID: Int64?
+    /// Items skipped because applying them now would put a folder below itself; tried again with
+    /// the next changes.
+    var deferred: Set<Int64> = []
     /// The latest change log position seen on the server (a notification carries it) and the
     /// anchor applied, for `incoming` in the status (read without waiting for the actor).
     nonisolated let positions = Mutex<(latest: Int64, anchor: Int64)>((0, 0))
@@ -69,6 +72,7 @@ actor IncomingSync {
             }
             if stopped { break }
         }
+        if !deferred.isEmpty { applied += try await apply([]) }
         latestKnown = max(latestKnown, anchor)
         return applied
     }
@@ -108,7 +112,8 @@ actor IncomingSync {
     /// Fetches, downloads and applies; fetches what was missing (folders not here yet, items
     /// moved aside) and applies again, a bounded number of rounds.
     private func apply(_ ids: [Int64]) async throws -> Int {
-        var wanted = Set(ids)
+        var wanted = Set(ids).union(deferred)
+        deferred = []
         var applied = 0
         var rounds = 0
         while !wanted.isEmpty, rounds < 64 {
@@ -119,6 +124,7 @@ actor IncomingSync {
             defer { for path in contents.values { unlink(path) } }
             let result = try store.applyIncoming(items, contents: contents)
             applied += result.applied
+            deferred.formUnion(result.deferred)
             var next = result.missingParents.union(result.movedAside).union(result.missingContents)
             if !result.missingParents.isEmpty { next.formUnion(ids) }
             next = next.filter { $0 != rootID && $0 > LocalStore.trashRow }

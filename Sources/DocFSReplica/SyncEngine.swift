@@ -175,8 +175,8 @@ public final class SyncEngine: Sendable {
                     } else {
                         store.setSyncError(sorted.message, row: row)
                         logger.error("sync: \(path): the server refused the \(entry.kind.rawValue): \(sorted.message); kept locally, not sent")
+                        progress.withLock { $0.failedItems += 1 }
                     }
-                    progress.withLock { $0.failedItems += 1 }
                     completions.append(LocalStore.OutboxCompletion(entry: entry))
                 }
             }

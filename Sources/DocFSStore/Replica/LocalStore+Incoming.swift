@@ -65,6 +65,9 @@ extension LocalStore {
         /// Items of this replica moved aside from a name an incoming item takes; their own state
         /// on the server is worth applying too.
         public var movedAside: Set<Int64> = []
+        /// Folders not moved because here they would go below themselves (another move not
+        /// applied yet, this replica's own still waiting): apply them again later.
+        public var deferred: Set<Int64> = []
         public init() {}
     }
 
@@ -186,7 +189,7 @@ extension LocalStore {
             return Plan(local: local, parent: parent, name: name, occupant: occupant, cycle: cycle)
         }
         guard let plan else { return .needsParent }
-        if plan.cycle { result.movedAside.insert(item.row); return .done }
+        if plan.cycle { result.deferred.insert(item.row); return .done }
         let kind: ItemKind = item.kind == .file ? .file : item.kind == .folder ? .folder : .symlink
         if let local = plan.local, local.item.kind != kind { return .done }  // identifiers never change kind
 
