@@ -283,7 +283,8 @@ public final class SyncEngine: Sendable {
             // Never on the server (deleted before its create went): nothing to delete there.
             if current >= LocalStore.temporaryRowBase { return Outcome() }
             do {
-                _ = try await database.deleteItem(operationID: entry.id, itemID: try serverID(entry.row))
+                _ = try await database.deleteItem(operationID: entry.id, itemID: try serverID(entry.row),
+                                                  expectedContentVersion: details.contentVersion.map { Int64($0) })
             } catch RemoteError.notFound {
                 return Outcome()
             }

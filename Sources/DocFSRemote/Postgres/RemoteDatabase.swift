@@ -305,10 +305,15 @@ public final class RemoteDatabase: Sendable {
     }
 
     /// Deletes an item for good (a tombstone stays). A directory must have no children left.
-    public func deleteItem(operationID: UUID, itemID: Int64) async throws -> AppliedChange {
+    /// With `expectedContentVersion`, a file changed since (by another replica) is not deleted:
+    /// `RemoteError.versionConflict` (an edit against a delete keeps the edit).
+    public func deleteItem(operationID: UUID, itemID: Int64, expectedContentVersion: Int64? = nil) async throws -> AppliedChange {
         try await apply(operationID: operationID, kind: .delete) { conn, logger in
             let item = try await Self.liveItem(itemID, conn: conn, logger: logger)
             guard item.parentID != nil else { throw RemoteError.invalid("the root cannot be deleted") }
+            if let expectedContentVersion, item.kind == "file", item.contentVersion != expectedContentVersion {
+                throw RemoteError.versionConflict(itemID: itemID, expected: expectedContentVersion, current: item.contentVersion)
+            }
             if item.kind == "directory" {
                 let rows = try await conn.query(
                     "SELECT count(*) FROM docfs_items WHERE parent_id = \(itemID) AND NOT deleted", logger: logger)

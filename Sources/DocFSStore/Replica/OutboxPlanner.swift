@@ -89,6 +89,10 @@ enum OutboxPlanner {
     /// A deleted item.
     static func planDeletion(of old: Record) -> [Planned] {
         guard replicated(old.item.kind) != nil, old.parent != nil else { return [] }
-        return [Planned(kind: .delete, row: old.row)]
+        // The version deleted: a delete of a file another replica has changed since is refused
+        // (an edit against a delete keeps the edit).
+        var details = OutboxDetails()
+        if old.item.kind == .file { details.contentVersion = old.item.itemVersion.contentVersion }
+        return [Planned(kind: .delete, row: old.row, details: details)]
     }
 }

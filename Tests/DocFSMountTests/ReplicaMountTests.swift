@@ -1,0 +1,201 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Two replicas of one tree, each a mounted store of its own: what one does appears on the other,
+/// concurrent changes keep both sides (conflict rules as README's *Remote* gives them), and a
+/// replica that was away catches up. Against the loopback servers of Tests/remote/servers.sh.
+final class ReplicaMountTests: RemoteMountTestCase {
+    /// A second store of the same remote, mounted (`docfs mount` daemonizes; unmounted at teardown).
+    struct Second {
+        var store: String
+        var mnt: String
+    }
+
+    func makeSecond(_ r: RemoteMount) throws -> Second {
+        let second = Second(store: r.fx.dir + "/second", mnt: r.fx.dir + "/mnt2")
+        XCTAssertEqual(mkdir(second.mnt, 0o755), 0)
+        let env = r.awsEnvironment(secret: r.servers.secretKey)
+        let initResult = r.fx.docfs(["init", second.store] + r.remoteArguments, env: env)
+        guard initResult.status == 0 else { throw FixtureError("init of the second replica: \(initResult)") }
+        try mountSecond(r, second)
+        addTeardownBlock {
+            _ = r.fx.docfs(["unmount", "--no-wait", second.mnt], timeout: 30)
+            MountFixture.lazyUnmount(second.mnt)
+        }
+        return second
+    }
+
+    func mountSecond(_ r: RemoteMount, _ second: Second) throws {
+        let mount = r.fx.docfs(["mount", second.store, second.mnt], env: r.awsEnvironment(secret: r.servers.secretKey))
+        guard mount.status == 0 else { throw FixtureError("mount of the second replica: \(mount)") }
+    }
+
+    /// The status JSON of a mount, as a dictionary.
+    func statusFields(_ r: RemoteMount, _ mnt: String) -> [String: Any]? {
+        let s = r.fx.docfs(["status", mnt, "--json"], timeout: 30)
+        guard s.status == 0 else { return nil }
+        return (try? JSONSerialization.jsonObject(with: Data(s.stdout.utf8))) as? [String: Any]
+    }
+
+    /// Both replicas have nothing to send and nothing to apply, twice in a row half a second apart.
+    func waitForQuiet(_ r: RemoteMount, _ second: Second, timeout: Double = 180) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        var quietInARow = 0
+        var last = ""
+        while Date() < deadline {
+            let a = statusFields(r, r.mnt), b = statusFields(r, second.mnt)
+            let quiet = [a, b].allSatisfy { f in
+                (f?["pending"] as? NSNumber)?.intValue == 0 && (f?["incoming"] as? NSNumber)?.intValue == 0
+            }
+            last = "A: \(a ?? [:])\nB: \(b ?? [:])"
+            quietInARow = quiet ? quietInARow + 1 : 0
+            if quietInARow >= 3 { return }
+            usleep(500_000)
+        }
+        throw FixtureError("the replicas did not settle in \(Int(timeout)) s:\n\(last)\nlog A (end):\n\(r.logTail())")
+    }
+
+    /// Polls until `condition` holds (every 0.1 s); fails with `what` after the timeout.
+    func eventually(_ what: String, timeout: Double = 30, _ condition: () -> Bool, file: StaticString = #filePath, line: UInt = #line) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition() { return }
+            usleep(100_000)
+        }
+        XCTFail("not within \(Int(timeout)) s: \(what)", file: file, line: line)
+    }
+
+    func contents(_ path: String) -> String? { try? String(contentsOfFile: path, encoding: .utf8) }
+    func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+    func names(_ folder: String) -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).sorted() }
+
+    func assertSameTrees(_ r: RemoteMount, _ second: Second, file: StaticString = #filePath, line: UInt = #line) {
+        let diff = r.fx.sh("diff -r --no-dereference mnt '\(second.mnt)'")
+        XCTAssertEqual(diff.status, 0, "the replicas differ: \(diff)", file: file, line: line)
+        let modes = r.fx.sh("cd mnt && find . -printf '%p %m\\n' | sort > ../modes-a; cd '\(second.mnt)' && find . -printf '%p %m\\n' | sort > '\(r.fx.dir)/modes-b'; cmp '\(r.fx.dir)/modes-a' '\(r.fx.dir)/modes-b'")
+        XCTAssertEqual(modes.status, 0, "the replicas' modes differ: \(modes)", file: file, line: line)
+    }
+
+    // MARK: changes from elsewhere
+
+    func testChangesOnEitherReplicaAppearOnTheOther() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        let a = r.mnt
+
+        // A → B: a folder, a file, new contents.
+        XCTAssertEqual(r.fx.sh("mkdir mnt/docs && printf 'first' > mnt/docs/note.txt").status, 0)
+        eventually("B shows A's new file") { contents(b.mnt + "/docs/note.txt") == "first" }
+        XCTAssertEqual(r.fx.sh("printf 'second version' > mnt/docs/note.txt").status, 0)
+        eventually("B reads A's new contents") { contents(b.mnt + "/docs/note.txt") == "second version" }
+
+        // B → A: rename, move, chmod, tags, delete.
+        XCTAssertEqual(r.fx.sh("mkdir '\(b.mnt)/archive' && mv '\(b.mnt)/docs/note.txt' '\(b.mnt)/docs/renamed.txt'").status, 0)
+        eventually("A shows B's rename") { exists(a + "/docs/renamed.txt") && !exists(a + "/docs/note.txt") }
+        XCTAssertEqual(r.fx.sh("mv '\(b.mnt)/docs/renamed.txt' '\(b.mnt)/archive/' && chmod 600 '\(b.mnt)/archive/renamed.txt'").status, 0)
+        eventually("A shows B's move and chmod") {
+            var st = stat()
+            return stat(a + "/archive/renamed.txt", &st) == 0 && st.st_mode & 0o777 == 0o600 && !exists(a + "/docs/renamed.txt")
+        }
+        XCTAssertEqual(r.fx.sh("setfattr -n user.docfs.tags -v 'red,blue' '\(b.mnt)/archive/renamed.txt'").status, 0)
+        eventually("A shows B's tags") { r.xattr(a + "/archive/renamed.txt", "user.docfs.tags") == "red,blue" }
+        XCTAssertEqual(r.fx.sh("printf y > '\(b.mnt)/docs/delete-me'").status, 0)
+        eventually("A shows B's file") { exists(a + "/docs/delete-me") }
+        XCTAssertEqual(unlink(b.mnt + "/docs/delete-me"), 0)
+        eventually("A shows B's delete") { !exists(a + "/docs/delete-me") }
+        XCTAssertEqual(rmdir(a + "/docs"), 0)
+        eventually("B shows A's rmdir") { !exists(b.mnt + "/docs") }
+        try waitForQuiet(r, b)
+        assertSameTrees(r, b)
+    }
+
+    // MARK: conflicts
+
+    /// Both replicas change things while the server is away; when it is back, the first to send
+    /// wins where only one can, and nothing either did is lost.
+    func testConcurrentChangesFollowTheConflictRules() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        XCTAssertEqual(r.fx.sh("""
+            mkdir mnt/f mnt/x mnt/y && printf base > mnt/f/edit.txt && printf base > mnt/f/gone.txt && \
+            printf base > mnt/f/ren.txt
+            """).status, 0)
+        eventually("B has the base tree") { contents(b.mnt + "/f/ren.txt") == "base" && exists(b.mnt + "/y") }
+        try waitForQuiet(r, b)
+
+        try r.servers.stopPostgres()
+        // On A: edits, renames, a new file, a folder moved into another.
+        XCTAssertEqual(r.fx.sh("""
+            printf 'from A' > mnt/f/edit.txt && printf 'edit A' > mnt/f/gone.txt && mv mnt/f/ren.txt mnt/f/renA.txt && \
+            printf 'same A' > mnt/f/same.txt && mv mnt/x mnt/y/
+            """).status, 0)
+        // On B: the same file edited, the edited one deleted, the same file renamed otherwise,
+        // the same new name, and the other folder moved the other way round (a cycle).
+        XCTAssertEqual(r.fx.sh("""
+            printf 'from B' > '\(b.mnt)/f/edit.txt' && rm '\(b.mnt)/f/gone.txt' && mv '\(b.mnt)/f/ren.txt' '\(b.mnt)/f/renB.txt' && \
+            printf 'same B' > '\(b.mnt)/f/same.txt' && mv '\(b.mnt)/y' '\(b.mnt)/x/'
+            """).status, 0)
+        try r.servers.startPostgres()
+        try waitForQuiet(r, b)
+        assertSameTrees(r, b)
+
+        let files = names(r.mnt + "/f")
+        // Concurrent edits: both versions, one under the name, the other as a conflicted copy.
+        let copies = files.filter { $0.hasPrefix("edit (conflicted copy from ") && $0.hasSuffix(").txt") }
+        XCTAssertEqual(copies.count, 1, "one conflicted copy of edit.txt: \(files)")
+        let versions = Set([contents(r.mnt + "/f/edit.txt"), copies.first.flatMap { contents(r.mnt + "/f/" + $0) }])
+        XCTAssertEqual(versions, ["from A", "from B"], "both edits are kept")
+        if let copy = copies.first {
+            XCTAssertNotNil(r.xattr(r.mnt + "/f/" + copy, "user.docfs.conflict") ?? r.xattr(b.mnt + "/f/" + copy, "user.docfs.conflict"),
+                            "the copy is marked on the replica that made it")
+        }
+        // Edit against delete keeps the edit.
+        XCTAssertEqual(contents(r.mnt + "/f/gone.txt"), "edit A")
+        // Two renames: exactly one of them, on both replicas.
+        XCTAssertEqual(files.filter { $0.hasPrefix("ren") }.count, 1, "one name wins: \(files)")
+        XCTAssertFalse(files.contains("ren.txt"))
+        // Same-name creates: both, one with a suffix.
+        XCTAssertEqual(Set([contents(r.mnt + "/f/same.txt"), contents(r.mnt + "/f/same 2.txt")]), ["same A", "same B"], "\(files)")
+        // The cycle: one folder inside the other, never both.
+        let top = names(r.mnt)
+        XCTAssert((exists(r.mnt + "/y/x") && !top.contains("x")) || (exists(r.mnt + "/x/y") && !top.contains("y")),
+                  "one of the two moves, not a cycle: \(top)")
+        let status = statusFields(r, r.mnt).flatMap { $0["conflicts"] as? Int } ?? 0
+        let statusB = statusFields(r, b.mnt).flatMap { $0["conflicts"] as? Int } ?? 0
+        XCTAssertGreaterThan(status + statusB, 0, "docfs status counts the conflicts")
+    }
+
+    // MARK: a replica away
+
+    func testAReplicaThatWasAwayCatchesUp() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        XCTAssertEqual(r.fx.sh("mkdir mnt/keep && printf one > mnt/keep/a.txt && printf two > mnt/keep/b.txt").status, 0)
+        eventually("B has the tree") { contents(b.mnt + "/keep/b.txt") == "two" }
+        XCTAssertEqual(r.fx.docfs(["unmount", b.mnt]).status, 0)
+        XCTAssertEqual(r.fx.sh("printf changed > mnt/keep/a.txt && rm mnt/keep/b.txt && mkdir mnt/new && printf n > mnt/new/c.txt && mv mnt/keep mnt/kept").status, 0)
+        try r.waitUntilUploaded()
+        try mountSecond(r, b)
+        try waitForQuiet(r, b)
+        assertSameTrees(r, b)
+        XCTAssertEqual(contents(b.mnt + "/kept/a.txt"), "changed")
+    }
+
+    func testKillingAReplicaMidSyncLosesNothing() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        _ = try makeSourceTree(r.fx.src + "/t", folders: 3, subfolders: 2, filesPerFolder: 10)
+        XCTAssertEqual(r.fx.sh("cp -r src/t mnt/ && printf b-side > '\(b.mnt)/b.txt'").status, 0)
+        usleep(700_000)
+        r.fx.kill9()
+        try r.fx.mount()
+        try waitForQuiet(r, b)
+        assertSameTrees(r, b)
+        let diff = r.fx.sh("diff -r src/t '\(b.mnt)/t'")
+        XCTAssertEqual(diff.status, 0, "B has all of A's copy: \(diff)")
+        XCTAssertEqual(contents(r.mnt + "/b.txt"), "b-side")
+    }
+}
