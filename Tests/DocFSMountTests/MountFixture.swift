@@ -326,7 +326,8 @@ final class MountFixture {
     /// Starts the daemon in the foreground mode and waits (up to 20 s) for the mount. `env` adds
     /// variables for the daemon (e.g. DOCFS_FAULT for the crash tests).
     func mount(extra: [String] = [], env: [String: String] = [:]) throws {
-        precondition(daemon == nil, "already mounted by this fixture")
+        // A test whose unmount failed must fail, not crash the whole test process.
+        guard daemon == nil else { throw FixtureError("already mounted by this fixture (the last daemon has not ended)") }
         var env = daemonEnv.merging(env) { _, call in call }
         var source = store
         if Self.usesMemoryProvider {

@@ -353,7 +353,9 @@ final class RemoteMountTests: RemoteMountTestCase {
         let unmount = try r.unmount(["--no-wait"], timeout: 60)
         XCTAssertEqual(unmount.status, 0, "docfs unmount --no-wait with PostgreSQL down (pending \(pending.pending ?? -1)): \(unmount)")
         XCTAssertFalse(r.fx.isMounted)
-        XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15), "the daemon is still running after docfs unmount --no-wait")
+        guard r.fx.waitForDaemonExit(seconds: 15) != nil else {
+            return XCTFail("the daemon is still running after docfs unmount --no-wait; its log ends:\n\(r.logTail(60))")
+        }
 
         try servers.startPostgres()
         try r.fx.mount()

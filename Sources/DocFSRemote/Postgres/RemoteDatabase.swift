@@ -519,18 +519,7 @@ public final class RemoteDatabase: Sendable {
     func mapped<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let timeout = operationTimeout
         do {
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask { try await body() }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let value = first else {
-                    throw RemoteError.unreachable("no answer within \(timeout)")
-                }
-                return value
-            }
+            return try await withDeadline(timeout, timedOut: { RemoteError.unreachable("no answer within \(timeout)") }, body)
         } catch {
             throw Self.map(error)
         }
