@@ -208,6 +208,25 @@ extension LocalStore {
         }
     }
 
+    /// The server a store is a replica of (nil: a store of its own), read without opening the
+    /// store, so that it works while the store is mounted (`docfs remote gc`).
+    public static func remoteLink(at url: URL) throws -> RemoteLink? {
+        var configuration = Configuration()
+        configuration.readonly = true
+        let path = url.path + "/" + databaseName
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw ProviderError(.noSuchItem, "\(url.path) is not a docfs store (no \(databaseName))")
+        }
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        defer { try? queue.close() }
+        return try queue.read { db -> RemoteLink? in
+            guard let json = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [RemoteLink.metaKey]) else {
+                return nil
+            }
+            return try JSONDecoder().decode(RemoteLink.self, from: Data(json.utf8))
+        }
+    }
+
     /// Makes a new store (`create`) a replica of a server: records where the server is and
     /// makes the outbox. Call before the store is first opened.
     public static func linkRemote(at url: URL, _ link: RemoteLink) throws {

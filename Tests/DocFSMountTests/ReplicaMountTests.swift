@@ -7,7 +7,7 @@ import Glibc
 /// Two replicas of one tree, each a mounted store of its own: what one does appears on the other,
 /// concurrent changes keep both sides (conflict rules as README's *Remote* gives them), and a
 /// replica that was away catches up. Against the loopback servers of Tests/remote/servers.sh.
-final class ReplicaMountTests: RemoteMountTestCase {
+class ReplicaTestCase: RemoteMountTestCase {
     /// A second store of the same remote, mounted (`docfs mount` daemonizes; unmounted at teardown).
     struct Second {
         var store: String
@@ -79,6 +79,9 @@ final class ReplicaMountTests: RemoteMountTestCase {
         XCTAssertEqual(modes.status, 0, "the replicas' modes differ: \(modes)", file: file, line: line)
     }
 
+}
+
+final class ReplicaMountTests: ReplicaTestCase {
     // MARK: changes from elsewhere
 
     func testChangesOnEitherReplicaAppearOnTheOther() throws {
@@ -197,5 +200,81 @@ final class ReplicaMountTests: RemoteMountTestCase {
         let diff = r.fx.sh("diff -r src/t '\(b.mnt)/t'")
         XCTAssertEqual(diff.status, 0, "B has all of A's copy: \(diff)")
         XCTAssertEqual(contents(r.mnt + "/b.txt"), "b-side")
+    }
+}
+
+/// `docfs remote gc`: the objects of replaced and deleted versions and left-over uploads go, what
+/// any replica still needs stays (a replica away while the log was trimmed rebuilds from it).
+final class RemoteGCTests: ReplicaTestCase {
+    func gc(_ r: RemoteMount, _ arguments: [String]) throws -> [String: Any] {
+        let run = r.fx.docfs(["remote", "gc", r.fx.store, "--json"] + arguments, env: r.awsEnvironment(secret: r.servers.secretKey),
+                             timeout: 120)
+        guard run.status == 0, let report = (try? JSONSerialization.jsonObject(with: Data(run.stdout.utf8))) as? [String: Any] else {
+            throw FixtureError("docfs remote gc \(arguments): \(run)")
+        }
+        return report
+    }
+
+    func number(_ report: [String: Any], _ key: String) -> Int { (report[key] as? NSNumber)?.intValue ?? -1 }
+
+    func testGarbageCollectionRemovesWhatNoReplicaNeeds() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        XCTAssertEqual(r.fx.sh("mkdir mnt/d && printf one > mnt/d/edited.txt && printf keep > mnt/d/kept.txt && printf bye > mnt/d/gone.txt").status, 0)
+        eventually("B has the tree") { contents(b.mnt + "/d/gone.txt") == "bye" }
+        try waitForQuiet(r, b)
+        // B is away while A replaces one version and deletes a file.
+        XCTAssertEqual(r.fx.docfs(["unmount", b.mnt]).status, 0)
+        XCTAssertEqual(r.fx.sh("printf two > mnt/d/edited.txt && rm mnt/d/gone.txt && printf new > mnt/d/new.txt").status, 0)
+        try r.waitUntilUploaded()
+        // An upload whose change never reached the server, and an object outside the tree's folder.
+        let leftover = "\(r.prefix)/objects/left-over-upload"
+        _ = try r.servers.s3check(["put", r.bucket, leftover, "partial"])
+        _ = try r.servers.s3check(["put", r.bucket, "elsewhere/not-ours", "x"])
+        let before = Set(try r.objects().map(\.key))
+        // Versions that are not the current one of a live file (a new file is sent as a create
+        // and a content version, so there are more than the two this test replaced or deleted).
+        let garbage = try r.count("""
+            SELECT count(*) FROM docfs_versions v JOIN docfs_items i ON i.id = v.item_id
+            WHERE v.content_key IS NOT NULL AND (i.deleted OR v.content_version < i.content_version)
+            """)
+        XCTAssertGreaterThanOrEqual(garbage, 2, "edited.txt's first version and gone.txt at least")
+
+        // Within the grace period nothing goes.
+        let dry = try gc(r, ["--grace", "1h"])
+        XCTAssertEqual(number(dry, "versions"), 0, "\(dry)")
+        XCTAssertEqual(number(dry, "leftovers"), 0, "\(dry)")
+        XCTAssertGreaterThanOrEqual(number(dry, "recentKept"), 1, "the left-over upload is recent: \(dry)")
+        XCTAssertEqual(Set(try r.objects().map(\.key)), before, "gc within the grace period removed objects")
+
+        // Past it (grace 0), with the whole change log trimmed: the replaced and the deleted
+        // versions and the left-over go; every live item's object and the foreign object stay.
+        let report = try gc(r, ["--grace", "0", "--keep-log", "0"])
+        XCTAssertEqual(number(report, "versions"), garbage, "\(report)")
+        XCTAssertEqual(number(report, "leftovers"), 1, "\(report)")
+        XCTAssertGreaterThan(number(report, "logEntries"), 0, "\(report)")
+        let live = Set(try r.serverTree().values.compactMap(\.contentKey))
+        XCTAssertEqual(live.count, 3, "edited, kept, new")
+        XCTAssertEqual(Set(try r.objects().map(\.key)), live.union(["elsewhere/not-ours"]), "what is left in the bucket")
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_versions WHERE collected_ns IS NOT NULL"), garbage)
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_changes"), 1, "the log keeps its newest entry only")
+
+        // A second gc finds nothing; the mount still reads everything; B, whose anchor is now
+        // older than the log, rebuilds from a full listing and downloads what it needs.
+        let again = try gc(r, ["--grace", "0"])
+        XCTAssertEqual([number(again, "versions"), number(again, "leftovers")], [0, 0], "\(again)")
+        XCTAssertEqual(contents(r.mnt + "/d/edited.txt"), "two")
+        try mountSecond(r, b)
+        try waitForQuiet(r, b)
+        assertSameTrees(r, b)
+        XCTAssertEqual(contents(b.mnt + "/d/edited.txt"), "two")
+        XCTAssertFalse(exists(b.mnt + "/d/gone.txt"))
+
+        // After a trim, changes still flow both ways.
+        XCTAssertEqual(r.fx.sh("printf later > '\(b.mnt)/d/later.txt'").status, 0)
+        eventually("A shows B's file after the trim") { contents(r.mnt + "/d/later.txt") == "later" }
+        let refused = r.fx.docfs(["remote", "gc", r.fx.dir + "/no-store"])
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue(refused.stderr.contains("no-store"), "\(refused)")
     }
 }

@@ -6,6 +6,7 @@ with boto3 rather than docfs's own S3 client, and the local tree read with plain
     s3check.py list BUCKET                 JSON [{key, size, etag}] of every object
     s3check.py uploads BUCKET              JSON [{key, uploadId}] of multipart uploads in progress
     s3check.py digest BUCKET KEYS.json     JSON {key: {size, sha256}} (streamed, never whole in memory)
+    s3check.py put BUCKET KEY TEXT         writes an object (a left-over for `docfs remote gc` to find)
     s3check.py kill-during-upload BUCKET PID SECONDS
                                            SIGKILL to PID as soon as a multipart upload in BUCKET
                                            has a part; "watching" on stderr once it polls, then
@@ -126,6 +127,9 @@ def main(argv):
             result = uploads(s3, arg)
         elif command == "kill-during-upload":
             result = kill_during_upload(s3, arg, int(argv[3]), float(argv[4]))
+        elif command == "put":
+            s3.put_object(Bucket=arg, Key=argv[3], Body=argv[4].encode())
+            result = {"put": argv[3]}
         elif command == "digest":
             with open(argv[3]) as f:
                 result = digest(s3, arg, json.load(f))

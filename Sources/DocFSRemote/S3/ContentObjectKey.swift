@@ -15,8 +15,12 @@ import Foundation
 /// the key, so readers never derive it.
 public enum ContentObjectKey {
     public static func make(prefix: String, operationID: UUID) -> String {
+        folder(prefix: prefix) + operationID.uuidString.lowercased()
+    }
+
+    /// `PREFIX/objects/`: where every content object of the tree lives (what gc lists).
+    public static func folder(prefix: String) -> String {
         let trimmed = prefix.split(separator: "/").joined(separator: "/")
-        let tail = "objects/\(operationID.uuidString.lowercased())"
-        return trimmed.isEmpty ? tail : "\(trimmed)/\(tail)"
+        return trimmed.isEmpty ? "objects/" : "\(trimmed)/objects/"
     }
 }

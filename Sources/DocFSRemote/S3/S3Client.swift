@@ -39,6 +39,8 @@ public struct S3Object: Sendable, Equatable {
     public var key: String
     public var size: Int64
     public var etag: String?
+    /// When the object was written (listings only; `docfs remote gc` spares recent ones).
+    public var lastModified: Date? = nil
 }
 
 /// One page of ListObjectsV2.
@@ -214,7 +216,8 @@ public final class S3Client: Sendable {
         let objects = S3XML.elements("Contents", in: xml).map { entry in
             S3Object(key: S3XML.text("Key", in: entry) ?? "",
                      size: S3XML.text("Size", in: entry).flatMap { Int64($0) } ?? 0,
-                     etag: S3XML.text("ETag", in: entry))
+                     etag: S3XML.text("ETag", in: entry),
+                     lastModified: S3XML.text("LastModified", in: entry).flatMap(S3XML.date))
         }
         let truncated = S3XML.text("IsTruncated", in: xml) == "true"
         return S3ListPage(objects: objects, continuationToken: truncated ? S3XML.text("NextContinuationToken", in: xml) : nil)

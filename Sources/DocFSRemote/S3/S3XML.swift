@@ -1,3 +1,5 @@
+import Foundation
+
 /// Just enough XML for S3's answers (flat elements, no attributes that matter, no CDATA):
 /// the texts of the elements with a name, inside a given parent element, entity-unescaped.
 /// moto and AWS send keys in list answers XML-escaped (`&amp;`), so every text goes through
@@ -23,6 +25,13 @@ enum S3XML {
 
     static func text(_ name: String, in xml: Substring) -> String? { elements(name, in: xml).first.map { unescape($0) } }
     static func text(_ name: String, in xml: String) -> String? { text(name, in: xml[...]) }
+
+    /// An ISO 8601 time as S3 writes it (`2026-11-24T01:02:03.000Z`, fractions optional).
+    static func date(_ text: String) -> Date? {
+        let withFraction = ISO8601DateFormatter()
+        withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return withFraction.date(from: text) ?? ISO8601DateFormatter().date(from: text)
+    }
 
     static func unescape(_ s: Substring) -> String {
         guard s.contains("&") else { return String(s) }

@@ -1,0 +1,96 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A content version whose object no one needs any more: its item was deleted, or a newer
+/// version replaced it, before the collection's cutoff.
+public struct GarbageVersion: Sendable, Equatable {
+    public var itemID: Int64
+    public var contentVersion: Int64
+    public var key: String
+    public var size: Int64
+}
+
+// What `docfs remote gc` asks of the server. Replicas only ever download an item's current
+// version, so a version is garbage once it stopped being current; the cutoff (now less a grace
+// period) keeps the objects a replica may be downloading right now, and the objects a replica
+// uploaded but has not recorded yet (its metadata operation follows the upload within seconds).
+extension RemoteDatabase {
+    /// Versions not collected yet that stopped being current before `cutoffNs` (replaced by a
+    /// newer version, or their item deleted), whose object no live item still names.
+    public func garbageVersions(before cutoffNs: Int64) async throws -> [GarbageVersion] {
+        try await mapped { [self] in
+            let rows = try await client.query("""
+                SELECT v.item_id, v.content_version, v.content_key, v.size
+                FROM docfs_versions v JOIN docfs_items i ON i.id = v.item_id
+                WHERE v.collected_ns IS NULL AND v.content_key IS NOT NULL
+                  AND ((i.deleted AND i.changed_ns < \(cutoffNs))
+                       OR EXISTS (SELECT 1 FROM docfs_versions n WHERE n.item_id = v.item_id
+                                  AND n.content_version > v.content_version AND n.created_ns < \(cutoffNs)))
+                  AND NOT EXISTS (SELECT 1 FROM docfs_items l WHERE l.content_key = v.content_key AND NOT l.deleted)
+                ORDER BY v.item_id, v.content_version
+                """, logger: logger)
+            var out: [GarbageVersion] = []
+            for try await (item, version, key, size) in rows.decode((Int64, Int64, String, Int64).self) {
+                out.append(GarbageVersion(itemID: item, contentVersion: version, key: key, size: size))
+            }
+            return out
+        }
+    }
+
+    /// Records that the object behind `key` was removed from the bucket (every version naming it).
+    public func markCollected(key: String) async throws {
+        try await mapped { [self] in
+            try await client.query("""
+                UPDATE docfs_versions SET collected_ns = \(Self.nowNs()) WHERE content_key = \(key) AND collected_ns IS NULL
+                """, logger: logger)
+        }
+    }
+
+    /// Whether any version that is not collected, or any item, names this object key: an object
+    /// in the bucket that nothing names is left over (an upload whose operation never reached
+    /// the server, or a version collected while a retry uploaded it again).
+    public func referencedKeys(_ keys: [String]) async throws -> Set<String> {
+        guard !keys.isEmpty else { return [] }
+        return try await mapped { [self] in
+            let rows = try await client.query("""
+                SELECT content_key FROM docfs_versions WHERE content_key = ANY(\(keys)) AND collected_ns IS NULL
+                UNION SELECT content_key FROM docfs_items WHERE content_key = ANY(\(keys)) AND NOT deleted
+                """, logger: logger)
+            var out: Set<String> = []
+            for try await (key) in rows.decode(String.self) { out.insert(key) }
+            return out
+        }
+    }
+
+    /// Drops change log entries made before `cutoffNs`, but never the newest one (the log's
+    /// position must not go back), and moves `log_start` past them: a replica whose anchor is
+    /// older rebuilds from a full listing. Returns how many entries went.
+    @discardableResult
+    public func trimChangeLog(before cutoffNs: Int64) async throws -> Int {
+        let logger = self.logger
+        return try await mapped { [self] in
+            try await client.withTransaction(logger: logger) { conn -> Int in
+                // Writers hold this lock while they append: the newest position is stable here.
+                try await conn.query("SELECT pg_advisory_xact_lock(\(Self.writeLock))", logger: logger)
+                let last = try await conn.query("""
+                    SELECT max(position) FROM docfs_changes
+                    WHERE at_ns < \(cutoffNs) AND position < (SELECT max(position) FROM docfs_changes)
+                    """, logger: logger)
+                var end: Int64?
+                for try await (p) in last.decode(Int64?.self) { end = p }
+                guard let end else { return 0 }
+                let deleted = try await conn.query(
+                    "WITH gone AS (DELETE FROM docfs_changes WHERE position <= \(end) RETURNING 1) SELECT count(*) FROM gone",
+                    logger: logger)
+                var count: Int64 = 0
+                for try await (n) in deleted.decode(Int64.self) { count = n }
+                try await conn.query("""
+                    INSERT INTO docfs_meta (key, value) VALUES ('log_start', \(String(end + 1)))
+                    ON CONFLICT (key) DO UPDATE SET value = excluded.value
+                    """, logger: logger)
+                return Int(count)
+            }
+        }
+    }
+}
