@@ -39,7 +39,7 @@ BENCH_FS    = docfs=[ -n "$$(ls -A {src})" ] || $(RELEASE_BIN) init {src}; $(REL
 BENCH_BASE ?=
 BENCH_FSES  = --fs '$(BENCH_FS)' $(if $(BENCH_BASE),--fs 'docfs-base=[ -n "$$(ls -A {src})" ] || $(BENCH_BASE) init {src}; $(BENCH_BASE) mount {src} {mnt}')
 
-.PHONY: all build deps run test permissions model fuzz model-deps install uninstall generated clean-mounts bench bench-quick bench-scale clean microbench
+.PHONY: all build deps run test permissions replica-model model fuzz model-deps install uninstall generated clean-mounts bench bench-quick bench-scale clean microbench
 
 all: build
 
@@ -96,9 +96,17 @@ test: deps clean-mounts
 	    $(SWIFT) test --skip-build
 	DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" DOCFS_TEST_PROVIDER=memory \
 	    $(SWIFT) test --skip-build --filter '$(MEMORY_TEST_FILTER)' --skip '$(MEMORY_TEST_SKIP)'
+	$(MAKE) --no-print-directory replica-model
 	$(MAKE) --no-print-directory permissions
 	$(MAKE) --no-print-directory model MODEL_PROFILE=ci
 	$(MAKE) --no-print-directory model MODEL_PROFILE=ci MODEL_PROVIDER=memory MODEL_EXAMPLES=60
+
+# Two replicas of one tree, random operations on both while PostgreSQL is stopped, then the trees
+# must converge with nothing lost (Tests/replicas/two_replicas.py), against the servers of
+# Tests/remote/servers.sh. REPLICA_MODEL_SEEDS / _PHASES / _OPS size it.
+replica-model:
+	Tests/remote/servers.sh run -- env DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" \
+	    PYTHONDONTWRITEBYTECODE=1 python3 Tests/replicas/two_replicas.py
 
 # Owners and permissions against ext4 (Tests/permissions): the permission matrix (every user x
 # item x operation, errno for errno, as other uids in forked children) and the copy tools
@@ -118,7 +126,7 @@ permissions: model-deps
 #                                          layouts (per-folder capabilities, content types) or `docfs import --store`
 #   TruncateRaceTests and the two in MEMORY_TEST_SKIP  check the tree after `XCTAssertTrue(try fx.remount())`
 #                                          (a skip thrown there counts as a failure), or corrupt/locked stores
-#   RemoteMountTests                       a store that is a remote replica (`docfs init --remote`), against
+#   RemoteMountTests, ReplicaMountTests, RemoteGCTests  a store that is a remote replica (`docfs init --remote`), against
 #                                          the servers of Tests/remote/servers.sh (skipped without them)
 MEMORY_TEST_CLASSES = ShellToolTests|ErrnoTests|OpenUnlinkedTests|ConcurrencyTests|OwnershipMountTests|PrivilegeAttributeTests|XattrMountTests|TrashOptionTests|BadInputTests
 MEMORY_TEST_FILTER  = DocFSMountTests\.($(MEMORY_TEST_CLASSES))/

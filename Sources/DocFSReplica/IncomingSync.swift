@@ -81,7 +81,20 @@ actor IncomingSync {
     /// decided otherwise about: a rename that lost, a name suffixed, a refused move).
     func refresh(_ ids: [Int64]) async throws {
         if rootID == nil { rootID = try await database.rootID() }
-        _ = try await apply(ids.filter { $0 != rootID && $0 > LocalStore.trashRow && $0 < LocalStore.temporaryRowBase })
+        let wanted = ids.filter { $0 != rootID && $0 > LocalStore.trashRow && $0 < LocalStore.temporaryRowBase }
+        _ = try await apply(wanted)
+        // A folder this replica deleted and the server kept (another replica put something in it
+        // meanwhile) comes back here with what is in it: those children's changes were passed
+        // over while their folder was gone here, and the change log will not name them again.
+        var folders = try await database.items(wanted).filter { $0.kind == .directory && !$0.deleted }.map(\.id)
+        var subtree: [Int64] = []
+        while let folder = folders.popLast(), subtree.count < 100_000 {
+            for child in try await database.children(of: folder) {
+                subtree.append(child.id)
+                if child.kind == .directory { folders.append(child.id) }
+            }
+        }
+        if !subtree.isEmpty { _ = try await apply(subtree) }
     }
 
     /// A replica whose anchor is older than the log the server keeps: every item the server has,

@@ -151,8 +151,12 @@ public final class SyncEngine: Sendable {
             var failure: (any Error)?
             var refresh: [Int64] = []
             for entry in chunk {
-                if entry.kind == .content, conflicted.contains(store.currentRow(entry.row)) {
-                    completions.append(LocalStore.OutboxCompletion(entry: entry))  // in the conflicted copy already
+                if entry.kind == .content || entry.kind == .delete, conflicted.contains(store.currentRow(entry.row)) {
+                    // A later edit is in the conflicted copy already. A later delete was of this
+                    // replica's version, which the copy holds now; the server's version under the
+                    // name is another replica's edit, which a delete it never saw must not remove
+                    // (its content version number can equal the one this replica deleted).
+                    completions.append(LocalStore.OutboxCompletion(entry: entry))
                     continue
                 }
                 do {
@@ -252,7 +256,12 @@ public final class SyncEngine: Sendable {
                                                         kind: Self.remoteKind(kind), attributes: attributes, content: content)
             return Outcome(permanent: applied.itemID, follow: renamed(applied, entry, name, row: applied.itemID))
         case .content:
-            guard let content else { return Outcome() }
+            guard let content else {
+                // The file was deleted before its new contents went up: that version never
+                // reaches the server, so the delete that follows must not expect it.
+                unsentVersions[store.currentRow(entry.row), default: 0] += 1
+                return Outcome()
+            }
             let version = Int64(details.contentVersion ?? 2)
             let id = try serverID(entry.row)
             do {
@@ -282,9 +291,10 @@ public final class SyncEngine: Sendable {
             let current = assigned[entry.row] ?? store.currentRow(entry.row)
             // Never on the server (deleted before its create went): nothing to delete there.
             if current >= LocalStore.temporaryRowBase { return Outcome() }
+            let unsent = Int64(unsentVersions.removeValue(forKey: current) ?? 0)
             do {
                 _ = try await database.deleteItem(operationID: entry.id, itemID: try serverID(entry.row),
-                                                  expectedContentVersion: details.contentVersion.map { Int64($0) })
+                                                  expectedContentVersion: details.contentVersion.map { Int64($0) - unsent })
             } catch RemoteError.notFound {
                 return Outcome()
             }
@@ -341,6 +351,9 @@ public final class SyncEngine: Sendable {
     /// Items whose content changes went into a conflicted copy in this batch (their later content
     /// changes are in the copy too). Only the engine's loop touches it.
     nonisolated(unsafe) var conflicted: Set<Int64> = []
+    /// Content versions of a row this replica made and never sent (the file was gone before its
+    /// upload), counted until the row's delete is sent. Only the engine's loop touches it.
+    nonisolated(unsafe) var unsentVersions: [Int64: Int] = [:]
 
     static func remoteKind(_ kind: OutboxDetails.ItemKind) -> RemoteItemKind {
         switch kind {

@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""Model-based random test of two replicas of one tree (`make test` runs it after `swift test`,
+against the loopback servers of Tests/remote/servers.sh).
+
+Each seed makes a fresh server (a database and a bucket), two stores of it (`docfs init
+--remote`) and mounts both. Then, phase after phase:
+
+1. PostgreSQL is stopped, so nothing either replica does reaches the other during the phase;
+2. random operations run on both mounts (new files, overwrites, mkdir, renames and moves of files
+   and folders, deletes, rmdir, chmod), each file written with contents of its own (a token);
+3. PostgreSQL is started again, and the test waits until both replicas have nothing to send and
+   nothing to apply;
+4. the two trees must be equal (names, kinds, modes, bytes), and every token a replica wrote in
+   the phase and did not itself overwrite or delete must be in some file of the tree: whatever
+   the other replica did concurrently — edit, delete, rename, rmdir of its folder — the conflict
+   rules keep it (nothing lost).
+
+    Tests/remote/servers.sh run -- env DOCFS_BIN=.build/debug/docfs python3 Tests/replicas/two_replicas.py
+
+REPLICA_MODEL_SEEDS (default 2), REPLICA_MODEL_PHASES (4) and REPLICA_MODEL_OPS (operations per
+phase, 16) size the run; REPLICA_MODEL_SEED=N runs that seed alone; REPLICA_MODEL_KEEP_LOGS=DIR keeps the daemons' logs of a failing
+seed there. A failure prints the seed and
+the operations of the failing phase. Mounts are unmounted and the servers' database and bucket
+dropped however a seed ends; processes are ended only by the PIDs this test started.
+Closes with "N passed, N failed".
+"""
+import json
+import os
+import random
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+S3CHECK = os.path.join(HERE, "..", "remote", "s3check.py")
+ENV = os.environ
+DOCFS = ENV["DOCFS_BIN"]
+PSQL = os.path.join(ENV["DOCFS_TEST_PG_BIN"], "psql")
+ADMIN_URL = ENV["DOCFS_TEST_PG_URL"]
+S3_ENDPOINT = ENV["DOCFS_TEST_S3_ENDPOINT"]
+S3_PYTHON = ENV["DOCFS_TEST_S3_PYTHON"]
+SERVERS = [ENV["DOCFS_TEST_SERVERS_SH"], ENV["DOCFS_TEST_SERVERS_DIR"]]
+AWS = {"AWS_ACCESS_KEY_ID": ENV["DOCFS_TEST_S3_ACCESS_KEY"], "AWS_SECRET_ACCESS_KEY": ENV["DOCFS_TEST_S3_SECRET_KEY"],
+       "AWS_REGION": "us-east-1"}
+SEEDS = int(ENV.get("REPLICA_MODEL_SEEDS", "2"))
+PHASES = int(ENV.get("REPLICA_MODEL_PHASES", "4"))
+OPS = int(ENV.get("REPLICA_MODEL_OPS", "16"))
+ONE_SEED = ENV.get("REPLICA_MODEL_SEED")
+
+
+def run(args, env=None, timeout=120, check=True):
+    r = subprocess.run(args, env={**ENV, **(env or {})}, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError("%s failed (%d): %s %s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
+    return r
+
+
+def database_url(name):
+    return ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+
+
+def s3check(*args):
+    return run([S3_PYTHON, S3CHECK] + list(args), env={**AWS, "DOCFS_TEST_S3_ENDPOINT": S3_ENDPOINT})
+
+
+def status(mnt):
+    r = run([DOCFS, "status", mnt, "--json"], timeout=30, check=False)
+    if r.returncode != 0:
+        return None
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        return None
+
+
+def wait_for_quiet(mounts, timeout=240):
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    last = None
+    while time.monotonic() < deadline:
+        last = [status(m) for m in mounts]
+        if all(s is not None and s.get("pending") == 0 and s.get("incoming") == 0 for s in last):
+            quiet += 1
+            if quiet >= 3:
+                return
+        else:
+            quiet = 0
+        time.sleep(0.5)
+    raise AssertionError("the replicas did not settle in %d s: %s" % (timeout, last))
+
+
+def tree(root):
+    """{relative path: (kind, mode, bytes)} of a mounted tree, read with plain os calls."""
+    out = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            full = os.path.join(folder, name)
+            st = os.lstat(full)
+            rel = os.path.relpath(full, root)
+            if stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode), None)
+            elif stat.S_ISREG(st.st_mode):
+                with open(full, "rb") as f:
+                    out[rel] = ("file", stat.S_IMODE(st.st_mode), f.read())
+            else:
+                out[rel] = ("other", stat.S_IMODE(st.st_mode), None)
+    return out
+
+
+class Replica:
+    """One mount and what it wrote: tokens[path] is the token this replica last wrote there and
+    has not itself overwritten, deleted or moved away from (moves carry it along)."""
+
+    def __init__(self, name, mnt):
+        self.name = name
+        self.mnt = mnt
+        self.tokens = {}
+
+    def paths(self):
+        files, dirs = [], [""]
+        for folder, ds, fs in os.walk(self.mnt):
+            rel = os.path.relpath(folder, self.mnt)
+            rel = "" if rel == "." else rel
+            dirs += [os.path.join(rel, d) for d in ds]
+            files += [os.path.join(rel, f) for f in fs]
+        return sorted(files), sorted(dirs)
+
+
+class Phase:
+    def __init__(self, rng, replicas, label):
+        self.rng = rng
+        self.replicas = replicas
+        self.label = label
+        self.log = []
+        self.counter = 0
+
+    def step(self):
+        rng = self.rng
+        r = rng.choice(self.replicas)
+        files, dirs = r.paths()
+        op = rng.choice(["new", "new", "new", "overwrite", "overwrite", "mkdir", "mkdir", "mv-file", "mv-dir", "rm", "rmdir",
+                         "chmod"])
+        full = lambda p: os.path.join(r.mnt, p)
+        try:
+            if op == "new" or (op == "overwrite" and not files):
+                self.counter += 1
+                path = os.path.join(rng.choice(dirs), "f%d-%s.txt" % (rng.randrange(6), r.name))
+                self.write(r, path, op)
+            elif op == "overwrite":
+                self.write(r, rng.choice(files), op)
+            elif op == "mkdir":
+                path = os.path.join(rng.choice(dirs), "d%d" % rng.randrange(4))
+                self.log.append("%s: mkdir %s" % (r.name, path))
+                os.mkdir(full(path))
+            elif op == "mv-file" and files:
+                src = rng.choice(files)
+                dst = os.path.join(rng.choice(dirs), "m%d.txt" % rng.randrange(4))
+                self.log.append("%s: mv %s %s" % (r.name, src, dst))
+                os.rename(full(src), full(dst))
+                r.tokens.pop(dst, None)
+                if src in r.tokens:
+                    r.tokens[dst] = r.tokens.pop(src)
+            elif op == "mv-dir" and len(dirs) > 1:
+                src = rng.choice(dirs[1:])
+                dst = os.path.join(rng.choice(dirs), "r%d" % rng.randrange(3))
+                self.log.append("%s: mv %s %s" % (r.name, src, dst))
+                os.rename(full(src), full(dst))
+                moved = {p: t for p, t in r.tokens.items() if p.startswith(src + "/")}
+                for p, t in moved.items():
+                    del r.tokens[p]
+                    r.tokens[dst + p[len(src):]] = t
+            elif op == "rm" and files:
+                path = rng.choice(files)
+                self.log.append("%s: rm %s" % (r.name, path))
+                os.unlink(full(path))
+                r.tokens.pop(path, None)
+            elif op == "rmdir" and len(dirs) > 1:
+                path = rng.choice(dirs[1:])
+                self.log.append("%s: rmdir %s" % (r.name, path))
+                os.rmdir(full(path))
+            elif op == "chmod" and files:
+                path = rng.choice(files)
+                mode = rng.choice([0o600, 0o640, 0o644, 0o755])
+                self.log.append("%s: chmod %o %s" % (r.name, mode, path))
+                os.chmod(full(path), mode)
+        except OSError as e:
+            # Refused here as on any filesystem (a name taken, a folder not empty, a move below
+            # itself): nothing changed, nothing to keep.
+            self.log.append("    -> %s" % os.strerror(e.errno))
+
+    def write(self, r, path, op):
+        token = "%s/%s/%d/%d\n" % (self.label, r.name, len(self.log), self.rng.randrange(1 << 30))
+        self.log.append("%s: %s %s" % (r.name, "write" if op == "new" else "overwrite", path))
+        full = os.path.join(r.mnt, path)
+        if os.path.isdir(full):
+            raise IsADirectoryError(21, "is a directory")
+        with open(full, "w") as f:
+            f.write(token)
+        r.tokens[path] = token
+
+
+def check_phase(replicas, phase_tokens):
+    a, b = (tree(r.mnt) for r in replicas)
+    if a != b:
+        only_a = {k: v for k, v in a.items() if b.get(k) != v}
+        only_b = {k: v for k, v in b.items() if a.get(k) != v}
+        raise AssertionError("the replicas differ:\n  A: %s\n  B: %s" % (only_a, only_b))
+    contents = {v[2].decode(errors="replace") for v in a.values() if v[0] == "file"}
+    lost = sorted(t for t in phase_tokens if t not in contents)
+    if lost:
+        raise AssertionError("written and lost: %s\ntree: %s" % (lost, sorted(a)))
+    return len(a)
+
+
+def log_tail(path, lines=25):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return "(none)"
+
+
+def one_seed(seed):
+    rng = random.Random(seed)
+    unique = "%x" % random.getrandbits(48)
+    database, bucket = "docfs_model_" + unique, "docfs-model-" + unique
+    work = tempfile.mkdtemp(prefix="docfs-test-replicas-")
+    mounts = []
+    run([PSQL, "-q", "-d", ADMIN_URL, "-c", "CREATE DATABASE " + database])
+    try:
+        s3check("create-bucket", bucket)
+        remote = ["--remote", database_url(database), "--objects", "s3://%s/tree" % bucket, "--s3-endpoint", S3_ENDPOINT,
+                  "--region", "us-east-1"]
+        replicas = []
+        for name in ("A", "B"):
+            store, mnt = os.path.join(work, "store" + name), os.path.join(work, "mnt" + name)
+            os.mkdir(mnt)
+            run([DOCFS, "init", store] + remote, env=AWS)
+            run([DOCFS, "mount", store, mnt], env=AWS)
+            mounts.append(mnt)
+            replicas.append(Replica(name, mnt))
+        for p in range(PHASES):
+            phase = Phase(rng, replicas, "s%d-p%d" % (seed, p))
+            for r in replicas:
+                r.tokens = {}
+            run(SERVERS[:1] + ["pg-stop"] + SERVERS[1:])
+            try:
+                for _ in range(OPS):
+                    phase.step()
+            finally:
+                run(SERVERS[:1] + ["pg-start"] + SERVERS[1:])
+            written = [t for r in replicas for t in r.tokens.values()]
+            try:
+                wait_for_quiet(mounts)
+                entries = check_phase(replicas, written)
+            except AssertionError as e:
+                keep = ENV.get("REPLICA_MODEL_KEEP_LOGS")
+                if keep:
+                    os.makedirs(keep, exist_ok=True)
+                    for n in "AB":
+                        subprocess.run(["cp", os.path.join(work, "store" + n, "docfs.log"), os.path.join(keep, "seed%d-%s.log" % (seed, n))])
+                    with open(os.path.join(keep, "seed%d-server.txt" % seed), "w") as f:
+                        f.write(run([PSQL, "-d", database_url(database), "-c", "SELECT * FROM docfs_changes ORDER BY position",
+                                     "-c", "SELECT id, parent_id, name, content_version, deleted, content_key FROM docfs_items ORDER BY id"],
+                                    check=False).stdout)
+                logs = "".join("\nlog %s (end):\n%s" % (n, log_tail(os.path.join(work, "store" + n, "docfs.log"))) for n in "AB")
+                raise AssertionError("seed %d, phase %d:\n%s\noperations:\n  %s%s" % (seed, p, e, "\n  ".join(phase.log), logs))
+            print("replicas: seed %d phase %d: %d operations, %d entries, equal, %d tokens kept"
+                  % (seed, p, OPS, entries, len(written)), flush=True)
+    finally:
+        for mnt in mounts:
+            run([DOCFS, "unmount", "--no-wait", mnt], timeout=60, check=False)
+            subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
+        run([PSQL, "-q", "-d", ADMIN_URL, "-c", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % database], check=False)
+        s3check("delete-bucket", bucket)
+        subprocess.run(["rm", "-rf", work])
+
+
+def main():
+    seeds = [int(ONE_SEED)] if ONE_SEED else list(range(1, SEEDS + 1))
+    passed = failed = 0
+    for seed in seeds:
+        try:
+            one_seed(seed)
+            passed += 1
+        except Exception as e:  # report every seed, then fail
+            failed += 1
+            print("replicas: FAILED %s" % e, flush=True)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
