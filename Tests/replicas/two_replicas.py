@@ -17,9 +17,10 @@ Each seed makes a fresh server (a database and a bucket), two stores of it (`doc
 
     Tests/remote/servers.sh run -- env DOCFS_BIN=.build/debug/docfs python3 Tests/replicas/two_replicas.py
 
-REPLICA_MODEL_SEEDS (default 2), REPLICA_MODEL_PHASES (4) and REPLICA_MODEL_OPS (operations per
-phase, 16) size the run; REPLICA_MODEL_SEED=N runs that seed alone; REPLICA_MODEL_KEEP_LOGS=DIR keeps the daemons' logs of a failing
-seed there. A failure prints the seed and
+REPLICA_MODEL_SEEDS (default 3), REPLICA_MODEL_PHASES (5) and REPLICA_MODEL_OPS (operations per
+phase, 24) size the run; REPLICA_MODEL_SEED=N runs that seed alone; REPLICA_MODEL_KEEP_LOGS=DIR
+keeps the daemons' logs and the server's change log of a failing seed there. Which replica
+reaches the server first is up to timing, so a seed does not replay exactly. A failure prints the seed and
 the operations of the failing phase. Mounts are unmounted and the servers' database and bucket
 dropped however a seed ends; processes are ended only by the PIDs this test started.
 Closes with "N passed, N failed".
@@ -44,9 +45,9 @@ S3_PYTHON = ENV["DOCFS_TEST_S3_PYTHON"]
 SERVERS = [ENV["DOCFS_TEST_SERVERS_SH"], ENV["DOCFS_TEST_SERVERS_DIR"]]
 AWS = {"AWS_ACCESS_KEY_ID": ENV["DOCFS_TEST_S3_ACCESS_KEY"], "AWS_SECRET_ACCESS_KEY": ENV["DOCFS_TEST_S3_SECRET_KEY"],
        "AWS_REGION": "us-east-1"}
-SEEDS = int(ENV.get("REPLICA_MODEL_SEEDS", "2"))
-PHASES = int(ENV.get("REPLICA_MODEL_PHASES", "4"))
-OPS = int(ENV.get("REPLICA_MODEL_OPS", "16"))
+SEEDS = int(ENV.get("REPLICA_MODEL_SEEDS", "3"))
+PHASES = int(ENV.get("REPLICA_MODEL_PHASES", "5"))
+OPS = int(ENV.get("REPLICA_MODEL_OPS", "24"))
 ONE_SEED = ENV.get("REPLICA_MODEL_SEED")
 
 
