@@ -39,7 +39,7 @@ BENCH_FS    = docfs=[ -n "$$(ls -A {src})" ] || $(RELEASE_BIN) init {src}; $(REL
 BENCH_BASE ?=
 BENCH_FSES  = --fs '$(BENCH_FS)' $(if $(BENCH_BASE),--fs 'docfs-base=[ -n "$$(ls -A {src})" ] || $(BENCH_BASE) init {src}; $(BENCH_BASE) mount {src} {mnt}')
 
-.PHONY: all build deps run test permissions replica-model model fuzz model-deps install uninstall generated clean-mounts bench bench-quick bench-scale clean microbench
+.PHONY: all build deps run test permissions replica-model model fuzz model-deps install uninstall generated clean-mounts bench bench-quick bench-scale bench-replicas clean microbench
 
 all: build
 
@@ -161,6 +161,14 @@ bench-scale: deps
 	$(SWIFT) build -c release --product docfs
 	$(SWIFT) build -c release --product docfs-scale
 	BIN="$$($(SWIFT) build -c release --show-bin-path)" bash bench/bench-scale.sh
+
+# Several replicas (bench/replica_bench.py): write on mount A -> readable on mount B (median, p99
+# over BENCH_FILES=200 files) and `docfs init --remote` + `ls -lR` of a BENCH_ITEMS=100000-item
+# tree, against the servers of Tests/remote/servers.sh.
+bench-replicas: deps
+	$(SWIFT) build -c release --product docfs
+	Tests/remote/servers.sh run -- env DOCFS_BIN="$$($(SWIFT) build -c release --show-bin-path)/docfs" \
+	    PYTHONDONTWRITEBYTECODE=1 python3 bench/replica_bench.py
 
 microbench: deps
 	$(SWIFT) build -c release --product docfs-microbench

@@ -35,18 +35,8 @@ public struct GarbageCollector: Sendable {
     }
 
     public func collect(grace: Duration, keepLog: Duration?, dryRun: Bool = false) async throws -> GarbageReport {
-        let database = RemoteDatabase(url: configuration.postgres, logger: logger, maximumConnections: 2)
-        let s3 = S3Client(endpoint: configuration.endpoint, credentials: configuration.credentials,
-                          region: configuration.region, logger: logger)
-        do {
-            let report = try await collect(database, s3, grace: grace, keepLog: keepLog, dryRun: dryRun)
-            await database.shutdown()
-            try? await s3.shutdown()
-            return report
-        } catch {
-            await database.shutdown()
-            try? await s3.shutdown()
-            throw error
+        try await configuration.withClients(logger: logger) { database, s3 in
+            try await collect(database, s3, grace: grace, keepLog: keepLog, dryRun: dryRun)
         }
     }
 

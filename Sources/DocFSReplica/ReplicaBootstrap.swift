@@ -22,18 +22,8 @@ public enum ReplicaBootstrap {
                                   layout: Layout?, logger: Logger) async throws -> Summary {
         var quiet = logger
         quiet.logLevel = .warning
-        let database = RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(15))
-        let s3 = S3Client(endpoint: configuration.endpoint, credentials: configuration.credentials, region: configuration.region,
-                          connectTimeout: .seconds(5), logger: quiet)
-        do {
-            let summary = try await initialize(url, link, configuration, layout, database, s3, logger)
-            await database.shutdown()
-            try? await s3.shutdown()
-            return summary
-        } catch {
-            await database.shutdown()
-            try? await s3.shutdown()
-            throw error
+        return try await configuration.withClients(logger: quiet) { database, s3 in
+            try await initialize(url, link, configuration, layout, database, s3, logger)
         }
     }
 

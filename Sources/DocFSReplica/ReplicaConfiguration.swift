@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import DocFSRemote
+import Logging
 import DocFSStore
 
 /// Everything needed to reach a replica's server, secrets included: resolved when a mount or
@@ -128,5 +129,25 @@ public struct ReplicaConfiguration: Sendable {
         _ = fchmod(fd, 0o600)
         let written = line.withCString { write(fd, $0, strlen($0)) }
         guard written == line.utf8.count else { throw Problem("cannot write \(path)") }
+    }
+}
+
+extension ReplicaConfiguration {
+    /// A database client and an S3 client of this server for the length of `body` (a command's
+    /// work: init, gc), both shut down however it ends.
+    func withClients<T: Sendable>(logger: Logger, operationTimeout: Duration = .seconds(15),
+                                  _ body: (RemoteDatabase, S3Client) async throws -> T) async throws -> T {
+        let database = RemoteDatabase(url: postgres, logger: logger, maximumConnections: 2, operationTimeout: operationTimeout)
+        let s3 = S3Client(endpoint: endpoint, credentials: credentials, region: region, connectTimeout: .seconds(5), logger: logger)
+        do {
+            let result = try await body(database, s3)
+            await database.shutdown()
+            try? await s3.shutdown()
+            return result
+        } catch {
+            await database.shutdown()
+            try? await s3.shutdown()
+            throw error
+        }
     }
 }

@@ -291,13 +291,19 @@ public final class SyncEngine: Sendable {
             let current = assigned[entry.row] ?? store.currentRow(entry.row)
             // Never on the server (deleted before its create went): nothing to delete there.
             if current >= LocalStore.temporaryRowBase { return Outcome() }
-            let unsent = Int64(unsentVersions.removeValue(forKey: current) ?? 0)
+            // Kept until the server has answered about this delete (a retry needs it again).
+            let unsent = Int64(unsentVersions[current] ?? 0)
             do {
                 _ = try await database.deleteItem(operationID: entry.id, itemID: try serverID(entry.row),
                                                   expectedContentVersion: details.contentVersion.map { Int64($0) - unsent })
             } catch RemoteError.notFound {
+                unsentVersions[current] = nil
                 return Outcome()
+            } catch {
+                if case RemoteError.versionConflict = error { unsentVersions[current] = nil }
+                throw error
             }
+            unsentVersions[current] = nil
         case .attributes:
             let changes = RemoteAttributeChanges(uid: details.uid, gid: details.gid, mode: details.mode, createdNs: details.createdNs,
                                                  modifiedNs: details.modifiedNs, accessedNs: details.accessedNs,

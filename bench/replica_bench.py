@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Two figures for several replicas of one tree, against the loopback servers of
+Tests/remote/servers.sh (a benchmark, never part of `make test`):
+
+1. latency: a small file written on mount A, then the time until mount B reads its contents
+   (median and 99th percentile over BENCH_FILES files, default 200, one at a time);
+2. init: a tree of BENCH_ITEMS items (default 100,000: folders of 100 empty files) made on the
+   server with SQL, then `docfs init --remote` of it (metadata only: empty files have no object)
+   and `ls -lR` of the mounted replica.
+
+    make bench-replicas          (builds release, starts the servers, runs this)
+
+Prints one line per figure; the machine is shared, so compare runs, not absolute times.
+"""
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ENV = os.environ
+DOCFS = ENV["DOCFS_BIN"]
+PSQL = os.path.join(ENV["DOCFS_TEST_PG_BIN"], "psql")
+ADMIN_URL = ENV["DOCFS_TEST_PG_URL"]
+S3_ENDPOINT = ENV["DOCFS_TEST_S3_ENDPOINT"]
+S3_PYTHON = ENV["DOCFS_TEST_S3_PYTHON"]
+S3CHECK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "remote", "s3check.py")
+AWS = {"AWS_ACCESS_KEY_ID": ENV["DOCFS_TEST_S3_ACCESS_KEY"], "AWS_SECRET_ACCESS_KEY": ENV["DOCFS_TEST_S3_SECRET_KEY"],
+       "AWS_REGION": "us-east-1"}
+FILES = int(ENV.get("BENCH_FILES", "200"))
+ITEMS = int(ENV.get("BENCH_ITEMS", "100000"))
+
+
+def run(args, env=None, timeout=1800):
+    r = subprocess.run(args, env={**ENV, **(env or {})}, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise SystemExit("%s failed (%d): %s %s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
+    return r
+
+
+def database_url(name):
+    return ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+
+
+class Server:
+    def __init__(self, name):
+        self.database, self.bucket = "bench_" + name, "bench-" + name.replace("_", "-")
+        run([PSQL, "-q", "-d", ADMIN_URL, "-c", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % self.database,
+             "-c", "CREATE DATABASE " + self.database])
+        run([S3_PYTHON, S3CHECK, "create-bucket", self.bucket], env={**AWS, "DOCFS_TEST_S3_ENDPOINT": S3_ENDPOINT})
+        self.remote = ["--remote", database_url(self.database), "--objects", "s3://%s/tree" % self.bucket,
+                       "--s3-endpoint", S3_ENDPOINT, "--region", "us-east-1"]
+
+    def drop(self):
+        subprocess.run([PSQL, "-q", "-d", ADMIN_URL, "-c", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % self.database],
+                       capture_output=True)
+        subprocess.run([S3_PYTHON, S3CHECK, "delete-bucket", self.bucket], env={**ENV, **AWS, "DOCFS_TEST_S3_ENDPOINT": S3_ENDPOINT},
+                       capture_output=True)
+
+
+def mount(store, mnt, server):
+    os.makedirs(mnt, exist_ok=True)
+    run([DOCFS, "mount", store, mnt], env=AWS)
+
+
+def unmount(mnt):
+    subprocess.run([DOCFS, "unmount", "--no-wait", mnt], capture_output=True, timeout=120)
+    subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
+
+
+def latency(work):
+    server = Server("latency")
+    mounts = []
+    try:
+        for name in "AB":
+            run([DOCFS, "init", os.path.join(work, "lat" + name)] + server.remote, env=AWS)
+            mount(os.path.join(work, "lat" + name), os.path.join(work, "m" + name), server)
+            mounts.append(os.path.join(work, "m" + name))
+        a, b = mounts
+        times = []
+        for i in range(FILES):
+            body = ("file %d " % i).encode() * 12
+            start = time.monotonic()
+            with open(os.path.join(a, "f%d.txt" % i), "wb") as f:
+                f.write(body)
+            target = os.path.join(b, "f%d.txt" % i)
+            while True:
+                try:
+                    with open(target, "rb") as f:
+                        if f.read() == body:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() - start > 60:
+                    raise SystemExit("f%d.txt did not reach B within 60 s" % i)
+                time.sleep(0.002)
+            times.append(time.monotonic() - start)
+        times.sort()
+        p99 = times[min(len(times) - 1, int(round(0.99 * len(times))) - 1)]
+        print("latency: write on A -> readable on B, %d files: median %.3f s, p99 %.3f s, min %.3f s, max %.3f s"
+              % (len(times), statistics.median(times), p99, times[0], times[-1]), flush=True)
+    finally:
+        for m in mounts:
+            unmount(m)
+        server.drop()
+
+
+def init_tree(work):
+    server = Server("init")
+    mnt = os.path.join(work, "mi")
+    try:
+        # Make the schema with an empty replica, then fill the server with SQL.
+        run([DOCFS, "init", os.path.join(work, "seed")] + server.remote, env=AWS)
+        folders = max(1, ITEMS // 101)
+        files = ITEMS - folders
+        sql = """
+            INSERT INTO docfs_items (parent_id, name, kind, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid, mode)
+            SELECT (SELECT id FROM docfs_items WHERE parent_id IS NULL), 'folder' || g, 'directory', 1, 1, 1, 1, 0, 0, 493
+            FROM generate_series(1, %d) g;
+            INSERT INTO docfs_items (parent_id, name, kind, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid, mode)
+            SELECT f.id, 'file' || g || '.txt', 'file', 1, 1, 1, 1, 0, 0, 420
+            FROM docfs_items f, generate_series(1, %d) g WHERE f.kind = 'directory' AND f.parent_id IS NOT NULL;
+            INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns)
+            SELECT id, 1, NULL, 0, 1 FROM docfs_items WHERE kind = 'file';
+            INSERT INTO docfs_changes (item_id, kind, operation_id, content_version, metadata_version, at_ns)
+            SELECT id, 'create', gen_random_uuid(), 1, 1, 1 FROM docfs_items WHERE parent_id IS NOT NULL ORDER BY id;
+        """ % (folders, files // folders)
+        run([PSQL, "-q", "-d", database_url(server.database), "-c", sql])
+        count = run([PSQL, "-At", "-d", database_url(server.database), "-c",
+                     "SELECT count(*) FROM docfs_items WHERE parent_id IS NOT NULL"]).stdout.strip()
+        start = time.monotonic()
+        run([DOCFS, "init", os.path.join(work, "big")] + server.remote, env=AWS)
+        init_s = time.monotonic() - start
+        mount(os.path.join(work, "big"), mnt, server)
+        start = time.monotonic()
+        r = subprocess.run("ls -lR '%s' | wc -l" % mnt, shell=True, capture_output=True, text=True)
+        ls_s = time.monotonic() - start
+        print("init: %s items on the server: docfs init --remote %.2f s, then ls -lR of the mount %.2f s (%s lines)"
+              % (count, init_s, ls_s, r.stdout.strip()), flush=True)
+    finally:
+        unmount(mnt)
+        server.drop()
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="docfs-bench-replicas-")
+    try:
+        which = sys.argv[1:] or ["latency", "init"]
+        if "latency" in which:
+            latency(work)
+        if "init" in which:
+            init_tree(work)
+    finally:
+        subprocess.run(["rm", "-rf", work])
+
+
+if __name__ == "__main__":
+    main()
