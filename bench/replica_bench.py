@@ -3,7 +3,8 @@
 Tests/remote/servers.sh (a benchmark, never part of `make test`):
 
 1. latency: a small file written on mount A, then the time until mount B reads its contents
-   (median and 99th percentile over BENCH_FILES files, default 200, one at a time);
+   (median and 99th percentile over BENCH_FILES files, default 200, one at a time), and the
+   same for two `rclone mount`s of one bucket when rclone is installed (at most 50 files);
 2. init: a tree of BENCH_ITEMS items (default 100,000: folders of 100 empty files) made on the
    server with SQL, then `docfs init --remote` of it (metadata only: empty files have no object)
    and `ls -lR` of the mounted replica.
@@ -106,6 +107,59 @@ def latency(work):
         server.drop()
 
 
+def latency_rclone(work):
+    """The same figure for two `rclone mount`s of one bucket (S3 has no change notification: B
+    sees a new file when its listing cache expires, --dir-cache-time 1s; A uploads on close with
+    --vfs-cache-mode writes --vfs-write-back 0s). On the moto that checks no signatures: moto's
+    checker refuses the `/` rclone's listings put in query values."""
+    if subprocess.run(["which", "rclone"], capture_output=True).returncode != 0:
+        print("latency (rclone): rclone is not installed; skipped", flush=True)
+        return
+    endpoint = ENV["DOCFS_TEST_S3_OPEN_ENDPOINT"]
+    bucket = "bench-rclone"
+    env = {**AWS, "DOCFS_TEST_S3_ENDPOINT": endpoint}
+    run([S3_PYTHON, S3CHECK, "create-bucket", bucket], env=env)
+    rclone_env = {"RCLONE_CONFIG_B_TYPE": "s3", "RCLONE_CONFIG_B_PROVIDER": "Other", "RCLONE_CONFIG_B_ENDPOINT": endpoint,
+                  "RCLONE_CONFIG_B_ACCESS_KEY_ID": AWS["AWS_ACCESS_KEY_ID"],
+                  "RCLONE_CONFIG_B_SECRET_ACCESS_KEY": AWS["AWS_SECRET_ACCESS_KEY"], "RCLONE_CONFIG_B_REGION": "us-east-1",
+                  "AWS_CA_BUNDLE": ""}
+    mounts = []
+    try:
+        for name in "AB":
+            mnt = os.path.join(work, "r" + name)
+            os.makedirs(mnt)
+            run(["rclone", "mount", "b:%s/tree" % bucket, mnt, "--daemon", "--vfs-cache-mode", "writes", "--vfs-write-back", "0s",
+                 "--dir-cache-time", "1s", "--cache-dir", os.path.join(work, "rcache" + name)], env=rclone_env)
+            mounts.append(mnt)
+        a, b = mounts
+        times = []
+        for i in range(min(FILES, 50)):
+            body = ("file %d " % i).encode() * 12
+            start = time.monotonic()
+            with open(os.path.join(a, "f%d.txt" % i), "wb") as f:
+                f.write(body)
+            target = os.path.join(b, "f%d.txt" % i)
+            while True:
+                try:
+                    with open(target, "rb") as f:
+                        if f.read() == body:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() - start > 120:
+                    raise SystemExit("rclone: f%d.txt did not reach B within 120 s" % i)
+                time.sleep(0.01)
+            times.append(time.monotonic() - start)
+        times.sort()
+        p99 = times[min(len(times) - 1, int(round(0.99 * len(times))) - 1)]
+        print("latency (rclone mount): write on A -> readable on B, %d files: median %.3f s, p99 %.3f s, min %.3f s, max %.3f s"
+              % (len(times), statistics.median(times), p99, times[0], times[-1]), flush=True)
+    finally:
+        for m in mounts:
+            subprocess.run(["fusermount3", "-uz", m], capture_output=True)
+        subprocess.run([S3_PYTHON, S3CHECK, "delete-bucket", bucket], env={**ENV, **env}, capture_output=True)
+
+
 def init_tree(work):
     server = Server("init")
     mnt = os.path.join(work, "mi")
@@ -146,9 +200,11 @@ def init_tree(work):
 def main():
     work = tempfile.mkdtemp(prefix="docfs-bench-replicas-")
     try:
-        which = sys.argv[1:] or ["latency", "init"]
+        which = sys.argv[1:] or ["latency", "rclone", "init"]
         if "latency" in which:
             latency(work)
+        if "rclone" in which:
+            latency_rclone(work)
         if "init" in which:
             init_tree(work)
     finally:
