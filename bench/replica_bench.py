@@ -70,6 +70,36 @@ def unmount(mnt):
     subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
 
 
+def measure(a, b, count, timeout):
+    """Writes count small files on mount a, one at a time; for each, the seconds until mount b
+    reads its contents."""
+    times = []
+    for i in range(count):
+        body = ("file %d " % i).encode() * 12
+        start = time.monotonic()
+        with open(os.path.join(a, "f%d.txt" % i), "wb") as f:
+            f.write(body)
+        target = os.path.join(b, "f%d.txt" % i)
+        while True:
+            try:
+                with open(target, "rb") as f:
+                    if f.read() == body:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() - start > timeout:
+                raise SystemExit("f%d.txt did not reach %s within %d s" % (i, b, timeout))
+            time.sleep(0.002)
+        times.append(time.monotonic() - start)
+    return sorted(times)
+
+
+def report(label, times):
+    p99 = times[min(len(times) - 1, int(round(0.99 * len(times))) - 1)]
+    print("%s: write on A -> readable on B, %d files: median %.3f s, p99 %.3f s, min %.3f s, max %.3f s"
+          % (label, len(times), statistics.median(times), p99, times[0], times[-1]), flush=True)
+
+
 def latency(work):
     server = Server("latency")
     mounts = []
@@ -78,29 +108,7 @@ def latency(work):
             run([DOCFS, "init", os.path.join(work, "lat" + name)] + server.remote, env=AWS)
             mount(os.path.join(work, "lat" + name), os.path.join(work, "m" + name), server)
             mounts.append(os.path.join(work, "m" + name))
-        a, b = mounts
-        times = []
-        for i in range(FILES):
-            body = ("file %d " % i).encode() * 12
-            start = time.monotonic()
-            with open(os.path.join(a, "f%d.txt" % i), "wb") as f:
-                f.write(body)
-            target = os.path.join(b, "f%d.txt" % i)
-            while True:
-                try:
-                    with open(target, "rb") as f:
-                        if f.read() == body:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() - start > 60:
-                    raise SystemExit("f%d.txt did not reach B within 60 s" % i)
-                time.sleep(0.002)
-            times.append(time.monotonic() - start)
-        times.sort()
-        p99 = times[min(len(times) - 1, int(round(0.99 * len(times))) - 1)]
-        print("latency: write on A -> readable on B, %d files: median %.3f s, p99 %.3f s, min %.3f s, max %.3f s"
-              % (len(times), statistics.median(times), p99, times[0], times[-1]), flush=True)
+        report("latency", measure(*mounts, FILES, timeout=60))
     finally:
         for m in mounts:
             unmount(m)
@@ -131,29 +139,7 @@ def latency_rclone(work):
             run(["rclone", "mount", "b:%s/tree" % bucket, mnt, "--daemon", "--vfs-cache-mode", "writes", "--vfs-write-back", "0s",
                  "--dir-cache-time", "1s", "--cache-dir", os.path.join(work, "rcache" + name)], env=rclone_env)
             mounts.append(mnt)
-        a, b = mounts
-        times = []
-        for i in range(min(FILES, 50)):
-            body = ("file %d " % i).encode() * 12
-            start = time.monotonic()
-            with open(os.path.join(a, "f%d.txt" % i), "wb") as f:
-                f.write(body)
-            target = os.path.join(b, "f%d.txt" % i)
-            while True:
-                try:
-                    with open(target, "rb") as f:
-                        if f.read() == body:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() - start > 120:
-                    raise SystemExit("rclone: f%d.txt did not reach B within 120 s" % i)
-                time.sleep(0.01)
-            times.append(time.monotonic() - start)
-        times.sort()
-        p99 = times[min(len(times) - 1, int(round(0.99 * len(times))) - 1)]
-        print("latency (rclone mount): write on A -> readable on B, %d files: median %.3f s, p99 %.3f s, min %.3f s, max %.3f s"
-              % (len(times), statistics.median(times), p99, times[0], times[-1]), flush=True)
+        report("latency (rclone mount)", measure(*mounts, min(FILES, 50), timeout=120))
     finally:
         for m in mounts:
             subprocess.run(["fusermount3", "-uz", m], capture_output=True)
