@@ -4,8 +4,10 @@
 #   make run        install FUSE deps if missing, build, mount the demo store at ./mnt
 #   make test       install FUSE deps if missing, build, run unit and mounted tests and the model test;
 #                   the remote tests (DocFSRemoteTests) run against a throwaway PostgreSQL cluster and
-#                   moto S3 server on 127.0.0.1 that Tests/remote/servers.sh starts and stops (by PID)
+#                   moto S3 server on 127.0.0.1 that Tests/remote/servers.sh starts and stops (by PID),
+#                   and so does the two-replica model test (make replica-model)
 #   make fuzz       the model-based random test with random seeds, for longer
+#   make bench-replicas  write-to-readable latency between two replicas, init --remote of a large tree
 #   make install    the binary, the mount(8) helper, bash/zsh/fish completions and the man page
 #                   (PREFIX, DESTDIR, SBINDIR, ...); make uninstall removes exactly them
 
