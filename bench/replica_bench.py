@@ -60,7 +60,7 @@ class Server:
                        capture_output=True)
 
 
-def mount(store, mnt, server):
+def mount(store, mnt):
     os.makedirs(mnt, exist_ok=True)
     run([DOCFS, "mount", store, mnt], env=AWS)
 
@@ -106,7 +106,7 @@ def latency(work):
     try:
         for name in "AB":
             run([DOCFS, "init", os.path.join(work, "lat" + name)] + server.remote, env=AWS)
-            mount(os.path.join(work, "lat" + name), os.path.join(work, "m" + name), server)
+            mount(os.path.join(work, "lat" + name), os.path.join(work, "m" + name))
             mounts.append(os.path.join(work, "m" + name))
         report("latency", measure(*mounts, FILES, timeout=60))
     finally:
@@ -172,7 +172,7 @@ def init_tree(work):
         start = time.monotonic()
         run([DOCFS, "init", os.path.join(work, "big")] + server.remote, env=AWS)
         init_s = time.monotonic() - start
-        mount(os.path.join(work, "big"), mnt, server)
+        mount(os.path.join(work, "big"), mnt)
         start = time.monotonic()
         r = subprocess.run("ls -lR '%s' | wc -l" % mnt, shell=True, capture_output=True, text=True)
         ls_s = time.monotonic() - start

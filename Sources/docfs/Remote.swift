@@ -46,16 +46,12 @@ struct RemoteGC: ParsableCommand {
 
     func run() throws {
         let url = URL(fileURLWithPath: store)
-        let link: RemoteLink
-        do {
-            guard let found = try LocalStore.remoteLink(at: url) else {
-                throw UserFacingError("docfs: store \(store) is not a replica of a server (it has no --remote)")
-            }
-            link = found
-        } catch let error as UserFacingError {
-            throw error
-        } catch {
+        let found: RemoteLink?
+        do { found = try LocalStore.remoteLink(at: url) } catch {
             throw UserFacingError("docfs: cannot read store \(store): \(error)")
+        }
+        guard let link = found else {
+            throw UserFacingError("docfs: store \(store) is not a replica of a server (it has no --remote)")
         }
         let configuration: ReplicaConfiguration
         do { configuration = try ReplicaConfiguration.resolve(link: link, store: url) } catch {
