@@ -53,7 +53,8 @@ struct Attributes {
         case .fifo, .socket:
             st.st_size = 0
         }
-        st.st_blocks = (st.st_size + 511) / 512
+        // A file on the server only takes no space here: `du` shows what is local.
+        st.st_blocks = item.isDownloaded ? (st.st_size + 511) / 512 : 0
         st.st_mtim = Self.timespec(item.modificationTime)
         st.st_ctim = Self.timespec(item.changeTime)
         st.st_atim = Self.timespec(item.accessTime ?? item.modificationTime)

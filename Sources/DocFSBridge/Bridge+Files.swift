@@ -98,10 +98,10 @@ extension Bridge {
                     return
                 }
             } else {
-                let fd = try attempt(.item(item.identifier)) { () throws(ProviderError) in
-                    try provider.openContents(of: item.identifier)
+                let opened = try attempt(.item(item.identifier)) { () throws(ProviderError) in
+                    try provider.openContentsForReading(of: item.identifier)
                 }
-                install(OpenFile(node: node, readFD: fd, writable: false), in: fi)
+                install(OpenFile(node: node, readFD: opened.fd, writable: false, arrival: opened.arrival, reading: item.identifier), in: fi)
                 // Closing a reader of a stored file has nothing to do (flush answers at once), so
                 // spare close() that round trip. The kernel still flushes under writeback cache.
                 fi.pointee.noflush = 1
@@ -156,6 +156,13 @@ extension Bridge {
         file.node.sessionLock.unlock()
         if let session { fd = session.fd }
         guard fd >= 0 else { reply.error(EBADF); return }
+        if session == nil, let arrival = file.arrival {
+            // Downloading: wait for this read's range only (bounded; EIO if the server is gone).
+            do throws(ProviderError) { try arrival.waitForBytes(through: Int64(offset + size)) } catch {
+                reply.error(report("read", Failure(error, .ino(file.node.ino))))
+                return
+            }
+        }
         let buf = ThreadBuffer.get(size)
         let n = pread(fd, buf, size, off_t(offset))
         withExtendedLifetime(session) {}
@@ -234,6 +241,7 @@ extension Bridge {
     func release(_ reply: consuming Reply, _ fi: UnsafeMutablePointer<fuse_file_info>) {
         guard let file = Bridge.handle(fi) else { reply.ok(); return }
         Unmanaged.passUnretained(file).release()
+        if let reading = file.reading { provider.contentsClosed(of: reading) }
         let node = file.node
         let last = inodes.releaseOpen(node)
         reply.ok()

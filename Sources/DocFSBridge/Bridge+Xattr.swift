@@ -11,6 +11,12 @@ extension Bridge {
     static let syncAttribute = "user.docfs.sync"
     static let statusAttribute = "user.docfs.status"
     static let conflictAttribute = "user.docfs.conflict"
+    /// A replica's contents on demand: whether a file's bytes are here ("yes"/"no"), whether the
+    /// item is kept downloaded (set to pin, remove to unpin: `docfs pin`), and a write-only
+    /// trigger that drops downloaded contents the server has (`docfs evict`).
+    static let downloadedAttribute = "user.docfs.downloaded"
+    static let pinnedAttribute = "user.docfs.pinned"
+    static let evictAttribute = "user.docfs.evict"
 
     private static func format(_ date: Date) -> String {
         date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
@@ -32,7 +38,11 @@ extension Bridge {
         if let used = item.lastUsedDate { list.append(("user.docfs.last-used", Self.format(used))) }
         if let tags = item.tagData { list.append((Self.tagsAttribute, String(decoding: tags, as: UTF8.self))) }
         if let rank = item.favoriteRank { list.append((Self.favoriteRankAttribute, String(rank))) }
-        if withSync, let sync = provider.syncState(of: item.identifier) { list.append((Self.syncAttribute, sync)) }
+        if withSync, let sync = provider.syncState(of: item.identifier) {
+            list.append((Self.syncAttribute, sync))
+            if item.kind == .file { list.append((Self.downloadedAttribute, item.isDownloaded ? "yes" : "no")) }
+        }
+        if provider.isPinned(item.identifier) { list.append((Self.pinnedAttribute, "yes")) }
         if withSync, let conflict = provider.conflict(of: item.identifier) { list.append((Self.conflictAttribute, conflict)) }
         if withSync, item.identifier == .rootContainer, let status = provider.syncStatus() { list.append((Self.statusAttribute, status)) }
         if item.parentIdentifier == .trashContainer, let origin = provider.trashOrigin(of: item.identifier) {
@@ -91,6 +101,8 @@ extension Bridge {
                 let found: String?
                 switch name {
                 case Self.syncAttribute: found = provider.syncState(of: item.identifier)
+                case Self.downloadedAttribute:
+                    found = item.kind == .file && provider.syncState(of: item.identifier) != nil ? (item.isDownloaded ? "yes" : "no") : nil
                 case Self.conflictAttribute: found = provider.conflict(of: item.identifier)
                 case Self.statusAttribute: found = item.identifier == .rootContainer ? provider.syncStatus() : nil
                 default: found = providerAttributes(of: item, withSync: false).first(where: { $0.0 == name })?.1
@@ -185,6 +197,19 @@ extension Bridge {
                     } catch {
                         d.error(error.error.code == .noSuchAttribute ? ENODATA : report(op, error))
                     }
+                }
+            case .docfs where name == Self.pinnedAttribute || name == Self.evictAttribute:
+                if name == Self.evictAttribute && remove { reply.error(ENODATA); return }
+                let d = reply.deferred()
+                perform(op, d) { [self] () async throws(Failure) in
+                    try await attempt(subject) { () async throws(ProviderError) in
+                        if name == Self.evictAttribute {
+                            _ = try await provider.evictContents(ofItemWithIdentifier: item.identifier)
+                        } else {
+                            try await provider.setPinned(!remove, forItemIdentifier: item.identifier)
+                        }
+                    }
+                    d.ok()
                 }
             case .docfs:
                 let isSet: Bool

@@ -1,4 +1,5 @@
 import Glibc
+import DocFSProvider
 
 /// An open file (what `fi->fh` points to).
 final class OpenFile: @unchecked Sendable {
@@ -6,11 +7,17 @@ final class OpenFile: @unchecked Sendable {
     /// Descriptor on the stored contents for read-only handles; -1 when reads go through the session.
     let readFD: Int32
     let writable: Bool
+    /// Contents still downloading: reads wait for their range. nil for contents all here.
+    let arrival: (any ContentArrival)?
+    /// The item a read-only handle was opened on, told to the provider at release.
+    let reading: ItemIdentifier?
 
-    init(node: InodeNode, readFD: Int32, writable: Bool) {
+    init(node: InodeNode, readFD: Int32, writable: Bool, arrival: (any ContentArrival)? = nil, reading: ItemIdentifier? = nil) {
         self.node = node
         self.readFD = readFD
         self.writable = writable
+        self.arrival = arrival
+        self.reading = reading
     }
     deinit { if readFD >= 0 { close(readFD) } }
 }

@@ -58,7 +58,8 @@ final class SiblingPrefetch: @unchecked Sendable {
     func plan(_ children: [Item], skipping opened: ItemIdentifier) -> [Item] {
         var chosen: [Item] = []
         var bytes: Int64 = 0
-        for child in children where child.kind == .file && child.identifier != opened
+        // Files not downloaded are left alone: reading ahead must not start downloads.
+        for child in children where child.kind == .file && child.isDownloaded && child.identifier != opened
             && child.documentSize > 0 && child.documentSize <= maxFileBytes {
             guard chosen.count < maxFiles, bytes + child.documentSize <= maxBytes else { break }
             chosen.append(child)

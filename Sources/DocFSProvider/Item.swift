@@ -36,6 +36,10 @@ public struct Item: Hashable, Sendable {
     /// Owner and group (`st_uid`, `st_gid`).
     public var ownerID: UInt32
     public var groupID: UInt32
+    /// A file's contents are on this machine (NSFileProviderItem's `isDownloaded`). False for a
+    /// replica's file known only by its metadata: `stat` shows its size and no blocks, and opening
+    /// it downloads it.
+    public var isDownloaded = true
 
     /// The Apple vocabulary's dates, as views of the exact times.
     public var creationDate: Date {

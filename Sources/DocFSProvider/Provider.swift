@@ -228,6 +228,24 @@ public protocol Provider: AnyObject, Sendable {
     /// status`). The default, nil, means the provider has no server.
     func syncStatus() -> String?
 
+    // MARK: Contents on demand (defaults: `ContentsOnDemand.swift`)
+
+    /// Like `openContents`, for a handle that reads as bytes arrive: a file not downloaded yet
+    /// answers at once, with the download's progress for the reads to wait on. The default opens
+    /// the whole contents (`arrival` nil).
+    func openContentsForReading(of identifier: ItemIdentifier) throws(ProviderError) -> OpenedContents
+    /// A handle `openContentsForReading` gave was closed (an open file is never evicted).
+    func contentsClosed(of identifier: ItemIdentifier)
+    /// Keeps a file, or everything below a folder, downloaded (`docfs pin`), downloading what is
+    /// not; `false` lets it be evicted again. The default refuses (`.unsupported`).
+    func setPinned(_ pinned: Bool, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError)
+    /// Whether the item or a folder above it is pinned. The default: false.
+    func isPinned(_ identifier: ItemIdentifier) -> Bool
+    /// Drops the downloaded contents of a file, or of the files below a folder, that the server
+    /// has (`docfs evict`); returns how many files were evicted. A file whose contents are not
+    /// on the server yet is kept (`.busy` for a single file). The default refuses (`.unsupported`).
+    func evictContents(ofItemWithIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Int
+
     // MARK: Stored extended attributes (`user.*` other than docfs's own)
 
     /// Names of the item's stored extended attributes (`listxattr`), in a stable order. The

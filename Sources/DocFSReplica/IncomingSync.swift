@@ -138,7 +138,7 @@ actor IncomingSync {
             let result = try store.applyIncoming(items, contents: contents)
             applied += result.applied
             deferred.formUnion(result.deferred)
-            var next = result.missingParents.union(result.movedAside).union(result.missingContents)
+            var next = result.missingParents.union(result.movedAside)
             if !result.missingParents.isEmpty { next.formUnion(ids) }
             next = next.filter { $0 != rootID && $0 > LocalStore.trashRow }
             if next == wanted { break }

@@ -7,8 +7,8 @@ import DocFSStore
 
 /// `docfs init STORE --remote …`: checks the server (PostgreSQL schema, migrated here; the
 /// bucket and the credentials), makes the store as a replica of it, and, when the server
-/// already has a tree, downloads it whole (metadata and contents; on-demand download is later
-/// work). The caller removes the store if this throws.
+/// already has a tree, takes its metadata: files are downloaded when first opened (or pinned).
+/// The caller removes the store if this throws.
 public enum ReplicaBootstrap {
     public struct Summary: Sendable {
         public var schemaVersion: Int
@@ -64,17 +64,13 @@ public enum ReplicaBootstrap {
         var folders: [(serverID: Int64, row: Int64)] = [(rootID, 1)]
         while let (serverID, row) = folders.popLast() {
             for item in try await database.children(of: serverID) {
-                var content: String?
-                if item.kind == .file, let key = item.contentKey {
-                    let path = store.stagingDirectory.path + "/download-\(item.id)"
-                    summary.bytes += try await s3.getObject(bucket: configuration.bucket, key: key, toFileAt: FilePath(path))
-                    content = path
-                }
                 let kind: LocalStore.ServerItem.Kind = item.kind == .file ? .file : item.kind == .directory ? .folder : .symlink
+                if item.kind == .file { summary.bytes += item.size }
                 try store.addServerItem(LocalStore.ServerItem(
                     row: item.id, parentRow: row, name: item.name, kind: kind, createdNs: item.createdNs,
                     modifiedNs: item.modifiedNs, uid: item.uid, gid: item.gid, mode: UInt16(item.mode & 0o7777),
-                    symlinkTarget: item.symlinkTarget, contentFile: content))
+                    symlinkTarget: item.symlinkTarget, contentKey: item.contentKey, size: item.size,
+                    contentVersion: item.contentVersion))
                 switch item.kind {
                 case .directory:
                     summary.folders += 1

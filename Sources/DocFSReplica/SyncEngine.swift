@@ -64,6 +64,11 @@ public final class SyncEngine: Sendable {
     public func start() {
         let wake = self.wake
         store.setSyncHooks(wake: { wake.signal() }, status: { [weak self] in self?.statusJSON() ?? "{}" })
+        // Files on the server only are downloaded when opened, by this engine's client.
+        let (s3, bucket) = (self.s3, configuration.bucket)
+        store.setContentFetcher { key, path, progress in
+            _ = try await s3.getObject(bucket: bucket, key: key, toFileAt: FilePath(path), progress: progress)
+        }
         task.withLock { $0 = Task { await self.run() } }
         follower.start()
     }
@@ -76,6 +81,7 @@ public final class SyncEngine: Sendable {
         await running?.value
         await follower.stop()
         store.setSyncHooks(wake: nil, status: nil)
+        store.setContentFetcher(nil)
         await database.shutdown()
         await incomingDatabase.shutdown()
         try? await s3.shutdown()
@@ -163,7 +169,8 @@ public final class SyncEngine: Sendable {
                     let outcome = try await apply(entry, content: contents[entry.seq], rootID: rootID, assigned: assigned)
                     if let permanent = outcome.permanent { assigned[entry.row] = permanent }
                     if let follow = outcome.follow { refresh.append(follow) }
-                    completions.append(LocalStore.OutboxCompletion(entry: entry, permanentRow: outcome.permanent))
+                    completions.append(LocalStore.OutboxCompletion(entry: entry, permanentRow: outcome.permanent,
+                                                                   contentKey: outcome.keptOnItem ? contents[entry.seq]?.key : nil))
                 } catch {
                     let sorted = SyncFailure(error, bucket: configuration.bucket)
                     guard sorted.isItemLevel else { failure = error; break }
@@ -227,7 +234,12 @@ public final class SyncEngine: Sendable {
 
     /// What applying an entry gave: the permanent identifier a create got, and an item whose
     /// server state the replica should take (a name the server suffixed).
-    struct Outcome { var permanent: Int64? = nil; var follow: Int64? = nil }
+    struct Outcome {
+        var permanent: Int64? = nil
+        var follow: Int64? = nil
+        /// The uploaded contents are the item's own on the server (not a conflicted copy's).
+        var keptOnItem = true
+    }
 
     /// Applies one entry on PostgreSQL.
     func apply(_ entry: OutboxEntry, content: RemoteContent?, rootID: Int64, assigned: [Int64: Int64]) async throws -> Outcome {
@@ -351,7 +363,7 @@ public final class SyncEngine: Sendable {
         store.noteConflict("edited on another replica too; this replica's version is \"\(copyName)\" beside it", row: row,
                            summary: "\(path): the other replica's version kept the name")
         logger.warning("sync: \(path) was changed on another replica too: the server's version keeps the name, this replica's is \"\(copyName)\"")
-        return Outcome(follow: row)
+        return Outcome(follow: row, keptOnItem: false)
     }
 
     /// Items whose content changes went into a conflicted copy in this batch (their later content

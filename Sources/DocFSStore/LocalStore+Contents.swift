@@ -18,8 +18,13 @@ extension LocalStore {
         case .file: break
         }
         let row = self.row(for: identifier)!
-        let fd = sysOpen(contentPath(row), O_RDONLY | O_CLOEXEC)
-        if fd < 0 { throw ProviderError.posix(errno, "open contents of \(path(of: identifier))") }
+        var path = contentPath(row)
+        if !found.isDownloaded, let record = state.withLock({ $0.record(currentRow(row)) }), !record.item.isDownloaded {
+            path = try downloadedPath(of: record)  // a replica's file on the server only
+        }
+        let fd = sysOpen(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw ProviderError.posix(errno, "open contents of \(self.path(of: identifier))") }
+        replica?.onDemand.noteOpen(currentRow(row), reader: false)
         return fd
     }
 
@@ -53,6 +58,9 @@ extension LocalStore {
             FaultInjection.point(.modifyCommit)  // test-only crash point (DOCFS_FAULT)
             record.item.itemVersion.contentVersion += 1
             record.item.noteMetadataChange(at: FileTime.now())
+            // New bytes here: no object on the server has them yet.
+            record.item.isDownloaded = true
+            record.remoteKey = nil
             do throws(ProviderError) {
                 try commit(database, saving: [record], "modify \(record.item.filename)")
             } catch {

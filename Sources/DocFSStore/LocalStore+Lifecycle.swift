@@ -145,6 +145,11 @@ extension LocalStore {
         if let indexed {
             logger?.notice("store \(path): added the index of folders by parent (\(indexed) folder(s)), so that the tree is read from \(databaseName) on demand instead of loaded whole at each mount")
         }
+        do {
+            try queue.inDatabase { db in try Schema.addContentColumns(db) }
+        } catch {
+            throw ProviderError(.corruptFile, "store \(path): cannot add the columns of contents on demand to \(databaseName): \(describe(error))")
+        }
     }
 
     private static func describe(_ error: any Error) -> String {
@@ -201,7 +206,9 @@ extension LocalStore {
                 let count: Int = row?[0] ?? 0
                 let bytes: Int64 = row?[1] ?? 0
                 let last: Int64 = row?[2] ?? 0
-                return ReplicaState(link: link, pending: count, pendingBytes: bytes, nextSeq: last + 1)
+                try Schema.createPinnedTable(db)
+                let pins = Set(try Int64.fetchAll(db, sql: "SELECT row FROM pinned"))
+                return ReplicaState(link: link, pending: count, pendingBytes: bytes, nextSeq: last + 1, pins: pins)
             }
         } catch {
             throw ProviderError(.corruptFile, "store \(path): cannot read its remote and outbox: \(describe(error))")
@@ -319,7 +326,7 @@ extension LocalStore {
         var fixes: [(row: Int64, size: Int64)] = []
         var orphans: [Int64] = []
         try database.inDatabase { db in
-            let cursor = try Row.fetchCursor(db, sql: "SELECT id, size FROM item WHERE kind = 0 ORDER BY id")
+            let cursor = try Row.fetchCursor(db, sql: "SELECT id, size FROM item WHERE kind = 0 AND absent = 0 ORDER BY id")
             var next = 0
             while let row = try cursor.next() {
                 let id: Int64 = row[0]

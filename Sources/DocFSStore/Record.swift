@@ -11,6 +11,9 @@ struct Record: Sendable {
     /// Items in the trash: where they came from and under which name.
     var trashedFrom: Int64?
     var trashedName: String?
+    /// A replica's file: the server's object holding these very contents (nil: none known, e.g.
+    /// changed here and not uploaded yet). An evicted file is downloaded from it.
+    var remoteKey: String?
     /// Set while loading when the record was mended and must be written back.
     var needsSave = false
 

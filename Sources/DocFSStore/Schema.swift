@@ -42,7 +42,9 @@ enum Schema {
                 trashedName TEXT,
                 changed INTEGER NOT NULL DEFAULT 0,
                 uid INTEGER NOT NULL DEFAULT 0,
-                gid INTEGER NOT NULL DEFAULT 0
+                gid INTEGER NOT NULL DEFAULT 0,
+                remoteKey TEXT,
+                absent INTEGER NOT NULL DEFAULT 0
             );
             CREATE UNIQUE INDEX \(table)_parent_name ON \(table)(parent, name);
             """)
@@ -66,7 +68,7 @@ enum Schema {
                 "(CAST(\(column) AS INTEGER) * 1000000000 + CAST(ROUND((\(column) - CAST(\(column) AS INTEGER)) * 1e9) AS INTEGER))"
             }
             try db.execute(sql: """
-                INSERT INTO item_v2 (\(columns))
+                INSERT INTO item_v2 (\(format2Columns))
                 SELECT id, parent, name, kind, contentType, size, \(ns("created")), \(ns("modified")),
                        CASE WHEN lastUsed IS NULL THEN NULL ELSE \(ns("lastUsed")) END, tagData, favoriteRank, caps,
                        contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms, trashedFrom, trashedName,
@@ -101,7 +103,11 @@ enum Schema {
                        arguments: [key, value])
     }
 
-    static let columns = "id, parent, name, kind, contentType, size, created, modified, lastUsed, tagData, favoriteRank, caps, contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms, trashedFrom, trashedName, changed, uid, gid"
+    /// A replica's file adds `remoteKey` (the server's object with the same bytes as its current
+    /// contents, nil when none is known) and `absent` (1: only on the server, downloaded on open).
+    static let columns = format2Columns + ", remoteKey, absent"
+    static let format2Columns = "id, parent, name, kind, contentType, size, created, modified, lastUsed, tagData, favoriteRank, caps, contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms, trashedFrom, trashedName, changed, uid, gid"
+    static let format2ColumnCount = 22
     /// Format 1's columns: a journal left by a crash of an older docfs holds rows in this shape,
     /// applied before the store is migrated.
     static let legacyColumns = "id, parent, name, kind, contentType, size, created, modified, lastUsed, tagData, favoriteRank, caps, contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms, trashedFrom, trashedName"
@@ -123,7 +129,8 @@ enum Schema {
             item.symlinkTargetPath.databaseValue, Int64(item.posixPermissions).databaseValue,
             record.trashedFrom.databaseValue, record.trashedName.databaseValue,
             item.changeTime.totalNanoseconds.databaseValue, Int64(item.ownerID).databaseValue,
-            Int64(item.groupID).databaseValue,
+            Int64(item.groupID).databaseValue, record.remoteKey.databaseValue,
+            Int64(item.isDownloaded ? 0 : 1).databaseValue,
         ]
     }
 
@@ -138,9 +145,24 @@ enum Schema {
                 .execute(arguments: StatementArguments(values))
             return
         }
+        if values.count == format2ColumnCount {
+            // A journal an earlier docfs left: the new columns keep what they had.
+            try db.cachedStatement(sql: """
+                INSERT INTO item (\(format2Columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO UPDATE SET parent = excluded.parent, name = excluded.name, kind = excluded.kind,
+                    contentType = excluded.contentType, size = excluded.size, created = excluded.created,
+                    modified = excluded.modified, lastUsed = excluded.lastUsed, tagData = excluded.tagData,
+                    favoriteRank = excluded.favoriteRank, caps = excluded.caps, contentsCaps = excluded.contentsCaps,
+                    contentVersion = excluded.contentVersion, metadataVersion = excluded.metadataVersion,
+                    symlinkTarget = excluded.symlinkTarget, perms = excluded.perms,
+                    trashedFrom = excluded.trashedFrom, trashedName = excluded.trashedName,
+                    changed = excluded.changed, uid = excluded.uid, gid = excluded.gid
+                """).execute(arguments: StatementArguments(values))
+            return
+        }
         // Cached: every action runs this, and parsing it cost more than executing it.
         try db.cachedStatement(sql: """
-            INSERT INTO item (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO item (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(id) DO UPDATE SET parent = excluded.parent, name = excluded.name, kind = excluded.kind,
                 contentType = excluded.contentType, size = excluded.size, created = excluded.created,
                 modified = excluded.modified, lastUsed = excluded.lastUsed, tagData = excluded.tagData,
@@ -148,7 +170,8 @@ enum Schema {
                 contentVersion = excluded.contentVersion, metadataVersion = excluded.metadataVersion,
                 symlinkTarget = excluded.symlinkTarget, perms = excluded.perms,
                 trashedFrom = excluded.trashedFrom, trashedName = excluded.trashedName,
-                changed = excluded.changed, uid = excluded.uid, gid = excluded.gid
+                changed = excluded.changed, uid = excluded.uid, gid = excluded.gid,
+                remoteKey = excluded.remoteKey, absent = excluded.absent
             """).execute(arguments: StatementArguments(values))
     }
 
@@ -178,9 +201,12 @@ enum Schema {
         item.modificationTime = FileTime(totalNanoseconds: row[7])
         item.accessTime = lastUsed.map { FileTime(totalNanoseconds: $0) }
         item.changeTime = FileTime(totalNanoseconds: row[19])
-        return Record(row: id, parent: parent, item: item,
-                      contentsPolicy: contentsCaps.map { Capabilities(rawValue: UInt32(truncatingIfNeeded: $0)) },
-                      trashedFrom: row[17], trashedName: row[18])
+        item.isDownloaded = (row[23] as Int64? ?? 0) == 0
+        var record = Record(row: id, parent: parent, item: item,
+                            contentsPolicy: contentsCaps.map { Capabilities(rawValue: UInt32(truncatingIfNeeded: $0)) },
+                            trashedFrom: row[17], trashedName: row[18])
+        record.remoteKey = row[22]
+        return record
     }
 }
 
@@ -193,6 +219,14 @@ extension Schema {
         if exists { return nil }
         try db.execute(sql: folderIndexSQL)
         return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item WHERE kind = 1") ?? 0
+    }
+
+    /// The columns of contents on demand (`remoteKey`, `absent`), added to a store made by an
+    /// earlier docfs. Cheap: SQLite adds columns with defaults without rewriting the table.
+    static func addContentColumns(_ db: Database) throws {
+        let names = Set(try Row.fetchAll(db, sql: "PRAGMA table_info(item)").map { $0["name"] as String })
+        if !names.contains("remoteKey") { try db.execute(sql: "ALTER TABLE item ADD COLUMN remoteKey TEXT") }
+        if !names.contains("absent") { try db.execute(sql: "ALTER TABLE item ADD COLUMN absent INTEGER NOT NULL DEFAULT 0") }
     }
 
     static let folderIndexSQL = "CREATE INDEX IF NOT EXISTS item_folders ON item(parent) WHERE kind = 1"

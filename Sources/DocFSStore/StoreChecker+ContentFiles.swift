@@ -49,6 +49,8 @@ extension StoreChecker {
                 let status = try? fileStatus(contentsPath + "/" + name).get()
                 if let row = Int64(name), String(row) == name, index.items[row]?.kind == fileKind, status?.kind == .file {
                     index.items[row]!.hasContents = true
+                    // An evicted file's old copy (a crash between eviction and removal): the next download replaces it.
+                    if index.items[row]!.absent { continue }
                     report.contentFiles += 1
                     report.contentBytes += status?.size ?? 0
                     sizeChecks.append((row, status?.size ?? 0))
@@ -64,7 +66,7 @@ extension StoreChecker {
         for name in orphanNames.sorted() {
             report.found(.orphanContents, "contents/\(name) belongs to no file item")
         }
-        let missing = index.items.filter { $0.value.kind == fileKind && !$0.value.hasContents }.keys.sorted()
+        let missing = index.items.filter { $0.value.kind == fileKind && !$0.value.hasContents && !$0.value.absent }.keys.sorted()
         guard !missing.isEmpty else { return }
         var found = report
         do {

@@ -51,6 +51,8 @@ extension StoreChecker {
         for row in records.keys.sorted() where row > LocalStore.trashRow {
             let record = records[row]!
             switch record.item.kind {
+            case .file where !record.item.isDownloaded:
+                break  // a replica's file on the server only: no content file to check
             case .file:
                 let status = try? fileStatus(contentsPath + "/" + String(row)).get()
                 if status?.kind != .file {

@@ -156,6 +156,8 @@ public enum StoreChecker {
         var parent: Int64
         var kind: UInt8
         var hasContents = false
+        /// A replica's file only on the server (downloaded on open): no content file is expected.
+        var absent = false
     }
 
     /// The slim view of every item, the owners of stored attributes and the sequence.
@@ -174,10 +176,11 @@ public enum StoreChecker {
                 try checkDatabase(db, path: path)
                 let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") ?? 0
                 index.items.reserveCapacity(count)
-                let rows = try Row.fetchCursor(db, sql: "SELECT id, parent, kind FROM item")
+                let rows = try Row.fetchCursor(db, sql: "SELECT id, parent, kind, absent FROM item")
                 while let row = try rows.next() {
                     let parent: Int64? = row[1]
-                    index.items[row[0]] = Slim(parent: parent ?? -1, kind: UInt8(clamping: row[2] as Int))
+                    index.items[row[0]] = Slim(parent: parent ?? -1, kind: UInt8(clamping: row[2] as Int),
+                                               absent: (row[3] as Int64? ?? 0) != 0)
                 }
                 if try db.tableExists("xattr") {
                     index.attributeOwners = try Int64.fetchAll(db, sql: "SELECT DISTINCT item FROM xattr")

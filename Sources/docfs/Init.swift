@@ -103,7 +103,7 @@ struct Init: ParsableCommand {
             }
             var line = "docfs: \(store) is a replica of \(stored) with contents in s3://\(bucket)/\(prefix) (server schema version \(summary.schemaVersion))"
             if summary.files + summary.folders + summary.links > 0 {
-                line += "; downloaded \(summary.folders) folder(s), \(summary.files) file(s) (\(summary.bytes) bytes), \(summary.links) link(s)"
+                line += "; took the metadata of \(summary.folders) folder(s), \(summary.files) file(s) (\(summary.bytes) bytes, downloaded when opened), \(summary.links) link(s)"
             }
             FileHandle.standardError.write(Data((line + "\n").utf8))
         case .failure(let error):

@@ -68,6 +68,9 @@ struct Mount: ParsableCommand {
     @Option(help: "Items the store keeps in memory (its working set; default 50000). Same as -o cache_items=N.")
     var cacheItems: Int?
 
+    @Option(help: ArgumentHelp("A replica's limit for downloaded contents, e.g. 64M or 10G: files the server has and no one has open are evicted, least recently opened first.", valueName: "size"))
+    var cacheSize: String?
+
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -80,6 +83,9 @@ struct Mount: ParsableCommand {
         }
         if let cacheItems, cacheItems < 1 {
             throw ValidationError("--cache-items: expected a positive number of items")
+        }
+        if let cacheSize, CacheCommand.parseSize(cacheSize) == nil {
+            throw ValidationError("--cache-size: expected a size such as 64M, 10G or a number of bytes, not '\(cacheSize)'")
         }
     }
 
@@ -133,6 +139,7 @@ struct Mount: ParsableCommand {
         if trash { args.append("--trash") }
         if allowOther { args.append("--allow-other") }
         if let cacheItems { args += ["--cache-items", String(cacheItems)] }
+        if let cacheSize { args += ["--cache-size", cacheSize] }
         return args
     }
 
@@ -191,6 +198,7 @@ struct Mount: ParsableCommand {
         var layoutTrash = false
         var engine: SyncEngine?
         if isMemory {
+            if cacheSize != nil { throw UserFacingError("docfs: --cache-size is for a replica (docfs init --remote); the in-memory provider keeps everything in memory") }
             let memory: MemoryProvider
             do { memory = try MemoryProvider() } catch {
                 throw UserFacingError("docfs: cannot start the in-memory provider: \(error)")
@@ -212,6 +220,10 @@ struct Mount: ParsableCommand {
                     throw UserFacingError("docfs: store \(store) is a replica of \(link.postgres): \(error)")
                 }
                 engine = SyncEngine(store: local, configuration: configuration, logger: log)
+                local.setCacheLimit(cacheSize.flatMap(CacheCommand.parseSize))
+            } else if cacheSize != nil {
+                local.close()
+                throw UserFacingError("docfs: --cache-size is for a replica (docfs init --remote): store \(store) keeps all its contents here")
             }
         }
         defer { closeProvider() }

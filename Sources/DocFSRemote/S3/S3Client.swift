@@ -147,12 +147,12 @@ public final class S3Client: Sendable {
     /// streaming each chunk to disk as it arrives. Returns the number of bytes written.
     @discardableResult
     public func getObject(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
-                          toFileAt path: FilePath) async throws -> Int64 {
+                          toFileAt path: FilePath, progress: (@Sendable (Int64) -> Void)? = nil) async throws -> Int64 {
         let fd = try await NIOThreadPool.singleton.runIfActive {
             try SystemPackage.FileDescriptor.open(path, .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
         }
         do {
-            let n = try await getObject(bucket: bucket, key: key, range: range, into: fd)
+            let n = try await getObject(bucket: bucket, key: key, range: range, into: fd, progress: progress)
             try fd.close()
             return n
         } catch {
@@ -161,10 +161,11 @@ public final class S3Client: Sendable {
         }
     }
 
-    /// Downloads an object (or a range) and writes it at the current position of `fd`.
+    /// Downloads an object (or a range) and writes it at the current position of `fd`;
+    /// `progress` hears the bytes written so far after each chunk (a reader waits on them).
     @discardableResult
     public func getObject(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
-                          into fd: SystemPackage.FileDescriptor) async throws -> Int64 {
+                          into fd: SystemPackage.FileDescriptor, progress: (@Sendable (Int64) -> Void)? = nil) async throws -> Int64 {
         var headers: [(String, String)] = []
         if let range { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
         let response = try await send(.GET, bucket: bucket, key: key, headers: headers, operation: "GetObject \(key)")
@@ -173,6 +174,7 @@ public final class S3Client: Sendable {
             for try await chunk in response.body {
                 try await FileIO.write(chunk, to: fd)
                 written += Int64(chunk.readableBytes)
+                progress?(written)
             }
         } catch {
             throw Self.map(error, operation: "GetObject \(key)")

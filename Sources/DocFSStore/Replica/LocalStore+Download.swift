@@ -2,7 +2,8 @@ import Foundation
 import DocFSProvider
 
 // Items that come from the server (`docfs init --remote` of a tree the server already has):
-// stored under the server's identifiers, and not sent back (no outbox entry).
+// stored under the server's identifiers, and not sent back (no outbox entry); files as metadata,
+// their contents downloaded when first opened.
 extension LocalStore {
     /// An item as the server has it, for `addServerItem`.
     public struct ServerItem: Sendable {
@@ -18,11 +19,20 @@ extension LocalStore {
         public var gid: UInt32
         public var mode: UInt16
         public var symlinkTarget: String?
-        /// A file's downloaded contents (moved into the store), nil for an empty file.
+        /// A file's downloaded contents (moved into the store); nil for an empty file, or for one
+        /// left on the server (`contentKey`), downloaded when first opened.
         public var contentFile: String?
+        /// A file's object on the server, its size and content version.
+        public var contentKey: String?
+        public var size: Int64
+        public var contentVersion: Int64
 
         public init(row: Int64, parentRow: Int64, name: String, kind: Kind, createdNs: Int64, modifiedNs: Int64,
-                    uid: UInt32, gid: UInt32, mode: UInt16, symlinkTarget: String? = nil, contentFile: String? = nil) {
+                    uid: UInt32, gid: UInt32, mode: UInt16, symlinkTarget: String? = nil, contentFile: String? = nil,
+                    contentKey: String? = nil, size: Int64 = 0, contentVersion: Int64 = 1) {
+            self.contentKey = contentKey
+            self.size = size
+            self.contentVersion = contentVersion
             self.row = row
             self.parentRow = parentRow
             self.name = name
@@ -57,6 +67,8 @@ extension LocalStore {
             var size: Int64 = 0
             if let file = server.contentFile {
                 size = try fileStatus(file).get().size
+            } else if kind == .file, server.contentKey != nil {
+                size = server.size
             } else if let target = server.symlinkTarget {
                 size = Int64(target.utf8.count)
             }
@@ -67,6 +79,12 @@ extension LocalStore {
                                    attributes: attributes, mode: server.mode, target: server.symlinkTarget)
             record.item.changeTime = FileTime.now()
             if kind == .file {
+                // The server's version number: a later edit here is checked against it.
+                record.item.itemVersion.contentVersion = UInt64(max(1, server.contentVersion))
+                record.remoteKey = server.contentKey
+                record.item.isDownloaded = server.contentFile != nil || server.contentKey == nil || server.size == 0
+            }
+            if kind == .file, record.item.isDownloaded {
                 if let file = server.contentFile {
                     try sysRename(file, contentPath(server.row), "move the downloaded contents of \(server.name) into the store")
                 } else {
@@ -78,7 +96,7 @@ extension LocalStore {
             try commit(database, saving: [record], replicated: false, "add \(server.name) from the server")
             state.withLock { tree in
                 tree.insert(record)
-                if kind == .file { tree.dirty.insert(server.row) }
+                if kind == .file && record.item.isDownloaded { tree.dirty.insert(server.row) }
             }
         }
     }

@@ -60,8 +60,6 @@ extension LocalStore {
         public var pending: Set<Int64> = []
         /// Folders the items need that this replica does not have: fetch them and apply again.
         public var missingParents: Set<Int64> = []
-        /// Items whose contents were needed and not given (fetch them and apply again).
-        public var missingContents: Set<Int64> = []
         /// Items of this replica moved aside from a name an incoming item takes; their own state
         /// on the server is worth applying too.
         public var movedAside: Set<Int64> = []
@@ -71,17 +69,20 @@ extension LocalStore {
         public init() {}
     }
 
-    /// The files among `items` whose contents this replica must fetch before applying them: new
-    /// here, or at another content version, with no change of this replica waiting.
+    /// The files among `items` whose contents this replica fetches before applying them: new
+    /// here, or at another content version, with no change of this replica waiting, in a pinned
+    /// folder (or pinned themselves). Other files arrive as metadata and download when opened.
     public func contentsNeeded(_ items: [IncomingItem]) -> [IncomingItem] {
+        guard let pins = replica?.onDemand.state.withLock({ $0.pins }), !pins.isEmpty else { return [] }
         let pending = (try? pendingRows()) ?? []
-        return state.withLock { tree in
+        let changed = state.withLock { tree in
             items.filter { item in
-                guard item.kind == .file, !item.deleted, item.contentKey != nil, !pending.contains(item.row) else { return false }
+                guard item.kind == .file, !item.deleted, !item.trashed, item.contentKey != nil, !pending.contains(item.row) else { return false }
                 guard let local = tree.records[item.row] else { return true }
                 return local.item.itemVersion.contentVersion != UInt64(item.contentVersion)
             }
         }
+        return changed.filter { isPinnedRow($0.row) || isPinnedRow($0.parentRow) }
     }
 
     /// Rows with outbox entries still waiting.
@@ -247,10 +248,10 @@ extension LocalStore {
         var newContents: String?
         var contentsChanged = false
         if kind == .file, before == nil || before!.item.itemVersion.contentVersion != UInt64(item.contentVersion) {
-            if item.contentKey != nil {
-                guard let file = contents[item.row] else { result.missingContents.insert(item.row); return .done }
-                newContents = file
-            }
+            // Downloaded now only when given (pinned); otherwise on the server only, fetched on open.
+            newContents = item.contentKey == nil ? nil : contents[item.row]
+            record.item.isDownloaded = item.contentKey == nil || newContents != nil || item.size == 0
+            record.remoteKey = item.contentKey
             record.item.documentSize = item.size
             record.item.itemVersion.contentVersion = UInt64(item.contentVersion)
             contentsChanged = true
@@ -259,7 +260,7 @@ extension LocalStore {
         record.item.noteMetadataChange(at: now)
 
         // New contents replace the file by a rename: a reader that has it open keeps the old one.
-        if kind == .file && contentsChanged {
+        if kind == .file && contentsChanged && record.item.isDownloaded {
             if let newContents {
                 try sysRename(newContents, contentPath(item.row), "move the contents of \(plan.name) from the server into the store")
             } else {
@@ -272,8 +273,12 @@ extension LocalStore {
         try commit(database, saving: [record], replicated: false, "apply \(plan.name) from another replica")
         state.withLock { tree in
             if before == nil { tree.insert(record) } else { tree.move(item.row, to: record) }
-            if contentsChanged { tree.dirty.insert(item.row) }
+            if contentsChanged && record.item.isDownloaded { tree.dirty.insert(item.row) }
+            if !record.item.isDownloaded { tree.dirty.remove(item.row) }
         }
+        // The older version's bytes go once the item says they are on the server only (a reader
+        // that has them open keeps them).
+        if kind == .file && contentsChanged && !record.item.isDownloaded { _ = sysUnlink(contentPath(item.row)) }
         if let before, let oldParent = before.parent,
            oldParent != parentRow || !before.item.filename.utf8.elementsEqual(plan.name.utf8) {
             changes.append(.nameChanged(parent: Self.identifier(forRow: oldParent), name: before.item.filename))

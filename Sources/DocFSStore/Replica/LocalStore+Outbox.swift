@@ -86,9 +86,13 @@ extension LocalStore {
     public struct OutboxCompletion: Sendable {
         public var entry: OutboxEntry
         public var permanentRow: Int64?
-        public init(entry: OutboxEntry, permanentRow: Int64? = nil) {
+        /// The object the entry's contents went up as: the file's bytes can be evicted and
+        /// downloaded from it again, while it has no newer contents.
+        public var contentKey: String?
+        public init(entry: OutboxEntry, permanentRow: Int64? = nil, contentKey: String? = nil) {
             self.entry = entry
             self.permanentRow = permanentRow
+            self.contentKey = contentKey
         }
     }
 
@@ -126,6 +130,7 @@ extension LocalStore {
                             try db.execute(sql: "UPDATE xattr SET item = ? WHERE item = ?", arguments: [new, old])
                             try db.execute(sql: "UPDATE outbox SET row = ? WHERE row = ?", arguments: [new, old])
                             try db.execute(sql: "UPDATE outbox SET parent = ? WHERE parent = ?", arguments: [new, old])
+                            try db.execute(sql: "UPDATE pinned SET row = ? WHERE row = ?", arguments: [new, old])
                         }
                         for completion in completions {
                             try db.cachedStatement(sql: "DELETE FROM outbox WHERE seq = ?").execute(arguments: [completion.entry.seq])
@@ -141,12 +146,16 @@ extension LocalStore {
             // Memory (which also forwards the old rows) first, the old content name last: a
             // reader that resolved the old identifier a moment ago still finds a file to open.
             state.withLock { tree in for (old, new) in renumbers { tree.renumber(old, to: new) } }
+            replica.onDemand.state.withLock { d in
+                for (old, new) in renumbers where d.pins.remove(old) != nil { d.pins.insert(new) }
+            }
             for (old, new) in renumbers {
                 replica.moveError(from: old, to: new)
                 _ = sysUnlink(contentPath(old))
             }
             renumbered = renumbers
         }
+        try noteUploadedContents(completions)
         replica.didComplete(count: completions.count, bytes: completions.reduce(0) { $0 + $1.entry.bytes })
         if !renumbered.isEmpty {
             replica.notify(renumbered.map { .identifierReplaced(old: Self.identifier(forRow: $0.old), new: Self.identifier(forRow: $0.new)) })

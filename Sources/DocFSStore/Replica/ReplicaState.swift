@@ -23,8 +23,12 @@ final class ReplicaState: Sendable {
     private let wake = Mutex<(@Sendable () -> Void)?>(nil)
     private let status = Mutex<(@Sendable () -> String)?>(nil)
 
-    init(link: RemoteLink, pending: Int, pendingBytes: Int64, nextSeq: Int64) {
+    /// Contents on demand: downloads, the cache limit, pins.
+    let onDemand: OnDemandContents
+
+    init(link: RemoteLink, pending: Int, pendingBytes: Int64, nextSeq: Int64, pins: Set<Int64> = []) {
         self.link = link
+        onDemand = OnDemandContents(pins: pins)
         counts = Mutex(Counts(pending: pending, pendingBytes: pendingBytes, nextSeq: nextSeq))
     }
 

@@ -22,6 +22,11 @@ extension Schema {
             """)
     }
 
+    /// Items kept downloaded (`docfs pin`): a file, or a folder and everything below it.
+    static func createPinnedTable(_ db: Database) throws {
+        try db.execute(sql: "CREATE TABLE IF NOT EXISTS pinned (row INTEGER PRIMARY KEY)")
+    }
+
     static let outboxColumns = "seq, id, kind, row, parent, name, bytes, enqueued, details"
 
     private static let detailsEncoder: JSONEncoder = {

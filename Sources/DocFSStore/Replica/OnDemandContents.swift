@@ -1,0 +1,43 @@
+import Synchronization
+
+/// What a replica keeps in memory for contents on demand: the downloads in flight, the fetcher
+/// the sync engine sets (nil while no engine runs: an evicted file then cannot be read), the
+/// cache limit, when each file was last opened (least recently used goes first), the readers
+/// holding each file open (never evicted), and the pinned items. A leaf lock, never held across I/O.
+final class OnDemandContents: Sendable {
+    struct State {
+        var fetcher: LocalStore.ContentFetcher?
+        var downloads: [Int64: ContentDownload] = [:]
+        /// Row → a counter at the last open (higher: more recent).
+        var lastUse: [Int64: UInt64] = [:]
+        var clock: UInt64 = 0
+        var openReaders: [Int64: Int] = [:]
+        var pins: Set<Int64> = []
+        var limit: Int64?
+        /// Bytes of contents here as last counted, plus downloads since (local writes are
+        /// counted again at the next eviction pass).
+        var localEstimate: Int64?
+        var evictionScheduled = false
+    }
+
+    let state: Mutex<State>
+
+    init(pins: Set<Int64>) {
+        state = Mutex(State(pins: pins))
+    }
+
+    func noteOpen(_ row: Int64, reader: Bool) {
+        state.withLock { s in
+            s.clock += 1
+            s.lastUse[row] = s.clock
+            if reader { s.openReaders[row, default: 0] += 1 }
+        }
+    }
+
+    func noteClosed(_ row: Int64) {
+        state.withLock { s in
+            guard let n = s.openReaders[row] else { return }
+            if n <= 1 { s.openReaders[row] = nil } else { s.openReaders[row] = n - 1 }
+        }
+    }
+}
