@@ -8,11 +8,11 @@ final class OpenFile: @unchecked Sendable {
     let readFD: Int32
     let writable: Bool
     /// Contents still downloading: reads wait for their range. nil for contents all here.
-    let arrival: (any ContentArrival)?
+    let arrival: ContentArrival?
     /// The item a read-only handle was opened on, told to the provider at release.
     let reading: ItemIdentifier?
 
-    init(node: InodeNode, readFD: Int32, writable: Bool, arrival: (any ContentArrival)? = nil, reading: ItemIdentifier? = nil) {
+    init(node: InodeNode, readFD: Int32, writable: Bool, arrival: ContentArrival? = nil, reading: ItemIdentifier? = nil) {
         self.node = node
         self.readFD = readFD
         self.writable = writable

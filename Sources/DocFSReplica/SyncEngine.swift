@@ -437,6 +437,10 @@ public final class SyncEngine: Sendable {
         status.anchor = positions.anchor
         status.conflicts = conflicts.count
         status.recentConflicts = conflicts.recent
+        let cache = store.cacheFigures
+        status.cacheLimit = cache.limit
+        status.cachedBytes = cache.local
+        status.downloading = cache.downloading
         if status.lastError == nil, let error = follower.lastError.withLock({ $0 }) { status.lastError = error }
         return SyncStatus.encoded(status)
     }

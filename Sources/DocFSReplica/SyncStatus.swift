@@ -34,6 +34,11 @@ public struct SyncStatus: Codable, Sendable, Equatable {
     /// Conflicts with other replicas since the mount, and the latest few, described.
     public var conflicts: Int = 0
     public var recentConflicts: [String] = []
+    /// Contents on demand: the `--cache-size` limit (null: none), the bytes of contents here as
+    /// last counted (null when no limit makes it count them), and downloads in progress.
+    public var cacheLimit: Int64?
+    public var cachedBytes: Int64?
+    public var downloading: Int = 0
 
     /// Every key is always written; an absent value is null (the synthesized encoder leaves it out).
     public func encode(to encoder: Encoder) throws {
@@ -54,6 +59,9 @@ public struct SyncStatus: Codable, Sendable, Equatable {
         try c.encode(anchor, forKey: .anchor)
         try c.encode(conflicts, forKey: .conflicts)
         try c.encode(recentConflicts, forKey: .recentConflicts)
+        try c.encode(cacheLimit, forKey: .cacheLimit)
+        try c.encode(cachedBytes, forKey: .cachedBytes)
+        try c.encode(downloading, forKey: .downloading)
     }
 
     static func encoded(_ status: SyncStatus) -> String {

@@ -28,6 +28,8 @@ struct Info: ParsableCommand {
         ("favorite rank", "user.docfs.favorite-rank"),
         ("version", "user.docfs.version"),
         ("sync", "user.docfs.sync"),
+        ("downloaded", "user.docfs.downloaded"),
+        ("pinned", "user.docfs.pinned"),
     ]
 
     func run() throws {
@@ -81,10 +83,14 @@ struct InfoJSON: Encodable {
     var sync: String?
     /// Whether the identifier is a temporary one (the server has not numbered the item yet).
     var temporary: Bool
+    /// A replica's file: whether its contents are here (false: on the server only); null otherwise.
+    var downloaded: Bool?
+    /// Whether the item, or a folder above it, is pinned (`docfs pin`).
+    var pinned: Bool
 
     enum CodingKeys: String, CodingKey {
         case path, identifier, type, conformsTo, size, created, modified, lastUsed, capabilities, tags, favoriteRank
-        case contentVersion, metadataVersion, trashedFrom, sync, temporary
+        case contentVersion, metadataVersion, trashedFrom, sync, temporary, downloaded, pinned
     }
 
     init(path: String, identifier: String) {
@@ -116,6 +122,8 @@ struct InfoJSON: Encodable {
         trashedFrom = attr("trashed-from")
         sync = attr("sync")
         temporary = sync != nil && LocalStore.isTemporary(ItemIdentifier(identifier))
+        downloaded = attr("downloaded").map { $0 == "yes" }
+        pinned = attr("pinned") == "yes"
     }
 
     /// Every key is always written; an absent value is null.
@@ -137,5 +145,7 @@ struct InfoJSON: Encodable {
         try c.encode(trashedFrom, forKey: .trashedFrom)
         try c.encode(sync, forKey: .sync)
         try c.encode(temporary, forKey: .temporary)
+        try c.encode(downloaded, forKey: .downloaded)
+        try c.encode(pinned, forKey: .pinned)
     }
 }

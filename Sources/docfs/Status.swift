@@ -59,6 +59,13 @@ struct Status: ParsableCommand {
         }
         let incoming = (f["incoming"] as? NSNumber)?.int64Value ?? 0
         lines.append("incoming   \(incoming == 0 ? "up to date" : "\(incoming) change(s) from other replicas to apply") (change log position \((f["anchor"] as? NSNumber)?.int64Value ?? 0))")
+        let downloading = f["downloading"] as? Int ?? 0
+        if let limit = (f["cacheLimit"] as? NSNumber)?.int64Value {
+            let here = (f["cachedBytes"] as? NSNumber)?.int64Value
+            lines.append("cache      \(here.map(bytesText) ?? "?") of \(bytesText(limit)) here" + (downloading > 0 ? ", \(downloading) downloading" : ""))
+        } else if downloading > 0 {
+            lines.append("cache      \(downloading) downloading (no --cache-size)")
+        }
         if let conflicts = f["conflicts"] as? Int, conflicts > 0 {
             lines.append("conflicts  \(conflicts) since mount (see user.docfs.conflict on the items, and the log)")
             for line in (f["recentConflicts"] as? [String] ?? []).suffix(5) { lines.append("           \(line)") }

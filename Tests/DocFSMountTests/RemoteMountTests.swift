@@ -36,7 +36,7 @@ final class RemoteMountTests: RemoteMountTestCase {
     /// `docfs init --remote` of a server that has a tree already makes a replica holding all of
     /// it: the second store, mounted, shows the same tree with the same bytes and the server's
     /// identifiers, and adds nothing to the outbox.
-    func testInitOfAServerWithATreeDownloadsIt() throws {
+    func testInitOfAServerWithATreeTakesItsMetadataAndReadsItsFiles() throws {
         let r = try makeRemote()
         try makeSourceTree(r.fx.src + "/shared", folders: 2, subfolders: 2, filesPerFolder: 3, bigFiles: [300_000])
         XCTAssertEqual(r.fx.sh("cp -r src/shared mnt/ && ln -s shared mnt/alias").status, 0)
@@ -49,7 +49,7 @@ final class RemoteMountTests: RemoteMountTestCase {
         let env = r.awsEnvironment(secret: r.servers.secretKey)
         let initResult = r.fx.docfs(["init", second] + r.remoteArguments, env: env)
         XCTAssertEqual(initResult.status, 0, "\(initResult)")
-        XCTAssert(initResult.stderr.contains("downloaded"), "init says what it downloaded: \(initResult.stderr)")
+        XCTAssert(initResult.stderr.contains("took the metadata of"), "init says what it took: \(initResult.stderr)")
         let mount = r.fx.docfs(["mount", second, mnt2], env: env)
         XCTAssertEqual(mount.status, 0, "\(mount)")
         defer { _ = r.fx.docfs(["unmount", mnt2]) }

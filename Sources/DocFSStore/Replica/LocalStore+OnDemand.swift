@@ -25,6 +25,12 @@ extension LocalStore {
         scheduleEviction()
     }
 
+    /// For `docfs status`: the limit (nil: none), the bytes of contents here as last counted (nil:
+    /// not counted yet, no limit), downloads in flight.
+    public var cacheFigures: (limit: Int64?, local: Int64?, downloading: Int) {
+        replica?.onDemand.state.withLock { ($0.limit, $0.localEstimate, $0.downloads.count) } ?? (nil, nil, 0)
+    }
+
     // MARK: Opening
 
     public func openContentsForReading(of identifier: ItemIdentifier) throws(ProviderError) -> OpenedContents {
@@ -47,7 +53,7 @@ extension LocalStore {
             return OpenedContents(fd: fd)
         }
         onDemand.noteOpen(current, reader: true)
-        return OpenedContents(fd: fd, arrival: download)
+        return OpenedContents(fd: fd, arrival: download.arrival)
     }
 
     public func contentsClosed(of identifier: ItemIdentifier) {
@@ -59,7 +65,7 @@ extension LocalStore {
     /// it for writing copies all of it). Returns the path to open.
     func downloadedPath(of record: Record) throws(ProviderError) -> String {
         let download = try startDownload(record)
-        try download.waitForAll()
+        try download.arrival.waitForAll()
         var st = stat()
         return stat(download.path, &st) == 0 ? download.path : contentPath(record.row)
     }
@@ -94,7 +100,7 @@ extension LocalStore {
         guard chosen === download else { _ = sysUnlink(path); return chosen }
         Task.detached { [self] in
             do {
-                try await fetcher(key, path) { download.progressed(to: $0) }
+                try await fetcher(key, path) { download.arrival.progressed(to: $0) }
                 finishDownload(download, failure: nil)
             } catch {
                 finishDownload(download, failure: "\(error)")
@@ -141,9 +147,9 @@ extension LocalStore {
         }
         if let problem {
             logger.error("download \(where_): \(problem); reads of it fail with EIO until a download succeeds")
-            download.finish(ProviderError(.serverUnreachable, "download \(where_): \(problem)", errno: EIO))
+            download.arrival.finish(ProviderError(.serverUnreachable, "download \(where_): \(problem)", errno: EIO))
         } else {
-            download.finish(nil)
+            download.arrival.finish(nil)
         }
         if !placed { _ = sysUnlink(download.path) }
         if placed {
@@ -361,7 +367,7 @@ extension LocalStore {
             guard let record = state.withLock({ $0.record(file) }), !record.item.isDownloaded else { continue }
             let download = try startDownload(record)
             let outcome: Result<Void, ProviderError> = await Task.detached {
-                do throws(ProviderError) { try download.waitForAll(); return .success(()) } catch { return .failure(error) }
+                do throws(ProviderError) { try download.arrival.waitForAll(); return .success(()) } catch { return .failure(error) }
             }.value
             try outcome.get()
         }
