@@ -49,13 +49,18 @@ public enum ReplicaBootstrap {
             let json = String(decoding: try JSONEncoder().encode(layout), as: UTF8.self)
             _ = try await database.setLayout(operationID: UUID(), json: json)
         }
-        try LocalStore.create(at: url, layout: chosen)
+        // The layout's folders come from the server, under its identifiers (made there first by
+        // the first replica), so that every replica names them alike.
+        try LocalStore.create(at: url, layout: chosen, folders: false)
         try LocalStore.linkRemote(at: url, link)
         var summary = Summary(schemaVersion: version)
+        let rootID = try await database.rootID()
+        if let chosen, try await database.children(of: rootID).isEmpty {
+            try await makeLayoutFolders(chosen, rootID: rootID, database: database)
+        }
         // The anchor: changes after this position are applied by the mount (those the listing
         // already shows are applied again, which changes nothing).
         let anchor = try await database.latestPosition()
-        let rootID = try await database.rootID()
         guard try await !database.children(of: rootID).isEmpty else { return summary }
 
         // The server's tree, folder by folder, under its own identifiers.
@@ -83,5 +88,24 @@ public enum ReplicaBootstrap {
         try store.setSyncAnchor(anchor)
         try store.synchronizeSync()
         return summary
+    }
+
+    /// The layout's folders (and the folders on their paths), made on a server without a tree.
+    private static func makeLayoutFolders(_ layout: Layout, rootID: Int64, database: RemoteDatabase) async throws {
+        var made: [String: Int64] = ["": rootID]
+        let now = Int64(Date().timeIntervalSince1970 * 1e9)
+        for folder in layout.folders.sorted(by: { $0.components.count < $1.components.count }) {
+            var path = ""
+            for component in folder.components {
+                let parent = made[path]!
+                path = path.isEmpty ? component : path + "/" + component
+                if made[path] != nil { continue }
+                let applied = try await database.createItem(
+                    operationID: UUID(), parentID: parent, name: component, kind: .directory,
+                    attributes: RemoteItemAttributes(uid: getuid(), gid: getgid(), mode: 0o755, createdNs: now, modifiedNs: now,
+                                                     types: [ContentType.folder.identifier] + ContentTypeRegistry.standard.supertypes(of: .folder).map(\.identifier)))
+                made[path] = applied.itemID
+            }
+        }
     }
 }

@@ -184,7 +184,8 @@ public final class SyncEngine: Sendable {
                                            summary: "\(path): \(entry.kind.rawValue) undone (\(sorted.message))")
                         logger.warning("sync: \(path): the server refused the \(entry.kind.rawValue) (\(sorted.message)); undone here, the item follows the server")
                     } else {
-                        store.setSyncError(sorted.message, row: row)
+                        // The first refusal says why (a later change of the item fails for that one).
+                        if store.syncError(of: row) == nil { store.setSyncError(sorted.message, row: row) }
                         logger.error("sync: \(path): the server refused the \(entry.kind.rawValue): \(sorted.message); kept locally, not sent")
                         progress.withLock { $0.failedItems += 1 }
                     }
@@ -232,6 +233,13 @@ public final class SyncEngine: Sendable {
         }
     }
 
+    /// The item's content type and what it conforms to, nearest first, for the server's check of
+    /// its layout's rules; nil when the item is gone here.
+    func typeChain(_ row: Int64) -> [String]? {
+        guard let item = try? store.item(for: LocalStore.identifier(forRow: store.currentRow(row))) else { return nil }
+        return [item.contentType.identifier] + store.supertypes(of: item.contentType).map(\.identifier)
+    }
+
     /// What applying an entry gave: the permanent identifier a create got, and an item whose
     /// server state the replica should take (a name the server suffixed).
     struct Outcome {
@@ -247,7 +255,8 @@ public final class SyncEngine: Sendable {
             let current = assigned[row] ?? store.currentRow(row)
             if current == 1 { return rootID }
             guard current > 2, current < LocalStore.temporaryRowBase else {
-                throw SyncFailure.Refused("its folder was never created on the server")
+                throw SyncFailure.Refused(row == entry.row ? "it was never created on the server"
+                                                            : "its folder was never created on the server")
             }
             return current
         }
@@ -263,7 +272,8 @@ public final class SyncEngine: Sendable {
             }
             let attributes = RemoteItemAttributes(uid: details.uid ?? 0, gid: details.gid ?? 0, mode: details.mode ?? 0o644,
                                                   createdNs: details.createdNs ?? 0, modifiedNs: details.modifiedNs ?? 0,
-                                                  tags: ServerTags.array(details.tagData), symlinkTarget: details.symlinkTarget)
+                                                  tags: ServerTags.array(details.tagData), symlinkTarget: details.symlinkTarget,
+                                                  types: typeChain(entry.row))
             let applied = try await database.createItem(operationID: entry.id, parentID: try serverID(parent), name: name,
                                                         kind: Self.remoteKind(kind), attributes: attributes, content: content)
             return Outcome(permanent: applied.itemID, follow: renamed(applied, entry, name, row: applied.itemID))
@@ -290,14 +300,16 @@ public final class SyncEngine: Sendable {
             let id = try serverID(entry.row)
             let applied = try await database.moveItem(operationID: entry.id, itemID: id, toParentID: try serverID(parent), name: name,
                                                       expectedParentID: expectedParent,
-                                                      expectedName: expectedParent == nil ? nil : details.fromName)
+                                                      expectedName: expectedParent == nil ? nil : details.fromName,
+                                                      types: typeChain(entry.row))
             return Outcome(follow: renamed(applied, entry, name, row: id))
         case .trash:
             _ = try await database.trashItem(operationID: entry.id, itemID: try serverID(entry.row))
         case .untrash:
             guard let parent = entry.parent, let name = entry.name else { throw SyncFailure.Refused("the outbox entry is incomplete") }
             let id = try serverID(entry.row)
-            let applied = try await database.untrashItem(operationID: entry.id, itemID: id, toParentID: try serverID(parent), name: name)
+            let applied = try await database.untrashItem(operationID: entry.id, itemID: id, toParentID: try serverID(parent), name: name,
+                                                         types: typeChain(entry.row))
             return Outcome(follow: renamed(applied, entry, name, row: id))
         case .delete:
             let current = assigned[entry.row] ?? store.currentRow(entry.row)

@@ -25,7 +25,7 @@ struct SyncFailure: Error {
             case .unreachable: self.init(.offline, remote.description, reached: false)
             case .authentication, .schemaTooNew: self.init(.stalled, remote.description, reached: true)
             case .server: self.init(.offline, remote.description, reached: true)
-            case .versionConflict, .notFound, .nameCollision, .notEmpty, .invalid, .operationReused, .movedElsewhere:
+            case .versionConflict, .notFound, .nameCollision, .notEmpty, .invalid, .operationReused, .movedElsewhere, .refused:
                 self.init(.item, remote.description, reached: true)
             }
         case let s3 as S3Error:

@@ -5,7 +5,9 @@ import GRDB
 // `docfs init`: making a new store directory, its database and the initial tree of the layout.
 extension LocalStore {
     /// `docfs init`: makes a new store at `url`, which must be a new path or an empty directory.
-    public static func create(at url: URL, layout: Layout?) throws {
+    /// `folders: false` leaves out the layout's folders (a replica gets them from its server,
+    /// under the server's identifiers).
+    public static func create(at url: URL, layout: Layout?, folders: Bool = true) throws {
         let layout = layout ?? Layout()
         let path = url.path
         let fm = FileManager.default
@@ -53,7 +55,7 @@ extension LocalStore {
                     try Schema.setMeta(db, "layout", layoutJSON)
                     try Schema.setMeta(db, "cleanShutdown", "1")
                     try Schema.setMeta(db, "created", ISO8601DateFormatter().string(from: Date()))
-                    try Self.insertInitialTree(db, layout: layout)
+                    try Self.insertInitialTree(db, layout: layout, folders: folders)
                     return .commit
                 }
                 _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
@@ -72,7 +74,7 @@ extension LocalStore {
         }
     }
 
-    private static func insertInitialTree(_ db: Database, layout: Layout) throws {
+    private static func insertInitialTree(_ db: Database, layout: Layout, folders: Bool) throws {
         let now = Date()
         let rootCaps = Capabilities.all.subtracting([.allowsRenaming, .allowsReparenting, .allowsDeleting, .allowsTrashing])
         var root = Record(row: rootRow, parent: nil, item: Item(
@@ -87,7 +89,7 @@ extension LocalStore {
         var nextRow: Int64 = 3
         var pathToRow: [String: Int64] = ["": rootRow]
         // Shallow paths first, so a declared parent exists before its children.
-        let declared = layout.folders.sorted { $0.components.count < $1.components.count }
+        let declared = folders ? layout.folders.sorted { $0.components.count < $1.components.count } : []
         for folder in declared {
             var parentPath = ""
             var parentRow = rootRow

@@ -199,11 +199,11 @@ public final class RemoteDatabase: Sendable {
             let now = Self.nowNs()
             let rows = try await conn.query("""
                 INSERT INTO docfs_items (parent_id, name, kind, size, created_ns, modified_ns, changed_ns, accessed_ns,
-                                         uid, gid, mode, tags, symlink_target, content_key)
+                                         uid, gid, mode, tags, symlink_target, content_key, types)
                 VALUES (\(parentID), \(name), \(kind.rawValue), \(content?.size ?? 0), \(attributes.createdNs),
                         \(attributes.modifiedNs), \(now), \(attributes.modifiedNs), \(Int64(attributes.uid)),
                         \(Int64(attributes.gid)), \(Int32(bitPattern: attributes.mode & 0o7777)), \(attributes.tags),
-                        \(attributes.symlinkTarget), \(content?.key))
+                        \(attributes.symlinkTarget), \(content?.key), \(attributes.types))
                 RETURNING id
                 """, logger: logger)
             var id: Int64 = 0
@@ -269,7 +269,7 @@ public final class RemoteDatabase: Sendable {
     /// `expectedName` (where the replica saw it), a move made elsewhere first wins: the item is
     /// left where it is and `RemoteError.movedElsewhere` tells the replica to follow it.
     public func moveItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String,
-                         expectedParentID: Int64? = nil, expectedName: String? = nil) async throws -> AppliedChange {
+                         expectedParentID: Int64? = nil, expectedName: String? = nil, types: [String]? = nil) async throws -> AppliedChange {
         try Self.checkName(name)
         return try await apply(operationID: operationID, kind: .move) { conn, logger in
             let item = try await Self.liveItem(itemID, conn: conn, logger: logger)
@@ -296,7 +296,7 @@ public final class RemoteDatabase: Sendable {
             let name = try await Self.freeName(name, isFolder: item.kind == "directory", parentID: toParentID,
                                                except: itemID, conn: conn, logger: logger)
             let mv = try await Self.updateReturningVersions(conn: conn, logger: logger, """
-                UPDATE docfs_items SET parent_id = \(toParentID), name = \(name),
+                UPDATE docfs_items SET parent_id = \(toParentID), name = \(name), types = coalesce(\(types), types),
                        metadata_version = metadata_version + 1, changed_ns = \(Self.nowNs())
                 WHERE id = \(itemID) RETURNING content_version, metadata_version
                 """)
@@ -343,7 +343,8 @@ public final class RemoteDatabase: Sendable {
     }
 
     /// Restores a trashed item into `toParentID` under `name`.
-    public func untrashItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String) async throws -> AppliedChange {
+    public func untrashItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String,
+                            types: [String]? = nil) async throws -> AppliedChange {
         try Self.checkName(name)
         return try await apply(operationID: operationID, kind: .untrash) { conn, logger in
             let item = try await Self.liveItem(itemID, conn: conn, logger: logger)
@@ -352,7 +353,7 @@ public final class RemoteDatabase: Sendable {
             let name = try await Self.freeName(name, isFolder: item.kind == "directory", parentID: toParentID,
                                                except: itemID, conn: conn, logger: logger)
             let mv = try await Self.updateReturningVersions(conn: conn, logger: logger, """
-                UPDATE docfs_items SET trashed_ns = NULL, parent_id = \(toParentID), name = \(name),
+                UPDATE docfs_items SET trashed_ns = NULL, parent_id = \(toParentID), name = \(name), types = coalesce(\(types), types),
                        metadata_version = metadata_version + 1, changed_ns = \(Self.nowNs())
                 WHERE id = \(itemID) RETURNING content_version, metadata_version
                 """)
@@ -569,6 +570,7 @@ public final class RemoteDatabase: Sendable {
                 if state.hasPrefix("28") { return RemoteError.authentication(message) }  // invalid authorization
                 if state == "3D000" { return RemoteError.authentication(message) }       // no such database
                 if state.hasPrefix("08") || state.hasPrefix("57P") { return RemoteError.unreachable(message) }
+                if state == "23514", message.hasPrefix("the server's layout") { return RemoteError.refused(message) }
                 return RemoteError.server("\(message) (SQLSTATE \(state))")
             }
             return RemoteError.unreachable("\(e.code)")

@@ -23,8 +23,18 @@
 /// - `docfs_versions.collected_ns`: when `docfs remote gc` removed the version's object (NULL:
 ///   still in the bucket).
 /// - `docfs_changes_at`: the log by time, for trimming.
+///
+/// Version 3 (the server keeps the layout's rules itself):
+/// - `docfs_items.types`: the item's content type and what it conforms to, nearest first, as the
+///   replica that named it typed it (NULL: not given).
+/// - `docfs_admission()`, a trigger on every insert, move, rename and restore of a live item:
+///   refuses (SQLSTATE 23514, check_violation) an item put into a folder whose layout entry
+///   (`docfs_layout`) does not allow adding, or that takes only `allowedContentTypes` the item's
+///   `types` do not include (a plain subfolder passes unless `subfolders: false`; inside a
+///   package nothing is checked; MIME-type words, which only a replica can resolve, pass). So a
+///   replica with an old layout cannot put in what the others refuse.
 public enum RemoteSchema {
-    public static let latest = 2
+    public static let latest = 3
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -118,5 +128,70 @@ public enum RemoteSchema {
             "CREATE INDEX docfs_changes_at ON docfs_changes (at_ns)",
             "CREATE INDEX docfs_versions_key ON docfs_versions (content_key)",
         ]),
+        (3, [
+            "ALTER TABLE docfs_items ADD COLUMN types text[]",
+            admissionFunction,
+            """
+            CREATE TRIGGER docfs_items_admission BEFORE INSERT OR UPDATE OF parent_id, name, trashed_ns, types ON docfs_items
+            FOR EACH ROW WHEN (NEW.parent_id IS NOT NULL AND NOT NEW.deleted AND NEW.trashed_ns IS NULL)
+            EXECUTE FUNCTION docfs_admission()
+            """,
+        ]),
     ]
+
+    /// The layout's rules for a new place of an item, in the server (see version 3 above): the
+    /// same rules the replicas apply (`LocalStore+ContentTypes`), from the server's own layout.
+    static let admissionFunction = """
+        CREATE FUNCTION docfs_admission() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        DECLARE
+            layout jsonb;
+            names text[] := '{}';
+            cursor_id bigint := NEW.parent_id;
+            above record;
+            in_package boolean := false;
+            folder_path text;
+            own jsonb;
+            rule jsonb;
+            allowed text[];
+            depth integer := 0;
+        BEGIN
+            SELECT l.layout INTO layout FROM docfs_layout l WHERE l.id = 1;
+            IF layout IS NULL OR jsonb_typeof(layout->'folders') IS DISTINCT FROM 'array' THEN RETURN NEW; END IF;
+            LOOP
+                SELECT i.parent_id, i.name, i.types INTO above FROM docfs_items i WHERE i.id = cursor_id;
+                EXIT WHEN NOT FOUND OR above.parent_id IS NULL OR depth > 4096;
+                IF above.types IS NOT NULL AND cardinality(above.types) > 0 AND above.types[1] <> 'public.folder' THEN
+                    in_package := true;
+                END IF;
+                names := above.name || names;
+                cursor_id := above.parent_id;
+                depth := depth + 1;
+            END LOOP;
+            folder_path := array_to_string(names, '/');
+            SELECT f INTO own FROM jsonb_array_elements(layout->'folders') f WHERE f->>'path' = folder_path LIMIT 1;
+            IF own IS NOT NULL AND jsonb_typeof(own->'capabilities') = 'array' AND NOT (own->'capabilities') ? 'add' THEN
+                RAISE EXCEPTION 'the server''s layout does not allow adding items to /%', folder_path
+                    USING ERRCODE = 'check_violation';
+            END IF;
+            IF in_package OR NEW.types IS NULL OR cardinality(NEW.types) = 0 THEN RETURN NEW; END IF;
+            FOR n IN REVERSE coalesce(cardinality(names), 0) .. 1 LOOP
+                SELECT f INTO rule FROM jsonb_array_elements(layout->'folders') f
+                 WHERE f->>'path' = array_to_string(names[1:n], '/') AND jsonb_typeof(f->'allowedContentTypes') = 'array' LIMIT 1;
+                EXIT WHEN rule IS NOT NULL;
+            END LOOP;
+            IF rule IS NULL THEN RETURN NEW; END IF;
+            allowed := ARRAY(SELECT jsonb_array_elements_text(rule->'allowedContentTypes'));
+            IF EXISTS (SELECT 1 FROM unnest(allowed) a WHERE a LIKE '%/%') THEN RETURN NEW; END IF;
+            IF NEW.kind = 'directory' AND NEW.types[1] = 'public.folder' AND coalesce((rule->>'subfolders')::boolean, true) THEN
+                RETURN NEW;
+            END IF;
+            IF NOT (NEW.types && allowed) THEN
+                RAISE EXCEPTION 'the server''s layout: /% takes only % (not %)', rule->>'path',
+                    array_to_string(allowed, ', '), NEW.types[1] USING ERRCODE = 'check_violation';
+            END IF;
+            RETURN NEW;
+        END
+        $fn$
+        """
+
 }

@@ -49,9 +49,13 @@ public struct RemoteItemAttributes: Sendable, Equatable {
     public var modifiedNs: Int64
     public var tags: [String]
     public var symlinkTarget: String?
+    /// The item's content type and what it conforms to, nearest first: the server checks its
+    /// layout's rules against them (`RemoteSchema` version 3). nil: not given.
+    public var types: [String]?
 
     public init(uid: UInt32 = 0, gid: UInt32 = 0, mode: UInt32 = 0o644, createdNs: Int64, modifiedNs: Int64,
-                tags: [String] = [], symlinkTarget: String? = nil) {
+                tags: [String] = [], symlinkTarget: String? = nil, types: [String]? = nil) {
+        self.types = types
         self.uid = uid
         self.gid = gid
         self.mode = mode
@@ -176,6 +180,8 @@ public enum RemoteError: Error, Sendable, Equatable, CustomStringConvertible {
     case unreachable(String)
     /// The server refused the login: report it, retrying will not help.
     case authentication(String)
+    /// The server's layout refuses the item in that place (its trigger's check_violation).
+    case refused(String)
     /// Any other error the server reported.
     case server(String)
 
@@ -198,6 +204,7 @@ public enum RemoteError: Error, Sendable, Equatable, CustomStringConvertible {
             return "the server's docfs schema is version \(found); this docfs knows up to \(supported): upgrade docfs"
         case let .unreachable(why): return "PostgreSQL unreachable: \(why)"
         case let .authentication(why): return "PostgreSQL refused the login: \(why)"
+        case let .refused(why): return why
         case let .server(why): return "PostgreSQL: \(why)"
         }
     }

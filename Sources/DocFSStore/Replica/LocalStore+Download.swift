@@ -78,6 +78,12 @@ extension LocalStore {
                                    modified: FileTime(totalNanoseconds: server.modifiedNs),
                                    attributes: attributes, mode: server.mode, target: server.symlinkTarget)
             record.item.changeTime = FileTime.now()
+            // A folder the layout declares keeps its rules here too (its capabilities, and those of what is made in it).
+            let folderPath = try read { (tree) throws(ProviderError) -> String in tree.path(of: parent.row) } + "/" + server.name
+            if kind == .folder, let declared = layout.folder(atPath: folderPath) {
+                record.item.capabilities = try declared.folderCapabilities
+                record.contentsPolicy = try declared.contentsCapabilities
+            }
             if kind == .file {
                 // The server's version number: a later edit here is checked against it.
                 record.item.itemVersion.contentVersion = UInt64(max(1, server.contentVersion))

@@ -189,6 +189,7 @@ extension LocalStore {
     private func evictionBlocker(_ record: Record, pending: Set<Int64>) -> String? {
         guard record.item.kind == .file, record.item.isDownloaded else { return "not downloaded" }
         if record.item.documentSize == 0 { return "empty" }
+        if !record.item.capabilities.contains(.allowsEvicting) { return "its capabilities do not allow evicting (allowsEvicting)" }
         if record.remoteKey == nil || pending.contains(record.row) { return "its contents are not on the server yet" }
         guard let onDemand = replica?.onDemand else { return "not a replica" }
         let busy = onDemand.state.withLock { d -> String? in

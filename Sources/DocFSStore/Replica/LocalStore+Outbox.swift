@@ -187,6 +187,9 @@ extension LocalStore {
     }
 
     /// Marks an item's sync state as failed (nil: clears it), for `user.docfs.sync`.
+    /// The error an item's change met (nil: none).
+    public func syncError(of row: Int64) -> String? { replica?.error(of: row) }
+
     public func setSyncError(_ message: String?, row: Int64) {
         replica?.setError(message, row: row)
     }
