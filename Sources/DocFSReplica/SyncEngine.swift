@@ -92,10 +92,16 @@ public final class SyncEngine: Sendable {
     func run() async {
         var rootID: Int64?
         var checkedStaleUploads = false
+        var migrated = false
         var backoff = Duration.milliseconds(500)
         var deferUntil: ContinuousClock.Instant?
         while !Task.isCancelled {
             do {
+                // A server an older docfs made gets the schema this one sends (idempotent, locked).
+                if !migrated {
+                    _ = try await database.migrate()
+                    migrated = true
+                }
                 if rootID == nil { rootID = try await database.rootID() }
                 if !checkedStaleUploads {
                     try await abortStaleUploads()

@@ -344,8 +344,10 @@ final class CitizenTests: MountTestCase {
         let info = jsonObject(r.stdout)
         XCTAssertEqual(Set(info.keys), ["path", "identifier", "type", "conformsTo", "size", "created", "modified", "lastUsed",
                                         "capabilities", "tags", "favoriteRank", "contentVersion", "metadataVersion", "trashedFrom",
-                                        "sync", "temporary"])
+                                        "sync", "temporary", "downloaded", "pinned"])
         XCTAssertTrue(info["sync"] is NSNull, "a store without a remote has no sync state")
+        XCTAssertTrue(info["downloaded"] is NSNull, "nor contents on demand")
+        XCTAssertEqual(info["pinned"] as? Bool, false)
         XCTAssertEqual(info["temporary"] as? Bool, false)
         XCTAssertEqual(info["identifier"] as? String, identifier)
         XCTAssertEqual(info["type"] as? String, "public.plain-text")
