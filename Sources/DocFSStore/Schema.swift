@@ -145,34 +145,21 @@ enum Schema {
                 .execute(arguments: StatementArguments(values))
             return
         }
-        if values.count == format2ColumnCount {
-            // A journal an earlier docfs left: the new columns keep what they had.
-            try db.cachedStatement(sql: """
-                INSERT INTO item (\(format2Columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT(id) DO UPDATE SET parent = excluded.parent, name = excluded.name, kind = excluded.kind,
-                    contentType = excluded.contentType, size = excluded.size, created = excluded.created,
-                    modified = excluded.modified, lastUsed = excluded.lastUsed, tagData = excluded.tagData,
-                    favoriteRank = excluded.favoriteRank, caps = excluded.caps, contentsCaps = excluded.contentsCaps,
-                    contentVersion = excluded.contentVersion, metadataVersion = excluded.metadataVersion,
-                    symlinkTarget = excluded.symlinkTarget, perms = excluded.perms,
-                    trashedFrom = excluded.trashedFrom, trashedName = excluded.trashedName,
-                    changed = excluded.changed, uid = excluded.uid, gid = excluded.gid
-                """).execute(arguments: StatementArguments(values))
-            return
-        }
+        // A journal an earlier docfs left (format 2's columns): the newer columns keep what they had.
         // Cached: every action runs this, and parsing it cost more than executing it.
-        try db.cachedStatement(sql: """
-            INSERT INTO item (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT(id) DO UPDATE SET parent = excluded.parent, name = excluded.name, kind = excluded.kind,
-                contentType = excluded.contentType, size = excluded.size, created = excluded.created,
-                modified = excluded.modified, lastUsed = excluded.lastUsed, tagData = excluded.tagData,
-                favoriteRank = excluded.favoriteRank, caps = excluded.caps, contentsCaps = excluded.contentsCaps,
-                contentVersion = excluded.contentVersion, metadataVersion = excluded.metadataVersion,
-                symlinkTarget = excluded.symlinkTarget, perms = excluded.perms,
-                trashedFrom = excluded.trashedFrom, trashedName = excluded.trashedName,
-                changed = excluded.changed, uid = excluded.uid, gid = excluded.gid,
-                remoteKey = excluded.remoteKey, absent = excluded.absent
-            """).execute(arguments: StatementArguments(values))
+        try db.cachedStatement(sql: values.count == format2ColumnCount ? format2UpsertSQL : upsertSQL)
+            .execute(arguments: StatementArguments(values))
+    }
+
+    static let upsertSQL = upsertSQL(columns)
+    static let format2UpsertSQL = upsertSQL(format2Columns)
+
+    /// INSERT … ON CONFLICT(id) DO UPDATE of every named column but `id`.
+    private static func upsertSQL(_ names: String) -> String {
+        let list = names.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        let placeholders = Array(repeating: "?", count: list.count).joined(separator: ", ")
+        let updates = list.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
+        return "INSERT INTO item (\(names)) VALUES (\(placeholders)) ON CONFLICT(id) DO UPDATE SET \(updates)"
     }
 
     static func delete(_ db: Database, _ row: Int64) throws {

@@ -87,13 +87,16 @@ extension LocalStore {
 
     /// Rows with outbox entries still waiting.
     func pendingRows() throws(ProviderError) -> Set<Int64> {
-        try write { (database) throws(ProviderError) -> Set<Int64> in
-            try flushJournal(database)
-            do {
-                return try database.inDatabase { db in Set(try Int64.fetchAll(db, sql: "SELECT DISTINCT row FROM outbox")) }
-            } catch {
-                throw ProviderError(.ioError, "read the outbox: \(error)")
-            }
+        try write { (database) throws(ProviderError) -> Set<Int64> in try pendingRows(database) }
+    }
+
+    /// The same, under the writer lock: the journal goes to SQLite first.
+    func pendingRows(_ database: DatabaseQueue) throws(ProviderError) -> Set<Int64> {
+        try flushJournal(database)
+        do {
+            return try database.inDatabase { db in Set(try Int64.fetchAll(db, sql: "SELECT DISTINCT row FROM outbox")) }
+        } catch {
+            throw ProviderError(.ioError, "read the outbox: \(error)")
         }
     }
 
@@ -105,13 +108,7 @@ extension LocalStore {
         var result = IncomingResult()
         var changes: [ProviderChange] = []
         try write { (database) throws(ProviderError) in
-            try flushJournal(database)
-            let pending: Set<Int64>
-            do {
-                pending = try database.inDatabase { db in Set(try Int64.fetchAll(db, sql: "SELECT DISTINCT row FROM outbox")) }
-            } catch {
-                throw ProviderError(.ioError, "read the outbox: \(error)")
-            }
+            let pending = try pendingRows(database)
             var live = items.filter { !$0.deleted }
             var progress = true
             while progress && !live.isEmpty {

@@ -206,13 +206,7 @@ extension LocalStore {
     /// Call under the writer lock.
     private func evictRows(_ rows: [Int64], database: DatabaseQueue, stopAt enough: Int64? = nil)
         throws(ProviderError) -> (evicted: Int, bytes: Int64, kept: [(row: Int64, reason: String)]) {
-        try flushJournal(database)
-        let pending: Set<Int64>
-        do {
-            pending = try database.inDatabase { db in Set(try Int64.fetchAll(db, sql: "SELECT DISTINCT row FROM outbox")) }
-        } catch {
-            throw ProviderError(.ioError, "read the outbox: \(error)")
-        }
+        let pending = try pendingRows(database)
         var evicted = 0
         var bytes: Int64 = 0
         var kept: [(row: Int64, reason: String)] = []
