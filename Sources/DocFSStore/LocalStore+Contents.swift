@@ -24,7 +24,7 @@ extension LocalStore {
         }
         let fd = sysOpen(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 { throw ProviderError.posix(errno, "open contents of \(self.path(of: identifier))") }
-        replica?.onDemand.noteOpen(currentRow(row), reader: false)
+        replica?.onDemand.noteOpen(currentRow(row))
         return fd
     }
 

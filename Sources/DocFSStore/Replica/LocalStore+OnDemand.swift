@@ -41,7 +41,7 @@ extension LocalStore {
         let record = state.withLock { $0.record(current) }
         guard let record, record.item.kind == .file, !record.item.isDownloaded else {
             let fd = try openContents(of: identifier)
-            onDemand.noteOpen(current, reader: true)
+            onDemand.noteReader(current)
             return OpenedContents(fd: fd)
         }
         let download = try startDownload(record)
@@ -49,10 +49,11 @@ extension LocalStore {
         if fd < 0 {
             // Finished meanwhile: the file is in contents/ now.
             let fd = try openContents(of: identifier)
-            onDemand.noteOpen(current, reader: true)
+            onDemand.noteReader(current)
             return OpenedContents(fd: fd)
         }
-        onDemand.noteOpen(current, reader: true)
+        onDemand.noteOpen(current)
+        onDemand.noteReader(current)
         return OpenedContents(fd: fd, arrival: download.arrival)
     }
 

@@ -26,12 +26,17 @@ final class OnDemandContents: Sendable {
         state = Mutex(State(pins: pins))
     }
 
-    func noteOpen(_ row: Int64, reader: Bool) {
+    /// The file was opened (for the least-recently-used order).
+    func noteOpen(_ row: Int64) {
         state.withLock { s in
             s.clock += 1
             s.lastUse[row] = s.clock
-            if reader { s.openReaders[row, default: 0] += 1 }
         }
+    }
+
+    /// A reading handle is open on it until `noteClosed` (never evicted meanwhile).
+    func noteReader(_ row: Int64) {
+        state.withLock { s in s.openReaders[row, default: 0] += 1 }
     }
 
     func noteClosed(_ row: Int64) {
