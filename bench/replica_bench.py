@@ -5,9 +5,10 @@ Tests/remote/servers.sh (a benchmark, never part of `make test`):
 1. latency: a small file written on mount A, then the time until mount B reads its contents
    (median and 99th percentile over BENCH_FILES files, default 200, one at a time), and the
    same for two `rclone mount`s of one bucket when rclone is installed (at most 50 files);
-2. init: a tree of BENCH_ITEMS items (default 100,000: folders of 100 empty files) made on the
-   server with SQL, then `docfs init --remote` of it (metadata only: empty files have no object)
-   and `ls -lR` of the mounted replica.
+2. init: a tree of BENCH_ITEMS items (default 100,000: folders of 100 files of 1,000 bytes each)
+   made on the server with SQL, then `docfs init --remote` of it (metadata only: contents are
+   downloaded when a file is opened, so the objects the rows name need not exist) and `ls -lR` of
+   the mounted replica.
 
     make bench-replicas          (builds release, starts the servers, runs this)
 
@@ -161,8 +162,9 @@ def init_tree(work):
             INSERT INTO docfs_items (parent_id, name, kind, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid, mode)
             SELECT f.id, 'file' || g || '.txt', 'file', 1, 1, 1, 1, 0, 0, 420
             FROM docfs_items f, generate_series(1, %d) g WHERE f.kind = 'directory' AND f.parent_id IS NOT NULL;
+            UPDATE docfs_items SET size = 1000, content_key = 'bench/not-uploaded/' || id WHERE kind = 'file';
             INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns)
-            SELECT id, 1, NULL, 0, 1 FROM docfs_items WHERE kind = 'file';
+            SELECT id, 1, content_key, size, 1 FROM docfs_items WHERE kind = 'file';
             INSERT INTO docfs_changes (item_id, kind, operation_id, content_version, metadata_version, at_ns)
             SELECT id, 'create', gen_random_uuid(), 1, 1, 1 FROM docfs_items WHERE parent_id IS NOT NULL ORDER BY id;
         """ % (folders, files // folders)
