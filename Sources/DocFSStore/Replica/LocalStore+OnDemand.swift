@@ -59,7 +59,8 @@ extension LocalStore {
 
     public func contentsClosed(of identifier: ItemIdentifier) {
         guard let onDemand = replica?.onDemand, let row = row(for: identifier) else { return }
-        onDemand.noteClosed(currentRow(row))
+        // A file open while a download made room could not go then: it can now.
+        if onDemand.noteClosed(currentRow(row)) { scheduleEviction() }
     }
 
     /// The whole contents of a file not downloaded: waits for its download (a program opening
@@ -208,10 +209,9 @@ extension LocalStore {
     private func evictRows(_ rows: [Int64], database: DatabaseQueue, stopAt enough: Int64? = nil)
         throws(ProviderError) -> (evicted: Int, bytes: Int64, kept: [(row: Int64, reason: String)]) {
         let pending = try pendingRows(database)
-        var evicted = 0
         var bytes: Int64 = 0
         var kept: [(row: Int64, reason: String)] = []
-        var changes: [ProviderChange] = []
+        var evicting: [Record] = []
         for row in rows {
             if let enough, bytes >= enough { break }
             guard var record = state.withLock({ $0.record(row) }) else { continue }
@@ -220,19 +220,22 @@ extension LocalStore {
                 continue
             }
             record.item.isDownloaded = false
-            try commit(database, saving: [record], replicated: false, "evict the contents of \(record.item.filename)")
-            state.withLock { tree in
-                tree.replaceKeepingCounts(record)
-                tree.dirty.remove(row)
-            }
-            // Open descriptors (none: checked above, or a reader racing in) keep the old inode.
-            _ = sysUnlink(contentPath(row))
-            evicted += 1
+            evicting.append(record)
             bytes += record.item.documentSize
-            changes.append(.modified(record.item.identifier))
         }
-        if !changes.isEmpty { replica?.notify(changes) }
-        return (evicted, bytes, kept)
+        guard !evicting.isEmpty else { return (0, 0, kept) }
+        // One journal entry for them all; the files go once it is in.
+        try commit(database, saving: evicting, replicated: false, "evict the contents of \(evicting.count) file(s)")
+        state.withLock { tree in
+            for record in evicting {
+                tree.replaceKeepingCounts(record)
+                tree.dirty.remove(record.row)
+            }
+        }
+        // Open descriptors (none: checked above, or a reader racing in) keep the old inode.
+        for record in evicting { _ = sysUnlink(contentPath(record.row)) }
+        replica?.notify(evicting.map { .modified($0.item.identifier) })
+        return (evicting.count, bytes, kept)
     }
 
     public func evictContents(ofItemWithIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Int {
@@ -303,16 +306,16 @@ extension LocalStore {
         do throws(ProviderError) {
             try write { (database) throws(ProviderError) in
                 try flushJournal(database)
-                let (local, candidates): (Int64, [(row: Int64, size: Int64)])
+                let (local, candidates): (Int64, [Int64])
                 do {
                     (local, candidates) = try database.inDatabase { db in
                         let local = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM item WHERE kind = 0 AND absent = 0") ?? 0
                         guard local + reserving > limit else { return (local, []) }
-                        let rows = try Row.fetchAll(db, sql: """
-                            SELECT id, size FROM item WHERE kind = 0 AND absent = 0 AND size > 0 AND remoteKey IS NOT NULL
+                        let rows = try Int64.fetchAll(db, sql: """
+                            SELECT id FROM item WHERE kind = 0 AND absent = 0 AND size > 0 AND remoteKey IS NOT NULL
                             AND id NOT IN (SELECT row FROM outbox)
                             """)
-                        return (local, rows.map { (row: $0[0] as Int64, size: $0[1] as Int64) })
+                        return (local, rows)
                     }
                 } catch {
                     throw ProviderError(.ioError, "count the contents here: \(error)")
@@ -320,7 +323,7 @@ extension LocalStore {
                 var estimate = local
                 if local + reserving > limit, !candidates.isEmpty {
                     let stamps = onDemand.state.withLock { $0.lastUse }
-                    let order = candidates.sorted { (stamps[$0.row] ?? 0, $0.row) < (stamps[$1.row] ?? 0, $1.row) }.map(\.row)
+                    let order = candidates.sorted { (stamps[$0] ?? 0, $0) < (stamps[$1] ?? 0, $1) }
                     let result = try evictRows(order, database: database, stopAt: local + reserving - limit)
                     estimate -= result.bytes
                     if estimate + reserving > limit {

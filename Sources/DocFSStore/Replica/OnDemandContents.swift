@@ -39,10 +39,15 @@ final class OnDemandContents: Sendable {
         state.withLock { s in s.openReaders[row, default: 0] += 1 }
     }
 
-    func noteClosed(_ row: Int64) {
+    /// A reading handle closed; true when it was the file's last and the contents here were over
+    /// the limit at the last count (the file may be what held them there).
+    func noteClosed(_ row: Int64) -> Bool {
         state.withLock { s in
-            guard let n = s.openReaders[row] else { return }
-            if n <= 1 { s.openReaders[row] = nil } else { s.openReaders[row] = n - 1 }
+            guard let n = s.openReaders[row] else { return false }
+            if n > 1 { s.openReaders[row] = n - 1; return false }
+            s.openReaders[row] = nil
+            guard let limit = s.limit, let local = s.localEstimate else { return false }
+            return local > limit
         }
     }
 }
