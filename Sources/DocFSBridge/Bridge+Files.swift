@@ -158,7 +158,7 @@ extension Bridge {
         guard fd >= 0 else { reply.error(EBADF); return }
         if session == nil, let arrival = file.arrival {
             // Downloading: wait for this read's range only (bounded; EIO if the server is gone).
-            do throws(ProviderError) { try arrival.waitForBytes(through: Int64(offset + size)) } catch {
+            do throws(ProviderError) { try arrival.waitFor(Int64(offset)..<Int64(offset + size)) } catch {
                 reply.error(report("read", Failure(error, .ino(file.node.ino))))
                 return
             }

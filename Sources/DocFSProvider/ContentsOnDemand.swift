@@ -1,10 +1,11 @@
 import Foundation
 
-/// Contents still arriving: a file being downloaded on demand, from its first byte on. Reads of
-/// a handle opened on it wait only until the bytes they ask for are in place (or the download
-/// ended), so a reader of a large file starts before the whole file is here. The provider
-/// reports progress; the bridge waits. (A class, not a protocol: the bridge's read path takes it
-/// as one reference.)
+/// Contents still arriving: a file being downloaded on demand, in chunks and not necessarily in
+/// order. Reads of a handle opened on it wait only until the bytes they ask for are in place (or
+/// the download ended); a read of bytes no one is fetching yet tells the downloader (`wanted`),
+/// which fetches them next, so a read far into a large file does not wait for what comes before.
+/// The provider reports the ranges that arrived; the bridge waits. (A class, not a protocol: the
+/// bridge's read path takes it as one reference.)
 public final class ContentArrival: @unchecked Sendable {
     /// The bytes expected in all.
     public let size: Int64
@@ -12,20 +13,29 @@ public final class ContentArrival: @unchecked Sendable {
     public let stallTimeout: TimeInterval
 
     private let condition = NSCondition()
-    private var available: Int64 = 0
+    private var present = RangeSet<Int64>()
     private var finished = false
     private var failure: ProviderError?
     private var lastProgress = Date()
+    private var wanted: (@Sendable (Range<Int64>) -> Void)?
 
     public init(size: Int64, stallTimeout: TimeInterval) {
         self.size = size
         self.stallTimeout = stallTimeout
     }
 
-    /// Bytes `0..<count` are in place.
-    public func progressed(to count: Int64) {
+    /// Who hears of reads waiting for bytes that are not here (the downloader, to fetch them next).
+    public func whenWanted(_ handler: @escaping @Sendable (Range<Int64>) -> Void) {
         condition.lock()
-        available = max(available, count)
+        wanted = handler
+        condition.unlock()
+    }
+
+    /// Bytes `range` are in place.
+    public func arrived(_ range: Range<Int64>) {
+        guard !range.isEmpty else { return }
+        condition.lock()
+        present.insert(contentsOf: range)
         lastProgress = Date()
         condition.broadcast()
         condition.unlock()
@@ -36,7 +46,8 @@ public final class ContentArrival: @unchecked Sendable {
         condition.lock()
         finished = true
         failure = error
-        if error == nil { available = max(available, size) }
+        if error == nil, size > 0 { present.insert(contentsOf: 0..<size) }
+        wanted = nil
         condition.broadcast()
         condition.unlock()
     }
@@ -47,26 +58,37 @@ public final class ContentArrival: @unchecked Sendable {
         return finished
     }
 
-    /// Returns once bytes `0..<end` are in place or the download finished; throws the download's
+    /// Every byte of `range` is here (call with the lock held).
+    private func holds(_ range: Range<Int64>) -> Bool {
+        range.isEmpty || present.ranges.contains { $0.lowerBound <= range.lowerBound && $0.upperBound >= range.upperBound }
+    }
+
+    /// Returns once bytes `range` (clipped to the file) are in place; throws the download's
     /// error, or an EIO error when no byte arrived for `stallTimeout`.
-    public func waitForBytes(through end: Int64) throws(ProviderError) {
-        let wanted = min(end, size)
+    public func waitFor(_ range: Range<Int64>) throws(ProviderError) {
+        let wantedRange = max(0, min(range.lowerBound, size))..<max(0, min(range.upperBound, size))
+        condition.lock()
+        if holds(wantedRange) { condition.unlock(); return }
+        let tell = finished ? nil : wanted
+        condition.unlock()
+        // Outside the lock: the downloader takes its own.
+        tell?(wantedRange)
         let started = Date()
         condition.lock()
         defer { condition.unlock() }
-        while available < wanted && !finished {
+        while !holds(wantedRange) && !finished {
             // Measured from this wait's start too: a reader after one that gave up waits its own time.
             let deadline = max(lastProgress, started).addingTimeInterval(stallTimeout)
             if !condition.wait(until: deadline), Date() >= deadline {
                 throw ProviderError(.serverUnreachable, "no bytes of the contents arrived from the server for \(Int(stallTimeout)) s", errno: EIO)
             }
         }
-        if let failure, available < wanted { throw failure }
+        if let failure, !holds(wantedRange) { throw failure }
     }
 
     /// Waits for the whole file (a program that opens it for writing copies all of it).
     public func waitForAll() throws(ProviderError) {
-        try waitForBytes(through: size)
+        try waitFor(0..<size)
         condition.lock()
         defer { condition.unlock() }
         if let failure { throw failure }

@@ -66,8 +66,8 @@ public final class SyncEngine: Sendable {
         store.setSyncHooks(wake: { wake.signal() }, status: { [weak self] in self?.statusJSON() ?? "{}" })
         // Files on the server only are downloaded when opened, by this engine's client.
         let (s3, bucket) = (self.s3, configuration.bucket)
-        store.setContentFetcher { key, path, progress in
-            _ = try await s3.getObject(bucket: bucket, key: key, toFileAt: FilePath(path), progress: progress)
+        store.setContentFetcher { key, path, range, progress in
+            try await s3.getObject(bucket: bucket, key: key, range: range, intoFileAt: FilePath(path), progress: progress)
         }
         task.withLock { $0 = Task { await self.run() } }
         follower.start()

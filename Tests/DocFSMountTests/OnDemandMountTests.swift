@@ -70,6 +70,29 @@ final class OnDemandMountTests: ReplicaTestCase {
         XCTAssertEqual(contents(b.mnt + "/t/sub/hello.txt"), "hello")
     }
 
+    /// Chunks of 64 KiB (`DOCFS_DOWNLOAD_CHUNK`): the end of a file, then its middle, then its
+    /// start are read first, each fetched by a ranged request ahead of the rest, and the file
+    /// put together from chunks out of order is byte-exact. (That such a read does not wait
+    /// for the bytes before it is `ChunkedDownloadTests`, with a server held on purpose.)
+    func testReadsFarIntoAFileFetchTheirRangeFirst() throws {
+        let r = try makeRemote()
+        let size = (3 << 20) + 1234
+        try writeRandom(r.fx.src + "/far.bin", bytes: size)
+        XCTAssertEqual(r.fx.sh("cp src/far.bin mnt/").status, 0)
+        try r.waitUntilUploaded()
+        let b = try makeSecond(r, env: ["DOCFS_DOWNLOAD_CHUNK": "65536"])
+        let file = b.mnt + "/far.bin"
+        XCTAssertEqual(r.xattr(file, "user.docfs.downloaded"), "no")
+        for (skip, count) in [(size / 4096 - 1, 2), (400, 40), (0, 3)] {
+            let slice = r.fx.sh("dd if='\(file)' bs=4096 skip=\(skip) count=\(count) status=none > b.part && dd if=src/far.bin bs=4096 skip=\(skip) count=\(count) status=none > a.part && cmp a.part b.part")
+            XCTAssertEqual(slice.status, 0, "4 KiB blocks \(skip)..<\(skip + count): \(slice)")
+        }
+        XCTAssertEqual(r.fx.sh("cmp src/far.bin '\(file)'").status, 0)
+        eventually("far.bin is downloaded") { r.xattr(file, "user.docfs.downloaded") == "yes" }
+        XCTAssertEqual(localBytes(b.store), Int64(size), "one whole copy, no chunk twice")
+        XCTAssertEqual(r.fx.sh("cmp src/far.bin '\(file)'").status, 0, "read again from the store's copy")
+    }
+
     func testEvictAndPin() throws {
         let r = try makeRemote()
         let b = try makeSecond(r)

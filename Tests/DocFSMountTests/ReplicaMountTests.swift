@@ -14,13 +14,13 @@ class ReplicaTestCase: RemoteMountTestCase {
         var mnt: String
     }
 
-    func makeSecond(_ r: RemoteMount) throws -> Second {
+    func makeSecond(_ r: RemoteMount, env: [String: String] = [:]) throws -> Second {
         let second = Second(store: r.fx.dir + "/second", mnt: r.fx.dir + "/mnt2")
         XCTAssertEqual(mkdir(second.mnt, 0o755), 0)
         let env = r.awsEnvironment(secret: r.servers.secretKey)
         let initResult = r.fx.docfs(["init", second.store] + r.remoteArguments, env: env)
         guard initResult.status == 0 else { throw FixtureError("init of the second replica: \(initResult)") }
-        try mountSecond(r, second)
+        try mountSecond(r, second, env: env)
         addTeardownBlock {
             _ = r.fx.docfs(["unmount", "--no-wait", second.mnt], timeout: 30)
             MountFixture.lazyUnmount(second.mnt)
@@ -28,8 +28,9 @@ class ReplicaTestCase: RemoteMountTestCase {
         return second
     }
 
-    func mountSecond(_ r: RemoteMount, _ second: Second) throws {
-        let mount = r.fx.docfs(["mount", second.store, second.mnt], env: r.awsEnvironment(secret: r.servers.secretKey))
+    func mountSecond(_ r: RemoteMount, _ second: Second, env: [String: String] = [:]) throws {
+        let environment = r.awsEnvironment(secret: r.servers.secretKey).merging(env) { _, given in given }
+        let mount = r.fx.docfs(["mount", second.store, second.mnt], env: environment)
         guard mount.status == 0 else { throw FixtureError("mount of the second replica: \(mount)") }
     }
 

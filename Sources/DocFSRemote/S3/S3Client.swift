@@ -169,6 +169,40 @@ public final class S3Client: Sendable {
         var headers: [(String, String)] = []
         if let range { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
         let response = try await send(.GET, bucket: bucket, key: key, headers: headers, operation: "GetObject \(key)")
+        return try await receive(response, into: fd, progress: progress, operation: "GetObject \(key)")
+    }
+
+    /// Downloads bytes `range` of an object into the existing file at `path`, at the same offset
+    /// (one chunk of a download that fetches chunks in any order); returns the bytes written.
+    /// A server that ignores the range and sends the whole object is refused, not written.
+    @discardableResult
+    public func getObject(bucket: String, key: String, range: Range<Int64>, intoFileAt path: FilePath,
+                          progress: (@Sendable (Int64) -> Void)? = nil) async throws -> Int64 {
+        guard !range.isEmpty else { return 0 }
+        let operation = "GetObject \(key) bytes \(range.lowerBound)-\(range.upperBound - 1)"
+        let fd = try await NIOThreadPool.singleton.runIfActive {
+            let fd = try SystemPackage.FileDescriptor.open(path, .writeOnly, options: [], permissions: nil)
+            do { try fd.seek(offset: range.lowerBound, from: .start) } catch { try? fd.close(); throw error }
+            return fd
+        }
+        do {
+            let response = try await send(.GET, bucket: bucket, key: key, headers: [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")],
+                                          operation: operation)
+            if response.status.code != 206 {
+                throw S3Error(kind: .rejected, status: Int(response.status.code), message: "\(operation): the server answered \(response.status.code), not 206 (it ignored the range)")
+            }
+            let n = try await receive(response, into: fd, progress: progress, operation: operation)
+            try fd.close()
+            return n
+        } catch {
+            try? fd.close()
+            throw error
+        }
+    }
+
+    /// Writes a response's body at the current position of `fd`, chunk by chunk as it arrives.
+    private func receive(_ response: HTTPClientResponse, into fd: SystemPackage.FileDescriptor,
+                         progress: (@Sendable (Int64) -> Void)?, operation: String) async throws -> Int64 {
         var written: Int64 = 0
         do {
             for try await chunk in response.body {
@@ -177,7 +211,7 @@ public final class S3Client: Sendable {
                 progress?(written)
             }
         } catch {
-            throw Self.map(error, operation: "GetObject \(key)")
+            throw Self.map(error, operation: operation)
         }
         return written
     }

@@ -10,9 +10,10 @@ import GRDB
 // are downloaded when first opened; downloaded files the server has are evicted, least recently
 // opened first, to keep the contents under `--cache-size`; pinned items stay downloaded.
 extension LocalStore {
-    /// Downloads the object `key` into the file at `path`, reporting the bytes written so far.
-    public typealias ContentFetcher = @Sendable (_ key: String, _ path: String,
-                                                 _ progress: @escaping @Sendable (Int64) -> Void) async throws -> Void
+    /// Downloads bytes `range` of the object `key` into the existing file at `path`, at the same
+    /// offset, reporting the bytes of the range written so far; returns how many it wrote.
+    public typealias ContentFetcher = @Sendable (_ key: String, _ path: String, _ range: Range<Int64>,
+                                                 _ progress: @escaping @Sendable (Int64) -> Void) async throws -> Int64
 
     /// Set by the sync engine while it runs: without it, an evicted file cannot be read (EIO).
     public func setContentFetcher(_ fetcher: ContentFetcher?) {
@@ -93,21 +94,16 @@ extension LocalStore {
         let fd = sysOpen(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ProviderError.posix(errno, "make a file to download \(where_) into") }
         sysClose(fd)
-        let download = ContentDownload(row: record.row, key: key, contentVersion: version, size: record.item.documentSize, path: path)
+        let download = ContentDownload(row: record.row, key: key, contentVersion: version, size: record.item.documentSize, path: path,
+                                       fetch: { range, progress in try await fetcher(key, path, range, progress) },
+                                       ended: { [self] download, failure in finishDownload(download, failure: failure) })
         let chosen = onDemand.state.withLock { d -> ContentDownload in
             if let running = d.downloads[record.row], running.contentVersion == version { return running }
             d.downloads[record.row] = download
             return download
         }
         guard chosen === download else { _ = sysUnlink(path); return chosen }
-        Task.detached { [self] in
-            do {
-                try await fetcher(key, path) { download.arrival.progressed(to: $0) }
-                finishDownload(download, failure: nil)
-            } catch {
-                finishDownload(download, failure: "\(error)")
-            }
-        }
+        download.start()
         return download
     }
 
