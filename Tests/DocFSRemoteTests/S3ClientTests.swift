@@ -116,6 +116,15 @@ final class S3ClientTests: XCTestCase {
             let part = dir.appendingPathComponent("part")
             try await client.getObject(bucket: bucket, key: "one put", range: 1000...1999, toFileAt: FilePath(part.path))
             XCTAssertEqual(try Data(contentsOf: part), Data(bytes[1000...1999]))
+            // Chunks out of order into one file, each at its own offset: the file is the object.
+            let chunks = dir.appendingPathComponent("chunks")
+            XCTAssertTrue(FileManager.default.createFile(atPath: chunks.path, contents: nil))
+            for start in stride(from: Int64(0), to: 1_000_003, by: 300_000).reversed() {
+                let range = start ..< min(1_000_003, start + 300_000)
+                let written = try await client.getObject(bucket: bucket, key: "one put", range: range, intoFileAt: FilePath(chunks.path))
+                XCTAssertEqual(written, Int64(range.count))
+            }
+            XCTAssertEqual(try Data(contentsOf: chunks), Data(bytes))
             let tail = try await client.getObjectBytes(bucket: bucket, key: "one put", range: 999_999...1_000_002)
             XCTAssertEqual(tail, Array(bytes[999_999...]))
             do {
