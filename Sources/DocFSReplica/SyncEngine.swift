@@ -183,8 +183,14 @@ public final class SyncEngine: Sendable {
                     // The server decided otherwise (another replica's change came first, a move it
                     // refuses): the change is dropped and the item follows the server's state.
                     let row = assigned[entry.row] ?? store.currentRow(entry.row)
-                    let path = store.path(of: LocalStore.identifier(forRow: row))
-                    if row > LocalStore.trashRow, row < LocalStore.temporaryRowBase {
+                    var path = store.path(of: LocalStore.identifier(forRow: row))
+                    if path.hasSuffix("?") { path = "item \(row) (deleted here)" }
+                    // An edit the server's layout refuses, whose conflicted copy it refuses too, is
+                    // not undone: the item keeps this replica's contents (nothing written is
+                    // lost), marked with the rule.
+                    var refusedEdit = false
+                    if entry.kind == .content, case RemoteError.refused = error { refusedEdit = true }
+                    if row > LocalStore.trashRow, row < LocalStore.temporaryRowBase, !refusedEdit {
                         refresh.append(row)
                         store.noteConflict("this replica's \(entry.kind.rawValue) was undone: \(sorted.message)", row: row,
                                            summary: "\(path): \(entry.kind.rawValue) undone (\(sorted.message))")
@@ -294,9 +300,13 @@ public final class SyncEngine: Sendable {
             let id = try serverID(entry.row)
             do {
                 _ = try await database.newContentVersion(operationID: entry.id, itemID: id, expectedVersion: version - 1,
-                                                         content: content, modifiedNs: details.modifiedNs ?? 0)
+                                                         content: content, modifiedNs: details.modifiedNs ?? 0,
+                                                         initial: details.initialContents == true)
             } catch RemoteError.versionConflict {
                 return try await keepConflictedCopy(entry, itemID: id, content: content, rootID: rootID)
+            } catch RemoteError.refused(let rule) {
+                // The server's layout does not let this file be written: the edit goes beside it.
+                return try await keepConflictedCopy(entry, itemID: id, content: content, rootID: rootID, refusal: rule)
             }
         case .move:
             guard let parent = entry.parent, let name = entry.name else { throw SyncFailure.Refused("the outbox entry is incomplete") }
@@ -358,7 +368,9 @@ public final class SyncEngine: Sendable {
     /// Concurrent edits: the server keeps the other replica's version under the name, and this
     /// replica's version goes beside it as "NAME (conflicted copy from HOST YYYY-MM-DD).EXT"; here
     /// the item takes the server's version, and the copy holds this replica's.
-    func keepConflictedCopy(_ entry: OutboxEntry, itemID: Int64, content: RemoteContent, rootID: Int64) async throws -> Outcome {
+    /// With `refusal` (the server's layout does not allow writing the file), the same, for that reason.
+    func keepConflictedCopy(_ entry: OutboxEntry, itemID: Int64, content: RemoteContent, rootID: Int64,
+                            refusal: String? = nil) async throws -> Outcome {
         guard let server = try await database.item(itemID), let parentID = server.parentID else {
             throw SyncFailure.Refused("the item is gone from the server")
         }
@@ -376,11 +388,19 @@ public final class SyncEngine: Sendable {
         conflicted.insert(row)
         let path = store.path(of: LocalStore.identifier(forRow: row))
         let copyName = applied.name ?? name
-        store.noteConflict("conflicted copy of \"\(server.name)\": both replicas changed it; the server's version kept the name",
-                           row: applied.itemID, summary: "\(path): edited on two replicas; this one's version is \"\(copyName)\"")
-        store.noteConflict("edited on another replica too; this replica's version is \"\(copyName)\" beside it", row: row,
-                           summary: "\(path): the other replica's version kept the name")
-        logger.warning("sync: \(path) was changed on another replica too: the server's version keeps the name, this replica's is \"\(copyName)\"")
+        if let refusal {
+            store.noteConflict("conflicted copy of \"\(server.name)\": \(refusal); the server's version kept the name",
+                               row: applied.itemID, summary: "\(path): \(refusal); this replica's version is \"\(copyName)\"")
+            store.noteConflict("this replica's edit is \"\(copyName)\" beside it: \(refusal)", row: row,
+                               summary: "\(path): the server's version kept the name")
+            logger.warning("sync: \(path): the server refused this replica's edit (\(refusal)): the server's version keeps the name, this replica's is \"\(copyName)\"")
+        } else {
+            store.noteConflict("conflicted copy of \"\(server.name)\": both replicas changed it; the server's version kept the name",
+                               row: applied.itemID, summary: "\(path): edited on two replicas; this one's version is \"\(copyName)\"")
+            store.noteConflict("edited on another replica too; this replica's version is \"\(copyName)\" beside it", row: row,
+                               summary: "\(path): the other replica's version kept the name")
+            logger.warning("sync: \(path) was changed on another replica too: the server's version keeps the name, this replica's is \"\(copyName)\"")
+        }
         return Outcome(follow: row, keptOnItem: false)
     }
 

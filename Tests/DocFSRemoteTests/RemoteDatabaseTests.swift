@@ -8,6 +8,10 @@ import XCTest
 /// test gets a database of its own, dropped at the end.
 final class RemoteDatabaseTests: XCTestCase {
     func withDatabase(migrated: Bool = true, _ body: (RemoteDatabase, PostgresURL) async throws -> Void) async throws {
+        try await Self.withDatabase(migrated: migrated, body)
+    }
+
+    static func withDatabase(migrated: Bool = true, _ body: (RemoteDatabase, PostgresURL) async throws -> Void) async throws {
         let admin = try RemoteTestEnvironment.postgres()
         let name = RemoteTestEnvironment.uniqueName("docfs_test")
         try await Self.adminQuery(admin, "CREATE DATABASE \(name)")

@@ -67,8 +67,9 @@ public final class RemoteDatabase: Sendable {
 
     /// Applies the migrations the server lacks; returns the schema version afterwards. Refuses
     /// (`RemoteError.schemaTooNew`) a server whose schema is newer than this code knows.
+    /// `upTo` stops at an older version (a test of what a newer docfs does to an older server).
     @discardableResult
-    public func migrate() async throws -> Int {
+    public func migrate(upTo target: Int = RemoteSchema.latest) async throws -> Int {
         let logger = self.logger
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> Int in
@@ -85,7 +86,7 @@ public final class RemoteDatabase: Sendable {
                 if current > RemoteSchema.latest {
                     throw RemoteError.schemaTooNew(found: current, supported: RemoteSchema.latest)
                 }
-                for migration in RemoteSchema.migrations where migration.version > current {
+                for migration in RemoteSchema.migrations where migration.version > current && migration.version <= target {
                     for statement in migration.statements {
                         try await conn.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                     }
@@ -220,10 +221,13 @@ public final class RemoteDatabase: Sendable {
 
     /// A new content version of a file, if its content version is still `expectedVersion`
     /// (compare-and-swap); otherwise `RemoteError.versionConflict` with the current one.
+    /// `initial`: the contents its creating program wrote (the server's layout lets them into a
+    /// file that does not allow writing, as a replica does).
     public func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
-                                  modifiedNs: Int64) async throws -> AppliedChange {
+                                  modifiedNs: Int64, initial: Bool = false) async throws -> AppliedChange {
         try await apply(operationID: operationID, kind: .content) { conn, logger in
             let now = Self.nowNs()
+            if initial { try await conn.query("SELECT set_config('docfs.initial_contents', 'on', true)", logger: logger) }
             // An edit against a delete keeps the edit: the file comes back with these contents.
             let deletedRows = try await conn.query(
                 "SELECT parent_id, name, kind FROM docfs_items WHERE id = \(itemID) AND deleted FOR UPDATE", logger: logger)

@@ -33,8 +33,18 @@
 ///   `types` do not include (a plain subfolder passes unless `subfolders: false`; inside a
 ///   package nothing is checked; MIME-type words, which only a replica can resolve, pass). So a
 ///   replica with an old layout cannot put in what the others refuse.
+///
+/// Version 4 (`RemoteSchema+Capabilities.swift`: the server keeps the items' capabilities):
+/// - `docfs_items.caps`, `contents_caps`: capability words (NULL: all), set by the server when an
+///   item is made — a layout folder's own `capabilities` and `contents`, any other item its
+///   folder's contents words — and kept when it moves, as a replica's store keeps them.
+/// - `docfs_item_rules()`, a trigger on every change of a live item: writing needs `write` (and
+///   a type the layout does not make view-only), renaming `rename`, moving `reparent`, trashing
+///   `trash`, deleting `delete`; refused with check_violation as above. A replica undoes a
+///   refused rename, move, trash or delete (the item follows the server) and keeps a refused
+///   edit as its own, marked with the rule.
 public enum RemoteSchema {
-    public static let latest = 3
+    public static let latest = 4
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -137,6 +147,7 @@ public enum RemoteSchema {
             EXECUTE FUNCTION docfs_admission()
             """,
         ]),
+        (4, capabilityStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the

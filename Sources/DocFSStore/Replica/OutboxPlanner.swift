@@ -60,9 +60,9 @@ enum OutboxPlanner {
             }
         }
         if kind == .file, item.itemVersion.contentVersion != old.item.itemVersion.contentVersion {
-            planned.append(Planned(kind: .content, row: new.row, bytes: item.documentSize,
-                                   details: OutboxDetails(modifiedNs: item.modificationTime.totalNanoseconds,
-                                                          contentVersion: item.itemVersion.contentVersion)))
+            var details = OutboxDetails(modifiedNs: item.modificationTime.totalNanoseconds, contentVersion: item.itemVersion.contentVersion)
+            if !item.capabilities.contains(.allowsWriting) { details.initialContents = true }
+            planned.append(Planned(kind: .content, row: new.row, bytes: item.documentSize, details: details))
         }
         var changes = OutboxDetails()
         var changed = false

@@ -1,0 +1,116 @@
+import DocFSRemote
+import Foundation
+import XCTest
+
+/// Schema version 4: the server keeps each item's capabilities from its own layout and refuses
+/// the changes they do not allow, whoever asks. Against the PostgreSQL `make test` starts.
+final class ServerCapabilityTests: XCTestCase {
+    static let layout = #"""
+        {"trash":false,
+         "types":[{"identifier":"com.example.log","conformsTo":["public.plain-text"],"extensions":["log"],"viewOnly":true}],
+         "folders":[{"path":"Frozen","contents":["read"]},
+                    {"path":"Archive","capabilities":["read","enumerate","add"],"contents":["read","rename"]}]}
+        """#
+
+    let attributes = RemoteItemAttributes(uid: 1000, gid: 1000, mode: 0o644, createdNs: 1, modifiedNs: 1)
+
+    func file(_ db: RemoteDatabase, _ parent: Int64, _ name: String, types: [String]? = nil) async throws -> Int64 {
+        var attributes = self.attributes
+        attributes.types = types
+        return try await db.createItem(operationID: UUID(), parentID: parent, name: name, kind: .file, attributes: attributes,
+                                       content: RemoteContent(key: "objects/\(UUID())", size: 1)).itemID
+    }
+
+    func folder(_ db: RemoteDatabase, _ parent: Int64, _ name: String) async throws -> Int64 {
+        try await db.createItem(operationID: UUID(), parentID: parent, name: name, kind: .directory, attributes: attributes).itemID
+    }
+
+    /// Asserts the change is refused by the server's layout with a message containing `words`.
+    func assertRefused(_ words: String, _ change: () async throws -> Void, line: UInt = #line) async {
+        do {
+            try await change()
+            XCTFail("the server allowed it (expected: \(words))", line: line)
+        } catch RemoteError.refused(let message) {
+            XCTAssertTrue(message.contains(words), message, line: line)
+        } catch {
+            XCTFail("\(error)", line: line)
+        }
+    }
+
+    func testItemsKeepTheirFoldersWordsAndTheServerRefusesWhatTheyDoNotAllow() async throws {
+        try await RemoteDatabaseTests.withDatabase(migrated: false) { db, url in
+            // A server made by the previous docfs (version 3), with a tree in it already.
+            let three = try await db.migrate(upTo: 3)
+            XCTAssertEqual(three, 3)
+            _ = try await db.setLayout(operationID: UUID(), json: Self.layout)
+            let root = try await db.rootID()
+            let frozen = try await folder(db, root, "Frozen")
+            let archive = try await folder(db, root, "Archive")
+            let old = try await file(db, frozen, "old.txt")
+            let inner = try await folder(db, frozen, "inner")
+            let deep = try await file(db, inner, "deep.txt")
+            // Version 4 gives what was there its words.
+            let latest = try await db.migrate()
+            XCTAssertEqual(latest, RemoteSchema.latest)
+            await assertRefused("does not allow renaming /Frozen/old.txt") {
+                _ = try await db.moveItem(operationID: UUID(), itemID: old, toParentID: frozen, name: "new.txt")
+            }
+            await assertRefused("does not allow writing /Frozen/inner/deep.txt") {
+                _ = try await db.newContentVersion(operationID: UUID(), itemID: deep, expectedVersion: 1,
+                                                   content: RemoteContent(key: "objects/x", size: 2), modifiedNs: 2)
+            }
+            await assertRefused("does not allow renaming /Archive") {
+                _ = try await db.moveItem(operationID: UUID(), itemID: archive, toParentID: root, name: "Old")
+            }
+            await assertRefused("does not allow deleting /Archive") {
+                _ = try await db.deleteItem(operationID: UUID(), itemID: archive)
+            }
+
+            // New items take their folder's words; a layout folder has its own.
+            let paper = try await file(db, archive, "paper.txt")
+            _ = try await db.moveItem(operationID: UUID(), itemID: paper, toParentID: archive, name: "renamed.txt")
+            await assertRefused("does not allow moving to another folder /Archive/renamed.txt") {
+                _ = try await db.moveItem(operationID: UUID(), itemID: paper, toParentID: root, name: "renamed.txt")
+            }
+            await assertRefused("does not allow trashing /Archive/renamed.txt") {
+                _ = try await db.trashItem(operationID: UUID(), itemID: paper)
+            }
+            await assertRefused("does not allow deleting /Frozen/old.txt") {
+                _ = try await db.deleteItem(operationID: UUID(), itemID: old)
+            }
+            // The contents a new file's creating program wrote go in; a later edit does not.
+            let fresh = try await file(db, frozen, "fresh.txt")
+            _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 1,
+                                               content: RemoteContent(key: "objects/w", size: 5), modifiedNs: 5, initial: true)
+            await assertRefused("does not allow writing /Frozen/fresh.txt") {
+                _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 2,
+                                                   content: RemoteContent(key: "objects/v", size: 6), modifiedNs: 6)
+            }
+            // An item made where everything is allowed keeps that when it moves in (as on a replica).
+            let free = try await file(db, root, "free.txt")
+            _ = try await db.moveItem(operationID: UUID(), itemID: free, toParentID: frozen, name: "free.txt")
+            _ = try await db.moveItem(operationID: UUID(), itemID: free, toParentID: frozen, name: "still free.txt")
+            _ = try await db.newContentVersion(operationID: UUID(), itemID: free, expectedVersion: 1,
+                                               content: RemoteContent(key: "objects/y", size: 3), modifiedNs: 3)
+            _ = try await db.deleteItem(operationID: UUID(), itemID: free)
+
+            // A view-only type is never written, wherever it is.
+            let log = try await file(db, root, "run.log", types: ["com.example.log", "public.plain-text", "public.data"])
+            await assertRefused("does not allow writing (com.example.log is view-only) /run.log") {
+                _ = try await db.newContentVersion(operationID: UUID(), itemID: log, expectedVersion: 1,
+                                                   content: RemoteContent(key: "objects/z", size: 4), modifiedNs: 4)
+            }
+            _ = try await db.moveItem(operationID: UUID(), itemID: log, toParentID: root, name: "renamed.log")
+            _ = try await db.deleteItem(operationID: UUID(), itemID: log)
+
+            // What was refused left nothing behind.
+            let kept = try await db.item(old)
+            XCTAssertEqual(kept?.name, "old.txt")
+            XCTAssertEqual(kept?.deleted, false)
+            let unwritten = try await db.item(deep)
+            XCTAssertEqual(unwritten?.contentVersion, 1)
+            let unmoved = try await db.item(paper)
+            XCTAssertEqual(unmoved?.parentID, archive)
+        }
+    }
+}
