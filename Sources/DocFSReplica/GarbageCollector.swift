@@ -12,6 +12,9 @@ public struct GarbageReport: Sendable, Codable, Equatable {
     public var leftoverBytes: Int64 = 0
     /// Left-over objects spared because they are newer than the grace period (may be in flight).
     public var recentKept = 0
+    /// Multipart uploads started before the grace period and never finished (a replica that
+    /// stopped mid-upload and never came back), aborted so their parts stop taking space.
+    public var abandonedUploads = 0
     /// Change log entries trimmed.
     public var logEntries = 0
     public var dryRun = false
@@ -81,6 +84,17 @@ public struct GarbageCollector: Sendable {
             }
         } while token != nil
 
+        // Multipart uploads never finished: one started before the grace period that got no
+        // part within it is abandoned (a replica that comes back starts it over); a large upload
+        // still sending parts over a slow link is not.
+        for upload in try await s3.listMultipartUploads(bucket: bucket, prefix: listed) where upload.key.hasPrefix(folder) {
+            guard let started = upload.initiated, started < cutoff else { continue }
+            let parts = try await s3.listParts(bucket: bucket, key: upload.key, uploadID: upload.uploadID)
+            if parts.contains(where: { ($0.lastModified ?? now) >= cutoff }) { continue }
+            report.abandonedUploads += 1
+            if !dryRun { try await s3.abortMultipartUpload(bucket: bucket, key: upload.key, uploadID: upload.uploadID) }
+        }
+
         if let keepLog, !dryRun {
             let logCutoff = now.addingTimeInterval(-Self.seconds(keepLog))
             report.logEntries = try await database.trimChangeLog(before: Int64(logCutoff.timeIntervalSince1970 * 1e9))
@@ -88,6 +102,7 @@ public struct GarbageCollector: Sendable {
         logger.notice("""
             gc of s3://\(bucket)/\(folder)\(dryRun ? " (dry run)" : ""): \(report.versions) old version(s), \
             \(report.leftovers) left-over object(s), \(report.recentKept) recent object(s) kept, \
+            \(report.abandonedUploads) abandoned multipart upload(s), \
             \(report.logEntries) change log entries trimmed
             """)
         return report

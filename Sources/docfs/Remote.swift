@@ -36,7 +36,7 @@ struct RemoteGC: ParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Count what would be removed; remove nothing.")
     var dryRun = false
 
-    @Flag(help: "Print one JSON object (versions, versionBytes, leftovers, leftoverBytes, recentKept, logEntries, dryRun).")
+    @Flag(help: "Print one JSON object (versions, versionBytes, leftovers, leftoverBytes, recentKept, abandonedUploads, logEntries, dryRun).")
     var json = false
 
     func validate() throws {
@@ -73,6 +73,7 @@ struct RemoteGC: ParsableCommand {
         let verb = dryRun ? "would remove" : "removed"
         print("\(verb) \(report.versions) object(s) of old versions (\(Status.bytesText(report.versionBytes)))")
         print("\(verb) \(report.leftovers) left-over object(s) (\(Status.bytesText(report.leftoverBytes)))")
+        print("\(dryRun ? "would abort" : "aborted") \(report.abandonedUploads) multipart upload(s) never finished")
         if report.recentKept > 0 { print("kept \(report.recentKept) object(s) newer than the grace period (\(grace))") }
         if !dryRun { print("trimmed \(report.logEntries) change log entries older than \(keepLog)") }
     }

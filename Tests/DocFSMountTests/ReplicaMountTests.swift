@@ -232,6 +232,9 @@ final class RemoteGCTests: ReplicaTestCase {
         let leftover = "\(r.prefix)/objects/left-over-upload"
         _ = try r.servers.s3check(["put", r.bucket, leftover, "partial"])
         _ = try r.servers.s3check(["put", r.bucket, "elsewhere/not-ours", "x"])
+        // A multipart upload a replica started and never finished (and one outside the tree's folder).
+        _ = try r.servers.s3check(["start-upload", r.bucket, "\(r.prefix)/objects/abandoned"])
+        _ = try r.servers.s3check(["start-upload", r.bucket, "elsewhere/upload"])
         let before = Set(try r.objects().map(\.key))
         // Versions that are not the current one of a live file (a new file is sent as a create
         // and a content version, so there are more than the two this test replaced or deleted).
@@ -245,6 +248,7 @@ final class RemoteGCTests: ReplicaTestCase {
         let dry = try gc(r, ["--grace", "1h"])
         XCTAssertEqual(number(dry, "versions"), 0, "\(dry)")
         XCTAssertEqual(number(dry, "leftovers"), 0, "\(dry)")
+        XCTAssertEqual(number(dry, "abandonedUploads"), 0, "\(dry)")
         XCTAssertGreaterThanOrEqual(number(dry, "recentKept"), 1, "the left-over upload is recent: \(dry)")
         XCTAssertEqual(Set(try r.objects().map(\.key)), before, "gc within the grace period removed objects")
 
@@ -253,6 +257,10 @@ final class RemoteGCTests: ReplicaTestCase {
         let report = try gc(r, ["--grace", "0", "--keep-log", "0"])
         XCTAssertEqual(number(report, "versions"), garbage, "\(report)")
         XCTAssertEqual(number(report, "leftovers"), 1, "\(report)")
+        XCTAssertEqual(number(report, "abandonedUploads"), 1, "\(report)")
+        let uploads = "\(try r.servers.s3check(["uploads", r.bucket]))"
+        XCTAssertFalse(uploads.contains("objects/abandoned"), "the abandoned upload is aborted: \(uploads)")
+        XCTAssertTrue(uploads.contains("elsewhere/upload"), "an upload outside the tree's folder stays: \(uploads)")
         XCTAssertGreaterThan(number(report, "logEntries"), 0, "\(report)")
         let live = Set(try r.serverTree().values.compactMap(\.contentKey))
         XCTAssertEqual(live.count, 3, "edited, kept, new")

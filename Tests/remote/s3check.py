@@ -130,6 +130,11 @@ def main(argv):
         elif command == "put":
             s3.put_object(Bucket=arg, Key=argv[3], Body=argv[4].encode())
             result = {"put": argv[3]}
+        elif command == "start-upload":
+            # A multipart upload started with one part and never finished (a replica gone mid-upload).
+            started = s3.create_multipart_upload(Bucket=arg, Key=argv[3])
+            s3.upload_part(Bucket=arg, Key=argv[3], UploadId=started["UploadId"], PartNumber=1, Body=b"p" * 1024)
+            result = {"uploadId": started["UploadId"]}
         elif command == "digest":
             with open(argv[3]) as f:
                 result = digest(s3, arg, json.load(f))

@@ -55,15 +55,20 @@ public struct S3Part: Sendable, Equatable {
     public var number: Int
     public var etag: String
     public var size: Int64
+    /// When it was uploaded (nil if the server did not say).
+    public var lastModified: Date? = nil
 }
 
 /// A multipart upload that was started and neither completed nor aborted.
 public struct S3PendingUpload: Sendable, Equatable {
     public var key: String
     public var uploadID: String
-    public init(key: String, uploadID: String) {
+    /// When it was started (nil if the server did not say; moto always says 2010-11-10).
+    public var initiated: Date?
+    public init(key: String, uploadID: String, initiated: Date? = nil) {
         self.key = key
         self.uploadID = uploadID
+        self.initiated = initiated
     }
 }
 
@@ -342,7 +347,8 @@ public final class S3Client: Sendable {
                 guard let number = S3XML.text("PartNumber", in: entry).flatMap({ Int($0) }),
                       let etag = S3XML.text("ETag", in: entry) else { continue }
                 parts.append(S3Part(number: number, etag: etag,
-                                    size: S3XML.text("Size", in: entry).flatMap { Int64($0) } ?? 0))
+                                    size: S3XML.text("Size", in: entry).flatMap { Int64($0) } ?? 0,
+                                    lastModified: S3XML.text("LastModified", in: entry).flatMap(S3XML.date)))
             }
             let truncated = S3XML.text("IsTruncated", in: xml) == "true"
             marker = truncated ? S3XML.text("NextPartNumberMarker", in: xml) : nil
@@ -352,13 +358,24 @@ public final class S3Client: Sendable {
 
     /// Uploads that were started and not finished, under a prefix (to resume or abort them).
     public func listMultipartUploads(bucket: String, prefix: String? = nil) async throws -> [S3PendingUpload] {
-        var query: [(String, String)] = [("uploads", "")]
-        if let prefix { query.append(("prefix", prefix)) }
-        let xml = try await sendForText(.GET, bucket: bucket, key: nil, query: query, operation: "ListMultipartUploads \(bucket)")
-        return S3XML.elements("Upload", in: xml).compactMap { entry in
-            guard let key = S3XML.text("Key", in: entry), let id = S3XML.text("UploadId", in: entry) else { return nil }
-            return S3PendingUpload(key: key, uploadID: id)
-        }
+        var uploads: [S3PendingUpload] = []
+        var markers: (key: String, upload: String)?
+        repeat {
+            var query: [(String, String)] = [("uploads", "")]
+            if let prefix { query.append(("prefix", prefix)) }
+            if let markers { query += [("key-marker", markers.key), ("upload-id-marker", markers.upload)] }
+            let xml = try await sendForText(.GET, bucket: bucket, key: nil, query: query, operation: "ListMultipartUploads \(bucket)")
+            uploads += S3XML.elements("Upload", in: xml).compactMap { entry in
+                guard let key = S3XML.text("Key", in: entry), let id = S3XML.text("UploadId", in: entry) else { return nil }
+                return S3PendingUpload(key: key, uploadID: id, initiated: S3XML.text("Initiated", in: entry).flatMap(S3XML.date))
+            }
+            markers = nil
+            if S3XML.text("IsTruncated", in: xml) == "true", let key = S3XML.text("NextKeyMarker", in: xml),
+               let upload = S3XML.text("NextUploadIdMarker", in: xml) {
+                markers = (key, upload)
+            }
+        } while markers != nil
+        return uploads
     }
 
     /// Uploads a file: one PUT below `partSize`, otherwise multipart with parts of `partSize`

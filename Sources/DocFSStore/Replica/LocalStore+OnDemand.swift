@@ -230,6 +230,8 @@ extension LocalStore {
         }
         // Open descriptors (none: checked above, or a reader racing in) keep the old inode.
         for record in evicting { _ = sysUnlink(contentPath(record.row)) }
+        // Not here any more: its next open stamps it again.
+        replica?.onDemand.state.withLock { d in for record in evicting { d.lastUse[record.row] = nil } }
         replica?.notify(evicting.map { .modified($0.item.identifier) })
         return (evicting.count, bytes, kept)
     }
@@ -318,7 +320,14 @@ extension LocalStore {
                 }
                 var estimate = local
                 if local + reserving > limit, !candidates.isEmpty {
-                    let stamps = onDemand.state.withLock { $0.lastUse }
+                    var stamps = onDemand.state.withLock { $0.lastUse }
+                    if stamps.count > 4096 + 2 * candidates.count {
+                        // Stamps of files deleted since they were opened, dropped now and then
+                        // (the two locks are never held together).
+                        let gone = stamps.keys.filter { row in state.withLock { $0.record(row) == nil } }
+                        for row in gone { stamps[row] = nil }
+                        onDemand.state.withLock { d in for row in gone { d.lastUse[row] = nil } }
+                    }
                     let order = candidates.sorted { (stamps[$0] ?? 0, $0) < (stamps[$1] ?? 0, $1) }
                     let result = try evictRows(order, database: database, stopAt: local + reserving - limit)
                     estimate -= result.bytes
