@@ -8,7 +8,9 @@ Tests/remote/servers.sh (a benchmark, never part of `make test`):
 2. init: a tree of BENCH_ITEMS items (default 100,000: folders of 100 files of 1,000 bytes each)
    made on the server with SQL, then `docfs init --remote` of it (metadata only: contents are
    downloaded when a file is opened, so the objects the rows name need not exist) and `ls -lR` of
-   the mounted replica.
+   the mounted replica;
+3. far read: on B, a 64 KiB read at the end of a large file not downloaded yet (one ranged
+   request for its chunk), beside reading the whole file.
 
     make bench-replicas          (builds release, starts the servers, runs this)
 
@@ -185,16 +187,78 @@ def init_tree(work):
         server.drop()
 
 
+def quiet(mnt, timeout=600):
+    """Waits until a mount has nothing to send and nothing to apply."""
+    import json
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = subprocess.run([DOCFS, "status", mnt, "--json"], capture_output=True, text=True)
+        if r.returncode == 0:
+            f = json.loads(r.stdout)
+            if f.get("pending") == 0 and f.get("incoming") == 0:
+                return
+        time.sleep(0.5)
+    raise SystemExit("%s did not settle within %d s" % (mnt, timeout))
+
+
+def far_read(work):
+    """A file of BENCH_FAR_MIB MiB (default 256) written on A; on B, where it is not downloaded:
+    the time of a 64 KiB read at its end (a ranged request for that chunk), then of reading it
+    all (cat), then of reading it again from B's copy."""
+    server = Server("far")
+    mounts = []
+    size = int(ENV.get("BENCH_FAR_MIB", "256")) << 20
+    try:
+        for name in "AB":
+            run([DOCFS, "init", os.path.join(work, "far" + name)] + server.remote, env=AWS)
+            mount(os.path.join(work, "far" + name), os.path.join(work, "f" + name))
+            mounts.append(os.path.join(work, "f" + name))
+        a, b = mounts
+        with open(os.path.join(a, "big.bin"), "wb") as f:
+            block = os.urandom(1 << 20)
+            for _ in range(size >> 20):
+                f.write(block)
+        target = os.path.join(b, "big.bin")
+        deadline = time.monotonic() + 600
+        while not (os.path.exists(target) and os.stat(target).st_size == size):
+            if time.monotonic() > deadline:
+                raise SystemExit("big.bin did not reach B")
+            time.sleep(0.1)
+        quiet(a)
+        quiet(b)
+        start = time.monotonic()
+        fd = os.open(target, os.O_RDONLY)
+        tail = os.pread(fd, 65536, size - 65536)
+        far_s = time.monotonic() - start
+        os.close(fd)
+        if tail != block[-65536:]:
+            raise SystemExit("the last 64 KiB read wrong")
+        start = time.monotonic()
+        run(["sh", "-c", "cat '%s' > /dev/null" % target])
+        all_s = time.monotonic() - start
+        start = time.monotonic()
+        run(["sh", "-c", "cat '%s' > /dev/null" % target])
+        again_s = time.monotonic() - start
+        print("far read: %d MiB file not downloaded on B: last 64 KiB %.3f s, then cat of all of it %.2f s, cat again %.2f s"
+              % (size >> 20, far_s, all_s, again_s), flush=True)
+    finally:
+        for m in mounts:
+            unmount(m)
+        server.drop()
+
+
 def main():
     work = tempfile.mkdtemp(prefix="docfs-bench-replicas-")
     try:
-        which = sys.argv[1:] or ["latency", "rclone", "init"]
+        which = sys.argv[1:] or ["latency", "rclone", "init", "far"]
         if "latency" in which:
             latency(work)
         if "rclone" in which:
             latency_rclone(work)
         if "init" in which:
             init_tree(work)
+        if "far" in which:
+            far_read(work)
     finally:
         subprocess.run(["rm", "-rf", work])
 

@@ -4,57 +4,76 @@ import Synchronization
 import DocFSProvider
 @testable import DocFSStore
 
-/// Downloads in chunks, without a server: the order chunks are fetched in, and that a read far
-/// into a file waits for its own chunk only, not for the ones before it.
+/// Downloads in streams, without a server: where streams start and stop, and that a read far
+/// into a file waits for its own chunk only, not for the bytes before it.
 final class ChunkedDownloadTests: XCTestCase {
-    func testThePlanFetchesInOrderAndJumpsToAWaitingReader() {
+    func testOneStreamServesASequentialReaderAndAFarReadGetsOneOfItsOwn() {
         var plan = ChunkPlan(size: 10 * 100 + 1, chunkSize: 100)
         XCTAssertEqual(plan.count, 11)
-        XCTAssertEqual(plan.range(of: 10), 1000..<1001, "the last chunk is short")
-        XCTAssertEqual(plan.next(), 0)
-        XCTAssertEqual(plan.next(), 1)
-        // A reader at byte 750 for 100 bytes needs chunks 7 and 8: they go next, then on from there.
+        XCTAssertEqual(plan.begin(1), 0, "the first stream starts at the first byte")
+        XCTAssertTrue(plan.advance(1, into: 1))
+        XCTAssertFalse(plan.want(150..<250), "chunk 1 is stream 1's and chunk 2 its next: the reader waits for it")
+        XCTAssertNil(plan.begin(2), "nothing that stream 1 will not reach")
+        // A reader at byte 750 for 100 bytes needs chunks 7 and 8: a stream from 7.
         XCTAssertTrue(plan.want(750..<850))
         XCTAssertFalse(plan.want(750..<850), "asked already")
-        XCTAssertEqual(plan.next(), 7)
-        XCTAssertEqual(plan.next(), 8)
-        XCTAssertEqual(plan.next(), 9)
-        XCTAssertEqual(plan.next(), 10)
-        // Then the ones skipped, so the whole file arrives.
-        XCTAssertEqual(plan.next(), 2)
-        XCTAssertFalse(plan.want(0..<300), "chunks taken already are not asked again")
-        XCTAssertEqual([plan.next(), plan.next(), plan.next(), plan.next()], [3, 4, 5, 6])
-        XCTAssertNil(plan.next())
-        XCTAssertEqual(plan.remaining, 0)
-        XCTAssertFalse(plan.want(0..<1001))
+        XCTAssertFalse(plan.want(0..<1001), "the first chunk not claimed is stream 1's next")
+        XCTAssertEqual(plan.begin(2), 7)
+        XCTAssertTrue(plan.advance(2, into: 8))
+        XCTAssertTrue(plan.advance(2, into: 9))
+        // Stream 1 goes on to chunk 7, which stream 2 has: it stops there.
+        for chunk in 2...6 { XCTAssertTrue(plan.advance(1, into: chunk)) }
+        XCTAssertFalse(plan.advance(1, into: 7))
+        XCTAssertNil(plan.begin(1), "chunk 10 is stream 2's next: nowhere else to start")
+        XCTAssertTrue(plan.advance(2, into: 10))
+        XCTAssertFalse(plan.advance(2, into: 11), "the end of the file")
+        plan.end(2)
+        XCTAssertNil(plan.begin(2))
+        XCTAssertFalse(plan.want(0..<1001), "every chunk is claimed")
+
+        // A stream that stops leaves a stretch no head begins: the next stream to start takes it.
+        var gap = ChunkPlan(size: 1000, chunkSize: 100)
+        XCTAssertEqual(gap.begin(1), 0)
+        XCTAssertTrue(gap.want(500..<510))
+        XCTAssertEqual(gap.begin(2), 5)
+        gap.end(1)  // stream 1's request failed or was dropped after chunk 0
+        XCTAssertEqual(gap.begin(3), 1, "chunks 1-4: no stream reaches them now")
 
         var empty = ChunkPlan(size: 0, chunkSize: 100)
         XCTAssertEqual(empty.count, 0)
-        XCTAssertNil(empty.next())
+        XCTAssertNil(empty.begin(1))
         XCTAssertFalse(empty.want(0..<10))
     }
 
-    /// A fake object of `size` bytes (byte i is i % 251) whose chunk 0 does not arrive until
-    /// released, as a slow server's first request.
+    /// A fake object of `size` bytes (byte i is i % 251), sent in pieces of 1 KiB; a request
+    /// from byte 0 sends nothing until released, as a slow server's first request.
     final class SlowStart: Sendable {
         let held = DispatchSemaphore(value: 0)
-        let fetched = Mutex<[Int64]>([])
+        let requests = Mutex<[Int64]>([])
+        let sent = Mutex<Int64>(0)
         let path: String
         init(path: String) { self.path = path }
 
-        func fetch(_ range: Range<Int64>, _ progress: @escaping @Sendable (Int64) -> Void) async throws -> Int64 {
-            fetched.withLock { $0.append(range.lowerBound) }
+        func fetch(_ range: Range<Int64>, _ progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64 {
+            requests.withLock { $0.append(range.lowerBound) }
             if range.lowerBound == 0 {
                 await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                     DispatchQueue.global().async { self.held.wait(); c.resume() }
                 }
             }
-            let bytes = range.map { UInt8($0 % 251) }
             let fd = open(path, O_WRONLY)
             defer { close(fd) }
-            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(range.lowerBound)) }
-            progress(Int64(n))
-            return Int64(n)
+            var offset = range.lowerBound
+            while offset < range.upperBound {
+                let end = min(range.upperBound, offset + 1024)
+                let bytes = (offset..<end).map { UInt8($0 % 251) }
+                let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
+                guard n == bytes.count else { throw POSIXError(.EIO) }
+                offset = end
+                sent.withLock { $0 += Int64(n) }
+                if !progress(offset - range.lowerBound) { break }
+            }
+            return offset - range.lowerBound
         }
     }
 
@@ -68,36 +87,40 @@ final class ChunkedDownloadTests: XCTestCase {
         let outcome = Mutex<String??>(nil)
         let download = ContentDownload(row: 1, key: "k", contentVersion: 1, size: size, path: path, chunkSize: 4096, stallTimeout: 30,
                                        fetch: { range, progress in try await server.fetch(range, progress) },
-                                       ended: { _, failure in outcome.withLock { $0 = .some(failure) }; done.fulfill() })
+                                       ended: { download, failure in
+                                           // As the store does: the readers hear of the end.
+                                           download.arrival.finish(failure.map { ProviderError(.ioError, $0, errno: EIO) })
+                                           outcome.withLock { $0 = .some(failure) }
+                                           done.fulfill()
+                                       })
         download.start()
 
-        // Chunk 0 is held; the last bytes still arrive, and right.
+        // The stream from byte 0 is held; the last bytes still arrive, and right.
         try download.arrival.waitFor(size - 100 ..< size)
         let fd = open(path, O_RDONLY)
         defer { close(fd) }
         var tail = [UInt8](repeating: 0, count: 100)
         XCTAssertEqual(tail.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 100, off_t(size - 100)) }, 100)
         XCTAssertEqual(tail, (size - 100 ..< size).map { UInt8($0 % 251) })
-        XCTAssertFalse(download.arrival.isFinished, "the first chunk is still held")
-        XCTAssertEqual(server.fetched.withLock { $0.first }, 0, "fetching began at the start")
-        XCTAssertTrue(server.fetched.withLock { $0.contains(size / 4096 * 4096) }, "the reader's chunk was fetched out of order")
+        XCTAssertFalse(download.arrival.isFinished, "the first stream is still held")
+        XCTAssertEqual(server.requests.withLock { $0.sorted() }, [0, 15 * 4096], "one stream from the start, one from the reader's first chunk")
 
         server.held.signal()
         try download.arrival.waitForAll()
         wait(for: [done], timeout: 30)
         XCTAssertEqual(outcome.withLock { $0 }, .some(nil), "the download succeeded")
-        XCTAssertEqual(server.fetched.withLock { Set($0) }.count, 17, "every chunk once")
+        XCTAssertEqual(server.requests.withLock { $0 }.count, 2, "the first stream stopped where the second began: no third")
+        XCTAssertLessThan(server.sent.withLock { $0 }, size + 2048, "each byte sent about once")
         let all = try Data(contentsOf: URL(fileURLWithPath: path))
         XCTAssertEqual(Array(all), (0..<size).map { UInt8($0 % 251) })
     }
 
-    func testAShortChunkFailsTheDownloadAndItsReaders() throws {
+    func testAShortAnswerFailsTheDownloadAndItsReaders() throws {
         let done = expectation(description: "the download ends")
         let outcome = Mutex<String?>(nil)
         let download = ContentDownload(row: 1, key: "k", contentVersion: 1, size: 10_000, path: "/nonexistent", chunkSize: 4096, stallTimeout: 30,
-                                       fetch: { range, progress in progress(10); return 10 },
+                                       fetch: { range, progress in _ = progress(10); return 10 },
                                        ended: { download, failure in
-                                           // As the store does: the readers hear of the end.
                                            download.arrival.finish(failure.map { ProviderError(.ioError, $0, errno: EIO) })
                                            outcome.withLock { $0 = failure }
                                            done.fulfill()

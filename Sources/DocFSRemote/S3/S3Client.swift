@@ -174,15 +174,19 @@ public final class S3Client: Sendable {
         var headers: [(String, String)] = []
         if let range { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
         let response = try await send(.GET, bucket: bucket, key: key, headers: headers, operation: "GetObject \(key)")
-        return try await receive(response, into: fd, progress: progress, operation: "GetObject \(key)")
+        var keepGoing: (@Sendable (Int64) -> Bool)?
+        if let progress { keepGoing = { n in progress(n); return true } }
+        return try await receive(response, into: fd, progress: keepGoing, operation: "GetObject \(key)")
     }
 
-    /// Downloads bytes `range` of an object into the existing file at `path`, at the same offset
-    /// (one chunk of a download that fetches chunks in any order); returns the bytes written.
-    /// A server that ignores the range and sends the whole object is refused, not written.
+    /// Downloads bytes `range` of an object into the existing file at `path`, at the same offsets
+    /// (a part of a download that fetches parts in any order); returns the bytes written.
+    /// `progress` hears the bytes written so far after each piece and answers false to stop
+    /// there (the request is dropped). A server that ignores the range and sends the whole
+    /// object is refused, not written.
     @discardableResult
     public func getObject(bucket: String, key: String, range: Range<Int64>, intoFileAt path: FilePath,
-                          progress: (@Sendable (Int64) -> Void)? = nil) async throws -> Int64 {
+                          progress: (@Sendable (Int64) -> Bool)? = nil) async throws -> Int64 {
         guard !range.isEmpty else { return 0 }
         let operation = "GetObject \(key) bytes \(range.lowerBound)-\(range.upperBound - 1)"
         let fd = try await NIOThreadPool.singleton.runIfActive {
@@ -207,13 +211,14 @@ public final class S3Client: Sendable {
 
     /// Writes a response's body at the current position of `fd`, chunk by chunk as it arrives.
     private func receive(_ response: HTTPClientResponse, into fd: SystemPackage.FileDescriptor,
-                         progress: (@Sendable (Int64) -> Void)?, operation: String) async throws -> Int64 {
+                         progress: (@Sendable (Int64) -> Bool)?, operation: String) async throws -> Int64 {
         var written: Int64 = 0
         do {
             for try await chunk in response.body {
                 try await FileIO.write(chunk, to: fd)
                 written += Int64(chunk.readableBytes)
-                progress?(written)
+                // Leaving the loop drops the body: the client closes that connection.
+                if let progress, !progress(written) { break }
             }
         } catch {
             throw Self.map(error, operation: operation)

@@ -1,16 +1,18 @@
-/// The order a download fetches a file's chunks in: the chunks a waiting reader needs first, then
-/// on from there (ahead of the reader), then the ones skipped, so the whole file arrives in the
-/// end. A value: the download keeps it under its lock.
+/// Which parts of a file a download's streams fetch. A stream is one request from the start of
+/// a chunk to the end of the file; it claims each chunk as its bytes reach it and stops at the
+/// first chunk another stream has. A new stream starts at a chunk a waiting reader needs that
+/// no stream is about to reach, or else at the first stretch of chunks no stream will reach, so
+/// a sequential reader is served by one request and a read far ahead by one more. A value: the
+/// download keeps it under its lock.
 struct ChunkPlan {
     let size: Int64
     let chunkSize: Int64
-    /// Chunk → a worker took it.
+    /// Chunk → some stream claimed it.
     private var taken: [Bool]
-    /// Chunks a reader waits for, in the order asked.
+    /// Chunks a reader waits for that no stream is about to reach, in the order asked.
     private var urgent: [Int] = []
-    /// Where fetching goes on when no reader waits.
-    private var cursor = 0
-    private(set) var remaining: Int
+    /// Stream → the chunk it claims next (its bytes reach it next).
+    private var heads: [Int: Int] = [:]
 
     init(size: Int64, chunkSize: Int64) {
         precondition(chunkSize > 0)
@@ -18,45 +20,59 @@ struct ChunkPlan {
         self.chunkSize = chunkSize
         let count = size <= 0 ? 0 : Int((size + chunkSize - 1) / chunkSize)
         taken = Array(repeating: false, count: count)
-        remaining = count
     }
 
     var count: Int { taken.count }
 
-    func range(of chunk: Int) -> Range<Int64> {
-        Int64(chunk) * chunkSize ..< min(size, Int64(chunk + 1) * chunkSize)
-    }
+    func chunk(at offset: Int64) -> Int { Int(offset / chunkSize) }
 
-    /// The next chunk to fetch (now taken), or nil when every chunk is.
-    mutating func next() -> Int? {
-        guard remaining > 0 else { return nil }
+    func start(of chunk: Int) -> Int64 { Int64(chunk) * chunkSize }
+
+    /// Where stream `stream` starts (its first chunk, now claimed), or nil when nothing is left
+    /// that another stream will not reach.
+    mutating func begin(_ stream: Int) -> Int? {
+        heads[stream] = nil
         while !urgent.isEmpty {
             let chunk = urgent.removeFirst()
-            if !taken[chunk] { return take(chunk) }
+            if !taken[chunk] && !heads.values.contains(chunk) { return claim(chunk, by: stream) }
         }
-        for chunk in cursor..<count where !taken[chunk] { return take(chunk) }
-        for chunk in 0..<cursor where !taken[chunk] { return take(chunk) }
+        // The first stretch of unclaimed chunks no stream's head begins.
+        var chunk = 0
+        while chunk < count {
+            if taken[chunk] { chunk += 1; continue }
+            if !heads.values.contains(chunk) { return claim(chunk, by: stream) }
+            while chunk < count && !taken[chunk] { chunk += 1 }
+        }
         return nil
     }
 
-    private mutating func take(_ chunk: Int) -> Int {
+    private mutating func claim(_ chunk: Int, by stream: Int) -> Int {
         taken[chunk] = true
-        remaining -= 1
-        cursor = chunk + 1
+        heads[stream] = chunk + 1 < count ? chunk + 1 : nil
         return chunk
     }
 
-    /// A reader waits for `range`: its chunks no worker took go first. True when there were any.
+    /// Stream `stream`'s bytes reached `chunk` (its head): true if it is its own now, false if
+    /// another stream has it (this one stops there).
+    mutating func advance(_ stream: Int, into chunk: Int) -> Bool {
+        guard chunk < count, !taken[chunk] else { heads[stream] = nil; return false }
+        _ = claim(chunk, by: stream)
+        return true
+    }
+
+    /// Stream `stream` ended.
+    mutating func end(_ stream: Int) { heads[stream] = nil }
+
+    /// A reader waits for `range`: the first of its chunks no stream has claimed goes first,
+    /// unless a stream reaches it next. True when it was added (a new stream is worth starting).
+    /// (Only the first: a stream started there goes on through the rest of the range.)
     mutating func want(_ range: Range<Int64>) -> Bool {
         guard !range.isEmpty, count > 0 else { return false }
-        let first = Int(max(0, range.lowerBound) / chunkSize)
-        let last = min(count - 1, Int((range.upperBound - 1) / chunkSize))
-        guard first <= last else { return false }
-        var added = false
-        for chunk in first...last where !taken[chunk] && !urgent.contains(chunk) {
-            urgent.append(chunk)
-            added = true
-        }
-        return added
+        let first = chunk(at: max(0, range.lowerBound))
+        let last = min(count - 1, chunk(at: range.upperBound - 1))
+        guard first <= last, let chunk = (first...last).first(where: { !taken[$0] }) else { return false }
+        guard !heads.values.contains(chunk), !urgent.contains(chunk) else { return false }
+        urgent.append(chunk)
+        return true
     }
 }

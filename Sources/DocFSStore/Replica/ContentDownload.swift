@@ -2,15 +2,17 @@ import Foundation
 import Synchronization
 import DocFSProvider
 
-/// One file's contents coming from the server into `staging/`, in chunks fetched by ranged
-/// requests (`ChunkPlan` orders them). Readers opened on the partial file wait on `arrival` for
-/// the range they read, and a read of a chunk no one fetches yet starts a worker on it; when
-/// the last chunk is in, the store renames the file into `contents/` (the readers' descriptors
-/// stay valid: same inode).
+/// One file's contents coming from the server into `staging/`. Each stream is one ranged
+/// request from a chunk to the end of the file, written at its offset as it arrives; `ChunkPlan`
+/// says where streams start and where one stops (at a chunk another stream has). A sequential
+/// reader is served by one stream; a read far ahead of it starts another at its chunk. Readers
+/// opened on the partial file wait on `arrival` for the range they read; when every chunk is in,
+/// the store renames the file into `contents/` (the readers' descriptors stay valid: same inode).
 final class ContentDownload: Sendable {
-    /// Fetches `range` of the object into the file at the same offset, reporting the bytes of it
-    /// written so far; returns how many it wrote.
-    typealias FetchChunk = @Sendable (_ range: Range<Int64>, _ progress: @escaping @Sendable (Int64) -> Void) async throws -> Int64
+    /// Fetches bytes `range` of the object into the file at the same offsets, reporting the
+    /// bytes written so far after each piece; `progress` answers false to stop early. Returns the
+    /// bytes written.
+    typealias Fetch = @Sendable (_ range: Range<Int64>, _ progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64
 
     let row: Int64
     let key: String
@@ -19,14 +21,22 @@ final class ContentDownload: Sendable {
     let path: String
     let arrival: ContentArrival
 
+    private struct Stream {
+        /// Where its claimed chunks end (it has claimed every chunk from its start to here).
+        var claimedEnd: Int64
+        var claimed: Int
+        var stopped = false
+    }
     private struct Work {
         var plan: ChunkPlan
+        var streams: [Int: Stream] = [:]
+        var nextStream = 0
         var workers = 0
         var done = 0
         var ended = false
     }
     private let work: Mutex<Work>
-    private let fetch: FetchChunk
+    private let fetch: Fetch
     private let ended: @Sendable (ContentDownload, String?) -> Void
 
     /// How long a reader waits without a byte arriving before its read fails with EIO (the
@@ -37,20 +47,19 @@ final class ContentDownload: Sendable {
         return 30
     }()
 
-    /// Bytes per ranged request: large enough that a sequential reader is not slowed by
-    /// requests, small enough that a read far into a file waits for little more than its own
-    /// bytes. `DOCFS_DOWNLOAD_CHUNK` (bytes) changes it.
+    /// The unit streams claim and readers jump by: a read waits for at most the rest of its chunk
+    /// before a stream started at that chunk reaches it. `DOCFS_DOWNLOAD_CHUNK` (bytes) changes it.
     static let chunkSize: Int64 = {
         if let text = ProcessInfo.processInfo.environment["DOCFS_DOWNLOAD_CHUNK"], let value = Int64(text), value >= 4096 { return value }
         return 8 << 20
     }()
 
-    /// Requests at once for one file: one going on in order, the others jumping to where readers are.
+    /// Requests at once for one file: one in order, the others started where readers jumped to.
     static let maxWorkers = 3
 
     init(row: Int64, key: String, contentVersion: UInt64, size: Int64, path: String, chunkSize: Int64 = ContentDownload.chunkSize,
          stallTimeout: TimeInterval = ContentDownload.stallTimeout,
-         fetch: @escaping FetchChunk, ended: @escaping @Sendable (ContentDownload, String?) -> Void) {
+         fetch: @escaping Fetch, ended: @escaping @Sendable (ContentDownload, String?) -> Void) {
         self.row = row
         self.key = key
         self.contentVersion = contentVersion
@@ -63,7 +72,7 @@ final class ContentDownload: Sendable {
         arrival.whenWanted { [weak self] range in self?.want(range) }
     }
 
-    /// Starts fetching from the first chunk.
+    /// Starts the first stream, from the first byte.
     func start() {
         let empty = work.withLock { w -> Bool in
             if w.plan.count == 0 { w.ended = true; return true }
@@ -73,7 +82,8 @@ final class ContentDownload: Sendable {
         if empty { ended(self, nil) } else { launchWorker() }
     }
 
-    /// A reader waits for `range`: its chunks go first, on a worker of their own if one is free.
+    /// A reader waits for `range`: a chunk of it no stream is about to reach gets a stream of its
+    /// own, if one is free (else the next stream to end starts there).
     private func want(_ range: Range<Int64>) {
         let spawn = work.withLock { w -> Bool in
             guard !w.ended, w.plan.want(range), w.workers < Self.maxWorkers else { return false }
@@ -87,20 +97,39 @@ final class ContentDownload: Sendable {
         Task.detached { [self] in await runWorker() }
     }
 
+    /// Streams, one after another, while the plan has somewhere to start one.
     private func runWorker() async {
         var failure: String?
         while failure == nil {
-            guard let range = work.withLock({ w -> Range<Int64>? in w.ended ? nil : w.plan.next().map(w.plan.range(of:)) }) else { break }
+            let begun = work.withLock { w -> (id: Int, start: Int64)? in
+                guard !w.ended else { return nil }
+                let id = w.nextStream
+                guard let first = w.plan.begin(id) else { return nil }
+                w.nextStream += 1
+                let start = w.plan.start(of: first)
+                w.streams[id] = Stream(claimedEnd: min(size, start + w.plan.chunkSize), claimed: 1)
+                return (id, start)
+            }
+            guard let (id, start) = begun else { break }
+            var written: Int64 = 0
             do {
-                let arrival = self.arrival
-                let written = try await fetch(range) { n in arrival.arrived(range.lowerBound ..< range.lowerBound + min(n, Int64(range.count))) }
-                if written != Int64(range.count) {
-                    failure = "the server sent \(written) bytes for bytes \(range.lowerBound)-\(range.upperBound - 1) of the object (\(range.count) expected)"
-                } else {
-                    work.withLock { $0.done += 1 }
+                written = try await fetch(start ..< size) { [self] n in
+                    // The bytes are right wherever they landed, claimed by this stream or not.
+                    arrival.arrived(start ..< start + n)
+                    return advance(id, to: start + n)
                 }
             } catch {
                 failure = "\(error)"
+            }
+            let complete = work.withLock { w -> Int64? in
+                guard let stream = w.streams.removeValue(forKey: id) else { return nil }
+                w.plan.end(id)
+                guard start + written >= stream.claimedEnd else { return stream.claimedEnd }
+                w.done += stream.claimed
+                return nil
+            }
+            if failure == nil, let expectedEnd = complete {
+                failure = "the server sent \(written) bytes from byte \(start) of the object (\(expectedEnd - start) expected)"
             }
         }
         // The first failure ends the download at once (readers get EIO); success waits for the last chunk.
@@ -114,5 +143,23 @@ final class ContentDownload: Sendable {
             return false
         }
         if report { ended(self, failure) }
+    }
+
+    /// A stream's bytes reached `end`: it claims the chunks they entered, and stops (false) at
+    /// one another stream has, or when the download ended.
+    private func advance(_ id: Int, to end: Int64) -> Bool {
+        work.withLock { w -> Bool in
+            guard var stream = w.streams[id] else { return false }
+            while stream.claimedEnd < end && !stream.stopped {
+                if w.ended || !w.plan.advance(id, into: w.plan.chunk(at: stream.claimedEnd)) {
+                    stream.stopped = true
+                } else {
+                    stream.claimed += 1
+                    stream.claimedEnd = min(size, stream.claimedEnd + w.plan.chunkSize)
+                }
+            }
+            w.streams[id] = stream
+            return !stream.stopped
+        }
     }
 }

@@ -11,9 +11,10 @@ import GRDB
 // opened first, to keep the contents under `--cache-size`; pinned items stay downloaded.
 extension LocalStore {
     /// Downloads bytes `range` of the object `key` into the existing file at `path`, at the same
-    /// offset, reporting the bytes of the range written so far; returns how many it wrote.
+    /// offsets, reporting the bytes written so far (`progress` answers false to stop early);
+    /// returns how many it wrote.
     public typealias ContentFetcher = @Sendable (_ key: String, _ path: String, _ range: Range<Int64>,
-                                                 _ progress: @escaping @Sendable (Int64) -> Void) async throws -> Int64
+                                                 _ progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64
 
     /// Set by the sync engine while it runs: without it, an evicted file cannot be read (EIO).
     public func setContentFetcher(_ fetcher: ContentFetcher?) {
