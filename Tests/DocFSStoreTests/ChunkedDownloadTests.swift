@@ -119,6 +119,7 @@ final class ChunkedDownloadTests: XCTestCase {
         let done = expectation(description: "the download ends")
         let outcome = Mutex<String?>(nil)
         let download = ContentDownload(row: 1, key: "k", contentVersion: 1, size: 10_000, path: "/nonexistent", chunkSize: 4096, stallTimeout: 30,
+                                       retryDelays: [.zero, .zero],
                                        fetch: { range, progress in _ = progress(10); return 10 },
                                        ended: { download, failure in
                                            download.arrival.finish(failure.map { ProviderError(.ioError, $0, errno: EIO) })
@@ -128,6 +129,55 @@ final class ChunkedDownloadTests: XCTestCase {
         download.start()
         XCTAssertThrowsError(try download.arrival.waitForAll())
         wait(for: [done], timeout: 30)
-        XCTAssertTrue(outcome.withLock { $0 ?? "" }.contains("the server sent 10 bytes"), "\(String(describing: outcome.withLock { $0 }))")
+        let failure = outcome.withLock { $0 ?? "" }
+        XCTAssertTrue(failure.contains("the server sent 10 bytes") && failure.contains("tried 3 times"), failure)
+    }
+
+    /// A fake object whose first request breaks off after 6,000 bytes (a connection reset).
+    final class ResetOnce: Sendable {
+        let requests = Mutex<[Int64]>([])
+        let path: String
+        init(path: String) { self.path = path }
+
+        func fetch(_ range: Range<Int64>, _ progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64 {
+            let first = requests.withLock { r -> Bool in r.append(range.lowerBound); return r.count == 1 }
+            let fd = open(path, O_WRONLY)
+            defer { close(fd) }
+            var offset = range.lowerBound
+            while offset < range.upperBound {
+                if first && offset - range.lowerBound >= 6000 { throw POSIXError(.ECONNRESET) }
+                let end = min(range.upperBound, offset + 1000)
+                let bytes = (offset..<end).map { UInt8($0 % 251) }
+                _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
+                offset = end
+                if !progress(offset - range.lowerBound) { break }
+            }
+            return offset - range.lowerBound
+        }
+    }
+
+    func testAStreamThatBreaksOffStartsAgainFromItsFirstChunkNotWrittenWhole() throws {
+        let path = NSTemporaryDirectory() + "/reset-\(UUID().uuidString)"
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: nil))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let server = ResetOnce(path: path)
+        let size: Int64 = 20_000
+        let done = expectation(description: "the download ends")
+        let outcome = Mutex<String??>(nil)
+        let download = ContentDownload(row: 1, key: "k", contentVersion: 1, size: size, path: path, chunkSize: 4096, stallTimeout: 30,
+                                       retryDelays: [.zero],
+                                       fetch: { range, progress in try await server.fetch(range, progress) },
+                                       ended: { download, failure in
+                                           download.arrival.finish(failure.map { ProviderError(.ioError, $0, errno: EIO) })
+                                           outcome.withLock { $0 = .some(failure) }
+                                           done.fulfill()
+                                       })
+        download.start()
+        try download.arrival.waitForAll()
+        wait(for: [done], timeout: 30)
+        XCTAssertEqual(outcome.withLock { $0 }, .some(nil), "the download succeeded after one reset")
+        XCTAssertEqual(server.requests.withLock { $0 }, [0, 4096], "started again at chunk 1 (chunk 0 was whole)")
+        let all = try Data(contentsOf: URL(fileURLWithPath: path))
+        XCTAssertEqual(Array(all), (0..<size).map { UInt8($0 % 251) })
     }
 }

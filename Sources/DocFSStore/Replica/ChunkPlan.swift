@@ -60,6 +60,11 @@ struct ChunkPlan {
         return true
     }
 
+    /// Chunks a failed stream claimed and did not write whole: another stream fetches them.
+    mutating func release(_ chunks: Range<Int>) {
+        for chunk in chunks where chunk < count { taken[chunk] = false }
+    }
+
     /// Stream `stream` ended.
     mutating func end(_ stream: Int) { heads[stream] = nil }
 

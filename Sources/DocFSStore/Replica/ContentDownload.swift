@@ -25,6 +25,8 @@ final class ContentDownload: Sendable {
         /// Where its claimed chunks end (it has claimed every chunk from its start to here).
         var claimedEnd: Int64
         var claimed: Int
+        /// The end of what it wrote so far.
+        var reached: Int64
         var stopped = false
     }
     private struct Work {
@@ -33,6 +35,7 @@ final class ContentDownload: Sendable {
         var nextStream = 0
         var workers = 0
         var done = 0
+        var tries = 0
         var ended = false
     }
     private let work: Mutex<Work>
@@ -57,8 +60,12 @@ final class ContentDownload: Sendable {
     /// Requests at once for one file: one in order, the others started where readers jumped to.
     static let maxWorkers = 3
 
+    /// A stream that fails (a connection reset, a server restarting) is started again from its
+    /// first chunk not wholly written, after these pauses; then the download fails.
+    let retryDelays: [Duration]
+
     init(row: Int64, key: String, contentVersion: UInt64, size: Int64, path: String, chunkSize: Int64 = ContentDownload.chunkSize,
-         stallTimeout: TimeInterval = ContentDownload.stallTimeout,
+         stallTimeout: TimeInterval = ContentDownload.stallTimeout, retryDelays: [Duration] = [.milliseconds(500), .seconds(1), .seconds(2)],
          fetch: @escaping Fetch, ended: @escaping @Sendable (ContentDownload, String?) -> Void) {
         self.row = row
         self.key = key
@@ -67,6 +74,7 @@ final class ContentDownload: Sendable {
         self.path = path
         self.fetch = fetch
         self.ended = ended
+        self.retryDelays = retryDelays
         arrival = ContentArrival(size: size, stallTimeout: stallTimeout)
         work = Mutex(Work(plan: ChunkPlan(size: size, chunkSize: chunkSize)))
         arrival.whenWanted { [weak self] range in self?.want(range) }
@@ -107,11 +115,12 @@ final class ContentDownload: Sendable {
                 guard let first = w.plan.begin(id) else { return nil }
                 w.nextStream += 1
                 let start = w.plan.start(of: first)
-                w.streams[id] = Stream(claimedEnd: min(size, start + w.plan.chunkSize), claimed: 1)
+                w.streams[id] = Stream(claimedEnd: min(size, start + w.plan.chunkSize), claimed: 1, reached: start)
                 return (id, start)
             }
             guard let (id, start) = begun else { break }
             var written: Int64 = 0
+            var problem: String?
             do {
                 written = try await fetch(start ..< size) { [self] n in
                     // The bytes are right wherever they landed, claimed by this stream or not.
@@ -119,18 +128,30 @@ final class ContentDownload: Sendable {
                     return advance(id, to: start + n)
                 }
             } catch {
-                failure = "\(error)"
+                problem = "\(error)"
             }
-            let complete = work.withLock { w -> Int64? in
-                guard let stream = w.streams.removeValue(forKey: id) else { return nil }
+            let next = work.withLock { w -> (pause: Duration?, failure: String?) in
+                guard let stream = w.streams.removeValue(forKey: id) else { return (nil, problem) }
                 w.plan.end(id)
-                guard start + written >= stream.claimedEnd else { return stream.claimedEnd }
-                w.done += stream.claimed
-                return nil
+                let reached = max(stream.reached, start + written)
+                if problem == nil && reached >= stream.claimedEnd {
+                    w.done += stream.claimed
+                    return (nil, nil)
+                }
+                let why = problem ?? "the server sent \(reached - start) bytes from byte \(start) of the object (\(stream.claimedEnd - start) expected)"
+                // The chunks it wrote whole count; the others go back to the plan for another stream.
+                let first = w.plan.chunk(at: start)
+                let whole = reached >= size ? stream.claimed : min(stream.claimed, w.plan.chunk(at: reached) - first)
+                w.done += whole
+                w.plan.release(first + whole ..< first + stream.claimed)
+                w.tries += 1
+                guard w.tries <= retryDelays.count, !w.ended else {
+                    return (nil, w.tries > 1 ? "\(why) (tried \(w.tries) times)" : why)
+                }
+                return (retryDelays[w.tries - 1], nil)
             }
-            if failure == nil, let expectedEnd = complete {
-                failure = "the server sent \(written) bytes from byte \(start) of the object (\(expectedEnd - start) expected)"
-            }
+            failure = next.failure
+            if let pause = next.pause { try? await Task.sleep(for: pause) }
         }
         // The first failure ends the download at once (readers get EIO); success waits for the last chunk.
         let report = work.withLock { w -> Bool in
@@ -150,6 +171,7 @@ final class ContentDownload: Sendable {
     private func advance(_ id: Int, to end: Int64) -> Bool {
         work.withLock { w -> Bool in
             guard var stream = w.streams[id] else { return false }
+            stream.reached = max(stream.reached, end)
             while stream.claimedEnd < end && !stream.stopped {
                 if w.ended || !w.plan.advance(id, into: w.plan.chunk(at: stream.claimedEnd)) {
                     stream.stopped = true
