@@ -100,6 +100,7 @@ public final class SyncEngine: Sendable {
                 // A server an older docfs made gets the schema this one sends (idempotent, locked).
                 if !migrated {
                     _ = try await database.migrate()
+                    try await publishLayoutMIMETypes()
                     migrated = true
                 }
                 if rootID == nil { rootID = try await database.rootID() }
@@ -146,6 +147,19 @@ public final class SyncEngine: Sendable {
             guard clock.now < end else { return }
             try await Task.sleep(for: min(Self.quietPeriod - quiet, end - clock.now))
         }
+    }
+
+    /// The server's layout names allowed types by MIME type: it gets them as identifiers, as
+    /// this replica resolves them, so that it can check them itself (every replica sends the
+    /// same unless their shared-mime-info databases differ; the last one's stays).
+    func publishLayoutMIMETypes() async throws {
+        guard let json = try await database.layout(),
+              let layout = try? JSONDecoder().decode(Layout.self, from: Data(json.utf8)) else { return }
+        let words = layout.folders.flatMap { $0.allowedContentTypes ?? [] }.filter { $0.contains("/") }
+        guard !words.isEmpty else { return }
+        let resolved = store.contentTypeIdentifiers(forMIMEWords: words)
+        let text = String(decoding: try JSONEncoder().encode(resolved), as: UTF8.self)
+        try await database.setLayoutMIMETypes(json: text)
     }
 
     /// Sends entries in chunks; completes in the store what the server has even when a later

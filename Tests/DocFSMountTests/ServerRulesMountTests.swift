@@ -17,6 +17,8 @@ final class ServerRulesMountTests: ReplicaTestCase {
             capabilities: [read, enumerate]
           - path: Frozen
             contents: [read]
+          - path: Pictures
+            allowedContentTypes: [image/png]
         """
 
     func makeRemoteWithLayout() throws -> RemoteMount {
@@ -64,8 +66,8 @@ final class ServerRulesMountTests: ReplicaTestCase {
         tamper(r, b.store, "UPDATE meta SET value = ? WHERE key = 'layout'", "('{\"trash\":false,\"types\":[],\"folders\":[]}',)")
         try mountSecond(r, b)
         let png = ContentTypeMountTests.png.map { String(format: "\\%03o", $0) }.joined()
-        XCTAssertEqual(r.fx.sh("printf '\(png)' > '\(b.mnt)/Notes/photo.png' && printf ok > '\(b.mnt)/Notes/ok.txt'").status, 0,
-                       "B's old rules take both")
+        XCTAssertEqual(r.fx.sh("printf '\(png)' > '\(b.mnt)/Notes/photo.png' && printf ok > '\(b.mnt)/Notes/ok.txt' && printf text > '\(b.mnt)/Pictures/notes.txt'").status, 0,
+                       "B's old rules take all three")
 
         // The server takes the text and refuses the PNG: B keeps it, marked; A never sees it.
         eventually("A has ok.txt") { contents(r.mnt + "/Notes/ok.txt") == "ok" }
@@ -73,6 +75,11 @@ final class ServerRulesMountTests: ReplicaTestCase {
             (r.xattr(b.mnt + "/Notes/photo.png", "user.docfs.sync") ?? "").contains("takes only public.plain-text")
         }
         XCTAssertFalse(exists(r.mnt + "/Notes/photo.png"))
+        // An allowed type given as a MIME type: checked by the server as the replicas resolved it.
+        eventually("B's Pictures/notes.txt is marked refused") {
+            (r.xattr(b.mnt + "/Pictures/notes.txt", "user.docfs.sync") ?? "").contains("/Pictures takes only public.png")
+        }
+        XCTAssertFalse(exists(r.mnt + "/Pictures/notes.txt"))
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_items WHERE name = 'photo.png'"), 0)
         let log = contents(b.store + "/docfs.log") ?? ""
         XCTAssertTrue(log.contains("photo.png") && log.contains("takes only"), "B's log names the refused file and the rule")

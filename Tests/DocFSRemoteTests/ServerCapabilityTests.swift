@@ -113,4 +113,27 @@ final class ServerCapabilityTests: XCTestCase {
             XCTAssertEqual(unmoved?.parentID, archive)
         }
     }
+
+    func testMIMEWordsAreCheckedOnceAReplicaResolvedThem() async throws {
+        try await RemoteDatabaseTests.withDatabase { db, url in
+            _ = try await db.setLayout(operationID: UUID(), json: #"""
+                {"trash":false,"types":[],"folders":[{"path":"Pictures","allowedContentTypes":["image/png"]},
+                                                     {"path":"Odd","allowedContentTypes":["image/x-nobody-resolved"]}]}
+                """#)
+            let root = try await db.rootID()
+            let pictures = try await db.createItem(operationID: UUID(), parentID: root, name: "Pictures", kind: .directory,
+                                                   attributes: attributes).itemID
+            let odd = try await db.createItem(operationID: UUID(), parentID: root, name: "Odd", kind: .directory,
+                                              attributes: attributes).itemID
+            let text = ["public.plain-text", "public.text", "public.data"]
+            // Before a replica resolved the word, the server leaves it to the replicas.
+            _ = try await file(db, pictures, "early.txt", types: text)
+            try await db.setLayoutMIMETypes(json: #"{"image/png":"public.png"}"#)
+            await assertRefused("/Pictures takes only public.png (not public.plain-text)") {
+                _ = try await self.file(db, pictures, "notes.txt", types: text)
+            }
+            _ = try await file(db, pictures, "photo.png", types: ["public.png", "public.image", "public.data"])
+            _ = try await file(db, odd, "anything.txt", types: text)
+        }
+    }
 }

@@ -160,6 +160,19 @@ public final class RemoteDatabase: Sendable {
         }
     }
 
+    /// The MIME words of the server's layout as this replica resolves them (`{"image/png":
+    /// "public.png"}`): the server's rules compare identifiers only, and cannot read the
+    /// shared-mime-info database a replica resolves them with.
+    public func setLayoutMIMETypes(json: String) async throws {
+        let logger = self.logger
+        try await mapped { [self] in
+            _ = try await client.query("""
+                INSERT INTO docfs_meta (key, value) VALUES ('layout_mime', \(json))
+                ON CONFLICT (key) DO UPDATE SET value = excluded.value
+                """, logger: logger)
+        }
+    }
+
     /// The stored layout JSON, if one was set.
     public func layout() async throws -> String? {
         try await mapped { [self] in

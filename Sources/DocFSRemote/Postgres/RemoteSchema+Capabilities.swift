@@ -2,6 +2,8 @@
 /// layout, and checked on every change (see `RemoteSchema`'s list of versions).
 extension RemoteSchema {
     static let capabilityStatements: [String] = [
+        // MIME words of allowedContentTypes, resolved by the replicas into docfs_meta.layout_mime.
+        admissionFunctionResolvingMIME,
         // Capability words as the layout gives them (NULL: all), as a replica's store keeps them
         // per item: an item takes its folder's `contents` words when it is made and keeps them
         // when it moves; a folder passes its own on to what is made inside it.

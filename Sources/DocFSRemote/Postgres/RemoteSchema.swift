@@ -41,8 +41,10 @@
 /// - `docfs_item_rules()`, a trigger on every change of a live item: writing needs `write` (and
 ///   a type the layout does not make view-only), renaming `rename`, moving `reparent`, trashing
 ///   `trash`, deleting `delete`; refused with check_violation as above. A replica undoes a
-///   refused rename, move, trash or delete (the item follows the server) and keeps a refused
-///   edit as its own, marked with the rule.
+///   refused rename, move, trash or delete (the item follows the server) and puts a refused
+///   edit in a conflicted copy.
+/// - `docfs_admission()` again: allowed types given as MIME types are checked as the content
+///   types a replica resolved them to (`docfs_meta.layout_mime`, set by each replica at start).
 public enum RemoteSchema {
     public static let latest = 4
 
@@ -152,8 +154,18 @@ public enum RemoteSchema {
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the
     /// same rules the replicas apply (`LocalStore+ContentTypes`), from the server's own layout.
-    static let admissionFunction = """
-        CREATE FUNCTION docfs_admission() RETURNS trigger LANGUAGE plpgsql AS $fn$
+    static let admissionFunction = admission(resolvingMIME: false)
+
+    /// Version 4's: MIME words resolved through `docfs_meta.layout_mime` (set by the replicas).
+    static let admissionFunctionResolvingMIME = admission(resolvingMIME: true)
+
+    static func admission(resolvingMIME: Bool) -> String {
+        let resolve = !resolvingMIME ? "" : """
+            SELECT m.value::jsonb INTO mime FROM docfs_meta m WHERE m.key = 'layout_mime';
+            allowed := ARRAY(SELECT CASE WHEN a LIKE '%/%' THEN coalesce(mime->>a, a) ELSE a END FROM unnest(allowed) a);
+            """
+        return """
+        CREATE OR REPLACE FUNCTION docfs_admission() RETURNS trigger LANGUAGE plpgsql AS $fn$
         DECLARE
             layout jsonb;
             names text[] := '{}';
@@ -165,6 +177,7 @@ public enum RemoteSchema {
             rule jsonb;
             allowed text[];
             depth integer := 0;
+            mime jsonb;
         BEGIN
             SELECT l.layout INTO layout FROM docfs_layout l WHERE l.id = 1;
             IF layout IS NULL OR jsonb_typeof(layout->'folders') IS DISTINCT FROM 'array' THEN RETURN NEW; END IF;
@@ -192,6 +205,8 @@ public enum RemoteSchema {
             END LOOP;
             IF rule IS NULL THEN RETURN NEW; END IF;
             allowed := ARRAY(SELECT jsonb_array_elements_text(rule->'allowedContentTypes'));
+            \(resolve)
+            -- A MIME word no replica has resolved: left to the replicas.
             IF EXISTS (SELECT 1 FROM unnest(allowed) a WHERE a LIKE '%/%') THEN RETURN NEW; END IF;
             IF NEW.kind = 'directory' AND NEW.types[1] = 'public.folder' AND coalesce((rule->>'subfolders')::boolean, true) THEN
                 RETURN NEW;
@@ -204,5 +219,7 @@ public enum RemoteSchema {
         END
         $fn$
         """
+    }
+
 
 }
