@@ -61,7 +61,8 @@ final class ContentDownload: Sendable {
     static let maxWorkers = 3
 
     /// A stream that fails (a connection reset, a server restarting) is started again from its
-    /// first chunk not wholly written, after these pauses; then the download fails.
+    /// first chunk not wholly written, after these pauses; when that many fail in a row without
+    /// a whole chunk, the download fails.
     let retryDelays: [Duration]
 
     init(row: Int64, key: String, contentVersion: UInt64, size: Int64, path: String, chunkSize: Int64 = ContentDownload.chunkSize,
@@ -144,6 +145,9 @@ final class ContentDownload: Sendable {
                 let whole = reached >= size ? stream.claimed : min(stream.claimed, w.plan.chunk(at: reached) - first)
                 w.done += whole
                 w.plan.release(first + whole ..< first + stream.claimed)
+                // Counted in a row: a stream that got a chunk in before it broke off (a request
+                // deadline in a long download) starts the count again.
+                if whole > 0 { w.tries = 0 }
                 w.tries += 1
                 guard w.tries <= retryDelays.count, !w.ended else {
                     return (nil, w.tries > 1 ? "\(why) (tried \(w.tries) times)" : why)
