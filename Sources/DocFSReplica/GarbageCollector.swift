@@ -51,8 +51,8 @@ public struct GarbageCollector: Sendable {
         let cutoffNs = Int64(cutoff.timeIntervalSince1970 * 1e9)
         var report = GarbageReport(dryRun: dryRun)
 
-        // Versions no longer current: one object per key (two versions never share one, but a
-        // key is deleted once whatever the rows say).
+        // Versions no longer current whose object no live item names (versions sent together
+        // share one): each key is deleted once, however many versions name it.
         var seen: Set<String> = []
         for version in try await database.garbageVersions(before: cutoffNs) where seen.insert(version.key).inserted {
             report.versions += 1

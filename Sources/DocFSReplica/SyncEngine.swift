@@ -223,7 +223,12 @@ public final class SyncEngine: Sendable {
             if !refresh.isEmpty {
                 do { try await incoming.refresh(refresh) } catch { follower.wake.signal() }
             }
-            let sentBytes = completions.reduce(Int64(0)) { $0 + (contents[$1.entry.seq]?.size ?? 0) }
+            // Bytes uploaded: once per object, however many versions name it.
+            var counted: Set<String> = []
+            let sentBytes = completions.reduce(Int64(0)) { sum, completion in
+                guard let content = contents[completion.entry.seq], counted.insert(content.key).inserted else { return sum }
+                return sum + content.size
+            }
             progress.withLock { p in
                 p.sent += completions.count
                 p.noteUploaded(sentBytes)
@@ -240,24 +245,37 @@ public final class SyncEngine: Sendable {
             (entry.kind == .create && entry.details.kind == .file) || entry.kind == .content
         }
         guard !wanted.isEmpty else { return [:] }
-        return try await withThrowingTaskGroup(of: (Int64, RemoteContent?).self) { group in
-            for entry in wanted {
-                let row = store.currentRow(entry.row)
+        // Each upload sends the file as it is now, so a file's create and content changes in one
+        // chunk (a new file and what was written into it) share one upload: each version names
+        // the same object (gc keeps an object while a live item names it).
+        var byRow: [Int64: [OutboxEntry]] = [:]
+        var order: [Int64] = []
+        for entry in wanted {
+            let row = store.currentRow(entry.row)
+            if byRow[row] == nil { order.append(row) }
+            byRow[row, default: []].append(entry)
+        }
+        return try await withThrowingTaskGroup(of: ([Int64], RemoteContent?).self) { group in
+            for row in order {
+                let entries = byRow[row]!
                 guard let url = store.contentURL(of: LocalStore.identifier(forRow: row)) else { continue }
-                let key = ContentObjectKey.make(prefix: configuration.prefix, operationID: entry.id)
+                let key = ContentObjectKey.make(prefix: configuration.prefix, operationID: entries[0].id)
                 group.addTask { [s3, configuration] in
                     var st = stat()
                     // Gone: the item was deleted since (its delete follows); nothing to upload.
-                    guard stat(url.path, &st) == 0 else { return (entry.seq, nil) }
+                    guard stat(url.path, &st) == 0 else { return (entries.map(\.seq), nil) }
                     try await s3.uploadFile(at: FilePath(url.path), bucket: configuration.bucket, key: key, partSize: Self.partSize)
-                    return (entry.seq, RemoteContent(key: key, size: Int64(st.st_size)))
+                    return (entries.map(\.seq), RemoteContent(key: key, size: Int64(st.st_size)))
                 }
             }
             var contents: [Int64: RemoteContent] = [:]
-            for try await (seq, content) in group { if let content { contents[seq] = content } }
+            for try await (seqs, content) in group {
+                if let content { for seq in seqs { contents[seq] = content } }
+            }
             return contents
         }
     }
+
 
     /// The item's content type and what it conforms to, nearest first, for the server's check of
     /// its layout's rules; nil when the item is gone here.

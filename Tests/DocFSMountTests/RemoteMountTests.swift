@@ -263,6 +263,25 @@ final class RemoteMountTests: RemoteMountTestCase {
         XCTAssertEqual(try r.status().online, true)
     }
 
+    /// A file made and written while the server is away goes up once: its create and its
+    /// content versions, sent together, name one object.
+    func testAFileWrittenWhileTheServerIsAwayIsUploadedOnce() throws {
+        let r = try makeRemote()
+        try servers.stopPostgres()
+        XCTAssertEqual(r.fx.sh("printf hello > mnt/once.txt && printf ' again' >> mnt/once.txt").status, 0)
+        try servers.startPostgres()
+        try r.waitUntilUploaded()
+        let id = try XCTUnwrap(r.identifier(r.fx.m("once.txt")))
+        let versions = try r.count("SELECT count(*) FROM docfs_versions WHERE item_id = \(id)")
+        XCTAssertGreaterThanOrEqual(versions, 2, "the create and at least one content version")
+        XCTAssertEqual(try r.count("SELECT count(DISTINCT content_key) FROM docfs_versions WHERE item_id = \(id)"), 1)
+        XCTAssertEqual(try r.objects().map(\.size), [11], "one object in the bucket, with the file's bytes")
+        // gc keeps the object a live item names, whichever versions name it too.
+        XCTAssertEqual(r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0"], env: r.awsEnvironment(secret: r.servers.secretKey)).status, 0)
+        XCTAssertEqual(try r.objects().count, 1)
+        XCTAssertEqual(try String(contentsOfFile: r.fx.m("once.txt"), encoding: .utf8), "hello again")
+    }
+
     // MARK: 5. a 200 MiB file goes up in parts with bounded memory
 
     func testLargeFileGoesUpInPartsWithBoundedMemory() throws {
