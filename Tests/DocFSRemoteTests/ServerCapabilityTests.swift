@@ -9,7 +9,8 @@ final class ServerCapabilityTests: XCTestCase {
         {"trash":false,
          "types":[{"identifier":"com.example.log","conformsTo":["public.plain-text"],"extensions":["log"],"viewOnly":true}],
          "folders":[{"path":"Frozen","contents":["read"]},
-                    {"path":"Archive","capabilities":["read","enumerate","add"],"contents":["read","rename"]}]}
+                    {"path":"Archive","capabilities":["read","enumerate","add"],"contents":["read","rename"]},
+                    {"path":"Movable","contents":["read","reparent"]}]}
         """#
 
     let attributes = RemoteItemAttributes(uid: 1000, gid: 1000, mode: 0o644, createdNs: 1, modifiedNs: 1)
@@ -71,6 +72,15 @@ final class ServerCapabilityTests: XCTestCase {
             _ = try await db.moveItem(operationID: UUID(), itemID: paper, toParentID: archive, name: "renamed.txt")
             await assertRefused("does not allow moving to another folder /Archive/renamed.txt") {
                 _ = try await db.moveItem(operationID: UUID(), itemID: paper, toParentID: root, name: "renamed.txt")
+            }
+            // A move the server suffixes (the name is taken there) is no rename.
+            let movable = try await folder(db, root, "Movable")
+            let mover = try await file(db, movable, "m.txt")
+            _ = try await file(db, root, "m.txt")
+            let moved = try await db.moveItem(operationID: UUID(), itemID: mover, toParentID: root, name: "m.txt")
+            XCTAssertEqual(moved.name, "m 2.txt")
+            await assertRefused("does not allow renaming /m 2.txt") {
+                _ = try await db.moveItem(operationID: UUID(), itemID: mover, toParentID: root, name: "m.txt again")
             }
             await assertRefused("does not allow trashing /Archive/renamed.txt") {
                 _ = try await db.trashItem(operationID: UUID(), itemID: paper)

@@ -310,8 +310,14 @@ public final class RemoteDatabase: Sendable {
                     throw RemoteError.invalid("item \(itemID) cannot move into itself or its own subfolder")
                 }
             }
+            let asked = name
             let name = try await Self.freeName(name, isFolder: item.kind == "directory", parentID: toParentID,
                                                except: itemID, conn: conn, logger: logger)
+            if name != asked, try await Self.currentName(itemID, conn: conn, logger: logger) == asked {
+                // A move that keeps its name, suffixed here because another item has it there:
+                // the server's doing, not a rename the layout's `rename` word governs.
+                try await conn.query("SELECT set_config('docfs.suffixed_by_server', 'on', true)", logger: logger)
+            }
             let mv = try await Self.updateReturningVersions(conn: conn, logger: logger, """
                 UPDATE docfs_items SET parent_id = \(toParentID), name = \(name), types = coalesce(\(types), types),
                        metadata_version = metadata_version + 1, changed_ns = \(Self.nowNs())

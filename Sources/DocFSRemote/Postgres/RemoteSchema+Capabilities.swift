@@ -81,7 +81,8 @@ extension RemoteSchema {
         """,
         // A change of a live item needs the capability a replica checks for it: writing its
         // contents `write` (and a type the layout does not make view-only), renaming `rename`,
-        // moving `reparent`, trashing `trash`, deleting `delete`. The contents a file's creating
+        // moving `reparent`, trashing `trash`, deleting `delete` (a name the server suffixes in a
+        // move, `docfs.suffixed_by_server`, is no rename). The contents a file's creating
         // program wrote (`docfs.initial_contents` set for the transaction) are let in, as on a
         // replica, where the program that creates a file writes it whatever its capabilities.
         """
@@ -98,7 +99,8 @@ extension RemoteSchema {
             ELSIF OLD.trashed_ns IS NULL THEN
                 IF NEW.parent_id IS DISTINCT FROM OLD.parent_id AND NOT docfs_allows(OLD.caps, 'reparent') THEN
                     refused := 'moving to another folder';
-                ELSIF NEW.name <> OLD.name AND NOT docfs_allows(OLD.caps, 'rename') THEN
+                ELSIF NEW.name <> OLD.name AND NOT docfs_allows(OLD.caps, 'rename')
+                      AND coalesce(current_setting('docfs.suffixed_by_server', true), '') <> 'on' THEN
                     refused := 'renaming';
                 ELSIF NEW.content_version <> OLD.content_version
                       AND coalesce(current_setting('docfs.initial_contents', true), '') <> 'on' THEN
