@@ -169,7 +169,16 @@ public final class SyncEngine: Sendable {
         conflicted = []
         while start < entries.count {
             try Task.checkCancellation()
-            let chunk = Array(entries[start..<min(start + Self.chunkSize, entries.count)])
+            var end = min(start + Self.chunkSize, entries.count)
+            // A file's next content version joins the chunk its create or last version is in, so
+            // the two share one upload (a chunk may grow to twice its size for it).
+            var files = Set(entries[start..<end].filter { $0.kind == .create || $0.kind == .content }.map { store.currentRow($0.row) })
+            while end < entries.count, end - start < 2 * Self.chunkSize, entries[end].kind == .content,
+                  files.contains(store.currentRow(entries[end].row)) {
+                files.insert(store.currentRow(entries[end].row))
+                end += 1
+            }
+            let chunk = Array(entries[start..<end])
             start += chunk.count
             let contents = try await upload(chunk)
             var completions: [LocalStore.OutboxCompletion] = []

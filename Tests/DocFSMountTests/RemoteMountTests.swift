@@ -269,16 +269,19 @@ final class RemoteMountTests: RemoteMountTestCase {
         let r = try makeRemote()
         try servers.stopPostgres()
         XCTAssertEqual(r.fx.sh("printf hello > mnt/once.txt && printf ' again' >> mnt/once.txt").status, 0)
+        // And ten more, each in a folder of its own: the outbox's chunks of eight would part
+        // some file's create from its contents (a folder, a create, a content version: threes).
+        XCTAssertEqual(r.fx.sh("for i in 0 1 2 3 4 5 6 7 8 9; do mkdir mnt/d$i && printf \"file $i\" > mnt/d$i/f.txt; done").status, 0)
         try servers.startPostgres()
         try r.waitUntilUploaded()
         let id = try XCTUnwrap(r.identifier(r.fx.m("once.txt")))
         let versions = try r.count("SELECT count(*) FROM docfs_versions WHERE item_id = \(id)")
         XCTAssertGreaterThanOrEqual(versions, 2, "the create and at least one content version")
         XCTAssertEqual(try r.count("SELECT count(DISTINCT content_key) FROM docfs_versions WHERE item_id = \(id)"), 1)
-        XCTAssertEqual(try r.objects().map(\.size), [11], "one object in the bucket, with the file's bytes")
+        XCTAssertEqual(try r.objects().map(\.size).sorted(), [6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 11], "one object per file, with its bytes")
         // gc keeps the object a live item names, whichever versions name it too.
         XCTAssertEqual(r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0"], env: r.awsEnvironment(secret: r.servers.secretKey)).status, 0)
-        XCTAssertEqual(try r.objects().count, 1)
+        XCTAssertEqual(try r.objects().count, 11)
         XCTAssertEqual(try String(contentsOfFile: r.fx.m("once.txt"), encoding: .utf8), "hello again")
     }
 
