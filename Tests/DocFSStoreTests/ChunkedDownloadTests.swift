@@ -45,18 +45,27 @@ final class ChunkedDownloadTests: XCTestCase {
         XCTAssertFalse(empty.want(0..<10))
     }
 
-    /// A fake object of `size` bytes (byte i is i % 251), sent in pieces of 1 KiB; a request
-    /// from byte 0 sends nothing until released, as a slow server's first request.
-    final class SlowStart: Sendable {
+    /// A fake object (byte i is i % 251) sent in pieces of 1,000 bytes, written at their
+    /// offsets. `holdingTheStart`: a request from byte 0 sends nothing until `held` is signalled
+    /// (a slow server's first request). `resetAfter`: the first request breaks off after that
+    /// many bytes (a connection reset).
+    final class FakeObject: Sendable {
         let held = DispatchSemaphore(value: 0)
         let requests = Mutex<[Int64]>([])
         let sent = Mutex<Int64>(0)
         let path: String
-        init(path: String) { self.path = path }
+        let holdingTheStart: Bool
+        let resetAfter: Int64?
+
+        init(path: String, holdingTheStart: Bool = false, resetAfter: Int64? = nil) {
+            self.path = path
+            self.holdingTheStart = holdingTheStart
+            self.resetAfter = resetAfter
+        }
 
         func fetch(_ range: Range<Int64>, _ progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64 {
-            requests.withLock { $0.append(range.lowerBound) }
-            if range.lowerBound == 0 {
+            let first = requests.withLock { r -> Bool in r.append(range.lowerBound); return r.count == 1 }
+            if holdingTheStart && range.lowerBound == 0 {
                 await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                     DispatchQueue.global().async { self.held.wait(); c.resume() }
                 }
@@ -65,7 +74,8 @@ final class ChunkedDownloadTests: XCTestCase {
             defer { close(fd) }
             var offset = range.lowerBound
             while offset < range.upperBound {
-                let end = min(range.upperBound, offset + 1024)
+                if first, let resetAfter, offset - range.lowerBound >= resetAfter { throw POSIXError(.ECONNRESET) }
+                let end = min(range.upperBound, offset + 1000)
                 let bytes = (offset..<end).map { UInt8($0 % 251) }
                 let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
                 guard n == bytes.count else { throw POSIXError(.EIO) }
@@ -77,22 +87,39 @@ final class ChunkedDownloadTests: XCTestCase {
         }
     }
 
-    func testAReadFarIntoTheFileDoesNotWaitForTheBytesBeforeIt() throws {
-        let path = NSTemporaryDirectory() + "/chunked-\(UUID().uuidString)"
-        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: nil))
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        let server = SlowStart(path: path)
-        let size: Int64 = 64 * 1024 + 10
+    /// How a download ended: nil while it runs, .some(nil) for success, .some(why) for failure.
+    final class Outcome: Sendable {
+        let state = Mutex<String??>(nil)
+    }
+
+    /// A download of `size` bytes in chunks of 4 KiB; `outcome` is set when it ends, as the store
+    /// does it: the readers hear of the end.
+    func makeDownload(size: Int64, path: String, retryDelays: [Duration] = [.zero, .zero],
+                      fetch: @escaping ContentDownload.Fetch) -> (ContentDownload, XCTestExpectation, Outcome) {
         let done = expectation(description: "the download ends")
-        let outcome = Mutex<String??>(nil)
+        let outcome = Outcome()
         let download = ContentDownload(row: 1, key: "k", contentVersion: 1, size: size, path: path, chunkSize: 4096, stallTimeout: 30,
-                                       fetch: { range, progress in try await server.fetch(range, progress) },
+                                       retryDelays: retryDelays, fetch: fetch,
                                        ended: { download, failure in
-                                           // As the store does: the readers hear of the end.
                                            download.arrival.finish(failure.map { ProviderError(.ioError, $0, errno: EIO) })
-                                           outcome.withLock { $0 = .some(failure) }
+                                           outcome.state.withLock { $0 = .some(failure) }
                                            done.fulfill()
                                        })
+        return (download, done, outcome)
+    }
+
+    func temporaryFile() -> String {
+        let path = NSTemporaryDirectory() + "/chunked-\(UUID().uuidString)"
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: nil))
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
+        return path
+    }
+
+    func testAReadFarIntoTheFileDoesNotWaitForTheBytesBeforeIt() throws {
+        let path = temporaryFile()
+        let server = FakeObject(path: path, holdingTheStart: true)
+        let size: Int64 = 64 * 1024 + 10
+        let (download, done, outcome) = makeDownload(size: size, path: path) { range, progress in try await server.fetch(range, progress) }
         download.start()
 
         // The stream from byte 0 is held; the last bytes still arrive, and right.
@@ -108,7 +135,7 @@ final class ChunkedDownloadTests: XCTestCase {
         server.held.signal()
         try download.arrival.waitForAll()
         wait(for: [done], timeout: 30)
-        XCTAssertEqual(outcome.withLock { $0 }, .some(nil), "the download succeeded")
+        XCTAssertEqual(outcome.state.withLock { $0 }, .some(nil), "the download succeeded")
         XCTAssertEqual(server.requests.withLock { $0 }.count, 2, "the first stream stopped where the second began: no third")
         XCTAssertLessThan(server.sent.withLock { $0 }, size + 2048, "each byte sent about once")
         let all = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -116,66 +143,25 @@ final class ChunkedDownloadTests: XCTestCase {
     }
 
     func testAShortAnswerFailsTheDownloadAndItsReaders() throws {
-        let done = expectation(description: "the download ends")
-        let outcome = Mutex<String?>(nil)
-        let download = ContentDownload(row: 1, key: "k", contentVersion: 1, size: 10_000, path: "/nonexistent", chunkSize: 4096, stallTimeout: 30,
-                                       retryDelays: [.zero, .zero],
-                                       fetch: { range, progress in _ = progress(10); return 10 },
-                                       ended: { download, failure in
-                                           download.arrival.finish(failure.map { ProviderError(.ioError, $0, errno: EIO) })
-                                           outcome.withLock { $0 = failure }
-                                           done.fulfill()
-                                       })
+        let (download, done, outcome) = makeDownload(size: 10_000, path: "/nonexistent") { range, progress in _ = progress(10); return 10 }
         download.start()
         XCTAssertThrowsError(try download.arrival.waitForAll())
         wait(for: [done], timeout: 30)
-        let failure = outcome.withLock { $0 ?? "" }
+        let failure = outcome.state.withLock { $0 ?? nil } ?? ""
         XCTAssertTrue(failure.contains("the server sent 10 bytes") && failure.contains("tried 3 times"), failure)
     }
 
-    /// A fake object whose first request breaks off after 6,000 bytes (a connection reset).
-    final class ResetOnce: Sendable {
-        let requests = Mutex<[Int64]>([])
-        let path: String
-        init(path: String) { self.path = path }
-
-        func fetch(_ range: Range<Int64>, _ progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64 {
-            let first = requests.withLock { r -> Bool in r.append(range.lowerBound); return r.count == 1 }
-            let fd = open(path, O_WRONLY)
-            defer { close(fd) }
-            var offset = range.lowerBound
-            while offset < range.upperBound {
-                if first && offset - range.lowerBound >= 6000 { throw POSIXError(.ECONNRESET) }
-                let end = min(range.upperBound, offset + 1000)
-                let bytes = (offset..<end).map { UInt8($0 % 251) }
-                _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
-                offset = end
-                if !progress(offset - range.lowerBound) { break }
-            }
-            return offset - range.lowerBound
-        }
-    }
-
     func testAStreamThatBreaksOffStartsAgainFromItsFirstChunkNotWrittenWhole() throws {
-        let path = NSTemporaryDirectory() + "/reset-\(UUID().uuidString)"
-        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: nil))
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        let server = ResetOnce(path: path)
+        let path = temporaryFile()
+        let server = FakeObject(path: path, resetAfter: 6000)
         let size: Int64 = 20_000
-        let done = expectation(description: "the download ends")
-        let outcome = Mutex<String??>(nil)
-        let download = ContentDownload(row: 1, key: "k", contentVersion: 1, size: size, path: path, chunkSize: 4096, stallTimeout: 30,
-                                       retryDelays: [.zero],
-                                       fetch: { range, progress in try await server.fetch(range, progress) },
-                                       ended: { download, failure in
-                                           download.arrival.finish(failure.map { ProviderError(.ioError, $0, errno: EIO) })
-                                           outcome.withLock { $0 = .some(failure) }
-                                           done.fulfill()
-                                       })
+        let (download, done, outcome) = makeDownload(size: size, path: path, retryDelays: [.zero]) { range, progress in
+            try await server.fetch(range, progress)
+        }
         download.start()
         try download.arrival.waitForAll()
         wait(for: [done], timeout: 30)
-        XCTAssertEqual(outcome.withLock { $0 }, .some(nil), "the download succeeded after one reset")
+        XCTAssertEqual(outcome.state.withLock { $0 }, .some(nil), "the download succeeded after one reset")
         XCTAssertEqual(server.requests.withLock { $0 }, [0, 4096], "started again at chunk 1 (chunk 0 was whole)")
         let all = try Data(contentsOf: URL(fileURLWithPath: path))
         XCTAssertEqual(Array(all), (0..<size).map { UInt8($0 % 251) })
