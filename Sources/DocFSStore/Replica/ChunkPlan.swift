@@ -28,10 +28,9 @@ struct ChunkPlan {
 
     func start(of chunk: Int) -> Int64 { Int64(chunk) * chunkSize }
 
-    /// Where stream `stream` starts (its first chunk, now claimed), or nil when nothing is left
-    /// that another stream will not reach.
+    /// Where a new stream `stream` starts (its first chunk, now claimed), or nil when nothing is
+    /// left that another stream will not reach.
     mutating func begin(_ stream: Int) -> Int? {
-        heads[stream] = nil
         while !urgent.isEmpty {
             let chunk = urgent.removeFirst()
             if !taken[chunk] && !heads.values.contains(chunk) { return claim(chunk, by: stream) }
