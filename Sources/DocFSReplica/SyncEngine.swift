@@ -273,7 +273,8 @@ public final class SyncEngine: Sendable {
                     var st = stat()
                     // Gone: the item was deleted since (its delete follows); nothing to upload.
                     guard stat(url.path, &st) == 0 else { return (entries.map(\.seq), nil) }
-                    try await s3.uploadFile(at: FilePath(url.path), bucket: configuration.bucket, key: key, partSize: Self.partSize)
+                    try await s3.uploadFile(at: FilePath(url.path), bucket: configuration.bucket, key: key, partSize: Self.partSize,
+                                            partUploaded: { _ in FaultInjection.point(.uploadPart) })  // test-only (DOCFS_FAULT)
                     return (entries.map(\.seq), RemoteContent(key: key, size: Int64(st.st_size)))
                 }
             }

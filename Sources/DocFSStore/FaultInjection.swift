@@ -13,6 +13,9 @@ import Synchronization
 ///     DOCFS_FAULT=import-commit:abort@3    … on the third import
 ///     DOCFS_FAULT=modify-commit:abort[@N]  die after a new content version was renamed over the
 ///                                          stored contents and before its row is committed
+///     DOCFS_FAULT=upload-part:abort[@N]    a replica dies once the Nth part of a multipart upload
+///                                          is in the bucket (the upload open, its version not yet
+///                                          on PostgreSQL)
 ///
 /// "abort" ends the process at once with `_exit(134)` (no atexit handlers, no checkpoint, no
 /// unlock: what `kill -9` leaves). The variable is read once, when the first store is opened in
@@ -21,6 +24,7 @@ public enum FaultInjection {
     public enum Point: String, Sendable {
         case importCommit = "import-commit"
         case modifyCommit = "modify-commit"
+        case uploadPart = "upload-part"
     }
 
     struct Armed: Sendable {
@@ -52,7 +56,7 @@ public enum FaultInjection {
 
     /// A crash point. Does nothing unless DOCFS_FAULT armed this point and this is the chosen hit.
     @inline(__always)
-    static func point(_ point: Point) {
+    public static func point(_ point: Point) {
         guard let armed, armed.point == point else { return }
         let count = hits.add(1, ordering: .relaxed).newValue
         guard count == armed.hit else { return }

@@ -7,10 +7,6 @@ with boto3 rather than docfs's own S3 client, and the local tree read with plain
     s3check.py uploads BUCKET              JSON [{key, uploadId}] of multipart uploads in progress
     s3check.py digest BUCKET KEYS.json     JSON {key: {size, sha256}} (streamed, never whole in memory)
     s3check.py put BUCKET KEY TEXT         writes an object (a left-over for `docfs remote gc` to find)
-    s3check.py kill-during-upload BUCKET PID SECONDS
-                                           SIGKILL to PID as soon as a multipart upload in BUCKET
-                                           has a part; "watching" on stderr once it polls, then
-                                           JSON {key, parts} (key null: none seen)
     s3check.py tree ROOT                   JSON [{path, kind, size, sha256, target}] of a local tree,
                                            paths as "/a/b" from ROOT, sorted
 
@@ -20,10 +16,8 @@ Exit 0 and JSON on stdout, or exit 1 and the error on stderr.
 import hashlib
 import json
 import os
-import signal
 import stat
 import sys
-import time
 
 CHUNK = 1 << 20
 
@@ -61,20 +55,6 @@ def digest(s3, bucket, keys):
             size += len(chunk)
         out[key] = {"size": size, "sha256": h.hexdigest()}
     return out
-
-
-def kill_during_upload(s3, bucket, pid, seconds):
-    uploads(s3, bucket)  # connected and signing: tell the test it can start the upload
-    print("watching", file=sys.stderr, flush=True)
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        for u in uploads(s3, bucket):
-            parts = s3.list_parts(Bucket=bucket, Key=u["key"], UploadId=u["uploadId"]).get("Parts", [])
-            if parts:
-                os.kill(pid, signal.SIGKILL)
-                return {"key": u["key"], "parts": len(parts)}
-        time.sleep(0.01)
-    return {"key": None, "parts": 0}
 
 
 def file_sha256(path):
@@ -125,8 +105,6 @@ def main(argv):
             result = objects(s3, arg)
         elif command == "uploads":
             result = uploads(s3, arg)
-        elif command == "kill-during-upload":
-            result = kill_during_upload(s3, arg, int(argv[3]), float(argv[4]))
         elif command == "put":
             s3.put_object(Bucket=arg, Key=argv[3], Body=argv[4].encode())
             result = {"put": argv[3]}

@@ -27,7 +27,8 @@
 #                             PostgreSQL with `"$DOCFS_TEST_SERVERS_SH" pg-stop|pg-start "$DOCFS_TEST_SERVERS_DIR"`
 #
 # Installs what is missing: Debian's postgresql (apt-get, as root), and moto[server]==5.2.5 in a
-# venv under .build/remote-venv when no usable moto_server is on PATH.
+# venv under .build/remote-venv (used even when another moto is on PATH, unless
+# DOCFS_TEST_MOTO_SERVER names a moto_server to use instead). Prints the versions it runs.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -100,19 +101,31 @@ ensure_postgres() {
     [ "$status" = 0 ] || { log "apt-get install postgresql failed"; exit 1; }
 }
 
-# Sets MOTO_SERVER and MOTO_PYTHON (a python that imports moto and boto3).
+# Sets MOTO_SERVER and MOTO_PYTHON (a python that imports moto and boto3): the moto this script
+# pins, in its own venv, so that every machine tests against the same S3 server; or the
+# moto_server DOCFS_TEST_MOTO_SERVER names (its python beside it, or python3), when set.
 ensure_moto() {
-    if command -v moto_server >/dev/null 2>&1 && python3 -c 'import moto.server, boto3, flask' >/dev/null 2>&1; then
-        MOTO_SERVER=$(command -v moto_server); MOTO_PYTHON=python3; return 0
+    if [ -n "${DOCFS_TEST_MOTO_SERVER:-}" ]; then
+        MOTO_SERVER=$(command -v "$DOCFS_TEST_MOTO_SERVER") || { log "DOCFS_TEST_MOTO_SERVER=$DOCFS_TEST_MOTO_SERVER: no such program"; exit 1; }
+        MOTO_PYTHON=$(dirname "$MOTO_SERVER")/python
+        [ -x "$MOTO_PYTHON" ] || MOTO_PYTHON=python3
+        "$MOTO_PYTHON" -c 'import moto.server, boto3' >/dev/null 2>&1 \
+            || { log "DOCFS_TEST_MOTO_SERVER: $MOTO_PYTHON cannot import moto.server and boto3"; exit 1; }
+        return 0
     fi
     venv="$repo/.build/remote-venv"
-    if ! [ -x "$venv/bin/moto_server" ] || ! "$venv/bin/python" -c 'import moto.server, boto3' >/dev/null 2>&1; then
+    if ! [ -x "$venv/bin/moto_server" ] || [ "$(moto_version "$venv/bin/python")" != "$MOTO_VERSION" ] \
+        || ! "$venv/bin/python" -c 'import moto.server, boto3' >/dev/null 2>&1; then
         log "installing moto[server]==$MOTO_VERSION into $venv ..."
         mkdir -p "$repo/.build"
-        python3 -m venv "$venv" >&2
+        python3 -m venv --clear "$venv" >&2
         "$venv/bin/pip" install --quiet "moto[server]==$MOTO_VERSION" >&2
     fi
     MOTO_SERVER="$venv/bin/moto_server"; MOTO_PYTHON="$venv/bin/python"
+}
+
+moto_version() { # python
+    "$1" -c 'import importlib.metadata as m; print(m.version("moto"))' 2>/dev/null || echo unknown
 }
 
 wait_port() { # port seconds: a TCP connect only (an HTTP request would spend one of moto's unauthenticated actions)
@@ -182,7 +195,7 @@ export DOCFS_TEST_PG_DATA='$dir/pg/data'
 export DOCFS_TEST_SERVERS_SH='$here/servers.sh'
 export DOCFS_TEST_SERVERS_DIR='$dir'
 ENV
-    log "PostgreSQL on 127.0.0.1:$pgport (pid $(cat "$dir/postgres.pid")), moto on 127.0.0.1:$s3port (pid $(cat "$dir/moto.pid")) and :$openport (pid $(cat "$dir/moto-open.pid")), in $dir"
+    log "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$pgport (pid $(cat "$dir/postgres.pid")), moto $(moto_version "$MOTO_PYTHON") ($MOTO_SERVER) on 127.0.0.1:$s3port (pid $(cat "$dir/moto.pid")) and :$openport (pid $(cat "$dir/moto-open.pid")), in $dir"
 }
 
 stop_pid() { # pidfile seconds

@@ -388,11 +388,13 @@ public final class S3Client: Sendable {
     /// disk either way. `resumeUploadID` continues an upload started earlier (parts already
     /// there with the right size are not sent again; an upload that is gone starts over);
     /// `uploadStarted` is called with the upload ID before the first part is sent, so that the
-    /// caller can record it durably and resume or abort it after a crash.
+    /// caller can record it durably and resume or abort it after a crash; `partUploaded` after
+    /// each part is in (the crash tests stop a replica there).
     @discardableResult
     public func uploadFile(at path: FilePath, bucket: String, key: String, partSize: Int64 = 8 * 1024 * 1024,
                            resumeUploadID: String? = nil,
-                           uploadStarted: @Sendable (String) async throws -> Void = { _ in }) async throws -> String? {
+                           uploadStarted: @Sendable (String) async throws -> Void = { _ in },
+                           partUploaded: @Sendable (Int) -> Void = { _ in }) async throws -> String? {
         try await withFile(path) { fd in
             let size = try await FileIO.size(of: fd)
             var part = max(partSize, Self.minimumPartSize)
@@ -427,6 +429,7 @@ public final class S3Client: Sendable {
                                                 fd: fd, offset: offset, length: length)
                 done.append((number, etag))
                 logger.debug("uploaded part", metadata: ["key": "\(key)", "part": "\(number)/\(count)"])
+                partUploaded(number)
             }
             return try await completeMultipartUpload(bucket: bucket, key: key, uploadID: id, parts: done)
         }
