@@ -130,20 +130,34 @@ extension Bridge {
     private func restage(_ node: InodeNode, item: Item?, from previous: WriteSession?, truncating: Bool) throws(Failure) -> WriteSession {
         let subject: Subject = item.map { .item($0.identifier) } ?? .ino(node.ino)
         return try attempt(subject) { () throws(ProviderError) in
-            if truncating {
-                // A new version even when the file was empty: O_TRUNC moves its times (ext4 does).
-                return try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true)
-            }
             if let previous {
-                return try WriteSession.stage(in: stagingFiles, copying: previous.fd, dirty: false)
+                // O_TRUNC moves the times even of an empty file (ext4 does): a new version.
+                let next = try WriteSession.stage(in: stagingFiles, copying: truncating ? nil : previous.fd, dirty: truncating)
+                previous.handOver(to: next)
+                return next
             }
-            // No staged copy (a refused version was dropped): start again from the stored one.
-            var current = item
-            if current == nil, let id = inodes.identifier(node.ino) { current = try provider.item(for: id) }
-            guard let item = current else { throw ProviderError(.noSuchItem) }
-            let fd = try provider.openContents(of: item.identifier)
-            defer { close(fd) }
-            return try WriteSession.stage(in: stagingFiles, copying: fd, dirty: false)
+            // A copy of the stored file (or none, truncating). The provider hears of the writer
+            // before the version is read, so that another replica's version cannot land between
+            // the two unnoticed: it waits for this writer's close, which decides.
+            guard let identifier = item?.identifier ?? inodes.identifier(node.ino) else { throw ProviderError(.noSuchItem) }
+            let writer = WriterRegistration(identifier, provider: provider)
+            do throws(ProviderError) {
+                let current = try provider.item(for: identifier)
+                let session: WriteSession
+                if truncating {
+                    session = try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true)
+                } else {
+                    let fd = try provider.openContents(of: current.identifier)
+                    defer { close(fd) }
+                    session = try WriteSession.stage(in: stagingFiles, copying: fd, dirty: false)
+                }
+                session.base = current.itemVersion
+                session.writer = writer
+                return session
+            } catch {
+                writer.end()
+                throw error
+            }
         }
     }
 
@@ -310,6 +324,7 @@ extension Bridge {
                 let item = try await attempt(subject) { () async throws(ProviderError) in
                     try await provider.importDocument(from: scoped, toParentItemIdentifier: parentID, attributes: attributes)
                 }
+                node.sessionLock.withLock { session.landed = item.itemVersion }
                 let landed = inodes.bind(node, to: item.identifier) ?? copyIn
                 await storeExtendedAttributes(of: landed, on: item.identifier, subject: subject)
             } catch {
@@ -331,9 +346,11 @@ extension Bridge {
             // The staged file becomes the stored contents; keep a name for it so the session
             // (whose path the provider takes) can still be unlinked if the provider refuses.
             let url = URL(fileURLWithPath: session.path, isDirectory: false)
-            _ = try await attempt(.item(identifier)) { () async throws(ProviderError) in
-                try await provider.modifyContents(ofItemWithIdentifier: identifier, from: url)
+            let base = node.sessionLock.withLock { session.base }
+            let item = try await attempt(.item(identifier)) { () async throws(ProviderError) in
+                try await provider.modifyContents(ofItemWithIdentifier: identifier, baseVersion: base, from: url)
             }
+            node.sessionLock.withLock { session.landed = item.itemVersion }
         } catch {
             // Contents the provider refused (not a valid document, a type the folder does not
             // take) are not kept: the file reads as its stored version again. Any other failure

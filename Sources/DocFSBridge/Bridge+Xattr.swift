@@ -198,6 +198,18 @@ extension Bridge {
                         d.error(error.error.code == .noSuchAttribute ? ENODATA : report(op, error))
                     }
                 }
+            case .docfs where name == Self.syncAttribute && !remove:
+                // "retry": the item's changes set aside (refused by the server) are tried again.
+                guard String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "retry" else {
+                    throw Failure(ProviderError(.invalidArgument, "\(name) takes only \"retry\""), subject)
+                }
+                let d = reply.deferred()
+                perform(op, d) { [self] () async throws(Failure) in
+                    try await attempt(subject) { () async throws(ProviderError) in
+                        try await provider.retrySync(of: item.identifier)
+                    }
+                    d.ok()
+                }
             case .docfs where name == Self.pinnedAttribute || name == Self.evictAttribute:
                 if name == Self.evictAttribute && remove { reply.error(ENODATA); return }
                 let d = reply.deferred()

@@ -21,6 +21,13 @@ final class WriteSession: @unchecked Sendable {
     /// Whether this copy's first write looked for set-user/group-ID bits to clear (guarded by the
     /// node's sessionLock).
     var setIDChecked = false
+    /// The stored item's version this copy began from (nil for a new file), and the version its
+    /// commit made: the base of the provider's `modifyContents`, and of the next copy.
+    var base: ItemVersion?
+    var landed: ItemVersion?
+    /// Tells the provider the file is no longer open for writing; passed on to the next copy of
+    /// the same file, and called when the last one goes.
+    var writer: WriterRegistration?
 
     /// Callers that found this copy's commit under way (set `committed`, provider not yet done)
     /// wait here, so none of them answers before the provider has the new contents.
@@ -60,6 +67,7 @@ final class WriteSession: @unchecked Sendable {
     deinit {
         close(fd)
         if !committed { unlink(path) }
+        writer?.end()
     }
 
     /// A new empty staging file, or a copy of `source` (an open descriptor) when given.
@@ -70,6 +78,13 @@ final class WriteSession: @unchecked Sendable {
             try copyAll(from: source, to: fd)
         }
         return session
+    }
+
+    /// What the next copy of the same file starts from: this one's version and registration.
+    func handOver(to next: WriteSession) {
+        next.base = landed ?? base
+        next.writer = writer
+        writer = nil
     }
 
     var size: Int64 {
@@ -113,3 +128,19 @@ final class WriteSession: @unchecked Sendable {
     }
 }
 
+
+/// A file open for writing, as the provider was told (`contentsOpenedForWriting`); `end` tells it
+/// the writer let go, once.
+final class WriterRegistration: Sendable {
+    private let ended: @Sendable () -> Void
+    private let done = Atomic<Bool>(false)
+
+    init(_ identifier: ItemIdentifier, provider: any Provider) {
+        provider.contentsOpenedForWriting(of: identifier)
+        ended = { provider.contentsClosedForWriting(of: identifier) }
+    }
+
+    func end() {
+        if !done.exchange(true, ordering: .relaxed) { ended() }
+    }
+}

@@ -180,6 +180,19 @@ public protocol Provider: AnyObject, Sendable {
     /// `.typeNotAllowed` refuse the version (the written bytes are discarded); any other error
     /// keeps them staged for the next close. The default refuses (`.readOnly`).
     func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item
+    /// The same, with the version the new contents were based on (Apple's `baseVersion`): the
+    /// item's version when the writer's staged copy began. A provider whose item has moved on
+    /// since (another replica's version arrived) must not put these bytes over the newer ones:
+    /// the store keeps them as a conflicted copy beside the file. The bridge always calls this
+    /// form; the default ignores the base and calls the plain one.
+    func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
+                        from fileURL: URL) async throws(ProviderError) -> Item
+    /// A file's contents are open for writing through the mount (a staged copy began), and the
+    /// last such writer let go of them. Between the two a replica keeps other replicas' versions
+    /// and deletes of the file aside, so the writer's close decides. Calls pair up, once per
+    /// inode however many handles it has. The defaults do nothing.
+    func contentsOpenedForWriting(of identifier: ItemIdentifier)
+    func contentsClosedForWriting(of identifier: ItemIdentifier)
     /// chmod, chown, chgrp, utimensat (nil fields of `changes` stay). The bridge has applied
     /// Linux's rules on who may (`OwnershipRules`); the provider stores the change and moves the
     /// item's change time. `.unsupported` for the mode of a symbolic link. The default refuses
@@ -227,6 +240,9 @@ public protocol Provider: AnyObject, Sendable {
     /// The replica's status as one JSON object for `user.docfs.status` on the root (`docfs
     /// status`). The default, nil, means the provider has no server.
     func syncStatus() -> String?
+    /// Tries again the changes of an item the server refused and that wait set aside (`docfs
+    /// sync --retry`, `user.docfs.sync` set to "retry"). The default refuses (`.unsupported`).
+    func retrySync(of identifier: ItemIdentifier) async throws(ProviderError)
 
     // MARK: Contents on demand (defaults: `ContentsOnDemand.swift`)
 
@@ -350,6 +366,14 @@ extension Provider {
     public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item {
         throw Self.readOnly("change contents")
     }
+    /// Providers without versions: the base is not checked.
+    public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
+                               from fileURL: URL) async throws(ProviderError) -> Item {
+        try await modifyContents(ofItemWithIdentifier: identifier, from: fileURL)
+    }
+    /// Nothing to keep aside.
+    public func contentsOpenedForWriting(of identifier: ItemIdentifier) {}
+    public func contentsClosedForWriting(of identifier: ItemIdentifier) {}
     /// Refuses owner and group changes (EPERM) and any other change (EROFS); an empty change
     /// answers the item as it is.
     public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item {
@@ -375,6 +399,9 @@ extension Provider {
     public func syncState(of identifier: ItemIdentifier) -> String? { nil }
     public func conflict(of identifier: ItemIdentifier) -> String? { nil }
     public func syncStatus() -> String? { nil }
+    public func retrySync(of identifier: ItemIdentifier) async throws(ProviderError) {
+        throw ProviderError(.unsupported, "this provider has no server to send changes to")
+    }
 
     /// No stored attributes.
     public func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String] { [] }

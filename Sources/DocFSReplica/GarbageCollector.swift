@@ -17,17 +17,20 @@ public struct GarbageReport: Sendable, Codable, Equatable {
     public var abandonedUploads = 0
     /// Change log entries trimmed.
     public var logEntries = 0
+    /// Upload intents of replicas that never committed, dropped (older than the intent lifetime).
+    public var expiredIntents = 0
     public var dryRun = false
 }
 
 /// Removes the objects no current version needs, so that deletes and overwrites do not grow
 /// the bucket forever, and trims the change log.
 ///
-/// Safe against work in flight by the grace period alone: a version is collected only when it
-/// stopped being current before `now - grace` (a replica downloading it has long finished), and
-/// an object no row names only when it was written before that (a replica uploads an object a
-/// moment before it records the version; a retry uploads it again). Each object is deleted
-/// before its versions are marked collected, so a gc that stops half-way is finished by the next.
+/// Safe against work in flight: a version is collected only when it stopped being current before
+/// `now - grace` (a replica downloading it has long finished), and an object no version names
+/// only when no upload intent names it either (a replica records the key before it uploads and
+/// renews it right before it commits the version) and it was written before the cutoff. Every
+/// cutoff is the server's clock. Each object is deleted before its versions are marked
+/// collected, so a gc that stops half-way is finished by the next.
 public struct GarbageCollector: Sendable {
     let configuration: ReplicaConfiguration
     let logger: Logger
@@ -46,10 +49,21 @@ public struct GarbageCollector: Sendable {
     private func collect(_ database: RemoteDatabase, _ s3: S3Client, grace: Duration, keepLog: Duration?,
                          dryRun: Bool) async throws -> GarbageReport {
         let bucket = configuration.bucket
-        let now = Date()
-        let cutoff = now.addingTimeInterval(-Self.seconds(grace))
-        let cutoffNs = Int64(cutoff.timeIntervalSince1970 * 1e9)
+        // Every cutoff is measured by the server's clock, which wrote the times compared: a
+        // replica or a gc with a slow clock never makes anything collectable early.
+        let nowNs = try await database.serverTimeNs()
+        let now = Date(timeIntervalSince1970: Double(nowNs) / 1e9)
+        let graceNs = Int64(Self.seconds(grace) * 1e9)
+        let cutoffNs = nowNs - graceNs
+        let cutoff = Date(timeIntervalSince1970: Double(cutoffNs) / 1e9)
         var report = GarbageReport(dryRun: dryRun)
+
+        // Upload intents of replicas that stopped before committing (renewed right before each
+        // commit, so only those of a replica gone for the lifetime expire); their objects are then
+        // left-overs like any other.
+        if !dryRun {
+            report.expiredIntents = try await database.expireUploadIntents(before: nowNs - max(graceNs, Self.intentLifetimeNs))
+        }
 
         // Versions no longer current whose object no live item names (versions sent together
         // share one): each key is deleted once, however many versions name it.
@@ -96,8 +110,7 @@ public struct GarbageCollector: Sendable {
         }
 
         if let keepLog, !dryRun {
-            let logCutoff = now.addingTimeInterval(-Self.seconds(keepLog))
-            report.logEntries = try await database.trimChangeLog(before: Int64(logCutoff.timeIntervalSince1970 * 1e9))
+            report.logEntries = try await database.trimChangeLog(before: nowNs - Int64(Self.seconds(keepLog) * 1e9))
         }
         logger.notice("""
             gc of s3://\(bucket)/\(folder)\(dryRun ? " (dry run)" : ""): \(report.versions) old version(s), \
@@ -107,6 +120,10 @@ public struct GarbageCollector: Sendable {
             """)
         return report
     }
+
+    /// How long an upload intent lives at least, whatever the grace period: a replica renews its
+    /// intents right before it commits, so only one gone (or stuck) that long loses them.
+    static let intentLifetimeNs: Int64 = 10 * 60 * 1_000_000_000
 
     static func seconds(_ d: Duration) -> Double {
         Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18

@@ -35,13 +35,6 @@ public final class SyncEngine: Sendable {
     let incomingDatabase: RemoteDatabase
     let incoming: IncomingSync
     let follower: ChangeFollower
-    /// This machine's name, for conflicted copies.
-    static let hostName: String = {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count) == 0 else { return "another replica" }
-        return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }()
-
     /// Entries read at a time, and sent per chunk (uploads of a chunk run together).
     static let batchSize = 128
     static let chunkSize = 8
@@ -69,6 +62,18 @@ public final class SyncEngine: Sendable {
         store.setContentFetcher { key, path, range, progress in
             try await s3.getObject(bucket: bucket, key: key, range: range, intoFileAt: FilePath(path), progress: progress)
         }
+        // A file's writer let go: what other replicas did to it meanwhile, kept aside, is fetched
+        // and applied now (a failure leaves it to the follower's next catch-up).
+        let (incoming, follower) = (self.incoming, self.follower)
+        store.setHeldChangesHandler { rows in
+            Task {
+                do { try await incoming.refresh(rows) } catch { follower.wake.signal() }
+            }
+        }
+        store.setRetryHandler { [weak self] row in
+            self?.retryRequests.withLock { _ = $0.insert(row) }
+            wake.signal()
+        }
         task.withLock { $0 = Task { await self.run() } }
         follower.start()
     }
@@ -81,6 +86,8 @@ public final class SyncEngine: Sendable {
         await running?.value
         await follower.stop()
         store.setSyncHooks(wake: nil, status: nil)
+        store.setHeldChangesHandler(nil)
+        store.setRetryHandler(nil)
         store.setContentFetcher(nil)
         await database.shutdown()
         await incomingDatabase.shutdown()
@@ -110,7 +117,8 @@ public final class SyncEngine: Sendable {
                 }
                 try await letLocalBurstFinish(until: &deferUntil)
                 store.outboxIdle()
-                let entries = try store.outboxEntries(limit: Self.batchSize)
+                releaseSetAside()
+                let entries = try store.outboxEntries(limit: Self.batchSize, skipping: Set(setAside.keys))
                 guard let first = entries.first else {
                     deferUntil = nil
                     noteIdle()
@@ -180,12 +188,24 @@ public final class SyncEngine: Sendable {
             }
             let chunk = Array(entries[start..<end])
             start += chunk.count
-            let contents = try await upload(chunk)
+            let (contents, refusedUploads) = try await upload(chunk)
+            // The uploads are in; their intents are renewed (server time) right before the
+            // versions that name them are committed, so that gc spares them however long the
+            // uploads took, and dropped once those are in.
+            let uploadedKeys = Array(Set(contents.values.map(\.key)))
+            if !uploadedKeys.isEmpty { await FaultInjection.pause(.uploadDone) }  // test-only (DOCFS_FAULT)
+            try await database.recordUploadIntents(uploadedKeys)
             var completions: [LocalStore.OutboxCompletion] = []
             var assigned: [Int64: Int64] = [:]
             var failure: (any Error)?
             var refresh: [Int64] = []
             for entry in chunk {
+                // Behind a change of its item set aside in this batch: it waits with it, in order.
+                if setAside[entry.row] != nil || setAside[store.currentRow(entry.row)] != nil { continue }
+                if let refusal = refusedUploads[entry.seq] {
+                    setItemAside(entry, refusal)
+                    continue
+                }
                 if entry.kind == .content || entry.kind == .delete, conflicted.contains(store.currentRow(entry.row)) {
                     // A later edit is in the conflicted copy already. A later delete was of this
                     // replica's version, which the copy holds now; the server's version under the
@@ -202,6 +222,10 @@ public final class SyncEngine: Sendable {
                                                                    contentKey: outcome.keptOnItem ? contents[entry.seq]?.key : nil))
                 } catch {
                     let sorted = SyncFailure(error, bucket: configuration.bucket)
+                    if sorted.setsAside {
+                        setItemAside(entry, sorted.message, waitsOn: (error as? SyncFailure.WaitsFor)?.row)
+                        continue
+                    }
                     guard sorted.isItemLevel else { failure = error; break }
                     // The server decided otherwise (another replica's change came first, a move it
                     // refuses): the change is dropped and the item follows the server's state.
@@ -228,6 +252,8 @@ public final class SyncEngine: Sendable {
                 }
             }
             try store.completeOutbox(completions)
+            // Best effort: an intent left behind expires (docfs remote gc).
+            try? await database.dropUploadIntents(uploadedKeys)
             follower.wake.signal()
             if !refresh.isEmpty {
                 do { try await incoming.refresh(refresh) } catch { follower.wake.signal() }
@@ -249,11 +275,13 @@ public final class SyncEngine: Sendable {
     }
 
     /// Uploads the contents a chunk's creates and content changes carry, together. Keyed by seq.
-    func upload(_ chunk: [OutboxEntry]) async throws -> [Int64: RemoteContent] {
+    /// An upload the object storage refused for one file (not unreachable, not the credentials,
+    /// not full) is answered in `refused`, keyed by seq, and its entries are set aside.
+    func upload(_ chunk: [OutboxEntry]) async throws -> (contents: [Int64: RemoteContent], refused: [Int64: String]) {
         let wanted = chunk.filter { entry in
             (entry.kind == .create && entry.details.kind == .file) || entry.kind == .content
         }
-        guard !wanted.isEmpty else { return [:] }
+        guard !wanted.isEmpty else { return ([:], [:]) }
         // Each upload sends the file as it is now, so a file's create and content changes in one
         // chunk (a new file and what was written into it) share one upload: each version names
         // the same object (gc keeps an object while a live item names it).
@@ -264,7 +292,11 @@ public final class SyncEngine: Sendable {
             if byRow[row] == nil { order.append(row) }
             byRow[row, default: []].append(entry)
         }
-        return try await withThrowingTaskGroup(of: ([Int64], RemoteContent?).self) { group in
+        // Recorded before any byte goes up: gc never takes an object whose version is still to
+        // come (S3 dates a multipart object at its upload's start, so age alone cannot tell).
+        let keys = order.compactMap { row in byRow[row].map { ContentObjectKey.make(prefix: configuration.prefix, operationID: $0[0].id) } }
+        try await database.recordUploadIntents(keys)
+        return try await withThrowingTaskGroup(of: ([Int64], RemoteContent?, String?).self) { group in
             for row in order {
                 let entries = byRow[row]!
                 guard let url = store.contentURL(of: LocalStore.identifier(forRow: row)) else { continue }
@@ -272,17 +304,25 @@ public final class SyncEngine: Sendable {
                 group.addTask { [s3, configuration] in
                     var st = stat()
                     // Gone: the item was deleted since (its delete follows); nothing to upload.
-                    guard stat(url.path, &st) == 0 else { return (entries.map(\.seq), nil) }
-                    try await s3.uploadFile(at: FilePath(url.path), bucket: configuration.bucket, key: key, partSize: Self.partSize,
-                                            partUploaded: { _ in FaultInjection.point(.uploadPart) })  // test-only (DOCFS_FAULT)
-                    return (entries.map(\.seq), RemoteContent(key: key, size: Int64(st.st_size)))
+                    guard stat(url.path, &st) == 0 else { return (entries.map(\.seq), nil, nil) }
+                    do {
+                        try await s3.uploadFile(at: FilePath(url.path), bucket: configuration.bucket, key: key, partSize: Self.partSize,
+                                                partUploaded: { _ in FaultInjection.point(.uploadPart) })  // test-only (DOCFS_FAULT)
+                    } catch {
+                        let sorted = SyncFailure(error, bucket: configuration.bucket)
+                        guard sorted.setsAside else { throw error }
+                        return (entries.map(\.seq), nil, sorted.message)
+                    }
+                    return (entries.map(\.seq), RemoteContent(key: key, size: Int64(st.st_size)), nil)
                 }
             }
             var contents: [Int64: RemoteContent] = [:]
-            for try await (seqs, content) in group {
+            var refused: [Int64: String] = [:]
+            for try await (seqs, content, refusal) in group {
                 if let content { for seq in seqs { contents[seq] = content } }
+                if let refusal { for seq in seqs { refused[seq] = refusal } }
             }
-            return contents
+            return (contents, refused)
         }
     }
 
@@ -309,6 +349,9 @@ public final class SyncEngine: Sendable {
             let current = assigned[row] ?? store.currentRow(row)
             if current == 1 { return rootID }
             guard current > 2, current < LocalStore.temporaryRowBase else {
+                if let held = setAside[row] ?? setAside[current] {
+                    throw SyncFailure.WaitsFor(row: row, "its folder is set aside (\(held.reason))")
+                }
                 throw SyncFailure.Refused(row == entry.row ? "it was never created on the server"
                                                             : "its folder was never created on the server")
             }
@@ -339,9 +382,10 @@ public final class SyncEngine: Sendable {
                 return Outcome()
             }
             let version = Int64(details.contentVersion ?? 2)
+            let base = details.baseVersion.map { Int64($0) } ?? version - 1
             let id = try serverID(entry.row)
             do {
-                _ = try await database.newContentVersion(operationID: entry.id, itemID: id, expectedVersion: version - 1,
+                _ = try await database.newContentVersion(operationID: entry.id, itemID: id, expectedVersion: base,
                                                          content: content, modifiedNs: details.modifiedNs ?? 0,
                                                          initial: details.initialContents == true)
             } catch RemoteError.versionConflict {
@@ -417,7 +461,7 @@ public final class SyncEngine: Sendable {
             throw SyncFailure.Refused("the item is gone from the server")
         }
         let row = store.currentRow(entry.row)
-        let name = ConflictNames.copy(of: server.name, host: Self.hostName, date: Date())
+        let name = ConflictNames.copy(of: server.name, host: ConflictNames.hostName, date: Date())
         let local = try? store.item(for: LocalStore.identifier(forRow: row))
         let attributes = RemoteItemAttributes(uid: local?.ownerID ?? server.uid, gid: local?.groupID ?? server.gid,
                                               mode: UInt32(local?.posixPermissions ?? UInt16(server.mode & 0o7777)),
@@ -449,6 +493,47 @@ public final class SyncEngine: Sendable {
     /// Items whose content changes went into a conflicted copy in this batch (their later content
     /// changes are in the copy too). Only the engine's loop touches it.
     nonisolated(unsafe) var conflicted: Set<Int64> = []
+    /// Items set aside, by outbox row: the server refused a change of theirs for a reason a retry
+    /// will not mend. Their entries wait in the outbox, in order, while the others go on; a later
+    /// change of the item (an entry newer than `latest`), `docfs sync --retry`, or the item
+    /// it waits for being tried again, tries them again. Only the engine's loop touches it.
+    struct SetAside { var reason: String; var latest: Int64; var waitsOn: Int64? }
+    nonisolated(unsafe) var setAside: [Int64: SetAside] = [:]
+    /// Rows `docfs sync --retry` asked for (from any thread).
+    let retryRequests = Mutex<Set<Int64>>([])
+
+    func setItemAside(_ entry: OutboxEntry, _ reason: String, waitsOn: Int64? = nil) {
+        let latest = store.outboxWaiting(rows: [entry.row])[entry.row]?.latest ?? entry.seq
+        setAside[entry.row] = SetAside(reason: reason, latest: latest, waitsOn: waitsOn)
+        let row = store.currentRow(entry.row)
+        store.setSyncError(reason, row: row)
+        let path = store.path(of: LocalStore.identifier(forRow: row))
+        progress.withLock { $0.failedItems += 1 }
+        logger.error("sync: \(path): the \(entry.kind.rawValue) is set aside: \(reason); the item's changes wait (a later change of it, or docfs sync --retry, tries again), the others go on")
+    }
+
+    /// Lets set-aside items whose outbox has news, or that were asked for, try again; counts
+    /// what stays set aside for the status.
+    func releaseSetAside() {
+        let retry = retryRequests.withLock { r -> Set<Int64> in defer { r.removeAll() }; return r }
+        if !setAside.isEmpty {
+            let waiting = store.outboxWaiting(rows: Set(setAside.keys))
+            var released: [Int64] = []
+            for (row, held) in setAside {
+                guard let now = waiting[row] else { setAside[row] = nil; continue }  // nothing left to send
+                if now.latest > held.latest || retry.contains(row) || retry.contains(store.currentRow(row)) { released.append(row) }
+            }
+            while let row = released.popLast() {
+                guard setAside.removeValue(forKey: row) != nil else { continue }
+                store.setSyncError(nil, row: store.currentRow(row))
+                logger.notice("sync: \(store.path(of: LocalStore.identifier(forRow: store.currentRow(row)))): trying its changes set aside again")
+                released += setAside.filter { $0.value.waitsOn == row }.map(\.key)
+            }
+        }
+        let held = setAside.isEmpty ? 0 : store.outboxWaiting(rows: Set(setAside.keys)).values.reduce(0) { $0 + $1.count }
+        progress.withLock { $0.setAsideItems = setAside.count; $0.setAsideChanges = held }
+    }
+
     /// Content versions of a row this replica made and never sent (the file was gone before its
     /// upload), counted until the row's delete is sent. Only the engine's loop touches it.
     nonisolated(unsafe) var unsentVersions: [Int64: Int] = [:]
@@ -506,7 +591,7 @@ public final class SyncEngine: Sendable {
             online: snapshot.online, pending: counts.pending, pendingBytes: counts.pendingBytes,
             lastError: snapshot.lastError,
             lastErrorAt: snapshot.lastErrorAt.map { $0.formatted(.iso8601) },
-            state: counts.pending == 0 && snapshot.online ? "idle" : snapshot.state,
+            state: counts.pending <= snapshot.setAsideChanges && snapshot.online ? "idle" : snapshot.state,
             uploadedBytes: snapshot.uploadedBytes, uploadRate: snapshot.rate(at: now), sent: snapshot.sent,
             oldestPendingSeconds: counts.pending == 0 ? nil : snapshot.oldestPendingNs.map { max(0, now.timeIntervalSince1970 - Double($0) / 1e9) },
             failedItems: snapshot.failedItems,
@@ -521,6 +606,8 @@ public final class SyncEngine: Sendable {
         status.cacheLimit = cache.limit
         status.cachedBytes = cache.local
         status.downloading = cache.downloading
+        status.setAside = snapshot.setAsideItems
+        status.setAsideChanges = min(snapshot.setAsideChanges, counts.pending)
         if status.lastError == nil, let error = follower.lastError.withLock({ $0 }) { status.lastError = error }
         return SyncStatus.encoded(status)
     }
@@ -536,6 +623,9 @@ struct SyncProgress: Sendable {
     var sent = 0
     var uploadedBytes: Int64 = 0
     var failedItems = 0
+    /// Items set aside and their changes waiting in the outbox (not counted as sendable).
+    var setAsideItems = 0
+    var setAsideChanges = 0
     var oldestPendingNs: Int64?
     /// (time, uploadedBytes) samples for the rate over the last seconds.
     var samples: [(Double, Int64)] = []

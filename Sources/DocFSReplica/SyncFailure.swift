@@ -6,8 +6,18 @@ import DocFSRemote
 struct SyncFailure: Error {
     /// A change the engine itself will not send (its folder never reached the server, …).
     struct Refused: Error { var message: String; init(_ message: String) { self.message = message } }
+    /// A change that waits for an item set aside (its folder's create, refused by the server).
+    struct WaitsFor: Error {
+        var row: Int64
+        var message: String
+        init(row: Int64, _ message: String) { self.row = row; self.message = message }
+    }
 
-    enum Kind { case offline, stalled, item }
+    /// offline: retried with backoff, every change waits; stalled: the same, every minute;
+    /// item: the server decided otherwise about this change (dropped, the item follows the
+    /// server); setAside: refused for a reason a retry will not mend, the item's changes wait
+    /// (quarantined) while the others go on.
+    enum Kind { case offline, stalled, item, setAside }
     var kind: Kind
     var message: String
     /// The server answered (it refused); false when it could not be reached.
@@ -15,16 +25,20 @@ struct SyncFailure: Error {
 
     var stalls: Bool { kind == .stalled }
     var isItemLevel: Bool { kind == .item }
+    var setsAside: Bool { kind == .setAside }
 
     init(_ error: any Error, bucket: String) {
         switch error {
         case let refused as Refused:
             self.init(.item, refused.message, reached: true)
+        case let waiting as WaitsFor:
+            self.init(.setAside, waiting.message, reached: true)
         case let remote as RemoteError:
             switch remote {
             case .unreachable: self.init(.offline, remote.description, reached: false)
             case .authentication, .schemaTooNew: self.init(.stalled, remote.description, reached: true)
             case .server: self.init(.offline, remote.description, reached: true)
+            case .rejected: self.init(.setAside, remote.description, reached: true)
             case .versionConflict, .notFound, .nameCollision, .notEmpty, .invalid, .operationReused, .movedElsewhere, .refused:
                 self.init(.item, remote.description, reached: true)
             }
@@ -38,7 +52,7 @@ struct SyncFailure: Error {
             } else if s3.kind == .quota {
                 self.init(.stalled, "object storage is full or refuses the size: \(s3)", reached: true)
             } else {
-                self.init(.item, "\(s3)", reached: true)
+                self.init(.setAside, "object storage refused the upload: \(s3)", reached: true)
             }
         case let provider as ProviderError:
             self.init(.offline, "local store: \(provider.reason)", reached: true)

@@ -39,6 +39,11 @@ public struct SyncStatus: Codable, Sendable, Equatable {
     public var cacheLimit: Int64?
     public var cachedBytes: Int64?
     public var downloading: Int = 0
+    /// Items set aside (the server refused a change of theirs for a reason a retry will not
+    /// mend: `user.docfs.sync` says why) and their changes, which `pending` counts too and which
+    /// wait until the item changes again or `docfs sync --retry PATH`.
+    public var setAside: Int = 0
+    public var setAsideChanges: Int = 0
 
     /// Every key is always written; an absent value is null (the synthesized encoder leaves it out).
     public func encode(to encoder: Encoder) throws {
@@ -62,6 +67,8 @@ public struct SyncStatus: Codable, Sendable, Equatable {
         try c.encode(cacheLimit, forKey: .cacheLimit)
         try c.encode(cachedBytes, forKey: .cachedBytes)
         try c.encode(downloading, forKey: .downloading)
+        try c.encode(setAside, forKey: .setAside)
+        try c.encode(setAsideChanges, forKey: .setAsideChanges)
     }
 
     static func encoded(_ status: SyncStatus) -> String {

@@ -16,6 +16,9 @@ import Synchronization
 ///     DOCFS_FAULT=upload-part:abort[@N]    a replica dies once the Nth part of a multipart upload
 ///                                          is in the bucket (the upload open, its version not yet
 ///                                          on PostgreSQL)
+///     DOCFS_FAULT=upload-done:wait[@N]     a replica's Nth chunk of uploads is in the bucket and
+///                                          its versions are not yet on PostgreSQL: it waits there
+///                                          until the file DOCFS_FAULT_RELEASE exists (at most 5 min)
 ///
 /// "abort" ends the process at once with `_exit(134)` (no atexit handlers, no checkpoint, no
 /// unlock: what `kill -9` leaves). The variable is read once, when the first store is opened in
@@ -25,11 +28,14 @@ public enum FaultInjection {
         case importCommit = "import-commit"
         case modifyCommit = "modify-commit"
         case uploadPart = "upload-part"
+        case uploadDone = "upload-done"
     }
 
     struct Armed: Sendable {
         var point: Point
         var hit: Int
+        /// Wait for DOCFS_FAULT_RELEASE instead of dying.
+        var waits = false
     }
 
     /// What DOCFS_FAULT arms, parsed once.
@@ -42,22 +48,36 @@ public enum FaultInjection {
         let parts = value.split(separator: ":", maxSplits: 1).map(String.init)
         guard parts.count == 2, let point = Point(rawValue: parts[0]) else { return nil }
         let action = parts[1].split(separator: "@", maxSplits: 1).map(String.init)
-        guard action[0] == "abort" else { return nil }
+        guard action[0] == "abort" || action[0] == "wait" else { return nil }
         let hit = action.count == 2 ? Int(action[1]) ?? 1 : 1
-        return Armed(point: point, hit: max(hit, 1))
+        return Armed(point: point, hit: max(hit, 1), waits: action[0] == "wait")
     }
 
     /// Called when the store opens, so a malformed value is reported where someone will see it.
     static func describeArmed() -> String? {
         guard let value = ProcessInfo.processInfo.environment["DOCFS_FAULT"], !value.isEmpty else { return nil }
         guard let armed else { return "DOCFS_FAULT=\(value) is not understood; no fault is armed" }
-        return "TEST ONLY: DOCFS_FAULT arms a crash at \(armed.point.rawValue) (hit \(armed.hit))"
+        return "TEST ONLY: DOCFS_FAULT arms a \(armed.waits ? "wait" : "crash") at \(armed.point.rawValue) (hit \(armed.hit))"
     }
 
     /// A crash point. Does nothing unless DOCFS_FAULT armed this point and this is the chosen hit.
+    /// A waiting point: does nothing unless DOCFS_FAULT armed it with "wait" and this is the
+    /// chosen hit; then returns once the file DOCFS_FAULT_RELEASE exists (or after 5 minutes).
+    public static func pause(_ point: Point) async {
+        guard let armed, armed.point == point, armed.waits else { return }
+        guard hits.add(1, ordering: .relaxed).newValue == armed.hit else { return }
+        let release = ProcessInfo.processInfo.environment["DOCFS_FAULT_RELEASE"] ?? ""
+        let message = "docfs: DOCFS_FAULT: waiting at \(point.rawValue) for \(release)\n"
+        _ = message.withCString { Glibc_write(2, $0, strlen($0)) }
+        let deadline = ContinuousClock.now + .seconds(300)
+        while !release.isEmpty, access(release, F_OK) != 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     @inline(__always)
     public static func point(_ point: Point) {
-        guard let armed, armed.point == point else { return }
+        guard let armed, armed.point == point, !armed.waits else { return }
         let count = hits.add(1, ordering: .relaxed).newValue
         guard count == armed.hit else { return }
         let message = "docfs: DOCFS_FAULT: crashing at \(point.rawValue) (hit \(count))\n"

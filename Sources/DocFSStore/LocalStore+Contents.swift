@@ -29,8 +29,21 @@ extension LocalStore {
     }
 
     public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item {
-        let sourcePath = fileURL.path
-        return try write { (database) throws(ProviderError) -> Item in
+        try modify(identifier, from: fileURL.path, base: nil)
+    }
+
+    /// A new version based on `baseVersion`: when the item has another content version now
+    /// (another replica's arrived since the writer's copy began), the bytes become a conflicted
+    /// copy beside it, "NAME (conflicted copy from HOST DATE).EXT", and the item keeps the newer
+    /// version: nothing written is put over what another replica wrote, and nothing is dropped.
+    public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
+                               from fileURL: URL) async throws(ProviderError) -> Item {
+        try modify(identifier, from: fileURL.path, base: baseVersion?.contentVersion)
+    }
+
+    private func modify(_ identifier: ItemIdentifier, from sourcePath: String, base: UInt64?) throws(ProviderError) -> Item {
+        enum Outcome { case modified(Item), moved(Record) }
+        let outcome = try write { (database) throws(ProviderError) -> Outcome in
             let row = try self.itemRow(identifier)
             var record = try read { (tree) throws(ProviderError) -> Record in
                 guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
@@ -40,6 +53,8 @@ extension LocalStore {
                 case .file: return record
                 }
             }
+            if let base, base != record.item.itemVersion.contentVersion { return .moved(record) }
+            logger.debug("modify \(record.item.filename): version \(record.item.itemVersion.contentVersion + 1) over \(base.map(String.init) ?? "any")")
             let status = try fileStatus(sourcePath).get()
             guard status.kind == .file else {
                 throw ProviderError(.invalidArgument, "new contents for \(record.item.filename) must be a regular file")
@@ -71,11 +86,33 @@ extension LocalStore {
                 throw error
             }
             if hasBackup { reaper.remove(backup) { "the previous contents of item \(row)" } }
-            return state.withLock { tree -> Item in
+            return .modified(state.withLock { tree -> Item in
                 tree.replaceKeepingCounts(record)
                 tree.dirty.insert(row)
                 return tree.records[row]!.item
-            }
+            })
         }
+        switch outcome {
+        case .modified(let item): return item
+        case .moved(let record): return try keepAsConflictedCopy(record, from: sourcePath, base: base ?? 0)
+        }
+    }
+
+    /// The writer's bytes beside the item, which keeps its newer version; answers the item.
+    private func keepAsConflictedCopy(_ record: Record, from sourcePath: String, base: UInt64) throws(ProviderError) -> Item {
+        guard let parent = record.parent else { throw ProviderError(.noSuchItem, "\(record.item.filename) has no folder") }
+        let name = ConflictNames.copy(of: record.item.filename, host: ConflictNames.hostName, date: Date())
+        let place = state.withLock { $0.uniqueName(name, in: parent, isFolder: false) }
+        let copy = try importSync(path: sourcePath, name: place, toParent: Self.identifier(forRow: parent),
+                                  attributes: NewItemAttributes(ownerID: record.item.ownerID, groupID: record.item.groupID,
+                                                                posixPermissions: record.item.posixPermissions))
+        let path = self.path(of: record.item.identifier)
+        let copyRow = self.row(for: copy.identifier) ?? 0
+        noteConflict("this replica's edit of \"\(record.item.filename)\" (based on version \(base)) is \"\(place)\" beside it: another replica's version \(record.item.itemVersion.contentVersion) came first",
+                     row: record.row, summary: "\(path): written while another replica's version arrived; this one's is \"\(place)\"")
+        noteConflict("conflicted copy of \"\(record.item.filename)\": another replica's version arrived while it was being written",
+                     row: copyRow, summary: "\(path): conflicted copy \"\(place)\"")
+        logger.warning("\(path): written while another replica's version \(record.item.itemVersion.contentVersion) arrived (the writer began at \(base)): the new version keeps the name, this one is \"\(place)\"")
+        return try item(for: record.item.identifier)
     }
 }

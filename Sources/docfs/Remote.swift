@@ -76,6 +76,7 @@ struct RemoteGC: ParsableCommand {
         print("\(dryRun ? "would abort" : "aborted") \(report.abandonedUploads) multipart upload(s) never finished")
         if report.recentKept > 0 { print("kept \(report.recentKept) object(s) newer than the grace period (\(grace))") }
         if !dryRun { print("trimmed \(report.logEntries) change log entries older than \(keepLog)") }
+        if report.expiredIntents > 0 { print("dropped \(report.expiredIntents) upload intent(s) of replicas that never committed their versions") }
     }
 
     /// `0`, `90s`, `30m`, `1h`, `7d` (a bare number is seconds).

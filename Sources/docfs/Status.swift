@@ -27,6 +27,8 @@ struct Status: ParsableCommand {
         var text: String
         var fields: [String: Any]
         var pending: Int { fields["pending"] as? Int ?? 0 }
+        /// Pending changes that can be sent (not set aside).
+        var sendable: Int { max(0, pending - (fields["setAsideChanges"] as? Int ?? 0)) }
     }
 
     static func read(_ path: String) throws -> Snapshot {
@@ -69,6 +71,10 @@ struct Status: ParsableCommand {
         if let conflicts = f["conflicts"] as? Int, conflicts > 0 {
             lines.append("conflicts  \(conflicts) since mount (see user.docfs.conflict on the items, and the log)")
             for line in (f["recentConflicts"] as? [String] ?? []).suffix(5) { lines.append("           \(line)") }
+        }
+        if let aside = f["setAside"] as? Int, aside > 0 {
+            let changes = f["setAsideChanges"] as? Int ?? 0
+            lines.append("set aside  \(aside) item(s), \(changes) change(s) waiting: the server refused them (user.docfs.sync says why); a later change of the item, or docfs sync --retry PATH, tries again")
         }
         if let failed = f["failedItems"] as? Int, failed > 0 {
             lines.append("refused    \(failed) change(s) the server refused (see user.docfs.sync on the items, and the log)")

@@ -60,17 +60,31 @@ struct Unmount: ParsableCommand {
         return p.terminationStatus
     }
 
-    /// A replica: waits until the server has every change, with a progress line; Ctrl-C stops
-    /// waiting (the rest stays in the outbox, kept for the next mount).
+    /// A replica: waits until the server has every change that can be sent, with a progress
+    /// line; never for changes set aside (the server refused them), nor longer than a minute
+    /// while the server is unreachable. Ctrl-C stops waiting. What is not sent stays in the
+    /// outbox for the next mount, and is said.
     private func waitForOutbox(_ mnt: String) {
-        guard var snapshot = try? Status.read(mnt), snapshot.pending > 0 else { return }
+        guard var snapshot = try? Status.read(mnt), snapshot.sendable > 0 else {
+            if let s = try? Status.read(mnt) { reportLeft(s, why: nil) }
+            return
+        }
         unmountInterrupted = 0
         signal(SIGINT) { _ in unmountInterrupted = 1 }
         defer { signal(SIGINT, SIG_DFL) }
         let tty = isatty(STDERR_FILENO) == 1
         let first = max(snapshot.pending, 1)
         var lastPrinted = Date.distantPast
-        while snapshot.pending > 0, unmountInterrupted == 0 {
+        var offlineSince: Date?
+        while snapshot.sendable > 0, unmountInterrupted == 0 {
+            let state = snapshot.fields["state"] as? String
+            if state == "offline" || state == "stalled" {
+                let since = offlineSince ?? Date()
+                offlineSince = since
+                if Date().timeIntervalSince(since) > Self.offlineWait { break }
+            } else {
+                offlineSince = nil
+            }
             if tty || Date().timeIntervalSince(lastPrinted) >= 1 {
                 let done = first - min(snapshot.pending, first)
                 let width = 30
@@ -89,7 +103,24 @@ struct Unmount: ParsableCommand {
         if tty { FileHandle.standardError.write(Data("\n".utf8)) }
         if unmountInterrupted != 0 {
             FileHandle.standardError.write(Data("docfs: not waiting: \(snapshot.pending) change(s) stay in the outbox for the next mount\n".utf8))
+        } else if snapshot.sendable > 0 {
+            reportLeft(snapshot, why: "the server stayed unreachable for \(Int(Self.offlineWait)) s (\(snapshot.fields["lastError"] as? String ?? "offline"))")
+        } else {
+            reportLeft(snapshot, why: nil)
         }
+    }
+
+    /// How long an unreachable server is waited for.
+    static let offlineWait: TimeInterval = 60
+
+    /// One line for changes left in the outbox (set aside, or unsent), if any.
+    private func reportLeft(_ snapshot: Status.Snapshot, why: String?) {
+        guard snapshot.pending > 0 else { return }
+        let aside = snapshot.fields["setAside"] as? Int ?? 0
+        var line = "docfs: \(snapshot.pending) change(s) stay in the outbox for the next mount"
+        if let why { line += ": " + why }
+        if aside > 0 { line += "; \(aside) item(s) set aside, refused by the server (user.docfs.sync says why; docfs status lists them)" }
+        FileHandle.standardError.write(Data((line + "\n").utf8))
     }
 }
 

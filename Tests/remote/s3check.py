@@ -6,6 +6,7 @@ with boto3 rather than docfs's own S3 client, and the local tree read with plain
     s3check.py list BUCKET                 JSON [{key, size, etag}] of every object
     s3check.py uploads BUCKET              JSON [{key, uploadId}] of multipart uploads in progress
     s3check.py digest BUCKET KEYS.json     JSON {key: {size, sha256}} (streamed, never whole in memory)
+    s3check.py read BUCKET KEYS.json       JSON {key: text} of small objects (UTF-8, errors replaced)
     s3check.py put BUCKET KEY TEXT         writes an object (a left-over for `docfs remote gc` to find)
     s3check.py tree ROOT                   JSON [{path, kind, size, sha256, target}] of a local tree,
                                            paths as "/a/b" from ROOT, sorted
@@ -113,6 +114,9 @@ def main(argv):
             started = s3.create_multipart_upload(Bucket=arg, Key=argv[3])
             s3.upload_part(Bucket=arg, Key=argv[3], UploadId=started["UploadId"], PartNumber=1, Body=b"p" * 1024)
             result = {"uploadId": started["UploadId"]}
+        elif command == "read":
+            with open(argv[3]) as f:
+                result = {k: s3.get_object(Bucket=arg, Key=k)["Body"].read().decode(errors="replace") for k in json.load(f)}
         elif command == "digest":
             with open(argv[3]) as f:
                 result = digest(s3, arg, json.load(f))

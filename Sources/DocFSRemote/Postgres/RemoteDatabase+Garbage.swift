@@ -42,12 +42,45 @@ extension RemoteDatabase {
     public func markCollected(key: String) async throws {
         try await mapped { [self] in
             try await client.query("""
-                UPDATE docfs_versions SET collected_ns = \(Self.nowNs()) WHERE content_key = \(key) AND collected_ns IS NULL
+                UPDATE docfs_versions SET collected_ns = \(unescaped: Self.serverNow) WHERE content_key = \(key) AND collected_ns IS NULL
                 """, logger: logger)
         }
     }
 
-    /// Whether any version that is not collected, or any item, names this object key: an object
+    /// Records (or renews, in the server's time) the objects a replica is about to write: gc
+    /// keeps them while the intent lives, whatever the objects' age.
+    public func recordUploadIntents(_ keys: [String]) async throws {
+        guard !keys.isEmpty else { return }
+        try await mapped { [self] in
+            try await client.query("""
+                INSERT INTO docfs_upload_intents (key, created_ns) SELECT k, \(unescaped: Self.serverNow) FROM unnest(\(keys)::text[]) AS k
+                ON CONFLICT (key) DO UPDATE SET created_ns = excluded.created_ns
+                """, logger: logger)
+        }
+    }
+
+    /// The versions naming these objects are committed (or the uploads were given up).
+    public func dropUploadIntents(_ keys: [String]) async throws {
+        guard !keys.isEmpty else { return }
+        try await mapped { [self] in
+            try await client.query("DELETE FROM docfs_upload_intents WHERE key = ANY(\(keys))", logger: logger)
+        }
+    }
+
+    /// Drops intents recorded before `cutoffNs` (server time): their replica stopped before it
+    /// committed, and their objects become left-overs. Returns how many went.
+    @discardableResult
+    public func expireUploadIntents(before cutoffNs: Int64) async throws -> Int {
+        try await mapped { [self] in
+            let rows = try await client.query(
+                "WITH gone AS (DELETE FROM docfs_upload_intents WHERE created_ns < \(cutoffNs) RETURNING 1) SELECT count(*) FROM gone",
+                logger: logger)
+            for try await (n) in rows.decode(Int64.self) { return Int(n) }
+            return 0
+        }
+    }
+
+    /// Whether any version that is not collected, any item, or an upload intent names this object key: an object
     /// in the bucket that nothing names is left over (an upload whose operation never reached
     /// the server, or a version collected while a retry uploaded it again).
     public func referencedKeys(_ keys: [String]) async throws -> Set<String> {
@@ -56,6 +89,7 @@ extension RemoteDatabase {
             let rows = try await client.query("""
                 SELECT content_key FROM docfs_versions WHERE content_key = ANY(\(keys)) AND collected_ns IS NULL
                 UNION SELECT content_key FROM docfs_items WHERE content_key = ANY(\(keys)) AND NOT deleted
+                UNION SELECT key FROM docfs_upload_intents WHERE key = ANY(\(keys))
                 """, logger: logger)
             var out: Set<String> = []
             for try await (key) in rows.decode(String.self) { out.insert(key) }

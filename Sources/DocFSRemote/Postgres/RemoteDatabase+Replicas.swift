@@ -81,12 +81,12 @@ extension RemoteDatabase {
             let name = try await freeName(link.name, isFolder: true, parentID: parent, except: link.id, conn: conn, logger: logger)
             let versions = try await updateReturningVersions(conn: conn, logger: logger, """
                 UPDATE docfs_items SET deleted = false, trashed_ns = NULL, name = \(name),
-                       metadata_version = metadata_version + 1, changed_ns = \(nowNs())
+                       metadata_version = metadata_version + 1, changed_ns = \(unescaped: Self.serverNow)
                 WHERE id = \(link.id) RETURNING content_version, metadata_version
                 """)
             try await conn.query("""
                 INSERT INTO docfs_changes (item_id, kind, operation_id, content_version, metadata_version, at_ns)
-                VALUES (\(link.id), 'create', \(operationID), \(versions.0), \(versions.1), \(nowNs()))
+                VALUES (\(link.id), 'create', \(operationID), \(versions.0), \(versions.1), \(unescaped: Self.serverNow))
                 """, logger: logger)
         }
     }

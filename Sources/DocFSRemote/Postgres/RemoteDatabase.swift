@@ -210,12 +210,12 @@ public final class RemoteDatabase: Sendable {
             try await Self.destinationFolder(parentID, operationID: operationID, conn: conn, logger: logger)
             let name = try await Self.freeName(name, isFolder: kind == .directory, parentID: parentID, except: nil,
                                                conn: conn, logger: logger)
-            let now = Self.nowNs()
+            let now = Self.serverNow
             let rows = try await conn.query("""
                 INSERT INTO docfs_items (parent_id, name, kind, size, created_ns, modified_ns, changed_ns, accessed_ns,
                                          uid, gid, mode, tags, symlink_target, content_key, types)
                 VALUES (\(parentID), \(name), \(kind.rawValue), \(content?.size ?? 0), \(attributes.createdNs),
-                        \(attributes.modifiedNs), \(now), \(attributes.modifiedNs), \(Int64(attributes.uid)),
+                        \(attributes.modifiedNs), \(unescaped: now), \(attributes.modifiedNs), \(Int64(attributes.uid)),
                         \(Int64(attributes.gid)), \(Int32(bitPattern: attributes.mode & 0o7777)), \(attributes.tags),
                         \(attributes.symlinkTarget), \(content?.key), \(attributes.types))
                 RETURNING id
@@ -225,7 +225,7 @@ public final class RemoteDatabase: Sendable {
             if kind == .file {
                 try await conn.query("""
                     INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns)
-                    VALUES (\(id), 1, \(content?.key), \(content?.size ?? 0), \(now))
+                    VALUES (\(id), 1, \(content?.key), \(content?.size ?? 0), \(unescaped: now))
                     """, logger: logger)
             }
             return (id, 1, 1)
@@ -239,7 +239,7 @@ public final class RemoteDatabase: Sendable {
     public func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
                                   modifiedNs: Int64, initial: Bool = false) async throws -> AppliedChange {
         try await apply(operationID: operationID, kind: .content) { conn, logger in
-            let now = Self.nowNs()
+            let now = Self.serverNow
             if initial { try await conn.query("SELECT set_config('docfs.initial_contents', 'on', true)", logger: logger) }
             // An edit against a delete keeps the edit: the file comes back with these contents.
             let deletedRows = try await conn.query(
@@ -251,13 +251,13 @@ public final class RemoteDatabase: Sendable {
                 let rows = try await conn.query("""
                     UPDATE docfs_items SET deleted = false, trashed_ns = NULL, name = \(free), content_key = \(content.key),
                            size = \(content.size), content_version = content_version + 1,
-                           metadata_version = metadata_version + 1, modified_ns = \(modifiedNs), changed_ns = \(now)
+                           metadata_version = metadata_version + 1, modified_ns = \(modifiedNs), changed_ns = \(unescaped: now)
                     WHERE id = \(itemID) RETURNING content_version, metadata_version
                     """, logger: logger)
                 for try await (cv, mv) in rows.decode((Int64, Int64).self) {
                     try await conn.query("""
                         INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns)
-                        VALUES (\(itemID), \(cv), \(content.key), \(content.size), \(now))
+                        VALUES (\(itemID), \(cv), \(content.key), \(content.size), \(unescaped: now))
                         """, logger: logger)
                     return (itemID, cv, mv)
                 }
@@ -265,14 +265,14 @@ public final class RemoteDatabase: Sendable {
             let rows = try await conn.query("""
                 UPDATE docfs_items SET content_key = \(content.key), size = \(content.size),
                        content_version = content_version + 1, metadata_version = metadata_version + 1,
-                       modified_ns = \(modifiedNs), changed_ns = \(now)
+                       modified_ns = \(modifiedNs), changed_ns = \(unescaped: now)
                 WHERE id = \(itemID) AND content_version = \(expectedVersion) AND NOT deleted AND kind = 'file'
                 RETURNING content_version, metadata_version
                 """, logger: logger)
             for try await (cv, mv) in rows.decode((Int64, Int64).self) {
                 try await conn.query("""
                     INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns)
-                    VALUES (\(itemID), \(cv), \(content.key), \(content.size), \(now))
+                    VALUES (\(itemID), \(cv), \(content.key), \(content.size), \(unescaped: now))
                     """, logger: logger)
                 return (itemID, cv, mv)
             }
@@ -320,7 +320,7 @@ public final class RemoteDatabase: Sendable {
             }
             let mv = try await Self.updateReturningVersions(conn: conn, logger: logger, """
                 UPDATE docfs_items SET parent_id = \(toParentID), name = \(name), types = coalesce(\(types), types),
-                       metadata_version = metadata_version + 1, changed_ns = \(Self.nowNs())
+                       metadata_version = metadata_version + 1, changed_ns = \(unescaped: Self.serverNow)
                 WHERE id = \(itemID) RETURNING content_version, metadata_version
                 """)
             return (itemID, mv.0, mv.1)
@@ -343,7 +343,7 @@ public final class RemoteDatabase: Sendable {
                 for try await (n) in rows.decode(Int64.self) where n > 0 { throw RemoteError.notEmpty(itemID: itemID) }
             }
             let mv = try await Self.updateReturningVersions(conn: conn, logger: logger, """
-                UPDATE docfs_items SET deleted = true, metadata_version = metadata_version + 1, changed_ns = \(Self.nowNs())
+                UPDATE docfs_items SET deleted = true, metadata_version = metadata_version + 1, changed_ns = \(unescaped: Self.serverNow)
                 WHERE id = \(itemID) RETURNING content_version, metadata_version
                 """)
             return (itemID, mv.0, mv.1)
@@ -357,8 +357,8 @@ public final class RemoteDatabase: Sendable {
             let item = try await Self.liveItem(itemID, conn: conn, logger: logger)
             guard item.parentID != nil else { throw RemoteError.invalid("the root cannot be trashed") }
             let mv = try await Self.updateReturningVersions(conn: conn, logger: logger, """
-                UPDATE docfs_items SET trashed_ns = coalesce(trashed_ns, \(Self.nowNs())),
-                       metadata_version = metadata_version + 1, changed_ns = \(Self.nowNs())
+                UPDATE docfs_items SET trashed_ns = coalesce(trashed_ns, \(unescaped: Self.serverNow)),
+                       metadata_version = metadata_version + 1, changed_ns = \(unescaped: Self.serverNow)
                 WHERE id = \(itemID) RETURNING content_version, metadata_version
                 """)
             return (itemID, mv.0, mv.1)
@@ -377,7 +377,7 @@ public final class RemoteDatabase: Sendable {
                                                except: itemID, conn: conn, logger: logger)
             let mv = try await Self.updateReturningVersions(conn: conn, logger: logger, """
                 UPDATE docfs_items SET trashed_ns = NULL, parent_id = \(toParentID), name = \(name), types = coalesce(\(types), types),
-                       metadata_version = metadata_version + 1, changed_ns = \(Self.nowNs())
+                       metadata_version = metadata_version + 1, changed_ns = \(unescaped: Self.serverNow)
                 WHERE id = \(itemID) RETURNING content_version, metadata_version
                 """)
             return (itemID, mv.0, mv.1)
@@ -400,7 +400,7 @@ public final class RemoteDatabase: Sendable {
                     accessed_ns = coalesce(\(changes.accessedNs), accessed_ns),
                     tags = coalesce(\(changes.tags), tags),
                     favorite_rank = CASE WHEN \(setRank) THEN \(rank) ELSE favorite_rank END,
-                    metadata_version = metadata_version + 1, changed_ns = \(Self.nowNs())
+                    metadata_version = metadata_version + 1, changed_ns = \(unescaped: Self.serverNow)
                 WHERE id = \(itemID) RETURNING content_version, metadata_version
                 """)
             return (itemID, mv.0, mv.1)
@@ -410,13 +410,13 @@ public final class RemoteDatabase: Sendable {
     /// Stores the layout (folder rules, types) as JSON; logged as a change of the root.
     public func setLayout(operationID: UUID, json: String) async throws -> AppliedChange {
         try await apply(operationID: operationID, kind: .layout) { conn, logger in
-            let now = Self.nowNs()
+            let now = Self.serverNow
             try await conn.query("""
-                INSERT INTO docfs_layout (id, layout, updated_ns) VALUES (1, \(json)::jsonb, \(now))
+                INSERT INTO docfs_layout (id, layout, updated_ns) VALUES (1, \(json)::jsonb, \(unescaped: now))
                 ON CONFLICT (id) DO UPDATE SET layout = excluded.layout, updated_ns = excluded.updated_ns
                 """, logger: logger)
             let mv = try await Self.updateReturningVersions(conn: conn, logger: logger, """
-                UPDATE docfs_items SET metadata_version = metadata_version + 1, changed_ns = \(now)
+                UPDATE docfs_items SET metadata_version = metadata_version + 1, changed_ns = \(unescaped: now)
                 WHERE parent_id IS NULL RETURNING content_version, metadata_version
                 """)
             let root = try await conn.query("SELECT id FROM docfs_items WHERE parent_id IS NULL", logger: logger)
@@ -447,11 +447,11 @@ public final class RemoteDatabase: Sendable {
                                          replayed: true, name: name)
                 }
                 let result = try await body(conn, logger)
-                let now = Self.nowNs()
+                let now = Self.serverNow
                 let rows = try await conn.query("""
                     INSERT INTO docfs_changes (item_id, kind, operation_id, content_version, metadata_version, at_ns)
                     VALUES (\(result.itemID), \(kind.rawValue), \(operationID), \(result.contentVersion),
-                            \(result.metadataVersion), \(now))
+                            \(result.metadataVersion), \(unescaped: now))
                     RETURNING position
                     """, logger: logger)
                 var position: Int64 = 0
@@ -459,7 +459,7 @@ public final class RemoteDatabase: Sendable {
                 try await conn.query("""
                     INSERT INTO docfs_operations (operation_id, kind, item_id, content_version, metadata_version, position, applied_ns)
                     VALUES (\(operationID), \(kind.rawValue), \(result.itemID), \(result.contentVersion),
-                            \(result.metadataVersion), \(position), \(now))
+                            \(result.metadataVersion), \(position), \(unescaped: now))
                     """, logger: logger)
                 try await conn.query("SELECT pg_notify(\(Self.notificationChannel), \(String(position)))", logger: logger)
                 let name = try await Self.currentName(result.itemID, conn: conn, logger: logger)
@@ -513,10 +513,17 @@ public final class RemoteDatabase: Sendable {
         }
     }
 
-    static func nowNs() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+    /// The server's time in nanoseconds (the transaction's start), for every time the server
+    /// keeps that gc or the log trimming compare: one clock for all replicas, however theirs run.
+    static let serverNow = "(extract(epoch from now()) * 1000000000)::bigint"
+
+    /// The server's time now, in nanoseconds: the cutoffs of `docfs remote gc` are measured by it.
+    public func serverTimeNs() async throws -> Int64 {
+        try await mapped { [self] in
+            let rows = try await client.query("SELECT \(unescaped: Self.serverNow)", logger: logger)
+            for try await (ns) in rows.decode(Int64.self) { return ns }
+            throw RemoteError.server("the server gave no time")
+        }
     }
 
     static func decodeItems(_ rows: PostgresRowSequence) async throws -> [RemoteItem] {
@@ -594,7 +601,12 @@ public final class RemoteDatabase: Sendable {
                 if state == "3D000" { return RemoteError.authentication(message) }       // no such database
                 if state.hasPrefix("08") || state.hasPrefix("57P") { return RemoteError.unreachable(message) }
                 if state == "23514", message.hasPrefix("the server's layout") { return RemoteError.refused(message) }
-                return RemoteError.server("\(message) (SQLSTATE \(state))")
+                // Worth retrying: serialization failures and deadlocks (40), resources (53: a full
+                // disk, memory), a lock not had or a statement cancelled, system and internal
+                // errors, and schema errors (42: the whole server, not one change).
+                let transient = ["40", "53", "58", "XX", "42"].contains(String(state.prefix(2))) || state == "55P03" || state == "57014"
+                if transient || state.isEmpty { return RemoteError.server("\(message) (SQLSTATE \(state))") }
+                return RemoteError.rejected("\(message) (SQLSTATE \(state))")
             }
             return RemoteError.unreachable("\(e.code)")
         default:

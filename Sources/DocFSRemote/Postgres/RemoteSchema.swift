@@ -45,8 +45,14 @@
 ///   edit in a conflicted copy.
 /// - `docfs_admission()` again: allowed types given as MIME types are checked as the content
 ///   types a replica resolved them to (`docfs_meta.layout_mime`, set by each replica at start).
+///
+/// Version 5 (garbage collection that cannot race an upload):
+/// - `docfs_upload_intents`: the object keys a replica is about to write, recorded (in the
+///   server's time) before the upload starts and again right before the versions naming them are
+///   committed, removed after. `docfs remote gc` never removes an object a live intent names;
+///   intents older than the intent lifetime (a replica that never came back) are dropped.
 public enum RemoteSchema {
-    public static let latest = 4
+    public static let latest = 5
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -150,6 +156,14 @@ public enum RemoteSchema {
             """,
         ]),
         (4, capabilityStatements),
+        (5, [
+            """
+            CREATE TABLE docfs_upload_intents (
+                key        text PRIMARY KEY,
+                created_ns bigint NOT NULL
+            )
+            """,
+        ]),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the

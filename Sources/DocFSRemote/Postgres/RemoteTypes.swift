@@ -182,7 +182,11 @@ public enum RemoteError: Error, Sendable, Equatable, CustomStringConvertible {
     case authentication(String)
     /// The server's layout refuses the item in that place (its trigger's check_violation).
     case refused(String)
-    /// Any other error the server reported.
+    /// The server refused this change for a reason of its own that a retry will not mend (a
+    /// trigger or a constraint it has and docfs does not know): the change's item is set aside.
+    case rejected(String)
+    /// Any other error the server reported (a retry may go through: a deadlock, a full disk, a
+    /// statement cancelled, an internal error).
     case server(String)
 
     public var isRetryable: Bool {
@@ -205,6 +209,7 @@ public enum RemoteError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .unreachable(why): return "PostgreSQL unreachable: \(why)"
         case let .authentication(why): return "PostgreSQL refused the login: \(why)"
         case let .refused(why): return why
+        case let .rejected(why): return "PostgreSQL refused the change: \(why)"
         case let .server(why): return "PostgreSQL: \(why)"
         }
     }

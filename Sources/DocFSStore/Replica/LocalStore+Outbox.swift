@@ -64,13 +64,16 @@ extension LocalStore {
 
     /// The oldest `limit` entries of the outbox, in order. The journal's batch goes to SQLite
     /// first, so that the outbox there is complete.
-    public func outboxEntries(limit: Int) throws(ProviderError) -> [OutboxEntry] {
+    /// The oldest entries, in order, but for those of the `skipping` rows (set aside by the
+    /// engine: a change the server refused for a reason a retry will not mend).
+    public func outboxEntries(limit: Int, skipping: Set<Int64> = []) throws(ProviderError) -> [OutboxEntry] {
         guard replica != nil else { return [] }
         return try write { (database) throws(ProviderError) -> [OutboxEntry] in
             try flushJournal(database)
             do {
                 return try database.inDatabase { db in
-                    try Row.fetchAll(db, sql: "SELECT \(Schema.outboxColumns) FROM outbox ORDER BY seq LIMIT ?", arguments: [limit])
+                    let skip = skipping.isEmpty ? "" : "WHERE row NOT IN (\(skipping.sorted().map(String.init).joined(separator: ",")))"
+                    return try Row.fetchAll(db, sql: "SELECT \(Schema.outboxColumns) FROM outbox \(skip) ORDER BY seq LIMIT ?", arguments: [limit])
                         .compactMap(Schema.outboxEntry(from:))
                 }
             } catch let error as DatabaseError {
@@ -151,6 +154,7 @@ extension LocalStore {
             }
             for (old, new) in renumbers {
                 replica.moveError(from: old, to: new)
+                replica.writers.rename(old, to: new)
                 _ = sysUnlink(contentPath(old))
             }
             renumbered = renumbers
@@ -212,6 +216,27 @@ extension LocalStore {
 }
 
 extension LocalStore {
+    /// For each of `rows` with entries waiting: how many, and the newest one's seq (a change
+    /// made after an item was set aside tries it again).
+    public func outboxWaiting(rows: Set<Int64>) -> [Int64: (count: Int, latest: Int64)] {
+        guard replica != nil, !rows.isEmpty else { return [:] }
+        return (try? write { (database) throws(ProviderError) -> [Int64: (count: Int, latest: Int64)] in
+            try flushJournal(database)
+            do {
+                return try database.inDatabase { db in
+                    let list = rows.sorted().map(String.init).joined(separator: ",")
+                    var found: [Int64: (count: Int, latest: Int64)] = [:]
+                    for row in try Row.fetchAll(db, sql: "SELECT row, count(*), max(seq) FROM outbox WHERE row IN (\(list)) GROUP BY row") {
+                        found[row[0]] = (row[1], row[2])
+                    }
+                    return found
+                }
+            } catch {
+                throw ProviderError(.ioError, "read the outbox: \(error)")
+            }
+        }) ?? [:]
+    }
+
     /// Which of these operation ids are outbox entries still waiting.
     public func outboxEntryIDs(among ids: [UUID]) -> Set<UUID> {
         guard replica != nil, !ids.isEmpty else { return [] }

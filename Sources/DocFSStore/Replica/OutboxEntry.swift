@@ -70,6 +70,9 @@ public struct OutboxDetails: Codable, Sendable, Equatable {
     /// Content: the local content version this change made (the server's expected version is
     /// one less: every local content version is one outbox entry, so the two count alike).
     public var contentVersion: UInt64?
+    /// Content: the version the change was based on (the server's compare-and-swap expects it);
+    /// absent in entries an older docfs wrote, where it is `contentVersion - 1`.
+    public var baseVersion: UInt64?
     /// Content: the item does not allow writing here, so these are the contents its creating
     /// program wrote (the only writer a file that does not allow writing has); the server lets
     /// them in where it would refuse an edit.

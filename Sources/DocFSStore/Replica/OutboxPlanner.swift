@@ -61,6 +61,9 @@ enum OutboxPlanner {
         }
         if kind == .file, item.itemVersion.contentVersion != old.item.itemVersion.contentVersion {
             var details = OutboxDetails(modifiedNs: item.modificationTime.totalNanoseconds, contentVersion: item.itemVersion.contentVersion)
+            // The version this one was written over (`modifyContents`' base): the server takes it
+            // only while that is still its current version.
+            details.baseVersion = old.item.itemVersion.contentVersion
             if !item.capabilities.contains(.allowsWriting) { details.initialContents = true }
             planned.append(Planned(kind: .content, row: new.row, bytes: item.documentSize, details: details))
         }

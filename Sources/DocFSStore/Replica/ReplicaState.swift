@@ -25,6 +25,8 @@ final class ReplicaState: Sendable {
 
     /// Contents on demand: downloads, the cache limit, pins.
     let onDemand: OnDemandContents
+    /// Files open for writing, whose incoming changes wait for the writer's close.
+    let writers = HeldWriters()
 
     init(link: RemoteLink, pending: Int, pendingBytes: Int64, nextSeq: Int64, pins: Set<Int64> = []) {
         self.link = link
@@ -93,6 +95,10 @@ final class ReplicaState: Sendable {
     func notify(_ changes: [ProviderChange]) {
         for handler in observers.withLock({ $0 }) { handler(changes) }
     }
+
+    private let retry = Mutex<(@Sendable (Int64) -> Void)?>(nil)
+    func setRetry(_ handler: (@Sendable (Int64) -> Void)?) { retry.withLock { $0 = handler } }
+    func requestRetry(_ row: Int64) { retry.withLock { $0 }?(row) }
 
     func setWake(_ handler: (@Sendable () -> Void)?) { wake.withLock { $0 = handler } }
     func setStatus(_ handler: (@Sendable () -> String)?) { status.withLock { $0 = handler } }

@@ -1,10 +1,10 @@
 import Foundation
 
 /// Names and operation ids of conflicted copies.
-enum ConflictNames {
+package enum ConflictNames {
     /// "NAME (conflicted copy from HOST YYYY-MM-DD).EXT" (the extension stays last, so the copy
     /// keeps its type); trimmed to fit 255 bytes.
-    static func copy(of name: String, host: String, date: Date) -> String {
+    package static func copy(of name: String, host: String, date: Date) -> String {
         var base = name
         var ext = ""
         if let dot = name.lastIndex(of: "."), dot != name.startIndex {
@@ -20,10 +20,19 @@ enum ConflictNames {
 
     /// The conflicted copy's create gets an operation id of its own, derived from the content
     /// change's, so that resending the change after a crash creates the copy once.
-    static func copyOperation(_ id: UUID) -> UUID {
+    package static func copyOperation(_ id: UUID) -> UUID {
         var bytes = id.uuid
         bytes.0 ^= 0xC0
         bytes.1 ^= 0x97
         return UUID(uuid: bytes)
     }
+}
+
+extension ConflictNames {
+    /// This machine's name, for conflicted copies.
+    package static let hostName: String = {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count) == 0 else { return "another replica" }
+        return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }()
 }

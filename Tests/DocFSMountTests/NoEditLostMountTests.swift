@@ -1,0 +1,217 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// No edit lost between replicas: a file held open for writing on one replica while another
+/// changes, renames or deletes it (nothing either wrote is lost), an item the server refuses
+/// (set aside, the rest goes on), and a gc that runs while an upload waits for its commit.
+/// Replicas online, against the loopback servers.
+final class NoEditLostMountTests: ReplicaTestCase {
+    /// A program on its own holding `path` open for writing (Tests/remote/hold_open.py): it has
+    /// written `text` when this returns; `close()` lets it close.
+    final class Holder {
+        let child: Child
+        let out: String
+        let go: String
+
+        init(_ r: RemoteMount, _ path: String, _ text: String, truncating: Bool = true, more: String? = nil,
+             file: StaticString = #filePath, line: UInt = #line) throws {
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("remote/hold_open.py").path
+            let name = UUID().uuidString
+            out = r.fx.dir + "/hold-\(name).out"
+            go = r.fx.dir + "/hold-\(name).go"
+            child = try Child("/usr/bin/env", ["python3", script, path, truncating ? "trunc" : "inplace", text, go] + (more.map { [$0] } ?? []),
+                              cwd: r.fx.dir, stdout: out, stderr: out)
+            let deadline = Date().addingTimeInterval(30)
+            while !output.contains("ready"), !child.hasExited, Date() < deadline { usleep(20_000) }
+            XCTAssert(output.contains("ready"), "the holder did not open and write \(path): \(output)", file: file, line: line)
+        }
+
+        var output: String { (try? String(contentsOfFile: out, encoding: .utf8)) ?? "" }
+
+        /// Lets the holder close the file; asserts its close() returned 0.
+        func close(file: StaticString = #filePath, line: UInt = #line) {
+            FileManager.default.createFile(atPath: go, contents: nil)
+            XCTAssert(child.wait(seconds: 60), "the holder did not finish", file: file, line: line)
+            XCTAssert(output.contains("closed 0"), "close() of the held file: \(output)", file: file, line: line)
+        }
+
+        deinit { if !child.hasExited { child.signal(SIGKILL); child.wait(seconds: nil) } }
+    }
+
+    /// The server's current state of the item named `name` (content version, deleted).
+    func serverRow(_ r: RemoteMount, _ name: String) throws -> [String?]? {
+        try r.servers.psql(r.databaseURL, "SELECT content_version, deleted FROM docfs_items WHERE name = '\(name)' ORDER BY id DESC LIMIT 1").first
+    }
+
+    func serverVersion(_ r: RemoteMount, _ name: String) throws -> Int {
+        Int(((try serverRow(r, name))?.first ?? nil) ?? "") ?? 0
+    }
+
+    func testAnEditHeldOpenAcrossAnotherReplicasVersionKeepsBoth() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        XCTAssertEqual(r.fx.sh("printf base > mnt/e1.txt").status, 0)
+        eventually("B has e1.txt") { contents(b.mnt + "/e1.txt") == "base" }
+        try waitForQuiet(r, b)
+
+        let holder = try Holder(r, r.mnt + "/e1.txt", "A held open")
+        try waitForQuiet(r, b)
+        let before = try serverVersion(r, "e1.txt")
+        XCTAssertEqual(r.fx.sh("printf 'B saved' > '\(b.mnt)/e1.txt'").status, 0)
+        // B's version is on the server and A has seen it (kept aside while A writes).
+        try waitForQuiet(r, b)
+        XCTAssertGreaterThan(try serverVersion(r, "e1.txt"), before, "B's version is the server's")
+        XCTAssertEqual(contents(r.mnt + "/e1.txt"), "A held open", "A's writer reads its own bytes")
+        holder.close()
+
+        try waitForQuiet(r, b)
+        assertSameTrees(r, b)
+        let files = names(r.mnt)
+        let copies = files.filter { $0.hasPrefix("e1 (conflicted copy from ") && $0.hasSuffix(").txt") }
+        XCTAssertEqual(copies.count, 1, "one conflicted copy: \(files)\nlog A:\n\(r.logTail())")
+        XCTAssertEqual(contents(r.mnt + "/e1.txt"), "B saved", "the version A's writer did not see keeps the name")
+        XCTAssertEqual(copies.first.flatMap { contents(r.mnt + "/" + $0) }, "A held open", "A's bytes beside it")
+        XCTAssertGreaterThan((statusFields(r, r.mnt)?["conflicts"] as? Int) ?? 0, 0, "docfs status counts the conflict on A")
+    }
+
+    func testADeleteOfAFileHeldOpenForWritingKeepsTheEdit() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        XCTAssertEqual(r.fx.sh("mkdir mnt/d && printf base > mnt/d/e2.txt").status, 0)
+        eventually("B has d/e2.txt") { contents(b.mnt + "/d/e2.txt") == "base" }
+        try waitForQuiet(r, b)
+
+        let holder = try Holder(r, b.mnt + "/d/e2.txt", "B's edit")
+        // A deletes the file and its folder.
+        XCTAssertEqual(r.fx.sh("rm -r mnt/d").status, 0)
+        try waitForQuiet(r, b)
+        XCTAssertEqual(try serverRow(r, "e2.txt")?.last ?? nil, "t", "deleted on the server")
+        holder.close()
+
+        try waitForQuiet(r, b)
+        XCTAssertEqual(contents(b.mnt + "/d/e2.txt"), "B's edit", "the edit wins on B")
+        eventually("the file comes back on A with B's bytes") { contents(r.mnt + "/d/e2.txt") == "B's edit" }
+        try waitForQuiet(r, b)
+        assertSameTrees(r, b)
+    }
+
+    func testADeleteOfAFileHeldOpenButNotWrittenAppliesAtItsClose() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        XCTAssertEqual(r.fx.sh("printf base > mnt/e3.txt").status, 0)
+        eventually("B has e3.txt") { contents(b.mnt + "/e3.txt") == "base" }
+        try waitForQuiet(r, b)
+
+        let holder = try Holder(r, b.mnt + "/e3.txt", "", truncating: false)
+        XCTAssertEqual(unlink(r.mnt + "/e3.txt"), 0)
+        try waitForQuiet(r, b)
+        XCTAssertTrue(exists(b.mnt + "/e3.txt"), "kept while B's writer holds it")
+        holder.close()
+        eventually("the delete applies on B once its writer let go") { !exists(b.mnt + "/e3.txt") }
+        try waitForQuiet(r, b)
+        assertSameTrees(r, b)
+    }
+
+    func testARenameWhileAnotherReplicaWritesKeepsBothTheNameAndTheBytes() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        XCTAssertEqual(r.fx.sh("printf base > mnt/e4.txt").status, 0)
+        eventually("B has e4.txt") { contents(b.mnt + "/e4.txt") == "base" }
+        try waitForQuiet(r, b)
+
+        let holder = try Holder(r, b.mnt + "/e4.txt", "B's edit")
+        XCTAssertEqual(rename(r.mnt + "/e4.txt", r.mnt + "/e4-renamed.txt"), 0)
+        try waitForQuiet(r, b)
+        holder.close()
+
+        eventually("both replicas show A's name with B's bytes") {
+            contents(r.mnt + "/e4-renamed.txt") == "B's edit" && contents(b.mnt + "/e4-renamed.txt") == "B's edit"
+        }
+        try waitForQuiet(r, b)
+        assertSameTrees(r, b)
+        XCTAssertEqual(names(r.mnt).filter { $0.hasPrefix("e4") }, ["e4-renamed.txt"])
+    }
+
+    // MARK: an item the server refuses
+
+    /// A server trigger refuses one name: that file is set aside (its error on the item, counted
+    /// in docfs status) and everything made after it still reaches the other replica; `docfs
+    /// unmount` from a script does not wait for it; once the server takes it again, `docfs sync
+    /// --retry` sends it.
+    func testAnItemTheServerRefusesIsSetAsideAndTheRestGoesOn() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        _ = try r.servers.psql(r.databaseURL, """
+            CREATE FUNCTION docfs_test_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF NEW.name = 'poison.txt' THEN RAISE EXCEPTION 'poison.txt is not welcome here'; END IF; RETURN NEW; END $$;
+            CREATE TRIGGER docfs_test_poison BEFORE INSERT OR UPDATE ON docfs_items FOR EACH ROW EXECUTE FUNCTION docfs_test_poison();
+            """)
+        XCTAssertEqual(r.fx.sh("""
+            printf one > mnt/before.txt && printf bad > mnt/poison.txt && printf more >> mnt/poison.txt && \
+            printf two > mnt/after.txt && mkdir mnt/later && printf three > mnt/later/inside.txt
+            """).status, 0)
+        eventually("B has everything but the refused file", timeout: 60) {
+            contents(b.mnt + "/after.txt") == "two" && contents(b.mnt + "/later/inside.txt") == "three"
+        }
+        XCTAssertFalse(exists(b.mnt + "/poison.txt"))
+        var fields: [String: Any] = [:]
+        eventually("A's status counts the item set aside") {
+            fields = statusFields(r, r.mnt) ?? [:]
+            return (fields["setAside"] as? Int) == 1 && (fields["pending"] as? Int) == (fields["setAsideChanges"] as? Int)
+        }
+        XCTAssertEqual(fields["state"] as? String, "idle", "\(fields)")
+        let state = r.xattr(r.mnt + "/poison.txt", "user.docfs.sync") ?? "none"
+        XCTAssert(state.hasPrefix("error:") && state.contains("not welcome"), "user.docfs.sync of the refused file: \(state)")
+        XCTAssertEqual(r.fx.logLines { $0.contains("poison.txt") && $0.contains("set aside") }.count, 1, "one log line:\n\(r.logTail())")
+
+        // From a script (no terminal): the unmount does not wait for what the server refuses.
+        let unmount = r.fx.docfs(["unmount", r.fx.mnt], timeout: 60)
+        XCTAssertEqual(unmount.status, 0, "\(unmount)")
+        XCTAssert(unmount.stderr.contains("set aside"), "docfs unmount says what stays: \(unmount)")
+        _ = r.fx.waitForDaemonExit(seconds: 30)
+
+        // Mounted again, it is still refused; the server mended, --retry sends it.
+        try r.fx.mount()
+        eventually("set aside again after the remount") { (statusFields(r, r.mnt)?["setAside"] as? Int) == 1 }
+        _ = try r.servers.psql(r.databaseURL, "DROP TRIGGER docfs_test_poison ON docfs_items")
+        let retry = r.fx.docfs(["sync", "--retry", r.fx.m("poison.txt")])
+        XCTAssertEqual(retry.status, 0, "\(retry)")
+        eventually("B gets the file once the server takes it", timeout: 60) { contents(b.mnt + "/poison.txt") == "badmore" }
+        try waitForQuiet(r, b)
+        assertSameTrees(r, b)
+        XCTAssertEqual(r.xattr(r.mnt + "/poison.txt", "user.docfs.sync"), "uploaded")
+    }
+
+    // MARK: gc against an upload in flight
+
+    /// An upload whose versions wait (held at a fault point, its objects in the bucket, nothing
+    /// on PostgreSQL names them) while `docfs remote gc --grace 0` runs: age alone would call
+    /// them left-overs; the upload intents keep them, and the version reads back whole.
+    func testGarbageCollectionSparesAnUploadWaitingForItsCommit() throws {
+        let r = try makeRemote(mount: false)
+        let release = r.fx.dir + "/release-upload"
+        try r.fx.mount(env: ["DOCFS_FAULT": "upload-done:wait", "DOCFS_FAULT_RELEASE": release])
+        XCTAssertEqual(r.fx.sh("mkdir -p src && head -c 300000 /dev/urandom > src/held.bin && cp src/held.bin mnt/").status, 0)
+        eventually("the upload is in the bucket and held before its commit", timeout: 60) {
+            (try? r.objects().count) == 1 && r.fx.log.contains("DOCFS_FAULT: waiting at upload-done")
+        }
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_versions"), 0, "nothing names the object yet")
+        let gc = r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0", "--json"], env: r.awsEnvironment(secret: r.servers.secretKey))
+        XCTAssertEqual(gc.status, 0, "\(gc)")
+        XCTAssertEqual(try r.objects().count, 1, "gc removed the object of an upload in flight: \(gc.stdout)")
+
+        FileManager.default.createFile(atPath: release, contents: nil)
+        try r.waitUntilUploaded()
+        try r.assertServerMatchesMount()
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_upload_intents"), 0, "the intent is dropped once the version is in")
+        // A replica of its own reads it back from the server.
+        let b = try makeSecond(r)
+        eventually("the second replica reads the file", timeout: 60) {
+            r.fx.sh("cmp src/held.bin '\(b.mnt)/held.bin'").status == 0
+        }
+    }
+}
