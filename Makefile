@@ -104,11 +104,14 @@ test: deps clean-mounts
 	$(MAKE) --no-print-directory model MODEL_PROFILE=ci MODEL_PROVIDER=memory MODEL_EXAMPLES=60
 
 # Two replicas of one tree, random operations on both while PostgreSQL is stopped, then the trees
-# must converge with nothing lost (Tests/replicas/two_replicas.py), against the servers of
-# Tests/remote/servers.sh. REPLICA_MODEL_SEEDS / _PHASES / _OPS size it.
+# must converge with nothing lost (Tests/replicas/two_replicas.py); then three replicas online at
+# once through fault proxies, files held open across the others' changes, PostgreSQL restarts,
+# kill -9 and cut connections, and every close() that returned 0 kept (online_replicas.py).
+# Against the servers of Tests/remote/servers.sh. REPLICA_MODEL_SEEDS sizes both (default 3 and
+# 1 seeds); REPLICA_MODEL_PHASES / _OPS and ONLINE_MODEL_ROUNDS / _OPS the rest.
 replica-model:
 	Tests/remote/servers.sh run -- env DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" \
-	    PYTHONDONTWRITEBYTECODE=1 python3 Tests/replicas/two_replicas.py
+	    PYTHONDONTWRITEBYTECODE=1 sh -c 'python3 Tests/replicas/two_replicas.py && python3 Tests/replicas/online_replicas.py'
 
 # Owners and permissions against ext4 (Tests/permissions): the permission matrix (every user x
 # item x operation, errno for errno, as other uids in forked children) and the copy tools

@@ -19,6 +19,11 @@ public struct GarbageReport: Sendable, Codable, Equatable {
     public var logEntries = 0
     /// Upload intents of replicas that never committed, dropped (older than the intent lifetime).
     public var expiredIntents = 0
+    /// Older than `--keep-log`: applied operation ids, rows of versions whose objects are gone,
+    /// and deleted items nothing names any more, removed from PostgreSQL.
+    public var operations = 0
+    public var versionRows = 0
+    public var tombstones = 0
     public var dryRun = false
 }
 
@@ -110,7 +115,12 @@ public struct GarbageCollector: Sendable {
         }
 
         if let keepLog, !dryRun {
-            report.logEntries = try await database.trimChangeLog(before: nowNs - Int64(Self.seconds(keepLog) * 1e9))
+            let logCutoff = nowNs - Int64(Self.seconds(keepLog) * 1e9)
+            report.logEntries = try await database.trimChangeLog(before: logCutoff)
+            let trimmed = try await database.trimHistory(before: logCutoff)
+            report.operations = trimmed.operations
+            report.versionRows = trimmed.versionRows
+            report.tombstones = trimmed.tombstones
         }
         logger.notice("""
             gc of s3://\(bucket)/\(folder)\(dryRun ? " (dry run)" : ""): \(report.versions) old version(s), \

@@ -75,7 +75,10 @@ struct RemoteGC: ParsableCommand {
         print("\(verb) \(report.leftovers) left-over object(s) (\(Status.bytesText(report.leftoverBytes)))")
         print("\(dryRun ? "would abort" : "aborted") \(report.abandonedUploads) multipart upload(s) never finished")
         if report.recentKept > 0 { print("kept \(report.recentKept) object(s) newer than the grace period (\(grace))") }
-        if !dryRun { print("trimmed \(report.logEntries) change log entries older than \(keepLog)") }
+        if !dryRun {
+            print("trimmed \(report.logEntries) change log entries older than \(keepLog)")
+            print("trimmed \(report.operations) applied operation id(s), \(report.versionRows) collected version row(s) and \(report.tombstones) deleted item(s) older than \(keepLog)")
+        }
         if report.expiredIntents > 0 { print("dropped \(report.expiredIntents) upload intent(s) of replicas that never committed their versions") }
     }
 

@@ -136,6 +136,48 @@ final class NoEditLostMountTests: ReplicaTestCase {
         XCTAssertEqual(names(r.mnt).filter { $0.hasPrefix("e4") }, ["e4-renamed.txt"])
     }
 
+    // MARK: closed edits
+
+    /// Both replicas online save one file at the same moment: both versions stay, one under the
+    /// name, the other beside it as a conflicted copy, on both replicas.
+    func testNearSimultaneousClosedEditsKeepBoth() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        XCTAssertEqual(r.fx.sh("printf base > mnt/s.txt").status, 0)
+        eventually("B has s.txt") { contents(b.mnt + "/s.txt") == "base" }
+        try waitForQuiet(r, b)
+        XCTAssertEqual(r.fx.sh("printf 'from A' > mnt/s.txt & printf 'from B' > '\(b.mnt)/s.txt' & wait").status, 0)
+        try waitForQuiet(r, b)
+        assertSameTrees(r, b)
+        let files = names(r.mnt).filter { $0.hasPrefix("s") }
+        let all = Set(files.compactMap { contents(r.mnt + "/" + $0) })
+        XCTAssert(all.isSuperset(of: ["from A", "from B"]), "both edits kept: \(files) \(all)")
+    }
+
+    /// A replica killed (-9) before its edit went up, while the other replica saves the same file:
+    /// after the remount the edit still goes up, beside the other's version.
+    func testAnEditKilledBeforeItsUploadSurvivesAnotherReplicasVersion() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        XCTAssertEqual(r.fx.sh("printf base > mnt/k.txt").status, 0)
+        eventually("B has k.txt") { contents(b.mnt + "/k.txt") == "base" }
+        try waitForQuiet(r, b)
+        // A's edit cannot reach the server (stopped) when A dies; B's does, once it is back.
+        try r.servers.stopPostgres()
+        XCTAssertEqual(r.fx.sh("printf 'A before the kill' > mnt/k.txt").status, 0)
+        r.fx.kill9()
+        try r.servers.startPostgres()
+        XCTAssertEqual(r.fx.sh("printf 'B meanwhile' > '\(b.mnt)/k.txt'").status, 0)
+        eventually("B's version is on the server", timeout: 60) { (statusFields(r, b.mnt)?["pending"] as? Int) == 0 }
+        try r.fx.mount()
+        try waitForQuiet(r, b)
+        assertSameTrees(r, b)
+        let files = names(r.mnt).filter { $0.hasPrefix("k") }
+        let all = Set(files.compactMap { contents(r.mnt + "/" + $0) })
+        XCTAssertEqual(all, ["A before the kill", "B meanwhile"], "both kept: \(files)")
+        XCTAssertEqual(contents(r.mnt + "/k.txt"), "B meanwhile", "the version that reached the server first keeps the name")
+    }
+
     // MARK: an item the server refuses
 
     /// A server trigger refuses one name: that file is set aside (its error on the item, counted

@@ -263,6 +263,7 @@ final class RemoteGCTests: ReplicaTestCase {
         XCTAssertFalse(uploads.contains("objects/abandoned"), "the abandoned upload is aborted: \(uploads)")
         XCTAssertTrue(uploads.contains("elsewhere/upload"), "an upload outside the tree's folder stays: \(uploads)")
         XCTAssertGreaterThan(number(report, "logEntries"), 0, "\(report)")
+        XCTAssertGreaterThan(number(report, "operations"), 0, "applied operation ids trimmed: \(report)")
         let live = Set(try r.serverTree().values.compactMap(\.contentKey))
         XCTAssertEqual(live.count, 3, "edited, kept, new")
         XCTAssertEqual(Set(try r.objects().map(\.key)), live.union(["elsewhere/not-ours"]), "what is left in the bucket")
@@ -274,6 +275,14 @@ final class RemoteGCTests: ReplicaTestCase {
         let again = try gc(r, ["--grace", "0"])
         XCTAssertEqual([number(again, "versions"), number(again, "leftovers")], [0, 0], "\(again)")
         XCTAssertEqual(contents(r.mnt + "/d/edited.txt"), "two")
+        // The tables that only grow are trimmed too: the rows of the versions collected above,
+        // and gone.txt's tombstone once nothing names it (the operation ids went above).
+        let collectedRows = try r.count("SELECT count(*) FROM docfs_versions WHERE collected_ns IS NOT NULL")
+        let trimmed = try gc(r, ["--grace", "0", "--keep-log", "0"])
+        XCTAssertEqual(number(trimmed, "versionRows"), collectedRows, "\(trimmed)")
+        XCTAssertGreaterThanOrEqual(number(trimmed, "tombstones"), 1, "\(trimmed)")
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_items WHERE deleted AND name = 'gone.txt'"), 0, "gone.txt's tombstone")
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_operations"), 0)
         try mountSecond(r, b)
         try waitForQuiet(r, b)
         assertSameTrees(r, b)

@@ -97,6 +97,53 @@ extension RemoteDatabase {
         }
     }
 
+    /// What `trimHistory` removed.
+    public struct TrimmedHistory: Sendable, Equatable {
+        public var operations = 0
+        public var versionRows = 0
+        public var tombstones = 0
+    }
+
+    /// Drops what only the past needed, older than `cutoffNs` (the change log's own cutoff, run
+    /// after `trimChangeLog`): applied operation ids (a retry older than that is not expected),
+    /// the rows of versions whose objects gc removed, and deleted items (tombstones) no version,
+    /// change log entry or child names any more, deepest first. A replica away for longer
+    /// rebuilds from a full listing, where items the server no longer has are gone.
+    public func trimHistory(before cutoffNs: Int64) async throws -> TrimmedHistory {
+        let logger = self.logger
+        return try await mapped { [self] in
+            try await client.withTransaction(logger: logger) { conn -> TrimmedHistory in
+                try await conn.query("SELECT pg_advisory_xact_lock(\(Self.writeLock))", logger: logger)
+                func count(_ query: PostgresQuery) async throws -> Int {
+                    var n: Int64 = 0
+                    for try await (c) in try await conn.query(query, logger: logger).decode(Int64.self) { n = c }
+                    return Int(n)
+                }
+                var trimmed = TrimmedHistory()
+                trimmed.operations = try await count(
+                    "WITH gone AS (DELETE FROM docfs_operations WHERE applied_ns < \(cutoffNs) RETURNING 1) SELECT count(*) FROM gone")
+                trimmed.versionRows = try await count("""
+                    WITH gone AS (DELETE FROM docfs_versions WHERE collected_ns IS NOT NULL AND collected_ns < \(cutoffNs) RETURNING 1)
+                    SELECT count(*) FROM gone
+                    """)
+                for _ in 0..<256 {
+                    let n = try await count("""
+                        WITH gone AS (
+                            DELETE FROM docfs_items i WHERE i.deleted AND i.parent_id IS NOT NULL AND i.changed_ns < \(cutoffNs)
+                              AND NOT EXISTS (SELECT 1 FROM docfs_items c WHERE c.parent_id = i.id)
+                              AND NOT EXISTS (SELECT 1 FROM docfs_versions v WHERE v.item_id = i.id)
+                              AND NOT EXISTS (SELECT 1 FROM docfs_changes l WHERE l.item_id = i.id)
+                            RETURNING 1)
+                        SELECT count(*) FROM gone
+                        """)
+                    trimmed.tombstones += n
+                    if n == 0 { break }
+                }
+                return trimmed
+            }
+        }
+    }
+
     /// Drops change log entries made before `cutoffNs`, but never the newest one (the log's
     /// position must not go back), and moves `log_start` past them: a replica whose anchor is
     /// older rebuilds from a full listing. Returns how many entries went.

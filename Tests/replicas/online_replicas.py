@@ -1,0 +1,456 @@
+#!/usr/bin/env python3
+"""Randomized test of three replicas online at once, with faults (`make replica-model` runs it
+after two_replicas.py, against the loopback servers of Tests/remote/servers.sh).
+
+Each seed makes a fresh server (a database and a bucket) and three stores of it, mounted, which
+reach PostgreSQL and the S3 server through fault proxies of this test's own (fault_proxy.py, on
+127.0.0.1). Then, round after round, random operations on random replicas, a little apart so
+that the syncs interleave with them:
+- files written and closed; files held open for writing by a program of their own
+  (Tests/remote/hold_open.py: this process forks, and a fork's exec would close a copy of a
+  descriptor it held, which commits) across other replicas' changes, closed later;
+- renames and moves of files and folders, rm and rmdir (which trash: the mounts have a trash),
+  moves into the trash, deletes for good inside it, chmod;
+- faults between them: PostgreSQL stopped and started, a replica killed with -9 and mounted
+  again, and the proxies cutting every connection, slowing them, stalling them or refusing new
+  ones for a while.
+At the end of a round the faults stop, every writer closes, and once the replicas have nothing
+to send and nothing to apply:
+- the three trees are equal (names, kinds, modes, bytes) and nothing is pending or set aside;
+- every token a replica wrote whose close() returned 0, and that this replica did not itself
+  overwrite, delete or trash afterwards, is in the tree (under its name, moved, or as a
+  conflicted copy) or in a version the server keeps (another replica changed it after it
+  arrived): no close() that returned 0 is lost.
+
+    Tests/remote/servers.sh run -- env DOCFS_BIN=.build/debug/docfs python3 Tests/replicas/online_replicas.py
+
+REPLICA_MODEL_SEEDS (default 1 here), ONLINE_MODEL_ROUNDS (4) and ONLINE_MODEL_OPS (operations
+per round, 60) size the run; REPLICA_MODEL_SEED=N runs that seed alone. Operations and faults
+come from the seed; which replica reaches the server first is up to timing. A failure prints the
+seed, the round's operations and faults, and the daemons' logs. Mounts are unmounted and the
+database and bucket dropped however a seed ends; processes are ended only by the PIDs this test
+started. Closes with "N passed, N failed".
+"""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fault_proxy import FaultProxy  # noqa: E402
+from two_replicas import (ADMIN_URL, AWS, DOCFS, ENV, PSQL, S3_ENDPOINT, SERVERS, database_url,  # noqa: E402
+                          log_tail, run, s3check, status, tree)
+
+HOLD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote", "hold_open.py")
+SEEDS = int(ENV.get("REPLICA_MODEL_SEEDS", "1"))
+ROUNDS = int(ENV.get("ONLINE_MODEL_ROUNDS", "4"))
+OPS = int(ENV.get("ONLINE_MODEL_OPS", "60"))
+ONE_SEED = ENV.get("REPLICA_MODEL_SEED")
+NAMES = ("A", "B", "C")
+
+
+def port_of(url):
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+class Holder:
+    """A program holding a file open for writing (hold_open.py), with the token it wrote."""
+
+    def __init__(self, work, path, token):
+        self.path = path
+        self.token = token
+        self.go = os.path.join(work, "go-%x" % random.getrandbits(40))
+        self.out = self.go + ".out"
+        with open(self.out, "w") as out:
+            self.proc = subprocess.Popen([sys.executable, HOLD, path, "trunc", token, self.go], stdout=out, stderr=out)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and self.proc.poll() is None and "ready" not in self.output():
+            time.sleep(0.02)
+        self.ready = "ready" in self.output()
+
+    def output(self):
+        try:
+            with open(self.out) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def close(self):
+        """Lets it close; True when its close() returned 0."""
+        open(self.go, "w").close()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return "closed 0" in self.output()
+
+
+class Replica:
+    def __init__(self, name, store, mnt):
+        self.name = name
+        self.store = store
+        self.mnt = mnt
+        self.tokens = {}  # path -> token this replica wrote there and has not itself superseded
+        self.holders = []
+
+    def pid(self):
+        try:
+            with open(os.path.join(self.store, "lock")) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    def mount(self):
+        run([DOCFS, "mount", self.store, self.mnt, "--trash"], env=AWS)
+
+    def paths(self):
+        files, dirs = [], [""]
+        for folder, ds, fs in os.walk(self.mnt):
+            rel = os.path.relpath(folder, self.mnt)
+            rel = "" if rel == "." else rel
+            if rel.split(os.sep)[0] == ".Trash":
+                continue
+            dirs += [os.path.join(rel, d) for d in ds if not (rel == "" and d == ".Trash")]
+            files += [os.path.join(rel, f) for f in fs]
+        return sorted(files), sorted(dirs)
+
+    def moved(self, src, dst, folder):
+        """This replica moved src to dst: its tokens and held files there move along (a file it
+        replaced at dst is its own overwrite)."""
+        def where(p):
+            if p == src:
+                return dst
+            if folder and p.startswith(src + "/"):
+                return dst + p[len(src):]
+            return p
+        self.tokens = {where(p): t for p, t in self.tokens.items() if not (p == dst and p != src)}
+        for h in self.holders:
+            h.path = os.path.join(self.mnt, where(os.path.relpath(h.path, self.mnt)))
+
+    def held(self):
+        return {os.path.relpath(h.path, self.mnt) for h in self.holders}
+
+
+class Round:
+    def __init__(self, rng, replicas, proxies, label, work):
+        self.rng = rng
+        self.replicas = replicas
+        self.proxies = proxies
+        self.label = label
+        self.work = work
+        self.log = []
+        self.faults = {"pg-restart": 0, "kill-9": 0, "cut": 0, "delay": 0, "stall": 0, "refuse": 0}
+        self.pg_down_until = None
+        self.proxy_until = None
+        self.promised = 0
+
+    def token(self, r):
+        return "%s/%s/%d/%d\n" % (self.label, r.name, len(self.log), self.rng.randrange(1 << 30))
+
+    def step(self):
+        self.maybe_fault()
+        rng = self.rng
+        r = rng.choice(self.replicas)
+        files, dirs = r.paths()
+        # A file this replica holds open is changed by the others only (its own overwrite or
+        # unlink would take the held bytes with it, as on any filesystem).
+        held = r.held()
+        files = [f for f in files if f not in held]
+        op = rng.choice(["new", "new", "overwrite", "overwrite", "hold", "hold", "release", "mkdir", "mkdir",
+                         "mv-file", "mv-dir", "rm", "rmdir", "chmod", "trash", "purge"])
+        full = lambda p: os.path.join(r.mnt, p)
+        try:
+            if op == "new" or (op == "overwrite" and not files):
+                path = os.path.join(rng.choice(dirs), "f%d-%s.txt" % (rng.randrange(5), r.name))
+                if path in held:
+                    return
+                self.write(r, path)
+            elif op == "overwrite":
+                self.write(r, rng.choice(files))
+            elif op == "hold" and len(r.holders) < 3:
+                path = rng.choice(files) if files and rng.random() < 0.7 else os.path.join(rng.choice(dirs), "h%d.txt" % rng.randrange(3))
+                if os.path.isdir(full(path)) or path in held:
+                    return
+                if not os.path.exists(full(path)):
+                    with open(full(path), "w"):
+                        pass  # made first: the holder opens an existing file in place
+                token = self.token(r)
+                h = Holder(self.work, full(path), token)
+                self.log.append("%s: hold %s%s" % (r.name, path, "" if h.ready else " -> did not open"))
+                if h.ready:
+                    r.holders.append(h)
+                else:
+                    h.close()
+            elif op == "release" and r.holders:
+                self.release(r, rng.choice(r.holders))
+            elif op == "mkdir":
+                path = os.path.join(rng.choice(dirs), "d%d" % rng.randrange(4))
+                self.log.append("%s: mkdir %s" % (r.name, path))
+                os.mkdir(full(path))
+            elif op == "mv-file" and files:
+                src = rng.choice(files)
+                dst = os.path.join(rng.choice(dirs), "m%d.txt" % rng.randrange(4))
+                if dst in held:
+                    return
+                self.log.append("%s: mv %s %s" % (r.name, src, dst))
+                os.rename(full(src), full(dst))
+                r.moved(src, dst, folder=False)
+            elif op == "mv-dir" and len(dirs) > 1:
+                src = rng.choice(dirs[1:])
+                dst = os.path.join(rng.choice(dirs), "r%d" % rng.randrange(3))
+                self.log.append("%s: mv %s %s" % (r.name, src, dst))
+                os.rename(full(src), full(dst))
+                r.moved(src, dst, folder=True)
+            elif op == "rm" and files:
+                path = rng.choice(files)
+                self.log.append("%s: rm %s" % (r.name, path))
+                os.unlink(full(path))
+                r.tokens.pop(path, None)
+            elif op == "rmdir" and len(dirs) > 1:
+                path = rng.choice(dirs[1:])
+                self.log.append("%s: rmdir %s" % (r.name, path))
+                os.rmdir(full(path))
+            elif op == "chmod" and files:
+                path = rng.choice(files)
+                mode = rng.choice([0o600, 0o640, 0o644, 0o755])
+                self.log.append("%s: chmod %o %s" % (r.name, mode, path))
+                os.chmod(full(path), mode)
+            elif op == "trash" and files:
+                # The mounts have a trash (--trash): `rm` trashes too; this names the place.
+                path = rng.choice(files)
+                self.log.append("%s: mv %s .Trash/" % (r.name, path))
+                os.rename(full(path), os.path.join(r.mnt, ".Trash", "t%d-%s" % (rng.randrange(1 << 20), os.path.basename(path))))
+                r.tokens.pop(path, None)
+            elif op == "purge":
+                trashed = sorted(os.listdir(os.path.join(r.mnt, ".Trash")))
+                files = [t for t in trashed if os.path.isfile(os.path.join(r.mnt, ".Trash", t))]
+                if files:
+                    name = rng.choice(files)
+                    self.log.append("%s: rm .Trash/%s" % (r.name, name))
+                    os.unlink(os.path.join(r.mnt, ".Trash", name))
+        except OSError as e:
+            # Refused here as on any filesystem (a name taken, a folder not empty, a move below
+            # itself): nothing changed, nothing to keep.
+            self.log.append("    -> %s" % os.strerror(e.errno))
+
+    def write(self, r, path):
+        token = self.token(r)
+        self.log.append("%s: write %s" % (r.name, path))
+        full = os.path.join(r.mnt, path)
+        if os.path.isdir(full):
+            raise IsADirectoryError(21, "is a directory")
+        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, token.encode())
+        finally:
+            os.close(fd)  # raises when close() does not return 0: then nothing was promised
+        r.tokens[path] = token
+        self.promised += 1
+
+    def release(self, r, h):
+        r.holders.remove(h)
+        ok = h.close()
+        path = os.path.relpath(h.path, r.mnt)
+        self.log.append("%s: close held %s%s" % (r.name, path, "" if ok else " -> close() failed"))
+        if ok:
+            r.tokens[path] = h.token
+            self.promised += 1
+
+    def maybe_fault(self):
+        rng = self.rng
+        now = time.monotonic()
+        if self.pg_down_until and now >= self.pg_down_until:
+            run(SERVERS[:1] + ["pg-start"] + SERVERS[1:])
+            self.log.append("   [PostgreSQL started]")
+            self.pg_down_until = None
+        if self.proxy_until and now >= self.proxy_until:
+            for p in self.proxies:
+                p.set_mode("pass")
+            self.log.append("   [proxies pass]")
+            self.proxy_until = None
+        roll = rng.random()
+        if roll < 0.03 and not self.pg_down_until:
+            run(SERVERS[:1] + ["pg-stop"] + SERVERS[1:])
+            self.pg_down_until = now + rng.uniform(0.5, 3)
+            self.faults["pg-restart"] += 1
+            self.log.append("   [PostgreSQL stopped]")
+        elif roll < 0.05:
+            self.kill9(rng.choice(self.replicas))
+        elif roll < 0.10 and not self.proxy_until:
+            kind = rng.choice(["cut", "cut", "delay", "stall", "refuse"])
+            self.faults[kind] += 1
+            if kind == "cut":
+                for p in self.proxies:
+                    p.cut()
+                self.log.append("   [connections cut]")
+            else:
+                for p in self.proxies:
+                    p.set_mode(kind, delay=rng.uniform(0.05, 0.5))
+                self.proxy_until = now + rng.uniform(0.5, 3)
+                self.log.append("   [proxies %s]" % kind)
+
+    def kill9(self, r):
+        pid = r.pid()
+        if not pid:
+            return
+        self.faults["kill-9"] += 1
+        self.log.append("   [kill -9 %s]" % r.name)
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+                time.sleep(0.02)
+            except ProcessLookupError:
+                break
+        # Its writers' close() fails (the mount is gone): nothing of theirs was promised.
+        for h in r.holders:
+            h.close()
+        r.holders = []
+        subprocess.run(["fusermount3", "-uz", r.mnt], capture_output=True)
+        r.mount()
+
+    def settle(self):
+        """Faults off, writers closed: the round's end."""
+        if self.pg_down_until:
+            run(SERVERS[:1] + ["pg-start"] + SERVERS[1:])
+            self.pg_down_until = None
+        for p in self.proxies:
+            p.set_mode("pass")
+        self.proxy_until = None
+        for r in self.replicas:
+            for h in list(r.holders):
+                self.release(r, h)
+
+
+def wait_for_quiet(mounts, timeout=300):
+    deadline = time.monotonic() + timeout
+    quiet, last = 0, None
+    while time.monotonic() < deadline:
+        last = [status(m) for m in mounts]
+        if all(s is not None and s.get("pending") == 0 and s.get("incoming") == 0 and s.get("setAside", 0) == 0 for s in last):
+            quiet += 1
+            if quiet >= 3:
+                return
+        else:
+            quiet = 0
+        time.sleep(0.5)
+    raise AssertionError("the replicas did not settle in %d s: %s" % (timeout, last))
+
+
+def server_contents(database, bucket):
+    """The contents of every object a version names: what the server keeps."""
+    rows = run([PSQL, "-X", "-q", "-A", "-t", "-d", database_url(database), "-c",
+                "SELECT DISTINCT content_key FROM docfs_versions WHERE content_key IS NOT NULL"]).stdout.split()
+    if not rows:
+        return set()
+    keys = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    json.dump(rows, keys)
+    keys.close()
+    try:
+        return set(json.loads(s3check("read", bucket, keys.name).stdout).values())
+    finally:
+        os.unlink(keys.name)
+
+
+def check(replicas, database, bucket):
+    full = [tree(r.mnt) for r in replicas]
+    # In the trash each replica names what it holds its own way (an item renamed on one replica
+    # while another trashed it keeps the name it had there): the trash is compared by what it
+    # holds, the rest of the tree by names too.
+    trees = [{k: v for k, v in t.items() if k.split(os.sep)[0] != ".Trash"} for t in full]
+    trash = [sorted(v[2] for k, v in t.items() if k.split(os.sep)[0] == ".Trash" and v[0] == "file") for t in full]
+    for r, t, bin_ in zip(replicas[1:], trees[1:], trash[1:]):
+        if t != trees[0]:
+            only = {k: v for k, v in t.items() if trees[0].get(k) != v}
+            first = {k: v for k, v in trees[0].items() if t.get(k) != v}
+            raise AssertionError("the replicas differ:\n  A: %s\n  %s: %s" % (first, r.name, only))
+        if bin_ != trash[0]:
+            raise AssertionError("the replicas' trash holds other files:\n  A: %s\n  %s: %s" % (trash[0], r.name, bin_))
+    here = {v[2].decode(errors="replace") for v in full[0].values() if v[0] == "file"}
+    kept = here | server_contents(database, bucket)
+    lost = sorted({t for r in replicas for t in r.tokens.values()} - kept)
+    if lost:
+        raise AssertionError("closed with 0 and lost: %s\ntree: %s" % (lost, sorted(trees[0])))
+    return len(full[0])
+
+
+def one_seed(seed):
+    rng = random.Random(seed)
+    unique = "%x" % random.getrandbits(48)
+    database, bucket = "docfs_online_" + unique, "docfs-online-" + unique
+    work = tempfile.mkdtemp(prefix="docfs-test-online-")
+    replicas, proxies = [], []
+    run([PSQL, "-q", "-d", ADMIN_URL, "-c", "CREATE DATABASE " + database])
+    totals = {"ops": 0, "promised": 0}
+    faults = {}
+    try:
+        s3check("create-bucket", bucket)
+        pg_proxy = FaultProxy(port_of(ADMIN_URL), "postgres")
+        s3_proxy = FaultProxy(port_of(S3_ENDPOINT), "s3")
+        proxies = [pg_proxy, s3_proxy]
+        url = database_url(database).replace(":%d/" % port_of(ADMIN_URL), ":%d/" % pg_proxy.port)
+        remote = ["--remote", url, "--objects", "s3://%s/tree" % bucket,
+                  "--s3-endpoint", "http://127.0.0.1:%d" % s3_proxy.port, "--region", "us-east-1"]
+        for name in NAMES:
+            store, mnt = os.path.join(work, "store" + name), os.path.join(work, "mnt" + name)
+            os.mkdir(mnt)
+            run([DOCFS, "init", store] + remote, env=AWS)
+            r = Replica(name, store, mnt)
+            r.mount()
+            replicas.append(r)
+        for n in range(ROUNDS):
+            rnd = Round(rng, replicas, proxies, "s%d-r%d" % (seed, n), work)
+            try:
+                for _ in range(OPS):
+                    rnd.step()
+                    time.sleep(rng.uniform(0, 0.05))
+                rnd.settle()
+                wait_for_quiet([r.mnt for r in replicas])
+                entries = check(replicas, database, bucket)
+            except AssertionError as e:
+                logs = "".join("\nlog %s (end):\n%s" % (r.name, log_tail(os.path.join(r.store, "docfs.log"), 40)) for r in replicas)
+                raise AssertionError("seed %d, round %d:\n%s\nfaults: %s\noperations:\n  %s%s"
+                                     % (seed, n, e, rnd.faults, "\n  ".join(rnd.log), logs))
+            totals["ops"] += OPS
+            totals["promised"] += rnd.promised
+            for k, v in rnd.faults.items():
+                faults[k] = faults.get(k, 0) + v
+            print("online replicas: seed %d round %d: %d operations, %d closes kept, faults %s; %d entries, equal on 3 replicas, nothing lost"
+                  % (seed, n, OPS, rnd.promised, {k: v for k, v in rnd.faults.items() if v}, entries), flush=True)
+        print("online replicas: seed %d: %d operations, %d closes that returned 0, all kept; faults %s"
+              % (seed, totals["ops"], totals["promised"], faults), flush=True)
+    finally:
+        for r in replicas:
+            for h in r.holders:
+                h.close()
+            run([DOCFS, "unmount", "--no-wait", r.mnt], timeout=60, check=False)
+            subprocess.run(["fusermount3", "-uz", r.mnt], capture_output=True)
+        for p in proxies:
+            p.close()
+        run([PSQL, "-q", "-d", ADMIN_URL, "-c", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % database], check=False)
+        s3check("delete-bucket", bucket)
+        subprocess.run(["rm", "-rf", work])
+
+
+def main():
+    seeds = [int(ONE_SEED)] if ONE_SEED else list(range(1, SEEDS + 1))
+    passed = failed = 0
+    for seed in seeds:
+        try:
+            one_seed(seed)
+            passed += 1
+        except Exception as e:  # report every seed, then fail
+            failed += 1
+            print("online replicas: FAILED %s" % e, flush=True)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
