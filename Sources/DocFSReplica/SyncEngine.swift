@@ -63,17 +63,18 @@ public final class SyncEngine: Sendable {
             try await s3.getObject(bucket: bucket, key: key, range: range, intoFileAt: FilePath(path), progress: progress)
         }
         // A file's writer let go: what other replicas did to it meanwhile, kept aside, is fetched
-        // and applied now (a failure leaves it to the follower's next catch-up).
-        let (incoming, follower) = (self.incoming, self.follower)
-        store.setHeldChangesHandler { rows in
-            Task {
-                do { try await incoming.refresh(rows) } catch { follower.wake.signal() }
-            }
+        // and applied by the loop, between chunks (never while a create of this replica is on the
+        // server and not yet completed here, which a fetch would take for another replica's item).
+        store.setHeldChangesHandler { [weak self] rows in
+            self?.heldChanges.withLock { $0.formUnion(rows) }
+            wake.signal()
         }
         store.setRetryHandler { [weak self] row in
             self?.retryRequests.withLock { _ = $0.insert(row) }
             wake.signal()
         }
+        // Changes kept aside for writers when the last daemon stopped: no writer survives it.
+        heldChanges.withLock { $0.formUnion(store.heldBackRows()) }
         task.withLock { $0 = Task { await self.run() } }
         follower.start()
     }
@@ -118,6 +119,14 @@ public final class SyncEngine: Sendable {
                 try await letLocalBurstFinish(until: &deferUntil)
                 store.outboxIdle()
                 releaseSetAside()
+                let held = heldChanges.withLock { h -> [Int64] in defer { h.removeAll() }; return Array(h) }
+                if !held.isEmpty {
+                    do { try await incoming.refresh(held) } catch {
+                        heldChanges.withLock { $0.formUnion(held) }
+                        throw error
+                    }
+                    store.clearHeldBack(held)
+                }
                 let entries = try store.outboxEntries(limit: Self.batchSize, skipping: Set(setAside.keys))
                 guard let first = entries.first else {
                     deferUntil = nil
@@ -501,6 +510,9 @@ public final class SyncEngine: Sendable {
     nonisolated(unsafe) var setAside: [Int64: SetAside] = [:]
     /// Rows `docfs sync --retry` asked for (from any thread).
     let retryRequests = Mutex<Set<Int64>>([])
+    /// Rows whose writer let go after other replicas' changes to them were kept aside (and their
+    /// folders): fetched and applied by the loop (from any thread).
+    let heldChanges = Mutex<Set<Int64>>([])
 
     func setItemAside(_ entry: OutboxEntry, _ reason: String, waitsOn: Int64? = nil) {
         let latest = store.outboxWaiting(rows: [entry.row])[entry.row]?.latest ?? entry.seq

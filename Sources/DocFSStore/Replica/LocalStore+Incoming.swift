@@ -117,7 +117,7 @@ extension LocalStore {
                 for item in live {
                     if pending.contains(item.row) { result.pending.insert(item.row); progress = true; continue }
                     // Open for writing here: another replica's version waits for the writer's close.
-                    if item.kind == .file, keepAsideForWriter(item.row) { result.pending.insert(item.row); progress = true; continue }
+                    if item.kind == .file, try keepAsideForWriter(item.row, database) { result.pending.insert(item.row); progress = true; continue }
                     switch try applyLive(item, contents: contents, database: database, result: &result, changes: &changes) {
                     case .done: progress = true
                     case .needsParent: waiting.append(item)
@@ -137,7 +137,7 @@ extension LocalStore {
                     if pending.contains(item.row) { result.pending.insert(item.row); continue }
                     // Open for writing here: the edit wins if the writer changes it (its close
                     // restores the file on the server); otherwise the delete applies at its close.
-                    if keepAsideForWriter(item.row) { result.pending.insert(item.row); continue }
+                    if try keepAsideForWriter(item.row, database) { result.pending.insert(item.row); continue }
                     let outcome = try read { (tree) throws(ProviderError) -> (Record, Bool)? in
                         guard let record = tree.records[item.row] else { return nil }
                         return (record, tree.children[item.row]?.isEmpty ?? true)

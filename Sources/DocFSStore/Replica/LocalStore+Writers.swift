@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import GRDB
 
 // Files open for writing on a replica: other replicas' versions and deletes of them wait for the
 // writer's close (`applyIncoming` keeps them aside), which then decides: a new version based on
@@ -30,12 +31,49 @@ extension LocalStore {
         replica.writers.requestRefresh(rows)
     }
 
-    /// Whether an incoming change of `row` must wait for its writer (noted, to apply at its close).
-    func keepAsideForWriter(_ row: Int64) -> Bool {
+    /// Whether an incoming change of `row` must wait for its writer (noted, to apply at its close,
+    /// and in `meta` in the same transaction: the anchor moves past the change, so a daemon that
+    /// dies while the writer holds it fetches it again at its next start).
+    func keepAsideForWriter(_ row: Int64, _ database: DatabaseQueue) throws(ProviderError) -> Bool {
         guard let writers = replica?.writers, writers.isHeld(row) else { return false }
         writers.keptAside(row)
+        do {
+            try database.inDatabase { db in
+                var rows = Set(Self.heldBack(db))
+                if rows.insert(row).inserted { try Schema.setMeta(db, Self.heldBackKey, rows.sorted().map(String.init).joined(separator: ",")) }
+            }
+        } catch {
+            throw ProviderError(.ioError, "note a change kept aside: \(error)")
+        }
         logger.info("\(state.withLock { $0.path(of: row) }): another replica's change waits until this replica's writer closes the file")
         return true
+    }
+
+    static let heldBackKey = "held-back"
+
+    static func heldBack(_ db: Database) -> [Int64] {
+        ((try? String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [heldBackKey])) ?? nil)?
+            .split(separator: ",").compactMap { Int64($0) } ?? []
+    }
+
+    /// Rows whose changes were kept aside for a writer and not fetched again since (the engine
+    /// fetches them at its start: no writer survives a restart).
+    public func heldBackRows() -> [Int64] {
+        guard replica != nil else { return [] }
+        return (try? write { (database) throws(ProviderError) -> [Int64] in
+            (try? database.inDatabase { db in Self.heldBack(db) }) ?? []
+        }) ?? []
+    }
+
+    /// These rows' server state was applied again: forget them.
+    public func clearHeldBack(_ rows: [Int64]) {
+        guard replica != nil, !rows.isEmpty else { return }
+        try? write { (database) throws(ProviderError) in
+            try? database.inDatabase { db in
+                let left = Set(Self.heldBack(db)).subtracting(rows)
+                try Schema.setMeta(db, Self.heldBackKey, left.sorted().map(String.init).joined(separator: ","))
+            }
+        }
     }
 
     /// The sync engine's handler for rows whose kept-aside changes should be fetched again.
