@@ -320,7 +320,8 @@ extension Bridge {
                     try importSlots.scoped(sealed: session.path, name: placement.name)
                 }
                 defer { scoped.finish() }
-                let attributes = copyIn.importAttributes(stagedModificationTime: stagedModificationTime(session))
+                let times = stagedTimes(session)
+                let attributes = copyIn.importAttributes(stagedModificationTime: times.modified, stagedChangeTime: times.changed)
                 let item = try await attempt(subject) { () async throws(ProviderError) in
                     try await provider.importDocument(from: scoped, toParentItemIdentifier: parentID, attributes: attributes)
                 }
@@ -368,8 +369,14 @@ extension Bridge {
 
     /// The staged file's modification time: its last write, or what the program set since.
     func stagedModificationTime(_ session: WriteSession) -> FileTime {
+        stagedTimes(session).modified
+    }
+
+    /// The staged file's modification and change times (a write sets both to one instant).
+    func stagedTimes(_ session: WriteSession) -> (modified: FileTime, changed: FileTime) {
         var st = stat()
-        return fstat(session.fd, &st) == 0 ? Attributes.fileTime(st.st_mtim) : FileTime.now()
+        guard fstat(session.fd, &st) == 0 else { let now = FileTime.now(); return (now, now) }
+        return (Attributes.fileTime(st.st_mtim), Attributes.fileTime(st.st_ctim))
     }
 
     /// Contents start to change (a session's first write, a truncate): set-user-ID goes, and

@@ -32,6 +32,7 @@ struct CopyIn: Sendable, Equatable {
         placement = Placement(parent: parent, name: name)
         var attributes = attributes
         attributes.accessTime = now
+        attributes.entryTime = now  // the folder changes now, not at the import
         self.attributes = attributes
     }
 
@@ -60,11 +61,12 @@ struct CopyIn: Sendable, Equatable {
         extendedAttributes = try ExtendedAttributes.updating(extendedAttributes, name, to: value, mode: mode)
     }
 
-    /// What the import carries: these attributes with the staged file's modification time (its
-    /// last write, or what the program set since).
-    func importAttributes(stagedModificationTime: FileTime) -> NewItemAttributes {
+    /// What the import carries: these attributes with the staged file's modification and change
+    /// times (its last write, or what the program set since, and when it did).
+    func importAttributes(stagedModificationTime: FileTime, stagedChangeTime: FileTime? = nil) -> NewItemAttributes {
         var result = attributes
         result.modificationTime = stagedModificationTime
+        result.changeTime = stagedChangeTime
         return result
     }
 }

@@ -36,10 +36,13 @@ public struct FileTime: Hashable, Comparable, Sendable, CustomStringConvertible 
 
     public var date: Date { Date(timeIntervalSince1970: Double(seconds) + Double(nanoseconds) / 1e9) }
 
-    /// The wall clock now (CLOCK_REALTIME, the clock `touch` and the kernel use).
+    /// The wall clock now, as the kernel stamps files: CLOCK_REALTIME_COARSE (the last tick).
+    /// The staged copies' times come from the kernel's coarse clock, so a time taken here with
+    /// the fine clock could fall after a write that came later (a folder newer than the file
+    /// just written into it); one clock for both keeps times in the order of the calls.
     public static func now() -> FileTime {
         var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
+        clock_gettime(CLOCK_REALTIME_COARSE, &ts)
         return FileTime(seconds: Int64(ts.tv_sec), nanoseconds: Int32(ts.tv_nsec))
     }
 

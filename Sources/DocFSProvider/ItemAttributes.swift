@@ -18,14 +18,24 @@ public struct NewItemAttributes: Hashable, Sendable {
     public var modificationTime: FileTime?
     /// The access time the program set before the item reached the provider; nil means now.
     public var accessTime: FileTime?
+    /// When the item's name appeared in its folder (the program's create, before its bytes
+    /// were written): the folder's modification and change times move to it, as on a local
+    /// filesystem, not to when the provider received the item. nil means now.
+    public var entryTime: FileTime?
+    /// The item's change time so far (a copied-in file's last write or attribute change, which
+    /// equals its last write's modification time, as on ext4). nil means now.
+    public var changeTime: FileTime?
 
     public init(ownerID: UInt32, groupID: UInt32, posixPermissions: UInt16,
-                modificationTime: FileTime? = nil, accessTime: FileTime? = nil) {
+                modificationTime: FileTime? = nil, accessTime: FileTime? = nil,
+                entryTime: FileTime? = nil, changeTime: FileTime? = nil) {
         self.ownerID = ownerID
         self.groupID = groupID
         self.posixPermissions = posixPermissions & 0o7777
         self.modificationTime = modificationTime
         self.accessTime = accessTime
+        self.entryTime = entryTime
+        self.changeTime = changeTime
     }
 }
 

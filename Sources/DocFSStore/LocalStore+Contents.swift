@@ -72,7 +72,9 @@ extension LocalStore {
             record.item.modificationTime = status.modificationTime
             FaultInjection.point(.modifyCommit)  // test-only crash point (DOCFS_FAULT)
             record.item.itemVersion.contentVersion += 1
-            record.item.noteMetadataChange(at: FileTime.now())
+            // The change time of the last write (or attribute change) the staged file saw, so a
+            // write leaves ctime equal to mtime, as on ext4; never earlier than the item's own.
+            record.item.noteMetadataChange(at: max(record.item.changeTime, status.changeTime))
             // New bytes here: no object on the server has them yet.
             record.item.isDownloaded = true
             record.remoteKey = nil

@@ -32,6 +32,15 @@ extension LocalStore {
         return record
     }
 
+    /// A folder an entry appeared in at `entry` (a copy's create, earlier than its import): its
+    /// times move to then, never back before a later change already recorded.
+    static func touched(_ record: Record, entry: FileTime) -> Record {
+        var record = record
+        record.item.modificationTime = max(record.item.modificationTime, entry)
+        record.item.noteMetadataChange(at: max(record.item.changeTime, entry))
+        return record
+    }
+
     /// A new record for an item created inside `parent`, with the parent's contents policy.
     /// `typed: false` leaves the content type to the caller (an import types every item from its
     /// bytes afterwards; typing the name here too cost a glob match per file).

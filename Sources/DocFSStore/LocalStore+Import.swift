@@ -72,7 +72,7 @@ extension LocalStore {
                 }
             }
             FaultInjection.point(.importCommit)  // test-only crash point (DOCFS_FAULT)
-            let newParent = Self.touched(parentRecord, now: now)
+            let newParent = Self.touched(parentRecord, entry: attributes?.entryTime ?? now)
             do throws(ProviderError) {
                 try commit(database, saving: plan.map(\.record) + [newParent], "import \(name)")
             } catch {
@@ -114,10 +114,12 @@ extension LocalStore {
         let own = given ?? owned
         switch status.kind {
         case .file:
-            let record = newRecord(row: row, parent: parent, name: name, kind: .file, size: status.size, now: now,
+            var record = newRecord(row: row, parent: parent, name: name, kind: .file, size: status.size, now: now,
                                    modified: given?.modificationTime ?? status.modificationTime,
                                    accessed: given?.accessTime ?? (attributes == nil ? nil : status.accessTime),
                                    attributes: own, mode: given == nil ? status.mode : nil, typed: false)
+            // A copy's change time is its last write's (or attribute change's), not the import's.
+            if let changed = given?.changeTime, changed < record.item.changeTime { record.item.changeTime = changed }
             plan.append(PlannedItem(record: record, source: path))
         case .symlink:
             let target = try sysReadlink(path)

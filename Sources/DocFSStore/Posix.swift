@@ -17,6 +17,7 @@ struct FileStatus {
     var mode: UInt16
     var modificationTime: FileTime
     var accessTime: FileTime
+    var changeTime: FileTime
     var modificationDate: Date { modificationTime.date }
     var inode: UInt64
     var device: UInt64
@@ -35,6 +36,7 @@ func fileStatus(_ path: String) -> Result<FileStatus, ProviderError> {
     return .success(FileStatus(kind: kind, size: Int64(st.st_size), mode: UInt16(st.st_mode & 0o7777),
                                modificationTime: FileTime(seconds: Int64(st.st_mtim.tv_sec), nanoseconds: Int32(st.st_mtim.tv_nsec)),
                                accessTime: FileTime(seconds: Int64(st.st_atim.tv_sec), nanoseconds: Int32(st.st_atim.tv_nsec)),
+                               changeTime: FileTime(seconds: Int64(st.st_ctim.tv_sec), nanoseconds: Int32(st.st_ctim.tv_nsec)),
                                inode: UInt64(st.st_ino), device: UInt64(st.st_dev)))
 }
 
