@@ -44,8 +44,8 @@ let package = Package(
         ]),
         // A second provider: the whole tree in memory, contents in memfds (`docfs mount memory: MNT`).
         .target(name: "DocFSMemory", dependencies: ["DocFSProvider"]),
-        // The server side of a remote replica (not yet wired into the mount): an S3 client with our
-        // own Signature V4, and the PostgreSQL schema and operations (items, versions, change log).
+        // The server side of a remote replica: an S3 client with our own Signature V4, and the
+        // PostgreSQL schema and operations (items, versions, change log, upload intents).
         .target(name: "DocFSRemote", dependencies: [
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -56,12 +56,14 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
-        // FUSE low-level operations mapped onto a Provider.
+        // A replica's sync: the engine that sends the store's outbox and applies other replicas'
+        // changes, conflicts, items set aside, `docfs remote gc`.
         .target(name: "DocFSReplica", dependencies: [
             "DocFSStore", "DocFSRemote", "DocFSProvider",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
+        // FUSE low-level operations mapped onto a Provider.
         .target(name: "DocFSBridge", dependencies: [
             "CFuse", "DocFSProvider",
             .product(name: "Logging", package: "swift-log"),
