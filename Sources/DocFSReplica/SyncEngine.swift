@@ -514,38 +514,6 @@ public final class SyncEngine: Sendable {
     /// folders): fetched and applied by the loop (from any thread).
     let heldChanges = Mutex<Set<Int64>>([])
 
-    func setItemAside(_ entry: OutboxEntry, _ reason: String, waitsOn: Int64? = nil) {
-        let latest = store.outboxWaiting(rows: [entry.row])[entry.row]?.latest ?? entry.seq
-        setAside[entry.row] = SetAside(reason: reason, latest: latest, waitsOn: waitsOn)
-        let row = store.currentRow(entry.row)
-        store.setSyncError(reason, row: row)
-        let path = store.path(of: LocalStore.identifier(forRow: row))
-        progress.withLock { $0.failedItems += 1 }
-        logger.error("sync: \(path): the \(entry.kind.rawValue) is set aside: \(reason); the item's changes wait (a later change of it, or docfs sync --retry, tries again), the others go on")
-    }
-
-    /// Lets set-aside items whose outbox has news, or that were asked for, try again; counts
-    /// what stays set aside for the status.
-    func releaseSetAside() {
-        let retry = retryRequests.withLock { r -> Set<Int64> in defer { r.removeAll() }; return r }
-        if !setAside.isEmpty {
-            let waiting = store.outboxWaiting(rows: Set(setAside.keys))
-            var released: [Int64] = []
-            for (row, held) in setAside {
-                guard let now = waiting[row] else { setAside[row] = nil; continue }  // nothing left to send
-                if now.latest > held.latest || retry.contains(row) || retry.contains(store.currentRow(row)) { released.append(row) }
-            }
-            while let row = released.popLast() {
-                guard setAside.removeValue(forKey: row) != nil else { continue }
-                store.setSyncError(nil, row: store.currentRow(row))
-                logger.notice("sync: \(store.path(of: LocalStore.identifier(forRow: store.currentRow(row)))): trying its changes set aside again")
-                released += setAside.filter { $0.value.waitsOn == row }.map(\.key)
-            }
-        }
-        let held = setAside.isEmpty ? 0 : store.outboxWaiting(rows: Set(setAside.keys)).values.reduce(0) { $0 + $1.count }
-        progress.withLock { $0.setAsideItems = setAside.count; $0.setAsideChanges = held }
-    }
-
     /// Content versions of a row this replica made and never sent (the file was gone before its
     /// upload), counted until the row's delete is sent. Only the engine's loop touches it.
     nonisolated(unsafe) var unsentVersions: [Int64: Int] = [:]
@@ -570,88 +538,5 @@ public final class SyncEngine: Sendable {
             try await s3.abortMultipartUpload(bucket: configuration.bucket, key: upload.key, uploadID: upload.uploadID)
             logger.notice("sync: aborted the unfinished multipart upload of \(upload.key) left by the last run; it is sent again")
         }
-    }
-
-    // MARK: Status
-
-    func noteIdle() {
-        progress.withLock { p in
-            p.oldestPendingNs = nil
-            if p.online { p.state = "idle" }
-        }
-    }
-
-    func report(_ failure: SyncFailure) {
-        let changed = progress.withLock { p -> Bool in
-            let changed = p.lastError != failure.message
-            p.lastError = failure.message
-            p.lastErrorAt = Date()
-            p.online = failure.reachedServer
-            p.state = failure.stalls ? "stalled" : "offline"
-            return changed
-        }
-        if changed {
-            logger.error("sync: \(failure.message)\(failure.stalls ? " (retrying every minute; local work goes on)" : " (retrying with backoff; local work goes on)")")
-        }
-    }
-
-    public func statusJSON() -> String {
-        let counts = store.outboxCounts
-        let snapshot = progress.withLock { $0 }
-        let now = Date()
-        var status = SyncStatus(
-            online: snapshot.online, pending: counts.pending, pendingBytes: counts.pendingBytes,
-            lastError: snapshot.lastError,
-            lastErrorAt: snapshot.lastErrorAt.map { $0.formatted(.iso8601) },
-            state: counts.pending <= snapshot.setAsideChanges && snapshot.online ? "idle" : snapshot.state,
-            uploadedBytes: snapshot.uploadedBytes, uploadRate: snapshot.rate(at: now), sent: snapshot.sent,
-            oldestPendingSeconds: counts.pending == 0 ? nil : snapshot.oldestPendingNs.map { max(0, now.timeIntervalSince1970 - Double($0) / 1e9) },
-            failedItems: snapshot.failedItems,
-            remote: "\(configuration.postgres) + s3://\(configuration.bucket)/\(configuration.prefix) at \(configuration.endpoint.hostHeader)")
-        let positions = incoming.positions.withLock { $0 }
-        let conflicts = store.conflictSummary
-        status.incoming = max(0, positions.latest - positions.anchor)
-        status.anchor = positions.anchor
-        status.conflicts = conflicts.count
-        status.recentConflicts = conflicts.recent
-        let cache = store.cacheFigures
-        status.cacheLimit = cache.limit
-        status.cachedBytes = cache.local
-        status.downloading = cache.downloading
-        status.setAside = snapshot.setAsideItems
-        status.setAsideChanges = min(snapshot.setAsideChanges, counts.pending)
-        if status.lastError == nil, let error = follower.lastError.withLock({ $0 }) { status.lastError = error }
-        return SyncStatus.encoded(status)
-    }
-}
-
-/// The engine's counters for `docfs status`.
-struct SyncProgress: Sendable {
-    var online = true
-    var state = "idle"
-    /// Cleared by the next chunk sent without an error.
-    var lastError: String?
-    var lastErrorAt: Date?
-    var sent = 0
-    var uploadedBytes: Int64 = 0
-    var failedItems = 0
-    /// Items set aside and their changes waiting in the outbox (not counted as sendable).
-    var setAsideItems = 0
-    var setAsideChanges = 0
-    var oldestPendingNs: Int64?
-    /// (time, uploadedBytes) samples for the rate over the last seconds.
-    var samples: [(Double, Int64)] = []
-
-    mutating func noteUploaded(_ bytes: Int64) {
-        uploadedBytes += bytes
-        let now = Date().timeIntervalSince1970
-        samples.append((now, uploadedBytes))
-        samples.removeAll { now - $0.0 > 5 }
-    }
-
-    func rate(at date: Date) -> Double {
-        let now = date.timeIntervalSince1970
-        guard let first = samples.first(where: { now - $0.0 <= 5 }), let last = samples.last, last.0 > first.0 else { return 0 }
-        return Double(last.1 - first.1) / (last.0 - first.0)
     }
 }
