@@ -2,7 +2,7 @@ import Foundation
 
 /// `--json` output: Foundation's JSONEncoder with sorted keys, so field order never changes.
 /// Absent values are written as null (never left out), so a script can rely on every key.
-/// The fields are listed in README.md, "Output for scripts".
+/// The fields are listed in docs/USING.md, "Output for scripts".
 enum JSONOutput {
     /// One object on one line (JSON Lines when printed once per result).
     static func line<T: Encodable>(_ value: T) -> String {

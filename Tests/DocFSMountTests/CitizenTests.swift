@@ -156,7 +156,7 @@ final class CitizenTests: MountTestCase {
         try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
         let fstab = fx.dir + "/fstab"
         try """
-            # a test fstab: the docfs line as README shows it, and a noauto line mount -a must skip
+            # a test fstab: the docfs line as docs/USING.md shows it, and a noauto line mount -a must skip
             \(fx.store) \(fx.mnt) fuse.docfs defaults,nofail,_netdev,x-systemd.automount,trash 0 0
             \(fx.store) \(other) fuse.docfs noauto,nofail 0 0
 

@@ -427,7 +427,7 @@ class DocfsModel(RuleBasedStateMachine):
         self.both("truncate %s to %d" % (path, size), lambda r: os.truncate(os.path.join(r, path), size))
 
     def close_handles_under(self, *paths_):
-        """Known limitation (README): a file still being copied in (created and never closed)
+        """Known limitation (docs/USING.md): a file still being copied in (created and never closed)
         cannot be renamed over an existing name (EEXIST). The model closes handles on a rename's
         source first instead of comparing that. Unlinking or replacing an open file is compared:
         its handles keep working until closed, as on a local filesystem."""

@@ -18,7 +18,7 @@ that take the user's numeric ids (docfs_testlib.USERS): owner 2001 (groups 2001,
 A failure lists every mismatch as `user op item: plain=<outcome> docfs=<outcome>` followed by
 the differing entries of the row's tree after the call.
 
-Deliberate deviations of docfs (README.md, *Owners and permissions*), not compared with ext4 but checked as documented:
+Deliberate deviations of docfs (docs/PERMISSIONS.md), not compared with ext4 but checked as documented:
 hard links (link) and device nodes (mknod) are refused with EPERM, non-UTF-8 names with EILSEQ;
 st_size/st_blocks of directories, st_ino/st_dev/st_nlink and directory atimes are never compared.
 """
@@ -213,7 +213,7 @@ def dir_ops(spec):
         Op("symlink: lchgrp 2004", lambda r: os.chown(D(r, "l"), -1, 2004, follow_symlinks=False), needs="fl"),
         Op("symlink: readlink", lambda r: os.readlink(D(r, "l")), mutates=False, needs="fms"),
         # The owner's FIFO p (0640) inside D: the kernel opens FIFOs itself without asking the
-        # daemon (no FUSE request), so their own mode bits are not enforced (README: a documented
+        # daemon (no FUSE request), so their own mode bits are not enforced (docs/PERMISSIONS.md: a documented
         # difference). Where ext4 refuses with EACCES docfs may let the open through (then it
         # opens, or ENXIO: no reader); everywhere else it must answer as ext4 does.
         Op("fifo: open O_RDONLY|O_NONBLOCK", lambda r: _open(D(r, "p"), os.O_RDONLY | os.O_NONBLOCK), mutates=False,

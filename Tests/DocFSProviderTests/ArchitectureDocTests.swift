@@ -1,0 +1,46 @@
+import Foundation
+import XCTest
+
+/// docs/ARCHITECTURE.md stays true: every module and every source file is named in it, every
+/// `Sources/…` path it names exists, and every docs/ page README links to is there.
+final class ArchitectureDocTests: XCTestCase {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    func text(_ path: String) throws -> String {
+        try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+    }
+
+    func testEveryModuleAndSourceFileIsNamedAndEveryNamedPathExists() throws {
+        let doc = try text("docs/ARCHITECTURE.md")
+        let fm = FileManager.default
+        let sources = root.appendingPathComponent("Sources")
+        for module in try fm.contentsOfDirectory(atPath: sources.path) {
+            XCTAssert(doc.contains("Sources/" + module), "docs/ARCHITECTURE.md does not name Sources/\(module)")
+        }
+        let files = fm.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+        XCTAssertGreaterThan(files.count, 50)
+        for file in files {
+            let name = (file as NSString).lastPathComponent
+            let base = String(name.dropLast(".swift".count))
+            let named = name == "main.swift" ? doc.contains("Sources/" + file) : doc.contains(name) || doc.contains("`\(base)`")
+            XCTAssert(named, "docs/ARCHITECTURE.md does not name Sources/\(file)")
+        }
+        let regex = try NSRegularExpression(pattern: "Sources/[A-Za-z0-9_/+.\\-]*[A-Za-z0-9_]")
+        for match in regex.matches(in: doc, range: NSRange(doc.startIndex..., in: doc)) {
+            let path = String(doc[Range(match.range, in: doc)!])
+            XCTAssert(fm.fileExists(atPath: root.appendingPathComponent(path).path), "docs/ARCHITECTURE.md names \(path), which does not exist")
+        }
+    }
+
+    func testReadmeLinksPagesThatExist() throws {
+        let readme = try text("README.md")
+        let regex = try NSRegularExpression(pattern: "\\]\\((docs/[A-Za-z]+\\.md)\\)")
+        let pages = regex.matches(in: readme, range: NSRange(readme.startIndex..., in: readme)).map {
+            String(readme[Range($0.range(at: 1), in: readme)!])
+        }
+        XCTAssertGreaterThanOrEqual(Set(pages).count, 5, "README links its docs/ pages")
+        for page in pages {
+            XCTAssert(FileManager.default.fileExists(atPath: root.appendingPathComponent(page).path), "README links \(page), which does not exist")
+        }
+    }
+}
