@@ -99,7 +99,8 @@ extension Bridge {
                 }
             } else {
                 let opened = try attempt(.item(item.identifier)) { () throws(ProviderError) in
-                    try provider.openContentsForReading(of: item.identifier)
+                    if let onDemand { return try onDemand.openContentsForReading(of: item.identifier) }
+                    return OpenedContents(fd: try provider.openContents(of: item.identifier))
                 }
                 install(OpenFile(node: node, readFD: opened.fd, writable: false, arrival: opened.arrival, reading: item.identifier), in: fi)
                 // Closing a reader of a stored file has nothing to do (flush answers at once), so
@@ -140,7 +141,7 @@ extension Bridge {
             // before the version is read, so that another replica's version cannot land between
             // the two unnoticed: it waits for this writer's close, which decides.
             guard let identifier = item?.identifier ?? inodes.identifier(node.ino) else { throw ProviderError(.noSuchItem) }
-            let writer = WriterRegistration(identifier, provider: provider)
+            let writer = replica.map { WriterRegistration(identifier, provider: $0) }
             do throws(ProviderError) {
                 let current = try provider.item(for: identifier)
                 let session: WriteSession
@@ -155,7 +156,7 @@ extension Bridge {
                 session.writer = writer
                 return session
             } catch {
-                writer.end()
+                writer?.end()
                 throw error
             }
         }
@@ -255,7 +256,7 @@ extension Bridge {
     func release(_ reply: consuming Reply, _ fi: UnsafeMutablePointer<fuse_file_info>) {
         guard let file = Bridge.handle(fi) else { reply.ok(); return }
         Unmanaged.passUnretained(file).release()
-        if let reading = file.reading { provider.contentsClosed(of: reading) }
+        if let reading = file.reading { onDemand?.contentsClosed(of: reading) }
         let node = file.node
         let last = inodes.releaseOpen(node)
         reply.ok()

@@ -38,13 +38,13 @@ extension Bridge {
         if let used = item.lastUsedDate { list.append(("user.docfs.last-used", Self.format(used))) }
         if let tags = item.tagData { list.append((Self.tagsAttribute, String(decoding: tags, as: UTF8.self))) }
         if let rank = item.favoriteRank { list.append((Self.favoriteRankAttribute, String(rank))) }
-        if withSync, let sync = provider.syncState(of: item.identifier) {
+        if withSync, let sync = replica?.syncState(of: item.identifier) {
             list.append((Self.syncAttribute, sync))
             if item.kind == .file { list.append((Self.downloadedAttribute, item.isDownloaded ? "yes" : "no")) }
         }
-        if provider.isPinned(item.identifier) { list.append((Self.pinnedAttribute, "yes")) }
-        if withSync, let conflict = provider.conflict(of: item.identifier) { list.append((Self.conflictAttribute, conflict)) }
-        if withSync, item.identifier == .rootContainer, let status = provider.syncStatus() { list.append((Self.statusAttribute, status)) }
+        if onDemand?.isPinned(item.identifier) == true { list.append((Self.pinnedAttribute, "yes")) }
+        if withSync, let conflict = replica?.conflict(of: item.identifier) { list.append((Self.conflictAttribute, conflict)) }
+        if withSync, item.identifier == .rootContainer, let status = replica?.syncStatus() { list.append((Self.statusAttribute, status)) }
         if item.parentIdentifier == .trashContainer, let origin = provider.trashOrigin(of: item.identifier) {
             let folder = path(of: origin.parentIdentifier)
             list.append(("user.docfs.trashed-from", folder == "/" ? "/" + origin.filename : folder + "/" + origin.filename))
@@ -100,11 +100,11 @@ extension Bridge {
             case .docfs:
                 let found: String?
                 switch name {
-                case Self.syncAttribute: found = provider.syncState(of: item.identifier)
+                case Self.syncAttribute: found = replica?.syncState(of: item.identifier)
                 case Self.downloadedAttribute:
-                    found = item.kind == .file && provider.syncState(of: item.identifier) != nil ? (item.isDownloaded ? "yes" : "no") : nil
-                case Self.conflictAttribute: found = provider.conflict(of: item.identifier)
-                case Self.statusAttribute: found = item.identifier == .rootContainer ? provider.syncStatus() : nil
+                    found = item.kind == .file && replica?.syncState(of: item.identifier) != nil ? (item.isDownloaded ? "yes" : "no") : nil
+                case Self.conflictAttribute: found = replica?.conflict(of: item.identifier)
+                case Self.statusAttribute: found = item.identifier == .rootContainer ? replica?.syncStatus() : nil
                 default: found = providerAttributes(of: item, withSync: false).first(where: { $0.0 == name })?.1
                 }
                 guard let value = found else {
@@ -206,7 +206,8 @@ extension Bridge {
                 let d = reply.deferred()
                 perform(op, d) { [self] () async throws(Failure) in
                     try await attempt(subject) { () async throws(ProviderError) in
-                        try await provider.retrySync(of: item.identifier)
+                        guard let replica else { throw ProviderError(.unsupported, "this provider has no server to send changes to") }
+                        try await replica.retrySync(of: item.identifier)
                     }
                     d.ok()
                 }
@@ -215,10 +216,15 @@ extension Bridge {
                 let d = reply.deferred()
                 perform(op, d) { [self] () async throws(Failure) in
                     try await attempt(subject) { () async throws(ProviderError) in
+                        guard let onDemand else {
+                            throw ProviderError(.unsupported, name == Self.evictAttribute
+                                ? "this provider has no server to download evicted contents from"
+                                : "this provider keeps every file's contents here; there is nothing to pin")
+                        }
                         if name == Self.evictAttribute {
-                            _ = try await provider.evictContents(ofItemWithIdentifier: item.identifier)
+                            _ = try await onDemand.evictContents(ofItemWithIdentifier: item.identifier)
                         } else {
-                            try await provider.setPinned(!remove, forItemIdentifier: item.identifier)
+                            try await onDemand.setPinned(!remove, forItemIdentifier: item.identifier)
                         }
                     }
                     d.ok()

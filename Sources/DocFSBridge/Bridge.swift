@@ -11,6 +11,9 @@ import DocFSProvider
 /// from there, so a slow provider never holds a FUSE thread.
 public final class Bridge: @unchecked Sendable {
     let provider: any Provider
+    /// The provider's opt-in sides, found once: a replica's sync state and writers, contents on demand.
+    let replica: (any ReplicaProvider)?
+    let onDemand: (any OnDemandProvider)?
     let inodes = InodeTable()
     let attributes: Attributes
     let executor = ProviderExecutor()
@@ -30,6 +33,8 @@ public final class Bridge: @unchecked Sendable {
 
     public init(provider: any Provider, logger: Logger, options: BridgeOptions = BridgeOptions()) {
         self.provider = provider
+        self.replica = provider as? any ReplicaProvider
+        self.onDemand = provider as? any OnDemandProvider
         self.log = logger
         self.options = options
         self.entryLimit = options.inodeLimit.map(KernelEntryLimit.init(limit:))

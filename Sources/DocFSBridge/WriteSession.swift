@@ -129,13 +129,13 @@ final class WriteSession: @unchecked Sendable {
 }
 
 
-/// A file open for writing, as the provider was told (`contentsOpenedForWriting`); `end` tells it
+/// A file open for writing, as a replica was told (`contentsOpenedForWriting`); `end` tells it
 /// the writer let go, once.
 final class WriterRegistration: Sendable {
     private let ended: @Sendable () -> Void
     private let done = Atomic<Bool>(false)
 
-    init(_ identifier: ItemIdentifier, provider: any Provider) {
+    init(_ identifier: ItemIdentifier, provider: any ReplicaProvider) {
         provider.contentsOpenedForWriting(of: identifier)
         ended = { provider.contentsClosedForWriting(of: identifier) }
     }

@@ -104,20 +104,3 @@ public struct OpenedContents: Sendable {
         self.arrival = arrival
     }
 }
-
-// Defaults for a provider whose contents are always here.
-extension Provider {
-    public func openContentsForReading(of identifier: ItemIdentifier) throws(ProviderError) -> OpenedContents {
-        OpenedContents(fd: try openContents(of: identifier))
-    }
-    public func contentsClosed(of identifier: ItemIdentifier) {}
-    /// Refuses: every file of this provider is always here (EOPNOTSUPP).
-    public func setPinned(_ pinned: Bool, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
-        throw ProviderError(.unsupported, "this provider keeps every file's contents here; there is nothing to pin")
-    }
-    public func isPinned(_ identifier: ItemIdentifier) -> Bool { false }
-    /// Refuses: this provider has no server to fetch the contents back from (EOPNOTSUPP).
-    public func evictContents(ofItemWithIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Int {
-        throw ProviderError(.unsupported, "this provider has no server to download evicted contents from")
-    }
-}

@@ -56,6 +56,15 @@ public struct StorageStatistics: Sendable {
 /// … — are conveniences in a protocol extension that call it (with `attributes: nil`, the
 /// provider's defaults); implementing them in a provider has no effect on the mount.
 ///
+/// **Opt-in protocols** for what only some providers have: `ReplicaProvider` (a replica of a
+/// server: sync state, conflicts, status, retries, writers held against other replicas' changes)
+/// and `OnDemandProvider` (contents downloaded when opened, pins, eviction). The bridge finds them
+/// with a cast when it starts; they have no defaults, so a provider that declares one and
+/// misspells or forgets a requirement does not compile. In this protocol, a requirement whose
+/// signature a provider mistypes is not picked up either — its default refuses, and the daemon's
+/// log line for the refusal names the action ("refused setattr /path: this provider does not
+/// change attributes (EROFS)"): that line is how a provider author learns it.
+///
 /// The contract the mount relies on:
 /// - A folder's `childItemCount` and `childFolderCount` are exact: `rmdir` refuses a folder
 ///   whose count is not 0 (ENOTEMPTY) and `find` trusts the link count made from the other.
@@ -187,12 +196,6 @@ public protocol Provider: AnyObject, Sendable {
     /// form; the default ignores the base and calls the plain one.
     func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
                         from fileURL: URL) async throws(ProviderError) -> Item
-    /// A file's contents are open for writing through the mount (a staged copy began), and the
-    /// last such writer let go of them. Between the two a replica keeps other replicas' versions
-    /// and deletes of the file aside, so the writer's close decides. Calls pair up, once per
-    /// inode however many handles it has. The defaults do nothing.
-    func contentsOpenedForWriting(of identifier: ItemIdentifier)
-    func contentsClosedForWriting(of identifier: ItemIdentifier)
     /// chmod, chown, chgrp, utimensat (nil fields of `changes` stay). The bridge has applied
     /// Linux's rules on who may (`OwnershipRules`); the provider stores the change and moves the
     /// item's change time. `.unsupported` for the mode of a symbolic link. The default refuses
@@ -228,39 +231,6 @@ public protocol Provider: AnyObject, Sendable {
     /// registration. The default keeps nothing: a provider whose tree only changes through the
     /// mount needs none.
     func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void)
-
-    // MARK: A replica of a server
-
-    /// The item's sync state for `user.docfs.sync` and `docfs info` ("uploaded", "pending",
-    /// "error: REASON"). Answer from memory. The default, nil, means the provider has no server.
-    func syncState(of identifier: ItemIdentifier) -> String?
-    /// What a replica's conflict did to the item, for `user.docfs.conflict` (a conflicted copy,
-    /// a rename undone because another replica's came first, …). The default, nil: none.
-    func conflict(of identifier: ItemIdentifier) -> String?
-    /// The replica's status as one JSON object for `user.docfs.status` on the root (`docfs
-    /// status`). The default, nil, means the provider has no server.
-    func syncStatus() -> String?
-    /// Tries again the changes of an item the server refused and that wait set aside (`docfs
-    /// sync --retry`, `user.docfs.sync` set to "retry"). The default refuses (`.unsupported`).
-    func retrySync(of identifier: ItemIdentifier) async throws(ProviderError)
-
-    // MARK: Contents on demand (defaults: `ContentsOnDemand.swift`)
-
-    /// Like `openContents`, for a handle that reads as bytes arrive: a file not downloaded yet
-    /// answers at once, with the download's progress for the reads to wait on. The default opens
-    /// the whole contents (`arrival` nil).
-    func openContentsForReading(of identifier: ItemIdentifier) throws(ProviderError) -> OpenedContents
-    /// A handle `openContentsForReading` gave was closed (an open file is never evicted).
-    func contentsClosed(of identifier: ItemIdentifier)
-    /// Keeps a file, or everything below a folder, downloaded (`docfs pin`), downloading what is
-    /// not; `false` lets it be evicted again. The default refuses (`.unsupported`).
-    func setPinned(_ pinned: Bool, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError)
-    /// Whether the item or a folder above it is pinned. The default: false.
-    func isPinned(_ identifier: ItemIdentifier) -> Bool
-    /// Drops the downloaded contents of a file, or of the files below a folder, that the server
-    /// has (`docfs evict`); returns how many files were evicted. A file whose contents are not
-    /// on the server yet is kept (`.busy` for a single file). The default refuses (`.unsupported`).
-    func evictContents(ofItemWithIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Int
 
     // MARK: Stored extended attributes (`user.*` other than docfs's own)
 
@@ -371,9 +341,6 @@ extension Provider {
                                from fileURL: URL) async throws(ProviderError) -> Item {
         try await modifyContents(ofItemWithIdentifier: identifier, from: fileURL)
     }
-    /// Nothing to keep aside.
-    public func contentsOpenedForWriting(of identifier: ItemIdentifier) {}
-    public func contentsClosedForWriting(of identifier: ItemIdentifier) {}
     /// Refuses owner and group changes (EPERM) and any other change (EROFS); an empty change
     /// answers the item as it is.
     public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item {
@@ -396,12 +363,6 @@ extension Provider {
 
     /// No changes of its own to report.
     public func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void) {}
-    public func syncState(of identifier: ItemIdentifier) -> String? { nil }
-    public func conflict(of identifier: ItemIdentifier) -> String? { nil }
-    public func syncStatus() -> String? { nil }
-    public func retrySync(of identifier: ItemIdentifier) async throws(ProviderError) {
-        throw ProviderError(.unsupported, "this provider has no server to send changes to")
-    }
 
     /// No stored attributes.
     public func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String] { [] }

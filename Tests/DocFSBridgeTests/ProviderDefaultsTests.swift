@@ -7,7 +7,7 @@ import DocFSProvider
 
 /// The smallest provider one can write: a read-only tree in three members (README, "Write your
 /// own provider"). Everything else comes from the protocol's defaults.
-final class TinyProvider: Provider, @unchecked Sendable {
+class TinyProvider: Provider, @unchecked Sendable {
     let items: [Item]
     let contents: [ItemIdentifier: String]
     init(files: [String: String]) {
@@ -148,6 +148,21 @@ final class ProviderDefaultsTests: XCTestCase {
         ])
     }
 
+    /// The opt-in sides are found by a cast: a plain provider has none (its files open with
+    /// `openContents`, pin/evict/retry are refused), one that conforms is used as such.
+    func testTheBridgeFindsTheOptInSidesOfAProvider() {
+        let plain = Bridge(provider: TinyProvider(files: ["a.txt": "alpha"]), logger: Logger(label: "test"))
+        defer { plain.shutdown() }
+        XCTAssertNil(plain.replica)
+        XCTAssertNil(plain.onDemand)
+        let replica = TinyReplica(files: ["a.txt": "alpha"])
+        let bridge = Bridge(provider: replica, logger: Logger(label: "test"))
+        defer { bridge.shutdown() }
+        XCTAssertIdentical(bridge.replica, replica)
+        XCTAssertNil(bridge.onDemand)
+        XCTAssertEqual(bridge.replica?.syncState(of: ItemIdentifier("a.txt")), "uploaded")
+    }
+
     func testChangeSignalsReachTheInodeTable() {
         let provider = TinyProvider(files: ["a.txt": "alpha"])
         let bridge = Bridge(provider: provider, logger: Logger(label: "test"))
@@ -161,4 +176,14 @@ final class ProviderDefaultsTests: XCTestCase {
         // Signals about unknown items are ignored.
         bridge.apply([.modified(ItemIdentifier("nobody")), .nameChanged(parent: ItemIdentifier("nowhere"), name: "x")])
     }
+}
+
+/// A replica in its smallest form: every item uploaded, nothing else.
+final class TinyReplica: TinyProvider, ReplicaProvider, @unchecked Sendable {
+    func syncState(of identifier: ItemIdentifier) -> String? { "uploaded" }
+    func conflict(of identifier: ItemIdentifier) -> String? { nil }
+    func syncStatus() -> String? { "{}" }
+    func retrySync(of identifier: ItemIdentifier) async throws(ProviderError) {}
+    func contentsOpenedForWriting(of identifier: ItemIdentifier) {}
+    func contentsClosedForWriting(of identifier: ItemIdentifier) {}
 }

@@ -1,0 +1,42 @@
+/// A provider that is a replica of a server (opt in by conforming; the bridge finds it with a
+/// cast). Answer the reads from memory: the bridge asks on getxattr and listxattr.
+public protocol ReplicaProvider: Provider {
+    /// The item's sync state for `user.docfs.sync` and `docfs info` ("uploaded", "pending",
+    /// "error: REASON"); nil for an item the server need not know.
+    func syncState(of identifier: ItemIdentifier) -> String?
+    /// What a replica's conflict did to the item, for `user.docfs.conflict` (a conflicted copy,
+    /// a rename undone because another replica's came first, …); nil: none.
+    func conflict(of identifier: ItemIdentifier) -> String?
+    /// The replica's status as one JSON object for `user.docfs.status` on the root (`docfs
+    /// status`); nil when there is none.
+    func syncStatus() -> String?
+    /// Tries again the changes of an item the server refused and that wait set aside (`docfs
+    /// sync --retry`, `user.docfs.sync` set to "retry").
+    func retrySync(of identifier: ItemIdentifier) async throws(ProviderError)
+    /// A file's contents are open for writing through the mount (a staged copy began), and the
+    /// last such writer let go of them. Between the two a replica keeps other replicas' versions
+    /// and deletes of the file aside, so that the writer's close decides (its `modifyContents`
+    /// carries the version it began from). Calls pair up, once per inode however many handles.
+    func contentsOpenedForWriting(of identifier: ItemIdentifier)
+    func contentsClosedForWriting(of identifier: ItemIdentifier)
+}
+
+/// A provider whose files' contents may not be here yet and are fetched when opened (opt in by
+/// conforming; the bridge finds it with a cast). Without it the bridge opens files with
+/// `openContents`, and `docfs pin` and `docfs evict` are refused (EOPNOTSUPP).
+public protocol OnDemandProvider: Provider {
+    /// Like `openContents`, for a handle that reads as bytes arrive: a file not downloaded yet
+    /// answers at once, with the download's progress for the reads to wait on.
+    func openContentsForReading(of identifier: ItemIdentifier) throws(ProviderError) -> OpenedContents
+    /// A handle `openContentsForReading` gave was closed (an open file is never evicted).
+    func contentsClosed(of identifier: ItemIdentifier)
+    /// Keeps a file, or everything below a folder, downloaded (`docfs pin`), downloading what is
+    /// not; `false` lets it be evicted again.
+    func setPinned(_ pinned: Bool, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError)
+    /// Whether the item or a folder above it is pinned.
+    func isPinned(_ identifier: ItemIdentifier) -> Bool
+    /// Drops the downloaded contents of a file, or of the files below a folder, that the server
+    /// has (`docfs evict`); returns how many files were evicted. A file whose contents are not
+    /// on the server yet is kept (`.busy` for a single file).
+    func evictContents(ofItemWithIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Int
+}
