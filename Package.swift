@@ -11,6 +11,8 @@ let package = Package(
         .library(name: "DocFS", targets: ["DocFS"]),
         .library(name: "DocFSTesting", targets: ["DocFSTesting"]),
         .library(name: "DocFSMemory", targets: ["DocFSMemory"]),
+        // Mount a store, and a replica of a server with its sync (what `docfs mount STORE` runs).
+        .library(name: "DocFSStoreMount", targets: ["DocFSStoreMount"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -74,12 +76,17 @@ let package = Package(
             "DocFSBridge", "DocFSProvider",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // A store mounted, with its sync engine when it is a replica (`StoreMount`).
+        .target(name: "DocFSStoreMount", dependencies: [
+            "DocFS", "DocFSStore", "DocFSReplica",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .target(name: "DocFSTesting", dependencies: [
             "DocFS",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "docfs", dependencies: [
-            "CFuse", "DocFS", "DocFSProvider", "DocFSStore", "DocFSMemory", "DocFSBridge", "DocFSReplica", "DocFSRemote",
+            "CFuse", "DocFS", "DocFSProvider", "DocFSStore", "DocFSMemory", "DocFSBridge", "DocFSReplica", "DocFSRemote", "DocFSStoreMount",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Logging
 import DocFS
+import DocFSStoreMount
 import DocFSBridge
 import DocFSProvider
 import DocFSStore
@@ -192,66 +193,52 @@ struct Mount: ParsableCommand {
         log.logLevel = level
         let (bridgeOptions, fuseOptions, cacheLimit) = try parseOptions()
 
-        // `memory:` selects the in-memory provider; anything else is a store directory.
-        let provider: any Provider
-        let closeProvider: () -> Void
-        var layoutTrash = false
-        var engine: SyncEngine?
+        // `memory:` selects the in-memory provider; anything else is a store directory, mounted
+        // by the library (with its sync engine when it is a replica).
+        var served = bridgeOptions
+        served.trash = trash
+        var mountOptions = MountOptions(bridge: served, fuseOptions: fuseOptions, sourceName: "docfs:" + storePath)
+        mountOptions.bridge.otherUsers = fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
         if isMemory {
             if cacheSize != nil { throw UserFacingError("docfs: --cache-size is for a replica (docfs init --remote); the in-memory provider keeps everything in memory") }
             let memory: MemoryProvider
             do { memory = try MemoryProvider() } catch {
                 throw UserFacingError("docfs: cannot start the in-memory provider: \(error)")
             }
-            provider = memory
-            closeProvider = { memory.close() }
-        } else {
-            let local: LocalStore
-            do { local = try LocalStore.open(at: URL(fileURLWithPath: storePath), logger: log, cacheItems: cacheLimit) } catch {
-                throw UserFacingError("docfs: cannot open store \(store): \(error)")
+            defer { memory.close() }
+            mountOptions.bridge.inodeLimit = 2 * (cacheLimit ?? LocalStore.defaultCacheItems)
+            let mount: ProviderMount
+            do { mount = try ProviderMount(memory, at: mnt, options: mountOptions, logger: log) } catch {
+                throw UserFacingError("docfs: cannot mount \(store) at \(mountpoint): \(error)")
             }
-            provider = local
-            closeProvider = { local.close() }
-            layoutTrash = local.layout.trash
-            if let link = local.remoteLink {
-                let configuration: ReplicaConfiguration
-                do { configuration = try ReplicaConfiguration.resolve(link: link, store: URL(fileURLWithPath: storePath)) } catch {
-                    local.close()
-                    throw UserFacingError("docfs: store \(store) is a replica of \(link.postgres): \(error)")
-                }
-                engine = SyncEngine(store: local, configuration: configuration, logger: log)
-                local.setCacheLimit(cacheSize.flatMap(CacheCommand.parseSize))
-            } else if cacheSize != nil {
-                local.close()
-                throw UserFacingError("docfs: --cache-size is for a replica (docfs init --remote): store \(store) keeps all its contents here")
+            log.info("mounted \(storePath) at \(mnt) (pid \(getpid()))")
+            do { try mount.serve(signals: true) } catch {
+                log.error("\(error.reason)")
+                throw ExitCode(1)
             }
+            log.info("unmounted \(mnt)")
+            return
         }
-        defer { closeProvider() }
-
-        var served = bridgeOptions
-        served.trash = trash || layoutTrash
-        // The kernel may hold twice as many inodes as the store keeps items; past that the oldest
-        // names are invalidated, so the bridge's inode table stays bounded too.
-        served.inodeLimit = 2 * (cacheLimit ?? LocalStore.defaultCacheItems)
-        var mountOptions = MountOptions(bridge: served, fuseOptions: fuseOptions, sourceName: "docfs:" + storePath)
-        mountOptions.bridge.otherUsers = fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
-        let mount: ProviderMount
-        do { mount = try ProviderMount(provider, at: mnt, options: mountOptions, logger: log) } catch {
-            throw UserFacingError("docfs: cannot mount \(store) at \(mountpoint): \(error)")
+        let mount: StoreMount
+        do {
+            mount = try StoreMount(storeAt: storePath, at: mnt,
+                                   options: StoreMount.Options(mount: mountOptions, cacheItems: cacheLimit,
+                                                               cacheSize: cacheSize.flatMap(CacheCommand.parseSize)),
+                                   logger: log)
+        } catch {
+            switch error {
+            case .cannotOpenStore(_, let reason): throw UserFacingError("docfs: cannot open store \(store): \(reason)")
+            case .replicaConfiguration(_, let server, let reason): throw UserFacingError("docfs: store \(store) is a replica of \(server): \(reason)")
+            case .cacheSizeWithoutRemote: throw UserFacingError("docfs: --cache-size is for a replica (docfs init --remote): store \(store) keeps all its contents here")
+            case .cannotMount(_, _, let reason): throw UserFacingError("docfs: cannot mount \(store) at \(mountpoint): \(reason)")
+            }
         }
         log.info("mounted \(storePath) at \(mnt) (pid \(getpid()))")
-        // The sync starts once the mount answers: local work never waits for the server.
-        engine?.start()
-        defer {
-            // What is still pending stays in the outbox for the next mount.
-            if let engine { _ = runBlocking { await engine.stop() } }
-        }
         do { try mount.serve(signals: true) } catch {
             log.error("\(error.reason)")
             throw ExitCode(1)
         }
-        let left = engine == nil ? "" : (provider as? LocalStore).map { ", \($0.outboxCounts.pending) change(s) left in the outbox for the next mount" } ?? ""
+        let left = mount.isReplica ? ", \(mount.pendingChanges) change(s) left in the outbox for the next mount" : ""
         log.info("unmounted \(mnt)\(left)")
     }
-
 }
