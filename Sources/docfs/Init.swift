@@ -64,7 +64,7 @@ struct Init: ParsableCommand {
     /// has). Nothing is left behind when it fails.
     private func initReplica(remote: String, layout: Layout?) throws {
         guard let url = PostgresURL(remote, environment: [:]) else {
-            throw UserFacingError("docfs: --remote must be postgres://USER[:PASSWORD]@HOST:PORT/DATABASE")
+            throw UserFacingError("docfs: --remote must be postgres://USER[:PASSWORD]@HOST:PORT/DATABASE[?sslmode=disable|allow|prefer|require|verify-ca|verify-full&sslrootcert=FILE&sslcert=FILE&sslkey=FILE]")
         }
         guard let objects, let (bucket, prefix) = ReplicaConfiguration.parseObjects(objects) else {
             throw UserFacingError("docfs: --objects must be s3://BUCKET[/PREFIX]")
@@ -74,8 +74,13 @@ struct Init: ParsableCommand {
         }
         var stored = url
         stored.password = nil
+        // Certificate paths are kept absolute: the mount may start from another folder.
+        let absolute = { (path: String?) in path.map { URL(fileURLWithPath: $0).standardizedFileURL.path } }
+        stored.sslRootCert = absolute(stored.sslRootCert)
+        stored.sslCert = absolute(stored.sslCert)
+        stored.sslKey = absolute(stored.sslKey)
         let credentialsFile = s3Credentials.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
-        let link = RemoteLink(postgres: "postgres://\(stored.user)@\(stored.host):\(stored.port)/\(stored.database)",
+        let link = RemoteLink(postgres: stored.withoutPassword,
                               bucket: bucket, prefix: prefix, endpoint: s3Endpoint,
                               region: region ?? ProcessInfo.processInfo.environment["AWS_REGION"] ?? "us-east-1",
                               credentialsFile: credentialsFile)

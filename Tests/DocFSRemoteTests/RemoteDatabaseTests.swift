@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import DocFSRemote
 import Foundation
 import Logging
@@ -337,5 +340,122 @@ final class RemoteDatabaseTests: XCTestCase {
             XCTAssertTrue(error.isRetryable, "\(error)")
         }
         await db.shutdown()
+    }
+}
+
+/// TLS to PostgreSQL with libpq's words, against the test cluster (ssl=on, a certificate for
+/// 127.0.0.1 signed by a CA Tests/remote/servers.sh makes).
+final class PostgresTLSTests: XCTestCase {
+    func url(_ query: String) throws -> PostgresURL {
+        let base = try RemoteTestEnvironment.postgres()
+        return try XCTUnwrap(PostgresURL("postgres://\(base.user)@\(base.host):\(base.port)/\(base.database)\(query)"))
+    }
+
+    func ca(_ name: String) throws -> String {
+        guard let path = ProcessInfo.processInfo.environment[name] else { throw XCTSkip("\(name) is not set: \(RemoteTestEnvironment.skipMessage)") }
+        return path
+    }
+
+    /// Whether the pool's connection is encrypted, as the server sees it.
+    func encrypted(_ url: PostgresURL) async throws -> Bool {
+        let database = RemoteDatabase(url: url, maximumConnections: 1, operationTimeout: .seconds(10))
+        defer { Task { await database.shutdown() } }
+        return try await database.connectionIsEncrypted()
+    }
+
+    func testVerifyFullWithTheServersCAConnectsEncrypted() async throws {
+        let url = try url("?sslmode=verify-full&sslrootcert=\(try ca("DOCFS_TEST_PG_CA"))")
+        try await RemoteDatabase.probe(url)
+        let secure = try await encrypted(url)
+        XCTAssertTrue(secure)
+    }
+
+    func testAServerSignedByAnotherCAIsRefused() async throws {
+        for mode in ["verify-full", "verify-ca", "require"] {
+            let url = try url("?sslmode=\(mode)&sslrootcert=\(try ca("DOCFS_TEST_PG_OTHER_CA"))")
+            do {
+                try await RemoteDatabase.probe(url, timeout: .seconds(10))
+                XCTFail("sslmode=\(mode) accepted a server its root certificate did not sign")
+            } catch {
+                XCTAssert("\(error)".contains("TLS certificate was not accepted"), "sslmode=\(mode): \(error)")
+            }
+        }
+    }
+
+    func testRequireRefusesAServerWithoutTLS() async throws {
+        // A server that answers PostgreSQL's SSLRequest with "N" (no TLS), as one without ssl does.
+        let server = try NoTLSServer()
+        defer { server.stop() }
+        let url = try XCTUnwrap(PostgresURL("postgres://docfs@127.0.0.1:\(server.port)/postgres?sslmode=require"))
+        do {
+            try await RemoteDatabase.probe(url, timeout: .seconds(10))
+            XCTFail("sslmode=require went on without TLS")
+        } catch {
+            XCTAssert("\(error)".contains("does not offer TLS"), "\(error)")
+        }
+    }
+
+    func testLoopbackDefaultsToTLSWhenOfferedAndDisableStaysPlain() async throws {
+        let plain = try url("?sslmode=disable")
+        XCTAssertEqual(plain.effectiveSSLMode, .disable)
+        let plainEncrypted = try await encrypted(plain)
+        XCTAssertFalse(plainEncrypted)
+        let defaulted = try url("")
+        XCTAssertEqual(defaulted.effectiveSSLMode, .prefer, "a loopback host without sslmode")
+        let defaultedEncrypted = try await encrypted(defaulted)
+        XCTAssertTrue(defaultedEncrypted, "the server offers TLS: prefer takes it")
+    }
+
+    func testURLsKeepTheirTLSWordsAndRefuseUnknownOnes() throws {
+        let url = try XCTUnwrap(PostgresURL("postgres://u:secret@db.example:5433/tree?sslmode=verify-ca&sslrootcert=/etc/ca.pem", environment: [:]))
+        XCTAssertEqual(url.sslMode, .verifyCA)
+        XCTAssertEqual(url.withoutPassword, "postgres://u@db.example:5433/tree?sslmode=verify-ca&sslrootcert=/etc/ca.pem")
+        XCTAssertFalse(url.description.contains("secret"))
+        XCTAssertEqual(PostgresURL("postgres://u@db.example/tree", environment: [:])?.effectiveSSLMode, .verifyFull, "off this machine: verify-full")
+        XCTAssertNil(PostgresURL("postgres://u@h/db?sslmode=sometimes", environment: [:]))
+        XCTAssertNil(PostgresURL("postgres://u@h/db?sslcert=/c.pem", environment: [:]), "a client certificate needs its key")
+        XCTAssertNil(PostgresURL("postgres://u@h/db?connect_timeout=3", environment: [:]), "an unknown parameter is refused, not dropped")
+    }
+}
+
+/// Listens on 127.0.0.1 and answers every connection's first 8 bytes (an SSLRequest) with "N".
+final class NoTLSServer: @unchecked Sendable {
+    let fd: Int32
+    let port: Int
+    private let thread: Thread
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 4) == 0 else { throw XCTSkip("cannot listen on 127.0.0.1: errno \(errno)") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let listener = fd
+        thread = Thread {
+            while true {
+                let client = accept(listener, nil, nil)
+                if client < 0 { return }
+                var request = [UInt8](repeating: 0, count: 8)
+                _ = read(client, &request, 8)
+                _ = write(client, "N", 1)
+                close(client)
+            }
+        }
+        thread.start()
+    }
+
+    func stop() {
+        shutdown(fd, Int32(SHUT_RDWR))
+        close(fd)
     }
 }

@@ -22,6 +22,8 @@
 #                             them are tested on this one)
 #   DOCFS_TEST_S3_PYTHON      a python that imports boto3 (a second S3 client for the tests' checks)
 #   DOCFS_TEST_PG_BIN         PostgreSQL's bin folder (psql, pg_ctl) of the running cluster
+#   DOCFS_TEST_PG_CA, DOCFS_TEST_PG_OTHER_CA   the test CA that signed the cluster's TLS
+#                             certificate (127.0.0.1, localhost; ssl=on), and one that did not
 #   DOCFS_TEST_PG_DATA        the cluster's data folder
 #   DOCFS_TEST_SERVERS_SH, DOCFS_TEST_SERVERS_DIR   this script and DIR: tests stop and start
 #                             PostgreSQL with `"$DOCFS_TEST_SERVERS_SH" pg-stop|pg-start "$DOCFS_TEST_SERVERS_DIR"`
@@ -52,9 +54,36 @@ pg_start() {
     dir=$1
     bindir=$(cat "$dir/pg_bindir"); pgport=$(cat "$dir/pg_port")
     as_pg "$bindir/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w \
-        -o "-c listen_addresses=127.0.0.1 -p $pgport -k $dir/pgsock -c fsync=off" start >/dev/null \
+        -o "-c listen_addresses=127.0.0.1 -p $pgport -k $dir/pgsock -c fsync=off -c ssl=on -c ssl_cert_file=$dir/pg/tls/server.crt -c ssl_key_file=$dir/pg/tls/server.key" start >/dev/null \
         || { cat "$dir/pg/server.log" >&2; log "PostgreSQL did not start"; exit 1; }
     head -n 1 "$dir/pg/data/postmaster.pid" >"$dir/postgres.pid"
+}
+
+# TLS for the test cluster: a CA made here, a certificate for 127.0.0.1 and localhost signed by
+# it (the server's key readable by the postgres user only, as PostgreSQL demands), and a second
+# CA that signed nothing of this server (a client trusting only it must refuse the server).
+# Plain connections keep working (ssl=on offers TLS, it does not require it).
+tls_setup() {
+    dir=$1
+    if ! command -v openssl >/dev/null 2>&1; then
+        [ "$(id -u)" = 0 ] || { log "openssl is missing: sudo apt-get install openssl (or run make test as root)"; exit 1; }
+        log "installing openssl (apt-get) ..."
+        { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y openssl >&2; } || { log "apt-get install openssl failed"; exit 1; }
+    fi
+    mkdir -p "$dir/tls" "$dir/pg/tls"
+    (
+        cd "$dir/tls"
+        ec="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+        openssl req -x509 $ec -days 2 -subj "/CN=docfs test CA" -keyout ca.key -out ca.crt 2>/dev/null
+        openssl req -x509 $ec -days 2 -subj "/CN=another CA" -keyout other-ca.key -out other-ca.crt 2>/dev/null
+        openssl req $ec -subj "/CN=127.0.0.1" -keyout server.key -out server.csr 2>/dev/null
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >server.ext
+        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext -out server.crt 2>/dev/null
+    ) || { log "openssl could not make the test certificates"; exit 1; }
+    cp "$dir/tls/server.crt" "$dir/tls/server.key" "$dir/pg/tls/"
+    chmod 600 "$dir/pg/tls/server.key"
+    [ "$(id -u)" = 0 ] && chown -R postgres "$dir/pg/tls"
+    chmod 644 "$dir/tls/ca.crt" "$dir/tls/other-ca.crt"
 }
 
 # Fast shutdown (SIGINT to the postmaster: connections are ended, nothing waits for clients),
@@ -157,6 +186,7 @@ start() {
         || { cat "$dir/initdb.log" >&2; log "initdb failed"; exit 1; }
     echo "$bindir" >"$dir/pg_bindir"
     echo "$pgport" >"$dir/pg_port"
+    tls_setup "$dir"
     pg_start "$dir"
 
     # moto, checking signatures: the first three requests (unauthenticated) make an IAM user with
@@ -191,6 +221,8 @@ export DOCFS_TEST_S3_SECRET_KEY='$secret'
 export DOCFS_TEST_S3_OPEN_ENDPOINT='http://127.0.0.1:$openport'
 export DOCFS_TEST_S3_PYTHON='$(command -v "$MOTO_PYTHON")'
 export DOCFS_TEST_PG_BIN='$bindir'
+export DOCFS_TEST_PG_CA='$dir/tls/ca.crt'
+export DOCFS_TEST_PG_OTHER_CA='$dir/tls/other-ca.crt'
 export DOCFS_TEST_PG_DATA='$dir/pg/data'
 export DOCFS_TEST_SERVERS_SH='$here/servers.sh'
 export DOCFS_TEST_SERVERS_DIR='$dir'

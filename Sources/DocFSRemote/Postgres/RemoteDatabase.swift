@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
+import NIOSSL
 
 /// The metadata half of the server: items with permanent identifiers, content versions, the
 /// layout and the change log, in PostgreSQL, through postgres-nio's `PostgresClient`.
@@ -29,8 +30,10 @@ public final class RemoteDatabase: Sendable {
 
     public init(url: PostgresURL, logger: Logger = Logger(label: "docfs.postgres"), maximumConnections: Int = 8,
                 operationTimeout: Duration = .seconds(30)) {
+        // A certificate file that cannot be read fails every connection (and `probe` says why).
+        let tls = (try? url.clientTLS()) ?? .require(TLSConfiguration.makeClientConfiguration())
         var configuration = PostgresClient.Configuration(host: url.host, port: url.port, username: url.user,
-                                                          password: url.password, database: url.database, tls: .disable)
+                                                          password: url.password, database: url.database, tls: tls)
         configuration.options.maximumConnections = maximumConnections
         configuration.options.connectTimeout = .seconds(10)
         // The pool logs every failed connection attempt at info: keep its background log to warnings.
@@ -560,7 +563,8 @@ public final class RemoteDatabase: Sendable {
     /// no such database, wrong password) where the pool would keep retrying until a timeout.
     public static func probe(_ url: PostgresURL, timeout: Duration = .seconds(10), logger: Logger = Logger(label: "docfs.postgres")) async throws {
         let configuration = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.user,
-                                                             password: url.password, database: url.database, tls: .disable)
+                                                             password: url.password, database: url.database,
+                                                             tls: try url.connectionTLS())
         do {
             try await withThrowingTaskGroup(of: Bool.self) { group in
                 group.addTask {
@@ -580,6 +584,14 @@ public final class RemoteDatabase: Sendable {
         } catch let error as PSQLError where error.serverInfo == nil {
             // Connect-level failures: say which (refused, unknown host) rather than the bare code.
             let underlying = error.underlying.map { "\($0)" } ?? "\(error.code)"
+            let mode = url.effectiveSSLMode.rawValue
+            if error.code == .sslUnsupported {
+                throw RemoteError.unreachable("\(url.host):\(url.port) does not offer TLS, which sslmode=\(mode) requires")
+            }
+            if underlying.contains("CERTIFICATE_VERIFY_FAILED") || underlying.contains("handshakeFailed") {
+                let roots = url.sslRootCert.map { "sslrootcert=\($0)" } ?? "the system's CAs"
+                throw RemoteError.unreachable("\(url.host):\(url.port): its TLS certificate was not accepted (sslmode=\(mode), \(roots)): \(underlying.contains("CERTIFICATE_VERIFY_FAILED") ? "CERTIFICATE_VERIFY_FAILED" : underlying)")
+            }
             throw RemoteError.unreachable("cannot connect to \(url.host):\(url.port): \(underlying)")
         } catch {
             throw map(error)

@@ -1,20 +1,42 @@
 import Foundation
 
-/// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`. The password may also come from
-/// `PGPASSWORD`. `description` never shows the password.
+/// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=…&sslrootcert=FILE&sslcert=FILE&sslkey=FILE]`.
+/// The password may also come from `PGPASSWORD`. `description` never shows the password.
+///
+/// TLS with libpq's words and meanings: `sslmode` `disable`, `allow`/`prefer` (TLS when the
+/// server offers it, nothing verified), `require` (TLS or nothing; verified against
+/// `sslrootcert` like `verify-ca` when one is given), `verify-ca` (the chain checked against
+/// `sslrootcert`, or the system's CAs), `verify-full` (the chain and the host name). Without
+/// `sslmode`, a loopback host is `prefer` and any other host `verify-full`: names, paths and the
+/// password never travel in clear off this machine unless asked. `sslcert`/`sslkey`: a client
+/// certificate.
 public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
+    public enum SSLMode: String, Sendable, Equatable, CaseIterable {
+        case disable, allow, prefer, require
+        case verifyCA = "verify-ca"
+        case verifyFull = "verify-full"
+    }
+
     public var host: String
     public var port: Int
     public var user: String
     public var password: String?
     public var database: String
+    /// As given (nil: the default for the host, `effectiveSSLMode`).
+    public var sslMode: SSLMode?
+    public var sslRootCert: String?
+    public var sslCert: String?
+    public var sslKey: String?
 
-    public init(host: String, port: Int = 5432, user: String, password: String? = nil, database: String) {
+    public init(host: String, port: Int = 5432, user: String, password: String? = nil, database: String,
+                sslMode: SSLMode? = nil, sslRootCert: String? = nil) {
         self.host = host
         self.port = port
         self.user = user
         self.password = password
         self.database = database
+        self.sslMode = sslMode
+        self.sslRootCert = sslRootCert
     }
 
     public init?(_ string: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
@@ -28,10 +50,44 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         self.user = user
         self.password = u.password ?? environment["PGPASSWORD"]
         self.database = database
+        for item in u.queryItems ?? [] {
+            guard let value = item.value, !value.isEmpty else { return nil }
+            switch item.name {
+            case "sslmode":
+                guard let mode = SSLMode(rawValue: value) else { return nil }
+                sslMode = mode
+            case "sslrootcert": sslRootCert = value
+            case "sslcert": sslCert = value
+            case "sslkey": sslKey = value
+            default: return nil  // a parameter this docfs would ignore is refused, not dropped
+            }
+        }
+        if (sslCert == nil) != (sslKey == nil) { return nil }
     }
 
+    /// Whether the host is this machine (127.0.0.0/8, ::1, localhost).
+    public var isLoopback: Bool {
+        host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+    }
+
+    /// The mode the connection uses: as given, else `prefer` on loopback and `verify-full` elsewhere.
+    public var effectiveSSLMode: SSLMode { sslMode ?? (isLoopback ? .prefer : .verifyFull) }
+
+    /// The TLS parameters as a query (`?sslmode=…`), empty when none was given.
+    public var tlsQuery: String {
+        var items: [String] = []
+        if let sslMode { items.append("sslmode=" + sslMode.rawValue) }
+        if let sslRootCert { items.append("sslrootcert=" + sslRootCert) }
+        if let sslCert { items.append("sslcert=" + sslCert) }
+        if let sslKey { items.append("sslkey=" + sslKey) }
+        return items.isEmpty ? "" : "?" + items.joined(separator: "&")
+    }
+
+    /// The URL without its password: what a store keeps (TLS settings included, no secret).
+    public var withoutPassword: String { "postgres://\(user)@\(host):\(port)/\(database)" + tlsQuery }
+
     public var description: String {
-        "postgres://\(user)\(password == nil ? "" : ":<hidden>")@\(host):\(port)/\(database)"
+        "postgres://\(user)\(password == nil ? "" : ":<hidden>")@\(host):\(port)/\(database)" + tlsQuery
     }
 }
 
