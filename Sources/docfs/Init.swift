@@ -86,7 +86,11 @@ struct Init: ParsableCommand {
                               credentialsFile: credentialsFile)
         let storeURL = URL(fileURLWithPath: store)
         var environment = ProcessInfo.processInfo.environment
-        if let password = url.password { environment["PGPASSWORD"] = password }
+        if let password = url.password {
+            environment["PGPASSWORD"] = password
+            // A password on the command line shows in `ps` and the shell's history.
+            FileHandle.standardError.write(Data("docfs: warning: a password in --remote shows in `ps` and your shell's history; give it instead in PGPASSWORD, or a line of ~/.pgpass (host:port:database:user:password, mode 0600)\n".utf8))
+        }
         let configuration: ReplicaConfiguration
         do { configuration = try ReplicaConfiguration.resolve(link: link, store: storeURL, environment: environment) } catch {
             throw UserFacingError("docfs: cannot use the remote: \(error)")

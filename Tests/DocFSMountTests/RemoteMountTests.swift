@@ -421,12 +421,24 @@ final class RemoteMountTests: RemoteMountTestCase {
         // A port nobody listens on (port 1 on loopback): the connection is refused at once.
         assertOneClearMessage(initStore("no-server", remote: "postgres://docfs@127.0.0.1:1/\(database)", bucket: bucket),
                               naming: "refused", "an unreachable PostgreSQL")
+        // A server whose TLS certificate another CA signed: refused by verify-full, nothing left.
+        if let otherCA = ProcessInfo.processInfo.environment["DOCFS_TEST_PG_OTHER_CA"] {
+            assertOneClearMessage(initStore("bad-cert", remote: servers.databaseURL(database) + "?sslmode=verify-full&sslrootcert=\(otherCA)",
+                                            bucket: bucket),
+                                  naming: "certificate was not accepted", "a certificate from another CA")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: "\(dir)/bad-cert"), "a refused init leaves nothing behind")
+        }
         // Both usable: init succeeds and migrates the server's schema.
         let good = initStore("good", remote: servers.databaseURL(database), bucket: bucket)
         XCTAssertEqual(good.status, 0, "init with a usable server and bucket: \(good)")
         let tables = try servers.psql(servers.databaseURL(database),
                                       "SELECT count(*) FROM docfs_items WHERE parent_id IS NULL")
         XCTAssertEqual(tables.first?.first, "1", "the root row after init")
+        // A password in the URL still works, with a warning naming the alternatives.
+        let withPassword = initStore("with-password", remote: servers.databaseURL(database).replacingOccurrences(of: "://docfs@", with: "://docfs:pw@"),
+                                     bucket: bucket)
+        XCTAssertEqual(withPassword.status, 0, "\(withPassword)")
+        XCTAssert(withPassword.stderr.contains("warning: a password in --remote") && withPassword.stderr.contains("PGPASSWORD"), "\(withPassword)")
     }
 
     func testCredentialsFileIsRememberedByPathAndNoSecretIsStored() throws {
