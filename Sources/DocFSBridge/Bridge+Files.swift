@@ -135,6 +135,11 @@ extension Bridge {
                 // O_TRUNC moves the times even of an empty file (ext4 does): a new version.
                 let next = try WriteSession.stage(in: stagingFiles, copying: truncating ? nil : previous.fd, dirty: truncating)
                 previous.handOver(to: next)
+                // A copy-in's session (its release not in yet) told the replica of no writer: tell
+                // it now, so other replicas' changes wait for this one's close too.
+                if next.writer == nil, let replica, let identifier = item?.identifier ?? inodes.identifier(node.ino) {
+                    next.writer = WriterRegistration(identifier, provider: replica)
+                }
                 return next
             }
             // A copy of the stored file (or none, truncating). The provider hears of the writer

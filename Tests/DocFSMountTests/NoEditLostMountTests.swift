@@ -149,6 +149,9 @@ final class NoEditLostMountTests: ReplicaTestCase {
         XCTAssertEqual(r.fx.sh("printf 'from A' > mnt/s.txt & printf 'from B' > '\(b.mnt)/s.txt' & wait").status, 0)
         try waitForQuiet(r, b)
         assertSameTrees(r, b)
+        if r.fx.sh("diff -r mnt '\(b.mnt)'").status != 0 {
+            XCTFail("log A:\n\(r.fx.log)\nlog B:\n" + ((try? String(contentsOfFile: r.fx.dir + "/second/docfs.log", encoding: .utf8)) ?? ""))
+        }
         let files = names(r.mnt).filter { $0.hasPrefix("s") }
         let all = Set(files.compactMap { contents(r.mnt + "/" + $0) })
         XCTAssert(all.isSuperset(of: ["from A", "from B"]), "both edits kept: \(files) \(all)")

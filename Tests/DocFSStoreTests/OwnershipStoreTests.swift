@@ -43,6 +43,7 @@ final class OwnershipStoreTests: StoreTestCase {
 
         // Changes after the last flush live only in the journal: a crash keeps them.
         let before = try store.item(for: file.identifier).changeTime
+        waitForTheClock(toPass: before)
         _ = try await store.setAttributes(ofItemWithIdentifier: file.identifier,
                                           changes: AttributeChanges(posixPermissions: 0o600, ownerID: 9, groupID: 10, modificationTime: early))
         let after = try store.item(for: file.identifier)
@@ -54,12 +55,20 @@ final class OwnershipStoreTests: StoreTestCase {
         XCTAssertEqual(try store.item(for: file.identifier).changeTime, after.changeTime)
     }
 
+    /// Times come from the kernel's coarse clock (a tick of a few milliseconds, as ext4's): a
+    /// test that wants a later time waits until the clock has moved past `time`.
+    func waitForTheClock(toPass time: FileTime, file: StaticString = #filePath, line: UInt = #line) {
+        let deadline = Date().addingTimeInterval(2)
+        while FileTime.now() <= time, Date() < deadline { usleep(500) }
+        XCTAssertGreaterThan(FileTime.now(), time, "the clock did not move in 2 s", file: file, line: line)
+    }
+
     func testRenamesAndNewEntriesMoveChangeTimes() async throws {
         try makeStore()
         let folder = try await mkdir("d")
         let item = try await importFile("a.txt", into: folder.identifier)
         let folderBefore = try store.item(for: folder.identifier)
-        usleep(2000)
+        waitForTheClock(toPass: max(folderBefore.changeTime, item.changeTime))
         let renamed = try await store.renameItem(withIdentifier: item.identifier, toName: "b.txt")
         XCTAssertGreaterThan(renamed.changeTime, item.changeTime)
         let folderAfter = try store.item(for: folder.identifier)
