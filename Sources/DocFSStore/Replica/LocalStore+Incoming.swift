@@ -199,27 +199,7 @@ extension LocalStore {
         // The name is this replica's for another item: that one steps aside (a new item of this
         // replica keeps its place in the outbox under its new name; the server suffixes the same way).
         if let occupant = plan.occupant {
-            let aside = try read { (tree) throws(ProviderError) -> String in
-                tree.uniqueName(occupant.item.filename, in: parentRow, isFolder: occupant.item.isFolder)
-            }
-            var moved = occupant
-            moved.item.filename = aside
-            moved.item.noteMetadataChange(at: FileTime.now())
-            try commit(database, saving: [moved], replicated: false, "move \(occupant.item.filename) aside for an item of another replica")
-            if occupant.row >= Self.temporaryRowBase {
-                do {
-                    try database.inDatabase { db in
-                        try db.execute(sql: "UPDATE outbox SET name = ? WHERE row = ? AND kind = 'create'", arguments: [aside, occupant.row])
-                    }
-                } catch {
-                    throw ProviderError(.ioError, "rename a waiting create in the outbox: \(error)")
-                }
-            } else {
-                result.movedAside.insert(occupant.row)
-            }
-            state.withLock { tree in tree.move(occupant.row, to: moved) }
-            changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: occupant.item.filename))
-            changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: aside))
+            if try moveAside(occupant, in: parentRow, database: database, changes: &changes) { result.movedAside.insert(occupant.row) }
         }
 
         let now = FileTime.now()
@@ -291,6 +271,35 @@ extension LocalStore {
         return .done
     }
 
+    /// The name an item of the server takes here is this replica's for another item: that one
+    /// steps aside (a new item of this replica keeps its place in the outbox under its new name;
+    /// the server suffixes the same way). True when the occupant is on the server already (its
+    /// own state there is worth applying).
+    func moveAside(_ occupant: Record, in parentRow: Int64, database: DatabaseQueue,
+                   changes: inout [ProviderChange]) throws(ProviderError) -> Bool {
+        let aside = try read { (tree) throws(ProviderError) -> String in
+            tree.uniqueName(occupant.item.filename, in: parentRow, isFolder: occupant.item.isFolder)
+        }
+        var moved = occupant
+        moved.item.filename = aside
+        moved.item.noteMetadataChange(at: FileTime.now())
+        try commit(database, saving: [moved], replicated: false, "move \(occupant.item.filename) aside for an item of another replica")
+        let onServer = occupant.row < Self.temporaryRowBase
+        if !onServer {
+            do {
+                try database.inDatabase { db in
+                    try db.execute(sql: "UPDATE outbox SET name = ? WHERE row = ? AND kind = 'create'", arguments: [aside, occupant.row])
+                }
+            } catch {
+                throw ProviderError(.ioError, "rename a waiting create in the outbox: \(error)")
+            }
+        }
+        state.withLock { tree in tree.move(occupant.row, to: moved) }
+        changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: occupant.item.filename))
+        changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: aside))
+        return onServer
+    }
+
     /// Whether the local record already shows what the server has (a change of this replica
     /// coming back, or one applied before).
     static func sameAsServer(_ a: Record, _ b: Record) -> Bool {
@@ -330,8 +339,21 @@ extension LocalStore {
                 guard let parent, parent.item.isFolder else { throw ProviderError(.noSuchItem, "no folder for the conflicted copy of \(original.item.filename)") }
                 return (original, parent)
             }
+            // The copy takes the name the server gave it. A local item holding that name that is
+            // not on the server yet (its create waits) steps aside, as for any item of the server;
+            // one that is there already keeps it and the copy is suffixed here (logged).
+            var changes: [ProviderChange] = []
+            let occupant = try read { (tree) throws(ProviderError) -> Record? in
+                tree.children[parent.row]?[NameKey(name)].flatMap { tree.records[$0] }
+            }
+            if let occupant, occupant.row >= Self.temporaryRowBase {
+                _ = try moveAside(occupant, in: parent.row, database: database, changes: &changes)
+            }
             let place = try read { (tree) throws(ProviderError) -> String in
                 tree.uniqueName(name, in: parent.row, isFolder: false)
+            }
+            if place != name {
+                logger.warning("conflicted copy of \(original.item.filename): \"\(name)\" is taken here by an item the server has; the copy is \"\(place)\" here")
             }
             var copy = newRecord(row: copyRow, parent: parent, name: place, kind: .file, size: original.item.documentSize,
                                  now: original.item.creationTime, modified: original.item.modificationTime,
@@ -361,7 +383,7 @@ extension LocalStore {
                 tree.insert(copy)
                 tree.move(row, to: stale)
             }
-            replica?.notify([.nameChanged(parent: parent.item.identifier, name: place)])
+            replica?.notify(changes + [.nameChanged(parent: parent.item.identifier, name: place)])
         }
     }
 }
