@@ -42,6 +42,17 @@ final class NoEditLostMountTests: ReplicaTestCase {
         deinit { if !child.hasExited { child.signal(SIGKILL); child.wait(seconds: nil) } }
     }
 
+    /// Two replicas of one server, both holding `name` (contents "base"), with nothing to send
+    /// or apply.
+    func twoReplicasSharing(_ name: String) throws -> (RemoteMount, Second) {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        XCTAssertEqual(r.fx.sh("printf base > mnt/\(name)").status, 0)
+        eventually("B has \(name)") { contents(b.mnt + "/" + name) == "base" }
+        try waitForQuiet(r, b)
+        return (r, b)
+    }
+
     /// The server's current state of the item named `name` (content version, deleted).
     func serverRow(_ r: RemoteMount, _ name: String) throws -> [String?]? {
         try r.servers.psql(r.databaseURL, "SELECT content_version, deleted FROM docfs_items WHERE name = '\(name)' ORDER BY id DESC LIMIT 1").first
@@ -52,11 +63,7 @@ final class NoEditLostMountTests: ReplicaTestCase {
     }
 
     func testAnEditHeldOpenAcrossAnotherReplicasVersionKeepsBoth() throws {
-        let r = try makeRemote()
-        let b = try makeSecond(r)
-        XCTAssertEqual(r.fx.sh("printf base > mnt/e1.txt").status, 0)
-        eventually("B has e1.txt") { contents(b.mnt + "/e1.txt") == "base" }
-        try waitForQuiet(r, b)
+        let (r, b) = try twoReplicasSharing("e1.txt")
 
         let holder = try Holder(r, r.mnt + "/e1.txt", "A held open")
         try waitForQuiet(r, b)
@@ -100,11 +107,7 @@ final class NoEditLostMountTests: ReplicaTestCase {
     }
 
     func testADeleteOfAFileHeldOpenButNotWrittenAppliesAtItsClose() throws {
-        let r = try makeRemote()
-        let b = try makeSecond(r)
-        XCTAssertEqual(r.fx.sh("printf base > mnt/e3.txt").status, 0)
-        eventually("B has e3.txt") { contents(b.mnt + "/e3.txt") == "base" }
-        try waitForQuiet(r, b)
+        let (r, b) = try twoReplicasSharing("e3.txt")
 
         let holder = try Holder(r, b.mnt + "/e3.txt", "", truncating: false)
         XCTAssertEqual(unlink(r.mnt + "/e3.txt"), 0)
@@ -117,11 +120,7 @@ final class NoEditLostMountTests: ReplicaTestCase {
     }
 
     func testARenameWhileAnotherReplicaWritesKeepsBothTheNameAndTheBytes() throws {
-        let r = try makeRemote()
-        let b = try makeSecond(r)
-        XCTAssertEqual(r.fx.sh("printf base > mnt/e4.txt").status, 0)
-        eventually("B has e4.txt") { contents(b.mnt + "/e4.txt") == "base" }
-        try waitForQuiet(r, b)
+        let (r, b) = try twoReplicasSharing("e4.txt")
 
         let holder = try Holder(r, b.mnt + "/e4.txt", "B's edit")
         XCTAssertEqual(rename(r.mnt + "/e4.txt", r.mnt + "/e4-renamed.txt"), 0)
@@ -141,11 +140,7 @@ final class NoEditLostMountTests: ReplicaTestCase {
     /// Both replicas online save one file at the same moment: both versions stay, one under the
     /// name, the other beside it as a conflicted copy, on both replicas.
     func testNearSimultaneousClosedEditsKeepBoth() throws {
-        let r = try makeRemote()
-        let b = try makeSecond(r)
-        XCTAssertEqual(r.fx.sh("printf base > mnt/s.txt").status, 0)
-        eventually("B has s.txt") { contents(b.mnt + "/s.txt") == "base" }
-        try waitForQuiet(r, b)
+        let (r, b) = try twoReplicasSharing("s.txt")
         XCTAssertEqual(r.fx.sh("printf 'from A' > mnt/s.txt & printf 'from B' > '\(b.mnt)/s.txt' & wait").status, 0)
         try waitForQuiet(r, b)
         assertSameTrees(r, b)
@@ -160,11 +155,7 @@ final class NoEditLostMountTests: ReplicaTestCase {
     /// A replica killed (-9) before its edit went up, while the other replica saves the same file:
     /// after the remount the edit still goes up, beside the other's version.
     func testAnEditKilledBeforeItsUploadSurvivesAnotherReplicasVersion() throws {
-        let r = try makeRemote()
-        let b = try makeSecond(r)
-        XCTAssertEqual(r.fx.sh("printf base > mnt/k.txt").status, 0)
-        eventually("B has k.txt") { contents(b.mnt + "/k.txt") == "base" }
-        try waitForQuiet(r, b)
+        let (r, b) = try twoReplicasSharing("k.txt")
         // A's edit cannot reach the server (stopped) when A dies; B's does, once it is back.
         try r.servers.stopPostgres()
         XCTAssertEqual(r.fx.sh("printf 'A before the kill' > mnt/k.txt").status, 0)

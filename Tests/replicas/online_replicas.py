@@ -43,13 +43,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fault_proxy import FaultProxy  # noqa: E402
 from two_replicas import (ADMIN_URL, AWS, DOCFS, ENV, PSQL, S3_ENDPOINT, SERVERS, database_url,  # noqa: E402
-                          log_tail, run, s3check, status, tree)
+                          log_tail, run, run_seeds, s3check, status, tree)
 
 HOLD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote", "hold_open.py")
 SEEDS = int(ENV.get("REPLICA_MODEL_SEEDS", "1"))
 ROUNDS = int(ENV.get("ONLINE_MODEL_ROUNDS", "4"))
 OPS = int(ENV.get("ONLINE_MODEL_OPS", "60"))
-ONE_SEED = ENV.get("REPLICA_MODEL_SEED")
 NAMES = ("A", "B", "C")
 
 
@@ -439,17 +438,7 @@ def one_seed(seed):
 
 
 def main():
-    seeds = [int(ONE_SEED)] if ONE_SEED else list(range(1, SEEDS + 1))
-    passed = failed = 0
-    for seed in seeds:
-        try:
-            one_seed(seed)
-            passed += 1
-        except Exception as e:  # report every seed, then fail
-            failed += 1
-            print("online replicas: FAILED %s" % e, flush=True)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return run_seeds(one_seed, SEEDS, "online replicas")
 
 
 if __name__ == "__main__":

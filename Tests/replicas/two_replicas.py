@@ -279,8 +279,10 @@ def one_seed(seed):
         subprocess.run(["rm", "-rf", work])
 
 
-def main():
-    seeds = [int(ONE_SEED)] if ONE_SEED else list(range(1, SEEDS + 1))
+def run_seeds(one_seed, seeds, label):
+    """Runs every seed (REPLICA_MODEL_SEED: that one alone), reports each failure, and closes
+    with "N passed, N failed"; the exit status for the whole."""
+    seeds = [int(ONE_SEED)] if ONE_SEED else list(range(1, seeds + 1))
     passed = failed = 0
     for seed in seeds:
         try:
@@ -288,9 +290,13 @@ def main():
             passed += 1
         except Exception as e:  # report every seed, then fail
             failed += 1
-            print("replicas: FAILED %s" % e, flush=True)
+            print("%s: FAILED %s" % (label, e), flush=True)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
+
+
+def main():
+    return run_seeds(one_seed, SEEDS, "replicas")
 
 
 if __name__ == "__main__":
