@@ -383,7 +383,8 @@ def one_seed(seed):
     rng = random.Random(seed)
     unique = "%x" % random.getrandbits(48)
     database, bucket = "docfs_online_" + unique, "docfs-online-" + unique
-    work = tempfile.mkdtemp(prefix="docfs-test-online-")
+    # The PID in the name: `make clean-mounts` leaves the mounts of a test process still running.
+    work = tempfile.mkdtemp(prefix="docfs-test-%d-online-" % os.getpid())
     replicas, proxies = [], []
     run([PSQL, "-q", "-d", ADMIN_URL, "-c", "CREATE DATABASE " + database])
     totals = {"ops": 0, "promised": 0}

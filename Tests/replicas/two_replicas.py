@@ -227,7 +227,8 @@ def one_seed(seed):
     rng = random.Random(seed)
     unique = "%x" % random.getrandbits(48)
     database, bucket = "docfs_model_" + unique, "docfs-model-" + unique
-    work = tempfile.mkdtemp(prefix="docfs-test-replicas-")
+    # The PID in the name: `make clean-mounts` leaves the mounts of a test process still running.
+    work = tempfile.mkdtemp(prefix="docfs-test-%d-replicas-" % os.getpid())
     mounts = []
     run([PSQL, "-q", "-d", ADMIN_URL, "-c", "CREATE DATABASE " + database])
     try:
