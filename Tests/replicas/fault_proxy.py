@@ -94,10 +94,10 @@ class FaultProxy:
                 # Stalled: bytes wait (bounded: a stall is lifted by the test within seconds).
                 waited = 0.0
                 while self.mode == "stall" and waited < 120:
-                    await asyncio.sleep(0.05)
+                    await asyncio.sleep(0.05)  # polls the mode: the test lifts a stall within seconds
                     waited += 0.05
                 if self.mode == "delay":
-                    await asyncio.sleep(self.delay)
+                    await asyncio.sleep(self.delay)  # the point of the delay mode: a slow link
                 writer.write(data)
                 await writer.drain()
         except (OSError, ConnectionError, asyncio.IncompleteReadError):

@@ -409,7 +409,7 @@ def one_seed(seed):
             try:
                 for _ in range(OPS):
                     rnd.step()
-                    time.sleep(rng.uniform(0, 0.05))
+                    time.sleep(rng.uniform(0, 0.05))  # the point: operations spaced so the syncs interleave with them
                 rnd.settle()
                 wait_for_quiet([r.mnt for r in replicas])
                 entries = check(replicas, database, bucket)
