@@ -370,15 +370,20 @@ final class PostgresTLSTests: XCTestCase {
         XCTAssertTrue(secure)
     }
 
+    /// `probe` of `url` fails, and its one line says `saying`.
+    func assertRefused(_ url: PostgresURL, saying: String, _ what: String, file: StaticString = #filePath, line: UInt = #line) async {
+        do {
+            try await RemoteDatabase.probe(url, timeout: .seconds(10))
+            XCTFail("\(what): the connection went through", file: file, line: line)
+        } catch {
+            XCTAssert("\(error)".contains(saying), "\(what): \(error)", file: file, line: line)
+        }
+    }
+
     func testAServerSignedByAnotherCAIsRefused() async throws {
         for mode in ["verify-full", "verify-ca", "require"] {
             let url = try url("?sslmode=\(mode)&sslrootcert=\(try ca("DOCFS_TEST_PG_OTHER_CA"))")
-            do {
-                try await RemoteDatabase.probe(url, timeout: .seconds(10))
-                XCTFail("sslmode=\(mode) accepted a server its root certificate did not sign")
-            } catch {
-                XCTAssert("\(error)".contains("TLS certificate was not accepted"), "sslmode=\(mode): \(error)")
-            }
+            await assertRefused(url, saying: "TLS certificate was not accepted", "sslmode=\(mode) with a root certificate that did not sign the server's")
         }
     }
 
@@ -387,12 +392,7 @@ final class PostgresTLSTests: XCTestCase {
         let server = try NoTLSServer()
         defer { server.stop() }
         let url = try XCTUnwrap(PostgresURL("postgres://docfs@127.0.0.1:\(server.port)/postgres?sslmode=require"))
-        do {
-            try await RemoteDatabase.probe(url, timeout: .seconds(10))
-            XCTFail("sslmode=require went on without TLS")
-        } catch {
-            XCTAssert("\(error)".contains("does not offer TLS"), "\(error)")
-        }
+        await assertRefused(url, saying: "does not offer TLS", "sslmode=require against a server without TLS")
     }
 
     func testLoopbackDefaultsToTLSWhenOfferedAndDisableStaysPlain() async throws {

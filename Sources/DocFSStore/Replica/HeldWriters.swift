@@ -22,7 +22,7 @@ final class HeldWriters: Sendable {
         }
     }
 
-    func isHeld(_ row: Int64) -> Bool { state.withLock { !$0.writers.isEmpty && $0.writers[row] != nil } }
+    func isHeld(_ row: Int64) -> Bool { state.withLock { $0.writers[row] != nil } }
 
     /// An incoming change of `row` was not applied because a writer holds it.
     func keptAside(_ row: Int64) { state.withLock { _ = $0.heldBack.insert(row) } }
