@@ -116,6 +116,12 @@ let package = Package(
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // The sync engine against an in-memory server and object store (no PostgreSQL, no S3).
+        .testTarget(name: "DocFSReplicaTests", dependencies: [
+            "DocFSReplica", "DocFSStore", "DocFSRemote", "DocFSProvider",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "SystemPackage", package: "swift-system"),
+        ]),
         .testTarget(name: "DocFSBridgeTests", dependencies: ["DocFSBridge", "DocFSProvider"]),
         // Mounts in-process through DocFSTesting (needs /dev/fuse and root, as the mounted tests).
         .testTarget(name: "DocFSTestingTests", dependencies: ["DocFSTesting", "DocFS"]),

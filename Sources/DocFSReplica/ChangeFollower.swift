@@ -9,7 +9,7 @@ import DocFSRemote
 /// broken listening connection delays a change by at most that long.
 final class ChangeFollower: Sendable {
     let incoming: IncomingSync
-    let database: RemoteDatabase
+    let database: any ReplicaServer
     let logger: Logger
     let wake = WakeSignal()
     let listening = Atomic<Bool>(false)
@@ -20,7 +20,7 @@ final class ChangeFollower: Sendable {
     static let pollWhileListening = Duration.seconds(5)
     static let pollWithoutListening = Duration.seconds(1)
 
-    init(incoming: IncomingSync, database: RemoteDatabase, logger: Logger) {
+    init(incoming: IncomingSync, database: any ReplicaServer, logger: Logger) {
         self.incoming = incoming
         self.database = database
         self.logger = logger
@@ -42,15 +42,14 @@ final class ChangeFollower: Sendable {
         var backoff = Duration.milliseconds(500)
         while !Task.isCancelled {
             do {
-                try await database.withChangeNotifications { notifications in
+                try await database.followChanges(listening: { [self] in
                     listening.store(true, ordering: .relaxed)
                     // Changes committed before LISTEN took effect are caught by this first wake.
                     wake.signal()
-                    for try await position in notifications {
-                        incoming.noteLatest(position)
-                        wake.signal()
-                    }
-                }
+                }, notified: { [self] position in
+                    incoming.noteLatest(position)
+                    wake.signal()
+                })
             } catch {}
             listening.store(false, ordering: .relaxed)
             guard !Task.isCancelled else { break }

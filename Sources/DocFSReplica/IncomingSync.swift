@@ -13,8 +13,8 @@ import DocFSStore
 /// an older state over a newer one (each fetches, then applies, one at a time).
 actor IncomingSync {
     let store: LocalStore
-    let database: RemoteDatabase
-    let s3: S3Client
+    let database: any ReplicaServer
+    let s3: any ObjectStore
     let bucket: String
     let logger: Logger
     var rootID: Int64?
@@ -34,7 +34,7 @@ actor IncomingSync {
     }
     nonisolated func noteLatest(_ position: Int64) { positions.withLock { $0.latest = max($0.latest, position) } }
 
-    init(store: LocalStore, database: RemoteDatabase, s3: S3Client, bucket: String, logger: Logger) {
+    init(store: LocalStore, database: any ReplicaServer, s3: any ObjectStore, bucket: String, logger: Logger) {
         self.store = store
         self.database = database
         self.s3 = s3
@@ -176,7 +176,7 @@ actor IncomingSync {
                     let path = staging + "/incoming-\(item.row)-\(UUID().uuidString)"
                     group.addTask {
                         do {
-                            _ = try await s3.getObject(bucket: bucket, key: key, toFileAt: FilePath(path))
+                            _ = try await s3.getObject(bucket: bucket, key: key, range: nil, toFileAt: FilePath(path), progress: nil)
                         } catch {
                             unlink(path)
                             throw error

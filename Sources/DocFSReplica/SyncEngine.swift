@@ -24,34 +24,56 @@ import DocFSStore
 public final class SyncEngine: Sendable {
     let store: LocalStore
     let configuration: ReplicaConfiguration
-    let database: RemoteDatabase
-    let s3: S3Client
+    let database: any ReplicaServer
+    let s3: any ObjectStore
     let logger: Logger
     let wake = WakeSignal()
     let progress = Mutex(SyncProgress())
     private let task = Mutex<Task<Void, Never>?>(nil)
     /// Other replicas' changes: applied by `incoming`, woken by `follower` (a connection pool of
     /// their own, so a long upload never holds them up).
-    let incomingDatabase: RemoteDatabase
+    let incomingDatabase: any ReplicaServer
     let incoming: IncomingSync
     let follower: ChangeFollower
     /// Entries read at a time, and sent per chunk (uploads of a chunk run together).
     static let batchSize = 128
     static let chunkSize = 8
     static let partSize: Int64 = 16 * 1024 * 1024
+    let timing: RetryTiming
 
-    public init(store: LocalStore, configuration: ReplicaConfiguration, logger: Logger) {
+    /// How long the loop waits after an error: an unreachable server from `firstBackoff`,
+    /// doubling up to `longestBackoff`; an error a retry cannot mend soon, `stalledRetry`.
+    package struct RetryTiming: Sendable {
+        package var firstBackoff = Duration.milliseconds(500)
+        package var longestBackoff = Duration.seconds(30)
+        package var stalledRetry = Duration.seconds(60)
+        package init() {}
+    }
+
+    public convenience init(store: LocalStore, configuration: ReplicaConfiguration, logger: Logger) {
+        var quiet = logger
+        quiet.logLevel = max(logger.logLevel, .warning)
+        self.init(store: store, configuration: configuration, logger: logger,
+                  server: RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(5)),
+                  incomingServer: RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(5)),
+                  objects: S3Client(endpoint: configuration.endpoint, credentials: configuration.credentials, region: configuration.region,
+                                    connectTimeout: .seconds(5), readTimeout: .seconds(60), logger: quiet))
+    }
+
+    /// With the servers given: `incomingServer` is a connection pool of its own for other
+    /// replicas' changes (the tests give in-memory ones).
+    package init(store: LocalStore, configuration: ReplicaConfiguration, logger: Logger,
+                 server: any ReplicaServer, incomingServer: any ReplicaServer, objects: any ObjectStore,
+                 timing: RetryTiming = RetryTiming()) {
+        self.timing = timing
         self.store = store
         self.configuration = configuration
         self.logger = logger
-        var quiet = logger
-        quiet.logLevel = max(logger.logLevel, .warning)
-        database = RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(5))
-        s3 = S3Client(endpoint: configuration.endpoint, credentials: configuration.credentials, region: configuration.region,
-                      connectTimeout: .seconds(5), readTimeout: .seconds(60), logger: quiet)
-        incomingDatabase = RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(5))
-        incoming = IncomingSync(store: store, database: incomingDatabase, s3: s3, bucket: configuration.bucket, logger: logger)
-        follower = ChangeFollower(incoming: incoming, database: incomingDatabase, logger: logger)
+        database = server
+        s3 = objects
+        incomingDatabase = incomingServer
+        incoming = IncomingSync(store: store, database: incomingServer, s3: objects, bucket: configuration.bucket, logger: logger)
+        follower = ChangeFollower(incoming: incoming, database: incomingServer, logger: logger)
     }
 
     public func start() {
@@ -101,13 +123,13 @@ public final class SyncEngine: Sendable {
         var rootID: Int64?
         var checkedStaleUploads = false
         var migrated = false
-        var backoff = Duration.milliseconds(500)
+        var backoff = timing.firstBackoff
         var deferUntil: ContinuousClock.Instant?
         while !Task.isCancelled {
             do {
                 // A server an older docfs made gets the schema this one sends (idempotent, locked).
                 if !migrated {
-                    _ = try await database.migrate()
+                    _ = try await database.migrate(upTo: RemoteSchema.latest)
                     try await publishLayoutMIMETypes()
                     migrated = true
                 }
@@ -136,14 +158,14 @@ public final class SyncEngine: Sendable {
                 }
                 progress.withLock { $0.oldestPendingNs = first.enqueuedNs; $0.state = "uploading" }
                 try await send(entries, rootID: rootID!)
-                backoff = .milliseconds(500)
+                backoff = timing.firstBackoff
             } catch is CancellationError {
                 break
             } catch {
                 let failure = SyncFailure(error, bucket: configuration.bucket)
                 report(failure)
-                let delay = failure.stalls ? Duration.seconds(60) : backoff
-                if !failure.stalls { backoff = min(backoff * 2, .seconds(30)) }
+                let delay = failure.stalls ? timing.stalledRetry : backoff
+                if !failure.stalls { backoff = min(backoff * 2, timing.longestBackoff) }
                 try? await Task.sleep(for: delay)
             }
         }
@@ -316,6 +338,7 @@ public final class SyncEngine: Sendable {
                     guard stat(url.path, &st) == 0 else { return (entries.map(\.seq), nil, nil) }
                     do {
                         try await s3.uploadFile(at: FilePath(url.path), bucket: configuration.bucket, key: key, partSize: Self.partSize,
+                                                resumeUploadID: nil, uploadStarted: { _ in },
                                                 partUploaded: { _ in FaultInjection.point(.uploadPart) })  // test-only (DOCFS_FAULT)
                     } catch {
                         let sorted = SyncFailure(error, bucket: configuration.bucket)
@@ -532,7 +555,7 @@ public final class SyncEngine: Sendable {
         // Listed without a prefix in the query (some S3-compatible servers check the signature of
         // `/` in query values wrongly) and filtered here.
         let prefix = ContentObjectKey.make(prefix: configuration.prefix, operationID: UUID()).split(separator: "/").dropLast().joined(separator: "/") + "/"
-        for upload in try await s3.listMultipartUploads(bucket: configuration.bucket) where upload.key.hasPrefix(prefix) {
+        for upload in try await s3.listMultipartUploads(bucket: configuration.bucket, prefix: nil) where upload.key.hasPrefix(prefix) {
             guard let name = upload.key.split(separator: "/").last, let id = UUID(uuidString: String(name)),
                   store.outboxHasEntry(id: id) else { continue }
             try await s3.abortMultipartUpload(bucket: configuration.bucket, key: upload.key, uploadID: upload.uploadID)

@@ -341,7 +341,9 @@ extension LocalStore {
             }
             // The copy takes the name the server gave it. A local item holding that name that is
             // not on the server yet (its create waits) steps aside, as for any item of the server;
-            // one that is there already keeps it and the copy is suffixed here (logged).
+            // one that is there already keeps it and the copy is suffixed here (logged). The copy
+            // itself may be here already: its create on the server was announced, and applied
+            // as another replica's item, before this ran; it is the same item and keeps its name.
             var changes: [ProviderChange] = []
             let occupant = try read { (tree) throws(ProviderError) -> Record? in
                 tree.children[parent.row]?[NameKey(name)].flatMap { tree.records[$0] }
@@ -350,7 +352,7 @@ extension LocalStore {
                 _ = try moveAside(occupant, in: parent.row, database: database, changes: &changes)
             }
             let place = try read { (tree) throws(ProviderError) -> String in
-                tree.uniqueName(name, in: parent.row, isFolder: false)
+                occupant?.row == copyRow ? name : tree.uniqueName(name, in: parent.row, isFolder: false)
             }
             if place != name {
                 logger.warning("conflicted copy of \(original.item.filename): \"\(name)\" is taken here by an item the server has; the copy is \"\(place)\" here")
@@ -380,7 +382,7 @@ extension LocalStore {
                 throw ProviderError(.ioError, "drop the waiting contents of \(original.item.filename): \(error)")
             }
             state.withLock { tree in
-                tree.insert(copy)
+                tree.move(copyRow, to: copy)  // the copy may have arrived already (above)
                 tree.move(row, to: stale)
             }
             replica?.notify(changes + [.nameChanged(parent: parent.item.identifier, name: place)])

@@ -1,0 +1,51 @@
+import Foundation
+import DocFSRemote
+
+/// What the sync engine asks of the server's metadata (PostgreSQL in a mount, `RemoteDatabase`),
+/// so that ordering, retries, conflicts and incoming changes can be tested against an in-memory
+/// server (Tests/DocFSReplicaTests). Every operation is idempotent by its operation id.
+package protocol ReplicaServer: Sendable {
+    /// Applies or upgrades the schema; returns its version.
+    func migrate(upTo target: Int) async throws -> Int
+    func rootID() async throws -> Int64
+    func item(_ id: Int64) async throws -> RemoteItem?
+    func items(_ ids: [Int64]) async throws -> [RemoteItem]
+    func children(of parentID: Int64) async throws -> [RemoteItem]
+    func allItemIDs() async throws -> [Int64]
+    func changes(since anchor: Int64, limit: Int) async throws -> [RemoteChange]
+    func latestPosition() async throws -> Int64
+    func logStart() async throws -> Int64
+    func layout() async throws -> String?
+    func setLayoutMIMETypes(json: String) async throws
+
+    func createItem(operationID: UUID, parentID: Int64, name: String, kind: RemoteItemKind,
+                    attributes: RemoteItemAttributes, content: RemoteContent?) async throws -> AppliedChange
+    func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
+                           modifiedNs: Int64, initial: Bool) async throws -> AppliedChange
+    func moveItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, expectedParentID: Int64?,
+                  expectedName: String?, types: [String]?) async throws -> AppliedChange
+    func deleteItem(operationID: UUID, itemID: Int64, expectedContentVersion: Int64?) async throws -> AppliedChange
+    func trashItem(operationID: UUID, itemID: Int64) async throws -> AppliedChange
+    func untrashItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, types: [String]?) async throws -> AppliedChange
+    func setAttributes(operationID: UUID, itemID: Int64, changes: RemoteAttributeChanges) async throws -> AppliedChange
+
+    /// Objects about to be named by versions (gc spares them), and dropped once those are in.
+    func recordUploadIntents(_ keys: [String]) async throws
+    func dropUploadIntents(_ keys: [String]) async throws
+
+    /// Calls `listening` once notifications are on, then `notified` with the change log position
+    /// of each change any replica commits, until the connection breaks (throws) or the task is
+    /// cancelled.
+    func followChanges(listening: @Sendable () -> Void, notified: @escaping @Sendable (Int64) -> Void) async throws
+
+    func shutdown() async
+}
+
+extension RemoteDatabase: ReplicaServer {
+    package func followChanges(listening: @Sendable () -> Void, notified: @escaping @Sendable (Int64) -> Void) async throws {
+        try await withChangeNotifications { notifications in
+            listening()
+            for try await position in notifications { notified(position) }
+        }
+    }
+}

@@ -1,0 +1,285 @@
+import Foundation
+import Synchronization
+@testable import DocFSRemote
+@testable import DocFSReplica
+
+/// The server's metadata in memory, with the rules of `RemoteDatabase` the sync engine relies
+/// on: operations idempotent by id, content versions compared and swapped, names suffixed when
+/// taken, a change log with positions, notifications. Faults are injected per call.
+final class InMemoryServer: ReplicaServer {
+    struct State {
+        var items: [Int64: RemoteItem] = [:]
+        var nextID: Int64 = 10
+        var log: [RemoteChange] = []
+        var operations: [UUID: (kind: RemoteChange.Kind, change: AppliedChange)] = [:]
+        var layoutJSON: String?
+        var intents: Set<String> = []
+        /// Errors the next calls throw (any method), in order.
+        var failures: [any Error] = []
+        /// Names the server refuses for a reason of its own (`RemoteError.rejected`).
+        var rejectedNames: Set<String> = []
+        var listeners: [UUID: @Sendable (Int64) -> Void] = [:]
+        /// The next operation is applied and its answer lost (the connection broke after commit).
+        var loseNextAnswer = false
+        var calls: [String: Int] = [:]
+    }
+    let state = Mutex(State())
+    static let rootID: Int64 = 1
+
+    init() {
+        state.withLock { s in
+            s.items[Self.rootID] = RemoteItem(id: Self.rootID, parentID: nil, name: "", kind: .directory, size: 0, createdNs: 0,
+                                              modifiedNs: 0, changedNs: 0, accessedNs: 0, uid: 0, gid: 0, mode: 0o755, tags: [],
+                                              favoriteRank: nil, symlinkTarget: nil, contentKey: nil, contentVersion: 1,
+                                              metadataVersion: 1, trashedNs: nil, deleted: false)
+        }
+    }
+
+    func failNext(_ errors: any Error...) { state.withLock { $0.failures += errors } }
+    func loseNextAnswer() { state.withLock { $0.loseNextAnswer = true } }
+    func reject(name: String) { state.withLock { _ = $0.rejectedNames.insert(name) } }
+    func allow(name: String) { state.withLock { _ = $0.rejectedNames.remove(name) } }
+    func calls(_ name: String) -> Int { state.withLock { $0.calls[name] ?? 0 } }
+
+    /// The live tree as "path" → item (folders end in "/").
+    func tree() -> [String: RemoteItem] {
+        state.withLock { s in
+            var out: [String: RemoteItem] = [:]
+            func walk(_ id: Int64, _ prefix: String) {
+                for item in s.items.values where item.parentID == id && !item.deleted && item.trashedNs == nil {
+                    let path = prefix + item.name + (item.kind == .directory ? "/" : "")
+                    out[path] = item
+                    if item.kind == .directory { walk(item.id, path) }
+                }
+            }
+            walk(Self.rootID, "")
+            return out
+        }
+    }
+
+    // MARK: Reading
+
+    private func enter(_ call: String) throws {
+        try state.withLock { s in
+            s.calls[call, default: 0] += 1
+            if !s.failures.isEmpty { throw s.failures.removeFirst() }
+        }
+    }
+
+    func migrate(upTo target: Int) async throws -> Int { try enter("migrate"); return target }
+    func rootID() async throws -> Int64 { try enter("rootID"); return Self.rootID }
+    func item(_ id: Int64) async throws -> RemoteItem? { try enter("item"); return state.withLock { $0.items[id] } }
+    func items(_ ids: [Int64]) async throws -> [RemoteItem] {
+        try enter("items")
+        return state.withLock { s in ids.compactMap { s.items[$0] } }
+    }
+    func children(of parentID: Int64) async throws -> [RemoteItem] {
+        try enter("children")
+        return state.withLock { s in
+            s.items.values.filter { $0.parentID == parentID && !$0.deleted && $0.trashedNs == nil }.sorted { $0.name < $1.name }
+        }
+    }
+    func allItemIDs() async throws -> [Int64] { try enter("allItemIDs"); return state.withLock { Array($0.items.keys) } }
+    func changes(since anchor: Int64, limit: Int) async throws -> [RemoteChange] {
+        try enter("changes")
+        return state.withLock { Array($0.log.filter { $0.position > anchor }.prefix(limit)) }
+    }
+    func latestPosition() async throws -> Int64 { try enter("latestPosition"); return state.withLock { $0.log.last?.position ?? 0 } }
+    func logStart() async throws -> Int64 { try enter("logStart"); return state.withLock { $0.log.first?.position ?? 1 } }
+    func layout() async throws -> String? { try enter("layout"); return state.withLock { $0.layoutJSON } }
+    func setLayoutMIMETypes(json: String) async throws { try enter("setLayoutMIMETypes") }
+    func recordUploadIntents(_ keys: [String]) async throws {
+        try enter("recordUploadIntents")
+        state.withLock { $0.intents.formUnion(keys) }
+    }
+    func dropUploadIntents(_ keys: [String]) async throws {
+        try enter("dropUploadIntents")
+        state.withLock { $0.intents.subtract(keys) }
+    }
+    func shutdown() async {}
+
+    func followChanges(listening: @Sendable () -> Void, notified: @escaping @Sendable (Int64) -> Void) async throws {
+        let id = UUID()
+        state.withLock { $0.listeners[id] = notified }
+        defer { _ = state.withLock { $0.listeners.removeValue(forKey: id) } }
+        listening()
+        // Until cancelled: notifications arrive through `listeners`.
+        while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(50)) }
+    }
+
+    // MARK: Operations
+
+    private typealias Body = (inout State, Int64) throws -> (itemID: Int64, name: String?)
+
+    /// One operation: a replay answers what it did the first time; else the body runs, the
+    /// item's versions are read back and the change is logged and announced.
+    private func apply(_ call: String, _ operationID: UUID, _ kind: RemoteChange.Kind, _ body: Body) throws -> AppliedChange {
+        try enter(call)
+        let (change, listeners) = try state.withLock { s -> (AppliedChange, [@Sendable (Int64) -> Void]) in
+            if let prior = s.operations[operationID] {
+                guard prior.kind == kind else { throw RemoteError.operationReused(operationID, previousKind: prior.kind.rawValue) }
+                var replay = prior.change
+                replay.replayed = true
+                replay.name = s.items[replay.itemID]?.name
+                return (replay, [])
+            }
+            let position = (s.log.last?.position ?? 0) + 1
+            let (id, _) = try body(&s, position)
+            let item = s.items[id]!
+            s.log.append(RemoteChange(position: position, itemID: id, kind: kind, operationID: operationID,
+                                      contentVersion: item.contentVersion, metadataVersion: item.metadataVersion, atNs: position))
+            let change = AppliedChange(itemID: id, contentVersion: item.contentVersion, metadataVersion: item.metadataVersion,
+                                       position: position, replayed: false, name: item.name)
+            s.operations[operationID] = (kind, change)
+            return (change, Array(s.listeners.values))
+        }
+        for listener in listeners { listener(change.position) }
+        if !change.replayed, state.withLock({ s in defer { s.loseNextAnswer = false }; return s.loseNextAnswer }) {
+            throw RemoteError.unreachable("the connection broke before the answer (injected)")
+        }
+        return change
+    }
+
+    private static func live(_ s: State, _ id: Int64) throws -> RemoteItem {
+        guard let item = s.items[id], !item.deleted else { throw RemoteError.notFound(itemID: id) }
+        return item
+    }
+
+    private static func folder(_ s: State, _ id: Int64) throws {
+        guard let item = s.items[id], !item.deleted, item.trashedNs == nil, item.kind == .directory else {
+            throw RemoteError.invalid("item \(id) is not a live folder")
+        }
+    }
+
+    /// `name`, or "BASE 2.EXT", "BASE 3.EXT", … (as `RemoteDatabase.freeName`).
+    private static func freeName(_ s: State, _ name: String, isFolder: Bool, parent: Int64, except: Int64?) -> String {
+        let taken = Set(s.items.values.filter { $0.parentID == parent && !$0.deleted && $0.trashedNs == nil && $0.id != except }.map(\.name))
+        guard taken.contains(name) else { return name }
+        var base = name, ext = ""
+        if !isFolder, let dot = name.lastIndex(of: "."), dot != name.startIndex { base = String(name[..<dot]); ext = String(name[dot...]) }
+        var n = 2
+        while taken.contains("\(base) \(n)\(ext)") { n += 1 }
+        return "\(base) \(n)\(ext)"
+    }
+
+    private func checkRejected(_ s: State, _ name: String) throws {
+        if s.rejectedNames.contains(name) { throw RemoteError.rejected("a trigger of the server's own refuses \"\(name)\"") }
+    }
+
+    func createItem(operationID: UUID, parentID: Int64, name: String, kind: RemoteItemKind,
+                    attributes: RemoteItemAttributes, content: RemoteContent?) async throws -> AppliedChange {
+        try apply("createItem", operationID, .create) { s, position in
+            try checkRejected(s, name)
+            try Self.folder(s, parentID)
+            let id = s.nextID
+            s.nextID += 1
+            let free = Self.freeName(s, name, isFolder: kind == .directory, parent: parentID, except: nil)
+            s.items[id] = RemoteItem(id: id, parentID: parentID, name: free, kind: kind, size: content?.size ?? 0,
+                                     createdNs: attributes.createdNs, modifiedNs: attributes.modifiedNs, changedNs: position,
+                                     accessedNs: attributes.modifiedNs, uid: attributes.uid, gid: attributes.gid, mode: attributes.mode,
+                                     tags: attributes.tags, favoriteRank: nil, symlinkTarget: attributes.symlinkTarget,
+                                     contentKey: content?.key, contentVersion: 1, metadataVersion: 1, trashedNs: nil, deleted: false)
+            return (id, free)
+        }
+    }
+
+    func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
+                           modifiedNs: Int64, initial: Bool) async throws -> AppliedChange {
+        try apply("newContentVersion", operationID, .content) { s, position in
+            var item = try Self.live(s, itemID)
+            guard item.kind == .file else { throw RemoteError.invalid("item \(itemID) is not a file") }
+            guard item.contentVersion == expectedVersion else {
+                throw RemoteError.versionConflict(itemID: itemID, expected: expectedVersion, current: item.contentVersion)
+            }
+            item.contentKey = content.key
+            item.size = content.size
+            item.contentVersion += 1
+            item.metadataVersion += 1
+            item.modifiedNs = modifiedNs
+            item.changedNs = position
+            s.items[itemID] = item
+            return (itemID, item.name)
+        }
+    }
+
+    func moveItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, expectedParentID: Int64?,
+                  expectedName: String?, types: [String]?) async throws -> AppliedChange {
+        try apply("moveItem", operationID, .move) { s, position in
+            try checkRejected(s, name)
+            var item = try Self.live(s, itemID)
+            if let expectedParentID, let expectedName, item.parentID != expectedParentID || item.name != expectedName || item.trashedNs != nil {
+                throw RemoteError.movedElsewhere(itemID: itemID)
+            }
+            try Self.folder(s, toParentID)
+            var up: Int64? = toParentID
+            while let id = up {
+                if id == itemID { throw RemoteError.invalid("item \(itemID) cannot move into itself or its own subfolder") }
+                up = s.items[id]?.parentID
+            }
+            item.name = Self.freeName(s, name, isFolder: item.kind == .directory, parent: toParentID, except: itemID)
+            item.parentID = toParentID
+            item.metadataVersion += 1
+            item.changedNs = position
+            s.items[itemID] = item
+            return (itemID, item.name)
+        }
+    }
+
+    func deleteItem(operationID: UUID, itemID: Int64, expectedContentVersion: Int64?) async throws -> AppliedChange {
+        try apply("deleteItem", operationID, .delete) { s, position in
+            var item = try Self.live(s, itemID)
+            if let expectedContentVersion, item.kind == .file, item.contentVersion != expectedContentVersion {
+                throw RemoteError.versionConflict(itemID: itemID, expected: expectedContentVersion, current: item.contentVersion)
+            }
+            if item.kind == .directory, s.items.values.contains(where: { $0.parentID == itemID && !$0.deleted }) {
+                throw RemoteError.notEmpty(itemID: itemID)
+            }
+            item.deleted = true
+            item.metadataVersion += 1
+            item.changedNs = position
+            s.items[itemID] = item
+            return (itemID, item.name)
+        }
+    }
+
+    func trashItem(operationID: UUID, itemID: Int64) async throws -> AppliedChange {
+        try apply("trashItem", operationID, .trash) { s, position in
+            var item = try Self.live(s, itemID)
+            item.trashedNs = item.trashedNs ?? position
+            item.metadataVersion += 1
+            s.items[itemID] = item
+            return (itemID, item.name)
+        }
+    }
+
+    func untrashItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, types: [String]?) async throws -> AppliedChange {
+        try apply("untrashItem", operationID, .untrash) { s, position in
+            var item = try Self.live(s, itemID)
+            guard item.trashedNs != nil else { throw RemoteError.invalid("item \(itemID) is not in the trash") }
+            try Self.folder(s, toParentID)
+            item.name = Self.freeName(s, name, isFolder: item.kind == .directory, parent: toParentID, except: itemID)
+            item.parentID = toParentID
+            item.trashedNs = nil
+            item.metadataVersion += 1
+            s.items[itemID] = item
+            return (itemID, item.name)
+        }
+    }
+
+    func setAttributes(operationID: UUID, itemID: Int64, changes: RemoteAttributeChanges) async throws -> AppliedChange {
+        try apply("setAttributes", operationID, .attributes) { s, position in
+            var item = try Self.live(s, itemID)
+            if let uid = changes.uid { item.uid = uid }
+            if let gid = changes.gid { item.gid = gid }
+            if let mode = changes.mode { item.mode = mode & 0o7777 }
+            if let created = changes.createdNs { item.createdNs = created }
+            if let modified = changes.modifiedNs { item.modifiedNs = modified }
+            if let tags = changes.tags { item.tags = tags }
+            if let rank = changes.favoriteRank { item.favoriteRank = rank }
+            item.metadataVersion += 1
+            item.changedNs = position
+            s.items[itemID] = item
+            return (itemID, item.name)
+        }
+    }
+}

@@ -1,0 +1,146 @@
+import XCTest
+import Foundation
+import DocFSProvider
+@testable import DocFSRemote
+@testable import DocFSStore
+@testable import DocFSReplica
+
+/// The sync engine against an in-memory server: ordering, temporary → permanent identifiers,
+/// retries without doubling, stalls, items set aside, conflicts and other replicas' changes.
+final class SyncEngineTests: ReplicaTestCase {
+    func testChangesReachTheServerInOrderUnderPermanentIdentifiers() async throws {
+        let folder = try await store.createDirectory(withName: "docs", inParentItemIdentifier: .rootContainer)
+        let file = try await importFile("a.txt", "one", into: folder.identifier)
+        _ = try await store.renameItem(withIdentifier: file.identifier, toName: "b.txt")
+        XCTAssertTrue(LocalStore.isTemporary(folder.identifier))
+        startEngine()
+        try await waitForOutbox()
+
+        XCTAssertEqual(server.state.withLock { $0.log.map(\.kind) }, [.create, .create, .move], "sent in the order they were made")
+        XCTAssertEqual(Set(server.tree().keys), ["docs/", "docs/b.txt"])
+        XCTAssertEqual(serverText("docs/b.txt"), "one")
+        let docs = try store.childItem(named: "docs", in: .rootContainer)
+        let b = try store.childItem(named: "b.txt", in: docs.identifier)
+        XCTAssertFalse(LocalStore.isTemporary(docs.identifier), "the server's identifier replaced the temporary one")
+        XCTAssertEqual(docs.identifier, ItemIdentifier(String(server.tree()["docs/"]!.id)))
+        XCTAssertEqual(b.identifier, ItemIdentifier(String(server.tree()["docs/b.txt"]!.id)))
+        XCTAssertEqual(try localText("docs/b.txt"), "one")
+    }
+
+    func testAnUnreachableServerIsRetriedAndNothingIsDoubled() async throws {
+        server.failNext(RemoteError.unreachable("connection refused"), RemoteError.unreachable("connection refused"),
+                        RemoteError.unreachable("connection refused"))
+        objects.failNext(S3Error(kind: .unreachable, message: "connection reset"))
+        _ = try await importFile("a.txt", "first")
+        _ = try await importFile("b.txt", "second")
+        startEngine()
+        try await waitForOutbox()
+        XCTAssertEqual(Set(server.tree().keys), ["a.txt", "b.txt"])
+        XCTAssertEqual(serverText("a.txt"), "first")
+        XCTAssertEqual(serverText("b.txt"), "second")
+        XCTAssertEqual(server.state.withLock { $0.log.count }, 2, "each create applied once")
+        try await waitUntil("the status shows no error") { engine!.statusJSON().contains("\"online\":true") }
+        XCTAssertTrue(engine!.statusJSON().contains("\"lastError\":null"), engine!.statusJSON())
+    }
+
+    func testAnAnswerLostAfterTheCommitIsNotAppliedTwice() async throws {
+        startEngine()
+        server.loseNextAnswer()
+        let file = try await importFile("a.txt", "once")
+        try await waitForOutbox()
+        _ = try await modify(try store.item(for: store.childItem(named: "a.txt", in: .rootContainer).identifier), "twice")
+        try await waitForOutbox()
+        XCTAssertEqual(Set(server.tree().keys), ["a.txt"], "the replayed create made no second item (\(file.filename))")
+        XCTAssertEqual(server.state.withLock { $0.log.map(\.kind) }, [.create, .content])
+        XCTAssertEqual(serverText("a.txt"), "twice")
+        XCTAssertEqual(server.tree()["a.txt"]?.contentVersion, 2)
+    }
+
+    func testAServerThatRefusesTheLoginStallsAndResumes() async throws {
+        server.failNext(RemoteError.authentication("password authentication failed"))
+        _ = try await importFile("a.txt", "waits")
+        startEngine()
+        try await waitUntil("the status says stalled") { engine!.statusJSON().contains("password authentication failed") }
+        XCTAssertTrue(engine!.statusJSON().contains("\"state\":\"stalled\""), engine!.statusJSON())
+        try await waitForOutbox()
+        XCTAssertEqual(serverText("a.txt"), "waits")
+    }
+
+    func testAChangeTheServerRejectsIsSetAsideWhileTheOthersGoOn() async throws {
+        server.reject(name: "bad.txt")
+        _ = try await importFile("one.txt", "1")
+        let bad = try await importFile("bad.txt", "refused")
+        _ = try await importFile("two.txt", "2")
+        startEngine()
+        try await waitUntil("the others are on the server") { Set(server.tree().keys) == ["one.txt", "two.txt"] }
+        try await waitForOutbox(1)
+        let row = LocalStore.row(for: bad.identifier)!
+        try await waitUntil("the item says why") { store.syncError(of: store.currentRow(row)) != nil }
+        XCTAssertTrue(store.syncError(of: store.currentRow(row))!.contains("bad.txt"))
+
+        // The server takes it now: `docfs sync --retry` sends it.
+        server.allow(name: "bad.txt")
+        try await store.retrySync(of: bad.identifier)
+        try await waitForOutbox()
+        XCTAssertEqual(serverText("bad.txt"), "refused")
+        XCTAssertNil(store.syncError(of: store.currentRow(row)))
+    }
+
+    func testEditsOnTwoReplicasKeepBothVersions() async throws {
+        startEngine()
+        let file = try await importFile("notes.txt", "base")
+        try await waitForOutbox()
+        let id = server.tree()["notes.txt"]!.id
+        await engine!.stop()
+        engine = nil
+
+        // Another replica's edit reaches the server while this one edits its copy of version 1.
+        objects.put("tree/objects/theirs", "theirs")
+        _ = try await server.newContentVersion(operationID: UUID(), itemID: id, expectedVersion: 1,
+                                               content: RemoteContent(key: "tree/objects/theirs", size: 6), modifiedNs: 1, initial: false)
+        _ = try await modify(try store.item(for: file.identifier), "mine")
+        startEngine()
+        try await waitForOutbox()
+        try await waitUntil("the copy is here") { try store.enumerateItems(in: .rootContainer).count == 2 }
+
+        let tree = server.tree()
+        XCTAssertEqual(serverText("notes.txt"), "theirs", "the version the server had first keeps the name")
+        let copies = tree.keys.filter { $0.hasPrefix("notes (conflicted copy from ") && $0.hasSuffix(").txt") }
+        XCTAssertEqual(copies.count, 1, "\(tree.keys)")
+        XCTAssertEqual(serverText(copies[0]), "mine")
+        try await waitUntil("the name holds the server's version here") { try localText("notes.txt") == "theirs" }
+        XCTAssertEqual(try localText(copies[0]), "mine")
+    }
+
+    func testAnotherReplicasChangesArriveAndDownloadWhenOpened() async throws {
+        startEngine()
+        let folder = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "shared", kind: .directory,
+                                                 attributes: RemoteItemAttributes(mode: 0o755, createdNs: 1, modifiedNs: 1), content: nil)
+        objects.put("tree/objects/report", "from elsewhere")
+        _ = try await server.createItem(operationID: UUID(), parentID: folder.itemID, name: "report.txt", kind: .file,
+                                        attributes: RemoteItemAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1),
+                                        content: RemoteContent(key: "tree/objects/report", size: 14))
+        try await waitUntil("the file is listed here") {
+            let shared = try? store.childItem(named: "shared", in: .rootContainer)
+            return shared.flatMap { try? store.childItem(named: "report.txt", in: $0.identifier) } != nil
+        }
+        let report = try store.childItem(named: "report.txt", in: store.childItem(named: "shared", in: .rootContainer).identifier)
+        XCTAssertFalse(report.isDownloaded, "metadata first: the contents come when opened")
+        XCTAssertEqual(objects.downloads, 0)
+        XCTAssertEqual(try localText("shared/report.txt"), "from elsewhere")
+        XCTAssertEqual(objects.downloads, 1)
+        XCTAssertEqual(store.outboxCounts.pending, 0, "what arrived is not sent back")
+
+        // Renamed and deleted there: followed here.
+        _ = try await server.moveItem(operationID: UUID(), itemID: report.identifier.rawValue.int64!, toParentID: InMemoryServer.rootID,
+                                      name: "moved.txt", expectedParentID: nil, expectedName: nil, types: nil)
+        try await waitUntil("the move is here") { (try? store.childItem(named: "moved.txt", in: .rootContainer)) != nil }
+        _ = try await server.deleteItem(operationID: UUID(), itemID: folder.itemID, expectedContentVersion: nil)
+        try await waitUntil("the delete is here") { (try? store.childItem(named: "shared", in: .rootContainer)) == nil }
+        XCTAssertEqual(store.outboxCounts.pending, 0)
+    }
+}
+
+private extension String {
+    var int64: Int64? { Int64(self) }
+}
