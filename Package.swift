@@ -32,9 +32,7 @@ let package = Package(
         // libfuse3 as a system library; the module map lives here, never at the package root.
         .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
         // The provider vocabulary: items, capabilities, content types, errors, the Provider protocol.
-        .target(name: "DocFSProvider", dependencies: [
-            .product(name: "SystemPackage", package: "swift-system"),
-        ]),
+        .target(name: "DocFSProvider"),
         // Content-type detection: the freedesktop shared-mime-info database (globs, magic) mapped
         // to UTType-style identifiers. Pure Swift, no FUSE.
         .target(name: "DocFSContentTypes", dependencies: ["DocFSProvider"]),
@@ -44,7 +42,6 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Yams", package: "Yams"),
             .product(name: "Logging", package: "swift-log"),
-            .product(name: "SystemPackage", package: "swift-system"),
         ]),
         // A second provider: the whole tree in memory, contents in memfds (`docfs mount memory: MNT`).
         .target(name: "DocFSMemory", dependencies: ["DocFSProvider"]),
@@ -72,7 +69,6 @@ let package = Package(
         .target(name: "DocFSBridge", dependencies: [
             "CFuse", "DocFSProvider",
             .product(name: "Logging", package: "swift-log"),
-            .product(name: "SystemPackage", package: "swift-system"),
         ]),
         // The public mounting API over the bridge.
         .target(name: "DocFS", dependencies: [

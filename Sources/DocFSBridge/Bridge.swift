@@ -9,7 +9,7 @@ import DocFSProvider
 /// Reads of the tree (lookup, getattr, readdir) and content I/O answer on the request thread.
 /// Provider actions (import, mkdir, rename, delete, …) run on `executor`, and their reply is sent
 /// from there, so a slow provider never holds a FUSE thread.
-public final class Bridge: @unchecked Sendable {
+package final class Bridge: @unchecked Sendable {
     let provider: any Provider
     /// The provider's opt-in sides, found once: a replica's sync state and writers, contents on demand.
     let replica: (any ReplicaProvider)?
@@ -31,7 +31,7 @@ public final class Bridge: @unchecked Sendable {
     /// Root's mount that no one else can reach: every name may be cached, with no check.
     var cachesEveryName: Bool { !options.otherUsers && mounter.isRoot }
 
-    public init(provider: any Provider, logger: Logger, options: BridgeOptions = BridgeOptions()) {
+    package init(provider: any Provider, logger: Logger, options: BridgeOptions = BridgeOptions()) {
         self.provider = provider
         self.replica = provider as? any ReplicaProvider
         self.onDemand = provider as? any OnDemandProvider
@@ -46,7 +46,7 @@ public final class Bridge: @unchecked Sendable {
     }
 
     /// Call after the FUSE loop ended, before the provider closes: removes staging leftovers.
-    public func shutdown() {
+    package func shutdown() {
         notifier.detach()
         stagingFiles.drain()
         importSlots.removeAll()

@@ -3,15 +3,15 @@ import Glibc
 import DocFSProvider
 
 /// A mounted FUSE session serving one Bridge: mount, run the multithreaded loop, unmount.
-public final class FuseSession {
+package final class FuseSession {
     private let session: OpaquePointer
     private let bridge: Bridge
     private let bridgeRef: Unmanaged<Bridge>
-    public let mountpoint: String
+    package let mountpoint: String
     private var mounted = false
 
     /// Creates the session with `-o` options (e.g. "auto_unmount", "fsname=docfs:/store").
-    public init(bridge: Bridge, mountpoint: String, options: [String]) throws(ProviderError) {
+    package init(bridge: Bridge, mountpoint: String, options: [String]) throws(ProviderError) {
         self.bridge = bridge
         self.mountpoint = mountpoint
         var argStrings = ["docfs"]
@@ -43,7 +43,7 @@ public final class FuseSession {
         bridgeRef.release()
     }
 
-    public func mount() throws(ProviderError) {
+    package func mount() throws(ProviderError) {
         guard fuse_session_mount(session, mountpoint) == 0 else {
             throw ProviderError(.ioError, "could not mount at \(mountpoint) (see the message above from libfuse)")
         }
@@ -55,16 +55,16 @@ public final class FuseSession {
     }
 
     /// SIGINT, SIGTERM and SIGHUP end the loop (process-wide: only the executable calls this).
-    public func installSignalHandlers() -> Bool {
+    package func installSignalHandlers() -> Bool {
         fuse_set_signal_handlers(session) == 0
     }
 
-    public func removeSignalHandlers() {
+    package func removeSignalHandlers() {
         fuse_remove_signal_handlers(session)
     }
 
     /// Serves requests until unmounted or told to exit. Returns 0 on a clean end.
-    public func run(maxThreads: UInt32 = 10) -> Int32 {
+    package func run(maxThreads: UInt32 = 10) -> Int32 {
         let cfg = fuse_loop_cfg_create()
         defer { fuse_loop_cfg_destroy(cfg) }
         fuse_loop_cfg_set_clone_fd(cfg, 0)
@@ -72,9 +72,9 @@ public final class FuseSession {
         return fuse_session_loop_mt(session, cfg)
     }
 
-    public func exit() { fuse_session_exit(session) }
+    package func exit() { fuse_session_exit(session) }
 
-    public func unmount() {
+    package func unmount() {
         guard mounted else { return }
         fuse_session_unmount(session)
         mounted = false

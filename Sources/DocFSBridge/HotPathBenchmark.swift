@@ -4,9 +4,9 @@ import DocFSProvider
 /// Timings of the bridge's own per-request work, without a mount or a provider: the inode
 /// table (every lookup and forget), name checks and `stat` building (every lookup and getattr).
 /// Run by `make microbench` to catch regressions; never part of the tests.
-public enum HotPathBenchmark {
+package enum HotPathBenchmark {
     /// Nanoseconds per operation for each measured piece.
-    public static func run(iterations: Int = 200_000) -> [(name: String, nanoseconds: Double)] {
+    package static func run(iterations: Int = 200_000) -> [(name: String, nanoseconds: Double)] {
         var results: [(String, Double)] = []
         let ids = (0..<iterations).map { ItemIdentifier(String($0 + 3)) }
         let table = InodeTable()

@@ -9,20 +9,20 @@ import Dispatch
 /// blocking provider I/O would starve other tasks (and, in a process that is also a client of its
 /// own mount, deadlock). The FUSE loop runs several request threads, so one slow action does not
 /// stop the others; its reply is sent from wherever the action finishes.
-public final class ProviderExecutor: TaskExecutor, @unchecked Sendable {
+package final class ProviderExecutor: TaskExecutor, @unchecked Sendable {
     private let queue: DispatchQueue
 
-    public init(label: String = "docfs.provider") {
+    package init(label: String = "docfs.provider") {
         queue = DispatchQueue(label: label, qos: .userInitiated, attributes: .concurrent)
     }
 
-    public func enqueue(_ job: consuming ExecutorJob) {
+    package func enqueue(_ job: consuming ExecutorJob) {
         let unowned = UnownedJob(job)
         queue.async { unowned.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 
     /// Runs `body` now on the calling thread until it first suspends, then on this executor.
-    public func run(_ body: @escaping @Sendable () async -> Void) {
+    package func run(_ body: @escaping @Sendable () async -> Void) {
         Task.immediate(executorPreference: self) { await body() }
     }
 }

@@ -6,8 +6,8 @@ import Glibc
 #endif
 
 /// What a detection found and how.
-public struct Detection: Sendable, Hashable, CustomStringConvertible {
-    public enum Source: String, Sendable {
+package struct Detection: Sendable, Hashable, CustomStringConvertible {
+    package enum Source: String, Sendable {
         /// Given explicitly (a `user.mime_type` attribute, a caller's choice).
         case explicit
         /// From the name alone (no bytes to look at, or the bytes had nothing to say against it).
@@ -20,14 +20,14 @@ public struct Detection: Sendable, Hashable, CustomStringConvertible {
         case none
     }
 
-    public var type: ContentType
+    package var type: ContentType
     /// The MIME type behind it, when the shared-mime-info database gave one.
-    public var mimeType: String?
-    public var source: Source
+    package var mimeType: String?
+    package var source: Source
     /// When the bytes overruled the name: the type the name gave.
-    public var typeFromName: ContentType?
+    package var typeFromName: ContentType?
 
-    public init(type: ContentType, mimeType: String? = nil, source: Source, typeFromName: ContentType? = nil) {
+    package init(type: ContentType, mimeType: String? = nil, source: Source, typeFromName: ContentType? = nil) {
         self.type = type
         self.mimeType = mimeType
         self.source = source
@@ -35,9 +35,9 @@ public struct Detection: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The name said one type and the bytes another.
-    public var nameContradicted: Bool { typeFromName != nil && typeFromName != type }
+    package var nameContradicted: Bool { typeFromName != nil && typeFromName != type }
 
-    public var description: String {
+    package var description: String {
         var text = "\(type.identifier)"
         if let mimeType { text += " (\(mimeType))" }
         text += " from \(source.rawValue)"
@@ -53,18 +53,18 @@ public struct Detection: Sendable, Hashable, CustomStringConvertible {
 ///
 /// The database is loaded once (`SharedMimeDatabase.system`); a detection is a few dictionary
 /// lookups for the name plus, with bytes, one magic pass over at most `prefixLength` bytes.
-public final class ContentTypeDetector: Sendable {
-    public let registry: ContentTypeRegistry
-    public let database: SharedMimeDatabase
+package final class ContentTypeDetector: Sendable {
+    package let registry: ContentTypeRegistry
+    package let database: SharedMimeDatabase
     /// How many leading bytes of a file are read for the magic (covers every rule of the database).
-    public let prefixLength: Int
+    package let prefixLength: Int
     private let mimeCache = Mutex<[String: ContentType]>([:])
 
     /// A magic match at or above this priority overrules a name whose type has no magic of its own
     /// even when the bytes look like text.
-    public static let strongMagicPriority = 80
+    package static let strongMagicPriority = 80
 
-    public init(registry: ContentTypeRegistry = .standard, database: SharedMimeDatabase = .system) {
+    package init(registry: ContentTypeRegistry = .standard, database: SharedMimeDatabase = .system) {
         self.registry = registry
         self.database = database
         self.prefixLength = min(max(database.magicExtent, 4096), 1 << 16)
@@ -75,7 +75,7 @@ public final class ContentTypeDetector: Sendable {
     /// The content type for a MIME type: the declared one, else that of its nearest declared
     /// supertype in the MIME hierarchy (`text/x-matlab` → `text/plain` → `public.plain-text`),
     /// else by media type (`image/*` → `public.image`), else `public.data`.
-    public func contentType(forMIMEType mimeType: String) -> ContentType {
+    package func contentType(forMIMEType mimeType: String) -> ContentType {
         if let cached = mimeCache.withLock({ $0[mimeType] }) { return cached }
         let type = mapMIMEType(mimeType)
         // Bounded: the database names about a thousand types; stop caching past a few thousand.
@@ -111,7 +111,7 @@ public final class ContentTypeDetector: Sendable {
 
     /// The types the name gives, best first: a user type by extension, else the best glob
     /// matches of the database, else a built-in extension. Empty when the name says nothing.
-    public func candidates(forFilename name: String) -> [(type: ContentType, mimeType: String?)] {
+    package func candidates(forFilename name: String) -> [(type: ContentType, mimeType: String?)] {
         if let type = registry.type(forFilename: name, userTypesOnly: true) {
             return [(type, registry.preferredMIMEType(for: type))]
         }
@@ -130,13 +130,13 @@ public final class ContentTypeDetector: Sendable {
     }
 
     /// The type of a file named `name` from the name alone; nil when the name says nothing.
-    public func type(forFilename name: String) -> ContentType? {
+    package func type(forFilename name: String) -> ContentType? {
         candidates(forFilename: name).first?.type
     }
 
     /// The type of a folder named `name`: a package type when its extension declares one
     /// (`talk.deck`), else `public.folder`.
-    public func type(forFolderNamed name: String) -> ContentType {
+    package func type(forFolderNamed name: String) -> ContentType {
         if let type = registry.type(forFilename: name), registry.isPackage(type) { return type }
         return .folder
     }
@@ -144,7 +144,7 @@ public final class ContentTypeDetector: Sendable {
     // MARK: - Names and bytes
 
     /// The type of `contents` (the leading bytes of a file, or all of it) named `name`.
-    public func detect(name: String?, contents: UnsafeRawBufferPointer, explicitType: String? = nil) -> Detection {
+    package func detect(name: String?, contents: UnsafeRawBufferPointer, explicitType: String? = nil) -> Detection {
         if let explicit = explicitType?.trimmingCharacters(in: .whitespacesAndNewlines), !explicit.isEmpty {
             // A UTType identifier the registry knows, or a MIME type.
             if registry.isDeclared(ContentType(explicit)) { return Detection(type: ContentType(explicit), source: .explicit) }
@@ -240,14 +240,14 @@ public final class ContentTypeDetector: Sendable {
         return unsafeBitCast(symbol, to: GetXattr.self)
     }()
 
-    public func detect(name: String?, contents: [UInt8], explicitType: String? = nil) -> Detection {
+    package func detect(name: String?, contents: [UInt8], explicitType: String? = nil) -> Detection {
         contents.withUnsafeBytes { detect(name: name, contents: $0, explicitType: explicitType) }
     }
 
     /// The type of the file at `path`, named `name` (its own last component when nil): reads the
     /// `user.mime_type` attribute (an explicit type) and the first `prefixLength` bytes — one
     /// open, one read. A folder is a package or a folder by name; a symbolic link is `public.symlink`.
-    public func detect(fileAt path: String, name: String? = nil) throws(ProviderError) -> Detection {
+    package func detect(fileAt path: String, name: String? = nil) throws(ProviderError) -> Detection {
         let name = name ?? (path.split(separator: "/").last.map(String.init) ?? path)
         var st = stat()
         guard lstat(path, &st) == 0 else { throw ProviderError.posix(errno, "inspect \(path)") }
@@ -261,7 +261,7 @@ public final class ContentTypeDetector: Sendable {
 
     /// The same for a path the caller has just seen to be a regular file of `size` bytes (one
     /// `lstat` less per import). O_NOFOLLOW still refuses a symbolic link put there since.
-    public func detect(regularFileAt path: String, name: String, size: Int64) throws(ProviderError) -> Detection {
+    package func detect(regularFileAt path: String, name: String, size: Int64) throws(ProviderError) -> Detection {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { throw ProviderError.posix(errno, "open \(path) to detect its type") }
         defer { close(fd) }

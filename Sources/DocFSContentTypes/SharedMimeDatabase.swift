@@ -11,10 +11,10 @@ import Glibc
 /// as it is, the others its lowercased form. A magic section matches when one of its top-level
 /// rules matches and, if that rule has nested rules, one of them matches too; sections are tried
 /// in priority order.
-public final class SharedMimeDatabase: Sendable {
+package final class SharedMimeDatabase: Sendable {
     /// The system database, from `$XDG_DATA_HOME` and `$XDG_DATA_DIRS` (default
     /// `/usr/local/share:/usr/share`), loaded on first use and shared by every caller.
-    public static let system = SharedMimeDatabase(directories: defaultDirectories())
+    package static let system = SharedMimeDatabase(directories: defaultDirectories())
 
     struct Glob: Sendable {
         var weight: Int
@@ -62,7 +62,7 @@ public final class SharedMimeDatabase: Sendable {
     }
 
     /// The directories that held a database (`…/mime`).
-    public let sources: [String]
+    package let sources: [String]
     private let literalGlobs: [String: [Glob]]
     private let suffixGlobs: [String: [Glob]]
     private let suffixLengths: [Int]
@@ -72,12 +72,12 @@ public final class SharedMimeDatabase: Sendable {
     private let parentsByType: [String: [String]]
     private let aliases: [String: String]
     /// How many leading bytes the magic rules can look at.
-    public let magicExtent: Int
+    package let magicExtent: Int
 
     /// True when no database was found: names and bytes then say nothing.
-    public var isEmpty: Bool { sources.isEmpty }
+    package var isEmpty: Bool { sources.isEmpty }
 
-    public static func defaultDirectories() -> [String] {
+    package static func defaultDirectories() -> [String] {
         let env = ProcessInfo.processInfo.environment
         var dirs: [String] = []
         if let home = env["XDG_DATA_HOME"], !home.isEmpty {
@@ -92,7 +92,7 @@ public final class SharedMimeDatabase: Sendable {
 
     /// Reads the databases in `directories` (each a `…/mime` folder); earlier ones take precedence
     /// for magic and aliases, as the specification says.
-    public init(directories: [String]) {
+    package init(directories: [String]) {
         var globs: [Glob] = []
         var sections: [MagicSection] = []
         var parents: [String: [String]] = [:]
@@ -184,7 +184,7 @@ public final class SharedMimeDatabase: Sendable {
 
     /// The MIME types the name's best glob matches give (highest weight, then longest pattern),
     /// in database order; empty when no glob matches.
-    public func mimeTypes(forFilename name: String) -> [String] {
+    package func mimeTypes(forFilename name: String) -> [String] {
         guard !name.isEmpty else { return [] }
         let lower = name.lowercased()
         var best: [Glob] = []
@@ -224,7 +224,7 @@ public final class SharedMimeDatabase: Sendable {
     // MARK: - Bytes
 
     /// The highest-priority magic match for `data`, if any section at or above `minimumPriority` matches.
-    public func sniff(_ data: UnsafeRawBufferPointer, minimumPriority: Int = 0) -> (mimeType: String, priority: Int)? {
+    package func sniff(_ data: UnsafeRawBufferPointer, minimumPriority: Int = 0) -> (mimeType: String, priority: Int)? {
         guard !data.isEmpty else { return nil }
         for section in sections {
             if section.priority < minimumPriority { break }
@@ -234,10 +234,10 @@ public final class SharedMimeDatabase: Sendable {
     }
 
     /// Whether the type has magic rules of its own.
-    public func hasMagic(_ mimeType: String) -> Bool { sectionsByType[canonical(mimeType)] != nil }
+    package func hasMagic(_ mimeType: String) -> Bool { sectionsByType[canonical(mimeType)] != nil }
 
     /// Whether `data` matches the magic of `mimeType`; nil when the type has no magic.
-    public func magicMatches(_ mimeType: String, _ data: UnsafeRawBufferPointer) -> Bool? {
+    package func magicMatches(_ mimeType: String, _ data: UnsafeRawBufferPointer) -> Bool? {
         let type = canonical(mimeType)
         guard let indices = sectionsByType[type] else { return nil }
         for index in indices where sections[index].passesGate(data) && Self.matches(sections[index].rules, data) { return true }
@@ -401,7 +401,7 @@ public final class SharedMimeDatabase: Sendable {
     // MARK: - The hierarchy
 
     /// The canonical name of a MIME type (aliases resolved), lowercased, parameters dropped.
-    public func canonical(_ mimeType: String) -> String {
+    package func canonical(_ mimeType: String) -> String {
         // Fast path: already lowercase, no parameters, no blanks (what the database holds).
         if !mimeType.utf8.contains(where: { $0 == UInt8(ascii: ";") || $0 == UInt8(ascii: " ") || $0 == 9 || ($0 >= 65 && $0 <= 90) }) {
             return aliases[mimeType] ?? mimeType
@@ -413,7 +413,7 @@ public final class SharedMimeDatabase: Sendable {
 
     /// Direct parents, the implicit ones included: every `text/*` is a `text/plain`, and every
     /// type but `inode/*` an `application/octet-stream`.
-    public func parents(of mimeType: String) -> [String] {
+    package func parents(of mimeType: String) -> [String] {
         let type = canonical(mimeType)
         var result = parentsByType[type] ?? []
         if type.hasPrefix("text/"), type != "text/plain", !result.contains("text/plain") { result.append("text/plain") }
@@ -425,7 +425,7 @@ public final class SharedMimeDatabase: Sendable {
 
     /// Whether `type` is `other` or a subclass of it. With `implicitOctetStream` false, the
     /// catch-all `application/octet-stream` parent is not counted.
-    public func isSubclass(_ type: String, of other: String, implicitOctetStream: Bool = true) -> Bool {
+    package func isSubclass(_ type: String, of other: String, implicitOctetStream: Bool = true) -> Bool {
         let target = canonical(other)
         if !implicitOctetStream, target == "application/octet-stream" { return canonical(type) == target }
         var queue = [canonical(type)]
@@ -442,7 +442,7 @@ public final class SharedMimeDatabase: Sendable {
     }
 
     /// The supertypes of a MIME type, nearest first (breadth first), the implicit ones last.
-    public func ancestors(of mimeType: String) -> [String] {
+    package func ancestors(of mimeType: String) -> [String] {
         var queue = parents(of: mimeType)
         var seen = Set<String>([canonical(mimeType)])
         var result: [String] = []
@@ -463,7 +463,7 @@ public final class SharedMimeDatabase: Sendable {
     /// and no control characters other than whitespace, backspace and escape, and that decode as
     /// UTF-8 (a sequence cut off at the end is allowed), is `text/plain`; anything else is
     /// `application/octet-stream`.
-    public static func looksLikeText(_ data: UnsafeRawBufferPointer, limit: Int = 1024) -> Bool {
+    package static func looksLikeText(_ data: UnsafeRawBufferPointer, limit: Int = 1024) -> Bool {
         let n = min(data.count, limit)
         guard n > 0 else { return false }
         var i = 0

@@ -3,28 +3,28 @@ import Logging
 import DocFSRemote
 
 /// What one `docfs remote gc` removed (or, with `dryRun`, would remove).
-public struct GarbageReport: Sendable, Codable, Equatable {
+package struct GarbageReport: Sendable, Codable, Equatable {
     /// Objects of versions that stopped being current (replaced, or their item deleted).
-    public var versions = 0
-    public var versionBytes: Int64 = 0
+    package var versions = 0
+    package var versionBytes: Int64 = 0
     /// Objects in the bucket that no version names (uploads whose operation never arrived).
-    public var leftovers = 0
-    public var leftoverBytes: Int64 = 0
+    package var leftovers = 0
+    package var leftoverBytes: Int64 = 0
     /// Left-over objects spared because they are newer than the grace period (may be in flight).
-    public var recentKept = 0
+    package var recentKept = 0
     /// Multipart uploads started before the grace period and never finished (a replica that
     /// stopped mid-upload and never came back), aborted so their parts stop taking space.
-    public var abandonedUploads = 0
+    package var abandonedUploads = 0
     /// Change log entries trimmed.
-    public var logEntries = 0
+    package var logEntries = 0
     /// Upload intents of replicas that never committed, dropped (older than the intent lifetime).
-    public var expiredIntents = 0
+    package var expiredIntents = 0
     /// Older than `--keep-log`: applied operation ids, rows of versions whose objects are gone,
     /// and deleted items nothing names any more, removed from PostgreSQL.
-    public var operations = 0
-    public var versionRows = 0
-    public var tombstones = 0
-    public var dryRun = false
+    package var operations = 0
+    package var versionRows = 0
+    package var tombstones = 0
+    package var dryRun = false
 }
 
 /// Removes the objects no current version needs, so that deletes and overwrites do not grow
@@ -36,16 +36,16 @@ public struct GarbageReport: Sendable, Codable, Equatable {
 /// renews it right before it commits the version) and it was written before the cutoff. Every
 /// cutoff is the server's clock. Each object is deleted before its versions are marked
 /// collected, so a gc that stops half-way is finished by the next.
-public struct GarbageCollector: Sendable {
+package struct GarbageCollector: Sendable {
     let configuration: ReplicaConfiguration
     let logger: Logger
 
-    public init(configuration: ReplicaConfiguration, logger: Logger) {
+    package init(configuration: ReplicaConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
     }
 
-    public func collect(grace: Duration, keepLog: Duration?, dryRun: Bool = false) async throws -> GarbageReport {
+    package func collect(grace: Duration, keepLog: Duration?, dryRun: Bool = false) async throws -> GarbageReport {
         try await configuration.withClients(logger: logger) { database, s3 in
             try await collect(database, s3, grace: grace, keepLog: keepLog, dryRun: dryRun)
         }

@@ -150,7 +150,7 @@ actor IncomingSync {
     /// The server's item as the store takes it (the root is row 1); nil for the root itself.
     func incoming(_ item: RemoteItem) -> LocalStore.IncomingItem? {
         guard let parent = item.parentID else { return nil }
-        let kind: LocalStore.ServerItem.Kind = item.kind == .file ? .file : item.kind == .directory ? .folder : .symlink
+        let kind = item.kind.itemKind
         return LocalStore.IncomingItem(
             row: item.id, parentRow: parent == rootID ? LocalStore.rootRow : parent, name: item.name, kind: kind,
             uid: item.uid, gid: item.gid, mode: UInt16(item.mode & 0o7777), createdNs: item.createdNs, modifiedNs: item.modifiedNs,
@@ -204,5 +204,16 @@ enum ServerTags {
         guard !tags.isEmpty else { return nil }
         if tags.count == 1, tags[0].hasPrefix("base64:"), let raw = Data(base64Encoded: String(tags[0].dropFirst(7))) { return raw }
         return Data(tags.joined(separator: ",").utf8)
+    }
+}
+
+extension RemoteItemKind {
+    /// The server's word ("directory", as its column stores it) in the provider's vocabulary.
+    var itemKind: ItemKind {
+        switch self {
+        case .file: return .file
+        case .directory: return .folder
+        case .symlink: return .symlink
+        }
     }
 }

@@ -9,16 +9,16 @@ import DocFSStore
 /// bucket and the credentials), makes the store as a replica of it, and, when the server
 /// already has a tree, takes its metadata: files are downloaded when first opened (or pinned).
 /// The caller removes the store if this throws.
-public enum ReplicaBootstrap {
-    public struct Summary: Sendable {
-        public var schemaVersion: Int
-        public var folders = 0
-        public var files = 0
-        public var links = 0
-        public var bytes: Int64 = 0
+package enum ReplicaBootstrap {
+    package struct Summary: Sendable {
+        package var schemaVersion: Int
+        package var folders = 0
+        package var files = 0
+        package var links = 0
+        package var bytes: Int64 = 0
     }
 
-    public static func initialize(store url: URL, link: RemoteLink, configuration: ReplicaConfiguration,
+    package static func initialize(store url: URL, link: RemoteLink, configuration: ReplicaConfiguration,
                                   layout: Layout?, logger: Logger) async throws -> Summary {
         var quiet = logger
         quiet.logLevel = .warning
@@ -69,7 +69,7 @@ public enum ReplicaBootstrap {
         var folders: [(serverID: Int64, row: Int64)] = [(rootID, 1)]
         while let (serverID, row) = folders.popLast() {
             for item in try await database.children(of: serverID) {
-                let kind: LocalStore.ServerItem.Kind = item.kind == .file ? .file : item.kind == .directory ? .folder : .symlink
+                let kind = item.kind.itemKind
                 if item.kind == .file { summary.bytes += item.size }
                 try store.addServerItem(LocalStore.ServerItem(
                     row: item.id, parentRow: row, name: item.name, kind: kind, createdNs: item.createdNs,

@@ -15,21 +15,21 @@ import DocFSStore
 ///   else the file's `region`, else the link's.
 /// - PostgreSQL password: the URL given to init (kept in `STORE/pgpass`, mode 0600), else
 ///   `PGPASSWORD`, else `~/.pgpass` (PostgreSQL's own format and rules).
-public struct ReplicaConfiguration: Sendable {
-    public var postgres: PostgresURL
-    public var endpoint: S3Endpoint
-    public var credentials: S3Credentials
-    public var region: String
-    public var bucket: String
-    public var prefix: String
+package struct ReplicaConfiguration: Sendable {
+    package var postgres: PostgresURL
+    package var endpoint: S3Endpoint
+    package var credentials: S3Credentials
+    package var region: String
+    package var bucket: String
+    package var prefix: String
 
-    public struct Problem: Error, CustomStringConvertible {
-        public var description: String
+    package struct Problem: Error, CustomStringConvertible {
+        package var description: String
         init(_ description: String) { self.description = description }
     }
 
     /// `s3://BUCKET[/PREFIX]` → bucket and prefix (without slashes at its ends).
-    public static func parseObjects(_ text: String) -> (bucket: String, prefix: String)? {
+    package static func parseObjects(_ text: String) -> (bucket: String, prefix: String)? {
         guard text.hasPrefix("s3://") else { return nil }
         let rest = text.dropFirst("s3://".count)
         let parts = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
@@ -38,7 +38,7 @@ public struct ReplicaConfiguration: Sendable {
         return (String(bucket), prefix)
     }
 
-    public static func resolve(link: RemoteLink, store: URL,
+    package static func resolve(link: RemoteLink, store: URL,
                                environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ReplicaConfiguration {
         guard var postgres = PostgresURL(link.postgres, environment: [:]) else {
             throw Problem("the store's PostgreSQL URL is not valid: \(link.postgres)")
@@ -118,7 +118,7 @@ public struct ReplicaConfiguration: Sendable {
 
     /// Keeps the password given in a URL to `docfs init` beside the store (mode 0600, pgpass
     /// format), so that the store's database never holds it.
-    public static func savePassword(_ url: PostgresURL, store: URL) throws {
+    package static func savePassword(_ url: PostgresURL, store: URL) throws {
         guard let password = url.password else { return }
         let escape = { (s: String) in s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ":", with: "\\:") }
         let line = [url.host, String(url.port), url.database, url.user, password].map(escape).joined(separator: ":") + "\n"

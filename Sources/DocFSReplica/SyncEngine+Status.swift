@@ -30,7 +30,7 @@ extension SyncEngine {
         }
     }
 
-    public func statusJSON() -> String {
+    package func statusJSON() -> String {
         let counts = store.outboxCounts
         let snapshot = progress.withLock { $0 }
         let now = Date()

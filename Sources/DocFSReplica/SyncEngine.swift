@@ -21,7 +21,7 @@ import DocFSStore
 /// schema too new) is reported and retried every minute; a change the server refuses (a name it
 /// will not take, a version conflict) marks its item (`user.docfs.sync`) and is skipped, its local
 /// copy kept. Each new error is logged once.
-public final class SyncEngine: Sendable {
+package final class SyncEngine: Sendable {
     let store: LocalStore
     let configuration: ReplicaConfiguration
     let database: any ReplicaServer
@@ -50,7 +50,7 @@ public final class SyncEngine: Sendable {
         package init() {}
     }
 
-    public convenience init(store: LocalStore, configuration: ReplicaConfiguration, logger: Logger) {
+    package convenience init(store: LocalStore, configuration: ReplicaConfiguration, logger: Logger) {
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .warning)
         self.init(store: store, configuration: configuration, logger: logger,
@@ -76,7 +76,7 @@ public final class SyncEngine: Sendable {
         follower = ChangeFollower(incoming: incoming, database: incomingServer, logger: logger)
     }
 
-    public func start() {
+    package func start() {
         let wake = self.wake
         store.setSyncHooks(wake: { wake.signal() }, status: { [weak self] in self?.statusJSON() ?? "{}" })
         // Files on the server only are downloaded when opened, by this engine's client.
@@ -103,7 +103,7 @@ public final class SyncEngine: Sendable {
 
     /// Stops sending (what is pending stays in the outbox for the next mount) and closes the
     /// connections.
-    public func stop() async {
+    package func stop() async {
         let running = task.withLock { t -> Task<Void, Never>? in defer { t = nil }; return t }
         running?.cancel()
         await running?.value

@@ -2,51 +2,51 @@ import Foundation
 
 /// What `docfs status` shows (`user.docfs.status` on the mount's root, as JSON). The first four
 /// field names are a promise to scripts: `online`, `pending`, `pendingBytes`, `lastError`.
-public struct SyncStatus: Codable, Sendable, Equatable {
+package struct SyncStatus: Codable, Sendable, Equatable {
     /// The last request to the server got an answer (false: unreachable, retrying with backoff).
-    public var online: Bool
+    package var online: Bool
     /// Changes not yet on the server.
-    public var pending: Int
+    package var pending: Int
     /// Bytes of contents still to upload.
-    public var pendingBytes: Int64
+    package var pendingBytes: Int64
     /// The last error the sync met (cleared by the next success), or null.
-    public var lastError: String?
+    package var lastError: String?
     /// When the last error happened (ISO 8601), or null.
-    public var lastErrorAt: String?
+    package var lastErrorAt: String?
     /// "idle", "uploading", "offline", or "stalled" (an error retrying will not mend soon:
     /// credentials, a missing bucket; retried every minute).
-    public var state: String
+    package var state: String
     /// Bytes uploaded since the mount started, and the upload rate over the last seconds.
-    public var uploadedBytes: Int64
-    public var uploadRate: Double
+    package var uploadedBytes: Int64
+    package var uploadRate: Double
     /// Changes sent since the mount started.
-    public var sent: Int
+    package var sent: Int
     /// How long the oldest pending change has waited, in seconds (null when none).
-    public var oldestPendingSeconds: Double?
+    package var oldestPendingSeconds: Double?
     /// Items whose change the server refused (each has `user.docfs.sync` = "error: …").
-    public var failedItems: Int
+    package var failedItems: Int
     /// The server, without secrets.
-    public var remote: String
+    package var remote: String
     /// Changes other replicas made that this one has not applied yet (0: caught up), and the
     /// change log position it has applied (its sync anchor).
-    public var incoming: Int64 = 0
-    public var anchor: Int64 = 0
+    package var incoming: Int64 = 0
+    package var anchor: Int64 = 0
     /// Conflicts with other replicas since the mount, and the latest few, described.
-    public var conflicts: Int = 0
-    public var recentConflicts: [String] = []
+    package var conflicts: Int = 0
+    package var recentConflicts: [String] = []
     /// Contents on demand: the `--cache-size` limit (null: none), the bytes of contents here as
     /// last counted (null when no limit makes it count them), and downloads in progress.
-    public var cacheLimit: Int64?
-    public var cachedBytes: Int64?
-    public var downloading: Int = 0
+    package var cacheLimit: Int64?
+    package var cachedBytes: Int64?
+    package var downloading: Int = 0
     /// Items set aside (the server refused a change of theirs for a reason a retry will not
     /// mend: `user.docfs.sync` says why) and their changes, which `pending` counts too and which
     /// wait until the item changes again or `docfs sync --retry PATH`.
-    public var setAside: Int = 0
-    public var setAsideChanges: Int = 0
+    package var setAside: Int = 0
+    package var setAsideChanges: Int = 0
 
     /// Every key is always written; an absent value is null (the synthesized encoder leaves it out).
-    public func encode(to encoder: Encoder) throws {
+    package func encode(to encoder: Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(online, forKey: .online)
         try c.encode(pending, forKey: .pending)

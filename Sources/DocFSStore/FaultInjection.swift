@@ -23,8 +23,8 @@ import Synchronization
 /// "abort" ends the process at once with `_exit(134)` (no atexit handlers, no checkpoint, no
 /// unlock: what `kill -9` leaves). The variable is read once, when the first store is opened in
 /// the process; unset (always, outside the tests) a crash point costs one load of a nil static.
-public enum FaultInjection {
-    public enum Point: String, Sendable {
+package enum FaultInjection {
+    package enum Point: String, Sendable {
         case importCommit = "import-commit"
         case modifyCommit = "modify-commit"
         case uploadPart = "upload-part"
@@ -63,7 +63,7 @@ public enum FaultInjection {
     /// A crash point. Does nothing unless DOCFS_FAULT armed this point and this is the chosen hit.
     /// A waiting point: does nothing unless DOCFS_FAULT armed it with "wait" and this is the
     /// chosen hit; then returns once the file DOCFS_FAULT_RELEASE exists (or after 5 minutes).
-    public static func pause(_ point: Point) async {
+    package static func pause(_ point: Point) async {
         guard let armed, armed.point == point, armed.waits else { return }
         guard hits.add(1, ordering: .relaxed).newValue == armed.hit else { return }
         let release = ProcessInfo.processInfo.environment["DOCFS_FAULT_RELEASE"] ?? ""
@@ -76,7 +76,7 @@ public enum FaultInjection {
     }
 
     @inline(__always)
-    public static func point(_ point: Point) {
+    package static func point(_ point: Point) {
         guard let armed, armed.point == point, !armed.waits else { return }
         let count = hits.add(1, ordering: .relaxed).newValue
         guard count == armed.hit else { return }

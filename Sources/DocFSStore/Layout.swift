@@ -4,21 +4,21 @@ import Yams
 
 /// What `docfs init --layout FILE` declares: the trash flag, content types of the user's own, and
 /// folders with their capabilities. Parsed from YAML or JSON (JSON is YAML's flow style).
-public struct Layout: Sendable, Codable, Equatable {
+package struct Layout: Sendable, Codable, Equatable {
     /// A content type of the user's own (UTType-style declaration).
-    public struct TypeDeclaration: Sendable, Codable, Equatable {
-        public var identifier: String
-        public var conformsTo: [String]
-        public var extensions: [String]
+    package struct TypeDeclaration: Sendable, Codable, Equatable {
+        package var identifier: String
+        package var conformsTo: [String]
+        package var extensions: [String]
         /// MIME types of the type (`mime:`); nil when none were given.
-        public var mime: [String]?
+        package var mime: [String]?
         /// Like `DocumentGroup(viewing:)`: items of this type are never writable.
-        public var viewOnly: Bool
+        package var viewOnly: Bool
         /// A file (or package directory) that `docfs new` copies for a new document of this type;
         /// a relative path is relative to the layout file. nil when none was given.
-        public var template: String?
+        package var template: String?
 
-        public init(identifier: String, conformsTo: [String] = [], extensions: [String] = [], mime: [String]? = nil, viewOnly: Bool = false,
+        package init(identifier: String, conformsTo: [String] = [], extensions: [String] = [], mime: [String]? = nil, viewOnly: Bool = false,
                     template: String? = nil) {
             self.identifier = identifier
             self.conformsTo = conformsTo
@@ -30,19 +30,19 @@ public struct Layout: Sendable, Codable, Equatable {
     }
 
     /// A folder the store creates at init, with what it allows.
-    public struct Folder: Sendable, Codable, Equatable {
+    package struct Folder: Sendable, Codable, Equatable {
         /// Relative path from the root, normalised (`Projects/Team`, no leading or trailing `/`).
-        public var path: String
+        package var path: String
         /// Capability words for the folder itself; nil means all.
-        public var capabilities: [String]?
+        package var capabilities: [String]?
         /// Content types accepted in the folder; nil means any.
-        public var allowedContentTypes: [String]?
+        package var allowedContentTypes: [String]?
         /// Capability words given to items created inside the folder; nil means all.
-        public var contents: [String]?
+        package var contents: [String]?
         /// With `allowedContentTypes`: whether plain subfolders may be made inside (nil: yes).
-        public var subfolders: Bool?
+        package var subfolders: Bool?
 
-        public init(path: String, capabilities: [String]? = nil, allowedContentTypes: [String]? = nil, contents: [String]? = nil,
+        package init(path: String, capabilities: [String]? = nil, allowedContentTypes: [String]? = nil, contents: [String]? = nil,
                     subfolders: Bool? = nil) {
             self.path = path
             self.capabilities = capabilities
@@ -52,48 +52,48 @@ public struct Layout: Sendable, Codable, Equatable {
         }
 
         /// The folder's own capabilities (all when none were given).
-        public var folderCapabilities: Capabilities {
+        package var folderCapabilities: Capabilities {
             get throws(ProviderError) { try capabilities.map { list throws(ProviderError) in try Capabilities(words: list) } ?? .all }
         }
 
         /// The capabilities of items created inside the folder (all when none were given).
-        public var contentsCapabilities: Capabilities {
+        package var contentsCapabilities: Capabilities {
             get throws(ProviderError) { try contents.map { list throws(ProviderError) in try Capabilities(words: list) } ?? .all }
         }
 
         /// The path split into components.
-        public var components: [String] { path.split(separator: "/").map(String.init) }
+        package var components: [String] { path.split(separator: "/").map(String.init) }
     }
 
     /// `rm` on the mount moves items to `/.Trash`.
-    public var trash: Bool
-    public var types: [TypeDeclaration]
-    public var folders: [Folder]
+    package var trash: Bool
+    package var types: [TypeDeclaration]
+    package var folders: [Folder]
 
-    public init(trash: Bool = false, types: [TypeDeclaration] = [], folders: [Folder] = []) {
+    package init(trash: Bool = false, types: [TypeDeclaration] = [], folders: [Folder] = []) {
         self.trash = trash
         self.types = types
         self.folders = folders
     }
 
     /// The folder declared at `path` (normalised), if any.
-    public func folder(atPath path: String) -> Folder? {
+    package func folder(atPath path: String) -> Folder? {
         let wanted = path.split(separator: "/").map(String.init).joined(separator: "/")
         return folders.first { $0.path == wanted }
     }
 }
 
 /// A layout file that cannot be used; the message names the file, the line and the bad key or word.
-public struct LayoutError: Error, Sendable, CustomStringConvertible, LocalizedError {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
-    public var errorDescription: String? { message }
+package struct LayoutError: Error, Sendable, CustomStringConvertible, LocalizedError {
+    package var message: String
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
+    package var errorDescription: String? { message }
 }
 
 extension Layout {
     /// Reads a layout file (YAML or JSON).
-    public static func load(from url: URL) throws -> Layout {
+    package static func load(from url: URL) throws -> Layout {
         let text: String
         do {
             let data = try Data(contentsOf: url)
@@ -110,7 +110,7 @@ extension Layout {
     }
 
     /// Parses layout text (YAML or JSON). `source` names the file in error messages.
-    public static func parse(_ text: String, source: String = "layout") throws -> Layout {
+    package static func parse(_ text: String, source: String = "layout") throws -> Layout {
         let root: Node?
         do {
             root = try Yams.compose(yaml: text)

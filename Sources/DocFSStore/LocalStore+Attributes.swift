@@ -23,23 +23,23 @@ extension LocalStore {
     }
 
     /// Stores (or clears) the item's tag data: a new metadata version.
-    public func setTagData(_ tagData: Data?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+    package func setTagData(_ tagData: Data?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         try updateSync(identifier, "set tags") { $0.item.tagData = tagData }
     }
 
     /// Stores (or clears) the item's favourite rank: a new metadata version.
-    public func setFavoriteRank(_ rank: Int64?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+    package func setFavoriteRank(_ rank: Int64?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         try updateSync(identifier, "set favorite rank") { $0.item.favoriteRank = rank }
     }
 
     /// Stores (or clears) the item's last-used date (its access time).
-    public func setLastUsedDate(_ date: Date?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+    package func setLastUsedDate(_ date: Date?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         try updateSync(identifier, "set last-used date") { $0.item.lastUsedDate = date }
     }
 
     /// chmod, chown, chgrp, utimensat as the bridge passes them (its rules applied): one commit,
     /// the change time moves. The mode of a symbolic link cannot change (`.unsupported`).
-    public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item {
+    package func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item {
         try updateSync(identifier, "set attributes") { (record) throws(ProviderError) in
             if changes.posixPermissions != nil, record.item.kind == .symlink {
                 throw ProviderError(.unsupported, "the mode of a symbolic link cannot change")

@@ -81,13 +81,13 @@ extension LocalStore {
         }
     }
 
-    public func synchronize() async throws(ProviderError) {
+    package func synchronize() async throws(ProviderError) {
         try synchronizeSync()
     }
 
     /// Makes everything committed so far survive a power cut: fsync of the content files written
     /// since the last call and of the store's directories, then a full WAL checkpoint.
-    public func synchronizeSync() throws(ProviderError) {
+    package func synchronizeSync() throws(ProviderError) {
         try write { (database) throws(ProviderError) in
             let dirty = state.withLock { tree -> Set<Int64> in
                 let dirty = tree.dirty

@@ -10,7 +10,7 @@ import Logging
 // folder below it (subfolders inherit the rule for what goes into them), except inside a package
 // — a package is one document, and what is inside it is its own business.
 extension LocalStore {
-    public func supertypes(of type: ContentType) -> [ContentType] {
+    package func supertypes(of type: ContentType) -> [ContentType] {
         types.registry.supertypes(of: type)
     }
 
@@ -49,7 +49,7 @@ extension LocalStore {
 
     /// Refuses, before anything is written, an item whose name already tells that its folder
     /// will not take it. A file whose name says nothing is left to the bytes (checked at import).
-    public func admitItem(named name: String, kind: ItemKind, into parent: ItemIdentifier) throws(ProviderError) {
+    package func admitItem(named name: String, kind: ItemKind, into parent: ItemIdentifier) throws(ProviderError) {
         guard types.hasRules, let row = self.row(for: parent), let rule = contentRule(forFolder: row) else { return }
         try admit(named: name, kind: kind, by: rule)
     }
@@ -235,7 +235,7 @@ extension TreeState {
 extension LocalStore {
     /// MIME words of a layout's allowed types (`image/png`) as this store's rules resolve them
     /// (the shared-mime-info database and the layout's own types), for the server's own check.
-    public func contentTypeIdentifiers(forMIMEWords words: [String]) -> [String: String] {
+    package func contentTypeIdentifiers(forMIMEWords words: [String]) -> [String: String] {
         var resolved: [String: String] = [:]
         for word in words where word.contains("/") {
             resolved[word] = ContentTypeTable.resolve(word, registry: types.registry, detector: types.detector).identifier

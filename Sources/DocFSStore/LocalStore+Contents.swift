@@ -9,7 +9,7 @@ import GRDB
 
 // The bytes of file items: opening them for reading, and new content versions.
 extension LocalStore {
-    public func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 {
+    package func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 {
         let found = try item(for: identifier)
         switch found.kind {
         case .folder: throw ProviderError(.isDirectory, "\(path(of: identifier)) is a folder")
@@ -28,7 +28,7 @@ extension LocalStore {
         return fd
     }
 
-    public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item {
+    package func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item {
         try modify(identifier, from: fileURL.path, base: nil)
     }
 
@@ -36,7 +36,7 @@ extension LocalStore {
     /// (another replica's arrived since the writer's copy began), the bytes become a conflicted
     /// copy beside it, "NAME (conflicted copy from HOST DATE).EXT", and the item keeps the newer
     /// version: nothing written is put over what another replica wrote, and nothing is dropped.
-    public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
+    package func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
                                from fileURL: URL) async throws(ProviderError) -> Item {
         try modify(identifier, from: fileURL.path, base: baseVersion?.contentVersion)
     }

@@ -72,20 +72,20 @@ extension LocalStore {
 
     /// A new folder (see `Provider`); it takes its parent's contents policy. Without
     /// `attributes` it belongs to whoever runs the store, mode 0755.
-    public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
+    package func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
                                 attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         try createSync(name: name, parent: parent, kind: .folder, target: nil, attributes: attributes)
     }
 
     /// A new symbolic link, its target stored as given (see `Provider`).
-    public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
+    package func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
                                    attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         try ItemNames.validateSymbolicLinkTarget(target)
         return try createSync(name: name, parent: parent, kind: .symlink, target: target, attributes: attributes)
     }
 
     /// FIFOs and sockets: items with no contents, never typed or validated as documents.
-    public func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
+    package func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
                                   attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         guard kind.isSpecial else { throw ProviderError(.invalidArgument, "only FIFOs and sockets are special items") }
         return try createSync(name: name, parent: parent, kind: kind, target: nil, attributes: attributes)

@@ -10,7 +10,7 @@ import GRDB
 // Stored `user.*` extended attributes (the `xattr` table, read from SQLite when asked: they are
 // written straight to it, and programs ask for them far less often than for attributes).
 extension LocalStore {
-    public func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String] {
+    package func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String] {
         let row = try itemRow(identifier)
         let names: [String]? = state.withLock { tree in
             tree.records[row] == nil ? nil : Array(tree.reader?.attributes(of: row).keys ?? [:].keys)
@@ -19,7 +19,7 @@ extension LocalStore {
         return names.sorted()
     }
 
-    public func extendedAttribute(named name: String, of identifier: ItemIdentifier) throws(ProviderError) -> Data {
+    package func extendedAttribute(named name: String, of identifier: ItemIdentifier) throws(ProviderError) -> Data {
         let row = try itemRow(identifier)
         let found: (exists: Bool, value: Data?) = state.withLock { tree in
             (tree.records[row] != nil, tree.reader?.attributes(of: row)[name])
@@ -29,7 +29,7 @@ extension LocalStore {
         return value
     }
 
-    public func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
+    package func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
                                      forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
         try ExtendedAttributes.checkStorable(name, value)
         try write { (database) throws(ProviderError) in

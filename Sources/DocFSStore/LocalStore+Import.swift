@@ -15,7 +15,7 @@ extension LocalStore {
     /// entry. The staged file is reached only inside its access window, which spans the move into
     /// storage: the store takes it by its sealed name (`withSealedPath`), so there is no rename
     /// into the window first. `attributes`: see `importSync`.
-    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+    package func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
                                attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         try file.withSealedPath { (path) throws(ProviderError) -> Item in
             let item = try importSync(path: path, name: file.name, toParent: parent, attributes: attributes)

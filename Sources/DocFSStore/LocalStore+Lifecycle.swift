@@ -15,7 +15,7 @@ extension LocalStore {
     /// (staged files; after an unclean shutdown, content files without an item). Nothing of the
     /// tree is loaded: reads fill a working set of at most `cacheItems` records (and as many
     /// folder index entries) from SQLite as they go.
-    public static func open(at url: URL, logger: Logger, cacheItems: Int? = nil) throws -> LocalStore {
+    package static func open(at url: URL, logger: Logger, cacheItems: Int? = nil) throws -> LocalStore {
         let path = url.path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -217,7 +217,7 @@ extension LocalStore {
 
     /// The server a store is a replica of (nil: a store of its own), read without opening the
     /// store, so that it works while the store is mounted (`docfs remote gc`).
-    public static func remoteLink(at url: URL) throws -> RemoteLink? {
+    package static func remoteLink(at url: URL) throws -> RemoteLink? {
         var configuration = Configuration()
         configuration.readonly = true
         let path = url.path + "/" + databaseName
@@ -236,7 +236,7 @@ extension LocalStore {
 
     /// Makes a new store (`create`) a replica of a server: records where the server is and
     /// makes the outbox. Call before the store is first opened.
-    public static func linkRemote(at url: URL, _ link: RemoteLink) throws {
+    package static func linkRemote(at url: URL, _ link: RemoteLink) throws {
         let queue = try DatabaseQueue(path: url.path + "/" + databaseName)
         defer { try? queue.close() }
         let json = String(decoding: try JSONEncoder().encode(link), as: UTF8.self)
@@ -371,7 +371,7 @@ extension LocalStore {
     }
 
     /// Releases the lock and closes the database. Later actions fail; reads answer from memory.
-    public func close() {
+    package func close() {
         writer.lock()
         defer { writer.unlock() }
         reaper.drain()

@@ -4,7 +4,7 @@ import GRDB
 
 // Renames, moves to another folder (replacing an item there) and deletes.
 extension LocalStore {
-    public func renameItem(withIdentifier identifier: ItemIdentifier, toName name: String) async throws(ProviderError) -> Item {
+    package func renameItem(withIdentifier identifier: ItemIdentifier, toName name: String) async throws(ProviderError) -> Item {
         try ItemNames.validate(name)
         return try write { (database) throws(ProviderError) -> Item in
             let row = try self.itemRow(identifier)
@@ -34,7 +34,7 @@ extension LocalStore {
         }
     }
 
-    public func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
+    package func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
                              newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item {
         if let newName { try ItemNames.validate(newName) }
         return try write { (database) throws(ProviderError) -> Item in
@@ -139,7 +139,7 @@ extension LocalStore {
         }
     }
 
-    public func deleteItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
+    package func deleteItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
         try write { (database) throws(ProviderError) in
             let row = try self.itemRow(identifier)
             let (record, parentRecord) = try read { (tree) throws(ProviderError) -> (Record, Record) in

@@ -7,7 +7,7 @@ extension LocalStore {
     /// `docfs init`: makes a new store at `url`, which must be a new path or an empty directory.
     /// `folders: false` leaves out the layout's folders (a replica gets them from its server,
     /// under the server's identifiers).
-    public static func create(at url: URL, layout: Layout?, folders: Bool = true) throws {
+    package static func create(at url: URL, layout: Layout?, folders: Bool = true) throws {
         let layout = layout ?? Layout()
         let path = url.path
         let fm = FileManager.default

@@ -11,14 +11,14 @@ import Logging
 /// The shape of a generated tree for scale tests and `make bench-scale`: one flat folder of
 /// `bigFolderFiles` files (`/big/f0000000…`) and a tree of the remaining files, `filesPerFolder` in
 /// each leaf folder (`/tree/dNNNN/sNN/fNNNN`), ten leaves per middle folder.
-public struct ScaleShape: Sendable {
-    public var items: Int
-    public var bigFolderFiles: Int
-    public var filesPerFolder: Int
+package struct ScaleShape: Sendable {
+    package var items: Int
+    package var bigFolderFiles: Int
+    package var filesPerFolder: Int
     /// Bytes in each file's contents (0: empty content files).
-    public var fileSize: Int
+    package var fileSize: Int
 
-    public init(items: Int, bigFolderFiles: Int? = nil, filesPerFolder: Int = 1000, fileSize: Int = 0) {
+    package init(items: Int, bigFolderFiles: Int? = nil, filesPerFolder: Int = 1000, fileSize: Int = 0) {
         self.items = max(items, 10)
         self.bigFolderFiles = min(bigFolderFiles ?? min(100_000, self.items / 10), self.items / 2)
         self.filesPerFolder = max(filesPerFolder, 1)
@@ -27,7 +27,7 @@ public struct ScaleShape: Sendable {
 
     /// Files of the tree part and its leaf and middle folders, with the two top folders counted
     /// as items too, so that the total is about `items`.
-    public var treeFiles: Int {
+    package var treeFiles: Int {
         let rest = items - bigFolderFiles - 2
         let leaves = max(1, rest / (filesPerFolder + 1))
         return max(0, rest - leaves - (leaves + 9) / 10)
@@ -40,7 +40,7 @@ extension LocalStore {
     /// waits for these), with an empty or small content file per file item. Built with the store's
     /// own record rules (`newRecord`: owner, mode, capabilities, type), not through FUSE, so a
     /// million items take a minute or so. Returns the number of items added.
-    public static func populate(at url: URL, shape: ScaleShape, logger: Logger,
+    package static func populate(at url: URL, shape: ScaleShape, logger: Logger,
                                 progress: ((Int) -> Void)? = nil) throws -> Int {
         let store = try open(at: url, logger: logger, cacheItems: 1024)
         defer { store.close() }

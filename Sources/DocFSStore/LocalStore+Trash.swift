@@ -7,7 +7,7 @@ extension LocalStore {
     /// Moves the item to the top of the trash under a unique name, remembering its folder and
     /// name (`trashOrigin`); a folder takes along what was trashed out of it (`gatherTrashed`).
     /// Trashing what is already at the top of the trash answers it unchanged.
-    public func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+    package func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         return try write { (database) throws(ProviderError) -> Item in
             let row = try self.itemRow(identifier)
             let (record, name, gathering) = try read { (tree) throws(ProviderError) -> (Record, String, [Record]) in
@@ -50,7 +50,7 @@ extension LocalStore {
 
     /// `mv .Trash/x FOLDER/NAME`: restores under the name the move gives, in one step (see
     /// `Provider`; the plain form, back where it came from, is built on this).
-    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+    package func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
                             newName: String) async throws(ProviderError) -> Item {
         try ItemNames.validate(newName)
         return try write { (database) throws(ProviderError) -> Item in
@@ -69,7 +69,7 @@ extension LocalStore {
     }
 
     /// The folder and name an item at the top of the trash had before it was trashed.
-    public func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? {
+    package func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? {
         guard let row = self.row(for: identifier) else { return nil }
         return state.withLock { tree -> TrashOrigin? in
             guard let record = tree.records[row], let from = record.trashedFrom, record.parent == Self.trashRow else { return nil }

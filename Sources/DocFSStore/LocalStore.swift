@@ -47,7 +47,7 @@ import Synchronization
 /// `+Attributes` item metadata, `+ExtendedAttributes` stored `user.*` attributes and
 /// `+ContentTypes` content types and the folders' rules. docs/ARCHITECTURE.md shows where the
 /// store sits between the bridge and the disk.
-public final class LocalStore: Provider, @unchecked Sendable {
+package final class LocalStore: Provider, @unchecked Sendable {
     // MARK: Files of a store
 
     static let databaseName = "store.sqlite"
@@ -60,17 +60,17 @@ public final class LocalStore: Provider, @unchecked Sendable {
     /// each, and the bridge's node for each of twice as many kernel inodes about 0.3 KiB. With
     /// it, `make bench-scale` over a million items peaked at 244 MB (the listing of a
     /// 100,000-entry folder); 100,000 had peaked at 253 MB for an `ls -lR` alone.
-    public static let defaultCacheItems = 50_000
+    package static let defaultCacheItems = 50_000
 
-    public static let rootRow: Int64 = 1
-    public static let trashRow: Int64 = 2
+    package static let rootRow: Int64 = 1
+    package static let trashRow: Int64 = 2
     static let trashName = ".Trash"
 
     /// The store directory.
-    public let url: URL
+    package let url: URL
     /// The layout as declared at `docfs init`.
-    public let layout: Layout
-    public let stagingDirectory: URL
+    package let layout: Layout
+    package let stagingDirectory: URL
     /// `stagingDirectory` as a path, kept (`URL.path` decodes the URL on every call).
     let stagingPath: String
     let contentsPath: String
@@ -119,7 +119,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
 
     // MARK: - Identifiers, rows, names and paths
 
-    public static func identifier(forRow row: Int64) -> ItemIdentifier {
+    package static func identifier(forRow row: Int64) -> ItemIdentifier {
         switch row {
         case rootRow: return .rootContainer
         case trashRow: return .trashContainer
@@ -145,13 +145,13 @@ public final class LocalStore: Provider, @unchecked Sendable {
     func contentPath(_ row: Int64) -> String { contentsPath + "/" + String(row) }
 
     /// The content file of a file item, for `docfs check` and tests.
-    public func contentURL(of identifier: ItemIdentifier) -> URL? {
+    package func contentURL(of identifier: ItemIdentifier) -> URL? {
         guard let row = self.row(for: identifier) else { return nil }
         return URL(fileURLWithPath: contentPath(row))
     }
 
     /// The mount path of an item, for messages (`/Projects/a.txt`, `/.Trash/x`).
-    public func path(of identifier: ItemIdentifier) -> String {
+    package func path(of identifier: ItemIdentifier) -> String {
         guard let row = self.row(for: identifier) else { return "?" }
         return state.withLock { $0.path(of: row) }
     }
@@ -181,7 +181,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
         return try result.get()
     }
 
-    public func item(for identifier: ItemIdentifier) throws(ProviderError) -> Item {
+    package func item(for identifier: ItemIdentifier) throws(ProviderError) -> Item {
         guard let row = self.row(for: identifier) else {
             throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'")
         }
@@ -191,7 +191,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
         return found
     }
 
-    public func childItem(named name: String, in parent: ItemIdentifier) throws(ProviderError) -> Item {
+    package func childItem(named name: String, in parent: ItemIdentifier) throws(ProviderError) -> Item {
         guard let parentRow = self.row(for: parent) else {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(parent)'")
         }
@@ -213,7 +213,7 @@ public final class LocalStore: Provider, @unchecked Sendable {
         return try result.get()
     }
 
-    public func enumerateItems(in container: ItemIdentifier) throws(ProviderError) -> [Item] {
+    package func enumerateItems(in container: ItemIdentifier) throws(ProviderError) -> [Item] {
         guard let parentRow = self.row(for: container) else {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(container)'")
         }
@@ -271,20 +271,20 @@ public final class LocalStore: Provider, @unchecked Sendable {
         #endif
     }()
 
-    public func storageStatistics() -> StorageStatistics {
+    package func storageStatistics() -> StorageStatistics {
         sysStatvfs(url.path)
     }
 
     /// The number of items in the store, root and trash included (a COUNT in SQLite after
     /// applying the journal's batch).
-    public var itemCount: Int {
+    package var itemCount: Int {
         try? write { (database) throws(ProviderError) in try flushJournal(database) }
         return state.withLock { $0.reader?.count("SELECT COUNT(*) FROM item") ?? $0.cachedRecords }
     }
 
     /// The working set: records and folder index entries in memory, and how many of the records
     /// are pinned until the journal's batch lands (for tests and `make bench-scale`).
-    public var cacheStatistics: (records: Int, indexEntries: Int, pinned: Int, limit: Int) {
+    package var cacheStatistics: (records: Int, indexEntries: Int, pinned: Int, limit: Int) {
         state.withLock { ($0.cachedRecords, $0.cachedIndexEntries, $0.pinnedCount, $0.cacheLimit) }
     }
 }

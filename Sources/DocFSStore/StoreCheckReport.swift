@@ -2,9 +2,9 @@ import DocFSProvider
 
 /// What `docfs check STORE [--repair]` found in a store that is not mounted, and what it mended
 /// (made by `StoreChecker.check(at:repair:)`, printed by `Sources/docfs/Check.swift`).
-public struct StoreCheckReport: Sendable {
+package struct StoreCheckReport: Sendable {
     /// The kinds of problem a check looks for; `StoreChecker` names what a repair does about each.
-    public enum Kind: String, Sendable {
+    package enum Kind: String, Sendable {
         case database           // SQLite's own integrity check failed (not repairable here)
         case missingRoot        // the root or trash row is missing or not a folder
         case missingParent      // an item's parent row does not exist
@@ -23,38 +23,38 @@ public struct StoreCheckReport: Sendable {
     }
 
     /// One problem: its kind and a line naming the item or file.
-    public struct Problem: Sendable, CustomStringConvertible {
-        public var kind: Kind
-        public var message: String
+    package struct Problem: Sendable, CustomStringConvertible {
+        package var kind: Kind
+        package var message: String
         /// `kind: message`, as `docfs check` prints it.
-        public var description: String { "\(kind.rawValue): \(message)" }
+        package var description: String { "\(kind.rawValue): \(message)" }
     }
 
     /// Problems found (before any repair).
-    public var problems: [Problem] = []
+    package var problems: [Problem] = []
     /// What `--repair` did, one line each.
-    public var repairs: [String] = []
+    package var repairs: [String] = []
     /// Problems still there at the end (after a repair: what could not be mended).
-    public var remaining: [Problem] = []
+    package var remaining: [Problem] = []
 
     /// Folder items, the root and the trash included.
-    public var folders = 0
+    package var folders = 0
     /// File items.
-    public var files = 0
+    package var files = 0
     /// Symbolic-link items.
-    public var symlinks = 0
+    package var symlinks = 0
     /// FIFOs and sockets.
-    public var special = 0
+    package var special = 0
     /// Content files in `contents/` that belong to a file item.
-    public var contentFiles = 0
+    package var contentFiles = 0
     /// Their total size.
-    public var contentBytes: Int64 = 0
+    package var contentBytes: Int64 = 0
 
     /// The store is consistent now (nothing was wrong, or everything was mended).
-    public var isConsistent: Bool { remaining.isEmpty }
+    package var isConsistent: Bool { remaining.isEmpty }
 
     /// One line: how many items of each kind, content files and bytes.
-    public var summary: String {
+    package var summary: String {
         "\(folders + files + symlinks) items (\(folders) folders with root and trash, \(files) files, \(symlinks) symbolic links), "
             + "\(contentFiles) content files, \(contentBytes) bytes"
     }

@@ -22,7 +22,7 @@ import GRDB
 /// mounted one), recovers the journal and runs the checks; `StoreChecker+Rows.swift` checks the
 /// item rows, `StoreChecker+ContentFiles.swift` the files in `contents/` and `staging/`,
 /// `StoreChecker+Repair.swift` mends; the findings are a `StoreCheckReport`.
-public enum StoreChecker {
+package enum StoreChecker {
     /// The folder at the root that receives items whose folder is gone.
     static let lostAndFound = "lost+found"
 
@@ -31,7 +31,7 @@ public enum StoreChecker {
     /// `.busy` when it is mounted (its lock is held), `.corruptFile` when SQLite cannot read it
     /// (or a repair is asked of a database SQLite finds damaged), `.ioError` when the repairs
     /// cannot be saved. Called by `docfs check`.
-    public static func check(at url: URL, repair: Bool) throws(ProviderError) -> StoreCheckReport {
+    package static func check(at url: URL, repair: Bool) throws(ProviderError) -> StoreCheckReport {
         let path = url.path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {

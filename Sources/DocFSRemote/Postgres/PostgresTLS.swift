@@ -51,7 +51,7 @@ extension PostgresURL {
 
 extension RemoteDatabase {
     /// Whether this client's connection to the server is encrypted, as the server sees it.
-    public func connectionIsEncrypted() async throws -> Bool {
+    package func connectionIsEncrypted() async throws -> Bool {
         try await mapped { [self] in
             let rows = try await client.query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", logger: logger)
             for try await (ssl) in rows.decode(Bool.self) { return ssl }

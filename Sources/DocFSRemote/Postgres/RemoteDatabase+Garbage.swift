@@ -4,11 +4,11 @@ import PostgresNIO
 
 /// A content version whose object no one needs any more: its item was deleted, or a newer
 /// version replaced it, before the collection's cutoff.
-public struct GarbageVersion: Sendable, Equatable {
-    public var itemID: Int64
-    public var contentVersion: Int64
-    public var key: String
-    public var size: Int64
+package struct GarbageVersion: Sendable, Equatable {
+    package var itemID: Int64
+    package var contentVersion: Int64
+    package var key: String
+    package var size: Int64
 }
 
 // What `docfs remote gc` asks of the server. Replicas only ever download an item's current
@@ -18,7 +18,7 @@ public struct GarbageVersion: Sendable, Equatable {
 extension RemoteDatabase {
     /// Versions not collected yet that stopped being current before `cutoffNs` (replaced by a
     /// newer version, or their item deleted), whose object no live item still names.
-    public func garbageVersions(before cutoffNs: Int64) async throws -> [GarbageVersion] {
+    package func garbageVersions(before cutoffNs: Int64) async throws -> [GarbageVersion] {
         try await mapped { [self] in
             let rows = try await client.query("""
                 SELECT v.item_id, v.content_version, v.content_key, v.size
@@ -39,7 +39,7 @@ extension RemoteDatabase {
     }
 
     /// Records that the object behind `key` was removed from the bucket (every version naming it).
-    public func markCollected(key: String) async throws {
+    package func markCollected(key: String) async throws {
         try await mapped { [self] in
             try await client.query("""
                 UPDATE docfs_versions SET collected_ns = \(unescaped: Self.serverNow) WHERE content_key = \(key) AND collected_ns IS NULL
@@ -49,7 +49,7 @@ extension RemoteDatabase {
 
     /// Records (or renews, in the server's time) the objects a replica is about to write: gc
     /// keeps them while the intent lives, whatever the objects' age.
-    public func recordUploadIntents(_ keys: [String]) async throws {
+    package func recordUploadIntents(_ keys: [String]) async throws {
         guard !keys.isEmpty else { return }
         try await mapped { [self] in
             try await client.query("""
@@ -60,7 +60,7 @@ extension RemoteDatabase {
     }
 
     /// The versions naming these objects are committed (or the uploads were given up).
-    public func dropUploadIntents(_ keys: [String]) async throws {
+    package func dropUploadIntents(_ keys: [String]) async throws {
         guard !keys.isEmpty else { return }
         try await mapped { [self] in
             try await client.query("DELETE FROM docfs_upload_intents WHERE key = ANY(\(keys))", logger: logger)
@@ -70,7 +70,7 @@ extension RemoteDatabase {
     /// Drops intents recorded before `cutoffNs` (server time): their replica stopped before it
     /// committed, and their objects become left-overs. Returns how many went.
     @discardableResult
-    public func expireUploadIntents(before cutoffNs: Int64) async throws -> Int {
+    package func expireUploadIntents(before cutoffNs: Int64) async throws -> Int {
         try await mapped { [self] in
             let rows = try await client.query(
                 "WITH gone AS (DELETE FROM docfs_upload_intents WHERE created_ns < \(cutoffNs) RETURNING 1) SELECT count(*) FROM gone",
@@ -83,7 +83,7 @@ extension RemoteDatabase {
     /// Whether any version that is not collected, any item, or an upload intent names this object key: an object
     /// in the bucket that nothing names is left over (an upload whose operation never reached
     /// the server, or a version collected while a retry uploaded it again).
-    public func referencedKeys(_ keys: [String]) async throws -> Set<String> {
+    package func referencedKeys(_ keys: [String]) async throws -> Set<String> {
         guard !keys.isEmpty else { return [] }
         return try await mapped { [self] in
             let rows = try await client.query("""
@@ -98,10 +98,10 @@ extension RemoteDatabase {
     }
 
     /// What `trimHistory` removed.
-    public struct TrimmedHistory: Sendable, Equatable {
-        public var operations = 0
-        public var versionRows = 0
-        public var tombstones = 0
+    package struct TrimmedHistory: Sendable, Equatable {
+        package var operations = 0
+        package var versionRows = 0
+        package var tombstones = 0
     }
 
     /// Drops what only the past needed, older than `cutoffNs` (the change log's own cutoff, run
@@ -109,7 +109,7 @@ extension RemoteDatabase {
     /// the rows of versions whose objects gc removed, and deleted items (tombstones) no version,
     /// change log entry or child names any more, deepest first. A replica away for longer
     /// rebuilds from a full listing, where items the server no longer has are gone.
-    public func trimHistory(before cutoffNs: Int64) async throws -> TrimmedHistory {
+    package func trimHistory(before cutoffNs: Int64) async throws -> TrimmedHistory {
         let logger = self.logger
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> TrimmedHistory in
@@ -148,7 +148,7 @@ extension RemoteDatabase {
     /// position must not go back), and moves `log_start` past them: a replica whose anchor is
     /// older rebuilds from a full listing. Returns how many entries went.
     @discardableResult
-    public func trimChangeLog(before cutoffNs: Int64) async throws -> Int {
+    package func trimChangeLog(before cutoffNs: Int64) async throws -> Int {
         let logger = self.logger
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> Int in

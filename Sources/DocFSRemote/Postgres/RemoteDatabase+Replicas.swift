@@ -8,7 +8,7 @@ import PostgresNIO
 // item or folder deleted elsewhere comes back when a replica still puts something in it.
 extension RemoteDatabase {
     /// The items with these identifiers, deleted ones included (a replica applies the deletion).
-    public func items(_ ids: [Int64]) async throws -> [RemoteItem] {
+    package func items(_ ids: [Int64]) async throws -> [RemoteItem] {
         guard !ids.isEmpty else { return [] }
         return try await mapped { [self] in
             let rows = try await client.query(
@@ -19,7 +19,7 @@ extension RemoteDatabase {
 
     /// The first change log position still kept (`docfs remote gc` trims older entries): a replica
     /// whose anchor is below `logStart - 1` has missed changes and rebuilds from a full listing.
-    public func logStart() async throws -> Int64 {
+    package func logStart() async throws -> Int64 {
         try await mapped { [self] in
             let rows = try await client.query("SELECT value FROM docfs_meta WHERE key = 'log_start'", logger: logger)
             for try await (value) in rows.decode(String.self) { return Int64(value) ?? 1 }
@@ -107,7 +107,7 @@ extension RemoteDatabase {
 
 extension RemoteDatabase {
     /// Every item's identifier, deleted ones included, but the root (a replica rebuilding).
-    public func allItemIDs() async throws -> [Int64] {
+    package func allItemIDs() async throws -> [Int64] {
         try await mapped { [self] in
             let rows = try await client.query("SELECT id FROM docfs_items WHERE parent_id IS NOT NULL ORDER BY id", logger: logger)
             var ids: [Int64] = []

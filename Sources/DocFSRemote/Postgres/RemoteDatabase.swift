@@ -15,8 +15,8 @@ import NIOSSL
 /// N never later finds a smaller position appear (a plain bigserial does not promise that).
 ///
 /// The client's `run()` runs in a task for the database object's whole life; call `shutdown()`.
-public final class RemoteDatabase: Sendable {
-    public static let notificationChannel = "docfs_changes"
+package final class RemoteDatabase: Sendable {
+    package static let notificationChannel = "docfs_changes"
     /// The advisory lock key that serializes writers (and migrations, with another key).
     static let writeLock: Int64 = 0x646f_6366_7301
     static let migrationLock: Int64 = 0x646f_6366_7302
@@ -28,7 +28,7 @@ public final class RemoteDatabase: Sendable {
     /// unreachable (the pool itself keeps trying to connect, with backoff, for as long as it lives).
     let operationTimeout: Duration
 
-    public init(url: PostgresURL, logger: Logger = Logger(label: "docfs.postgres"), maximumConnections: Int = 8,
+    package init(url: PostgresURL, logger: Logger = Logger(label: "docfs.postgres"), maximumConnections: Int = 8,
                 operationTimeout: Duration = .seconds(30)) {
         // A certificate file that cannot be read fails every connection (and `probe` says why).
         let tls = (try? url.clientTLS()) ?? .require(TLSConfiguration.makeClientConfiguration())
@@ -47,7 +47,7 @@ public final class RemoteDatabase: Sendable {
     }
 
     /// Stops the client (cancels its `run()` and waits for it).
-    public func shutdown() async {
+    package func shutdown() async {
         runTask.cancel()
         await runTask.value
     }
@@ -55,7 +55,7 @@ public final class RemoteDatabase: Sendable {
     // MARK: Schema
 
     /// The schema version on the server (0: none yet).
-    public func schemaVersion() async throws -> Int {
+    package func schemaVersion() async throws -> Int {
         try await mapped { [self] in
             let exists = try await client.query("SELECT to_regclass('docfs_schema_migrations') IS NOT NULL", logger: logger)
             var present = false
@@ -72,7 +72,7 @@ public final class RemoteDatabase: Sendable {
     /// (`RemoteError.schemaTooNew`) a server whose schema is newer than this code knows.
     /// `upTo` stops at an older version (a test of what a newer docfs does to an older server).
     @discardableResult
-    public func migrate(upTo target: Int = RemoteSchema.latest) async throws -> Int {
+    package func migrate(upTo target: Int = RemoteSchema.latest) async throws -> Int {
         let logger = self.logger
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> Int in
@@ -110,7 +110,7 @@ public final class RemoteDatabase: Sendable {
         favorite_rank, symlink_target, content_key, content_version, metadata_version, trashed_ns, deleted
         """
 
-    public func rootID() async throws -> Int64 {
+    package func rootID() async throws -> Int64 {
         try await mapped { [self] in
             let rows = try await client.query("SELECT id FROM docfs_items WHERE parent_id IS NULL", logger: logger)
             for try await (id) in rows.decode(Int64.self) { return id }
@@ -118,7 +118,7 @@ public final class RemoteDatabase: Sendable {
         }
     }
 
-    public func item(_ id: Int64) async throws -> RemoteItem? {
+    package func item(_ id: Int64) async throws -> RemoteItem? {
         try await mapped { [self] in
             let rows = try await client.query(
                 "SELECT \(unescaped: Self.itemColumns) FROM docfs_items WHERE id = \(id)", logger: logger)
@@ -127,7 +127,7 @@ public final class RemoteDatabase: Sendable {
     }
 
     /// The live (not deleted, not trashed) children of a folder, by name.
-    public func children(of parentID: Int64) async throws -> [RemoteItem] {
+    package func children(of parentID: Int64) async throws -> [RemoteItem] {
         try await mapped { [self] in
             let rows = try await client.query("""
                 SELECT \(unescaped: Self.itemColumns) FROM docfs_items
@@ -138,7 +138,7 @@ public final class RemoteDatabase: Sendable {
     }
 
     /// Change log entries after `anchor` (0: from the start), in order.
-    public func changes(since anchor: Int64, limit: Int = 1000) async throws -> [RemoteChange] {
+    package func changes(since anchor: Int64, limit: Int = 1000) async throws -> [RemoteChange] {
         try await mapped { [self] in
             let rows = try await client.query("""
                 SELECT position, item_id, kind, operation_id, content_version, metadata_version, at_ns
@@ -155,7 +155,7 @@ public final class RemoteDatabase: Sendable {
     }
 
     /// The latest change log position (0: none yet).
-    public func latestPosition() async throws -> Int64 {
+    package func latestPosition() async throws -> Int64 {
         try await mapped { [self] in
             let rows = try await client.query("SELECT coalesce(max(position), 0) FROM docfs_changes", logger: logger)
             for try await (p) in rows.decode(Int64.self) { return p }
@@ -166,7 +166,7 @@ public final class RemoteDatabase: Sendable {
     /// The MIME words of the server's layout as this replica resolves them (`{"image/png":
     /// "public.png"}`): the server's rules compare identifiers only, and cannot read the
     /// shared-mime-info database a replica resolves them with.
-    public func setLayoutMIMETypes(json: String) async throws {
+    package func setLayoutMIMETypes(json: String) async throws {
         let logger = self.logger
         try await mapped { [self] in
             _ = try await client.query("""
@@ -177,7 +177,7 @@ public final class RemoteDatabase: Sendable {
     }
 
     /// The stored layout JSON, if one was set.
-    public func layout() async throws -> String? {
+    package func layout() async throws -> String? {
         try await mapped { [self] in
             let rows = try await client.query("SELECT layout::text FROM docfs_layout WHERE id = 1", logger: logger)
             for try await (json) in rows.decode(String.self) { return json }
@@ -187,7 +187,7 @@ public final class RemoteDatabase: Sendable {
 
     /// LISTENs on `docfs_changes` on a connection of its own for as long as `body` runs; each
     /// element is the change log position a committed change wrote.
-    public func withChangeNotifications<T: Sendable>(
+    package func withChangeNotifications<T: Sendable>(
         _ body: (AsyncCompactMapSequence<PostgresNotificationSequence, Int64>) async throws -> T
     ) async throws -> T {
         do {
@@ -206,7 +206,7 @@ public final class RemoteDatabase: Sendable {
     /// Creates an item under `parentID` and returns its permanent id (`AppliedChange.itemID`).
     /// A file may come with its first content version's object. A name another item took first
     /// gets a suffix (`AppliedChange.name` says which); a folder deleted meanwhile comes back.
-    public func createItem(operationID: UUID, parentID: Int64, name: String, kind: RemoteItemKind,
+    package func createItem(operationID: UUID, parentID: Int64, name: String, kind: RemoteItemKind,
                            attributes: RemoteItemAttributes, content: RemoteContent? = nil) async throws -> AppliedChange {
         try Self.checkName(name)
         return try await apply(operationID: operationID, kind: .create) { conn, logger in
@@ -239,7 +239,7 @@ public final class RemoteDatabase: Sendable {
     /// (compare-and-swap); otherwise `RemoteError.versionConflict` with the current one.
     /// `initial`: the contents its creating program wrote (the server's layout lets them into a
     /// file that does not allow writing, as a replica does).
-    public func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
+    package func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
                                   modifiedNs: Int64, initial: Bool = false) async throws -> AppliedChange {
         try await apply(operationID: operationID, kind: .content) { conn, logger in
             let now = Self.serverNow
@@ -288,7 +288,7 @@ public final class RemoteDatabase: Sendable {
     /// Renames and/or moves an item (rename: same parent, new name). With `expectedParentID` and
     /// `expectedName` (where the replica saw it), a move made elsewhere first wins: the item is
     /// left where it is and `RemoteError.movedElsewhere` tells the replica to follow it.
-    public func moveItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String,
+    package func moveItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String,
                          expectedParentID: Int64? = nil, expectedName: String? = nil, types: [String]? = nil) async throws -> AppliedChange {
         try Self.checkName(name)
         return try await apply(operationID: operationID, kind: .move) { conn, logger in
@@ -333,7 +333,7 @@ public final class RemoteDatabase: Sendable {
     /// Deletes an item for good (a tombstone stays). A directory must have no children left.
     /// With `expectedContentVersion`, a file changed since (by another replica) is not deleted:
     /// `RemoteError.versionConflict` (an edit against a delete keeps the edit).
-    public func deleteItem(operationID: UUID, itemID: Int64, expectedContentVersion: Int64? = nil) async throws -> AppliedChange {
+    package func deleteItem(operationID: UUID, itemID: Int64, expectedContentVersion: Int64? = nil) async throws -> AppliedChange {
         try await apply(operationID: operationID, kind: .delete) { conn, logger in
             let item = try await Self.liveItem(itemID, conn: conn, logger: logger)
             guard item.parentID != nil else { throw RemoteError.invalid("the root cannot be deleted") }
@@ -355,7 +355,7 @@ public final class RemoteDatabase: Sendable {
 
     /// Moves an item to the trash: it keeps its parent and name (where it came from) and gives
     /// up its name there until it is restored.
-    public func trashItem(operationID: UUID, itemID: Int64) async throws -> AppliedChange {
+    package func trashItem(operationID: UUID, itemID: Int64) async throws -> AppliedChange {
         try await apply(operationID: operationID, kind: .trash) { conn, logger in
             let item = try await Self.liveItem(itemID, conn: conn, logger: logger)
             guard item.parentID != nil else { throw RemoteError.invalid("the root cannot be trashed") }
@@ -369,7 +369,7 @@ public final class RemoteDatabase: Sendable {
     }
 
     /// Restores a trashed item into `toParentID` under `name`.
-    public func untrashItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String,
+    package func untrashItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String,
                             types: [String]? = nil) async throws -> AppliedChange {
         try Self.checkName(name)
         return try await apply(operationID: operationID, kind: .untrash) { conn, logger in
@@ -388,7 +388,7 @@ public final class RemoteDatabase: Sendable {
     }
 
     /// Owners, mode, times, tags, favourite rank.
-    public func setAttributes(operationID: UUID, itemID: Int64, changes: RemoteAttributeChanges) async throws -> AppliedChange {
+    package func setAttributes(operationID: UUID, itemID: Int64, changes: RemoteAttributeChanges) async throws -> AppliedChange {
         try await apply(operationID: operationID, kind: .attributes) { conn, logger in
             _ = try await Self.liveItem(itemID, conn: conn, logger: logger)
             let setRank = changes.favoriteRank != nil
@@ -411,7 +411,7 @@ public final class RemoteDatabase: Sendable {
     }
 
     /// Stores the layout (folder rules, types) as JSON; logged as a change of the root.
-    public func setLayout(operationID: UUID, json: String) async throws -> AppliedChange {
+    package func setLayout(operationID: UUID, json: String) async throws -> AppliedChange {
         try await apply(operationID: operationID, kind: .layout) { conn, logger in
             let now = Self.serverNow
             try await conn.query("""
@@ -521,7 +521,7 @@ public final class RemoteDatabase: Sendable {
     static let serverNow = "(extract(epoch from now()) * 1000000000)::bigint"
 
     /// The server's time now, in nanoseconds: the cutoffs of `docfs remote gc` are measured by it.
-    public func serverTimeNs() async throws -> Int64 {
+    package func serverTimeNs() async throws -> Int64 {
         try await mapped { [self] in
             let rows = try await client.query("SELECT \(unescaped: Self.serverNow)", logger: logger)
             for try await (ns) in rows.decode(Int64.self) { return ns }
@@ -561,7 +561,7 @@ public final class RemoteDatabase: Sendable {
 
     /// One connection made and closed, to say at once why a server cannot be used (refused,
     /// no such database, wrong password) where the pool would keep retrying until a timeout.
-    public static func probe(_ url: PostgresURL, timeout: Duration = .seconds(10), logger: Logger = Logger(label: "docfs.postgres")) async throws {
+    package static func probe(_ url: PostgresURL, timeout: Duration = .seconds(10), logger: Logger = Logger(label: "docfs.postgres")) async throws {
         let configuration = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.user,
                                                              password: url.password, database: url.database,
                                                              tls: try url.connectionTLS())

@@ -51,8 +51,8 @@
 ///   server's time) before the upload starts and again right before the versions naming them are
 ///   committed, removed after. `docfs remote gc` never removes an object a live intent names;
 ///   intents older than the intent lifetime (a replica that never came back) are dropped.
-public enum RemoteSchema {
-    public static let latest = 5
+package enum RemoteSchema {
+    package static let latest = 5
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 

@@ -10,25 +10,25 @@ import Foundation
 /// `sslmode`, a loopback host is `prefer` and any other host `verify-full`: names, paths and the
 /// password never travel in clear off this machine unless asked. `sslcert`/`sslkey`: a client
 /// certificate.
-public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
-    public enum SSLMode: String, Sendable, Equatable, CaseIterable {
+package struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
+    package enum SSLMode: String, Sendable, Equatable, CaseIterable {
         case disable, allow, prefer, require
         case verifyCA = "verify-ca"
         case verifyFull = "verify-full"
     }
 
-    public var host: String
-    public var port: Int
-    public var user: String
-    public var password: String?
-    public var database: String
+    package var host: String
+    package var port: Int
+    package var user: String
+    package var password: String?
+    package var database: String
     /// As given (nil: the default for the host, `effectiveSSLMode`).
-    public var sslMode: SSLMode?
-    public var sslRootCert: String?
-    public var sslCert: String?
-    public var sslKey: String?
+    package var sslMode: SSLMode?
+    package var sslRootCert: String?
+    package var sslCert: String?
+    package var sslKey: String?
 
-    public init(host: String, port: Int = 5432, user: String, password: String? = nil, database: String,
+    package init(host: String, port: Int = 5432, user: String, password: String? = nil, database: String,
                 sslMode: SSLMode? = nil, sslRootCert: String? = nil) {
         self.host = host
         self.port = port
@@ -39,7 +39,7 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         self.sslRootCert = sslRootCert
     }
 
-    public init?(_ string: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
+    package init?(_ string: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
         guard let u = URLComponents(string: string), let scheme = u.scheme,
               scheme == "postgres" || scheme == "postgresql",
               let host = u.host, !host.isEmpty, let user = u.user, !user.isEmpty else { return nil }
@@ -66,15 +66,15 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Whether the host is this machine (127.0.0.0/8, ::1, localhost).
-    public var isLoopback: Bool {
+    package var isLoopback: Bool {
         host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
     }
 
     /// The mode the connection uses: as given, else `prefer` on loopback and `verify-full` elsewhere.
-    public var effectiveSSLMode: SSLMode { sslMode ?? (isLoopback ? .prefer : .verifyFull) }
+    package var effectiveSSLMode: SSLMode { sslMode ?? (isLoopback ? .prefer : .verifyFull) }
 
     /// The TLS parameters as a query (`?sslmode=…`), empty when none was given.
-    public var tlsQuery: String {
+    package var tlsQuery: String {
         var items: [String] = []
         if let sslMode { items.append("sslmode=" + sslMode.rawValue) }
         if let sslRootCert { items.append("sslrootcert=" + sslRootCert) }
@@ -84,32 +84,32 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The URL without its password: what a store keeps (TLS settings included, no secret).
-    public var withoutPassword: String { "postgres://\(user)@\(host):\(port)/\(database)" + tlsQuery }
+    package var withoutPassword: String { "postgres://\(user)@\(host):\(port)/\(database)" + tlsQuery }
 
-    public var description: String {
+    package var description: String {
         "postgres://\(user)\(password == nil ? "" : ":<hidden>")@\(host):\(port)/\(database)" + tlsQuery
     }
 }
 
-public enum RemoteItemKind: String, Sendable, Equatable, CaseIterable {
+package enum RemoteItemKind: String, Sendable, Equatable, CaseIterable {
     case file, directory, symlink
 }
 
 /// What a new item carries besides its parent and name. Times are nanoseconds since 1970.
-public struct RemoteItemAttributes: Sendable, Equatable {
-    public var uid: UInt32
-    public var gid: UInt32
+package struct RemoteItemAttributes: Sendable, Equatable {
+    package var uid: UInt32
+    package var gid: UInt32
     /// Permission bits, set-ID and sticky included (07777); the kind is separate.
-    public var mode: UInt32
-    public var createdNs: Int64
-    public var modifiedNs: Int64
-    public var tags: [String]
-    public var symlinkTarget: String?
+    package var mode: UInt32
+    package var createdNs: Int64
+    package var modifiedNs: Int64
+    package var tags: [String]
+    package var symlinkTarget: String?
     /// The item's content type and what it conforms to, nearest first: the server checks its
     /// layout's rules against them (`RemoteSchema` version 3). nil: not given.
-    public var types: [String]?
+    package var types: [String]?
 
-    public init(uid: UInt32 = 0, gid: UInt32 = 0, mode: UInt32 = 0o644, createdNs: Int64, modifiedNs: Int64,
+    package init(uid: UInt32 = 0, gid: UInt32 = 0, mode: UInt32 = 0o644, createdNs: Int64, modifiedNs: Int64,
                 tags: [String] = [], symlinkTarget: String? = nil, types: [String]? = nil) {
         self.types = types
         self.uid = uid
@@ -123,28 +123,28 @@ public struct RemoteItemAttributes: Sendable, Equatable {
 }
 
 /// A content version's object in the bucket.
-public struct RemoteContent: Sendable, Equatable {
-    public var key: String
-    public var size: Int64
-    public init(key: String, size: Int64) {
+package struct RemoteContent: Sendable, Equatable {
+    package var key: String
+    package var size: Int64
+    package init(key: String, size: Int64) {
         self.key = key
         self.size = size
     }
 }
 
 /// Attribute changes; nil fields stay as they are.
-public struct RemoteAttributeChanges: Sendable, Equatable {
-    public var uid: UInt32?
-    public var gid: UInt32?
-    public var mode: UInt32?
-    public var createdNs: Int64?
-    public var modifiedNs: Int64?
-    public var accessedNs: Int64?
-    public var tags: [String]?
+package struct RemoteAttributeChanges: Sendable, Equatable {
+    package var uid: UInt32?
+    package var gid: UInt32?
+    package var mode: UInt32?
+    package var createdNs: Int64?
+    package var modifiedNs: Int64?
+    package var accessedNs: Int64?
+    package var tags: [String]?
     /// `.some(nil)` clears the favourite rank.
-    public var favoriteRank: Int64??
+    package var favoriteRank: Int64??
 
-    public init(uid: UInt32? = nil, gid: UInt32? = nil, mode: UInt32? = nil, createdNs: Int64? = nil,
+    package init(uid: UInt32? = nil, gid: UInt32? = nil, mode: UInt32? = nil, createdNs: Int64? = nil,
                 modifiedNs: Int64? = nil, accessedNs: Int64? = nil, tags: [String]? = nil, favoriteRank: Int64?? = nil) {
         self.uid = uid
         self.gid = gid
@@ -158,42 +158,42 @@ public struct RemoteAttributeChanges: Sendable, Equatable {
 }
 
 /// An item as the server keeps it.
-public struct RemoteItem: Sendable, Equatable {
-    public var id: Int64
-    public var parentID: Int64?
-    public var name: String
-    public var kind: RemoteItemKind
-    public var size: Int64
-    public var createdNs: Int64
-    public var modifiedNs: Int64
-    public var changedNs: Int64
-    public var accessedNs: Int64
-    public var uid: UInt32
-    public var gid: UInt32
-    public var mode: UInt32
-    public var tags: [String]
-    public var favoriteRank: Int64?
-    public var symlinkTarget: String?
-    public var contentKey: String?
-    public var contentVersion: Int64
-    public var metadataVersion: Int64
-    public var trashedNs: Int64?
-    public var deleted: Bool
+package struct RemoteItem: Sendable, Equatable {
+    package var id: Int64
+    package var parentID: Int64?
+    package var name: String
+    package var kind: RemoteItemKind
+    package var size: Int64
+    package var createdNs: Int64
+    package var modifiedNs: Int64
+    package var changedNs: Int64
+    package var accessedNs: Int64
+    package var uid: UInt32
+    package var gid: UInt32
+    package var mode: UInt32
+    package var tags: [String]
+    package var favoriteRank: Int64?
+    package var symlinkTarget: String?
+    package var contentKey: String?
+    package var contentVersion: Int64
+    package var metadataVersion: Int64
+    package var trashedNs: Int64?
+    package var deleted: Bool
 }
 
 /// What an operation did: the item it touched (for a create, its new permanent id), the item's
 /// versions after it, and the change log position it wrote. `replayed` is true when the
 /// operation id had been applied before and nothing was done again.
-public struct AppliedChange: Sendable, Equatable {
-    public var itemID: Int64
-    public var contentVersion: Int64
-    public var metadataVersion: Int64
-    public var position: Int64
-    public var replayed: Bool
+package struct AppliedChange: Sendable, Equatable {
+    package var itemID: Int64
+    package var contentVersion: Int64
+    package var metadataVersion: Int64
+    package var position: Int64
+    package var replayed: Bool
     /// The item's name after the operation (a create or move into a taken name got a suffix).
-    public var name: String?
+    package var name: String?
 
-    public init(itemID: Int64, contentVersion: Int64, metadataVersion: Int64, position: Int64, replayed: Bool, name: String? = nil) {
+    package init(itemID: Int64, contentVersion: Int64, metadataVersion: Int64, position: Int64, replayed: Bool, name: String? = nil) {
         self.itemID = itemID
         self.contentVersion = contentVersion
         self.metadataVersion = metadataVersion
@@ -205,20 +205,20 @@ public struct AppliedChange: Sendable, Equatable {
 
 /// One entry of the change log. `position` is the sync anchor: ask for `changes(since:)` the
 /// last position you applied.
-public struct RemoteChange: Sendable, Equatable {
-    public enum Kind: String, Sendable, Equatable {
+package struct RemoteChange: Sendable, Equatable {
+    package enum Kind: String, Sendable, Equatable {
         case create, content, move, delete, trash, untrash, attributes, layout
     }
-    public var position: Int64
-    public var itemID: Int64
-    public var kind: Kind
-    public var operationID: UUID
-    public var contentVersion: Int64
-    public var metadataVersion: Int64
-    public var atNs: Int64
+    package var position: Int64
+    package var itemID: Int64
+    package var kind: Kind
+    package var operationID: UUID
+    package var contentVersion: Int64
+    package var metadataVersion: Int64
+    package var atNs: Int64
 }
 
-public enum RemoteError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum RemoteError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Compare-and-swap on the content version failed: someone else wrote a newer version.
     case versionConflict(itemID: Int64, expected: Int64, current: Int64)
     case notFound(itemID: Int64)
@@ -245,12 +245,12 @@ public enum RemoteError: Error, Sendable, Equatable, CustomStringConvertible {
     /// statement cancelled, an internal error).
     case server(String)
 
-    public var isRetryable: Bool {
+    package var isRetryable: Bool {
         if case .unreachable = self { return true }
         return false
     }
 
-    public var description: String {
+    package var description: String {
         switch self {
         case let .versionConflict(id, expected, current):
             return "item \(id) is at content version \(current), not \(expected)"

@@ -13,13 +13,13 @@ import Foundation
 /// - no extra pass over the file to hash it first.
 /// Two versions never share an object (no deduplication). The server row of the version records
 /// the key, so readers never derive it.
-public enum ContentObjectKey {
-    public static func make(prefix: String, operationID: UUID) -> String {
+package enum ContentObjectKey {
+    package static func make(prefix: String, operationID: UUID) -> String {
         folder(prefix: prefix) + operationID.uuidString.lowercased()
     }
 
     /// `PREFIX/objects/`: where every content object of the tree lives (what gc lists).
-    public static func folder(prefix: String) -> String {
+    package static func folder(prefix: String) -> String {
         let trimmed = prefix.split(separator: "/").joined(separator: "/")
         return trimmed.isEmpty ? "objects/" : "\(trimmed)/objects/"
     }

@@ -7,13 +7,13 @@ import NIOPosix
 import SystemPackage
 
 /// Where an S3-compatible server answers. Path-style addressing (`http://HOST:PORT/BUCKET/KEY`).
-public struct S3Endpoint: Sendable, Equatable {
-    public var scheme: String
-    public var host: String
-    public var port: Int
+package struct S3Endpoint: Sendable, Equatable {
+    package var scheme: String
+    package var host: String
+    package var port: Int
 
     /// `http://127.0.0.1:9000` and the like. nil for anything that is not http(s)://HOST[:PORT].
-    public init?(url: String) {
+    package init?(url: String) {
         guard let u = URLComponents(string: url), let scheme = u.scheme?.lowercased(), scheme == "http" || scheme == "https",
               let host = u.host, !host.isEmpty, u.path.isEmpty || u.path == "/" else { return nil }
         self.scheme = scheme
@@ -22,10 +22,10 @@ public struct S3Endpoint: Sendable, Equatable {
     }
 
     /// AWS itself, path-style: `https://s3.REGION.amazonaws.com`.
-    public static func aws(region: String) -> S3Endpoint { S3Endpoint(url: "https://s3.\(region).amazonaws.com")! }
+    package static func aws(region: String) -> S3Endpoint { S3Endpoint(url: "https://s3.\(region).amazonaws.com")! }
 
     /// The `host` header exactly as sent and signed: the port only when it is not the scheme's default.
-    public var hostHeader: String {
+    package var hostHeader: String {
         let defaultPort = scheme == "https" ? 443 : 80
         let h = host.contains(":") ? "[\(host)]" : host
         return port == defaultPort ? h : "\(h):\(port)"
@@ -35,37 +35,37 @@ public struct S3Endpoint: Sendable, Equatable {
 }
 
 /// One object as a listing or HEAD shows it.
-public struct S3Object: Sendable, Equatable {
-    public var key: String
-    public var size: Int64
-    public var etag: String?
+package struct S3Object: Sendable, Equatable {
+    package var key: String
+    package var size: Int64
+    package var etag: String?
     /// When the object was written (listings only; `docfs remote gc` spares recent ones).
-    public var lastModified: Date? = nil
+    package var lastModified: Date? = nil
 }
 
 /// One page of ListObjectsV2.
-public struct S3ListPage: Sendable {
-    public var objects: [S3Object]
+package struct S3ListPage: Sendable {
+    package var objects: [S3Object]
     /// Pass it back to get the next page; nil on the last one.
-    public var continuationToken: String?
+    package var continuationToken: String?
 }
 
 /// A part already on the server, as ListParts shows it.
-public struct S3Part: Sendable, Equatable {
-    public var number: Int
-    public var etag: String
-    public var size: Int64
+package struct S3Part: Sendable, Equatable {
+    package var number: Int
+    package var etag: String
+    package var size: Int64
     /// When it was uploaded (nil if the server did not say).
-    public var lastModified: Date? = nil
+    package var lastModified: Date? = nil
 }
 
 /// A multipart upload that was started and neither completed nor aborted.
-public struct S3PendingUpload: Sendable, Equatable {
-    public var key: String
-    public var uploadID: String
+package struct S3PendingUpload: Sendable, Equatable {
+    package var key: String
+    package var uploadID: String
     /// When it was started (nil if the server did not say; moto always says 2010-11-10).
-    public var initiated: Date?
-    public init(key: String, uploadID: String, initiated: Date? = nil) {
+    package var initiated: Date?
+    package init(key: String, uploadID: String, initiated: Date? = nil) {
         self.key = key
         self.uploadID = uploadID
         self.initiated = initiated
@@ -77,18 +77,18 @@ public struct S3PendingUpload: Sendable, Equatable {
 /// write each chunk as it arrives.
 ///
 /// Call `shutdown()` when done (async-http-client requires it on every exit path).
-public final class S3Client: Sendable {
-    public static let minimumPartSize: Int64 = 5 * 1024 * 1024
-    public static let maximumParts = 10_000
+package final class S3Client: Sendable {
+    package static let minimumPartSize: Int64 = 5 * 1024 * 1024
+    package static let maximumParts = 10_000
 
-    public let endpoint: S3Endpoint
+    package let endpoint: S3Endpoint
     let signer: SigV4Signer
     let http: HTTPClient
     let logger: Logger
     /// How long one request may take from start to the end of its answer's head.
     let requestTimeout: TimeAmount
 
-    public init(endpoint: S3Endpoint, credentials: S3Credentials, region: String = "us-east-1",
+    package init(endpoint: S3Endpoint, credentials: S3Credentials, region: String = "us-east-1",
                 connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(60),
                 requestTimeout: TimeAmount = .minutes(30), logger: Logger = Logger(label: "docfs.s3")) {
         self.endpoint = endpoint
@@ -101,14 +101,14 @@ public final class S3Client: Sendable {
         self.http = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
     }
 
-    public func shutdown() async throws {
+    package func shutdown() async throws {
         try await http.shutdown()
     }
 
     // MARK: Buckets
 
     /// Creates the bucket; a bucket that already exists and is ours is fine.
-    public func createBucket(_ bucket: String) async throws {
+    package func createBucket(_ bucket: String) async throws {
         do {
             try await sendDrained(.PUT, bucket: bucket, key: nil, operation: "CreateBucket \(bucket)")
         } catch let error as S3Error where error.code == "BucketAlreadyOwnedByYou" {
@@ -120,7 +120,7 @@ public final class S3Client: Sendable {
 
     /// Uploads a whole file in one PUT, streamed from disk. Returns the ETag.
     @discardableResult
-    public func putObject(bucket: String, key: String, fileAt path: FilePath,
+    package func putObject(bucket: String, key: String, fileAt path: FilePath,
                           contentType: String = "application/octet-stream") async throws -> String? {
         try await withFile(path) { fd in
             let size = try await FileIO.size(of: fd)
@@ -130,7 +130,7 @@ public final class S3Client: Sendable {
 
     /// Uploads `length` bytes of an open file from `offset` in one PUT. Returns the ETag.
     @discardableResult
-    public func putObject(bucket: String, key: String, fd: SystemPackage.FileDescriptor, offset: Int64, length: Int64,
+    package func putObject(bucket: String, key: String, fd: SystemPackage.FileDescriptor, offset: Int64, length: Int64,
                           contentType: String = "application/octet-stream") async throws -> String? {
         let body = HTTPClientRequest.Body.stream(FileChunks(fd: fd, offset: offset, length: length), length: .known(length))
         let headers = try await sendDrained(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
@@ -140,7 +140,7 @@ public final class S3Client: Sendable {
 
     /// Uploads bytes held in memory (small objects: tests, markers). Returns the ETag.
     @discardableResult
-    public func putObject(bucket: String, key: String, bytes: [UInt8],
+    package func putObject(bucket: String, key: String, bytes: [UInt8],
                           contentType: String = "application/octet-stream") async throws -> String? {
         let headers = try await sendDrained(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
                                             body: .bytes(ByteBuffer(bytes: bytes)), length: Int64(bytes.count),
@@ -151,7 +151,7 @@ public final class S3Client: Sendable {
     /// Downloads an object (or `range`, inclusive byte offsets) into a file, created or truncated,
     /// streaming each chunk to disk as it arrives. Returns the number of bytes written.
     @discardableResult
-    public func getObject(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
+    package func getObject(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
                           toFileAt path: FilePath, progress: (@Sendable (Int64) -> Void)? = nil) async throws -> Int64 {
         let fd = try await NIOThreadPool.singleton.runIfActive {
             try SystemPackage.FileDescriptor.open(path, .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
@@ -169,7 +169,7 @@ public final class S3Client: Sendable {
     /// Downloads an object (or a range) and writes it at the current position of `fd`;
     /// `progress` hears the bytes written so far after each chunk (a reader waits on them).
     @discardableResult
-    public func getObject(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
+    package func getObject(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
                           into fd: SystemPackage.FileDescriptor, progress: (@Sendable (Int64) -> Void)? = nil) async throws -> Int64 {
         var headers: [(String, String)] = []
         if let range { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
@@ -185,7 +185,7 @@ public final class S3Client: Sendable {
     /// there (the request is dropped). A server that ignores the range and sends the whole
     /// object is refused, not written.
     @discardableResult
-    public func getObject(bucket: String, key: String, range: Range<Int64>, intoFileAt path: FilePath,
+    package func getObject(bucket: String, key: String, range: Range<Int64>, intoFileAt path: FilePath,
                           progress: (@Sendable (Int64) -> Bool)? = nil) async throws -> Int64 {
         guard !range.isEmpty else { return 0 }
         let operation = "GetObject \(key) bytes \(range.lowerBound)-\(range.upperBound - 1)"
@@ -227,7 +227,7 @@ public final class S3Client: Sendable {
     }
 
     /// Downloads a small object (or a range) into memory (tests; never for contents).
-    public func getObjectBytes(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
+    package func getObjectBytes(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
                                upTo limit: Int = 16 * 1024 * 1024) async throws -> [UInt8] {
         var headers: [(String, String)] = []
         if let range { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
@@ -241,19 +241,19 @@ public final class S3Client: Sendable {
     }
 
     /// Size and ETag of an object; `S3Error.Kind.notFound` when there is none.
-    public func headObject(bucket: String, key: String) async throws -> S3Object {
+    package func headObject(bucket: String, key: String) async throws -> S3Object {
         let headers = try await sendDrained(.HEAD, bucket: bucket, key: key, operation: "HeadObject \(key)")
         let size = headers.first(name: "Content-Length").flatMap { Int64($0) } ?? 0
         return S3Object(key: key, size: size, etag: headers.first(name: "ETag"))
     }
 
     /// Deletes an object; deleting one that is not there succeeds, as in S3.
-    public func deleteObject(bucket: String, key: String) async throws {
+    package func deleteObject(bucket: String, key: String) async throws {
         try await sendDrained(.DELETE, bucket: bucket, key: key, operation: "DeleteObject \(key)")
     }
 
     /// One page of ListObjectsV2 (keys XML-unescaped).
-    public func listObjects(bucket: String, prefix: String? = nil, continuationToken: String? = nil,
+    package func listObjects(bucket: String, prefix: String? = nil, continuationToken: String? = nil,
                             maxKeys: Int = 1000) async throws -> S3ListPage {
         var query: [(String, String)] = [("list-type", "2"), ("max-keys", String(maxKeys))]
         if let prefix { query.append(("prefix", prefix)) }
@@ -270,7 +270,7 @@ public final class S3Client: Sendable {
     }
 
     /// Every object under a prefix, page after page.
-    public func listAllObjects(bucket: String, prefix: String? = nil, pageSize: Int = 1000) async throws -> [S3Object] {
+    package func listAllObjects(bucket: String, prefix: String? = nil, pageSize: Int = 1000) async throws -> [S3Object] {
         var all: [S3Object] = []
         var token: String?
         repeat {
@@ -283,7 +283,7 @@ public final class S3Client: Sendable {
 
     // MARK: Multipart upload
 
-    public func createMultipartUpload(bucket: String, key: String,
+    package func createMultipartUpload(bucket: String, key: String,
                                       contentType: String = "application/octet-stream") async throws -> String {
         let xml = try await sendForText(.POST, bucket: bucket, key: key, query: [("uploads", "")],
                                         headers: [("Content-Type", contentType)],
@@ -295,7 +295,7 @@ public final class S3Client: Sendable {
     }
 
     /// Uploads one part (`length` bytes of `fd` from `offset`), streamed. Returns its ETag.
-    public func uploadPart(bucket: String, key: String, uploadID: String, partNumber: Int,
+    package func uploadPart(bucket: String, key: String, uploadID: String, partNumber: Int,
                            fd: SystemPackage.FileDescriptor, offset: Int64, length: Int64) async throws -> String {
         let body = HTTPClientRequest.Body.stream(FileChunks(fd: fd, offset: offset, length: length), length: .known(length))
         let headers = try await sendDrained(.PUT, bucket: bucket, key: key,
@@ -309,7 +309,7 @@ public final class S3Client: Sendable {
 
     /// Completes an upload from its parts (in part-number order). Returns the object's ETag.
     @discardableResult
-    public func completeMultipartUpload(bucket: String, key: String, uploadID: String,
+    package func completeMultipartUpload(bucket: String, key: String, uploadID: String,
                                         parts: [(number: Int, etag: String)]) async throws -> String? {
         var xml = "<CompleteMultipartUpload>"
         for part in parts.sorted(by: { $0.number < $1.number }) {
@@ -331,7 +331,7 @@ public final class S3Client: Sendable {
     }
 
     /// Aborts an upload and drops its parts; an upload that is already gone is fine.
-    public func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws {
+    package func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws {
         do {
             try await sendDrained(.DELETE, bucket: bucket, key: key, query: [("uploadId", uploadID)],
                                operation: "AbortMultipartUpload \(key)")
@@ -341,7 +341,7 @@ public final class S3Client: Sendable {
     }
 
     /// The parts of an upload already on the server, page after page (to resume it).
-    public func listParts(bucket: String, key: String, uploadID: String) async throws -> [S3Part] {
+    package func listParts(bucket: String, key: String, uploadID: String) async throws -> [S3Part] {
         var parts: [S3Part] = []
         var marker: String?
         repeat {
@@ -362,7 +362,7 @@ public final class S3Client: Sendable {
     }
 
     /// Uploads that were started and not finished, under a prefix (to resume or abort them).
-    public func listMultipartUploads(bucket: String, prefix: String? = nil) async throws -> [S3PendingUpload] {
+    package func listMultipartUploads(bucket: String, prefix: String? = nil) async throws -> [S3PendingUpload] {
         var uploads: [S3PendingUpload] = []
         var markers: (key: String, upload: String)?
         repeat {
@@ -391,7 +391,7 @@ public final class S3Client: Sendable {
     /// caller can record it durably and resume or abort it after a crash; `partUploaded` after
     /// each part is in (the crash tests stop a replica there).
     @discardableResult
-    public func uploadFile(at path: FilePath, bucket: String, key: String, partSize: Int64 = 8 * 1024 * 1024,
+    package func uploadFile(at path: FilePath, bucket: String, key: String, partSize: Int64 = 8 * 1024 * 1024,
                            resumeUploadID: String? = nil,
                            uploadStarted: @Sendable (String) async throws -> Void = { _ in },
                            partUploaded: @Sendable (Int) -> Void = { _ in }) async throws -> String? {

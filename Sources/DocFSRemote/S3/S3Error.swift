@@ -1,6 +1,6 @@
 /// An S3 request that failed, sorted by what the caller should do about it.
-public struct S3Error: Error, Sendable, CustomStringConvertible, Equatable {
-    public enum Kind: String, Sendable, Equatable {
+package struct S3Error: Error, Sendable, CustomStringConvertible, Equatable {
+    package enum Kind: String, Sendable, Equatable {
         /// Connection refused, reset, DNS: retry later.
         case unreachable
         /// Connect, read or overall deadline passed: retry later.
@@ -20,14 +20,14 @@ public struct S3Error: Error, Sendable, CustomStringConvertible, Equatable {
         case rejected
     }
 
-    public var kind: Kind
+    package var kind: Kind
     /// HTTP status, when an answer came.
-    public var status: Int?
+    package var status: Int?
     /// S3's error code (`<Code>`), when the body had one.
-    public var code: String?
-    public var message: String
+    package var code: String?
+    package var message: String
 
-    public init(kind: Kind, status: Int? = nil, code: String? = nil, message: String) {
+    package init(kind: Kind, status: Int? = nil, code: String? = nil, message: String) {
         self.kind = kind
         self.status = status
         self.code = code
@@ -35,14 +35,14 @@ public struct S3Error: Error, Sendable, CustomStringConvertible, Equatable {
     }
 
     /// Whether trying the same request again later can succeed.
-    public var isRetryable: Bool {
+    package var isRetryable: Bool {
         switch kind {
         case .unreachable, .timeout, .serverBusy: return true
         case .authentication, .quota, .notFound, .invalidRange, .rejected: return false
         }
     }
 
-    public var description: String {
+    package var description: String {
         var parts = ["S3 \(kind.rawValue)"]
         if let status { parts.append("HTTP \(status)") }
         if let code { parts.append(code) }

@@ -2,26 +2,26 @@ import Crypto
 import Foundation
 
 /// S3 credentials. `description` never shows the secret.
-public struct S3Credentials: Sendable, CustomStringConvertible {
-    public var accessKeyID: String
-    public var secretAccessKey: String
+package struct S3Credentials: Sendable, CustomStringConvertible {
+    package var accessKeyID: String
+    package var secretAccessKey: String
     /// A temporary session's token (`x-amz-security-token`), when there is one.
-    public var sessionToken: String?
+    package var sessionToken: String?
 
-    public init(accessKeyID: String, secretAccessKey: String, sessionToken: String? = nil) {
+    package init(accessKeyID: String, secretAccessKey: String, sessionToken: String? = nil) {
         self.accessKeyID = accessKeyID
         self.secretAccessKey = secretAccessKey
         self.sessionToken = sessionToken
     }
 
     /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and (optionally) `AWS_SESSION_TOKEN`.
-    public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> S3Credentials? {
+    package static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> S3Credentials? {
         guard let id = environment["AWS_ACCESS_KEY_ID"], !id.isEmpty,
               let secret = environment["AWS_SECRET_ACCESS_KEY"], !secret.isEmpty else { return nil }
         return S3Credentials(accessKeyID: id, secretAccessKey: secret, sessionToken: environment["AWS_SESSION_TOKEN"])
     }
 
-    public var description: String { "S3Credentials(accessKeyID: \(accessKeyID), secret: <hidden>)" }
+    package var description: String { "S3Credentials(accessKeyID: \(accessKeyID), secret: <hidden>)" }
 }
 
 /// AWS Signature Version 4 for S3 requests in the Authorization header, on swift-crypto.
@@ -29,16 +29,16 @@ public struct S3Credentials: Sendable, CustomStringConvertible {
 /// Checked against the worked examples of AWS's documentation ("Signature Calculations for the
 /// Authorization Header", GET with Range, PUT, GET ?lifecycle, GET ?max-keys=2&prefix=J) in
 /// `SigV4Tests`, and against moto's signature-checking mode in the integration tests.
-public struct SigV4Signer: Sendable {
-    public static let unsignedPayload = "UNSIGNED-PAYLOAD"
+package struct SigV4Signer: Sendable {
+    package static let unsignedPayload = "UNSIGNED-PAYLOAD"
     /// SHA-256 of the empty body.
-    public static let emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    package static let emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-    public var credentials: S3Credentials
-    public var region: String
-    public var service: String
+    package var credentials: S3Credentials
+    package var region: String
+    package var service: String
 
-    public init(credentials: S3Credentials, region: String = "us-east-1", service: String = "s3") {
+    package init(credentials: S3Credentials, region: String = "us-east-1", service: String = "s3") {
         self.credentials = credentials
         self.region = region
         self.service = service
@@ -47,12 +47,12 @@ public struct SigV4Signer: Sendable {
     /// What signing produced: the headers to send (the given ones plus `x-amz-date`,
     /// `x-amz-content-sha256`, a session token if any, and `Authorization`), and the
     /// intermediate texts for tests and debugging (they hold no secret).
-    public struct Signed: Sendable {
-        public var headers: [(name: String, value: String)]
-        public var canonicalRequest: String
-        public var stringToSign: String
-        public var signature: String
-        public var authorization: String
+    package struct Signed: Sendable {
+        package var headers: [(name: String, value: String)]
+        package var canonicalRequest: String
+        package var stringToSign: String
+        package var signature: String
+        package var authorization: String
     }
 
     /// Signs a request.
@@ -62,7 +62,7 @@ public struct SigV4Signer: Sendable {
     ///   - headers: every header to sign, `host` (exactly as sent, with its port) included.
     ///   - payloadHash: hex SHA-256 of the body, or `UNSIGNED-PAYLOAD` for a streamed body.
     ///   - amzDate: `YYYYMMDD'T'HHMMSS'Z'` (`SigV4Signer.amzDate(for:)`).
-    public func sign(method: String, canonicalURI: String, query: [(String, String)],
+    package func sign(method: String, canonicalURI: String, query: [(String, String)],
                      headers: [(name: String, value: String)], payloadHash: String, amzDate: String) -> Signed {
         var all = headers
         func has(_ name: String) -> Bool { all.contains { $0.name.lowercased() == name } }
@@ -101,7 +101,7 @@ public struct SigV4Signer: Sendable {
     }
 
     /// `20130524T000000Z` for a date (UTC).
-    public static func amzDate(for date: Date) -> String {
+    package static func amzDate(for date: Date) -> String {
         var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
         var parts = tm()
         gmtime_r(&seconds, &parts)
@@ -110,7 +110,7 @@ public struct SigV4Signer: Sendable {
             + "\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))Z"
     }
 
-    public static func canonicalQuery(_ query: [(String, String)]) -> String {
+    package static func canonicalQuery(_ query: [(String, String)]) -> String {
         let encoded: [(name: String, value: String)] = query.map { pair in
             (S3Path.encodeComponent(pair.0), S3Path.encodeComponent(pair.1))
         }
@@ -128,7 +128,7 @@ public struct SigV4Signer: Sendable {
         return out
     }
 
-    public static func sha256Hex(_ bytes: [UInt8]) -> String { hex(SHA256.hash(data: bytes)) }
+    package static func sha256Hex(_ bytes: [UInt8]) -> String { hex(SHA256.hash(data: bytes)) }
 
     static func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 {
         let digits = Array("0123456789abcdef".utf8)
@@ -139,9 +139,9 @@ public struct SigV4Signer: Sendable {
 }
 
 /// Path-style S3 paths and the URI encoding Signature V4 asks for.
-public enum S3Path {
+package enum S3Path {
     /// RFC 3986 unreserved characters stay; every other byte of the UTF-8 is `%XX` (upper case).
-    public static func encodeComponent(_ s: String, keepSlash: Bool = false) -> String {
+    package static func encodeComponent(_ s: String, keepSlash: Bool = false) -> String {
         var out = [UInt8]()
         let hexDigits = Array("0123456789ABCDEF".utf8)
         for b in s.utf8 {
@@ -160,7 +160,7 @@ public enum S3Path {
     }
 
     /// `/bucket/key` with the key encoded per segment (its `/` kept): the URI sent and signed.
-    public static func objectPath(bucket: String, key: String?) -> String {
+    package static func objectPath(bucket: String, key: String?) -> String {
         guard let key else { return "/" + encodeComponent(bucket) }
         return "/" + encodeComponent(bucket) + "/" + encodeComponent(key, keepSlash: true)
     }

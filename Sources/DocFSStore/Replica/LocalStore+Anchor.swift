@@ -8,7 +8,7 @@ extension LocalStore {
     static let anchorKey = "anchor"
 
     /// The change log position this replica has applied (0: none; a new replica's init sets it).
-    public func syncAnchor() throws(ProviderError) -> Int64 {
+    package func syncAnchor() throws(ProviderError) -> Int64 {
         guard replica != nil else { return 0 }
         return try write { (database) throws(ProviderError) -> Int64 in
             do {
@@ -23,7 +23,7 @@ extension LocalStore {
 
     /// Records the anchor (the store's journal goes to SQLite first, so the anchor never covers
     /// changes that are only in the journal).
-    public func setSyncAnchor(_ position: Int64) throws(ProviderError) {
+    package func setSyncAnchor(_ position: Int64) throws(ProviderError) {
         guard replica != nil else { return }
         try write { (database) throws(ProviderError) in
             try flushJournal(database)

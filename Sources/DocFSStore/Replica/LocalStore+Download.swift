@@ -6,28 +6,28 @@ import DocFSProvider
 // their contents downloaded when first opened.
 extension LocalStore {
     /// An item as the server has it, for `addServerItem`.
-    public struct ServerItem: Sendable {
-        public enum Kind: Sendable { case file, folder, symlink }
-        public var row: Int64
+    package struct ServerItem: Sendable {
+        package var row: Int64
         /// The parent's row; 1 for the root.
-        public var parentRow: Int64
-        public var name: String
-        public var kind: Kind
-        public var createdNs: Int64
-        public var modifiedNs: Int64
-        public var uid: UInt32
-        public var gid: UInt32
-        public var mode: UInt16
-        public var symlinkTarget: String?
+        package var parentRow: Int64
+        package var name: String
+        /// A file, a folder or a symbolic link (the server keeps no special items).
+        package var kind: ItemKind
+        package var createdNs: Int64
+        package var modifiedNs: Int64
+        package var uid: UInt32
+        package var gid: UInt32
+        package var mode: UInt16
+        package var symlinkTarget: String?
         /// A file's downloaded contents (moved into the store); nil for an empty file, or for one
         /// left on the server (`contentKey`), downloaded when first opened.
-        public var contentFile: String?
+        package var contentFile: String?
         /// A file's object on the server, its size and content version.
-        public var contentKey: String?
-        public var size: Int64
-        public var contentVersion: Int64
+        package var contentKey: String?
+        package var size: Int64
+        package var contentVersion: Int64
 
-        public init(row: Int64, parentRow: Int64, name: String, kind: Kind, createdNs: Int64, modifiedNs: Int64,
+        package init(row: Int64, parentRow: Int64, name: String, kind: ItemKind, createdNs: Int64, modifiedNs: Int64,
                     uid: UInt32, gid: UInt32, mode: UInt16, symlinkTarget: String? = nil, contentFile: String? = nil,
                     contentKey: String? = nil, size: Int64 = 0, contentVersion: Int64 = 1) {
             self.contentKey = contentKey
@@ -48,7 +48,7 @@ extension LocalStore {
     }
 
     /// Stores one item from the server under its permanent identifier; its parent first.
-    public func addServerItem(_ server: ServerItem) throws(ProviderError) {
+    package func addServerItem(_ server: ServerItem) throws(ProviderError) {
         guard server.row > Self.trashRow, server.row < Self.temporaryRowBase else {
             throw ProviderError(.invalidArgument, "item \(server.row) from the server has an identifier docfs cannot keep")
         }

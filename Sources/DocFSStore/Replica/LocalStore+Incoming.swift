@@ -8,28 +8,28 @@ import GRDB
 // applied again once they are in. The mount is told what moved so that the kernel forgets it.
 extension LocalStore {
     /// An item as the server has it now (deleted and trashed ones included).
-    public struct IncomingItem: Sendable, Equatable {
-        public var row: Int64
+    package struct IncomingItem: Sendable, Equatable {
+        package var row: Int64
         /// The parent's row (1: the root); for a trashed item, the folder it was trashed from.
-        public var parentRow: Int64
-        public var name: String
-        public var kind: ServerItem.Kind
-        public var uid: UInt32
-        public var gid: UInt32
-        public var mode: UInt16
-        public var createdNs: Int64
-        public var modifiedNs: Int64
-        public var tagData: Data?
-        public var favoriteRank: Int64?
-        public var symlinkTarget: String?
-        public var size: Int64
-        public var contentVersion: Int64
+        package var parentRow: Int64
+        package var name: String
+        package var kind: ItemKind
+        package var uid: UInt32
+        package var gid: UInt32
+        package var mode: UInt16
+        package var createdNs: Int64
+        package var modifiedNs: Int64
+        package var tagData: Data?
+        package var favoriteRank: Int64?
+        package var symlinkTarget: String?
+        package var size: Int64
+        package var contentVersion: Int64
         /// The content object; nil for a file without contents (empty).
-        public var contentKey: String?
-        public var trashed: Bool
-        public var deleted: Bool
+        package var contentKey: String?
+        package var trashed: Bool
+        package var deleted: Bool
 
-        public init(row: Int64, parentRow: Int64, name: String, kind: ServerItem.Kind, uid: UInt32, gid: UInt32,
+        package init(row: Int64, parentRow: Int64, name: String, kind: ItemKind, uid: UInt32, gid: UInt32,
                     mode: UInt16, createdNs: Int64, modifiedNs: Int64, tagData: Data?, favoriteRank: Int64?,
                     symlinkTarget: String?, size: Int64, contentVersion: Int64, contentKey: String?,
                     trashed: Bool, deleted: Bool) {
@@ -54,25 +54,25 @@ extension LocalStore {
     }
 
     /// What `applyIncoming` did and what it could not do yet.
-    public struct IncomingResult: Sendable, Equatable {
-        public var applied = 0
+    package struct IncomingResult: Sendable, Equatable {
+        package var applied = 0
         /// Items left as they are because this replica's own changes to them are still waiting.
-        public var pending: Set<Int64> = []
+        package var pending: Set<Int64> = []
         /// Folders the items need that this replica does not have: fetch them and apply again.
-        public var missingParents: Set<Int64> = []
+        package var missingParents: Set<Int64> = []
         /// Items of this replica moved aside from a name an incoming item takes; their own state
         /// on the server is worth applying too.
-        public var movedAside: Set<Int64> = []
+        package var movedAside: Set<Int64> = []
         /// Folders not moved because here they would go below themselves (another move not
         /// applied yet, this replica's own still waiting): apply them again later.
-        public var deferred: Set<Int64> = []
-        public init() {}
+        package var deferred: Set<Int64> = []
+        package init() {}
     }
 
     /// The files among `items` whose contents this replica fetches before applying them: new
     /// here, or at another content version, with no change of this replica waiting, in a pinned
     /// folder (or pinned themselves). Other files arrive as metadata and download when opened.
-    public func contentsNeeded(_ items: [IncomingItem]) -> [IncomingItem] {
+    package func contentsNeeded(_ items: [IncomingItem]) -> [IncomingItem] {
         guard let pins = replica?.onDemand.state.withLock({ $0.pins }), !pins.isEmpty else { return [] }
         let pending = (try? pendingRows()) ?? []
         let changed = state.withLock { tree in
@@ -103,7 +103,7 @@ extension LocalStore {
     /// Applies the server's state of these items; `contents` holds downloaded files (moved into
     /// the store) by row. Folders first (an item's parent before it), deletions last, children
     /// before their folder.
-    public func applyIncoming(_ items: [IncomingItem], contents: [Int64: String] = [:]) throws(ProviderError) -> IncomingResult {
+    package func applyIncoming(_ items: [IncomingItem], contents: [Int64: String] = [:]) throws(ProviderError) -> IncomingResult {
         guard replica != nil else { return IncomingResult() }
         var result = IncomingResult()
         var changes: [ProviderChange] = []
@@ -314,23 +314,23 @@ extension LocalStore {
 
 // Conflicts between replicas, as this replica met them.
 extension LocalStore {
-    public func conflict(of identifier: ItemIdentifier) -> String? {
+    package func conflict(of identifier: ItemIdentifier) -> String? {
         guard let replica, let row = row(for: identifier) else { return nil }
         return replica.conflict(of: currentRow(row))
     }
 
     /// Records a conflict on an item (`user.docfs.conflict`) and for `docfs status`.
-    public func noteConflict(_ message: String, row: Int64, summary: String) {
+    package func noteConflict(_ message: String, row: Int64, summary: String) {
         replica?.noteConflict(message, row: row, summary: summary)
     }
 
-    public var conflictSummary: (count: Int, recent: [String]) { replica?.conflictSummary ?? (0, []) }
+    package var conflictSummary: (count: Int, recent: [String]) { replica?.conflictSummary ?? (0, []) }
 
     /// Concurrent edits: this replica's version of `row` becomes a new item `copyRow` (already on
     /// the server under `name` in the folder `parentRow`), sharing the contents file; the item itself
     /// is set to be replaced by the server's version (its content version no longer matches any),
     /// and its waiting content changes are dropped (the copy holds them).
-    public func forkConflictedCopy(of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64) throws(ProviderError) {
+    package func forkConflictedCopy(of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64) throws(ProviderError) {
         try write { (database) throws(ProviderError) in
             try flushJournal(database)
             let (original, parent) = try read { (tree) throws(ProviderError) -> (Record, Record) in
@@ -392,7 +392,7 @@ extension LocalStore {
 
 extension LocalStore {
     /// The rows of items the server numbered (not the root, the trash, or temporary ones).
-    public func permanentRows() throws(ProviderError) -> [Int64] {
+    package func permanentRows() throws(ProviderError) -> [Int64] {
         try write { (database) throws(ProviderError) -> [Int64] in
             try flushJournal(database)
             do {

@@ -13,29 +13,29 @@ extension LocalStore {
     /// Downloads bytes `range` of the object `key` into the existing file at `path`, at the same
     /// offsets, reporting the bytes written so far (`progress` answers false to stop early);
     /// returns how many it wrote.
-    public typealias ContentFetcher = @Sendable (_ key: String, _ path: String, _ range: Range<Int64>,
+    package typealias ContentFetcher = @Sendable (_ key: String, _ path: String, _ range: Range<Int64>,
                                                  _ progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64
 
     /// Set by the sync engine while it runs: without it, an evicted file cannot be read (EIO).
-    public func setContentFetcher(_ fetcher: ContentFetcher?) {
+    package func setContentFetcher(_ fetcher: ContentFetcher?) {
         replica?.onDemand.state.withLock { $0.fetcher = fetcher }
     }
 
     /// `docfs mount --cache-size`: nil for no limit.
-    public func setCacheLimit(_ bytes: Int64?) {
+    package func setCacheLimit(_ bytes: Int64?) {
         replica?.onDemand.state.withLock { $0.limit = bytes }
         scheduleEviction()
     }
 
     /// For `docfs status`: the limit (nil: none), the bytes of contents here as last counted (nil:
     /// not counted yet, no limit), downloads in flight.
-    public var cacheFigures: (limit: Int64?, local: Int64?, downloading: Int) {
+    package var cacheFigures: (limit: Int64?, local: Int64?, downloading: Int) {
         replica?.onDemand.state.withLock { ($0.limit, $0.localEstimate, $0.downloads.count) } ?? (nil, nil, 0)
     }
 
     // MARK: Opening
 
-    public func openContentsForReading(of identifier: ItemIdentifier) throws(ProviderError) -> OpenedContents {
+    package func openContentsForReading(of identifier: ItemIdentifier) throws(ProviderError) -> OpenedContents {
         guard let onDemand = replica?.onDemand, let row = row(for: identifier) else {
             return OpenedContents(fd: try openContents(of: identifier))
         }
@@ -59,7 +59,7 @@ extension LocalStore {
         return OpenedContents(fd: fd, arrival: download.arrival)
     }
 
-    public func contentsClosed(of identifier: ItemIdentifier) {
+    package func contentsClosed(of identifier: ItemIdentifier) {
         guard let onDemand = replica?.onDemand, let row = row(for: identifier) else { return }
         // A file open while a download made room could not go then: it can now.
         if onDemand.noteClosed(currentRow(row)) { scheduleEviction() }
@@ -237,7 +237,7 @@ extension LocalStore {
         return (evicting.count, bytes, kept)
     }
 
-    public func evictContents(ofItemWithIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Int {
+    package func evictContents(ofItemWithIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Int {
         guard replica != nil else { throw ProviderError(.unsupported, "\(path(of: identifier)) is in a store without a server: there is nowhere to download evicted contents from") }
         let row = currentRow(try itemRow(identifier))
         let found = try item(for: identifier)
@@ -345,7 +345,7 @@ extension LocalStore {
 
     // MARK: Pins
 
-    public func setPinned(_ pinned: Bool, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
+    package func setPinned(_ pinned: Bool, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
         guard let onDemand = replica?.onDemand else {
             throw ProviderError(.unsupported, "\(path(of: identifier)) is in a store without a server: every file is here already")
         }
@@ -378,7 +378,7 @@ extension LocalStore {
         }
     }
 
-    public func isPinned(_ identifier: ItemIdentifier) -> Bool {
+    package func isPinned(_ identifier: ItemIdentifier) -> Bool {
         guard let row = row(for: identifier) else { return false }
         return isPinnedRow(currentRow(row))
     }

@@ -13,13 +13,13 @@ import GRDB
 extension LocalStore {
     /// Rows from here up are temporary: given by this replica to items the server has not
     /// numbered yet. The server's identifiers stay below (2^40 items is beyond any tree).
-    public static let temporaryRowBase: Int64 = 1 << 40
+    package static let temporaryRowBase: Int64 = 1 << 40
 
     /// The server this store is a replica of; nil for a store of its own.
-    public var remoteLink: RemoteLink? { replica?.link }
+    package var remoteLink: RemoteLink? { replica?.link }
 
     /// Whether an identifier is a temporary one (a replica's item the server has not numbered yet).
-    public static func isTemporary(_ identifier: ItemIdentifier) -> Bool {
+    package static func isTemporary(_ identifier: ItemIdentifier) -> Bool {
         (row(for: identifier) ?? 0) >= temporaryRowBase
     }
 
@@ -57,7 +57,7 @@ extension LocalStore {
     // MARK: For the sync engine
 
     /// Pending changes and bytes to upload.
-    public var outboxCounts: (pending: Int, pendingBytes: Int64) {
+    package var outboxCounts: (pending: Int, pendingBytes: Int64) {
         let counts = replica?.current
         return (counts?.pending ?? 0, counts?.pendingBytes ?? 0)
     }
@@ -66,7 +66,7 @@ extension LocalStore {
     /// first, so that the outbox there is complete.
     /// The oldest entries, in order, but for those of the `skipping` rows (set aside by the
     /// engine: a change the server refused for a reason a retry will not mend).
-    public func outboxEntries(limit: Int, skipping: Set<Int64> = []) throws(ProviderError) -> [OutboxEntry] {
+    package func outboxEntries(limit: Int, skipping: Set<Int64> = []) throws(ProviderError) -> [OutboxEntry] {
         guard replica != nil else { return [] }
         return try write { (database) throws(ProviderError) -> [OutboxEntry] in
             try flushJournal(database)
@@ -86,13 +86,13 @@ extension LocalStore {
 
     /// An entry the server has (or that can never be sent), and for a create the permanent
     /// identifier the server gave the item.
-    public struct OutboxCompletion: Sendable {
-        public var entry: OutboxEntry
-        public var permanentRow: Int64?
+    package struct OutboxCompletion: Sendable {
+        package var entry: OutboxEntry
+        package var permanentRow: Int64?
         /// The object the entry's contents went up as: the file's bytes can be evicted and
         /// downloaded from it again, while it has no newer contents.
-        public var contentKey: String?
-        public init(entry: OutboxEntry, permanentRow: Int64? = nil, contentKey: String? = nil) {
+        package var contentKey: String?
+        package init(entry: OutboxEntry, permanentRow: Int64? = nil, contentKey: String? = nil) {
             self.entry = entry
             self.permanentRow = permanentRow
             self.contentKey = contentKey
@@ -103,7 +103,7 @@ extension LocalStore {
     /// its permanent identifier everywhere (the item, its children, the trash's memory of it, its
     /// stored attributes, its content file, the entries still waiting), in one transaction. The
     /// mount is told (`ProviderChange.identifierReplaced`): its inodes keep their numbers.
-    public func completeOutbox(_ completions: [OutboxCompletion]) throws(ProviderError) {
+    package func completeOutbox(_ completions: [OutboxCompletion]) throws(ProviderError) {
         guard let replica, !completions.isEmpty else { return }
         var renumbered: [(old: Int64, new: Int64)] = []
         try write { (database) throws(ProviderError) in
@@ -167,24 +167,24 @@ extension LocalStore {
     }
 
     /// The row an entry's row is now (after a replacement the engine has not seen yet).
-    public func currentRow(_ row: Int64) -> Int64 {
+    package func currentRow(_ row: Int64) -> Int64 {
         row >= Self.temporaryRowBase ? state.withLock { $0.resolve(row) } : row
     }
 
     /// The sync engine's hooks: woken when an action adds to the outbox; asked for the status
     /// JSON (`user.docfs.status`, `docfs status`).
-    public func setSyncHooks(wake: (@Sendable () -> Void)?, status: (@Sendable () -> String)?) {
+    package func setSyncHooks(wake: (@Sendable () -> Void)?, status: (@Sendable () -> String)?) {
         replica?.setWake(wake)
         replica?.setStatus(status)
     }
 
     /// The engine is about to wait for work: the next action that adds to the outbox wakes it.
-    public func outboxIdle() {
+    package func outboxIdle() {
         replica?.engineIdle.store(true, ordering: .releasing)
     }
 
     /// How long ago an action last added to the outbox (nil: none since the mount).
-    public var outboxQuietFor: Duration? {
+    package var outboxQuietFor: Duration? {
         guard let last = replica?.lastAppend.load(ordering: .relaxed), last > 0 else { return nil }
         let now = DispatchTime.now().uptimeNanoseconds
         return .nanoseconds(Int64(now > last ? now - last : 0))
@@ -192,18 +192,18 @@ extension LocalStore {
 
     /// Marks an item's sync state as failed (nil: clears it), for `user.docfs.sync`.
     /// The error an item's change met (nil: none).
-    public func syncError(of row: Int64) -> String? { replica?.error(of: row) }
+    package func syncError(of row: Int64) -> String? { replica?.error(of: row) }
 
-    public func setSyncError(_ message: String?, row: Int64) {
+    package func setSyncError(_ message: String?, row: Int64) {
         replica?.setError(message, row: row)
     }
 
-    public func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void) {
+    package func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void) {
         replica?.addObserver(handler)
     }
 
     /// `user.docfs.sync`: uploaded, pending, or error: REASON; nil for a store without a remote.
-    public func syncState(of identifier: ItemIdentifier) -> String? {
+    package func syncState(of identifier: ItemIdentifier) -> String? {
         guard let replica, let row = row(for: identifier), row != Self.trashRow else { return nil }
         if let error = replica.error(of: row) { return "error: " + error }
         if row >= Self.temporaryRowBase || replica.isRecent(row) { return "pending" }
@@ -212,13 +212,13 @@ extension LocalStore {
     }
 
     /// The status JSON the sync engine reports (`docfs status`); nil without a remote.
-    public func syncStatus() -> String? { replica?.statusJSON }
+    package func syncStatus() -> String? { replica?.statusJSON }
 }
 
 extension LocalStore {
     /// For each of `rows` with entries waiting: how many, and the newest one's seq (a change
     /// made after an item was set aside tries it again).
-    public func outboxWaiting(rows: Set<Int64>) -> [Int64: (count: Int, latest: Int64)] {
+    package func outboxWaiting(rows: Set<Int64>) -> [Int64: (count: Int, latest: Int64)] {
         guard replica != nil, !rows.isEmpty else { return [:] }
         return (try? write { (database) throws(ProviderError) -> [Int64: (count: Int, latest: Int64)] in
             try flushJournal(database)
@@ -238,7 +238,7 @@ extension LocalStore {
     }
 
     /// Which of these operation ids are outbox entries still waiting.
-    public func outboxEntryIDs(among ids: [UUID]) -> Set<UUID> {
+    package func outboxEntryIDs(among ids: [UUID]) -> Set<UUID> {
         guard replica != nil, !ids.isEmpty else { return [] }
         let found = (try? write { (database) throws(ProviderError) -> [String] in
             try flushJournal(database)
@@ -256,7 +256,7 @@ extension LocalStore {
 
     /// Whether an outbox entry with this operation id is still waiting (after a restart: a
     /// multipart upload of it left behind is aborted and made again, not leaked).
-    public func outboxHasEntry(id: UUID) -> Bool {
+    package func outboxHasEntry(id: UUID) -> Bool {
         guard replica != nil else { return false }
         return state.withLock { $0.reader?.count("SELECT COUNT(*) FROM outbox WHERE id = '\(id.uuidString)'") ?? 0 } > 0
     }

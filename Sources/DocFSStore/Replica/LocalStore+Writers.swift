@@ -7,13 +7,13 @@ import GRDB
 // the one the writer saw (the server takes it, or keeps it as a conflicted copy when another
 // replica's came first), or, when nothing was written, the change kept aside is applied.
 extension LocalStore {
-    public func contentsOpenedForWriting(of identifier: ItemIdentifier) {
+    package func contentsOpenedForWriting(of identifier: ItemIdentifier) {
         guard let replica, let row = row(for: identifier) else { return }
         replica.writers.open(row)
         logger.debug("\(path(of: identifier)): open for writing; other replicas' changes to it wait for its close")
     }
 
-    public func contentsClosedForWriting(of identifier: ItemIdentifier) {
+    package func contentsClosedForWriting(of identifier: ItemIdentifier) {
         guard let replica, let row = row(for: identifier) else { return }
         var rows = replica.writers.close(row)
         guard !rows.isEmpty else { return }
@@ -58,7 +58,7 @@ extension LocalStore {
 
     /// Rows whose changes were kept aside for a writer and not fetched again since (the engine
     /// fetches them at its start: no writer survives a restart).
-    public func heldBackRows() -> [Int64] {
+    package func heldBackRows() -> [Int64] {
         guard replica != nil else { return [] }
         return (try? write { (database) throws(ProviderError) -> [Int64] in
             (try? database.inDatabase { db in Self.heldBack(db) }) ?? []
@@ -66,7 +66,7 @@ extension LocalStore {
     }
 
     /// These rows' server state was applied again: forget them.
-    public func clearHeldBack(_ rows: [Int64]) {
+    package func clearHeldBack(_ rows: [Int64]) {
         guard replica != nil, !rows.isEmpty else { return }
         try? write { (database) throws(ProviderError) in
             try? database.inDatabase { db in
@@ -77,21 +77,21 @@ extension LocalStore {
     }
 
     /// The sync engine's handler for rows whose kept-aside changes should be fetched again.
-    public func setHeldChangesHandler(_ handler: (@Sendable ([Int64]) -> Void)?) {
+    package func setHeldChangesHandler(_ handler: (@Sendable ([Int64]) -> Void)?) {
         replica?.writers.setRefresh(handler)
     }
 }
 
 // Items the server refused, set aside by the sync engine: `docfs sync --retry` asks for them.
 extension LocalStore {
-    public func retrySync(of identifier: ItemIdentifier) async throws(ProviderError) {
+    package func retrySync(of identifier: ItemIdentifier) async throws(ProviderError) {
         guard let replica else { throw ProviderError(.unsupported, "this store has no remote to send changes to") }
         guard let row = row(for: identifier) else { throw ProviderError(.noSuchItem) }
         replica.requestRetry(row)
     }
 
     /// The sync engine's handler for `retrySync`.
-    public func setRetryHandler(_ handler: (@Sendable (Int64) -> Void)?) {
+    package func setRetryHandler(_ handler: (@Sendable (Int64) -> Void)?) {
         replica?.setRetry(handler)
     }
 }

@@ -4,8 +4,8 @@ import Foundation
 /// same journal entry (so the same SQLite transaction) as the change it describes; removed when
 /// the server has it. `id` is the operation id the server answers retries from, so a change sent
 /// twice (a lost reply, a crash after sending) is applied once.
-public struct OutboxEntry: Sendable, Equatable {
-    public enum Kind: String, Sendable, Codable {
+package struct OutboxEntry: Sendable, Equatable {
+    package enum Kind: String, Sendable, Codable {
         /// A new folder, file (with its first contents) or symbolic link under `parent` as `name`.
         case create
         /// New contents of a file.
@@ -21,22 +21,22 @@ public struct OutboxEntry: Sendable, Equatable {
         case attributes
     }
 
-    public var seq: Int64
-    public var id: UUID
-    public var kind: Kind
+    package var seq: Int64
+    package var id: UUID
+    package var kind: Kind
     /// The item's row: temporary (≥ `LocalStore.temporaryRowBase`) until the server gave it its
     /// permanent identifier; rewritten then in every entry still waiting.
-    public var row: Int64
+    package var row: Int64
     /// The destination folder's row (create, move, untrash); 1 is the root.
-    public var parent: Int64?
-    public var name: String?
+    package var parent: Int64?
+    package var name: String?
     /// Bytes to upload (a file's create or new contents).
-    public var bytes: Int64
+    package var bytes: Int64
     /// When the change was made (nanoseconds since 1970).
-    public var enqueuedNs: Int64
-    public var details: OutboxDetails
+    package var enqueuedNs: Int64
+    package var details: OutboxDetails
 
-    public init(seq: Int64, id: UUID, kind: Kind, row: Int64, parent: Int64? = nil, name: String? = nil,
+    package init(seq: Int64, id: UUID, kind: Kind, row: Int64, parent: Int64? = nil, name: String? = nil,
                 bytes: Int64 = 0, enqueuedNs: Int64, details: OutboxDetails = OutboxDetails()) {
         self.seq = seq
         self.id = id
@@ -52,37 +52,37 @@ public struct OutboxEntry: Sendable, Equatable {
 
 /// What an entry carries besides its place: the attributes a create sends, the changed ones of
 /// an attributes change (nil: unchanged), and a content change's versions.
-public struct OutboxDetails: Codable, Sendable, Equatable {
-    public enum ItemKind: String, Codable, Sendable { case file, directory, symlink }
-    public var kind: ItemKind?
-    public var uid: UInt32?
-    public var gid: UInt32?
-    public var mode: UInt32?
-    public var createdNs: Int64?
-    public var modifiedNs: Int64?
-    public var accessedNs: Int64?
+package struct OutboxDetails: Codable, Sendable, Equatable {
+    package enum ItemKind: String, Codable, Sendable { case file, directory, symlink }
+    package var kind: ItemKind?
+    package var uid: UInt32?
+    package var gid: UInt32?
+    package var mode: UInt32?
+    package var createdNs: Int64?
+    package var modifiedNs: Int64?
+    package var accessedNs: Int64?
     /// Tags as the provider keeps them (opaque bytes), base64 on the server.
-    public var tagData: Data?
-    public var tagsChanged: Bool?
-    public var favoriteRank: Int64?
-    public var favoriteRankChanged: Bool?
-    public var symlinkTarget: String?
+    package var tagData: Data?
+    package var tagsChanged: Bool?
+    package var favoriteRank: Int64?
+    package var favoriteRankChanged: Bool?
+    package var symlinkTarget: String?
     /// Content: the local content version this change made (the server's expected version is
     /// one less: every local content version is one outbox entry, so the two count alike).
-    public var contentVersion: UInt64?
+    package var contentVersion: UInt64?
     /// Content: the version the change was based on (the server's compare-and-swap expects it);
     /// absent in entries an older docfs wrote, where it is `contentVersion - 1`.
-    public var baseVersion: UInt64?
+    package var baseVersion: UInt64?
     /// Content: the item does not allow writing here, so these are the contents its creating
     /// program wrote (the only writer a file that does not allow writing has); the server lets
     /// them in where it would refuse an edit.
-    public var initialContents: Bool?
+    package var initialContents: Bool?
     /// Move: where the item was before (the server applies the move only if it is still there:
     /// a move another replica made first wins).
-    public var fromParent: Int64?
-    public var fromName: String?
+    package var fromParent: Int64?
+    package var fromName: String?
 
-    public init(kind: ItemKind? = nil, uid: UInt32? = nil, gid: UInt32? = nil, mode: UInt32? = nil,
+    package init(kind: ItemKind? = nil, uid: UInt32? = nil, gid: UInt32? = nil, mode: UInt32? = nil,
                 createdNs: Int64? = nil, modifiedNs: Int64? = nil, accessedNs: Int64? = nil,
                 tagData: Data? = nil, tagsChanged: Bool? = nil, favoriteRank: Int64? = nil,
                 favoriteRankChanged: Bool? = nil, symlinkTarget: String? = nil, contentVersion: UInt64? = nil) {

@@ -3,19 +3,19 @@ import Foundation
 /// Where a replica's server is: kept in the store's `meta` table (key `remote`) by
 /// `docfs init --remote`. Never a secret: the PostgreSQL password is kept apart (`STORE/pgpass`,
 /// mode 0600) and S3 keys come from the environment or a credentials file named here.
-public struct RemoteLink: Codable, Sendable, Equatable {
+package struct RemoteLink: Codable, Sendable, Equatable {
     /// `postgres://USER@HOST:PORT/DATABASE`, without a password.
-    public var postgres: String
+    package var postgres: String
     /// The bucket and the key prefix of content objects (`s3://BUCKET/PREFIX`).
-    public var bucket: String
-    public var prefix: String
+    package var bucket: String
+    package var prefix: String
     /// An S3-compatible server's endpoint (path-style); nil for AWS itself.
-    public var endpoint: String?
-    public var region: String
+    package var endpoint: String?
+    package var region: String
     /// A credentials file (mode 0600) to read the S3 keys from when the environment has none.
-    public var credentialsFile: String?
+    package var credentialsFile: String?
 
-    public init(postgres: String, bucket: String, prefix: String, endpoint: String?, region: String, credentialsFile: String?) {
+    package init(postgres: String, bucket: String, prefix: String, endpoint: String?, region: String, credentialsFile: String?) {
         self.postgres = postgres
         self.bucket = bucket
         self.prefix = prefix
