@@ -73,7 +73,14 @@ package struct GarbageCollector: Sendable {
         // Versions no longer current whose object no live item names (versions sent together
         // share one): each key is deleted once, however many versions name it.
         var seen: Set<String> = []
-        for version in try await database.garbageVersions(before: cutoffNs) where seen.insert(version.key).inserted {
+        // Only keys under PREFIX/objects/ are ever deleted: a version row naming any other key
+        // (written by hand, or by another tool) leaves the object alone.
+        let folder = ContentObjectKey.folder(prefix: configuration.prefix)
+        if let tree = try await database.treeID() {
+            try await TreeMarker.check(tree: tree, configuration: configuration, objects: s3)
+        }
+        for version in try await database.garbageVersions(before: cutoffNs)
+        where version.key.hasPrefix(folder) && seen.insert(version.key).inserted {
             report.versions += 1
             report.versionBytes += version.size
             guard !dryRun else { continue }
@@ -84,7 +91,6 @@ package struct GarbageCollector: Sendable {
         // Objects under PREFIX/objects/ that nothing names, a page at a time. The listing asks
         // for the prefix's first segment only and filters here: moto refuses the signature of a
         // query value holding "/" (see Tests/remote/servers.sh).
-        let folder = ContentObjectKey.folder(prefix: configuration.prefix)
         let listed = String(folder.prefix(while: { $0 != "/" }))
         var token: String?
         repeat {

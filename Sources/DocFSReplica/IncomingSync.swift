@@ -51,8 +51,15 @@ actor IncomingSync {
         if anchor < (try await database.logStart()) - 1 {
             applied += try await rebuild()
         }
+        var first = true
         while true {
             var changes = try await database.changes(since: anchor, limit: 500)
+            if first, changes.isEmpty, anchor > 0, try await database.latestPosition() < anchor {
+                // The log ends before this replica's anchor: a database restored from a backup.
+                logger.warning("sync: the server's change log ends before this replica's anchor (\(anchor)): a database restored to an earlier point? rebuilding from a full listing; changes waiting here are kept and sent")
+                applied += try await rebuild()
+            }
+            first = false
             guard let last = changes.last else { break }
             latestKnown = max(latestKnown, last.position)
             // This replica's own change whose outbox entry is not completed yet (its item may still

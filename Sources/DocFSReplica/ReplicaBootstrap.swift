@@ -30,10 +30,31 @@ package enum ReplicaBootstrap {
     private static func initialize(_ url: URL, _ link: RemoteLink, _ configuration: ReplicaConfiguration, _ layout: Layout?,
                                    _ database: RemoteDatabase, _ s3: S3Client, _ logger: Logger) async throws -> Summary {
         try await RemoteDatabase.probe(configuration.postgres)
-        let version = try await database.migrate()
+        // A server never set up (or older) is set up here when this role owns it, so that the
+        // first replica is one command; a replica role is told to ask the owner.
+        var version = try await database.schemaVersion()
+        var setUpHere = false
+        if version > RemoteSchema.latest { throw RemoteError.schemaTooNew(found: version, supported: RemoteSchema.latest) }
+        if version < RemoteSchema.latest {
+            do {
+                version = try await database.setUp(replicaRole: nil, password: nil).schemaVersion
+                setUpHere = true
+            } catch RemoteError.notPermitted {
+                throw ReplicaConfiguration.Problem(RemoteError.schemaTooOld(found: version, needed: RemoteSchema.latest).description)
+            }
+        }
         do {
             // No prefix in the query: some S3-compatible servers check signatures of `/` in query values wrongly.
             _ = try await s3.listObjects(bucket: configuration.bucket, maxKeys: 1)
+            // One tree per prefix: a server with no change yet (or set up just now) claims it.
+            if let tree = try await database.treeID() {
+                let fresh = try await database.latestPosition() == 0
+                if setUpHere || fresh {
+                    try await TreeMarker.claim(tree: tree, database: configuration.postgres.database, configuration: configuration, objects: s3)
+                } else {
+                    try await TreeMarker.check(tree: tree, configuration: configuration, objects: s3)
+                }
+            }
         } catch let error as S3Error {
             throw ReplicaConfiguration.Problem(SyncFailure(error, bucket: configuration.bucket).message)
         }
@@ -47,7 +68,9 @@ package enum ReplicaBootstrap {
             chosen = serverLayout
         } else if let layout {
             let json = String(decoding: try JSONEncoder().encode(layout), as: UTF8.self)
-            _ = try await database.setLayout(operationID: UUID(), json: json)
+            do { _ = try await database.setLayout(operationID: UUID(), json: json) } catch RemoteError.notPermitted {
+                throw ReplicaConfiguration.Problem("the server has no layout and this role may not give it one: its owner runs `docfs init --remote … --layout FILE` or sets it up with `docfs remote setup --layout FILE`")
+            }
         }
         // The layout's folders come from the server, under its identifiers (made there first by
         // the first replica), so that every replica names them alike.

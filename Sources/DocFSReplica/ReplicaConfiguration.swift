@@ -38,13 +38,14 @@ package struct ReplicaConfiguration: Sendable {
         return (String(bucket), prefix)
     }
 
-    package static func resolve(link: RemoteLink, store: URL,
+    /// `store`: the replica's store (its `pgpass` is read first); nil for the owner's set-up.
+    package static func resolve(link: RemoteLink, store: URL?,
                                environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ReplicaConfiguration {
         guard var postgres = PostgresURL(link.postgres, environment: [:]) else {
             throw Problem("the store's PostgreSQL URL is not valid: \(link.postgres)")
         }
         if postgres.password == nil {
-            postgres.password = pgpassPassword(store.path + "/pgpass", postgres)
+            postgres.password = store.flatMap { pgpassPassword($0.path + "/pgpass", postgres) }
                 ?? environment["PGPASSWORD"]
                 ?? environment["HOME"].flatMap { pgpassPassword($0 + "/.pgpass", postgres) }
         }

@@ -122,16 +122,17 @@ package final class SyncEngine: Sendable {
     func run() async {
         var rootID: Int64?
         var checkedStaleUploads = false
-        var migrated = false
+        var checkedServer = false
         var backoff = timing.firstBackoff
         var deferUntil: ContinuousClock.Instant?
         while !Task.isCancelled {
             do {
-                // A server an older docfs made gets the schema this one sends (idempotent, locked).
-                if !migrated {
-                    _ = try await database.migrate(upTo: RemoteSchema.latest)
+                // Replicas never migrate: a schema older or newer than this docfs's, or a prefix
+                // that belongs to another tree, stalls the sync with one line saying so.
+                if !checkedServer {
+                    try await checkServer()
                     try await publishLayoutMIMETypes()
-                    migrated = true
+                    checkedServer = true
                 }
                 if rootID == nil { rootID = try await database.rootID() }
                 if !checkedStaleUploads {
@@ -168,6 +169,16 @@ package final class SyncEngine: Sendable {
                 if !failure.stalls { backoff = min(backoff * 2, timing.longestBackoff) }
                 try? await Task.sleep(for: delay)
             }
+        }
+    }
+
+    /// The server's schema is the one this docfs speaks, and the bucket's prefix is this tree's.
+    func checkServer() async throws {
+        let version = try await database.schemaVersion()
+        if version > RemoteSchema.latest { throw RemoteError.schemaTooNew(found: version, supported: RemoteSchema.latest) }
+        if version < RemoteSchema.latest { throw RemoteError.schemaTooOld(found: version, needed: RemoteSchema.latest) }
+        if let tree = try await database.treeID() {
+            try await TreeMarker.check(tree: tree, configuration: configuration, objects: s3)
         }
     }
 
@@ -418,8 +429,7 @@ package final class SyncEngine: Sendable {
             let id = try serverID(entry.row)
             do {
                 _ = try await database.newContentVersion(operationID: entry.id, itemID: id, expectedVersion: base,
-                                                         content: content, modifiedNs: details.modifiedNs ?? 0,
-                                                         initial: details.initialContents == true)
+                                                         content: content, modifiedNs: details.modifiedNs ?? 0)
             } catch RemoteError.versionConflict {
                 return try await keepConflictedCopy(entry, itemID: id, content: content, rootID: rootID)
             } catch RemoteError.refused(let rule) {

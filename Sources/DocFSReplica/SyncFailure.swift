@@ -33,10 +33,12 @@ struct SyncFailure: Error {
             self.init(.item, refused.message, reached: true)
         case let waiting as WaitsFor:
             self.init(.setAside, waiting.message, reached: true)
+        case let problem as ReplicaConfiguration.Problem:
+            self.init(.stalled, problem.description, reached: true)
         case let remote as RemoteError:
             switch remote {
             case .unreachable: self.init(.offline, remote.description, reached: false)
-            case .authentication, .schemaTooNew: self.init(.stalled, remote.description, reached: true)
+            case .authentication, .schemaTooNew, .schemaTooOld, .notPermitted: self.init(.stalled, remote.description, reached: true)
             case .server: self.init(.offline, remote.description, reached: true)
             case .rejected: self.init(.setAside, remote.description, reached: true)
             case .versionConflict, .notFound, .nameCollision, .notEmpty, .invalid, .operationReused, .movedElsewhere, .refused:

@@ -8,7 +8,7 @@ import DocFSStore
 struct Remote: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Work on a replica's server (PostgreSQL and the bucket).",
-        subcommands: [RemoteGC.self])
+        subcommands: [RemoteSetupCommand.self, RemoteGC.self])
 }
 
 /// `docfs remote gc STORE`: removes the bucket's objects no current version needs.

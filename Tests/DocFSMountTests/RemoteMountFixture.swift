@@ -322,10 +322,12 @@ final class RemoteMount {
         return v
     }
 
-    /// Every object in the bucket (key, size, ETag), listed by boto3.
+    /// Every object in the bucket (key, size, ETag), listed by boto3, but the tree marker
+    /// (`PREFIX/docfs-tree.json`, checked by ServerSetupMountTests).
     func objects() throws -> [(key: String, size: Int64, etag: String)] {
         guard let list = try servers.s3check(["list", bucket]) as? [[String: Any]] else { throw FixtureError("bad list answer") }
         return list.map { ($0["key"] as? String ?? "", ($0["size"] as? NSNumber)?.int64Value ?? -1, $0["etag"] as? String ?? "") }
+            .filter { $0.key != "\(prefix)/docfs-tree.json" }
     }
 
     /// Multipart uploads started and neither completed nor aborted.

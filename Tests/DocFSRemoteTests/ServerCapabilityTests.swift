@@ -88,12 +88,21 @@ final class ServerCapabilityTests: XCTestCase {
             await assertRefused("does not allow deleting /Frozen/old.txt") {
                 _ = try await db.deleteItem(operationID: UUID(), itemID: old)
             }
-            // The contents a new file's creating program wrote go in; a later edit does not.
-            let fresh = try await file(db, frozen, "fresh.txt")
+            // The first contents of a file made empty are its creating program's: they go in
+            // (the server decides; no client setting); a later edit does not.
+            let fresh = try await db.createItem(operationID: UUID(), parentID: frozen, name: "fresh.txt", kind: .file,
+                                                attributes: attributes).itemID
             _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 1,
-                                               content: RemoteContent(key: "objects/w", size: 5), modifiedNs: 5, initial: true)
+                                               content: RemoteContent(key: "objects/w", size: 5), modifiedNs: 5)
+            // The same object named again (versions sent together share one upload) writes nothing.
+            _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 2,
+                                               content: RemoteContent(key: "objects/w", size: 5), modifiedNs: 6)
+            await assertRefused("does not allow writing /Frozen/old.txt") {
+                _ = try await db.newContentVersion(operationID: UUID(), itemID: old, expectedVersion: 1,
+                                                   content: RemoteContent(key: "objects/o", size: 5), modifiedNs: 5)
+            }
             await assertRefused("does not allow writing /Frozen/fresh.txt") {
-                _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 2,
+                _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 3,
                                                    content: RemoteContent(key: "objects/v", size: 6), modifiedNs: 6)
             }
             // An item made where everything is allowed keeps that when it moves in (as on a replica).

@@ -67,6 +67,17 @@ final class InMemoryObjects: ObjectStore {
         return Int64(slice.count)
     }
 
+    func getObjectBytes(bucket: String, key: String, range: ClosedRange<Int64>?, upTo limit: Int) async throws -> [UInt8] {
+        try enter(upload: false)
+        return Array(try object(key))
+    }
+
+    func putObject(bucket: String, key: String, bytes: [UInt8], contentType: String) async throws -> String? {
+        try enter(upload: true)
+        state.withLock { $0.objects[key] = Data(bytes) }
+        return nil
+    }
+
     func listMultipartUploads(bucket: String, prefix: String?) async throws -> [S3PendingUpload] { [] }
     func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws {}
     func shutdown() async throws {}

@@ -66,7 +66,8 @@ final class InMemoryServer: ReplicaServer {
         }
     }
 
-    func migrate(upTo target: Int) async throws -> Int { try enter("migrate"); return target }
+    func schemaVersion() async throws -> Int { try enter("schemaVersion"); return RemoteSchema.latest }
+    func treeID() async throws -> String? { try enter("treeID"); return nil }
     func rootID() async throws -> Int64 { try enter("rootID"); return Self.rootID }
     func item(_ id: Int64) async throws -> RemoteItem? { try enter("item"); return state.withLock { $0.items[id] } }
     func items(_ ids: [Int64]) async throws -> [RemoteItem] {
@@ -184,7 +185,7 @@ final class InMemoryServer: ReplicaServer {
     }
 
     func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
-                           modifiedNs: Int64, initial: Bool) async throws -> AppliedChange {
+                           modifiedNs: Int64) async throws -> AppliedChange {
         try apply("newContentVersion", operationID, .content) { s, position in
             var item = try Self.live(s, itemID)
             guard item.kind == .file else { throw RemoteError.invalid("item \(itemID) is not a file") }

@@ -97,7 +97,7 @@ final class SyncEngineTests: ReplicaTestCase {
         // Another replica's edit reaches the server while this one edits its copy of version 1.
         objects.put("tree/objects/theirs", "theirs")
         _ = try await server.newContentVersion(operationID: UUID(), itemID: id, expectedVersion: 1,
-                                               content: RemoteContent(key: "tree/objects/theirs", size: 6), modifiedNs: 1, initial: false)
+                                               content: RemoteContent(key: "tree/objects/theirs", size: 6), modifiedNs: 1)
         _ = try await modify(try store.item(for: file.identifier), "mine")
         startEngine()
         try await waitForOutbox()

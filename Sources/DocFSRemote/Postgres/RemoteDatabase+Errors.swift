@@ -19,6 +19,7 @@ extension RemoteDatabase {
                 if state == "3D000" { return RemoteError.authentication(message) }       // no such database
                 if state.hasPrefix("08") || state.hasPrefix("57P") { return RemoteError.unreachable(message) }
                 if state == "23514", message.hasPrefix("the server's layout") { return RemoteError.refused(message) }
+                if state == "42501" { return RemoteError.notPermitted(message) }  // insufficient_privilege
                 // Worth retrying: serialization failures and deadlocks (40), resources (53: a full
                 // disk, memory), a lock not had or a statement cancelled, system and internal
                 // errors, and schema errors (42: the whole server, not one change).

@@ -169,10 +169,7 @@ package final class RemoteDatabase: Sendable {
     package func setLayoutMIMETypes(json: String) async throws {
         let logger = self.logger
         try await mapped { [self] in
-            _ = try await client.query("""
-                INSERT INTO docfs_meta (key, value) VALUES ('layout_mime', \(json))
-                ON CONFLICT (key) DO UPDATE SET value = excluded.value
-                """, logger: logger)
+            _ = try await client.query("SELECT docfs_set_layout_mime(\(json))", logger: logger)
         }
     }
 
@@ -237,13 +234,12 @@ package final class RemoteDatabase: Sendable {
 
     /// A new content version of a file, if its content version is still `expectedVersion`
     /// (compare-and-swap); otherwise `RemoteError.versionConflict` with the current one.
-    /// `initial`: the contents its creating program wrote (the server's layout lets them into a
-    /// file that does not allow writing, as a replica does).
+    /// Whether a file that does not allow writing takes them is the server's to decide (its
+    /// rules trigger: the first contents of a file made empty are its creating program's).
     package func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
-                                  modifiedNs: Int64, initial: Bool = false) async throws -> AppliedChange {
+                                  modifiedNs: Int64) async throws -> AppliedChange {
         try await apply(operationID: operationID, kind: .content) { conn, logger in
             let now = Self.serverNow
-            if initial { try await conn.query("SELECT set_config('docfs.initial_contents', 'on', true)", logger: logger) }
             // An edit against a delete keeps the edit: the file comes back with these contents.
             let deletedRows = try await conn.query(
                 "SELECT parent_id, name, kind FROM docfs_items WHERE id = \(itemID) AND deleted FOR UPDATE", logger: logger)
@@ -313,14 +309,9 @@ package final class RemoteDatabase: Sendable {
                     throw RemoteError.invalid("item \(itemID) cannot move into itself or its own subfolder")
                 }
             }
-            let asked = name
+            // A name taken there is suffixed ("NAME 2.EXT"): the rules trigger tells that from a rename.
             let name = try await Self.freeName(name, isFolder: item.kind == "directory", parentID: toParentID,
                                                except: itemID, conn: conn, logger: logger)
-            if name != asked, try await Self.currentName(itemID, conn: conn, logger: logger) == asked {
-                // A move that keeps its name, suffixed here because another item has it there:
-                // the server's doing, not a rename the layout's `rename` word governs.
-                try await conn.query("SELECT set_config('docfs.suffixed_by_server', 'on', true)", logger: logger)
-            }
             let mv = try await Self.updateReturningVersions(conn: conn, logger: logger, """
                 UPDATE docfs_items SET parent_id = \(toParentID), name = \(name), types = coalesce(\(types), types),
                        metadata_version = metadata_version + 1, changed_ns = \(unescaped: Self.serverNow)

@@ -51,8 +51,12 @@
 ///   server's time) before the upload starts and again right before the versions naming them are
 ///   committed, removed after. `docfs remote gc` never removes an object a live intent names;
 ///   intents older than the intent lifetime (a replica that never came back) are dropped.
+///
+/// Version 6 (`RemoteSchema+Replicas.swift`: a server that trusts no replica with its rules):
+/// the rules trigger on every column, no client-set flag, the layout's MIME words written through
+/// a function, the tree's identity (`docfs_meta.tree_id`), and a replica role's grants.
 package enum RemoteSchema {
-    package static let latest = 5
+    package static let latest = 6
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -164,6 +168,7 @@ package enum RemoteSchema {
             )
             """,
         ]),
+        (6, replicaRuleStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the

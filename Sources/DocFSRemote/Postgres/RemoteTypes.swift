@@ -232,6 +232,11 @@ package enum RemoteError: Error, Sendable, Equatable, CustomStringConvertible {
     case operationReused(UUID, previousKind: String)
     /// The server's schema is newer than this docfs understands.
     case schemaTooNew(found: Int, supported: Int)
+    /// The server's schema is older than this docfs needs (replicas never migrate: its owner
+    /// runs `docfs remote setup`).
+    case schemaTooOld(found: Int, needed: Int)
+    /// The role lacks a privilege (SQLSTATE 42501): a replica role asked for an owner's work.
+    case notPermitted(String)
     /// The server could not be reached or the connection broke: retry later.
     case unreachable(String)
     /// The server refused the login: report it, retrying will not help.
@@ -262,6 +267,11 @@ package enum RemoteError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .operationReused(id, kind): return "operation \(id) was already applied as \(kind)"
         case let .schemaTooNew(found, supported):
             return "the server's docfs schema is version \(found); this docfs knows up to \(supported): upgrade docfs"
+        case let .schemaTooOld(found, needed):
+            return found == 0 ? "the server has no docfs schema yet: its owner runs `docfs remote setup`"
+                : "the server's docfs schema is version \(found); this docfs needs \(needed): its owner runs `docfs remote setup`"
+        case let .notPermitted(why):
+            return "PostgreSQL refused: \(why) (this role may not; the server's owner runs `docfs remote setup`)"
         case let .unreachable(why): return "PostgreSQL unreachable: \(why)"
         case let .authentication(why): return "PostgreSQL refused the login: \(why)"
         case let .refused(why): return why

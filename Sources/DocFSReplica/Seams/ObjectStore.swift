@@ -19,6 +19,10 @@ package protocol ObjectStore: Sendable {
     @discardableResult
     func getObject(bucket: String, key: String, range: Range<Int64>, intoFileAt path: FilePath,
                    progress: (@Sendable (Int64) -> Bool)?) async throws -> Int64
+    /// A small object in memory (the tree marker).
+    func getObjectBytes(bucket: String, key: String, range: ClosedRange<Int64>?, upTo limit: Int) async throws -> [UInt8]
+    @discardableResult
+    func putObject(bucket: String, key: String, bytes: [UInt8], contentType: String) async throws -> String?
     func listMultipartUploads(bucket: String, prefix: String?) async throws -> [S3PendingUpload]
     func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws
     func shutdown() async throws

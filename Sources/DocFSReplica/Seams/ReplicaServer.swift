@@ -5,8 +5,10 @@ import DocFSRemote
 /// so that ordering, retries, conflicts and incoming changes can be tested against an in-memory
 /// server (Tests/DocFSReplicaTests). Every operation is idempotent by its operation id.
 package protocol ReplicaServer: Sendable {
-    /// Applies or upgrades the schema; returns its version.
-    func migrate(upTo target: Int) async throws -> Int
+    /// The schema version on the server (0: none). Replicas never migrate it (`docfs remote setup`).
+    func schemaVersion() async throws -> Int
+    /// The tree's identity (`docfs_meta.tree_id`; nil on a server set up before schema 6).
+    func treeID() async throws -> String?
     func rootID() async throws -> Int64
     func item(_ id: Int64) async throws -> RemoteItem?
     func items(_ ids: [Int64]) async throws -> [RemoteItem]
@@ -21,7 +23,7 @@ package protocol ReplicaServer: Sendable {
     func createItem(operationID: UUID, parentID: Int64, name: String, kind: RemoteItemKind,
                     attributes: RemoteItemAttributes, content: RemoteContent?) async throws -> AppliedChange
     func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
-                           modifiedNs: Int64, initial: Bool) async throws -> AppliedChange
+                           modifiedNs: Int64) async throws -> AppliedChange
     func moveItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, expectedParentID: Int64?,
                   expectedName: String?, types: [String]?) async throws -> AppliedChange
     func deleteItem(operationID: UUID, itemID: Int64, expectedContentVersion: Int64?) async throws -> AppliedChange

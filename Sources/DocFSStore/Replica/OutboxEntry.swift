@@ -73,10 +73,6 @@ package struct OutboxDetails: Codable, Sendable, Equatable {
     /// Content: the version the change was based on (the server's compare-and-swap expects it);
     /// absent in entries an older docfs wrote, where it is `contentVersion - 1`.
     package var baseVersion: UInt64?
-    /// Content: the item does not allow writing here, so these are the contents its creating
-    /// program wrote (the only writer a file that does not allow writing has); the server lets
-    /// them in where it would refuse an edit.
-    package var initialContents: Bool?
     /// Move: where the item was before (the server applies the move only if it is still there:
     /// a move another replica made first wins).
     package var fromParent: Int64?

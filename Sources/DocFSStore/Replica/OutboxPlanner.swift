@@ -64,7 +64,6 @@ enum OutboxPlanner {
             // The version this one was written over (`modifyContents`' base): the server takes it
             // only while that is still its current version.
             details.baseVersion = old.item.itemVersion.contentVersion
-            if !item.capabilities.contains(.allowsWriting) { details.initialContents = true }
             planned.append(Planned(kind: .content, row: new.row, bytes: item.documentSize, details: details))
         }
         var changes = OutboxDetails()

@@ -1,0 +1,137 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `docfs remote setup` and the replica role, against the loopback servers: what the role may
+/// not do (psql as that role), a replica mounted with it, one tree per prefix, gc that keeps to
+/// its prefix, and a server whose schema is older than the replica's.
+final class ServerSetupMountTests: ReplicaTestCase {
+    /// Sets the server of `r` up with a new replica role; returns the role, its password and a
+    /// URL of the database as that role (dropped with the test).
+    func setUpReplicaRole(_ r: RemoteMount) throws -> (role: String, password: String, url: String) {
+        let role = "docfs_replica_" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+        let password = UUID().uuidString
+        let file = r.fx.dir + "/replica-password"
+        try password.write(toFile: file, atomically: true, encoding: .utf8)
+        XCTAssertEqual(chmod(file, 0o600), 0)
+        addTeardownBlock { [servers] in
+            _ = try? servers!.psql(r.databaseURL, "DROP OWNED BY \(role)")
+            _ = try? servers!.psql(servers!.adminURL, "DROP ROLE IF EXISTS \(role)")
+        }
+        let setup = r.fx.docfs(["remote", "setup", "--remote", r.databaseURL, "--objects", "s3://\(r.bucket)/\(r.prefix)",
+                                "--s3-endpoint", servers.s3Endpoint, "--replica-role", role, "--replica-password-file", file],
+                               env: r.awsEnvironment(secret: servers.secretKey))
+        XCTAssertEqual(setup.status, 0, "\(setup)")
+        XCTAssertTrue(setup.stdout.contains("replica role \(role) created"), setup.stdout)
+        var u = try XCTUnwrap(URLComponents(string: r.databaseURL))
+        u.user = role
+        u.password = password
+        return (role, password, try XCTUnwrap(u.string))
+    }
+
+    /// psql as the replica role: throws with the server's refusal.
+    func asReplica(_ url: String, _ sql: String) throws -> [[String?]] { try servers.psql(url, sql) }
+
+    func assertRefusedToReplica(_ url: String, _ sql: String, _ words: String, line: UInt = #line) {
+        XCTAssertThrowsError(try asReplica(url, sql), sql, line: line) { error in
+            XCTAssertTrue("\(error)".contains(words), "\(sql): \(error)", line: line)
+        }
+    }
+
+    func testAReplicaRoleSyncsAndCannotChangeTheServersRules() throws {
+        let r = try makeRemote()
+        XCTAssertEqual(r.fx.sh("printf ro > mnt/ro.txt && printf shared > mnt/shared.txt").status, 0)
+        try r.waitUntilUploaded()
+        let (_, password, url) = try setUpReplicaRole(r)
+        // As the owner: ro.txt may only be read (as a layout's read-only folder would make it).
+        _ = try servers.psql(r.databaseURL, #"UPDATE docfs_items SET caps = '["read"]' WHERE name = 'ro.txt'"#)
+
+        // The role reads everything and may not change the rules.
+        XCTAssertEqual(try asReplica(url, "SELECT count(*) FROM docfs_items WHERE name = 'shared.txt'").first?.first, "1")
+        assertRefusedToReplica(url, "CREATE TABLE sneaky (i int)", "permission denied")
+        assertRefusedToReplica(url, "ALTER TABLE docfs_items DISABLE TRIGGER docfs_items_rules", "must be owner")
+        assertRefusedToReplica(url, "DROP TABLE docfs_changes", "must be owner")
+        assertRefusedToReplica(url, #"UPDATE docfs_items SET caps = '["all"]' WHERE name = 'ro.txt'"#, "permission denied")
+        assertRefusedToReplica(url, "UPDATE docfs_meta SET value = 'x' WHERE key = 'tree_id'", "permission denied")
+        assertRefusedToReplica(url, "DELETE FROM docfs_items WHERE name = 'shared.txt'", "permission denied")
+        assertRefusedToReplica(url, "UPDATE docfs_layout SET layout = '{}'", "permission denied")
+        assertRefusedToReplica(url, "SET session_replication_role = replica", "permission denied")
+        // The old client-set flag lets nothing through: the server decides what initial contents are.
+        assertRefusedToReplica(url, """
+            SELECT set_config('docfs.initial_contents', 'on', false);
+            UPDATE docfs_items SET content_version = content_version + 1, content_key = 'elsewhere', size = 9 WHERE name = 'ro.txt'
+            """, "does not allow writing /ro.txt")
+        assertRefusedToReplica(url, "UPDATE docfs_items SET size = 0 WHERE name = 'ro.txt'", "does not allow writing /ro.txt")
+
+        // A replica with that role: init (no migration, no password in its URL), mount, sync both ways.
+        let second = Second(store: r.fx.dir + "/second", mnt: r.fx.dir + "/mnt2")
+        XCTAssertEqual(mkdir(second.mnt, 0o755), 0)
+        var arguments = r.remoteArguments
+        var roleURL = try XCTUnwrap(URLComponents(string: url))
+        roleURL.password = nil
+        arguments[1] = try XCTUnwrap(roleURL.string)
+        let env = r.awsEnvironment(secret: servers.secretKey).merging(["PGPASSWORD": password]) { $1 }
+        let initResult = r.fx.docfs(["init", second.store] + arguments, env: env)
+        XCTAssertEqual(initResult.status, 0, "\(initResult)")
+        try mountSecond(r, second, env: ["PGPASSWORD": password])
+        addTeardownBlock {
+            _ = r.fx.docfs(["unmount", "--no-wait", second.mnt], timeout: 30)
+            MountFixture.lazyUnmount(second.mnt)
+        }
+        XCTAssertEqual(r.fx.sh("printf from-b > '\(second.mnt)/b.txt'").status, 0)
+        eventually("b.txt reaches the first replica") { self.contents(r.mnt + "/b.txt") == "from-b" }
+        XCTAssertEqual(r.fx.sh("printf from-a > mnt/a.txt").status, 0)
+        eventually("a.txt reaches the replica role's mount") { self.contents(second.mnt + "/a.txt") == "from-a" }
+        // What the server refuses the replica role's mount refuses too: ro.txt is read-only on the server.
+        XCTAssertEqual(contents(second.mnt + "/shared.txt"), "shared")
+    }
+
+    func testOneTreePerPrefixAndGCKeepsToItsPrefix() throws {
+        let r = try makeRemote()
+        XCTAssertEqual(r.fx.sh("printf one > mnt/one.txt").status, 0)
+        try r.waitUntilUploaded()
+
+        // Another database (another tree) given the same prefix is refused, and leaves nothing.
+        let other = r.database + "_other"
+        _ = try servers.psql(servers.adminURL, "CREATE DATABASE \(other)")
+        defer { _ = try? servers.psql(servers.adminURL, "DROP DATABASE IF EXISTS \(other) WITH (FORCE)") }
+        var arguments = r.remoteArguments
+        arguments[1] = servers.databaseURL(other)
+        let refused = r.fx.docfs(["init", r.fx.dir + "/intruder"] + arguments, env: r.awsEnvironment(secret: servers.secretKey))
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue(refused.stderr.contains("belongs to tree"), refused.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: r.fx.dir + "/intruder"))
+
+        // A version row naming a key outside PREFIX/objects/ (written by hand): gc leaves the object.
+        _ = try servers.s3check(["put", r.bucket, "elsewhere/keep.txt", "not docfs's"])
+        _ = try servers.psql(r.databaseURL, """
+            INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns)
+            SELECT id, 100, 'elsewhere/keep.txt', 12, 0 FROM docfs_items WHERE name = 'one.txt'
+            """)
+        let gc = r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0", "--json"], env: r.awsEnvironment(secret: servers.secretKey))
+        XCTAssertEqual(gc.status, 0, "\(gc)")
+        let keys = (try servers.s3check(["list", r.bucket]) as? [[String: Any]] ?? []).compactMap { $0["key"] as? String }
+        XCTAssertTrue(keys.contains("elsewhere/keep.txt"), "\(keys)")
+        XCTAssertTrue(keys.contains("\(r.prefix)/docfs-tree.json"), "\(keys)")
+    }
+
+    func testAServerWithAnOlderSchemaStallsTheReplicaWithOneLine() throws {
+        let r = try makeRemote()
+        try r.waitUntilUploaded()
+        XCTAssertEqual(try r.unmount().status, 0)
+        XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15), "the daemon is still running after docfs unmount")
+        _ = try servers.psql(r.databaseURL, "DELETE FROM docfs_schema_migrations WHERE version = (SELECT max(version) FROM docfs_schema_migrations)")
+        try r.fx.mount()
+        XCTAssertEqual(r.fx.sh("printf waits > mnt/w.txt").status, 0)
+        let stalled = try r.waitForStatus("the schema named in the status", timeout: 60) { $0.lastError?.contains("docfs remote setup") == true }
+        XCTAssertTrue(stalled.lastError!.contains("this docfs needs"), stalled.raw)
+        XCTAssertGreaterThan(stalled.pending ?? 0, 0)
+        // The owner runs the set-up: the replica goes on.
+        let setup = r.fx.docfs(["remote", "setup", "--remote", r.databaseURL, "--objects", "s3://\(r.bucket)/\(r.prefix)",
+                                "--s3-endpoint", servers.s3Endpoint], env: r.awsEnvironment(secret: servers.secretKey))
+        XCTAssertEqual(setup.status, 0, "\(setup)")
+        try r.waitForStatus("the replica going on after the set-up", timeout: 120) { $0.pending == 0 && $0.lastError == nil }
+    }
+}
