@@ -54,11 +54,7 @@ actor IncomingSync {
         var first = true
         while true {
             var changes = try await database.changes(since: anchor, limit: 500)
-            if first, changes.isEmpty, anchor > 0, try await database.latestPosition() < anchor {
-                // The log ends before this replica's anchor: a database restored from a backup.
-                logger.warning("sync: the server's change log ends before this replica's anchor (\(anchor)): a database restored to an earlier point? rebuilding from a full listing; changes waiting here are kept and sent")
-                applied += try await rebuild()
-            }
+            if first, changes.isEmpty { applied += try await rebuildIfRestored() }
             first = false
             guard let last = changes.last else { break }
             latestKnown = max(latestKnown, last.position)
@@ -84,6 +80,18 @@ actor IncomingSync {
         return applied
     }
 
+    /// A change log that ends before this replica's anchor: the server's database was restored to
+    /// an earlier point. The replica rebuilds from a full listing (its changes waiting are kept
+    /// and sent). The engine asks before it sends anything, the catch-up whenever it is idle.
+    @discardableResult
+    func rebuildIfRestored() async throws -> Int {
+        anchor = try store.syncAnchor()
+        guard anchor > 0, try await database.latestPosition() < anchor else { return 0 }
+        if rootID == nil { rootID = try await database.rootID() }
+        logger.warning("sync: the server's change log ends before this replica's anchor (\(anchor)): a database restored to an earlier point? rebuilding from a full listing; changes waiting here are kept and sent")
+        return try await rebuild(restored: true)
+    }
+
     /// The server's state of these items, applied now (after the engine sent a change the server
     /// decided otherwise about: a rename that lost, a name suffixed, a refused move).
     func refresh(_ ids: [Int64]) async throws {
@@ -107,7 +115,9 @@ actor IncomingSync {
     /// A replica whose anchor is older than the log the server keeps: every item the server has,
     /// applied; this replica's items the server no longer knows (and that are not waiting to be
     /// sent) are deleted.
-    func rebuild() async throws -> Int {
+    /// `restored`: the server's database went back to an earlier point; what this replica had
+    /// sent and the server lost is kept under `STORE/recovered/` before it goes from the tree.
+    func rebuild(restored: Bool = false) async throws -> Int {
         let position = try await database.latestPosition()
         let ids = try await database.allItemIDs()
         var applied = 0
@@ -117,6 +127,13 @@ actor IncomingSync {
         let known = Set(ids)
         let stray = try store.permanentRows().filter { !known.contains($0) }
         if !stray.isEmpty {
+            if restored {
+                let folder = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "-")
+                let kept = store.keepRecovered(rows: stray, folder: folder)
+                if !kept.isEmpty {
+                    logger.warning("sync: the restored server lost \(kept.count) file(s) this replica had sent; their contents are kept in \(store.url.path)/recovered/\(folder)")
+                }
+            }
             let gone = stray.map { LocalStore.IncomingItem(row: $0, parentRow: 1, name: "", kind: .file, uid: 0, gid: 0, mode: 0,
                                                             createdNs: 0, modifiedNs: 0, tagData: nil, favoriteRank: nil,
                                                             symlinkTarget: nil, size: 0, contentVersion: 0, contentKey: nil,

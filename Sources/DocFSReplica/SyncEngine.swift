@@ -180,6 +180,8 @@ package final class SyncEngine: Sendable {
         if let tree = try await database.treeID() {
             try await TreeMarker.check(tree: tree, configuration: configuration, objects: s3)
         }
+        // Before any create goes: a restored server hands out identifiers this replica still holds.
+        try await incoming.rebuildIfRestored()
     }
 
     /// While the mount is busy (changes arrived in the last half second), the engine waits —

@@ -135,3 +135,36 @@ final class ServerSetupMountTests: ReplicaTestCase {
         try r.waitForStatus("the replica going on after the set-up", timeout: 120) { $0.pending == 0 && $0.lastError == nil }
     }
 }
+
+extension ServerSetupMountTests {
+    func testADatabaseRestoredToAnEarlierPointIsNoticedAndNothingIsLost() throws {
+        let r = try makeRemote()
+        XCTAssertEqual(r.fx.sh("printf before > mnt/a.txt").status, 0)
+        try r.waitUntilUploaded()
+        let dump = r.fx.dir + "/server.dump"
+        let dumped = runProcess(servers.pgBin + "/pg_dump", ["-Fc", "-f", dump, "-d", r.databaseURL], cwd: "/", timeout: 60, outDir: "/tmp")
+        XCTAssertEqual(dumped.status, 0, "\(dumped)")
+        XCTAssertEqual(r.fx.sh("printf after-the-backup > mnt/b.txt").status, 0)
+        try r.waitUntilUploaded()
+        XCTAssertEqual(try r.unmount().status, 0)
+        XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15))
+
+        // The database goes back to the backup (b.txt is gone from it).
+        _ = try servers.psql(servers.adminURL, "DROP DATABASE \(r.database) WITH (FORCE)")
+        _ = try servers.psql(servers.adminURL, "CREATE DATABASE \(r.database)")
+        let restored = runProcess(servers.pgBin + "/pg_restore", ["-d", r.databaseURL, dump], cwd: "/", timeout: 60, outDir: "/tmp")
+        XCTAssertEqual(restored.status, 0, "\(restored)")
+
+        try r.fx.mount()
+        XCTAssertEqual(r.fx.sh("printf waiting > mnt/c.txt").status, 0)
+        try r.waitUntilUploaded()
+        XCTAssertFalse(r.logLines(mentioningAnyOf: ["restored to an earlier point"]).isEmpty, r.logTail())
+        let server = Set(try r.serverTree().keys)
+        XCTAssertTrue(server.contains("/a.txt") && server.contains("/c.txt"), "\(server)")
+        XCTAssertEqual(contents(r.mnt + "/c.txt"), "waiting", "the change waiting here was kept and sent")
+        // What the server lost is kept beside the store.
+        let recovered = try FileManager.default.contentsOfDirectory(atPath: r.fx.store + "/recovered")
+        XCTAssertEqual(recovered.count, 1)
+        XCTAssertEqual(contents(r.fx.store + "/recovered/" + recovered[0] + "/b.txt"), "after-the-backup")
+    }
+}
