@@ -10,9 +10,9 @@ import DocFSStore
 /// `docfs init --remote` starts, from the store's `RemoteLink` and the environment, and never
 /// written anywhere.
 ///
-/// - S3 keys: `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (/ `AWS_SESSION_TOKEN`), else the
-///   link's credentials file (mode 0600, refused when others may read it). Region: `AWS_REGION`,
-///   else the file's `region`, else the link's.
+/// - S3 keys: the AWS tools' order (`AWSCredentialChain`: the environment, the link's credentials
+///   file, `~/.aws/credentials` and `~/.aws/config` under `AWS_PROFILE`), read again when the
+///   server says the keys are no longer good. Region: `AWS_REGION`, the files', else the link's.
 /// - PostgreSQL password: the URL given to init (kept in `STORE/pgpass`, mode 0600), else
 ///   `PGPASSWORD`, else `~/.pgpass` (PostgreSQL's own format and rules).
 package struct ReplicaConfiguration: Sendable {
@@ -22,6 +22,13 @@ package struct ReplicaConfiguration: Sendable {
     package var region: String
     package var bucket: String
     package var prefix: String
+    /// The CA the S3 endpoint's certificate is checked against (`--s3-ca`, else AWS_CA_BUNDLE).
+    package var s3CA: String?
+    /// Where the S3 credentials were found, read again when the server refuses them.
+    package var credentialChain: AWSCredentialChain?
+
+    /// The credentials as they are now (nil: none, or the same source gone).
+    package func currentCredentials() -> S3Credentials? { (try? credentialChain?.resolve())??.credentials }
 
     package struct Problem: Error, CustomStringConvertible {
         package var description: String
@@ -49,15 +56,12 @@ package struct ReplicaConfiguration: Sendable {
                 ?? environment["PGPASSWORD"]
                 ?? environment["HOME"].flatMap { pgpassPassword($0 + "/.pgpass", postgres) }
         }
-        var fileRegion: String?
-        var credentials = S3Credentials.fromEnvironment(environment)
-        if credentials == nil, let file = link.credentialsFile {
-            (credentials, fileRegion) = try readCredentialsFile(file)
+        let chain = AWSCredentialChain(environment: environment, explicitFile: link.credentialsFile)
+        guard let resolved = try chain.resolve() else {
+            throw Problem("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, name a profile of ~/.aws/credentials with AWS_PROFILE, or give `docfs init --s3-credentials FILE`")
         }
-        guard let credentials else {
-            throw Problem("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or give `docfs init --s3-credentials FILE`")
-        }
-        let region = environment["AWS_REGION"].flatMap { $0.isEmpty ? nil : $0 } ?? fileRegion ?? link.region
+        let credentials = resolved.credentials
+        let region = resolved.region ?? link.region
         let endpoint: S3Endpoint
         if let text = link.endpoint {
             guard let parsed = S3Endpoint(url: text) else { throw Problem("the S3 endpoint is not http(s)://HOST[:PORT]: \(text)") }
@@ -65,32 +69,11 @@ package struct ReplicaConfiguration: Sendable {
         } else {
             endpoint = .aws(region: region)
         }
-        return ReplicaConfiguration(postgres: postgres, endpoint: endpoint, credentials: credentials, region: region,
-                                    bucket: link.bucket, prefix: link.prefix)
-    }
-
-    /// Reads `aws_access_key_id = …`, `aws_secret_access_key = …`, optional `region = …` (the
-    /// shape of AWS's credentials file; section headers are ignored). Refused unless only its
-    /// owner can read it.
-    static func readCredentialsFile(_ path: String) throws -> (S3Credentials, String?) {
-        var st = stat()
-        guard stat(path, &st) == 0 else { throw Problem("cannot read the S3 credentials file \(path): \(String(cString: strerror(errno)))") }
-        guard st.st_mode & 0o077 == 0 else {
-            throw Problem("the S3 credentials file \(path) may be read by others (mode \(String(st.st_mode & 0o777, radix: 8))): chmod 600 it")
-        }
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw Problem("cannot read the S3 credentials file \(path)")
-        }
-        var values: [String: String] = [:]
-        for line in text.split(whereSeparator: \.isNewline) {
-            let parts = line.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2 else { continue }
-            values[parts[0].trimmingCharacters(in: .whitespaces).lowercased()] = parts[1].trimmingCharacters(in: .whitespaces)
-        }
-        guard let id = values["aws_access_key_id"], let secret = values["aws_secret_access_key"] else {
-            throw Problem("the S3 credentials file \(path) has no aws_access_key_id and aws_secret_access_key")
-        }
-        return (S3Credentials(accessKeyID: id, secretAccessKey: secret, sessionToken: values["aws_session_token"]), values["region"])
+        var configuration = ReplicaConfiguration(postgres: postgres, endpoint: endpoint, credentials: credentials, region: region,
+                                                 bucket: link.bucket, prefix: link.prefix)
+        configuration.credentialChain = chain
+        configuration.s3CA = link.s3CA ?? environment["AWS_CA_BUNDLE"].flatMap { $0.isEmpty ? nil : $0 }
+        return configuration
     }
 
     /// The password of the first matching line of a pgpass file (`host:port:database:user:password`,
@@ -139,7 +122,8 @@ extension ReplicaConfiguration {
     func withClients<T: Sendable>(logger: Logger, operationTimeout: Duration = .seconds(15),
                                   _ body: (RemoteDatabase, S3Client) async throws -> T) async throws -> T {
         let database = RemoteDatabase(url: postgres, logger: logger, maximumConnections: 2, operationTimeout: operationTimeout)
-        let s3 = S3Client(endpoint: endpoint, credentials: credentials, region: region, connectTimeout: .seconds(5), logger: logger)
+        let s3 = S3Client(endpoint: endpoint, credentials: credentials, region: region, connectTimeout: .seconds(5), logger: logger,
+                          renewCredentials: { [self] in currentCredentials() }, caFile: s3CA)
         do {
             let result = try await body(database, s3)
             await database.shutdown()

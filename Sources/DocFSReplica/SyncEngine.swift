@@ -57,7 +57,8 @@ package final class SyncEngine: Sendable {
                   server: RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(5)),
                   incomingServer: RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(5)),
                   objects: S3Client(endpoint: configuration.endpoint, credentials: configuration.credentials, region: configuration.region,
-                                    connectTimeout: .seconds(5), readTimeout: .seconds(60), logger: quiet))
+                                    connectTimeout: .seconds(5), readTimeout: .seconds(60), logger: quiet,
+                                    renewCredentials: { configuration.currentCredentials() }, caFile: configuration.s3CA))
     }
 
     /// With the servers given: `incomingServer` is a connection pool of its own for other

@@ -45,8 +45,10 @@ struct SyncFailure: Error {
                 self.init(.item, remote.description, reached: true)
             }
         case let s3 as S3Error:
-            if s3.isRetryable {
+            if s3.isRetryable || s3.credentialsRenewed {
                 self.init(.offline, "object storage unreachable: \(s3)", reached: false)
+            } else if s3.kind == .untrusted {
+                self.init(.stalled, "object storage: \(s3.message)", reached: false)
             } else if s3.kind == .authentication {
                 self.init(.stalled, "object storage refused the credentials (\(s3.code ?? "HTTP \(s3.status ?? 0)")): check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY", reached: true)
             } else if s3.code == "NoSuchBucket" {

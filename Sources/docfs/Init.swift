@@ -30,9 +30,15 @@ struct Init: ParsableCommand {
     @Option(name: .customLong("s3-credentials"), help: ArgumentHelp("With --remote: a file (mode 0600) with aws_access_key_id and aws_secret_access_key, read when the environment has no AWS keys.", valueName: "FILE"))
     var s3Credentials: String?
 
+    @Option(name: .customLong("s3-ca"), help: ArgumentHelp("With --remote: a CA certificate (PEM) to check the S3 endpoint's certificate against, instead of the system's (else AWS_CA_BUNDLE).", valueName: "FILE"))
+    var s3CA: String?
+
+    @Option(name: .customLong("password-file"), help: ArgumentHelp("With --remote: a file (mode 0600) whose first line is the PostgreSQL password (kept in STORE/pgpass), instead of one in the URL.", valueName: "FILE"))
+    var passwordFile: String?
+
     func validate() throws {
-        if remote == nil, objects != nil || s3Endpoint != nil || region != nil || s3Credentials != nil {
-            throw ValidationError("--objects, --s3-endpoint, --region and --s3-credentials go with --remote")
+        if remote == nil, objects != nil || s3Endpoint != nil || region != nil || s3Credentials != nil || s3CA != nil || passwordFile != nil {
+            throw ValidationError("--objects, --s3-endpoint, --region, --s3-credentials, --s3-ca and --password-file go with --remote")
         }
         if remote != nil, objects == nil { throw ValidationError("--remote needs --objects s3://BUCKET[/PREFIX]") }
     }
@@ -63,7 +69,7 @@ struct Init: ParsableCommand {
     /// `--remote`: checks the server, makes the store a replica of it (and downloads the tree it
     /// has). Nothing is left behind when it fails.
     private func initReplica(remote: String, layout: Layout?) throws {
-        guard let url = PostgresURL(remote, environment: [:]) else {
+        guard var url = PostgresURL(remote, environment: [:]) else {
             throw UserFacingError("docfs: --remote must be postgres://USER[:PASSWORD]@HOST:PORT/DATABASE[?sslmode=disable|allow|prefer|require|verify-ca|verify-full&sslrootcert=FILE&sslcert=FILE&sslkey=FILE]")
         }
         guard let objects, let (bucket, prefix) = ReplicaConfiguration.parseObjects(objects) else {
@@ -80,16 +86,27 @@ struct Init: ParsableCommand {
         stored.sslCert = absolute(stored.sslCert)
         stored.sslKey = absolute(stored.sslKey)
         let credentialsFile = s3Credentials.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        let caFile = s3CA.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
+            throw UserFacingError("docfs: --s3-ca: cannot read \(caFile)")
+        }
+        let fromFile = try passwordFile.map(RemoteSetupCommand.readPasswordFile)
+        if let fromFile {
+            guard url.password == nil else { throw UserFacingError("docfs: give the password in --remote or in --password-file, not both") }
+            url.password = fromFile
+        }
         let link = RemoteLink(postgres: stored.withoutPassword,
                               bucket: bucket, prefix: prefix, endpoint: s3Endpoint,
                               region: region ?? ProcessInfo.processInfo.environment["AWS_REGION"] ?? "us-east-1",
-                              credentialsFile: credentialsFile)
+                              credentialsFile: credentialsFile, s3CA: caFile)
         let storeURL = URL(fileURLWithPath: store)
         var environment = ProcessInfo.processInfo.environment
         if let password = url.password {
             environment["PGPASSWORD"] = password
+        }
+        if url.password != nil, fromFile == nil {
             // A password on the command line shows in `ps` and the shell's history.
-            FileHandle.standardError.write(Data("docfs: warning: a password in --remote shows in `ps` and your shell's history; give it instead in PGPASSWORD, or a line of ~/.pgpass (host:port:database:user:password, mode 0600)\n".utf8))
+            FileHandle.standardError.write(Data("docfs: warning: a password in --remote shows in `ps` and your shell's history; give it instead in PGPASSWORD, --password-file FILE (mode 0600), or a line of ~/.pgpass (host:port:database:user:password, mode 0600)\n".utf8))
         }
         let configuration: ReplicaConfiguration
         do { configuration = try ReplicaConfiguration.resolve(link: link, store: storeURL, environment: environment) } catch {

@@ -33,6 +33,12 @@ struct RemoteSetupCommand: ParsableCommand {
     @Option(name: .customLong("s3-credentials"), help: ArgumentHelp("A file (mode 0600) with aws_access_key_id and aws_secret_access_key, read when the environment has no AWS keys.", valueName: "FILE"))
     var s3Credentials: String?
 
+    @Option(name: .customLong("s3-ca"), help: ArgumentHelp("A CA certificate (PEM) to check the S3 endpoint's certificate against (else AWS_CA_BUNDLE).", valueName: "FILE"))
+    var s3CA: String?
+
+    @Option(name: .customLong("password-file"), help: ArgumentHelp("A file (mode 0600) whose first line is the owner's PostgreSQL password, instead of one in the URL.", valueName: "FILE"))
+    var passwordFile: String?
+
     @Option(name: .customLong("replica-role"), help: ArgumentHelp("Create (if missing) and grant the role replicas log in as.", valueName: "ROLE"))
     var replicaRole: String?
 
@@ -43,7 +49,7 @@ struct RemoteSetupCommand: ParsableCommand {
     var layout: String?
 
     func run() throws {
-        guard let url = PostgresURL(remote, environment: [:]) else {
+        guard var url = PostgresURL(remote, environment: [:]) else {
             throw UserFacingError("docfs: --remote must be postgres://USER[:PASSWORD]@HOST:PORT/DATABASE[?sslmode=…]")
         }
         guard let (bucket, prefix) = ReplicaConfiguration.parseObjects(objects) else {
@@ -58,15 +64,20 @@ struct RemoteSetupCommand: ParsableCommand {
             throw UserFacingError("docfs: cannot use layout \(layout ?? ""): \(error)")
         }
         var environment = ProcessInfo.processInfo.environment
-        if let password = url.password {
+        if let file = passwordFile {
+            guard url.password == nil else { throw UserFacingError("docfs: give the password in --remote or in --password-file, not both") }
+            url.password = try Self.readPasswordFile(file)
+            environment["PGPASSWORD"] = url.password
+        } else if let password = url.password {
             environment["PGPASSWORD"] = password
-            FileHandle.standardError.write(Data("docfs: warning: a password in --remote shows in `ps` and your shell's history; give it instead in PGPASSWORD, or a line of ~/.pgpass (host:port:database:user:password, mode 0600)\n".utf8))
+            FileHandle.standardError.write(Data("docfs: warning: a password in --remote shows in `ps` and your shell's history; give it instead in PGPASSWORD, --password-file FILE (mode 0600), or a line of ~/.pgpass (host:port:database:user:password, mode 0600)\n".utf8))
         }
         var stored = url
         stored.password = nil
         let link = RemoteLink(postgres: stored.withoutPassword, bucket: bucket, prefix: prefix, endpoint: s3Endpoint,
                               region: region ?? environment["AWS_REGION"] ?? "us-east-1",
-                              credentialsFile: s3Credentials.map { URL(fileURLWithPath: $0).standardizedFileURL.path })
+                              credentialsFile: s3Credentials.map { URL(fileURLWithPath: $0).standardizedFileURL.path },
+                              s3CA: s3CA.map { URL(fileURLWithPath: $0).standardizedFileURL.path })
         let configuration: ReplicaConfiguration
         do { configuration = try ReplicaConfiguration.resolve(link: link, store: nil, environment: environment) } catch {
             throw UserFacingError("docfs: cannot use the remote: \(error)")

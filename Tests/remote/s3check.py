@@ -33,6 +33,13 @@ def client():
         config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3}))
 
 
+def iam_client():
+    import boto3
+    return boto3.client("iam", endpoint_url=os.environ["DOCFS_TEST_S3_ENDPOINT"], region_name="us-east-1",
+                        aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"])
+
+
 def objects(s3, bucket):
     out = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
@@ -114,6 +121,36 @@ def main(argv):
             started = s3.create_multipart_upload(Bucket=arg, Key=argv[3])
             s3.upload_part(Bucket=arg, Key=argv[3], UploadId=started["UploadId"], PartNumber=1, Body=b"p" * 1024)
             result = {"uploadId": started["UploadId"]}
+        elif command == "create-key":
+            # An access key of user ARG (made with s3:* if missing): a key to rotate.
+            iam = iam_client()
+            try:
+                iam.create_user(UserName=arg)
+                iam.put_user_policy(UserName=arg, PolicyName="s3-all", PolicyDocument=json.dumps(
+                    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+            except iam.exceptions.EntityAlreadyExistsException:
+                pass
+            key = iam.create_access_key(UserName=arg)["AccessKey"]
+            result = {"id": key["AccessKeyId"], "secret": key["SecretAccessKey"]}
+        elif command == "delete-key":
+            iam_client().delete_access_key(UserName=arg, AccessKeyId=argv[3])
+            result = {"deleted": argv[3]}
+        elif command == "session":
+            # Temporary credentials with a session token: a role with s3:*, assumed.
+            iam = iam_client()
+            trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]}
+            try:
+                role = iam.create_role(RoleName=arg, AssumeRolePolicyDocument=json.dumps(trust))["Role"]
+                iam.put_role_policy(RoleName=arg, PolicyName="s3-all", PolicyDocument=json.dumps(
+                    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+            except iam.exceptions.EntityAlreadyExistsException:
+                role = iam.get_role(RoleName=arg)["Role"]
+            import boto3
+            sts = boto3.client("sts", endpoint_url=os.environ["DOCFS_TEST_S3_ENDPOINT"], region_name="us-east-1",
+                               aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+                               aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"])
+            c = sts.assume_role(RoleArn=role["Arn"], RoleSessionName="docfs-test")["Credentials"]
+            result = {"id": c["AccessKeyId"], "secret": c["SecretAccessKey"], "token": c["SessionToken"]}
         elif command == "read":
             with open(argv[3]) as f:
                 result = {k: s3.get_object(Bucket=arg, Key=k)["Body"].read().decode(errors="replace") for k in json.load(f)}

@@ -20,6 +20,8 @@
 #                             checker rebuilds the URL with `+`, `&`, `=` in keys and `/` in query values
 #                             unescaped and so refuses AWS's own SDK there (boto3 too); keys holding
 #                             them are tested on this one)
+#   DOCFS_TEST_S3_TLS_ENDPOINT   https://127.0.0.1:PORT (a third moto, no signature checks, with a
+#                             certificate of the test CA below: --s3-ca and AWS_CA_BUNDLE)
 #   DOCFS_TEST_S3_PYTHON      a python that imports boto3 (a second S3 client for the tests' checks)
 #   DOCFS_TEST_PG_BIN         PostgreSQL's bin folder (psql, pg_ctl) of the running cluster
 #   DOCFS_TEST_PG_CA, DOCFS_TEST_PG_OTHER_CA   the test CA that signed the cluster's TLS
@@ -190,7 +192,8 @@ start() {
     pg_start "$dir"
 
     # moto, checking signatures: the first three requests (unauthenticated) make an IAM user with
-    # s3:* and its access key; from then on only that key and its secret are accepted.
+    # s3:* and its access key; from then on only the keys IAM knows are accepted. The user may
+    # also make keys and sessions (iam:*, sts:*) for the tests of rotated keys and session tokens.
     s3port=$(free_port)
     INITIAL_NO_AUTH_ACTION_COUNT=3 "$MOTO_SERVER" -H 127.0.0.1 -p "$s3port" >"$dir/moto.log" 2>&1 &
     echo $! >"$dir/moto.pid"
@@ -201,7 +204,7 @@ iam = boto3.client("iam", endpoint_url=sys.argv[1], region_name="us-east-1",
                    aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
 iam.create_user(UserName="docfs-test")
 iam.put_user_policy(UserName="docfs-test", PolicyName="s3-all", PolicyDocument=json.dumps(
-    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:*", "iam:*", "sts:*"], "Resource": "*"}]}))
 key = iam.create_access_key(UserName="docfs-test")["AccessKey"]
 print(key["AccessKeyId"], key["SecretAccessKey"])
 PY
@@ -213,12 +216,19 @@ PY
     echo $! >"$dir/moto-open.pid"
     wait_port "$openport" 30 || { cat "$dir/moto-open.log" >&2; log "the second moto did not start"; exit 1; }
 
+    # A third moto over HTTPS with a certificate of the test CA (tls_setup): --s3-ca and AWS_CA_BUNDLE.
+    tlsport=$(free_port)
+    "$MOTO_SERVER" -H 127.0.0.1 -p "$tlsport" -c "$dir/tls/server.crt" -k "$dir/tls/server.key" >"$dir/moto-tls.log" 2>&1 &
+    echo $! >"$dir/moto-tls.pid"
+    wait_port "$tlsport" 30 || { cat "$dir/moto-tls.log" >&2; log "the HTTPS moto did not start"; exit 1; }
+
     cat >"$dir/env" <<ENV
 export DOCFS_TEST_PG_URL='postgres://docfs@127.0.0.1:$pgport/postgres'
 export DOCFS_TEST_S3_ENDPOINT='http://127.0.0.1:$s3port'
 export DOCFS_TEST_S3_ACCESS_KEY='$access'
 export DOCFS_TEST_S3_SECRET_KEY='$secret'
 export DOCFS_TEST_S3_OPEN_ENDPOINT='http://127.0.0.1:$openport'
+export DOCFS_TEST_S3_TLS_ENDPOINT='https://127.0.0.1:$tlsport'
 export DOCFS_TEST_S3_PYTHON='$(command -v "$MOTO_PYTHON")'
 export DOCFS_TEST_PG_BIN='$bindir'
 export DOCFS_TEST_PG_CA='$dir/tls/ca.crt'
@@ -227,7 +237,7 @@ export DOCFS_TEST_PG_DATA='$dir/pg/data'
 export DOCFS_TEST_SERVERS_SH='$here/servers.sh'
 export DOCFS_TEST_SERVERS_DIR='$dir'
 ENV
-    log "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$pgport (pid $(cat "$dir/postgres.pid")), moto $(moto_version "$MOTO_PYTHON") ($MOTO_SERVER) on 127.0.0.1:$s3port (pid $(cat "$dir/moto.pid")) and :$openport (pid $(cat "$dir/moto-open.pid")), in $dir"
+    log "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$pgport (pid $(cat "$dir/postgres.pid")), moto $(moto_version "$MOTO_PYTHON") ($MOTO_SERVER) on 127.0.0.1:$s3port (pid $(cat "$dir/moto.pid")) and :$openport (pid $(cat "$dir/moto-open.pid")), HTTPS :$tlsport (pid $(cat "$dir/moto-tls.pid")), in $dir"
 }
 
 stop_pid() { # pidfile seconds
@@ -249,6 +259,7 @@ stop() {
     # that. postgres.pid is the running postmaster's even when a test restarted it (pg_start).
     pg_stop "$dir"
     stop_pid "$dir/moto.pid" 10 &
+    stop_pid "$dir/moto-tls.pid" 10 &
     stop_pid "$dir/moto-open.pid" 10
     wait
     rm -rf "$dir"

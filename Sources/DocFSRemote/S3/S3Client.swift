@@ -1,9 +1,11 @@
 import AsyncHTTPClient
 import Foundation
+import Synchronization
 import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import SystemPackage
 
 /// Where an S3-compatible server answers. Path-style addressing (`http://HOST:PORT/BUCKET/KEY`).
@@ -82,7 +84,12 @@ package final class S3Client: Sendable {
     package static let maximumParts = 10_000
 
     package let endpoint: S3Endpoint
-    let signer: SigV4Signer
+    /// The signer, with credentials replaced when `renewCredentials` finds new ones.
+    let signerState: Mutex<SigV4Signer>
+    var signer: SigV4Signer { signerState.withLock { $0 } }
+    /// Reads the credentials again (from where they came): asked when the server refuses the
+    /// ones in use as unknown or expired.
+    let renewCredentials: (@Sendable () -> S3Credentials?)?
     let http: HTTPClient
     let logger: Logger
     /// How long one request may take from start to the end of its answer's head.
@@ -90,14 +97,22 @@ package final class S3Client: Sendable {
 
     package init(endpoint: S3Endpoint, credentials: S3Credentials, region: String = "us-east-1",
                 connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(60),
-                requestTimeout: TimeAmount = .minutes(30), logger: Logger = Logger(label: "docfs.s3")) {
+                requestTimeout: TimeAmount = .minutes(30), logger: Logger = Logger(label: "docfs.s3"),
+                renewCredentials: (@Sendable () -> S3Credentials?)? = nil, caFile: String? = nil) {
         self.endpoint = endpoint
-        self.signer = SigV4Signer(credentials: credentials, region: region, service: "s3")
+        self.signerState = Mutex(SigV4Signer(credentials: credentials, region: region, service: "s3"))
+        self.renewCredentials = renewCredentials
         self.logger = logger
         self.requestTimeout = requestTimeout
         var config = HTTPClient.Configuration(timeout: .init(connect: connectTimeout, read: readTimeout))
         config.decompression = .disabled
         config.redirectConfiguration = .disallow
+        if let caFile {
+            // A private CA (`--s3-ca`, AWS_CA_BUNDLE): it alone is trusted, as with the AWS tools.
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .file(caFile)
+            config.tlsConfiguration = tls
+        }
         self.http = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
     }
 
@@ -446,8 +461,9 @@ package final class S3Client: Sendable {
     /// Signs and sends a request; answers outside 2xx become `S3Error`s.
     func send(_ method: HTTPMethod, bucket: String, key: String?, query: [(String, String)] = [],
               headers: [(String, String)] = [], body: HTTPClientRequest.Body? = nil, length: Int64? = nil,
-              payloadHash: String? = nil, operation: String) async throws -> HTTPClientResponse {
+              payloadHash: String? = nil, operation: String, mayRenew: Bool = true) async throws -> HTTPClientResponse {
         let path = S3Path.objectPath(bucket: bucket, key: key)
+        let signer = self.signer
         let canonicalQuery = SigV4Signer.canonicalQuery(query)
         var toSign: [(name: String, value: String)] = [("host", endpoint.hostHeader)]
         for (name, value) in headers { toSign.append((name, value)) }
@@ -470,11 +486,35 @@ package final class S3Client: Sendable {
         let status = Int(response.status.code)
         guard (200..<300).contains(status) else {
             let text = (try? await Self.collectText(response, operation: operation)) ?? ""
-            let error = S3Error.fromResponse(status: status, body: text, operation: operation)
+            var error = S3Error.fromResponse(status: status, body: text, operation: operation)
             logger.debug("S3 error", metadata: ["error": "\(error)"])
+            if mayRenew, error.meansStaleCredentials, renewed(from: signer.credentials) {
+                // New keys (a rotated key, a new session): a request without a body goes again at
+                // once; one with a body is sent again by its caller, which retries it soon.
+                if body == nil {
+                    return try await send(method, bucket: bucket, key: key, query: query, headers: headers, body: nil,
+                                          length: length, payloadHash: payloadHash, operation: operation, mayRenew: false)
+                }
+                error.credentialsRenewed = true
+            }
             throw error
         }
         return response
+    }
+
+    /// Reads the credentials again; true when they differ from `used` (and now sign requests).
+    private func renewed(from used: S3Credentials) -> Bool {
+        guard let renewCredentials, let fresh = renewCredentials() else { return false }
+        return signerState.withLock { signer in
+            let current = signer.credentials
+            guard fresh.accessKeyID != current.accessKeyID || fresh.secretAccessKey != current.secretAccessKey
+                    || fresh.sessionToken != current.sessionToken else {
+                // Another request renewed them already: this one failed with the old ones.
+                return used.accessKeyID != current.accessKeyID || used.sessionToken != current.sessionToken
+            }
+            signer.credentials = fresh
+            return true
+        }
     }
 
     /// Sends a request whose answer body does not matter and reads that body to its end, so that
@@ -515,6 +555,9 @@ package final class S3Client: Sendable {
             if e == .cancelled { return CancellationError() }
             if refusals.contains(e) { return S3Error(kind: .rejected, message: "\(operation): \(e)") }
             return S3Error(kind: .unreachable, message: "\(operation): \(e)")
+        }
+        if error is NIOSSLError || error is NIOSSLExtraError || "\(error)".contains("CERTIFICATE_VERIFY_FAILED") {
+            return S3Error(kind: .untrusted, message: "\(operation): the server's certificate is not trusted (\(error)): give --s3-ca FILE or AWS_CA_BUNDLE")
         }
         if error is ChannelError || error is IOError || error is NIOConnectionError {
             return S3Error(kind: .unreachable, message: "\(operation): \(error)")

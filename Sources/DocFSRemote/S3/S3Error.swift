@@ -10,6 +10,8 @@ package struct S3Error: Error, Sendable, CustomStringConvertible, Equatable {
         /// 403 and the like (`InvalidAccessKeyId`, `SignatureDoesNotMatch`, `AccessDenied`,
         /// `ExpiredToken`): report it; retrying will not help.
         case authentication
+        /// The server's TLS certificate is not trusted (a private CA not given): report it.
+        case untrusted
         /// `EntityTooLarge`, `QuotaExceeded`, `TooManyBuckets`: report it; not retryable.
         case quota
         /// 404: `NoSuchKey`, `NoSuchBucket`, `NoSuchUpload`.
@@ -26,6 +28,15 @@ package struct S3Error: Error, Sendable, CustomStringConvertible, Equatable {
     /// S3's error code (`<Code>`), when the body had one.
     package var code: String?
     package var message: String
+    /// The server refused the credentials and others were read since (`S3Client.renewCredentials`):
+    /// trying again soon can succeed.
+    package var credentialsRenewed = false
+
+    /// The answer of a server to keys it does not know (any more) or a session that ended.
+    package var meansStaleCredentials: Bool {
+        kind == .authentication && ["ExpiredToken", "InvalidAccessKeyId", "InvalidToken", "InvalidClientTokenId",
+                                    "TokenRefreshRequired", "ExpiredTokenException"].contains(code ?? "")
+    }
 
     package init(kind: Kind, status: Int? = nil, code: String? = nil, message: String) {
         self.kind = kind
@@ -38,7 +49,7 @@ package struct S3Error: Error, Sendable, CustomStringConvertible, Equatable {
     package var isRetryable: Bool {
         switch kind {
         case .unreachable, .timeout, .serverBusy: return true
-        case .authentication, .quota, .notFound, .invalidRange, .rejected: return false
+        case .authentication, .untrusted, .quota, .notFound, .invalidRange, .rejected: return false
         }
     }
 

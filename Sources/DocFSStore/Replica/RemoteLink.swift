@@ -14,8 +14,13 @@ package struct RemoteLink: Codable, Sendable, Equatable {
     package var region: String
     /// A credentials file (mode 0600) to read the S3 keys from when the environment has none.
     package var credentialsFile: String?
+    /// A CA certificate file (PEM) the S3 endpoint's certificate is checked against instead of
+    /// the system's (`--s3-ca`); absolute.
+    package var s3CA: String?
 
-    package init(postgres: String, bucket: String, prefix: String, endpoint: String?, region: String, credentialsFile: String?) {
+    package init(postgres: String, bucket: String, prefix: String, endpoint: String?, region: String, credentialsFile: String?,
+                 s3CA: String? = nil) {
+        self.s3CA = s3CA
         self.postgres = postgres
         self.bucket = bucket
         self.prefix = prefix
