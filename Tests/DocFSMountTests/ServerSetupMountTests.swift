@@ -72,10 +72,13 @@ final class ServerSetupMountTests: ReplicaTestCase {
         var roleURL = try XCTUnwrap(URLComponents(string: url))
         roleURL.password = nil
         arguments[1] = try XCTUnwrap(roleURL.string)
-        let env = r.awsEnvironment(secret: servers.secretKey).merging(["PGPASSWORD": password]) { $1 }
-        let initResult = r.fx.docfs(["init", second.store] + arguments, env: env)
+        // The password from a file (never in `ps`): kept in STORE/pgpass for the mount.
+        XCTAssertFalse(password.isEmpty)
+        let initResult = r.fx.docfs(["init", second.store] + arguments + ["--password-file", r.fx.dir + "/replica-password"],
+                                    env: r.awsEnvironment(secret: servers.secretKey))
         XCTAssertEqual(initResult.status, 0, "\(initResult)")
-        try mountSecond(r, second, env: ["PGPASSWORD": password])
+        XCTAssertFalse(initResult.stderr.contains("warning"), initResult.stderr)
+        try mountSecond(r, second)
         addTeardownBlock {
             _ = r.fx.docfs(["unmount", "--no-wait", second.mnt], timeout: 30)
             MountFixture.lazyUnmount(second.mnt)
