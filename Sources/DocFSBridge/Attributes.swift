@@ -5,7 +5,8 @@ import DocFSProvider
 /// Turns items into `struct stat`: owner, group and mode as stored, times to the nanosecond.
 /// Permission bits tell the truth about capabilities: no `w` where writing (files) or adding
 /// (folders) is refused, no `r` where reading or listing is.
-struct Attributes {
+package struct Attributes {
+    package init() {}
     static func permissions(of item: Item) -> mode_t {
         var perm = mode_t(item.posixPermissions) & 0o7777
         switch item.kind {
@@ -33,7 +34,7 @@ struct Attributes {
         }
     }
 
-    func stat(of item: Item, ino: UInt64) -> stat {
+    package func stat(of item: Item, ino: UInt64) -> stat {
         var st = Glibc.stat()
         st.st_ino = UInt(ino)
         st.st_uid = item.ownerID

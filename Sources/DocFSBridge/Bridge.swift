@@ -72,7 +72,7 @@ package final class Bridge: @unchecked Sendable {
     /// A name from the kernel as a String: longer than 255 bytes is ENAMETOOLONG, and bytes that
     /// are not UTF-8 are refused with EILSEQ rather than silently mangled.
     @inline(__always)
-    static func name(_ cname: UnsafePointer<CChar>) throws(ProviderError) -> String {
+    package static func name(_ cname: UnsafePointer<CChar>) throws(ProviderError) -> String {
         let length = strlen(cname)
         guard length <= 255 else { throw ProviderError(.nameTooLong, "name is longer than 255 bytes") }
         guard let s = String(validatingCString: cname) else {

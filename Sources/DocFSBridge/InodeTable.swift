@@ -5,7 +5,7 @@ import DocFSProvider
 /// The number never changes while the kernel remembers it, even when the provider later swaps the
 /// item's identifier (a temporary one for a permanent one) or the item is still being copied in
 /// and has no identifier yet.
-final class InodeNode: @unchecked Sendable {
+package final class InodeNode: @unchecked Sendable {
     let ino: UInt64
     // Guarded by the InodeTable's lock.
     fileprivate(set) var identifier: ItemIdentifier?
@@ -43,7 +43,7 @@ private final class OrphanedItem: Sendable {
 ///
 /// Inode numbers are handed out once per mount and never reused, so the generation is constant.
 /// A node lives while the kernel remembers it (lookups > 0) or a file handle holds it open.
-final class InodeTable: @unchecked Sendable {
+package final class InodeTable: @unchecked Sendable {
     static let rootIno: UInt64 = 1
     static let generation: UInt64 = 1
 
@@ -54,7 +54,7 @@ final class InodeTable: @unchecked Sendable {
     private var pendingByParent: [UInt64: [String: InodeNode]] = [:]
     private var nextIno: UInt64 = 2
 
-    init() {
+    package init() {
         let root = InodeNode(ino: Self.rootIno, identifier: .rootContainer)
         root.lookups = 1
         byIno[Self.rootIno] = root
@@ -68,7 +68,7 @@ final class InodeTable: @unchecked Sendable {
     }
 
     /// The identifier behind an inode, or nil (unknown inode, or a file still being copied in).
-    @inline(__always) func identifier(_ ino: UInt64) -> ItemIdentifier? {
+    @inline(__always) package func identifier(_ ino: UInt64) -> ItemIdentifier? {
         lock.withLock { byIno[ino]?.identifier }
     }
 
@@ -96,7 +96,7 @@ final class InodeTable: @unchecked Sendable {
     }
 
     /// The node for an item the kernel is being told about; counts one lookup.
-    func remember(_ identifier: ItemIdentifier) -> InodeNode {
+    package func remember(_ identifier: ItemIdentifier) -> InodeNode {
         lock.withLock {
             if let n = byIdentifier[identifier] {
                 n.lookups += 1
@@ -128,7 +128,7 @@ final class InodeTable: @unchecked Sendable {
         }
     }
 
-    func forget(_ ino: UInt64, _ count: UInt64) {
+    package func forget(_ ino: UInt64, _ count: UInt64) {
         guard ino != Self.rootIno else { return }
         lock.withLock {
             guard let n = byIno[ino] else { return }

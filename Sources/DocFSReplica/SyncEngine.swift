@@ -82,8 +82,14 @@ package final class SyncEngine: Sendable {
         store.setSyncHooks(wake: { wake.signal() }, status: { [weak self] in self?.statusJSON() ?? "{}" })
         // Files on the server only are downloaded when opened, by this engine's client.
         let (s3, bucket) = (self.s3, configuration.bucket)
-        store.setContentFetcher { key, path, range, progress in
-            try await s3.getObject(bucket: bucket, key: key, range: range, intoFileAt: FilePath(path), progress: progress)
+        store.setContentTransfers { request, ended in
+            ContentDownload(row: request.row, key: request.key, contentVersion: request.contentVersion, size: request.size,
+                            path: request.path,
+                            fetch: { range, progress in
+                                try await s3.getObject(bucket: bucket, key: request.key, range: range,
+                                                       intoFileAt: FilePath(request.path), progress: progress)
+                            },
+                            ended: { download, failure in ended(download, failure) })
         }
         // A file's writer let go: what other replicas did to it meanwhile, kept aside, is fetched
         // and applied by the loop, between chunks (never while a create of this replica is on the
@@ -112,7 +118,7 @@ package final class SyncEngine: Sendable {
         store.setSyncHooks(wake: nil, status: nil)
         store.setHeldChangesHandler(nil)
         store.setRetryHandler(nil)
-        store.setContentFetcher(nil)
+        store.setContentTransfers(nil)
         await database.shutdown()
         await incomingDatabase.shutdown()
         try? await s3.shutdown()

@@ -10,15 +10,9 @@ import GRDB
 // are downloaded when first opened; downloaded files the server has are evicted, least recently
 // opened first, to keep the contents under `--cache-size`; pinned items stay downloaded.
 extension LocalStore {
-    /// Downloads bytes `range` of the object `key` into the existing file at `path`, at the same
-    /// offsets, reporting the bytes written so far (`progress` answers false to stop early);
-    /// returns how many it wrote.
-    package typealias ContentFetcher = @Sendable (_ key: String, _ path: String, _ range: Range<Int64>,
-                                                 _ progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64
-
     /// Set by the sync engine while it runs: without it, an evicted file cannot be read (EIO).
-    package func setContentFetcher(_ fetcher: ContentFetcher?) {
-        replica?.onDemand.state.withLock { $0.fetcher = fetcher }
+    package func setContentTransfers(_ maker: TransferMaker?) {
+        replica?.onDemand.state.withLock { $0.transfers = maker }
     }
 
     /// `docfs mount --cache-size`: nil for no limit.
@@ -75,19 +69,19 @@ extension LocalStore {
     }
 
     /// The download of a file's current contents: the one in flight, or a new one.
-    func startDownload(_ record: Record) throws(ProviderError) -> ContentDownload {
+    func startDownload(_ record: Record) throws(ProviderError) -> any ContentTransfer {
         guard let onDemand = replica?.onDemand else { throw ProviderError(.ioError, "\(path(of: record.item.identifier)) has no contents here") }
         let version = record.item.itemVersion.contentVersion
-        let existing = onDemand.state.withLock { d -> (ContentDownload?, ContentFetcher?) in
-            if let running = d.downloads[record.row], running.contentVersion == version { return (running, d.fetcher) }
-            return (nil, d.fetcher)
+        let existing = onDemand.state.withLock { d -> ((any ContentTransfer)?, TransferMaker?) in
+            if let running = d.downloads[record.row], running.contentVersion == version { return (running, d.transfers) }
+            return (nil, d.transfers)
         }
         if let running = existing.0 { return running }
         let where_ = path(of: record.item.identifier)
         guard let key = record.remoteKey else {
             throw ProviderError(.ioError, "the contents of \(where_) are not here and the server's object for them is not known", errno: EIO)
         }
-        guard let fetcher = existing.1 else {
+        guard let makeTransfer = existing.1 else {
             throw ProviderError(.serverUnreachable, "the contents of \(where_) are on the server only, and this mount is not syncing (evicted files are read while the replica is mounted)", errno: EIO)
         }
         makeRoom(for: record.item.documentSize)
@@ -95,10 +89,10 @@ extension LocalStore {
         let fd = sysOpen(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ProviderError.posix(errno, "make a file to download \(where_) into") }
         sysClose(fd)
-        let download = ContentDownload(row: record.row, key: key, contentVersion: version, size: record.item.documentSize, path: path,
-                                       fetch: { range, progress in try await fetcher(key, path, range, progress) },
-                                       ended: { [self] download, failure in finishDownload(download, failure: failure) })
-        let chosen = onDemand.state.withLock { d -> ContentDownload in
+        let download = makeTransfer(TransferRequest(row: record.row, key: key, contentVersion: version, size: record.item.documentSize,
+                                                    path: path),
+                                    { [self] download, failure in finishDownload(download, failure: failure) })
+        let chosen = onDemand.state.withLock { d -> any ContentTransfer in
             if let running = d.downloads[record.row], running.contentVersion == version { return running }
             d.downloads[record.row] = download
             return download
@@ -110,7 +104,7 @@ extension LocalStore {
 
     /// A download ended: its file goes into contents/ (if the item still wants that version),
     /// the item reads as downloaded, and the readers waiting on it go on.
-    private func finishDownload(_ download: ContentDownload, failure: String?) {
+    private func finishDownload(_ download: any ContentTransfer, failure: String?) {
         let identifier = Self.identifier(forRow: download.row)
         let where_ = path(of: identifier)
         var problem = failure

@@ -1,13 +1,13 @@
 import Synchronization
 
-/// What a replica keeps in memory for contents on demand: the downloads in flight, the fetcher
-/// the sync engine sets (nil while no engine runs: an evicted file then cannot be read), the
+/// What a replica keeps in memory for contents on demand: the downloads in flight, the maker of
+/// transfers the sync engine sets (nil while no engine runs: an evicted file then cannot be read), the
 /// cache limit, when each file was last opened (least recently used goes first), the readers
 /// holding each file open (never evicted), and the pinned items. A leaf lock, never held across I/O.
 final class OnDemandContents: Sendable {
     struct State {
-        var fetcher: LocalStore.ContentFetcher?
-        var downloads: [Int64: ContentDownload] = [:]
+        var transfers: LocalStore.TransferMaker?
+        var downloads: [Int64: any ContentTransfer] = [:]
         /// Row → a counter at the last open (higher: more recent).
         var lastUse: [Int64: UInt64] = [:]
         var clock: UInt64 = 0

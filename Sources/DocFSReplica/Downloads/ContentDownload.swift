@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import DocFSProvider
+import DocFSStore
 
 /// One file's contents coming from the server into `staging/`. Each stream is one ranged
 /// request from a chunk to the end of the file, written at its offset as it arrives; `ChunkPlan`
@@ -8,18 +9,18 @@ import DocFSProvider
 /// reader is served by one stream; a read far ahead of it starts another at its chunk. Readers
 /// opened on the partial file wait on `arrival` for the range they read; when every chunk is in,
 /// the store renames the file into `contents/` (the readers' descriptors stay valid: same inode).
-final class ContentDownload: Sendable {
+final class ContentDownload: ContentTransfer {
     /// Fetches bytes `range` of the object into the file at the same offsets, reporting the
     /// bytes written so far after each piece; `progress` answers false to stop early. Returns the
     /// bytes written.
     typealias Fetch = @Sendable (_ range: Range<Int64>, _ progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64
 
-    let row: Int64
-    let key: String
-    let contentVersion: UInt64
-    let size: Int64
-    let path: String
-    let arrival: ContentArrival
+    package let row: Int64
+    package let key: String
+    package let contentVersion: UInt64
+    package let size: Int64
+    package let path: String
+    package let arrival: ContentArrival
 
     private struct Stream {
         /// Where its claimed chunks end (it has claimed every chunk from its start to here).
@@ -82,7 +83,7 @@ final class ContentDownload: Sendable {
     }
 
     /// Starts the first stream, from the first byte.
-    func start() {
+    package func start() {
         let empty = work.withLock { w -> Bool in
             if w.plan.count == 0 { w.ended = true; return true }
             w.workers += 1

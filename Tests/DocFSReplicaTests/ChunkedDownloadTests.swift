@@ -2,7 +2,7 @@ import XCTest
 import Foundation
 import Synchronization
 import DocFSProvider
-@testable import DocFSStore
+@testable import DocFSReplica
 
 /// Downloads in streams, without a server: where streams start and stop, and that a read far
 /// into a file waits for its own chunk only, not for the bytes before it.

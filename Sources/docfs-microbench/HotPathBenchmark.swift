@@ -1,12 +1,14 @@
 import Foundation
 import DocFSProvider
+import DocFSBridge
 
 /// Timings of the bridge's own per-request work, without a mount or a provider: the inode
 /// table (every lookup and forget), name checks and `stat` building (every lookup and getattr).
-/// Run by `make microbench` to catch regressions; never part of the tests.
-package enum HotPathBenchmark {
+/// Run by `make microbench` to catch regressions; never part of the tests. Lives in the
+/// benchmark target, reaching the bridge through its `package` declarations.
+enum HotPathBenchmark {
     /// Nanoseconds per operation for each measured piece.
-    package static func run(iterations: Int = 200_000) -> [(name: String, nanoseconds: Double)] {
+    static func run(iterations: Int = 200_000) -> [(name: String, nanoseconds: Double)] {
         var results: [(String, Double)] = []
         let ids = (0..<iterations).map { ItemIdentifier(String($0 + 3)) }
         let table = InodeTable()
