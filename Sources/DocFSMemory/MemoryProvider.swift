@@ -56,9 +56,9 @@ public final class MemoryProvider: Provider {
     public let stagingDirectory: URL
     /// Capabilities of items made where no folder rule applies.
     public let defaultCapabilities: Capabilities
-    private let stagingPath: String
-    private let registry: ContentTypeRegistry
-    private let state: Mutex<MemoryTree>
+    let stagingPath: String
+    let registry: ContentTypeRegistry
+    let state: Mutex<MemoryTree>
     private let closed = Atomic<Bool>(false)
 
     /// A new, empty tree (a root and a trash container). `stagingParent`: where the private
@@ -133,7 +133,7 @@ public final class MemoryProvider: Provider {
     // MARK: - Helpers
 
     /// Runs `body` on the tree under the lock.
-    private func withTree<T: Sendable>(_ body: (inout MemoryTree) throws(ProviderError) -> T) throws(ProviderError) -> T {
+    func withTree<T: Sendable>(_ body: (inout MemoryTree) throws(ProviderError) -> T) throws(ProviderError) -> T {
         let result: Result<T, ProviderError> = state.withLock { tree in
             do throws(ProviderError) { return .success(try body(&tree)) } catch { return .failure(error) }
         }
@@ -178,7 +178,7 @@ public final class MemoryProvider: Provider {
         return node
     }
 
-    private func makeNode(_ id: ItemIdentifier, in parent: Node, name: String, kind: ItemKind, size: Int64 = 0,
+    func makeNode(_ id: ItemIdentifier, in parent: Node, name: String, kind: ItemKind, size: Int64 = 0,
                           now: FileTime, modified: FileTime? = nil, accessed: FileTime? = nil,
                           attributes: NewItemAttributes?, mode: UInt16? = nil, target: String? = nil) -> Node {
         Self.makeNode(id, in: parent, name: name, kind: kind, size: size, now: now, modified: modified, accessed: accessed,
@@ -187,7 +187,7 @@ public final class MemoryProvider: Provider {
     }
 
     /// A folder that can take a new child named `name`, or the rule that refuses.
-    private static func checkedParent(_ tree: MemoryTree, _ parent: ItemIdentifier, name: String) throws(ProviderError) -> Node {
+    static func checkedParent(_ tree: MemoryTree, _ parent: ItemIdentifier, name: String) throws(ProviderError) -> Node {
         let folder = try tree.folder(parent)
         if folder.children[NameKey(name)] != nil {
             throw ProviderError(.filenameCollision, "'\(name)' already exists in \(tree.path(of: parent))")
@@ -197,7 +197,7 @@ public final class MemoryProvider: Provider {
 
     /// An item renamed to `name`: its type follows the new name when the name tells one, and a
     /// view-only type takes writing away (leaving one gives it back when `policy` allows it).
-    private func retyped(_ item: Item, name: String, policy: Capabilities?) -> Item {
+    func retyped(_ item: Item, name: String, policy: Capabilities?) -> Item {
         var item = item
         let old = item.contentType
         switch item.kind {
@@ -409,197 +409,10 @@ public final class MemoryProvider: Provider {
         return try create(name: name, parent: parent, kind: kind, target: nil, attributes: attributes)
     }
 
-    // MARK: - Renaming, moving, deleting
-
-    public func renameItem(withIdentifier identifier: ItemIdentifier, toName name: String) async throws(ProviderError) -> Item {
-        try ItemNames.validate(name)
-        return try withTree { (tree) throws(ProviderError) -> Item in
-            let node = try tree.node(identifier)
-            guard let parent = node.parent, let parentNode = tree.nodes[parent] else {
-                throw ProviderError(.notPermitted, "\(tree.path(of: identifier)) cannot be renamed")
-            }
-            if let existing = parentNode.children[NameKey(name)], existing != identifier {
-                throw ProviderError(.filenameCollision, "'\(name)' already exists in \(tree.path(of: parent))")
-            }
-            if node.item.filename.utf8.elementsEqual(name.utf8) { return tree.presented(node) }
-            let now = FileTime.now()
-            tree.detach(identifier)
-            var renamed = tree.nodes[identifier]!
-            renamed.item.filename = name
-            renamed.item.noteMetadataChange(at: now)
-            renamed.item = retyped(renamed.item, name: name, policy: parentNode.contentsPolicy)
-            tree.attach(renamed)
-            tree.touch(parent, at: now)
-            return tree.presented(tree.nodes[identifier]!)
-        }
-    }
-
-    public func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
-                             newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item {
-        if let newName { try ItemNames.validate(newName) }
-        return try withTree { (tree) throws(ProviderError) -> Item in
-            try move(&tree, identifier, to: parent, newName: newName, replacing: replacing, trashing: nil)
-        }
-    }
-
-    private enum TrashMove { case into(originalName: String), outOf }
-
-    /// Moves an item to another folder (or the same one under a new name), replacing the item at
-    /// the destination if `replacing` names it, in one step under the lock. `gathering`: items to
-    /// move into the item first (what a trashed folder takes along), with their names.
-    private func move(_ tree: inout MemoryTree, _ identifier: ItemIdentifier, to destination: ItemIdentifier,
-                      newName: String?, replacing: ItemIdentifier?, trashing: TrashMove?,
-                      gathering: [(ItemIdentifier, String)] = []) throws(ProviderError) -> Item {
-        let node = try tree.node(identifier)
-        guard let oldParent = node.parent, let oldParentNode = tree.nodes[oldParent] else {
-            throw ProviderError(.notPermitted, "\(tree.path(of: identifier)) cannot be moved")
-        }
-        guard let newParentNode = tree.nodes[destination] else { throw ProviderError(.noSuchItem, "no folder with identifier '\(destination)'") }
-        guard newParentNode.item.isFolder else { throw ProviderError(.notDirectory, "\(tree.path(of: destination)) is not a folder") }
-        let name = newName ?? node.item.filename
-        if node.item.isFolder {
-            // A folder may not move into itself or below itself.
-            var cursor: ItemIdentifier? = destination
-            var steps = 0
-            while let current = cursor, steps < 4096 {
-                if current == identifier {
-                    throw ProviderError(.invalidArgument, "cannot move \(tree.path(of: identifier)) into itself (\(tree.path(of: destination)))")
-                }
-                cursor = tree.nodes[current]?.parent
-                steps += 1
-            }
-        }
-        var replaced: ItemIdentifier?
-        if let existingID = newParentNode.children[NameKey(name)] {
-            if existingID == identifier { return tree.presented(node) }  // already there under that name
-            guard let replacing, replacing == existingID, let existing = tree.nodes[existingID] else {
-                throw ProviderError(.filenameCollision, "'\(name)' already exists in \(tree.path(of: destination))")
-            }
-            if node.item.isFolder && !existing.item.isFolder {
-                throw ProviderError(.notDirectory, "cannot replace \(tree.path(of: existingID)), which is not a folder, with a folder")
-            }
-            if !node.item.isFolder && existing.item.isFolder {
-                throw ProviderError(.isDirectory, "cannot replace the folder \(tree.path(of: existingID)) with a non-folder")
-            }
-            if existing.item.isFolder, !existing.children.isEmpty {
-                throw ProviderError(.directoryNotEmpty, "cannot replace \(tree.path(of: existingID)): the folder is not empty")
-            }
-            replaced = existingID
-        }
-        // Checked: from here on nothing fails.
-        let now = FileTime.now()
-        if let replaced { tree.remove(replaced) }
-        for (gathered, gatheredName) in gathering {
-            tree.detach(gathered)
-            guard var g = tree.nodes[gathered] else { continue }
-            g.parent = identifier
-            g.item.parentIdentifier = identifier
-            g.item.filename = gatheredName
-            g.item.noteMetadataChange(at: now)
-            g.trashedFrom = nil
-            g.trashedName = nil
-            tree.attach(g)
-        }
-        tree.detach(identifier)
-        var moved = tree.nodes[identifier]!
-        moved.parent = destination
-        moved.item.parentIdentifier = destination
-        moved.item.filename = name
-        moved.item.noteMetadataChange(at: now)
-        if newName != nil { moved.item = retyped(moved.item, name: name, policy: oldParentNode.contentsPolicy) }
-        switch trashing {
-        case .into(let originalName):
-            moved.trashedFrom = oldParent
-            moved.trashedName = originalName
-        case .outOf, .none:
-            if destination != .trashContainer {
-                moved.trashedFrom = nil
-                moved.trashedName = nil
-            } else if oldParent != .trashContainer {
-                // Moved into the trash by hand: remember the origin as trashItem does.
-                moved.trashedFrom = oldParent
-                moved.trashedName = node.item.filename
-            }
-        }
-        tree.attach(moved)
-        tree.touch(oldParent, at: now)
-        if destination != oldParent { tree.touch(destination, at: now) }
-        return tree.presented(tree.nodes[identifier]!)
-    }
-
-    public func deleteItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
-        try withTree { (tree) throws(ProviderError) in
-            let node = try tree.node(identifier)
-            guard let parent = node.parent, tree.nodes[parent] != nil else {
-                throw ProviderError(.notPermitted, "\(tree.path(of: identifier)) cannot be deleted")
-            }
-            if node.item.isFolder, !node.children.isEmpty {
-                throw ProviderError(.directoryNotEmpty, "cannot delete \(tree.path(of: identifier)): the folder is not empty")
-            }
-            tree.remove(identifier)
-            tree.touch(parent, at: FileTime.now())
-        }
-    }
-
-    /// Moves the item to the top of the trash under a unique name, remembering its folder and
-    /// name (`trashOrigin`); a folder takes along what was trashed out of it. As the store does.
-    public func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
-        try withTree { (tree) throws(ProviderError) -> Item in
-            let node = try tree.node(identifier)
-            guard node.parent != nil else { throw ProviderError(.notPermitted, "\(tree.path(of: identifier)) cannot be trashed") }
-            if node.parent == .trashContainer { return tree.presented(node) }
-            let name = tree.uniqueName(node.item.filename, in: .trashContainer, isFolder: node.item.isFolder)
-            let gathering = Self.gatherTrashed(into: identifier, tree)
-            return try move(&tree, identifier, to: .trashContainer, newName: name, replacing: nil,
-                            trashing: .into(originalName: node.item.filename), gathering: gathering)
-        }
-    }
-
-    /// Trashing a folder takes along what was trashed out of it and is still at the top of the
-    /// trash (`rm -r` trashes the files first, then the emptied folders), each under its original
-    /// name unless that is taken in the folder. As the store does.
-    private static func gatherTrashed(into folder: ItemIdentifier, _ tree: MemoryTree) -> [(ItemIdentifier, String)] {
-        guard let folderNode = tree.nodes[folder], folderNode.item.isFolder else { return [] }
-        var gathered: [(ItemIdentifier, String)] = []
-        var used = Set(folderNode.children.keys)
-        let trashed = (tree.nodes[.trashContainer]?.children ?? [:]).sorted { $0.key.name.utf8.lexicographicallyPrecedes($1.key.name.utf8) }
-        for (_, id) in trashed {
-            guard let node = tree.nodes[id], node.trashedFrom == folder else { continue }
-            var name = node.trashedName ?? node.item.filename
-            if used.contains(NameKey(name)) { name = node.item.filename }
-            if used.contains(NameKey(name)) { continue }  // leave it loose rather than rename it twice
-            used.insert(NameKey(name))
-            gathered.append((id, name))
-        }
-        return gathered
-    }
-
-    /// `mv .Trash/x FOLDER/NAME`: restores under the name the move gives, in one step.
-    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
-                            newName: String) async throws(ProviderError) -> Item {
-        try ItemNames.validate(newName)
-        return try withTree { (tree) throws(ProviderError) -> Item in
-            _ = try tree.node(identifier)
-            guard tree.isInTrash(identifier) else { throw ProviderError(.invalidArgument, "\(tree.path(of: identifier)) is not in the trash") }
-            if parent == .trashContainer || tree.isInTrash(parent) {
-                throw ProviderError(.invalidArgument, "cannot restore into the trash")
-            }
-            return try move(&tree, identifier, to: parent, newName: newName, replacing: nil, trashing: .outOf)
-        }
-    }
-
-    /// The folder and name an item at the top of the trash had before it was trashed.
-    public func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? {
-        state.withLock { tree -> TrashOrigin? in
-            guard let node = tree.nodes[identifier], node.parent == .trashContainer, let from = node.trashedFrom else { return nil }
-            return TrashOrigin(parentIdentifier: from, filename: node.trashedName ?? node.item.filename)
-        }
-    }
-
     // MARK: - Metadata
 
     /// Changes metadata of one item: a new metadata version, and the change time moves.
-    private func update(_ identifier: ItemIdentifier, _ change: (inout Item) throws(ProviderError) -> Void) throws(ProviderError) -> Item {
+    func update(_ identifier: ItemIdentifier, _ change: (inout Item) throws(ProviderError) -> Void) throws(ProviderError) -> Item {
         try withTree { (tree) throws(ProviderError) -> Item in
             var node = try tree.node(identifier)
             try change(&node.item)

@@ -2,7 +2,8 @@ import Foundation
 import XCTest
 
 /// docs/ARCHITECTURE.md stays true: every module and every source file is named in it, every
-/// `Sources/…` path it names exists, and every docs/ page README links to is there.
+/// `Sources/…` path it names exists, every docs/ page README links to is there, and no source
+/// file grows past 600 lines.
 final class ArchitectureDocTests: XCTestCase {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
@@ -29,6 +30,16 @@ final class ArchitectureDocTests: XCTestCase {
         for match in regex.matches(in: doc, range: NSRange(doc.startIndex..., in: doc)) {
             let path = String(doc[Range(match.range, in: doc)!])
             XCTAssert(fm.fileExists(atPath: root.appendingPathComponent(path).path), "docs/ARCHITECTURE.md names \(path), which does not exist")
+        }
+    }
+
+    /// Small files with one role: none over 600 lines (split by role when one grows past it).
+    func testNoSourceFileIsOver600Lines() throws {
+        let sources = root.appendingPathComponent("Sources")
+        let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+        for file in files {
+            let lines = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).count
+            XCTAssertLessThanOrEqual(lines, 601, "Sources/\(file) has \(lines) lines")
         }
     }
 
