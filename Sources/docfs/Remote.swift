@@ -1,97 +1,9 @@
 import ArgumentParser
 import Foundation
-import Logging
-import DocFSReplica
-import DocFSStore
 
 /// `docfs remote …`: work on the server a replica belongs to, rather than on one mount.
 struct Remote: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Work on a replica's server (PostgreSQL and the bucket).",
         subcommands: [RemoteSetupCommand.self, RemoteGC.self])
-}
-
-/// `docfs remote gc STORE`: removes the bucket's objects no current version needs.
-struct RemoteGC: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "gc",
-        abstract: "Remove objects no current version refers to, and trim the server's change log.",
-        discussion: """
-            A version stops being needed when a newer one replaces it or its file is deleted; its \
-            object is removed once that is older than the grace period. Objects that no version \
-            names (an upload whose change never reached the server) are removed once they are \
-            older than the grace period too, so uploads in flight are safe. Any replica's store \
-            names the server; it may be mounted meanwhile.
-            """)
-
-    @Argument(help: "A store that is a replica of the server (`docfs init --remote`).")
-    var store: String
-
-    @Option(help: ArgumentHelp("Spare what changed more recently than this (e.g. 30m, 1h, 7d; 0 for none).", valueName: "DURATION"))
-    var grace = "1h"
-
-    @Option(name: .customLong("keep-log"), help: ArgumentHelp("Trim change log entries older than this (a replica away for longer rebuilds from a full listing).", valueName: "DURATION"))
-    var keepLog = "30d"
-
-    @Flag(name: .customLong("dry-run"), help: "Count what would be removed; remove nothing.")
-    var dryRun = false
-
-    @Flag(help: "Print one JSON object (versions, versionBytes, leftovers, leftoverBytes, recentKept, abandonedUploads, logEntries, dryRun).")
-    var json = false
-
-    func validate() throws {
-        guard Self.duration(grace) != nil else { throw ValidationError("--grace: not a duration: \(grace) (e.g. 0, 90s, 30m, 1h, 7d)") }
-        guard Self.duration(keepLog) != nil else { throw ValidationError("--keep-log: not a duration: \(keepLog) (e.g. 1h, 30d)") }
-    }
-
-    func run() throws {
-        let url = URL(fileURLWithPath: store)
-        let found: RemoteLink?
-        do { found = try LocalStore.remoteLink(at: url) } catch {
-            throw UserFacingError("docfs: cannot read store \(store): \(error)")
-        }
-        guard let link = found else {
-            throw UserFacingError("docfs: store \(store) is not a replica of a server (it has no --remote)")
-        }
-        let configuration: ReplicaConfiguration
-        do { configuration = try ReplicaConfiguration.resolve(link: link, store: url) } catch {
-            throw UserFacingError("docfs: store \(store) is a replica of \(link.postgres): \(error)")
-        }
-        var logger = Logger(label: "docfs.gc")
-        logger.logLevel = .warning
-        let collector = GarbageCollector(configuration: configuration, logger: logger)
-        let grace = Self.duration(grace)!, keep = Self.duration(keepLog)!, dryRun = self.dryRun
-        let report: GarbageReport
-        switch runBlocking({ try await collector.collect(grace: grace, keepLog: keep, dryRun: dryRun) }) {
-        case .success(let r): report = r
-        case .failure(let error): throw UserFacingError("docfs: gc of \(link.postgres): \(error)")
-        }
-        if json {
-            JSONOutput.print(report)
-            return
-        }
-        let verb = dryRun ? "would remove" : "removed"
-        print("\(verb) \(report.versions) object(s) of old versions (\(Status.bytesText(report.versionBytes)))")
-        print("\(verb) \(report.leftovers) left-over object(s) (\(Status.bytesText(report.leftoverBytes)))")
-        print("\(dryRun ? "would abort" : "aborted") \(report.abandonedUploads) multipart upload(s) never finished")
-        if report.recentKept > 0 { print("kept \(report.recentKept) object(s) newer than the grace period (\(grace))") }
-        if !dryRun {
-            print("trimmed \(report.logEntries) change log entries older than \(keepLog)")
-            print("trimmed \(report.operations) applied operation id(s), \(report.versionRows) collected version row(s) and \(report.tombstones) deleted item(s) older than \(keepLog)")
-        }
-        if report.expiredIntents > 0 { print("dropped \(report.expiredIntents) upload intent(s) of replicas that never committed their versions") }
-    }
-
-    /// `0`, `90s`, `30m`, `1h`, `7d` (a bare number is seconds).
-    static func duration(_ text: String) -> Duration? {
-        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
-        var digits = Substring(text)
-        var unit: Int64 = 1
-        if let last = text.last, let factor = units[last] {
-            unit = factor
-            digits = digits.dropLast()
-        }
-        guard !digits.isEmpty, let n = Int64(digits), n >= 0, n <= Int64.max / unit / 1000 else { return nil }
-        return .seconds(n * unit)
-    }
 }
