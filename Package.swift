@@ -59,7 +59,8 @@ let package = Package(
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
         // A replica's sync: the engine that sends the store's outbox and applies other replicas'
-        // changes, conflicts, items set aside, `docfs remote gc`.
+        // changes, conflicts, items set aside, downloads of contents on demand, S3 credentials,
+        // `docfs init --remote`, `docfs remote setup` and `docfs remote gc`.
         .target(name: "DocFSReplica", dependencies: [
             "DocFSStore", "DocFSRemote", "DocFSProvider",
             .product(name: "Logging", package: "swift-log"),
