@@ -45,14 +45,17 @@ package struct GarbageCollector: Sendable {
         self.logger = logger
     }
 
-    package func collect(grace: Duration, keepLog: Duration?, dryRun: Bool = false) async throws -> GarbageReport {
+    /// `keepVersions`: how long a version that stopped being current stays (`docfs versions`
+    /// lists and restores it meanwhile); never less than `grace`.
+    package func collect(grace: Duration, keepVersions: Duration = .seconds(30 * 86400), keepLog: Duration?,
+                         dryRun: Bool = false) async throws -> GarbageReport {
         try await configuration.withClients(logger: logger) { database, s3 in
-            try await collect(database, s3, grace: grace, keepLog: keepLog, dryRun: dryRun)
+            try await collect(database, s3, grace: grace, keepVersions: keepVersions, keepLog: keepLog, dryRun: dryRun)
         }
     }
 
-    private func collect(_ database: RemoteDatabase, _ s3: S3Client, grace: Duration, keepLog: Duration?,
-                         dryRun: Bool) async throws -> GarbageReport {
+    private func collect(_ database: RemoteDatabase, _ s3: S3Client, grace: Duration, keepVersions: Duration,
+                         keepLog: Duration?, dryRun: Bool) async throws -> GarbageReport {
         let bucket = configuration.bucket
         // Every cutoff is measured by the server's clock, which wrote the times compared: a
         // replica or a gc with a slow clock never makes anything collectable early.
@@ -79,7 +82,8 @@ package struct GarbageCollector: Sendable {
         if let tree = try await database.treeID() {
             try await TreeMarker.check(tree: tree, configuration: configuration, objects: s3)
         }
-        for version in try await database.garbageVersions(before: cutoffNs)
+        let versionCutoffNs = nowNs - max(graceNs, Int64(Self.seconds(keepVersions) * 1e9))
+        for version in try await database.garbageVersions(before: versionCutoffNs)
         where version.key.hasPrefix(folder) && seen.insert(version.key).inserted {
             report.versions += 1
             report.versionBytes += version.size

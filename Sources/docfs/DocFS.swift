@@ -11,7 +11,7 @@ struct DocFS: ParsableCommand {
             A store holds the tree: item metadata in SQLite and contents as files. Folders declare \
             in a layout file what may be added, read and written; the mount enforces it.
             """,
-        subcommands: [Init.self, Mount.self, Unmount.self, Status.self, Info.self, Check.self, Import.self, New.self, Trash.self, Tag.self, Pin.self, Evict.self, Sync.self, Remote.self]
+        subcommands: [Init.self, Mount.self, Unmount.self, Status.self, Info.self, Check.self, Import.self, New.self, Trash.self, Tag.self, Pin.self, Evict.self, Sync.self, Versions.self, Remote.self]
     )
 
     /// Our own messages go out as they are ("docfs: …"), not behind ArgumentParser's "Error:".

@@ -11,7 +11,7 @@ struct RemoteGC: ParsableCommand {
         abstract: "Remove objects no current version refers to, and trim the server's change log.",
         discussion: """
             A version stops being needed when a newer one replaces it or its file is deleted; its \
-            object is removed once that is older than the grace period. Objects that no version \
+            object is removed once that is older than --keep-versions (30 days) and the grace period. Objects that no version \
             names (an upload whose change never reached the server) are removed once they are \
             older than the grace period too, so uploads in flight are safe. Any replica's store \
             names the server; it may be mounted meanwhile.
@@ -22,6 +22,9 @@ struct RemoteGC: ParsableCommand {
 
     @Option(help: ArgumentHelp("Spare what changed more recently than this (e.g. 30m, 1h, 7d; 0 for none).", valueName: "DURATION"))
     var grace = "1h"
+
+    @Option(name: .customLong("keep-versions"), help: ArgumentHelp("Keep versions that stopped being current for this long (`docfs versions` lists and restores them).", valueName: "DURATION"))
+    var keepVersions = "30d"
 
     @Option(name: .customLong("keep-log"), help: ArgumentHelp("Trim change log entries older than this (a replica away for longer rebuilds from a full listing).", valueName: "DURATION"))
     var keepLog = "30d"
@@ -34,6 +37,7 @@ struct RemoteGC: ParsableCommand {
 
     func validate() throws {
         guard Self.duration(grace) != nil else { throw ValidationError("--grace: not a duration: \(grace) (e.g. 0, 90s, 30m, 1h, 7d)") }
+        guard Self.duration(keepVersions) != nil else { throw ValidationError("--keep-versions: not a duration: \(keepVersions) (e.g. 0, 1h, 30d)") }
         guard Self.duration(keepLog) != nil else { throw ValidationError("--keep-log: not a duration: \(keepLog) (e.g. 1h, 30d)") }
     }
 
@@ -53,9 +57,9 @@ struct RemoteGC: ParsableCommand {
         var logger = Logger(label: "docfs.gc")
         logger.logLevel = .warning
         let collector = GarbageCollector(configuration: configuration, logger: logger)
-        let grace = Self.duration(grace)!, keep = Self.duration(keepLog)!, dryRun = self.dryRun
+        let grace = Self.duration(grace)!, keep = Self.duration(keepLog)!, versions = Self.duration(keepVersions)!, dryRun = self.dryRun
         let report: GarbageReport
-        switch runBlocking({ try await collector.collect(grace: grace, keepLog: keep, dryRun: dryRun) }) {
+        switch runBlocking({ try await collector.collect(grace: grace, keepVersions: versions, keepLog: keep, dryRun: dryRun) }) {
         case .success(let r): report = r
         case .failure(let error): throw UserFacingError("docfs: gc of \(link.postgres): \(error)")
         }

@@ -236,7 +236,7 @@ final class NoEditLostMountTests: ReplicaTestCase {
             (try? r.objects().count) == 1 && r.fx.log.contains("DOCFS_FAULT: waiting at upload-done")
         }
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_versions"), 0, "nothing names the object yet")
-        let gc = r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0", "--json"], env: r.awsEnvironment(secret: r.servers.secretKey))
+        let gc = r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0", "--keep-versions", "0", "--json"], env: r.awsEnvironment(secret: r.servers.secretKey))
         XCTAssertEqual(gc.status, 0, "\(gc)")
         XCTAssertEqual(try r.objects().count, 1, "gc removed the object of an upload in flight: \(gc.stdout)")
 

@@ -1,0 +1,30 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// One content version of a file on the server (`docfs versions`).
+package struct RemoteVersion: Sendable, Equatable, Codable {
+    package var number: Int64
+    package var createdNs: Int64
+    package var size: Int64
+    package var key: String?
+    /// `docfs remote gc` removed its object: listed, no longer restorable.
+    package var collected: Bool
+}
+
+extension RemoteDatabase {
+    /// A file's content versions the server remembers, oldest first.
+    package func versions(of itemID: Int64) async throws -> [RemoteVersion] {
+        try await mapped { [self] in
+            let rows = try await client.query("""
+                SELECT content_version, created_ns, size, content_key, collected_ns IS NOT NULL
+                FROM docfs_versions WHERE item_id = \(itemID) ORDER BY content_version
+                """, logger: logger)
+            var out: [RemoteVersion] = []
+            for try await (number, created, size, key, collected) in rows.decode((Int64, Int64, Int64, String?, Bool).self) {
+                out.append(RemoteVersion(number: number, createdNs: created, size: size, key: key, collected: collected))
+            }
+            return out
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import XCTest
+
+/// `docfs versions` on a mounted replica: the server's versions of a file listed, one restored
+/// as the file's contents (a new version the server gets) or beside it, and `docfs remote gc`
+/// keeping old versions for --keep-versions.
+final class VersionHistoryMountTests: ReplicaTestCase {
+    struct Listing: Decodable {
+        struct Version: Decodable { var number: Int64; var size: Int64; var collected: Bool }
+        var current: Int64?
+        var versions: [Version]
+    }
+
+    func listing(_ r: RemoteMount, _ path: String) throws -> Listing {
+        let run = r.fx.docfs(["versions", path, "--json"], env: r.awsEnvironment(secret: servers.secretKey))
+        guard run.status == 0 else { throw FixtureError("docfs versions: \(run)") }
+        return try JSONDecoder().decode(Listing.self, from: Data(run.stdout.utf8))
+    }
+
+    func testVersionsAreListedRestoredAndKeptByGC() throws {
+        let r = try makeRemote()
+        let env = r.awsEnvironment(secret: servers.secretKey)
+        for text in ["one", "two two", "three three three"] {
+            XCTAssertEqual(r.fx.sh("printf '\(text)' > mnt/notes.txt").status, 0)
+            try r.waitUntilUploaded()
+        }
+        var list = try listing(r, r.fx.m("notes.txt"))
+        XCTAssertEqual(list.versions.map(\.size).suffix(3), [3, 7, 17], "\(list)")
+        XCTAssertEqual(list.current, list.versions.last?.number)
+        let first = try XCTUnwrap(list.versions.first { $0.size == 3 }).number
+        let human = r.fx.docfs(["versions", r.fx.m("notes.txt")], env: env)
+        XCTAssertEqual(human.status, 0, "\(human)")
+        XCTAssertTrue(human.stdout.contains("current"), human.stdout)
+
+        // Restored in place: an ordinary edit, which reaches the server as a new version.
+        let restore = r.fx.docfs(["versions", "restore", r.fx.m("notes.txt"), String(first)], env: env)
+        XCTAssertEqual(restore.status, 0, "\(restore)")
+        XCTAssertEqual(contents(r.fx.m("notes.txt")), "one")
+        try r.waitUntilUploaded()
+        list = try listing(r, r.fx.m("notes.txt"))
+        XCTAssertEqual(list.versions.last?.size, 3)
+        XCTAssertEqual(list.current, list.versions.last?.number)
+        // Beside it, under a new name; a name taken is refused.
+        let second = try XCTUnwrap(list.versions.first { $0.size == 7 }).number
+        let beside = r.fx.docfs(["versions", "restore", r.fx.m("notes.txt"), String(second), "--as", "notes v2.txt"], env: env)
+        XCTAssertEqual(beside.status, 0, "\(beside)")
+        XCTAssertEqual(contents(r.fx.m("notes v2.txt")), "two two")
+        XCTAssertNotEqual(r.fx.docfs(["versions", "restore", r.fx.m("notes.txt"), String(second), "--as", "notes v2.txt"], env: env).status, 0)
+        XCTAssertNotEqual(r.fx.docfs(["versions", "restore", r.fx.m("notes.txt"), "999"], env: env).status, 0)
+        try r.waitUntilUploaded()
+
+        // gc keeps old versions for --keep-versions (30 days), then removes them.
+        XCTAssertEqual(r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0"], env: env).status, 0)
+        XCTAssertFalse(try listing(r, r.fx.m("notes.txt")).versions.contains { $0.collected })
+        XCTAssertEqual(r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0", "--keep-versions", "0"], env: env).status, 0)
+        list = try listing(r, r.fx.m("notes.txt"))
+        XCTAssertTrue(list.versions.contains { $0.collected }, "\(list)")
+        XCTAssertFalse(list.versions.last!.collected, "the current version stays")
+        let gone = try XCTUnwrap(list.versions.first { $0.collected }).number
+        let refused = r.fx.docfs(["versions", "restore", r.fx.m("notes.txt"), String(gone)], env: env)
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue(refused.stderr.contains("removed by `docfs remote gc`"), refused.stderr)
+        XCTAssertEqual(contents(r.fx.m("notes.txt")), "one", "a refused restore leaves the file as it was")
+    }
+}
