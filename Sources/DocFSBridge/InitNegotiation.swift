@@ -19,9 +19,9 @@ import Synchronization
 /// How: libfuse routes every request it reads from /dev/fuse and every reply it writes through
 /// the custom I/O functions (`fuse_session_custom_io`). The read notes the INIT request when the
 /// kernel offers the flag; the write sets the flag in that request's reply. Every other message
-/// costs one comparison. INIT is always read, never spliced: libfuse turns splice on with the
-/// INIT reply (`-o splice`, `FuseOperations`), and custom I/O with a `splice_receive`
-/// is what lets it (plain splice(2), for large write requests).
+/// costs one comparison. INIT is always read, never spliced: with `-o splice` (`FuseOperations`)
+/// libfuse splices the requests after it into a pipe, which needs a `splice_receive` here (glibc's
+/// splice(2)); a write's bytes then stay in the pipe until `write_buf` moves them on.
 final class InitNegotiation: Sendable {
     /// The INIT request's unique id while its reply is pending, else 0 (no request has id 0).
     private let pendingInit = Atomic<UInt64>(0)
@@ -60,7 +60,7 @@ final class InitNegotiation: Sendable {
     }
 
     /// The custom I/O table: plain read(2)/writev(2) on the session's descriptor, observed, and
-    /// plain splice(2) for libfuse to move large write requests into a pipe (without a
+    /// plain splice(2) for libfuse to move requests into a pipe under `-o splice` (without a
     /// `splice_receive`, libfuse never splices on a custom-I/O session).
     static func customIO() -> fuse_custom_io {
         var io = fuse_custom_io()
