@@ -190,7 +190,9 @@ extension Bridge {
         reply.buffer(buf, n)
     }
 
-    func write(_ reply: consuming Reply, _ buf: UnsafeRawPointer, _ size: Int, _ offset: Int, _ file: OpenFile) {
+    /// A write request: its bytes are libfuse's buffer (memory, or a pipe spliced from /dev/fuse)
+    /// and go to the staged copy at `offset` (`WriteSession.put`).
+    func write(_ reply: consuming Reply, _ source: UnsafeMutablePointer<fuse_bufvec>, _ offset: Int, _ file: OpenFile) {
         guard file.writable else { reply.error(EBADF); return }
         let node = file.node
         node.sessionLock.lock()
@@ -206,19 +208,12 @@ extension Bridge {
             }
         }
         let session = node.session!
-        var done = 0
-        while done < size {
-            let n = pwrite(session.fd, buf + done, size - done, off_t(offset + done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                let e = errno
-                // Bytes that did land are acknowledged (a short write, as a local filesystem
-                // gives); the next write then gets the error.
-                if done > 0 { break }
-                reply.error(report("write", Failure(.posix(e, "write to staging file"), .ino(node.ino))))
-                return
-            }
-            done += n
+        // Bytes that did land are acknowledged (a short write, as a local filesystem gives); the
+        // next write then gets the error.
+        let (done, e) = WriteSession.put(source, into: session.fd, at: offset)
+        if done == 0 && e != 0 {
+            reply.error(report("write", Failure(.posix(e, "write to staging file"), .ino(node.ino))))
+            return
         }
         session.dirty = true
         if !session.setIDChecked {

@@ -19,6 +19,9 @@ public struct BridgeOptions: Sendable {
     /// xattr calls answer ENOSYS once and the kernel stops asking: it otherwise asks for
     /// `security.capability` once per file before its first write (InitNegotiation).
     public var xattrs: Bool = true
+    /// Splice write requests from the FUSE device into the staged file (`-o splice`): less CPU
+    /// per byte of large writes, a splice more per other request (see `FuseOperations`).
+    public var splice: Bool = false
     /// When a file is opened for reading, read its folder's other small files ahead in the
     /// background (`-o noprefetch` turns it off; see SiblingPrefetch).
     public var prefetch: Bool = true

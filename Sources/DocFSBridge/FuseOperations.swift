@@ -9,11 +9,23 @@ enum FuseOperations {
         Unmanaged<Bridge>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
     }
 
+    /// F_SETPIPE_SZ (Linux; declared only under _GNU_SOURCE).
+    static let setPipeSize: Int32 = 1031
+
+    /// Whether this process may have a pipe of `bytes`.
+    static func pipeHolds(_ bytes: Int) -> Bool {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { return false }
+        defer { close(fds[0]); close(fds[1]) }
+        return fcntl(fds[0], setPipeSize, Int32(bytes)) >= Int32(bytes)
+    }
+
     static func make(xattrs: Bool = true) -> fuse_lowlevel_ops {
         var ops = fuse_lowlevel_ops()
         ops.`init` = { userdata, conn in
             guard let conn, let userdata else { return }
-            let options = Unmanaged<Bridge>.fromOpaque(userdata).takeUnretainedValue().options
+            let bridge = Unmanaged<Bridge>.fromOpaque(userdata).takeUnretainedValue()
+            let options = bridge.options
             // Large requests, the kernel's readdirplus, and room for more requests in flight
             // (readahead and writeback are asynchronous).
             conn.pointee.max_write = 1 << 20
@@ -25,6 +37,22 @@ enum FuseOperations {
             if options.writeback {
                 conn.pointee.want |= UInt32(FUSE_CAP_WRITEBACK_CACHE) & conn.pointee.capable
             }
+            // `-o splice`: libfuse splices each request from /dev/fuse into a pipe, and write_buf
+            // splices a write's bytes on into the staged file, never through the daemon's memory
+            // (capable only with the custom I/O's splice_receive, InitNegotiation). Every other
+            // request then costs a splice and a read of the pipe instead of one read, so it is
+            // off unless asked for (libfuse would turn it on for any write_buf). libfuse splices
+            // only when the pipe holds a whole request (max_write plus 4 KiB); the pipe-max-size
+            // of 1 MiB stops a daemon without CAP_SYS_RESOURCE short of that, so then requests
+            // stay a page under 1 MiB.
+            let splice = UInt32(FUSE_CAP_SPLICE_READ)
+            if options.splice, conn.pointee.capable & splice != 0 {
+                conn.pointee.want |= splice
+                if !FuseOperations.pipeHolds(Int(conn.pointee.max_write) + 4096) { conn.pointee.max_write -= 4096 }
+            } else {
+                conn.pointee.want &= ~splice
+            }
+            bridge.log.debug("INIT: max_write \(conn.pointee.max_write), splice of requests \(conn.pointee.want & splice != 0 ? "on" : "off")")
         }
         ops.lookup = { req, parent, name in FuseOperations.bridge(req).lookup(Reply(req!), parent, name!) }
         ops.forget = { req, ino, n in
@@ -59,9 +87,10 @@ enum FuseOperations {
             guard let file = Bridge.handle(fi) else { Reply(req!).error(EBADF); return }
             FuseOperations.bridge(req).read(Reply(req!), size, Int(off), file)
         }
-        ops.write = { req, _, buf, size, off, fi in
-            guard let file = Bridge.handle(fi), let buf else { Reply(req!).error(EBADF); return }
-            FuseOperations.bridge(req).write(Reply(req!), UnsafeRawPointer(buf), size, Int(off), file)
+        // write_buf, not write: libfuse hands over its buffer as it is, memory or (spliced) a pipe.
+        ops.write_buf = { req, _, bufv, off, fi in
+            guard let file = Bridge.handle(fi), let bufv else { Reply(req!).error(EBADF); return }
+            FuseOperations.bridge(req).write(Reply(req!), bufv, Int(off), file)
         }
         ops.flush = { req, _, fi in
             guard let file = Bridge.handle(fi) else { Reply(req!).ok(); return }

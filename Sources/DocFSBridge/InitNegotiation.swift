@@ -11,10 +11,17 @@ import Synchronization
 /// (the bridge does it at a file's first write and at truncate, `Bridge.setIDToDrop`; docfs
 /// stores no `security.capability`).
 ///
+/// The kernel still asks once per inode after each attribute refresh (a create or lookup reply,
+/// a getattr): it clears the inode's S_NOSEC then, since another client may have set a
+/// capability. So every new file costs one GETXATTR before its first write; only a filesystem
+/// whose getxattr answers ENOSYS (`-o noxattr`) is never asked.
+///
 /// How: libfuse routes every request it reads from /dev/fuse and every reply it writes through
 /// the custom I/O functions (`fuse_session_custom_io`). The read notes the INIT request when the
 /// kernel offers the flag; the write sets the flag in that request's reply. Every other message
-/// costs one comparison.
+/// costs one comparison. INIT is always read, never spliced: with `-o splice` (`FuseOperations`)
+/// libfuse splices the requests after it into a pipe, which needs a `splice_receive` here (glibc's
+/// splice(2)); a write's bytes then stay in the pipe until `write_buf` moves them on.
 final class InitNegotiation: Sendable {
     /// The INIT request's unique id while its reply is pending, else 0 (no request has id 0).
     private let pendingInit = Atomic<UInt64>(0)
@@ -34,24 +41,27 @@ final class InitNegotiation: Sendable {
         pendingInit.store(buf.loadUnaligned(fromByteOffset: 8, as: UInt64.self), ordering: .relaxed)
     }
 
-    /// Called with each reply before it is written; amends the INIT reply.
-    @inline(__always)
-    func amendReply(_ iov: UnsafeMutablePointer<iovec>, count: Int32) {
+    /// Called with each reply before it is written; amends the INIT reply. True for that reply.
+    @inline(__always) @discardableResult
+    func amendReply(_ iov: UnsafeMutablePointer<iovec>, count: Int32) -> Bool {
         let pending = pendingInit.load(ordering: .relaxed)
         guard pending != 0, count >= 2, let header = iov[0].iov_base,
               iov[0].iov_len >= MemoryLayout<fuse_out_header>.size,
-              header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == pending else { return }
+              header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == pending else { return false }
         pendingInit.store(0, ordering: .relaxed)
         // An error reply, or the short reply that asks the kernel for another major version,
         // has no flags to amend.
         guard header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0,
-              let body = iov[1].iov_base, iov[1].iov_len >= 16 else { return }
+              let body = iov[1].iov_base, iov[1].iov_len >= 16 else { return false }
         let flags = body.loadUnaligned(fromByteOffset: 12, as: UInt32.self)
         body.storeBytes(of: flags | UInt32(FUSE_HANDLE_KILLPRIV_V2), toByteOffset: 12, as: UInt32.self)
         granted.store(true, ordering: .relaxed)
+        return true
     }
 
-    /// The custom I/O table: plain read(2)/writev(2) on the session's descriptor, observed.
+    /// The custom I/O table: plain read(2)/writev(2) on the session's descriptor, observed, and
+    /// plain splice(2) for libfuse to move requests into a pipe under `-o splice` (without a
+    /// `splice_receive`, libfuse never splices on a custom-I/O session).
     static func customIO() -> fuse_custom_io {
         var io = fuse_custom_io()
         io.read = { fd, buf, length, userdata in
@@ -64,10 +74,15 @@ final class InitNegotiation: Sendable {
         }
         io.writev = { fd, iov, count, userdata in
             if let iov, let userdata {
-                Unmanaged<Bridge>.fromOpaque(userdata).takeUnretainedValue().initNegotiation
-                    .amendReply(iov, count: count)
+                let bridge = Unmanaged<Bridge>.fromOpaque(userdata).takeUnretainedValue()
+                if bridge.initNegotiation.amendReply(iov, count: count) {
+                    bridge.log.debug("INIT: asked the kernel for FUSE_HANDLE_KILLPRIV_V2 (docfs clears set-user-ID and set-group-ID itself)")
+                }
             }
             return Glibc.writev(fd, iov, count)
+        }
+        io.splice_receive = { fdin, offin, fdout, offout, length, flags, _ in
+            docfs_splice(fdin, offin, fdout, offout, length, flags)
         }
         return io
     }

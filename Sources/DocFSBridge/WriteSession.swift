@@ -87,6 +87,32 @@ final class WriteSession: @unchecked Sendable {
         writer = nil
     }
 
+    /// Puts a write request's bytes into `fd` at `offset`: libfuse's buffer is memory (pwrite),
+    /// or for a large request with splice a pipe, which splice(2) empties into the file (from the
+    /// kernel's pages to the staged file's page cache: the bytes never pass through the daemon's
+    /// memory). Returns how many bytes landed, and the errno that stopped it short (0 when all did).
+    static func put(_ source: UnsafeMutablePointer<fuse_bufvec>, into fd: Int32, at offset: Int) -> (written: Int, errno: Int32) {
+        let size = fuse_buf_size(source)
+        var done = 0
+        while done < size {
+            var target = fuse_bufvec()
+            target.count = 1
+            target.buf.size = size - done
+            target.buf.flags = fuse_buf_flags(rawValue: FUSE_BUF_IS_FD.rawValue | FUSE_BUF_FD_SEEK.rawValue)
+            target.buf.fd = fd
+            target.buf.pos = off_t(offset + done)
+            // Advances `source` past what it copied, so a short copy goes on where it stopped.
+            let n = fuse_buf_copy(&target, source, fuse_buf_copy_flags(rawValue: 0))
+            if n < 0 {
+                if n == -Int(EINTR) { continue }
+                return (done, Int32(-n))
+            }
+            if n == 0 { return (done, EIO) }
+            done += n
+        }
+        return (done, 0)
+    }
+
     var size: Int64 {
         var st = stat()
         return fstat(fd, &st) == 0 ? Int64(st.st_size) : 0

@@ -30,6 +30,10 @@ struct Mount: ParsableCommand {
             noprefetch: do not read a folder's other small files ahead when one is opened for \
             reading (default: read ahead, at most once a folder in 30 s).
 
+            splice / no_splice: move written bytes from the kernel into the file without a copy \
+            through the daemon (less CPU for large writes, a little more for every other request; \
+            default off).
+
             cache_items=N: how many items (and as many folder-index entries) the store keeps in \
             memory; the rest of the tree stays in its database and is read on demand (default \
             50000, about 20 MB; a store of any size mounts at once). The kernel may hold twice as \
@@ -168,6 +172,8 @@ struct Mount: ParsableCommand {
                     throw UserFacingError("docfs: -o \(opt): expected a positive number of items")
                 }
                 cache = v
+            case "splice": bridgeOptions.splice = true
+            case "no_splice": bridgeOptions.splice = false
             case "noprefetch": bridgeOptions.prefetch = false
             case "prefetch": bridgeOptions.prefetch = true
             case "nonempty", "auto_unmount": break  // checked above / always on

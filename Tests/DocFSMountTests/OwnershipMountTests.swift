@@ -99,6 +99,27 @@ final class OwnershipMountTests: MountTestCase {
         XCTAssertEqual(r.stdout, "755\n775\n2765\n755\n755\n", "\(r)")
     }
 
+    /// A first write of a megabyte clears the bits as a small one does, and lands whole.
+    func testLargeWritesByOthersClearSetIDBits() throws {
+        try largeWriteByAnotherUserClearsSetID()
+    }
+
+    /// The same with `-o splice`, where the write's bytes reach the daemon as a pipe.
+    func testSplicedLargeWritesByOthersClearSetIDBits() throws {
+        XCTAssert(fx.stopDaemon(), "clean stop; log:\n\(fx.log)")
+        try fx.mount(extra: ["--allow-other", "-o", "splice"])
+        try largeWriteByAnotherUserClearsSetID()
+        XCTAssert(fx.log.contains("splice of requests on"), "log:\n\(fx.log)")
+    }
+
+    private func largeWriteByAnotherUserClearsSetID() throws {
+        try fx.writeSource("large.bin", testBytes(3 << 20, seed: 5))
+        var r = fx.sh("chmod 755 src && chmod 644 src/large.bin && cd mnt && mkdir -m 777 big && printf a > big/u && chown 2001:2001 big/u && chmod 4755 big/u")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        r = sh(as: 2001, "dd if=src/large.bin of=mnt/big/u bs=1M conv=notrunc status=none && stat -c %a mnt/big/u && cmp src/large.bin mnt/big/u && echo same")
+        XCTAssertEqual(r.stdout, "755\nsame\n", "\(r)\nlog:\n\(fx.log)")
+    }
+
     func testSearchPermissionHoldsEvenForNamesTheKernelSawBefore() {
         var r = fx.sh("cd mnt && mkdir -m 755 box && echo in > box/f && cat box/f && chmod 700 box")
         XCTAssertEqual(r.status, 0, "\(r)")

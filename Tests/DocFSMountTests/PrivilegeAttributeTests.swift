@@ -23,6 +23,18 @@ final class PrivilegeAttributeTests: MountTestCase {
         XCTAssertEqual(r.stdout, "4755\n2775\n2765\n6755\n4755\n4755\nababab", "\(r)")
     }
 
+    /// A root writer's large first write keeps them too, and lands whole.
+    func testRootLargeWritesKeepSetIDBits() {
+        let r = fx.sh("""
+            set -e
+            head -c 3145728 /dev/urandom > large.bin
+            printf a > mnt/u && chmod 4755 mnt/u
+            dd if=large.bin of=mnt/u bs=1M conv=notrunc status=none
+            stat -c %a mnt/u && cmp large.bin mnt/u && echo same
+            """)
+        XCTAssertEqual(r.stdout, "4755\nsame\n", "\(r)\nlog:\n\(fx.log)")
+    }
+
     func testUnsupportedNamespacesAnswerEOPNOTSUPP() throws {
         XCTAssertEqual(fx.sh("echo hi > mnt/f.txt && mkdir mnt/d && setfattr -n user.k -v v mnt/f.txt").status, 0)
         let script = """

@@ -182,6 +182,49 @@ final class ShellToolTests: MountTestCase {
         XCTAssertBytes(fx.readFile(fx.m("t.txt")), Array("x".utf8))
     }
 
+    /// Write requests as large as the kernel sends (max_write), at offsets that are not page
+    /// aligned, over earlier bytes and past the end (a hole), in a new file and in one opened
+    /// again: every byte lands where it was written.
+    func testLargeWritesAtAnyOffsetLandWhole() throws {
+        largeWritesAtOffsets()
+    }
+
+    /// The same with `-o splice`: the bytes go from the FUSE device through a pipe into the
+    /// staged file, never through the daemon's memory.
+    func testSplicedLargeWritesAtAnyOffsetLandWhole() throws {
+        XCTAssert(fx.stopDaemon(), "clean stop; log:\n\(fx.log)")
+        try fx.mount(extra: ["-o", "splice"])
+        largeWritesAtOffsets()
+        XCTAssert(fx.log.contains("splice of requests on"), "log:\n\(fx.log)")
+        // Workers wait for requests in splice(2): SIGTERM must still end the session at once.
+        XCTAssert(fx.stopDaemon(), "SIGTERM ends a spliced session cleanly within 5 s; log:\n\(fx.log)")
+    }
+
+    private func largeWritesAtOffsets() {
+        let path = fx.m("large.bin")
+        var model: [UInt8] = []
+        func put(_ fd: Int32, _ bytes: [UInt8], at offset: Int) {
+            let n = fx.guarded("pwrite") { bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) } }
+            XCTAssertEqual(n, bytes.count, "pwrite of \(bytes.count) at \(offset): \(errnoName(errno))")
+            if model.count < offset + bytes.count { model += [UInt8](repeating: 0, count: offset + bytes.count - model.count) }
+            model.replaceSubrange(offset..<offset + bytes.count, with: bytes)
+        }
+        var fd = fx.guarded { open(path, O_WRONLY | O_CREAT | O_EXCL, 0o644) }
+        XCTAssertGreaterThanOrEqual(fd, 0, "open: \(errnoName(errno))")
+        guard fd >= 0 else { return }
+        put(fd, testBytes(1 << 20, seed: 1), at: 0)
+        put(fd, testBytes((1 << 20) + 123, seed: 2), at: 3000)
+        put(fd, testBytes(2 << 20, seed: 3), at: 5 << 20)
+        XCTAssertEqual(fx.guarded { close(fd) }, 0)
+        XCTAssertBytes(fx.readFile(path), model, "new file")
+        fd = fx.guarded { open(path, O_RDWR) }
+        XCTAssertGreaterThanOrEqual(fd, 0, "open again: \(errnoName(errno))")
+        guard fd >= 0 else { return }
+        put(fd, testBytes((3 << 20) + 7, seed: 4), at: 777)
+        XCTAssertEqual(fx.guarded { close(fd) }, 0)
+        XCTAssertBytes(fx.readFile(path), model, "opened again")
+    }
+
     func testFsyncSucceedsAndDataIsThere() {
         let path = fx.m("synced.bin")
         let bytes = testBytes(100_000, seed: 11)
