@@ -22,6 +22,9 @@ package struct ReplicaConfiguration: Sendable {
     package var region: String
     package var bucket: String
     package var prefix: String
+    /// `docfs mount --upload-limit` / `--download-limit`: bytes per second (nil: no limit).
+    package var uploadLimit: Int64?
+    package var downloadLimit: Int64?
     /// The CA the S3 endpoint's certificate is checked against (`--s3-ca`, else AWS_CA_BUNDLE).
     package var s3CA: String?
     /// Where the S3 credentials were found, read again when the server refuses them.

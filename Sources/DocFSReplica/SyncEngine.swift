@@ -58,7 +58,9 @@ package final class SyncEngine: Sendable {
                   incomingServer: RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(5)),
                   objects: S3Client(endpoint: configuration.endpoint, credentials: configuration.credentials, region: configuration.region,
                                     connectTimeout: .seconds(5), readTimeout: .seconds(60), logger: quiet,
-                                    renewCredentials: { configuration.currentCredentials() }, caFile: configuration.s3CA))
+                                    renewCredentials: { configuration.currentCredentials() }, caFile: configuration.s3CA,
+                                    uploadLimit: configuration.uploadLimit.map { RateLimit(bytesPerSecond: $0) },
+                                    downloadLimit: configuration.downloadLimit.map { RateLimit(bytesPerSecond: $0) }))
     }
 
     /// With the servers given: `incomingServer` is a connection pool of its own for other

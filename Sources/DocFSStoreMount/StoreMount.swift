@@ -25,7 +25,13 @@ public final class StoreMount: @unchecked Sendable {
         /// A replica's limit for downloaded contents, in bytes (nil: none). Refused for a store
         /// of its own, which keeps every file's contents here.
         public var cacheSize: Int64?
-        public init(mount: MountOptions = MountOptions(), cacheItems: Int? = nil, cacheSize: Int64? = nil) {
+        /// A replica's transfers to and from the bucket, bytes per second (nil: no limit).
+        public var uploadLimit: Int64?
+        public var downloadLimit: Int64?
+        public init(mount: MountOptions = MountOptions(), cacheItems: Int? = nil, cacheSize: Int64? = nil,
+                    uploadLimit: Int64? = nil, downloadLimit: Int64? = nil) {
+            self.uploadLimit = uploadLimit
+            self.downloadLimit = downloadLimit
             self.mount = mount
             self.cacheItems = cacheItems
             self.cacheSize = cacheSize
@@ -37,12 +43,15 @@ public final class StoreMount: @unchecked Sendable {
         case cannotOpenStore(path: String, reason: String)
         case replicaConfiguration(path: String, server: String, reason: String)
         case cacheSizeWithoutRemote(path: String)
+        case limitWithoutRemote(path: String)
         case cannotMount(path: String, mountpoint: String, reason: String)
 
         public var description: String {
             switch self {
             case let .cannotOpenStore(path, reason): return "cannot open store \(path): \(reason)"
             case let .replicaConfiguration(path, server, reason): return "store \(path) is a replica of \(server): \(reason)"
+            case let .limitWithoutRemote(path):
+                return "--upload-limit and --download-limit are for a replica (docfs init --remote): store \(path) has no server"
             case let .cacheSizeWithoutRemote(path):
                 return "--cache-size is for a replica (docfs init --remote): store \(path) keeps all its contents here"
             case let .cannotMount(path, mountpoint, reason): return "cannot mount \(path) at \(mountpoint): \(reason)"
@@ -71,7 +80,9 @@ public final class StoreMount: @unchecked Sendable {
         var engine: SyncEngine?
         if let link = store.remoteLink {
             do {
-                let configuration = try ReplicaConfiguration.resolve(link: link, store: URL(fileURLWithPath: path))
+                var configuration = try ReplicaConfiguration.resolve(link: link, store: URL(fileURLWithPath: path))
+                configuration.uploadLimit = options.uploadLimit
+                configuration.downloadLimit = options.downloadLimit
                 engine = SyncEngine(store: store, configuration: configuration, logger: logger)
             } catch {
                 store.close()
@@ -81,6 +92,9 @@ public final class StoreMount: @unchecked Sendable {
         } else if options.cacheSize != nil {
             store.close()
             throw .cacheSizeWithoutRemote(path: path)
+        } else if options.uploadLimit != nil || options.downloadLimit != nil {
+            store.close()
+            throw .limitWithoutRemote(path: path)
         }
         var mountOptions = options.mount
         mountOptions.bridge.trash = mountOptions.bridge.trash || store.layout.trash

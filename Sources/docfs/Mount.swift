@@ -7,6 +7,7 @@ import DocFSStoreMount
 import DocFSBridge
 import DocFSProvider
 import DocFSStore
+import DocFSRemote
 import DocFSReplica
 import DocFSMemory
 
@@ -76,6 +77,12 @@ struct Mount: ParsableCommand {
     @Option(help: ArgumentHelp("A replica's limit for downloaded contents, e.g. 64M or 10G: files the server has and no one has open are evicted, least recently opened first.", valueName: "size"))
     var cacheSize: String?
 
+    @Option(name: .customLong("upload-limit"), help: ArgumentHelp("A replica's upload rate limit, bytes per second, e.g. 10M or 512k. Same as -o upload_limit=RATE.", valueName: "rate"))
+    var uploadLimit: String?
+
+    @Option(name: .customLong("download-limit"), help: ArgumentHelp("A replica's download rate limit, e.g. 10M. Same as -o download_limit=RATE.", valueName: "rate"))
+    var downloadLimit: String?
+
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -88,6 +95,11 @@ struct Mount: ParsableCommand {
         }
         if let cacheItems, cacheItems < 1 {
             throw ValidationError("--cache-items: expected a positive number of items")
+        }
+        for (name, value) in [("--upload-limit", uploadLimit), ("--download-limit", downloadLimit)] {
+            if let value, RateLimit.parse(value) == nil {
+                throw ValidationError("\(name): expected bytes per second such as 10M, 512k or 250000, not '\(value)'")
+            }
         }
         if let cacheSize, CacheCommand.parseSize(cacheSize) == nil {
             throw ValidationError("--cache-size: expected a size such as 64M, 10G or a number of bytes, not '\(cacheSize)'")
@@ -145,14 +157,20 @@ struct Mount: ParsableCommand {
         if allowOther { args.append("--allow-other") }
         if let cacheItems { args += ["--cache-items", String(cacheItems)] }
         if let cacheSize { args += ["--cache-size", cacheSize] }
+        if let uploadLimit { args += ["--upload-limit", uploadLimit] }
+        if let downloadLimit { args += ["--download-limit", downloadLimit] }
         return args
     }
 
     /// Splits -o into docfs's own knobs and options for libfuse.
-    private func parseOptions() throws -> (BridgeOptions, [String], Int?) {
+    /// Bytes per second for a replica's transfers (nil: no limit).
+    struct RateLimits { var upload: Int64?; var download: Int64? }
+
+    private func parseOptions() throws -> (BridgeOptions, [String], Int?, RateLimits) {
         var bridgeOptions = BridgeOptions()
         var fuse: [String] = []
         var cache = cacheItems
+        var limits = RateLimits(upload: uploadLimit.flatMap(RateLimit.parse), download: downloadLimit.flatMap(RateLimit.parse))
         for opt in o.flatMap({ $0.split(separator: ",").map(String.init) }) {
             let kv = opt.split(separator: "=", maxSplits: 1).map(String.init)
             switch kv[0] {
@@ -172,6 +190,11 @@ struct Mount: ParsableCommand {
                     throw UserFacingError("docfs: -o \(opt): expected a positive number of items")
                 }
                 cache = v
+            case "upload_limit", "download_limit":
+                guard kv.count == 2, let rate = RateLimit.parse(kv[1]) else {
+                    throw UserFacingError("docfs: -o \(opt): expected bytes per second such as 10M, 512k or 250000")
+                }
+                if kv[0] == "upload_limit" { limits.upload = rate } else { limits.download = rate }
             case "splice": bridgeOptions.splice = true
             case "no_splice": bridgeOptions.splice = false
             case "noprefetch": bridgeOptions.prefetch = false
@@ -184,7 +207,7 @@ struct Mount: ParsableCommand {
             }
         }
         if allowOther, !fuse.contains("allow_other") { fuse.append("allow_other") }
-        return (bridgeOptions, fuse, cache)
+        return (bridgeOptions, fuse, cache, limits)
     }
 
     /// The daemon itself: open the store, mount, serve until unmounted or signalled.
@@ -197,7 +220,7 @@ struct Mount: ParsableCommand {
         }
         var log = Logger(label: "docfs")
         log.logLevel = level
-        let (bridgeOptions, fuseOptions, cacheLimit) = try parseOptions()
+        let (bridgeOptions, fuseOptions, cacheLimit, limits) = try parseOptions()
 
         // `memory:` selects the in-memory provider; anything else is a store directory, mounted
         // by the library (with its sync engine when it is a replica).
@@ -207,6 +230,7 @@ struct Mount: ParsableCommand {
         mountOptions.bridge.otherUsers = fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
         if isMemory {
             if cacheSize != nil { throw UserFacingError("docfs: --cache-size is for a replica (docfs init --remote); the in-memory provider keeps everything in memory") }
+            if limits.upload != nil || limits.download != nil { throw UserFacingError("docfs: --upload-limit and --download-limit are for a replica (docfs init --remote)") }
             let memory: MemoryProvider
             do { memory = try MemoryProvider() } catch {
                 throw UserFacingError("docfs: cannot start the in-memory provider: \(error)")
@@ -229,13 +253,15 @@ struct Mount: ParsableCommand {
         do {
             mount = try StoreMount(storeAt: storePath, at: mnt,
                                    options: StoreMount.Options(mount: mountOptions, cacheItems: cacheLimit,
-                                                               cacheSize: cacheSize.flatMap(CacheCommand.parseSize)),
+                                                               cacheSize: cacheSize.flatMap(CacheCommand.parseSize),
+                                                               uploadLimit: limits.upload, downloadLimit: limits.download),
                                    logger: log)
         } catch {
             switch error {
             case .cannotOpenStore(_, let reason): throw UserFacingError("docfs: cannot open store \(store): \(reason)")
             case .replicaConfiguration(_, let server, let reason): throw UserFacingError("docfs: store \(store) is a replica of \(server): \(reason)")
             case .cacheSizeWithoutRemote: throw UserFacingError("docfs: --cache-size is for a replica (docfs init --remote): store \(store) keeps all its contents here")
+            case .limitWithoutRemote: throw UserFacingError("docfs: --upload-limit and --download-limit are for a replica (docfs init --remote): store \(store) has no server")
             case .cannotMount(_, _, let reason): throw UserFacingError("docfs: cannot mount \(store) at \(mountpoint): \(reason)")
             }
         }

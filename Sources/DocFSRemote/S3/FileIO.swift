@@ -11,16 +11,20 @@ struct FileChunks: AsyncSequence, Sendable {
     let offset: Int64
     let length: Int64
     var chunkSize: Int = 256 * 1024
+    /// `--upload-limit`: each chunk's bytes are taken from it before the chunk goes.
+    var limit: RateLimit? = nil
 
     struct AsyncIterator: AsyncIteratorProtocol {
         let fd: SystemPackage.FileDescriptor
         var position: Int64
         let end: Int64
         let chunkSize: Int
+        let limit: RateLimit?
 
         mutating func next() async throws -> ByteBuffer? {
             guard position < end else { return nil }
             let count = Int(Swift.min(Int64(chunkSize), end - position))
+            try await limit?.take(count)
             let fd = self.fd, at = position
             let buffer = try await NIOThreadPool.singleton.runIfActive { () throws -> ByteBuffer in
                 var buffer = ByteBufferAllocator().buffer(capacity: count)
@@ -41,7 +45,7 @@ struct FileChunks: AsyncSequence, Sendable {
     }
 
     func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(fd: fd, position: offset, end: offset + length, chunkSize: chunkSize)
+        AsyncIterator(fd: fd, position: offset, end: offset + length, chunkSize: chunkSize, limit: limit)
     }
 }
 

@@ -90,6 +90,9 @@ package final class S3Client: Sendable {
     /// Reads the credentials again (from where they came): asked when the server refuses the
     /// ones in use as unknown or expired.
     let renewCredentials: (@Sendable () -> S3Credentials?)?
+    /// `docfs mount --upload-limit` / `--download-limit`: bytes per second for all transfers.
+    let uploadLimit: RateLimit?
+    let downloadLimit: RateLimit?
     let http: HTTPClient
     let logger: Logger
     /// How long one request may take from start to the end of its answer's head.
@@ -98,7 +101,10 @@ package final class S3Client: Sendable {
     package init(endpoint: S3Endpoint, credentials: S3Credentials, region: String = "us-east-1",
                 connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(60),
                 requestTimeout: TimeAmount = .minutes(30), logger: Logger = Logger(label: "docfs.s3"),
-                renewCredentials: (@Sendable () -> S3Credentials?)? = nil, caFile: String? = nil) {
+                renewCredentials: (@Sendable () -> S3Credentials?)? = nil, caFile: String? = nil,
+                uploadLimit: RateLimit? = nil, downloadLimit: RateLimit? = nil) {
+        self.uploadLimit = uploadLimit
+        self.downloadLimit = downloadLimit
         self.endpoint = endpoint
         self.signerState = Mutex(SigV4Signer(credentials: credentials, region: region, service: "s3"))
         self.renewCredentials = renewCredentials
@@ -147,7 +153,7 @@ package final class S3Client: Sendable {
     @discardableResult
     package func putObject(bucket: String, key: String, fd: SystemPackage.FileDescriptor, offset: Int64, length: Int64,
                           contentType: String = "application/octet-stream") async throws -> String? {
-        let body = HTTPClientRequest.Body.stream(FileChunks(fd: fd, offset: offset, length: length), length: .known(length))
+        let body = HTTPClientRequest.Body.stream(FileChunks(fd: fd, offset: offset, length: length, limit: uploadLimit), length: .known(length))
         let headers = try await sendDrained(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
                                             body: body, operation: "PutObject \(key)")
         return headers.first(name: "ETag")
@@ -230,6 +236,7 @@ package final class S3Client: Sendable {
         var written: Int64 = 0
         do {
             for try await chunk in response.body {
+                try await downloadLimit?.take(chunk.readableBytes)
                 try await FileIO.write(chunk, to: fd)
                 written += Int64(chunk.readableBytes)
                 // Leaving the loop drops the body: the client closes that connection.
@@ -312,7 +319,7 @@ package final class S3Client: Sendable {
     /// Uploads one part (`length` bytes of `fd` from `offset`), streamed. Returns its ETag.
     package func uploadPart(bucket: String, key: String, uploadID: String, partNumber: Int,
                            fd: SystemPackage.FileDescriptor, offset: Int64, length: Int64) async throws -> String {
-        let body = HTTPClientRequest.Body.stream(FileChunks(fd: fd, offset: offset, length: length), length: .known(length))
+        let body = HTTPClientRequest.Body.stream(FileChunks(fd: fd, offset: offset, length: length, limit: uploadLimit), length: .known(length))
         let headers = try await sendDrained(.PUT, bucket: bucket, key: key,
                                             query: [("partNumber", String(partNumber)), ("uploadId", uploadID)],
                                             body: body, operation: "UploadPart \(partNumber) of \(key)")
