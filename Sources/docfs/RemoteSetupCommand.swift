@@ -18,26 +18,7 @@ struct RemoteSetupCommand: ParsableCommand {
             missing. See docs/REMOTE.md, "Deploying a server".
             """)
 
-    @Option(help: ArgumentHelp("The server's PostgreSQL database, as its owner.", valueName: "postgres://OWNER@HOST:PORT/DB"))
-    var remote: String
-
-    @Option(help: ArgumentHelp("Where contents go.", valueName: "s3://BUCKET[/PREFIX]"))
-    var objects: String
-
-    @Option(name: .customLong("s3-endpoint"), help: ArgumentHelp("An S3-compatible server (path-style); AWS itself without it.", valueName: "URL"))
-    var s3Endpoint: String?
-
-    @Option(help: "The S3 region (default: AWS_REGION, else us-east-1).")
-    var region: String?
-
-    @Option(name: .customLong("s3-credentials"), help: ArgumentHelp("A file (mode 0600) with aws_access_key_id and aws_secret_access_key, read when the environment has no AWS keys.", valueName: "FILE"))
-    var s3Credentials: String?
-
-    @Option(name: .customLong("s3-ca"), help: ArgumentHelp("A CA certificate (PEM) to check the S3 endpoint's certificate against (else AWS_CA_BUNDLE).", valueName: "FILE"))
-    var s3CA: String?
-
-    @Option(name: .customLong("password-file"), help: ArgumentHelp("A file (mode 0600) whose first line is the owner's PostgreSQL password, instead of one in the URL.", valueName: "FILE"))
-    var passwordFile: String?
+    @OptionGroup var server: RemoteOptions
 
     @Option(name: .customLong("replica-role"), help: ArgumentHelp("Create (if missing) and grant the role replicas log in as.", valueName: "ROLE"))
     var replicaRole: String?
@@ -49,35 +30,19 @@ struct RemoteSetupCommand: ParsableCommand {
     var layout: String?
 
     func run() throws {
-        guard var url = PostgresURL(remote, environment: [:]) else {
-            throw UserFacingError("docfs: --remote must be postgres://USER[:PASSWORD]@HOST:PORT/DATABASE[?sslmode=…]")
-        }
-        guard let (bucket, prefix) = ReplicaConfiguration.parseObjects(objects) else {
-            throw UserFacingError("docfs: --objects must be s3://BUCKET[/PREFIX]")
+        guard server.remote != nil, server.objects != nil else {
+            throw UserFacingError("docfs: remote setup needs --remote postgres://OWNER@HOST:PORT/DB and --objects s3://BUCKET[/PREFIX]")
         }
         if replicaPasswordFile != nil, replicaRole == nil {
             throw UserFacingError("docfs: --replica-password-file needs --replica-role")
         }
-        let password = try replicaPasswordFile.map(Self.readPasswordFile)
+        let password = try replicaPasswordFile.map(RemoteOptions.readPasswordFile)
         let layoutValue: Layout?
         do { layoutValue = try layout.map { try Layout.load(from: URL(fileURLWithPath: $0)) } } catch {
             throw UserFacingError("docfs: cannot use layout \(layout ?? ""): \(error)")
         }
-        var environment = ProcessInfo.processInfo.environment
-        if let file = passwordFile {
-            guard url.password == nil else { throw UserFacingError("docfs: give the password in --remote or in --password-file, not both") }
-            url.password = try Self.readPasswordFile(file)
-            environment["PGPASSWORD"] = url.password
-        } else if let password = url.password {
-            environment["PGPASSWORD"] = password
-            FileHandle.standardError.write(Data("docfs: warning: a password in --remote shows in `ps` and your shell's history; give it instead in PGPASSWORD, --password-file FILE (mode 0600), or a line of ~/.pgpass (host:port:database:user:password, mode 0600)\n".utf8))
-        }
-        var stored = url
-        stored.password = nil
-        let link = RemoteLink(postgres: stored.withoutPassword, bucket: bucket, prefix: prefix, endpoint: s3Endpoint,
-                              region: region ?? environment["AWS_REGION"] ?? "us-east-1",
-                              credentialsFile: s3Credentials.map { URL(fileURLWithPath: $0).standardizedFileURL.path },
-                              s3CA: s3CA.map { URL(fileURLWithPath: $0).standardizedFileURL.path })
+        let server = try self.server.server()
+        let (stored, link, environment, bucket, prefix) = (server.stored, server.link, server.environment, server.bucket, server.prefix)
         let configuration: ReplicaConfiguration
         do { configuration = try ReplicaConfiguration.resolve(link: link, store: nil, environment: environment) } catch {
             throw UserFacingError("docfs: cannot use the remote: \(error)")
@@ -95,17 +60,5 @@ struct RemoteSetupCommand: ParsableCommand {
             if report.layoutSet { line += "; layout set" }
             print(line)
         }
-    }
-
-    /// The first line of a file only its owner may read.
-    static func readPasswordFile(_ path: String) throws -> String {
-        var st = stat()
-        guard stat(path, &st) == 0 else { throw UserFacingError("docfs: cannot read \(path): \(String(cString: strerror(errno)))") }
-        guard st.st_mode & 0o077 == 0 else { throw UserFacingError("docfs: \(path) may be read by others: chmod 600 it") }
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
-              let first = text.split(separator: "\n", omittingEmptySubsequences: false).first, !first.isEmpty else {
-            throw UserFacingError("docfs: \(path) holds no password")
-        }
-        return String(first)
     }
 }
