@@ -65,6 +65,7 @@ let package = Package(
             "DocFSStore", "DocFSRemote", "DocFSProvider",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "SystemPackage", package: "swift-system"),
+            .product(name: "Crypto", package: "swift-crypto"),
         ]),
         // FUSE low-level operations mapped onto a Provider.
         .target(name: "DocFSBridge", dependencies: [
@@ -118,6 +119,7 @@ let package = Package(
             "DocFSReplica", "DocFSStore", "DocFSRemote", "DocFSProvider",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "SystemPackage", package: "swift-system"),
+            .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "DocFSBridgeTests", dependencies: ["DocFSBridge", "DocFSProvider"]),
         // Mounts in-process through DocFSTesting (needs /dev/fuse and root, as the mounted tests).

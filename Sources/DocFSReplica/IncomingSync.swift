@@ -34,7 +34,11 @@ actor IncomingSync {
     }
     nonisolated func noteLatest(_ position: Int64) { positions.withLock { $0.latest = max($0.latest, position) } }
 
-    init(store: LocalStore, database: any ReplicaServer, s3: any ObjectStore, bucket: String, logger: Logger) {
+    let verifier: DownloadVerifier?
+
+    init(store: LocalStore, database: any ReplicaServer, s3: any ObjectStore, bucket: String, logger: Logger,
+         verifier: DownloadVerifier? = nil) {
+        self.verifier = verifier
         self.store = store
         self.database = database
         self.s3 = s3
@@ -189,6 +193,7 @@ actor IncomingSync {
         let staging = store.stagingDirectory.path
         let bucket = self.bucket
         let s3 = self.s3
+        let verifier = self.verifier
         var results: [Int64: String] = [:]
         var index = 0
         while index < items.count {
@@ -201,6 +206,7 @@ actor IncomingSync {
                     group.addTask {
                         do {
                             _ = try await s3.getObject(bucket: bucket, key: key, range: nil, toFileAt: FilePath(path), progress: nil)
+                            if let problem = await verifier?.check(path, key: key) { throw DownloadVerifier.Mismatch(message: problem) }
                         } catch {
                             unlink(path)
                             throw error

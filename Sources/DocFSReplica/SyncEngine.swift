@@ -35,6 +35,8 @@ package final class SyncEngine: Sendable {
     let incomingDatabase: any ReplicaServer
     let incoming: IncomingSync
     let follower: ChangeFollower
+    /// Every download checked against the SHA-256 its uploader recorded.
+    let verifier: DownloadVerifier
     /// Entries read at a time, and sent per chunk (uploads of a chunk run together).
     static let batchSize = 128
     static let chunkSize = 8
@@ -75,7 +77,9 @@ package final class SyncEngine: Sendable {
         database = server
         s3 = objects
         incomingDatabase = incomingServer
-        incoming = IncomingSync(store: store, database: incomingServer, s3: objects, bucket: configuration.bucket, logger: logger)
+        verifier = DownloadVerifier(database: incomingServer, logger: logger)
+        incoming = IncomingSync(store: store, database: incomingServer, s3: objects, bucket: configuration.bucket, logger: logger,
+                                verifier: verifier)
         follower = ChangeFollower(incoming: incoming, database: incomingServer, logger: logger)
     }
 
@@ -84,6 +88,7 @@ package final class SyncEngine: Sendable {
         store.setSyncHooks(wake: { wake.signal() }, status: { [weak self] in self?.statusJSON() ?? "{}" })
         // Files on the server only are downloaded when opened, by this engine's client.
         let (s3, bucket) = (self.s3, configuration.bucket)
+        let verifier = self.verifier
         store.setContentTransfers { request, ended in
             ContentDownload(row: request.row, key: request.key, contentVersion: request.contentVersion, size: request.size,
                             path: request.path,
@@ -91,6 +96,7 @@ package final class SyncEngine: Sendable {
                                 try await s3.getObject(bucket: bucket, key: request.key, range: range,
                                                        intoFileAt: FilePath(request.path), progress: progress)
                             },
+                            verify: { path in await verifier.check(path, key: request.key) },
                             ended: { download, failure in ended(download, failure) })
         }
         // A file's writer let go: what other replicas did to it meanwhile, kept aside, is fetched
@@ -358,16 +364,18 @@ package final class SyncEngine: Sendable {
                     var st = stat()
                     // Gone: the item was deleted since (its delete follows); nothing to upload.
                     guard stat(url.path, &st) == 0 else { return (entries.map(\.seq), nil, nil) }
+                    let sha256 = Mutex<String?>(nil)
                     do {
                         try await s3.uploadFile(at: FilePath(url.path), bucket: configuration.bucket, key: key, partSize: Self.partSize,
                                                 resumeUploadID: nil, uploadStarted: { _ in },
-                                                partUploaded: { _ in FaultInjection.point(.uploadPart) })  // test-only (DOCFS_FAULT)
+                                                partUploaded: { _ in FaultInjection.point(.uploadPart) },  // test-only (DOCFS_FAULT)
+                                                digest: { hex in sha256.withLock { $0 = hex } })
                     } catch {
                         let sorted = SyncFailure(error, bucket: configuration.bucket)
                         guard sorted.setsAside else { throw error }
                         return (entries.map(\.seq), nil, sorted.message)
                     }
-                    return (entries.map(\.seq), RemoteContent(key: key, size: Int64(st.st_size)), nil)
+                    return (entries.map(\.seq), RemoteContent(key: key, size: Int64(st.st_size), sha256: sha256.withLock { $0 }), nil)
                 }
             }
             var contents: [Int64: RemoteContent] = [:]

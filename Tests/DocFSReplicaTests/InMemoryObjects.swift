@@ -1,4 +1,5 @@
 import Foundation
+import Crypto
 import Synchronization
 import SystemPackage
 @testable import DocFSRemote
@@ -37,9 +38,11 @@ final class InMemoryObjects: ObjectStore {
 
     func uploadFile(at path: FilePath, bucket: String, key: String, partSize: Int64, resumeUploadID: String?,
                     uploadStarted: @Sendable (String) async throws -> Void,
-                    partUploaded: @Sendable (Int) -> Void) async throws -> String? {
+                    partUploaded: @Sendable (Int) -> Void,
+                    digest: (@Sendable (String) -> Void)?) async throws -> String? {
         try enter(upload: true)
         let data = try Data(contentsOf: URL(fileURLWithPath: path.string))
+        digest?(SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined())
         state.withLock { $0.objects[key] = data }
         return nil
     }

@@ -14,6 +14,8 @@ final class InMemoryServer: ReplicaServer {
         var operations: [UUID: (kind: RemoteChange.Kind, change: AppliedChange)] = [:]
         var layoutJSON: String?
         var intents: Set<String> = []
+        /// SHA-256 recorded per object key (as docfs_versions.sha256).
+        var hashes: [String: String] = [:]
         /// Errors the next calls throw (any method), in order.
         var failures: [any Error] = []
         /// Names the server refuses for a reason of its own (`RemoteError.rejected`).
@@ -89,6 +91,11 @@ final class InMemoryServer: ReplicaServer {
     func logStart() async throws -> Int64 { try enter("logStart"); return state.withLock { $0.log.first?.position ?? 1 } }
     func layout() async throws -> String? { try enter("layout"); return state.withLock { $0.layoutJSON } }
     func setLayoutMIMETypes(json: String) async throws { try enter("setLayoutMIMETypes") }
+    func expectedSHA256(key: String) async throws -> String? {
+        try enter("expectedSHA256")
+        return state.withLock { $0.hashes[key] }
+    }
+
     func recordUploadIntents(_ keys: [String]) async throws {
         try enter("recordUploadIntents")
         state.withLock { $0.intents.formUnion(keys) }
@@ -174,6 +181,7 @@ final class InMemoryServer: ReplicaServer {
             try Self.folder(s, parentID)
             let id = s.nextID
             s.nextID += 1
+            if let content, let hash = content.sha256 { s.hashes[content.key] = hash }
             let free = Self.freeName(s, name, isFolder: kind == .directory, parent: parentID, except: nil)
             s.items[id] = RemoteItem(id: id, parentID: parentID, name: free, kind: kind, size: content?.size ?? 0,
                                      createdNs: attributes.createdNs, modifiedNs: attributes.modifiedNs, changedNs: position,
@@ -194,6 +202,7 @@ final class InMemoryServer: ReplicaServer {
             }
             item.contentKey = content.key
             item.size = content.size
+            if let hash = content.sha256 { s.hashes[content.key] = hash }
             item.contentVersion += 1
             item.metadataVersion += 1
             item.modifiedNs = modifiedNs

@@ -144,3 +144,31 @@ final class SyncEngineTests: ReplicaTestCase {
 private extension String {
     var int64: Int64? { Int64(self) }
 }
+
+extension SyncEngineTests {
+    func testUploadsRecordTheirSHA256AndADamagedObjectIsRefusedWhenDownloaded() async throws {
+        startEngine()
+        _ = try await importFile("kept.txt", "the bytes as written")
+        try await waitForOutbox()
+        let key = try XCTUnwrap(server.tree()["kept.txt"]?.contentKey)
+        let recorded = try await server.expectedSHA256(key: key)
+        XCTAssertEqual(recorded, DownloadVerifier.sha256(ofFileAt: try staged("probe", "the bytes as written").path))
+
+        // Another replica's file whose object was replaced in the bucket after its upload.
+        objects.put("tree/objects/report", "from elsewhere")
+        let hash = DownloadVerifier.sha256(ofFileAt: try staged("probe2", "from elsewhere").path)
+        _ = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "report.txt", kind: .file,
+                                        attributes: RemoteItemAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1),
+                                        content: RemoteContent(key: "tree/objects/report", size: 14, sha256: hash))
+        try await waitUntil("the file is listed here") { (try? store.childItem(named: "report.txt", in: .rootContainer)) != nil }
+        objects.put("tree/objects/report", "from nowhere!!")   // same size, other bytes
+        XCTAssertThrowsError(try localText("report.txt"), "a damaged object is EIO for its reader") { error in
+            XCTAssertEqual((error as? ProviderError)?.errno, EIO, "\(error)")
+        }
+        let report = try store.childItem(named: "report.txt", in: .rootContainer)
+        XCTAssertFalse(report.isDownloaded, "none of it went into the store")
+        // Mended in the bucket: the next open fetches it again and it is used.
+        objects.put("tree/objects/report", "from elsewhere")
+        XCTAssertEqual(try localText("report.txt"), "from elsewhere")
+    }
+}

@@ -28,3 +28,15 @@ extension RemoteDatabase {
         }
     }
 }
+
+extension RemoteDatabase {
+    /// The SHA-256 the replica that uploaded `key` recorded (nil: not recorded, an older replica's).
+    package func expectedSHA256(key: String) async throws -> String? {
+        try await mapped { [self] in
+            let rows = try await client.query(
+                "SELECT sha256 FROM docfs_versions WHERE content_key = \(key) AND sha256 IS NOT NULL LIMIT 1", logger: logger)
+            for try await (hex) in rows.decode(String.self) { return hex }
+            return nil
+        }
+    }
+}

@@ -224,8 +224,8 @@ package final class RemoteDatabase: Sendable {
             for try await (v) in rows.decode(Int64.self) { id = v }
             if kind == .file {
                 try await conn.query("""
-                    INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns)
-                    VALUES (\(id), 1, \(content?.key), \(content?.size ?? 0), \(unescaped: now))
+                    INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns, sha256)
+                    VALUES (\(id), 1, \(content?.key), \(content?.size ?? 0), \(unescaped: now), \(content?.sha256))
                     """, logger: logger)
             }
             return (id, 1, 1)
@@ -255,8 +255,8 @@ package final class RemoteDatabase: Sendable {
                     """, logger: logger)
                 for try await (cv, mv) in rows.decode((Int64, Int64).self) {
                     try await conn.query("""
-                        INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns)
-                        VALUES (\(itemID), \(cv), \(content.key), \(content.size), \(unescaped: now))
+                        INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns, sha256)
+                        VALUES (\(itemID), \(cv), \(content.key), \(content.size), \(unescaped: now), \(content.sha256))
                         """, logger: logger)
                     return (itemID, cv, mv)
                 }
@@ -270,8 +270,8 @@ package final class RemoteDatabase: Sendable {
                 """, logger: logger)
             for try await (cv, mv) in rows.decode((Int64, Int64).self) {
                 try await conn.query("""
-                    INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns)
-                    VALUES (\(itemID), \(cv), \(content.key), \(content.size), \(unescaped: now))
+                    INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns, sha256)
+                    VALUES (\(itemID), \(cv), \(content.key), \(content.size), \(unescaped: now), \(content.sha256))
                     """, logger: logger)
                 return (itemID, cv, mv)
             }

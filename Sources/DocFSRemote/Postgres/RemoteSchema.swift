@@ -55,8 +55,11 @@
 /// Version 6 (`RemoteSchema+Replicas.swift`: a server that trusts no replica with its rules):
 /// the rules trigger on every column, no client-set flag, the layout's MIME words written through
 /// a function, the tree's identity (`docfs_meta.tree_id`), and a replica role's grants.
+///
+/// Version 7 (verified downloads): `docfs_versions.sha256`, the SHA-256 of the object as the
+/// replica that uploaded it read it; a replica checks every download against it (`expectedSHA256`).
 package enum RemoteSchema {
-    package static let latest = 6
+    package static let latest = 7
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -169,6 +172,10 @@ package enum RemoteSchema {
             """,
         ]),
         (6, replicaRuleStatements),
+        (7, [
+            // The SHA-256 of each version's object as its replica sent it: downloads are checked.
+            "ALTER TABLE docfs_versions ADD COLUMN IF NOT EXISTS sha256 text",
+        ]),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the

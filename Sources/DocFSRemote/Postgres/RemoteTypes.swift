@@ -126,9 +126,13 @@ package struct RemoteItemAttributes: Sendable, Equatable {
 package struct RemoteContent: Sendable, Equatable {
     package var key: String
     package var size: Int64
-    package init(key: String, size: Int64) {
+    /// SHA-256 (hex) of the object's bytes as the replica sent them: every download is checked
+    /// against it (nil: an older replica's version, not checked).
+    package var sha256: String?
+    package init(key: String, size: Int64, sha256: String? = nil) {
         self.key = key
         self.size = size
+        self.sha256 = sha256
     }
 }
 

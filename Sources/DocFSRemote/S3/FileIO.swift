@@ -1,3 +1,4 @@
+import Crypto
 import NIOCore
 import NIOPosix
 import SystemPackage
@@ -50,6 +51,23 @@ struct FileChunks: AsyncSequence, Sendable {
 }
 
 enum FileIO {
+    /// SHA-256 of the first `size` bytes of an open file, read 1 MiB at a time on NIO's
+    /// blocking-I/O pool; lowercase hex.
+    static func sha256(of fd: SystemPackage.FileDescriptor, size: Int64) async throws -> String {
+        try await NIOThreadPool.singleton.runIfActive {
+            var hasher = SHA256()
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            var offset: Int64 = 0
+            while offset < size {
+                let n = try buffer.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: offset, into: $0) }
+                if n == 0 { break }
+                hasher.update(data: buffer[0..<n])
+                offset += Int64(n)
+            }
+            return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        }
+    }
+
     static func size(of fd: SystemPackage.FileDescriptor) async throws -> Int64 {
         try await NIOThreadPool.singleton.runIfActive { try fd.seek(offset: 0, from: SystemPackage.FileDescriptor.SeekOrigin.end) }
     }

@@ -411,14 +411,18 @@ package final class S3Client: Sendable {
     /// there with the right size are not sent again; an upload that is gone starts over);
     /// `uploadStarted` is called with the upload ID before the first part is sent, so that the
     /// caller can record it durably and resume or abort it after a crash; `partUploaded` after
-    /// each part is in (the crash tests stop a replica there).
+    /// each part is in (the crash tests stop a replica there); `digest` hears the SHA-256 (hex)
+    /// of the file as uploaded.
     @discardableResult
     package func uploadFile(at path: FilePath, bucket: String, key: String, partSize: Int64 = 8 * 1024 * 1024,
                            resumeUploadID: String? = nil,
                            uploadStarted: @Sendable (String) async throws -> Void = { _ in },
-                           partUploaded: @Sendable (Int) -> Void = { _ in }) async throws -> String? {
+                           partUploaded: @Sendable (Int) -> Void = { _ in },
+                           digest: (@Sendable (String) -> Void)? = nil) async throws -> String? {
         try await withFile(path) { fd in
             let size = try await FileIO.size(of: fd)
+            // The SHA-256 of the bytes sent: read from the same open file, before they go.
+            if let digest { digest(try await FileIO.sha256(of: fd, size: size)) }
             var part = max(partSize, Self.minimumPartSize)
             if size > part * Int64(Self.maximumParts) { part = (size + Int64(Self.maximumParts) - 1) / Int64(Self.maximumParts) }
             if size <= part && resumeUploadID == nil {

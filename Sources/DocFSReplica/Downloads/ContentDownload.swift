@@ -41,6 +41,14 @@ final class ContentDownload: ContentTransfer {
     }
     private let work: Mutex<Work>
     private let fetch: Fetch
+    /// Checks the whole file once every byte is in (its SHA-256 against the server's record):
+    /// an answer is why it does not match, and the download fails with it.
+    private let verify: (@Sendable (String) async -> String?)?
+    /// Files up to one chunk reach their readers only after the check: not a byte of a damaged
+    /// object is served. Larger ones stream as they arrive (a reader far into a 10 GiB file need
+    /// not wait for all of it) and are checked whole at the end: what a reader took before is
+    /// not checked yet (blocks with hashes of their own would check it: issue 27's blocks).
+    private let holdsUntilVerified: Bool
     private let ended: @Sendable (ContentDownload, String?) -> Void
 
     /// How long a reader waits without a byte arriving before its read fails with EIO (the
@@ -68,7 +76,10 @@ final class ContentDownload: ContentTransfer {
 
     init(row: Int64, key: String, contentVersion: UInt64, size: Int64, path: String, chunkSize: Int64 = ContentDownload.chunkSize,
          stallTimeout: TimeInterval = ContentDownload.stallTimeout, retryDelays: [Duration] = [.milliseconds(500), .seconds(1), .seconds(2)],
-         fetch: @escaping Fetch, ended: @escaping @Sendable (ContentDownload, String?) -> Void) {
+         fetch: @escaping Fetch, verify: (@Sendable (String) async -> String?)? = nil,
+         ended: @escaping @Sendable (ContentDownload, String?) -> Void) {
+        self.verify = verify
+        holdsUntilVerified = verify != nil && size <= chunkSize
         self.row = row
         self.key = key
         self.contentVersion = contentVersion
@@ -125,8 +136,9 @@ final class ContentDownload: ContentTransfer {
             var problem: String?
             do {
                 written = try await fetch(start ..< size) { [self] n in
-                    // The bytes are right wherever they landed, claimed by this stream or not.
-                    arrival.arrived(start ..< start + n)
+                    // The bytes are right wherever they landed, claimed by this stream or not;
+                    // a file checked whole is shown to its readers only once it matched.
+                    if !holdsUntilVerified { arrival.arrived(start ..< start + n) }
                     return advance(id, to: start + n)
                 }
             } catch {
@@ -168,7 +180,12 @@ final class ContentDownload: ContentTransfer {
             }
             return false
         }
-        if report { ended(self, failure) }
+        if report {
+            var problem = failure
+            if problem == nil, let verify { problem = await verify(path) }
+            if problem == nil, holdsUntilVerified { arrival.arrived(0 ..< size) }
+            ended(self, problem)
+        }
     }
 
     /// A stream's bytes reached `end`: it claims the chunks they entered, and stops (false) at

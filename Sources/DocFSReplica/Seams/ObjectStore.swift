@@ -5,11 +5,13 @@ import DocFSRemote
 /// What the sync engine asks of the object storage (an S3-compatible server in a mount,
 /// `S3Client`), so that uploads and downloads can be tested against objects in memory.
 package protocol ObjectStore: Sendable {
-    /// Uploads a file whole (multipart above `partSize`); `partUploaded` hears each part.
+    /// Uploads a file whole (multipart above `partSize`); `partUploaded` hears each part, `digest`
+    /// the SHA-256 (hex) of the bytes sent.
     @discardableResult
     func uploadFile(at path: FilePath, bucket: String, key: String, partSize: Int64, resumeUploadID: String?,
                     uploadStarted: @Sendable (String) async throws -> Void,
-                    partUploaded: @Sendable (Int) -> Void) async throws -> String?
+                    partUploaded: @Sendable (Int) -> Void,
+                    digest: (@Sendable (String) -> Void)?) async throws -> String?
     /// Downloads an object (or an inclusive range) into a file, created or truncated.
     @discardableResult
     func getObject(bucket: String, key: String, range: ClosedRange<Int64>?, toFileAt path: FilePath,

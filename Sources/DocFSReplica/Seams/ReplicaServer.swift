@@ -31,6 +31,9 @@ package protocol ReplicaServer: Sendable {
     func untrashItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, types: [String]?) async throws -> AppliedChange
     func setAttributes(operationID: UUID, itemID: Int64, changes: RemoteAttributeChanges) async throws -> AppliedChange
 
+    /// The SHA-256 (hex) the uploading replica recorded for the object `key` (nil: none).
+    func expectedSHA256(key: String) async throws -> String?
+
     /// Objects about to be named by versions (gc spares them), and dropped once those are in.
     func recordUploadIntents(_ keys: [String]) async throws
     func dropUploadIntents(_ keys: [String]) async throws
