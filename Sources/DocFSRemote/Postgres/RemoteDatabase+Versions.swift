@@ -40,3 +40,22 @@ extension RemoteDatabase {
         }
     }
 }
+
+extension RemoteDatabase {
+    /// A content version's row. The SHA-256 column is named only when there is one to record,
+    /// so that the same code writes to a server set up before schema 7 (a test of an older one).
+    static func insertVersion(_ itemID: Int64, _ version: Int64, _ content: RemoteContent?, now: String,
+                              conn: PostgresConnection, logger: Logger) async throws {
+        if let sha256 = content?.sha256 {
+            try await conn.query("""
+                INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns, sha256)
+                VALUES (\(itemID), \(version), \(content?.key), \(content?.size ?? 0), \(unescaped: now), \(sha256))
+                """, logger: logger)
+        } else {
+            try await conn.query("""
+                INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns)
+                VALUES (\(itemID), \(version), \(content?.key), \(content?.size ?? 0), \(unescaped: now))
+                """, logger: logger)
+        }
+    }
+}

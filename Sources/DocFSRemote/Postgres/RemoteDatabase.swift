@@ -223,10 +223,7 @@ package final class RemoteDatabase: Sendable {
             var id: Int64 = 0
             for try await (v) in rows.decode(Int64.self) { id = v }
             if kind == .file {
-                try await conn.query("""
-                    INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns, sha256)
-                    VALUES (\(id), 1, \(content?.key), \(content?.size ?? 0), \(unescaped: now), \(content?.sha256))
-                    """, logger: logger)
+                try await Self.insertVersion(id, 1, content, now: now, conn: conn, logger: logger)
             }
             return (id, 1, 1)
         }
@@ -254,10 +251,7 @@ package final class RemoteDatabase: Sendable {
                     WHERE id = \(itemID) RETURNING content_version, metadata_version
                     """, logger: logger)
                 for try await (cv, mv) in rows.decode((Int64, Int64).self) {
-                    try await conn.query("""
-                        INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns, sha256)
-                        VALUES (\(itemID), \(cv), \(content.key), \(content.size), \(unescaped: now), \(content.sha256))
-                        """, logger: logger)
+                    try await Self.insertVersion(itemID, cv, content, now: now, conn: conn, logger: logger)
                     return (itemID, cv, mv)
                 }
             }
@@ -269,10 +263,7 @@ package final class RemoteDatabase: Sendable {
                 RETURNING content_version, metadata_version
                 """, logger: logger)
             for try await (cv, mv) in rows.decode((Int64, Int64).self) {
-                try await conn.query("""
-                    INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns, sha256)
-                    VALUES (\(itemID), \(cv), \(content.key), \(content.size), \(unescaped: now), \(content.sha256))
-                    """, logger: logger)
+                try await Self.insertVersion(itemID, cv, content, now: now, conn: conn, logger: logger)
                 return (itemID, cv, mv)
             }
             let item = try await Self.liveItem(itemID, conn: conn, logger: logger)
