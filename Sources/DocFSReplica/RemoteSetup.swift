@@ -17,6 +17,37 @@ package enum RemoteSetup {
         package var layoutSet: Bool
     }
 
+    /// The bucket answers with these credentials (one list, no prefix in the query: some
+    /// S3-compatible servers check the signature of `/` in query values wrongly), then `then`;
+    /// an S3 refusal of either is one line.
+    static func checkBucket(_ configuration: ReplicaConfiguration, _ s3: S3Client,
+                            then: () async throws -> Void) async throws {
+        do {
+            _ = try await s3.listObjects(bucket: configuration.bucket, maxKeys: 1)
+            try await then()
+        } catch let error as S3Error {
+            throw ReplicaConfiguration.Problem(SyncFailure(error, bucket: configuration.bucket).message)
+        }
+    }
+
+    /// The layout the tree uses: the server's when it has one (a different one given is
+    /// refused); else the one given, which the server keeps from now on. `set`: given here.
+    static func settleLayout(_ given: Layout?, _ database: RemoteDatabase) async throws -> (layout: Layout?, set: Bool) {
+        if let json = try await database.layout() {
+            let server = try JSONDecoder().decode(Layout.self, from: Data(json.utf8))
+            if let given, given != server {
+                throw ReplicaConfiguration.Problem("the server has a layout of its own already; leave out --layout to use it")
+            }
+            return (server, false)
+        }
+        guard let given else { return (nil, false) }
+        let json = String(decoding: try JSONEncoder().encode(given), as: UTF8.self)
+        do { _ = try await database.setLayout(operationID: UUID(), json: json) } catch RemoteError.notPermitted {
+            throw ReplicaConfiguration.Problem("the server has no layout and this role may not give it one: its owner runs `docfs init --remote … --layout FILE` or sets it up with `docfs remote setup --layout FILE`")
+        }
+        return (given, true)
+    }
+
     package static func run(configuration: ReplicaConfiguration, replicaRole: String?, password: String?,
                             layout: Layout?, logger: Logger) async throws -> Report {
         try await RemoteDatabase.probe(configuration.postgres)
@@ -25,24 +56,11 @@ package enum RemoteSetup {
             do { setup = try await database.setUp(replicaRole: replicaRole, password: password) } catch RemoteError.notPermitted(let why) {
                 throw ReplicaConfiguration.Problem("this role may not set the server up (\(why)): run it as the database's owner, with CREATEROLE for --replica-role")
             }
-            do {
-                _ = try await s3.listObjects(bucket: configuration.bucket, maxKeys: 1)
+            try await checkBucket(configuration, s3) {
                 try await TreeMarker.claim(tree: setup.treeID, database: configuration.postgres.database,
                                            configuration: configuration, objects: s3)
-            } catch let error as S3Error {
-                throw ReplicaConfiguration.Problem(SyncFailure(error, bucket: configuration.bucket).message)
             }
-            var layoutSet = false
-            if let layout {
-                if let json = try await database.layout() {
-                    let current = try JSONDecoder().decode(Layout.self, from: Data(json.utf8))
-                    if current != layout { throw ReplicaConfiguration.Problem("the server has a layout of its own already; leave out --layout") }
-                } else {
-                    let json = String(decoding: try JSONEncoder().encode(layout), as: UTF8.self)
-                    _ = try await database.setLayout(operationID: UUID(), json: json)
-                    layoutSet = true
-                }
-            }
+            let (_, layoutSet) = try await settleLayout(layout, database)
             return Report(schemaVersion: setup.schemaVersion, treeID: setup.treeID, replicaRole: setup.replicaRole,
                           createdRole: setup.createdRole, layoutSet: layoutSet)
         }

@@ -43,35 +43,17 @@ package enum ReplicaBootstrap {
                 throw ReplicaConfiguration.Problem(RemoteError.schemaTooOld(found: version, needed: RemoteSchema.latest).description)
             }
         }
-        do {
-            // No prefix in the query: some S3-compatible servers check signatures of `/` in query values wrongly.
-            _ = try await s3.listObjects(bucket: configuration.bucket, maxKeys: 1)
+        try await RemoteSetup.checkBucket(configuration, s3) {
             // One tree per prefix: a server with no change yet (or set up just now) claims it.
-            if let tree = try await database.treeID() {
-                let fresh = try await database.latestPosition() == 0
-                if setUpHere || fresh {
-                    try await TreeMarker.claim(tree: tree, database: configuration.postgres.database, configuration: configuration, objects: s3)
-                } else {
-                    try await TreeMarker.check(tree: tree, configuration: configuration, objects: s3)
-                }
-            }
-        } catch let error as S3Error {
-            throw ReplicaConfiguration.Problem(SyncFailure(error, bucket: configuration.bucket).message)
-        }
-        // The layout: the server's if it has one; else the one given here, which it then keeps.
-        var chosen = layout
-        if let json = try await database.layout() {
-            let serverLayout = try JSONDecoder().decode(Layout.self, from: Data(json.utf8))
-            if let layout, layout != serverLayout {
-                throw ReplicaConfiguration.Problem("the server has a layout of its own already; leave out --layout to use it")
-            }
-            chosen = serverLayout
-        } else if let layout {
-            let json = String(decoding: try JSONEncoder().encode(layout), as: UTF8.self)
-            do { _ = try await database.setLayout(operationID: UUID(), json: json) } catch RemoteError.notPermitted {
-                throw ReplicaConfiguration.Problem("the server has no layout and this role may not give it one: its owner runs `docfs init --remote … --layout FILE` or sets it up with `docfs remote setup --layout FILE`")
+            guard let tree = try await database.treeID() else { return }
+            let fresh = try await database.latestPosition() == 0
+            if setUpHere || fresh {
+                try await TreeMarker.claim(tree: tree, database: configuration.postgres.database, configuration: configuration, objects: s3)
+            } else {
+                try await TreeMarker.check(tree: tree, configuration: configuration, objects: s3)
             }
         }
+        let chosen = try await RemoteSetup.settleLayout(layout, database).layout
         // The layout's folders come from the server, under its identifiers (made there first by
         // the first replica), so that every replica names them alike.
         try LocalStore.create(at: url, layout: chosen, folders: false)

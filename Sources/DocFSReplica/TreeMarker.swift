@@ -6,10 +6,7 @@ import DocFSRemote
 /// gc, which refuse, in one line, a prefix that belongs to another tree or has lost its marker
 /// while the database has a tree.
 package enum TreeMarker {
-    package static func key(prefix: String) -> String {
-        let trimmed = prefix.split(separator: "/").joined(separator: "/")
-        return trimmed.isEmpty ? "docfs-tree.json" : "\(trimmed)/docfs-tree.json"
-    }
+    package static func key(prefix: String) -> String { ContentObjectKey.under(prefix: prefix, "docfs-tree.json") }
 
     struct Marker: Codable { var tree: String; var database: String? }
 

@@ -17,6 +17,14 @@ enum MountTable {
         }
     }
 
+    /// The store behind the docfs mount that holds `path` (the kernel shows it as docfs:STORE).
+    static func store(holding path: String) -> String? {
+        let p = canonical(path)
+        let mounts = entries().filter { $0.type == "fuse.docfs" && (p == $0.mountpoint || p.hasPrefix($0.mountpoint == "/" ? "/" : $0.mountpoint + "/")) }
+        guard let entry = mounts.max(by: { $0.mountpoint.count < $1.mountpoint.count }), entry.source.hasPrefix("docfs:") else { return nil }
+        return String(entry.source.dropFirst("docfs:".count))
+    }
+
     static func entry(at mountpoint: String) -> Entry? {
         entries().last { $0.mountpoint == mountpoint }
     }

@@ -49,7 +49,7 @@ struct New: ParsableCommand {
         guard Info.attribute(folder, "user.docfs.identifier") != nil else {
             throw UserFacingError("docfs: \(folder) is not inside a docfs mount")
         }
-        let store = New.store(of: folder)
+        let store = MountTable.store(holding: folder)
         guard let template = Templates.find(type, store: store) else {
             throw UserFacingError("docfs: no template for '\(type)': give a text, Markdown or JSON type, a package type, or name a template for it in the layout (types: - identifier: … template: FILE)")
         }
@@ -134,13 +134,6 @@ struct New: ParsableCommand {
         return 0
     }
 
-    /// The store behind the docfs mount that holds `path` (the kernel shows it as docfs:STORE).
-    static func store(of path: String) -> String? {
-        let p = MountTable.canonical(path)
-        let mounts = MountTable.entries().filter { $0.type == "fuse.docfs" && (p == $0.mountpoint || p.hasPrefix($0.mountpoint == "/" ? "/" : $0.mountpoint + "/")) }
-        guard let entry = mounts.max(by: { $0.mountpoint.count < $1.mountpoint.count }), entry.source.hasPrefix("docfs:") else { return nil }
-        return String(entry.source.dropFirst("docfs:".count))
-    }
 }
 
 /// Templates for `docfs new`: the store's own (written at `docfs init`), then the built-in ones.

@@ -22,12 +22,9 @@ struct Versions: ParsableCommand {
     /// The store of the mount `path` is in, and the item's server identifier.
     static func locate(_ path: String) throws -> (store: String, itemID: Int64, configuration: ReplicaConfiguration) {
         try CacheCommand.requireMounted(path)
-        let canonical = MountTable.canonical(path)
-        guard let mount = MountTable.entries().filter({ $0.source.hasPrefix("docfs:") && (canonical == $0.mountpoint || canonical.hasPrefix($0.mountpoint == "/" ? "/" : $0.mountpoint + "/")) })
-                .max(by: { $0.mountpoint.count < $1.mountpoint.count }) else {
+        guard let store = MountTable.store(holding: path) else {
             throw UserFacingError("docfs: \(path): cannot tell which store is mounted there")
         }
-        let store = String(mount.source.dropFirst("docfs:".count))
         guard let link = try? LocalStore.remoteLink(at: URL(fileURLWithPath: store)) else {
             throw UserFacingError("docfs: \(path) is in a mount of \(store), which is not a replica of a server")
         }

@@ -111,8 +111,11 @@ final class InMemoryServer: ReplicaServer {
         state.withLock { $0.listeners[id] = notified }
         defer { _ = state.withLock { $0.listeners.removeValue(forKey: id) } }
         listening()
-        // Until cancelled: notifications arrive through `listeners`.
-        while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(50)) }
+        // Until cancelled (an AsyncStream's iteration ends then): notifications arrive through
+        // `listeners`, called by the operations themselves.
+        let (parked, continuation) = AsyncStream<Never>.makeStream()
+        for await _ in parked {}
+        continuation.finish()
     }
 
     // MARK: Operations

@@ -62,7 +62,7 @@ class ReplicaTestCase: XCTestCase {
         let deadline = ContinuousClock.now + timeout
         while try !condition() {
             if ContinuousClock.now > deadline { XCTFail("timed out waiting until \(what)"); return }
-            try await Task.sleep(for: .milliseconds(10))
+            try await Task.sleep(for: .milliseconds(10))  // the poll interval, within the deadline
         }
     }
 

@@ -59,7 +59,7 @@ final class OwnershipStoreTests: StoreTestCase {
     /// test that wants a later time waits until the clock has moved past `time`.
     func waitForTheClock(toPass time: FileTime, file: StaticString = #filePath, line: UInt = #line) {
         let deadline = Date().addingTimeInterval(2)
-        while FileTime.now() <= time, Date() < deadline { usleep(500) }
+        while FileTime.now() <= time, Date() < deadline { usleep(500) }  // the poll interval, within the deadline: the coarse clock ticks every few ms
         XCTAssertGreaterThan(FileTime.now(), time, "the clock did not move in 2 s", file: file, line: line)
     }
 

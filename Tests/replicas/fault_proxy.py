@@ -36,6 +36,8 @@ class FaultProxy:
         if delay is not None:
             self.delay = delay
         self.mode = mode
+        # A stalled pipe waits on this event (in the proxy's loop), set when the stall is lifted.
+        self._loop.call_soon_threadsafe(self._flowing.clear if mode == "stall" else self._flowing.set)
 
     def cut(self):
         """Closes every open connection (both sides), as a reset link does."""
@@ -65,6 +67,8 @@ class FaultProxy:
 
     def _run(self):
         asyncio.set_event_loop(self._loop)
+        self._flowing = asyncio.Event()
+        self._flowing.set()
         self._server = self._loop.run_until_complete(asyncio.start_server(self._accept, "127.0.0.1", 0))
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
@@ -91,11 +95,12 @@ class FaultProxy:
                 data = await reader.read(65536)
                 if not data:
                     break
-                # Stalled: bytes wait (bounded: a stall is lifted by the test within seconds).
-                waited = 0.0
-                while self.mode == "stall" and waited < 120:
-                    await asyncio.sleep(0.05)  # polls the mode: the test lifts a stall within seconds
-                    waited += 0.05
+                # Stalled: bytes wait until the test lifts the stall (bounded: 120 s at most).
+                if self.mode == "stall":
+                    try:
+                        await asyncio.wait_for(self._flowing.wait(), 120)
+                    except asyncio.TimeoutError:
+                        pass
                 if self.mode == "delay":
                     await asyncio.sleep(self.delay)  # the point of the delay mode: a slow link
                 writer.write(data)

@@ -34,6 +34,7 @@ started. Closes with "N passed, N failed".
 import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -42,6 +43,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fault_proxy import FaultProxy  # noqa: E402
+from two_replicas import wait_for_quiet as shared_wait_for_quiet  # noqa: E402
 from two_replicas import (ADMIN_URL, AWS, DOCFS, ENV, PSQL, S3_ENDPOINT, SERVERS, database_url,  # noqa: E402
                           log_tail, run, run_seeds, s3check, status, tree)
 
@@ -68,7 +70,7 @@ class Holder:
             self.proc = subprocess.Popen([sys.executable, HOLD, path, "trunc", token, self.go], stdout=out, stderr=out)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and self.proc.poll() is None and "ready" not in self.output():
-            time.sleep(0.02)
+            time.sleep(0.02)  # the poll interval of its output file, within the deadline
         self.ready = "ready" in self.output()
 
     def output(self):
@@ -299,14 +301,16 @@ class Round:
             return
         self.faults["kill-9"] += 1
         self.log.append("   [kill -9 %s]" % r.name)
+        # The daemon is not this process's child: its end is awaited through a pidfd (readable
+        # once it has exited), at most 10 s.
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            pidfd = None
         os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-                time.sleep(0.02)
-            except ProcessLookupError:
-                break
+        if pidfd is not None:
+            select.select([pidfd], [], [], 10)
+            os.close(pidfd)
         # Its writers' close() fails (the mount is gone): nothing of theirs was promised.
         for h in r.holders:
             h.close()
@@ -328,18 +332,8 @@ class Round:
 
 
 def wait_for_quiet(mounts, timeout=300):
-    deadline = time.monotonic() + timeout
-    quiet, last = 0, None
-    while time.monotonic() < deadline:
-        last = [status(m) for m in mounts]
-        if all(s is not None and s.get("pending") == 0 and s.get("incoming") == 0 and s.get("setAside", 0) == 0 for s in last):
-            quiet += 1
-            if quiet >= 3:
-                return
-        else:
-            quiet = 0
-        time.sleep(0.5)
-    raise AssertionError("the replicas did not settle in %d s: %s" % (timeout, last))
+    """Nothing to send or apply on any mount, and nothing set aside."""
+    return shared_wait_for_quiet(mounts, timeout, fields=("pending", "incoming", "setAside"))
 
 
 def server_contents(database, bucket):

@@ -76,19 +76,22 @@ def status(mnt):
         return None
 
 
-def wait_for_quiet(mounts, timeout=240):
+def wait_for_quiet(mounts, timeout=240, fields=("pending", "incoming")):
+    """Waits, with a deadline, until every mount's status shows 0 for `fields` three times in a
+    row half a second apart: the spacing is the point (a sync between two looks would otherwise
+    pass for quiet)."""
     deadline = time.monotonic() + timeout
     quiet = 0
     last = None
     while time.monotonic() < deadline:
         last = [status(m) for m in mounts]
-        if all(s is not None and s.get("pending") == 0 and s.get("incoming") == 0 for s in last):
+        if all(s is not None and all(s.get(f, 0) == 0 for f in fields) for s in last):
             quiet += 1
             if quiet >= 3:
                 return
         else:
             quiet = 0
-        time.sleep(0.5)
+        time.sleep(0.5)  # the spacing between looks (see above), within the deadline
     raise AssertionError("the replicas did not settle in %d s: %s" % (timeout, last))
 
 

@@ -19,8 +19,11 @@ package enum ContentObjectKey {
     }
 
     /// `PREFIX/objects/`: where every content object of the tree lives (what gc lists).
-    package static func folder(prefix: String) -> String {
+    package static func folder(prefix: String) -> String { under(prefix: prefix, "objects/") }
+
+    /// `name` under the tree's prefix (its slashes at either end dropped; none: the bucket's top).
+    package static func under(prefix: String, _ name: String) -> String {
         let trimmed = prefix.split(separator: "/").joined(separator: "/")
-        return trimmed.isEmpty ? "objects/" : "\(trimmed)/objects/"
+        return trimmed.isEmpty ? name : "\(trimmed)/\(name)"
     }
 }
