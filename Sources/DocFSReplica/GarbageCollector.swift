@@ -24,6 +24,14 @@ package struct GarbageReport: Sendable, Codable, Equatable {
     package var operations = 0
     package var versionRows = 0
     package var tombstones = 0
+    /// Blocks (schema 8): manifests dropped, blocks no manifest names any more, packs deleted
+    /// (nothing in them) or rewritten (mostly dead), and the bytes that frees.
+    package var manifests = 0
+    package var blocks = 0
+    package var blockBytes: Int64 = 0
+    package var packsDeleted = 0
+    package var packsRewritten = 0
+    package var packBytes: Int64 = 0
     package var dryRun = false
 }
 
@@ -83,14 +91,24 @@ package struct GarbageCollector: Sendable {
             try await TreeMarker.check(tree: tree, configuration: configuration, objects: s3)
         }
         let versionCutoffNs = nowNs - max(graceNs, Int64(Self.seconds(keepVersions) * 1e9))
+        let manifests = ContentObjectKey.under(prefix: configuration.prefix, "manifests/")
         for version in try await database.garbageVersions(before: versionCutoffNs)
-        where version.key.hasPrefix(folder) && seen.insert(version.key).inserted {
+        where (version.key.hasPrefix(folder) || version.key.hasPrefix(manifests)) && seen.insert(version.key).inserted {
             report.versions += 1
             report.versionBytes += version.size
             guard !dryRun else { continue }
-            try await s3.deleteObject(bucket: bucket, key: version.key)
-            try await database.markCollected(key: version.key)
+            if version.key.hasPrefix(manifests) {
+                // Its blocks go below, once no other manifest names them.
+                try await database.markCollected(key: version.key)
+                try await database.dropManifests([version.key])
+                report.manifests += 1
+            } else {
+                try await s3.deleteObject(bucket: bucket, key: version.key)
+                try await database.markCollected(key: version.key)
+            }
         }
+        try await PackCollector(database: database, s3: s3, bucket: bucket, prefix: configuration.prefix, logger: logger)
+            .collect(cutoff: cutoff, cutoffNs: cutoffNs, dryRun: dryRun, report: &report)
 
         // Objects under PREFIX/objects/ that nothing names, a page at a time. The listing asks
         // for the prefix's first segment only and filters here: moto refuses the signature of a
@@ -135,7 +153,8 @@ package struct GarbageCollector: Sendable {
         logger.notice("""
             gc of s3://\(bucket)/\(folder)\(dryRun ? " (dry run)" : ""): \(report.versions) old version(s), \
             \(report.leftovers) left-over object(s), \(report.recentKept) recent object(s) kept, \
-            \(report.abandonedUploads) abandoned multipart upload(s), \
+            \(report.abandonedUploads) abandoned multipart upload(s), \(report.blocks) block(s) in \(report.packsDeleted) pack(s) \
+            deleted and \(report.packsRewritten) rewritten, \
             \(report.logEntries) change log entries trimmed
             """)
         return report

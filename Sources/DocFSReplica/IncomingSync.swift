@@ -192,7 +192,7 @@ actor IncomingSync {
         guard !items.isEmpty else { return [:] }
         let staging = store.stagingDirectory.path
         let bucket = self.bucket
-        let s3 = self.s3
+        let fetcher = ContentFetcher(server: database, objects: s3, bucket: bucket, logger: logger)
         let verifier = self.verifier
         var results: [Int64: String] = [:]
         var index = 0
@@ -205,7 +205,7 @@ actor IncomingSync {
                     let path = staging + "/incoming-\(item.row)-\(UUID().uuidString)"
                     group.addTask {
                         do {
-                            _ = try await s3.getObject(bucket: bucket, key: key, range: nil, toFileAt: FilePath(path), progress: nil)
+                            try await fetcher.download(key: key, to: path)
                             if let problem = await verifier?.check(path, key: key) { throw DownloadVerifier.Mismatch(message: problem) }
                         } catch {
                             unlink(path)

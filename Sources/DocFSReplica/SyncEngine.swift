@@ -37,9 +37,10 @@ package final class SyncEngine: Sendable {
     let follower: ChangeFollower
     /// Every download checked against the SHA-256 its uploader recorded.
     let verifier: DownloadVerifier
-    /// Entries read at a time, and sent per chunk (uploads of a chunk run together).
+    /// Entries read at a time, and sent per chunk (a chunk's blocks share packs).
     static let batchSize = 128
-    static let chunkSize = 8
+    static let chunkSize = 128
+    static let chunkBytes: Int64 = 64 << 20
     static let partSize: Int64 = 16 * 1024 * 1024
     let timing: RetryTiming
 
@@ -89,12 +90,12 @@ package final class SyncEngine: Sendable {
         // Files on the server only are downloaded when opened, by this engine's client.
         let (s3, bucket) = (self.s3, configuration.bucket)
         let verifier = self.verifier
+        let fetcher = ContentFetcher(server: incomingDatabase, objects: s3, bucket: bucket, logger: logger)
         store.setContentTransfers { request, ended in
             ContentDownload(row: request.row, key: request.key, contentVersion: request.contentVersion, size: request.size,
                             path: request.path,
                             fetch: { range, progress in
-                                try await s3.getObject(bucket: bucket, key: request.key, range: range,
-                                                       intoFileAt: FilePath(request.path), progress: progress)
+                                try await fetcher.fetch(key: request.key, range: range, intoFileAt: FilePath(request.path), progress: progress)
                             },
                             verify: { path in await verifier.check(path, key: request.key) },
                             ended: { download, failure in ended(download, failure) })
@@ -237,6 +238,17 @@ package final class SyncEngine: Sendable {
         while start < entries.count {
             try Task.checkCancellation()
             var end = min(start + Self.chunkSize, entries.count)
+            // A chunk's packs go up before any of its versions: a few large files end it early,
+            // so that other replicas see the first of them before the last is sent.
+            var bytes: Int64 = 0
+            for index in start..<end where entries[index].kind == .create || entries[index].kind == .content {
+                var st = stat()
+                if let url = store.contentURL(of: LocalStore.identifier(forRow: store.currentRow(entries[index].row))),
+                   stat(url.path, &st) == 0 {
+                    bytes += Int64(st.st_size)
+                }
+                if bytes >= Self.chunkBytes { end = index + 1; break }
+            }
             // A file's next content version joins the chunk its create or last version is in, so
             // the two share one upload (a chunk may grow to twice its size for it).
             var files = Set(entries[start..<end].filter { $0.kind == .create || $0.kind == .content }.map { store.currentRow($0.row) })
@@ -247,7 +259,7 @@ package final class SyncEngine: Sendable {
             }
             let chunk = Array(entries[start..<end])
             start += chunk.count
-            let (contents, refusedUploads) = try await upload(chunk)
+            let (contents, refusedUploads, uploadedBytes) = try await upload(chunk)
             // The uploads are in; their intents are renewed (server time) right before the
             // versions that name them are committed, so that gc spares them however long the
             // uploads took, and dropped once those are in.
@@ -317,15 +329,10 @@ package final class SyncEngine: Sendable {
             if !refresh.isEmpty {
                 do { try await incoming.refresh(refresh) } catch { follower.wake.signal() }
             }
-            // Bytes uploaded: once per object, however many versions name it.
-            var counted: Set<String> = []
-            let sentBytes = completions.reduce(Int64(0)) { sum, completion in
-                guard let content = contents[completion.entry.seq], counted.insert(content.key).inserted else { return sum }
-                return sum + content.size
-            }
             progress.withLock { p in
                 p.sent += completions.count
-                p.noteUploaded(sentBytes)
+                // Bytes sent in packs: blocks the server had already cost nothing.
+                p.noteUploaded(uploadedBytes)
                 p.online = true
                 if failure == nil { p.lastError = nil }
             }
@@ -333,17 +340,17 @@ package final class SyncEngine: Sendable {
         }
     }
 
-    /// Uploads the contents a chunk's creates and content changes carry, together. Keyed by seq.
-    /// An upload the object storage refused for one file (not unreachable, not the credentials,
-    /// not full) is answered in `refused`, keyed by seq, and its entries are set aside.
-    func upload(_ chunk: [OutboxEntry]) async throws -> (contents: [Int64: RemoteContent], refused: [Int64: String]) {
+    /// Uploads the contents a chunk's creates and content changes carry, together, as blocks
+    /// (`BlockUploader`). Keyed by seq. An upload the object storage refused (not unreachable,
+    /// not the credentials, not full) is answered in `refused`, keyed by seq, and its entries
+    /// are set aside.
+    func upload(_ chunk: [OutboxEntry]) async throws -> (contents: [Int64: RemoteContent], refused: [Int64: String], bytes: Int64) {
         let wanted = chunk.filter { entry in
             (entry.kind == .create && entry.details.kind == .file) || entry.kind == .content
         }
-        guard !wanted.isEmpty else { return ([:], [:]) }
+        guard !wanted.isEmpty else { return ([:], [:], 0) }
         // Each upload sends the file as it is now, so a file's create and content changes in one
-        // chunk (a new file and what was written into it) share one upload: each version names
-        // the same object (gc keeps an object while a live item names it).
+        // chunk (a new file and what was written into it) share one manifest: each version names it.
         var byRow: [Int64: [OutboxEntry]] = [:]
         var order: [Int64] = []
         for entry in wanted {
@@ -351,43 +358,19 @@ package final class SyncEngine: Sendable {
             if byRow[row] == nil { order.append(row) }
             byRow[row, default: []].append(entry)
         }
-        // Recorded before any byte goes up: gc never takes an object whose version is still to
-        // come (S3 dates a multipart object at its upload's start, so age alone cannot tell).
-        let keys = order.compactMap { row in byRow[row].map { ContentObjectKey.make(prefix: configuration.prefix, operationID: $0[0].id) } }
-        try await database.recordUploadIntents(keys)
-        return try await withThrowingTaskGroup(of: ([Int64], RemoteContent?, String?).self) { group in
-            for row in order {
-                let entries = byRow[row]!
-                guard let url = store.contentURL(of: LocalStore.identifier(forRow: row)) else { continue }
-                let key = ContentObjectKey.make(prefix: configuration.prefix, operationID: entries[0].id)
-                group.addTask { [s3, configuration] in
-                    var st = stat()
-                    // Gone: the item was deleted since (its delete follows); nothing to upload.
-                    guard stat(url.path, &st) == 0 else { return (entries.map(\.seq), nil, nil) }
-                    let sha256 = Mutex<String?>(nil)
-                    do {
-                        try await s3.uploadFile(at: FilePath(url.path), bucket: configuration.bucket, key: key, partSize: Self.partSize,
-                                                resumeUploadID: nil, uploadStarted: { _ in },
-                                                partUploaded: { _ in FaultInjection.point(.uploadPart) },  // test-only (DOCFS_FAULT)
-                                                digest: { hex in sha256.withLock { $0 = hex } })
-                    } catch {
-                        let sorted = SyncFailure(error, bucket: configuration.bucket)
-                        guard sorted.setsAside else { throw error }
-                        return (entries.map(\.seq), nil, sorted.message)
-                    }
-                    return (entries.map(\.seq), RemoteContent(key: key, size: Int64(st.st_size), sha256: sha256.withLock { $0 }), nil)
-                }
-            }
-            var contents: [Int64: RemoteContent] = [:]
-            var refused: [Int64: String] = [:]
-            for try await (seqs, content, refusal) in group {
-                if let content { for seq in seqs { contents[seq] = content } }
-                if let refusal { for seq in seqs { refused[seq] = refusal } }
-            }
-            return (contents, refused)
+        let files = order.compactMap { row -> BlockUploader.File? in
+            guard let entries = byRow[row], let url = store.contentURL(of: LocalStore.identifier(forRow: row)) else { return nil }
+            return BlockUploader.File(seqs: entries.map(\.seq),
+                                      manifestKey: ContentObjectKey.manifest(prefix: configuration.prefix, operationID: entries[0].id),
+                                      path: url.path)
         }
+        // Recorded before any block goes up (renewed right before the versions are committed):
+        // gc keeps a manifest, and so its blocks, while no version names it yet.
+        try await database.recordUploadIntents(files.map(\.manifestKey))
+        let uploader = BlockUploader(server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix, logger: logger)
+        let result = try await uploader.upload(files)
+        return (result.contents, result.refused, result.uploadedBytes)
     }
-
 
     /// The item's content type and what it conforms to, nearest first, for the server's check of
     /// its layout's rules; nil when the item is gone here.

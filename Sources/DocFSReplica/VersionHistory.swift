@@ -39,7 +39,8 @@ package enum VersionHistory {
                 throw ReplicaConfiguration.Problem("version \(number) was removed by `docfs remote gc` (older than --keep-versions)")
             }
             if let key = version.key {
-                try await s3.getObject(bucket: configuration.bucket, key: key, range: nil, toFileAt: FilePath(path), progress: nil)
+                try await ContentFetcher(server: database, objects: s3, bucket: configuration.bucket, logger: logger)
+                    .download(key: key, to: path)
             } else {
                 FileManager.default.createFile(atPath: path, contents: Data())
             }

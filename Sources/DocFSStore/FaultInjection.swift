@@ -13,9 +13,9 @@ import Synchronization
 ///     DOCFS_FAULT=import-commit:abort@3    … on the third import
 ///     DOCFS_FAULT=modify-commit:abort[@N]  die after a new content version was renamed over the
 ///                                          stored contents and before its row is committed
-///     DOCFS_FAULT=upload-part:abort[@N]    a replica dies once the Nth part of a multipart upload
-///                                          is in the bucket (the upload open, its version not yet
-///                                          on PostgreSQL)
+///     DOCFS_FAULT=upload-part:abort[@N]    a replica dies once the Nth pack is in the bucket and
+///                                          its blocks recorded (the files' versions not yet on
+///                                          PostgreSQL)
 ///     DOCFS_FAULT=upload-done:wait[@N]     a replica's Nth chunk of uploads is in the bucket and
 ///                                          its versions are not yet on PostgreSQL: it waits there
 ///                                          until the file DOCFS_FAULT_RELEASE exists (at most 5 min)

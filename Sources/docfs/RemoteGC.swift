@@ -32,7 +32,7 @@ struct RemoteGC: ParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Count what would be removed; remove nothing.")
     var dryRun = false
 
-    @Flag(help: "Print one JSON object (versions, versionBytes, leftovers, leftoverBytes, recentKept, abandonedUploads, logEntries, dryRun).")
+    @Flag(help: "Print one JSON object (versions, versionBytes, leftovers, leftoverBytes, recentKept, abandonedUploads, logEntries, manifests, blocks, blockBytes, packsDeleted, packsRewritten, packBytes, dryRun).")
     var json = false
 
     func validate() throws {
@@ -68,7 +68,9 @@ struct RemoteGC: ParsableCommand {
             return
         }
         let verb = dryRun ? "would remove" : "removed"
-        print("\(verb) \(report.versions) object(s) of old versions (\(Status.bytesText(report.versionBytes)))")
+        print("\(verb) \(report.versions) old version(s) (\(Status.bytesText(report.versionBytes)))")
+        print("\(verb) \(report.packsDeleted) pack(s) no block is in, \(dryRun ? "would rewrite" : "rewrote") \(report.packsRewritten) mostly dead (\(Status.bytesText(report.packBytes)) freed)")
+        if !dryRun { print("removed \(report.blocks) block(s) no kept version names (\(Status.bytesText(report.blockBytes)))") }
         print("\(verb) \(report.leftovers) left-over object(s) (\(Status.bytesText(report.leftoverBytes)))")
         print("\(dryRun ? "would abort" : "aborted") \(report.abandonedUploads) multipart upload(s) never finished")
         if report.recentKept > 0 { print("kept \(report.recentKept) object(s) newer than the grace period (\(grace))") }

@@ -336,16 +336,45 @@ final class RemoteMount {
         return list.compactMap { $0["key"] as? String }
     }
 
-    /// size and sha256 of each object, read back with boto3.
+    /// Every manifest on the server (versions made of blocks): its blocks in order, as
+    /// [pack, offset, length].
+    func manifests() throws -> [String: [[Any]]] {
+        let rows = try servers.psql(databaseURL, """
+            SELECT m.key, b.pack_key, b.pack_offset, b.length FROM docfs_manifests m
+            LEFT JOIN docfs_manifest_blocks mb ON mb.key = m.key LEFT JOIN docfs_blocks b ON b.hash = mb.hash
+            ORDER BY m.key, mb.ordinal
+            """)
+        var out: [String: [[Any]]] = [:]
+        for row in rows {
+            guard let key = row[0] else { continue }
+            if out[key] == nil { out[key] = [] }
+            if let pack = row[1], let offset = row[2].flatMap({ Int($0) }), let length = row[3].flatMap({ Int($0) }) {
+                out[key]!.append([pack, offset, length])
+            }
+        }
+        return out
+    }
+
+    /// size and sha256 of each version's contents (an object, or blocks cut from their packs),
+    /// read back with boto3.
     func digests(_ keys: [String]) throws -> [String: (size: Int64, sha256: String)] {
         guard !keys.isEmpty else { return [:] }
-        let file = fx.dir + "/keys-\(UUID().uuidString).json"
-        try JSONSerialization.data(withJSONObject: keys).write(to: URL(fileURLWithPath: file))
-        defer { try? FileManager.default.removeItem(atPath: file) }
-        guard let answer = try servers.s3check(["digest", bucket, file]) as? [String: [String: Any]] else {
-            throw FixtureError("bad digest answer")
+        let all = try manifests()
+        let blockKeys = keys.filter { all[$0] != nil }
+        let objectKeys = keys.filter { all[$0] == nil }
+        var out: [String: (size: Int64, sha256: String)] = [:]
+        for request in [objectKeys as Any, Dictionary(uniqueKeysWithValues: blockKeys.map { ($0, all[$0]!) }) as Any] {
+            if let list = request as? [String], list.isEmpty { continue }
+            if let map = request as? [String: [[Any]]], map.isEmpty { continue }
+            let file = fx.dir + "/keys-\(UUID().uuidString).json"
+            try JSONSerialization.data(withJSONObject: request).write(to: URL(fileURLWithPath: file))
+            defer { try? FileManager.default.removeItem(atPath: file) }
+            guard let answer = try servers.s3check(["digest", bucket, file]) as? [String: [String: Any]] else {
+                throw FixtureError("bad digest answer")
+            }
+            for (key, d) in answer { out[key] = ((d["size"] as? NSNumber)?.int64Value ?? -1, d["sha256"] as? String ?? "") }
         }
-        return answer.mapValues { (($0["size"] as? NSNumber)?.int64Value ?? -1, $0["sha256"] as? String ?? "") }
+        return out
     }
 
     // MARK: the local tree
@@ -441,13 +470,20 @@ final class RemoteMount {
             GROUP BY content_key HAVING count(DISTINCT item_id) > 1 ORDER BY 1 LIMIT 10
             """)
         XCTAssertEqual(shared.count, 0, "objects named by versions of more than one item: \(shared)", file: file, line: line)
+        // Versions name objects (before schema 8) or manifests, whose blocks are in packs.
         let versionKeys = Set(try servers.psql(databaseURL, "SELECT DISTINCT content_key FROM docfs_versions WHERE content_key IS NOT NULL")
             .compactMap { $0.first ?? nil })
-        let objectKeys = try objects().map(\.key)
-        let orphans = Set(objectKeys).subtracting(versionKeys).sorted()
-        let lost = versionKeys.subtracting(objectKeys).sorted()
-        XCTAssert(orphans.isEmpty, "\(orphans.count) objects no version refers to (\(objectKeys.count) objects, \(versionKeys.count) keys named): \(orphans.prefix(5))", file: file, line: line)
-        XCTAssert(lost.isEmpty, "\(lost.count) versions whose object is missing: \(lost.prefix(5))", file: file, line: line)
+        let manifests = try manifests()
+        let packKeys = Set(manifests.values.flatMap { $0.compactMap { $0.first as? String } })
+        let objectKeys = Set(try objects().map(\.key))
+        let orphans = objectKeys.subtracting(versionKeys).subtracting(packKeys).sorted()
+        let lost = versionKeys.subtracting(objectKeys).subtracting(manifests.keys).sorted()
+        let lostPacks = packKeys.subtracting(objectKeys).sorted()
+        XCTAssert(orphans.isEmpty, "\(orphans.count) objects no version or block refers to (\(objectKeys.count) objects, \(versionKeys.count) keys named): \(orphans.prefix(5))", file: file, line: line)
+        XCTAssert(lost.isEmpty, "\(lost.count) versions whose object or manifest is missing: \(lost.prefix(5))", file: file, line: line)
+        XCTAssert(lostPacks.isEmpty, "\(lostPacks.count) packs blocks are in are missing: \(lostPacks.prefix(5))", file: file, line: line)
+        let unnamed = try count("SELECT count(*) FROM docfs_manifests m WHERE NOT EXISTS (SELECT 1 FROM docfs_versions v WHERE v.content_key = m.key)")
+        XCTAssertEqual(unnamed, 0, "manifests no version names (recorded twice?)", file: file, line: line)
         let open = try unfinishedUploads()
         XCTAssert(open.isEmpty, "multipart uploads left open: \(open.prefix(5))", file: file, line: line)
     }

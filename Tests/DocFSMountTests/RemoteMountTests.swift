@@ -187,25 +187,28 @@ final class RemoteMountTests: RemoteMountTestCase {
         try r.assertNothingDoubled(expectedItems: items + 1)   // + the folder `tree`
     }
 
-    /// A replica that dies while a multipart upload has some of its parts (DOCFS_FAULT stops it
-    /// right after the first part is in: the upload open, the file's create not yet on
-    /// PostgreSQL, whatever the machine's speed): after the remount that upload is finished or
-    /// aborted, never left open, and the file's object is whole and the only one.
-    func testKill9InTheMiddleOfAMultipartUploadLeavesNoOpenUpload() throws {
+    /// A replica that dies once the first pack of a file is in the bucket (DOCFS_FAULT stops it
+    /// right after that pack's blocks are recorded: the file's create not yet on PostgreSQL,
+    /// whatever the machine's speed): after the remount the blocks already in are not sent
+    /// again, and the file reads back whole.
+    func testKill9InTheMiddleOfAnUploadSendsOnlyWhatIsMissing() throws {
         let r = try makeRemote(mount: false)
         try r.fx.mount(env: ["DOCFS_FAULT": "upload-part:abort"])
-        // 40 MiB: three parts of 16 MiB; the daemon dies once the first is in.
+        // 40 MiB: five packs of about 8 MiB; the daemon dies once the first is in.
         let dd = r.fx.sh("mkdir -p src && dd if=/dev/urandom of=src/big.bin bs=1M count=40 status=none && cp src/big.bin mnt/big.bin", timeout: 120)
         XCTAssertEqual(dd.status, 0, "cp into the mount: \(dd)")
         XCTAssertEqual(r.fx.waitForDaemonExit(seconds: 60), 134, "the daemon did not stop at the fault point; log:\n\(r.fx.log)")
-        XCTAssertEqual(try r.unfinishedUploads().count, 1, "the upload cut after its first part")
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_items WHERE parent_id IS NOT NULL"), 0,
-                       "the file reached PostgreSQL before its upload was complete")
+                       "the file reached PostgreSQL before its blocks were all in")
+        let recorded = try r.count("SELECT count(*) FROM docfs_blocks")
+        XCTAssertGreaterThan(recorded, 0, "the first pack's blocks are recorded")
+        XCTAssertEqual(try r.unfinishedUploads(), [], "packs go up in one request each")
 
         try r.fx.mount()
-        try r.waitUntilUploaded()
+        let status = try r.waitUntilUploaded()
+        let sent = (try JSONSerialization.jsonObject(with: Data(status.raw.utf8)) as? [String: Any])?["uploadedBytes"] as? NSNumber
+        XCTAssertLessThan(sent?.int64Value ?? Int64.max, 40 << 20, "the remount sent only the blocks missing: \(status.raw)")
         try r.assertServerMatchesMount()
-        try r.assertNothingDoubled(expectedItems: 1)
         XCTAssertEqual(r.fx.sh("cmp src/big.bin mnt/big.bin").status, 0, "big.bin after the remount")
     }
 
@@ -270,29 +273,33 @@ final class RemoteMountTests: RemoteMountTestCase {
         let versions = try r.count("SELECT count(*) FROM docfs_versions WHERE item_id = \(id)")
         XCTAssertGreaterThanOrEqual(versions, 2, "the create and at least one content version")
         XCTAssertEqual(try r.count("SELECT count(DISTINCT content_key) FROM docfs_versions WHERE item_id = \(id)"), 1)
-        XCTAssertEqual(try r.objects().map(\.size).sorted(), [6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 11], "one object per file, with its bytes")
-        // gc keeps the object a live item names, whichever versions name it too.
+        // One manifest per file; each file's one block sent once, packed together.
+        XCTAssertEqual(try r.manifests().count, 11)
+        let packed = try r.objects()
+        XCTAssertEqual(packed.reduce(Int64(0)) { $0 + $1.size }, 10 * 6 + 11, "every block once, with its bytes: \(packed)")
+        XCTAssertLessThanOrEqual(packed.count, 3, "small files share packs: \(packed)")
+        // gc keeps the packs a live item's blocks are in, whichever versions name them too.
         XCTAssertEqual(r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0"], env: r.awsEnvironment(secret: r.servers.secretKey)).status, 0)
-        XCTAssertEqual(try r.objects().count, 11)
+        XCTAssertEqual(try r.objects().map(\.key).sorted(), packed.map(\.key).sorted())
         XCTAssertEqual(try String(contentsOfFile: r.fx.m("once.txt"), encoding: .utf8), "hello again")
     }
 
-    // MARK: 5. a 200 MiB file goes up in parts with bounded memory
+    // MARK: 5. a 200 MiB file goes up in packs with bounded memory
 
-    func testLargeFileGoesUpInPartsWithBoundedMemory() throws {
+    func testLargeFileGoesUpInPacksWithBoundedMemory() throws {
         let r = try makeRemote()
         let size = 200 << 20
         let dd = r.fx.sh("dd if=/dev/urandom of=mnt/big.bin bs=1M count=200 status=none", timeout: 120)
         XCTAssertEqual(dd.status, 0, "dd into the mount: \(dd)")
         try r.waitUntilUploaded(timeout: 180)
 
-        let server = try r.assertServerMatchesMount()   // size and sha256 of the object via boto3
-        let key = try XCTUnwrap(server["/big.bin"]?.contentKey, "big.bin has no object")
-        let object = try XCTUnwrap(try r.objects().first { $0.key == key }, "no object \(key) in the bucket")
-        XCTAssertEqual(object.size, Int64(size))
-        // A multipart upload's ETag is "<md5 of the part md5s>-<number of parts>".
-        let parts = object.etag.split(separator: "-").last.flatMap { Int($0) } ?? 1
-        XCTAssert(object.etag.contains("-") && parts > 1, "\(key) was not uploaded in parts: ETag \(object.etag)")
+        let server = try r.assertServerMatchesMount()   // size and sha256 of its blocks via boto3
+        let key = try XCTUnwrap(server["/big.bin"]?.contentKey, "big.bin has no contents")
+        let blocks = try XCTUnwrap(try r.manifests()[key], "big.bin's version names no manifest")
+        XCTAssertGreaterThan(blocks.count, 20, "cut into blocks of about 1 MiB: \(blocks.count)")
+        let packs = try r.objects()
+        XCTAssertEqual(packs.reduce(Int64(0)) { $0 + $1.size }, Int64(size), "random bytes: every block sent once")
+        XCTAssertTrue(packs.allSatisfy { $0.size <= 16 << 20 }, "packs of about 8 MiB: \(packs.map(\.size))")
         XCTAssertEqual(try r.unfinishedUploads(), [])
 
         let peak = try XCTUnwrap(r.daemonPeakMemory(), "no VmHWM for the daemon")

@@ -266,7 +266,12 @@ final class RemoteGCTests: ReplicaTestCase {
         XCTAssertGreaterThan(number(report, "operations"), 0, "applied operation ids trimmed: \(report)")
         let live = Set(try r.serverTree().values.compactMap(\.contentKey))
         XCTAssertEqual(live.count, 3, "edited, kept, new")
-        XCTAssertEqual(Set(try r.objects().map(\.key)), live.union(["elsewhere/not-ours"]), "what is left in the bucket")
+        // Their blocks stay (a pack mostly dead rewritten into a new one), the others went.
+        let manifests = try r.manifests()
+        XCTAssertEqual(Set(manifests.keys), live, "the manifests of collected versions went")
+        let livePacks = Set(live.flatMap { manifests[$0]!.compactMap { $0.first as? String } })
+        XCTAssertEqual(Set(try r.objects().map(\.key)), livePacks.union(["elsewhere/not-ours"]), "what is left in the bucket")
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_blocks"), 3, "one block per live file")
         XCTAssertEqual(try r.count("SELECT count(DISTINCT content_key) FROM docfs_versions WHERE collected_ns IS NOT NULL"), garbage)
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_changes"), 1, "the log keeps its newest entry only")
 

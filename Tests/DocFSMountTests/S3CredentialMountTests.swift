@@ -112,6 +112,6 @@ extension S3CredentialMountTests {
         let unmount = r.fx.docfs(["unmount", mnt], timeout: 60)
         XCTAssertEqual(unmount.status, 0, "the outbox reached the HTTPS endpoint before the unmount returned: \(unmount)")
         let listed = "\(try servers.s3check(["list", bucket], env: ["DOCFS_TEST_S3_ENDPOINT": endpoint, "AWS_CA_BUNDLE": ca]))"
-        XCTAssertTrue(listed.contains("tree/objects/"), listed)
+        XCTAssertTrue(listed.contains("tree/packs/"), listed)
     }
 }

@@ -72,7 +72,9 @@ final class InMemoryObjects: ObjectStore {
 
     func getObjectBytes(bucket: String, key: String, range: ClosedRange<Int64>?, upTo limit: Int) async throws -> [UInt8] {
         try enter(upload: false)
-        return Array(try object(key))
+        let data = try object(key)
+        guard let range else { return Array(data) }
+        return Array(data.subdata(in: Int(range.lowerBound)..<min(data.count, Int(range.upperBound) + 1)))
     }
 
     func putObject(bucket: String, key: String, bytes: [UInt8], contentType: String) async throws -> String? {

@@ -14,6 +14,9 @@ final class InMemoryServer: ReplicaServer {
         var operations: [UUID: (kind: RemoteChange.Kind, change: AppliedChange)] = [:]
         var layoutJSON: String?
         var intents: Set<String> = []
+        var blocks: [String: StoredBlock] = [:]
+        var manifests: [String: BlockManifest] = [:]
+        var dropAfterLookup: String?
         /// SHA-256 recorded per object key (as docfs_versions.sha256).
         var hashes: [String: String] = [:]
         /// Errors the next calls throw (any method), in order.
@@ -95,6 +98,37 @@ final class InMemoryServer: ReplicaServer {
         try enter("expectedSHA256")
         return state.withLock { $0.hashes[key] }
     }
+
+    func knownBlocks(_ hashes: [String]) async throws -> Set<String> {
+        try enter("knownBlocks")
+        return state.withLock { s in
+            let known = Set(hashes.filter { s.blocks[$0] != nil })
+            if let hash = s.dropAfterLookup, known.contains(hash) {
+                s.blocks[hash] = nil
+                s.dropAfterLookup = nil
+            }
+            return known
+        }
+    }
+    func recordBlocks(_ blocks: [StoredBlock], manifests: [BlockManifest]) async throws -> Set<String> {
+        try enter("recordBlocks")
+        return state.withLock { s in
+            for block in blocks where s.blocks[block.hash] == nil { s.blocks[block.hash] = block }
+            let missing = Set(manifests.flatMap(\.hashes).filter { s.blocks[$0] == nil })
+            guard missing.isEmpty else { return missing }
+            for manifest in manifests where s.manifests[manifest.key] == nil { s.manifests[manifest.key] = manifest }
+            return []
+        }
+    }
+    func manifest(key: String) async throws -> (size: Int64, blocks: [StoredBlock])? {
+        try enter("manifest")
+        return state.withLock { s in
+            s.manifests[key].map { m in (m.size, m.hashes.compactMap { s.blocks[$0] }) }
+        }
+    }
+    /// Forgets a block right after the next `knownBlocks` answered it known (as gc would
+    /// between a replica's question and its record): that replica must send it again.
+    func dropBlockAfterNextLookup(_ hash: String) { state.withLock { $0.dropAfterLookup = hash } }
 
     func recordUploadIntents(_ keys: [String]) async throws {
         try enter("recordUploadIntents")

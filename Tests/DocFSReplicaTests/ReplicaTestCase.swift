@@ -90,7 +90,17 @@ class ReplicaTestCase: XCTestCase {
 
     /// The server's object for a live item at `path`, as text.
     func serverText(_ path: String) -> String? {
-        guard let key = server.tree()[path]?.contentKey, let data = objects[key] else { return nil }
+        guard let key = server.tree()[path]?.contentKey else { return nil }
+        // A version made of blocks: its manifest's blocks, cut from their packs.
+        if let manifest = server.state.withLock({ s in s.manifests[key].map { m in m.hashes.compactMap { s.blocks[$0] } } }) {
+            var bytes = Data()
+            for block in manifest {
+                guard let pack = objects[block.pack] else { return nil }
+                bytes.append(pack.subdata(in: Int(block.offset)..<Int(block.offset + block.length)))
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        guard let data = objects[key] else { return nil }
         return String(decoding: data, as: UTF8.self)
     }
 

@@ -150,9 +150,10 @@ extension SyncEngineTests {
         startEngine()
         _ = try await importFile("kept.txt", "the bytes as written")
         try await waitForOutbox()
+        // A small file is one block, named by its SHA-256.
         let key = try XCTUnwrap(server.tree()["kept.txt"]?.contentKey)
-        let recorded = try await server.expectedSHA256(key: key)
-        XCTAssertEqual(recorded, DownloadVerifier.sha256(ofFileAt: try staged("probe", "the bytes as written").path))
+        let manifest = try await server.manifest(key: key)
+        XCTAssertEqual(manifest?.blocks.map(\.hash), [DownloadVerifier.sha256(ofFileAt: try staged("probe", "the bytes as written").path)!])
 
         // Another replica's file whose object was replaced in the bucket after its upload.
         objects.put("tree/objects/report", "from elsewhere")
@@ -170,5 +171,89 @@ extension SyncEngineTests {
         // Mended in the bucket: the next open fetches it again and it is used.
         objects.put("tree/objects/report", "from elsewhere")
         XCTAssertEqual(try localText("report.txt"), "from elsewhere")
+    }
+}
+
+extension SyncEngineTests {
+    func testBlocksAreUploadedOnceAndADamagedBlockIsRefused() async throws {
+        startEngine()
+        let same = String(repeating: "the same contents ", count: 100)
+        _ = try await importFile("one.txt", same)
+        _ = try await importFile("two.txt", same)
+        _ = try await importFile("three.txt", "other")
+        try await waitForOutbox()
+        XCTAssertEqual(serverText("one.txt"), same)
+        XCTAssertEqual(serverText("two.txt"), same)
+        let blocks = server.state.withLock { $0.blocks }
+        XCTAssertEqual(blocks.count, 2, "two distinct contents, two blocks")
+        XCTAssertEqual(Set(blocks.values.map(\.pack)).count, 1, "sent in one pack")
+        XCTAssertEqual(objects.uploads, 1, "one PUT for three files")
+
+        // Another replica's file in a pack of its own; the pack is then damaged in the bucket.
+        let bytes = Array("from elsewhere".utf8)
+        let hash = bytes.withUnsafeBytes { BlockHash.of($0) }
+        objects.put("tree/packs/p1", "xx" + "from elsewhere")
+        let missing = try await server.recordBlocks([StoredBlock(hash: hash, pack: "tree/packs/p1", offset: 2, length: 14)],
+                                                    manifests: [BlockManifest(key: "tree/manifests/m1", size: 14, hashes: [hash])])
+        XCTAssertEqual(missing, [])
+        _ = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "report.txt", kind: .file,
+                                        attributes: RemoteItemAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1),
+                                        content: RemoteContent(key: "tree/manifests/m1", size: 14))
+        try await waitUntil("the file is listed here") { (try? store.childItem(named: "report.txt", in: .rootContainer)) != nil }
+        objects.put("tree/packs/p1", "xxfrom nowhere!!")
+        XCTAssertThrowsError(try localText("report.txt"), "a damaged block is EIO for its reader") { error in
+            XCTAssertEqual((error as? ProviderError)?.errno, EIO, "\(error)")
+        }
+        XCTAssertFalse(try store.childItem(named: "report.txt", in: .rootContainer).isDownloaded, "none of it went into the store")
+        objects.put("tree/packs/p1", "xxfrom elsewhere")
+        XCTAssertEqual(try localText("report.txt"), "from elsewhere")
+    }
+
+    func testABlockGcRemovedMeanwhileIsSentAgain() async throws {
+        startEngine()
+        _ = try await importFile("a.txt", "shared bytes")
+        try await waitForOutbox()
+        let hash = try XCTUnwrap(server.state.withLock { $0.blocks.keys.first })
+        // gc drops the block after this replica found it known, before its manifest is recorded.
+        server.dropBlockAfterNextLookup(hash)
+        _ = try await importFile("b.txt", "shared bytes")
+        try await waitForOutbox()
+        XCTAssertEqual(serverText("b.txt"), "shared bytes")
+        XCTAssertNotNil(server.state.withLock { $0.blocks[hash] }, "sent again")
+    }
+}
+
+final class ContentChunkerTests: XCTestCase {
+    func blocks(_ bytes: [UInt8], _ chunker: ContentChunker) -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        var start = 0
+        while start < bytes.count {
+            let n = bytes.withUnsafeBytes { chunker.cut(UnsafeRawBufferPointer(rebasing: $0[start...]), atEnd: true) }!
+            out.append(Array(bytes[start..<start + n]))
+            start += n
+        }
+        return out
+    }
+
+    func testBoundariesFollowTheContentsNotTheOffsets() {
+        var generator = SystemRandomNumberGenerator()
+        let data = (0..<(3 << 20)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let chunker = ContentChunker(minimum: 16 << 10, average: 64 << 10, maximum: 256 << 10)
+        let before = blocks(data, chunker)
+        XCTAssertEqual(before.reduce(0) { $0 + $1.count }, data.count)
+        XCTAssertTrue(before.dropLast().allSatisfy { $0.count >= 16 << 10 && $0.count <= 256 << 10 }, "within the bounds")
+        XCTAssertGreaterThan(before.count, 20, "about 64 KiB on average: \(before.count) blocks")
+        XCTAssertEqual(blocks(data, chunker), before, "the same bytes cut the same way")
+
+        // 100 bytes inserted in the middle: only the blocks around them change.
+        var edited = data
+        edited.insert(contentsOf: [UInt8](repeating: 7, count: 100), at: data.count / 2)
+        let after = blocks(edited, chunker)
+        let changed = Set(after.map { $0.withUnsafeBytes { BlockHash.of($0) } })
+            .subtracting(before.map { $0.withUnsafeBytes { BlockHash.of($0) } })
+        XCTAssertLessThanOrEqual(changed.count, 2, "\(changed.count) of \(after.count) blocks changed")
+
+        // More bytes needed: no cut is decided before the minimum.
+        XCTAssertNil(data.withUnsafeBytes { chunker.cut(UnsafeRawBufferPointer(rebasing: $0[0..<1000]), atEnd: false) })
     }
 }

@@ -54,7 +54,21 @@ def uploads(s3, bucket):
 
 
 def digest(s3, bucket, keys):
+    """Size and SHA-256 of each key's contents: an object's bytes or, for a version made of
+    blocks ({key: [[pack, offset, length], ...]}), its blocks cut from their packs in order."""
     out = {}
+    if isinstance(keys, dict):
+        packs = {}
+        for key, blocks in keys.items():
+            h, size = hashlib.sha256(), 0
+            for pack, offset, length in blocks:
+                if pack not in packs:
+                    packs[pack] = s3.get_object(Bucket=bucket, Key=pack)["Body"].read()
+                piece = packs[pack][offset:offset + length]
+                h.update(piece)
+                size += len(piece)
+            out[key] = {"size": size, "sha256": h.hexdigest()}
+        return out
     for key in keys:
         body = s3.get_object(Bucket=bucket, Key=key)["Body"]
         h, size = hashlib.sha256(), 0

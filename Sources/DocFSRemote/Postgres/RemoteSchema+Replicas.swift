@@ -99,8 +99,11 @@ extension RemoteSchema {
             "GRANT USAGE ON SCHEMA public TO \(r)",
             """
             GRANT SELECT ON docfs_items, docfs_versions, docfs_layout, docfs_changes, docfs_operations, docfs_meta,
-                            docfs_schema_migrations, docfs_upload_intents TO \(r)
+                            docfs_schema_migrations, docfs_upload_intents, docfs_blocks, docfs_manifests,
+                            docfs_manifest_blocks TO \(r)
             """,
+            // Blocks and manifests are only ever added by replicas (gc, the owner, removes them).
+            "GRANT INSERT ON docfs_blocks, docfs_manifests, docfs_manifest_blocks TO \(r)",
             """
             GRANT INSERT (parent_id, name, kind, size, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid, mode, tags,
                           symlink_target, content_key, types) ON docfs_items TO \(r)

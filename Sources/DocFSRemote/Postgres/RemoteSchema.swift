@@ -59,7 +59,7 @@
 /// Version 7 (verified downloads): `docfs_versions.sha256`, the SHA-256 of the object as the
 /// replica that uploaded it read it; a replica checks every download against it (`expectedSHA256`).
 package enum RemoteSchema {
-    package static let latest = 7
+    package static let latest = 8
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -176,6 +176,7 @@ package enum RemoteSchema {
             // The SHA-256 of each version's object as its replica sent it: downloads are checked.
             "ALTER TABLE docfs_versions ADD COLUMN IF NOT EXISTS sha256 text",
         ]),
+        (8, blockStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the

@@ -11,8 +11,9 @@ import Foundation
 ///   upload lands on the same object instead of leaving a second one behind, and a multipart
 ///   upload can be found again and resumed or aborted by its key;
 /// - no extra pass over the file to hash it first.
-/// Two versions never share an object (no deduplication). The server row of the version records
-/// the key, so readers never derive it.
+/// Before schema 8 two versions never shared an object; since, contents are blocks in packs
+/// (`manifest`, `pack`) and a block is uploaded once per tree. The server row of the version
+/// records the key, so readers never derive it.
 package enum ContentObjectKey {
     package static func make(prefix: String, operationID: UUID) -> String {
         folder(prefix: prefix) + operationID.uuidString.lowercased()
@@ -20,6 +21,19 @@ package enum ContentObjectKey {
 
     /// `PREFIX/objects/`: where every content object of the tree lives (what gc lists).
     package static func folder(prefix: String) -> String { under(prefix: prefix, "objects/") }
+
+    /// `PREFIX/manifests/<operation id>`: the key versions made of blocks name (schema 8). No
+    /// object has it: the server's `docfs_manifests` lists its blocks. Per operation like an
+    /// object's key, so a retried operation records the same manifest once.
+    package static func manifest(prefix: String, operationID: UUID) -> String {
+        under(prefix: prefix, "manifests/") + operationID.uuidString.lowercased()
+    }
+
+    /// `PREFIX/packs/<uuid>`: a pack object, several blocks back to back (a new one per upload,
+    /// never overwritten; gc writes live blocks of a mostly-dead one into a new one).
+    package static func pack(prefix: String) -> String { packFolder(prefix: prefix) + UUID().uuidString.lowercased() }
+
+    package static func packFolder(prefix: String) -> String { under(prefix: prefix, "packs/") }
 
     /// `name` under the tree's prefix (its slashes at either end dropped; none: the bucket's top).
     package static func under(prefix: String, _ name: String) -> String {

@@ -163,6 +163,9 @@ package final class S3Client: Sendable {
     @discardableResult
     package func putObject(bucket: String, key: String, bytes: [UInt8],
                           contentType: String = "application/octet-stream") async throws -> String? {
+        // Packs go up in one request: `--upload-limit` is paid before it (the rate over a
+        // transfer of several packs holds; one pack bursts).
+        try await uploadLimit?.take(bytes.count)
         let headers = try await sendDrained(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
                                             body: .bytes(ByteBuffer(bytes: bytes)), length: Int64(bytes.count),
                                             payloadHash: SigV4Signer.sha256Hex(bytes), operation: "PutObject \(key)")
@@ -255,8 +258,17 @@ package final class S3Client: Sendable {
         if let range { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
         let response = try await send(.GET, bucket: bucket, key: key, headers: headers, operation: "GetObject \(key)")
         do {
-            let buffer = try await response.body.collect(upTo: limit)
-            return Array(buffer.readableBytesView)
+            // Chunk by chunk as they arrive, so that `--download-limit` paces packs' blocks too.
+            var out: [UInt8] = []
+            if let range { out.reserveCapacity(Int(min(Int64(limit), range.upperBound - range.lowerBound + 1))) }
+            for try await chunk in response.body {
+                try await downloadLimit?.take(chunk.readableBytes)
+                guard out.count + chunk.readableBytes <= limit else {
+                    throw S3Error(kind: .rejected, message: "GetObject \(key): more than \(limit) bytes")
+                }
+                out.append(contentsOf: chunk.readableBytesView)
+            }
+            return out
         } catch {
             throw Self.map(error, operation: "GetObject \(key)")
         }

@@ -134,6 +134,9 @@ final class ContentDownload: ContentTransfer {
             guard let (id, start) = begun else { break }
             var written: Int64 = 0
             var problem: String?
+            // Bytes that do not match their hash: asking again gets the same bytes (the next
+            // open tries again, after the bucket is mended).
+            var damaged = false
             do {
                 written = try await fetch(start ..< size) { [self] n in
                     // The bytes are right wherever they landed, claimed by this stream or not;
@@ -141,6 +144,9 @@ final class ContentDownload: ContentTransfer {
                     if !holdsUntilVerified { arrival.arrived(start ..< start + n) }
                     return advance(id, to: start + n)
                 }
+            } catch let mismatch as DownloadVerifier.Mismatch {
+                problem = mismatch.message
+                damaged = true
             } catch {
                 problem = "\(error)"
             }
@@ -162,7 +168,7 @@ final class ContentDownload: ContentTransfer {
                 // deadline in a long download) starts the count again.
                 if whole > 0 { w.tries = 0 }
                 w.tries += 1
-                guard w.tries <= retryDelays.count, !w.ended else {
+                guard w.tries <= retryDelays.count, !w.ended, !damaged else {
                     return (nil, w.tries > 1 ? "\(why) (tried \(w.tries) times)" : why)
                 }
                 return (retryDelays[w.tries - 1], nil)

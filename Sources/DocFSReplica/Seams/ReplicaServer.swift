@@ -34,6 +34,13 @@ package protocol ReplicaServer: Sendable {
     /// The SHA-256 (hex) the uploading replica recorded for the object `key` (nil: none).
     func expectedSHA256(key: String) async throws -> String?
 
+    /// Blocks (schema 8): which of these the bucket holds; record uploaded blocks and the
+    /// manifests naming them (answers blocks gc removed meanwhile, and then records no
+    /// manifest); a version's blocks in order (nil: `key` is a whole object).
+    func knownBlocks(_ hashes: [String]) async throws -> Set<String>
+    func recordBlocks(_ blocks: [StoredBlock], manifests: [BlockManifest]) async throws -> Set<String>
+    func manifest(key: String) async throws -> (size: Int64, blocks: [StoredBlock])?
+
     /// Objects about to be named by versions (gc spares them), and dropped once those are in.
     func recordUploadIntents(_ keys: [String]) async throws
     func dropUploadIntents(_ keys: [String]) async throws

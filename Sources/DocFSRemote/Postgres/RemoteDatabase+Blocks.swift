@@ -1,0 +1,206 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A block in the bucket: its SHA-256 (hex), the pack object holding it and where.
+package struct StoredBlock: Sendable, Hashable, Codable {
+    package var hash: String
+    package var pack: String
+    package var offset: Int64
+    package var length: Int64
+    package init(hash: String, pack: String, offset: Int64, length: Int64) {
+        self.hash = hash
+        self.pack = pack
+        self.offset = offset
+        self.length = length
+    }
+}
+
+/// A content version made of blocks: the key its versions name, its size, its blocks in order.
+package struct BlockManifest: Sendable, Equatable {
+    package var key: String
+    package var size: Int64
+    package var hashes: [String]
+    package init(key: String, size: Int64, hashes: [String]) {
+        self.key = key
+        self.size = size
+        self.hashes = hashes
+    }
+}
+
+/// A pack object and the bytes of it that blocks still use (gc).
+package struct PackUsage: Sendable, Equatable {
+    package var key: String
+    package var liveBytes: Int64
+    package var blocks: Int
+}
+
+// Blocks (schema 8, `RemoteSchema+Blocks`): what a replica asks before and after uploading
+// packs, what a reader asks to find a version's blocks, what gc asks to drop and repack them.
+extension RemoteDatabase {
+    /// Which of these blocks the bucket already holds (another file's, another replica's).
+    package func knownBlocks(_ hashes: [String]) async throws -> Set<String> {
+        guard !hashes.isEmpty else { return [] }
+        return try await mapped { [self] in
+            let rows = try await client.query("SELECT hash FROM docfs_blocks WHERE hash = ANY(\(hashes))", logger: logger)
+            var out: Set<String> = []
+            for try await (hash) in rows.decode(String.self) { out.insert(hash) }
+            return out
+        }
+    }
+
+    /// Records uploaded blocks and the manifests naming them, in one transaction. A manifest
+    /// may name blocks recorded before (found by `knownBlocks`); those gc removed meanwhile are
+    /// answered and no manifest is recorded (the replica uploads them and asks again). A manifest
+    /// recorded before (a retried operation) stays as it was.
+    package func recordBlocks(_ blocks: [StoredBlock], manifests: [BlockManifest]) async throws -> Set<String> {
+        guard !manifests.isEmpty || !blocks.isEmpty else { return [] }
+        let logger = self.logger
+        return try await mapped { [self] in
+            try await client.withTransaction(logger: logger) { conn -> Set<String> in
+                let now = Self.serverNow
+                if !blocks.isEmpty {
+                    try await conn.query("""
+                        INSERT INTO docfs_blocks (hash, pack_key, pack_offset, length, created_ns)
+                        SELECT h, p, o, l, \(unescaped: now)
+                        FROM unnest(\(blocks.map(\.hash))::text[], \(blocks.map(\.pack))::text[],
+                                    \(blocks.map(\.offset))::bigint[], \(blocks.map(\.length))::bigint[]) AS b(h, p, o, l)
+                        ON CONFLICT (hash) DO NOTHING
+                        """, logger: logger)
+                }
+                // The blocks named are held (KEY SHARE) until the commit: gc cannot take one now.
+                let named = Array(Set(manifests.flatMap(\.hashes)))
+                var present: Set<String> = []
+                if !named.isEmpty {
+                    for try await (hash) in try await conn.query(
+                        "SELECT hash FROM docfs_blocks WHERE hash = ANY(\(named)) FOR KEY SHARE", logger: logger).decode(String.self) {
+                        present.insert(hash)
+                    }
+                }
+                // The blocks just sent are kept; the manifests wait for the missing ones.
+                let missing = Set(named).subtracting(present)
+                guard missing.isEmpty else { return missing }
+                for manifest in manifests {
+                    let inserted = try await conn.query("""
+                        INSERT INTO docfs_manifests (key, size, created_ns) VALUES (\(manifest.key), \(manifest.size), \(unescaped: now))
+                        ON CONFLICT (key) DO NOTHING RETURNING 1
+                        """, logger: logger)
+                    var fresh = false
+                    for try await _ in inserted.decode(Int.self) { fresh = true }
+                    guard fresh, !manifest.hashes.isEmpty else { continue }
+                    try await conn.query("""
+                        INSERT INTO docfs_manifest_blocks (key, ordinal, hash)
+                        SELECT \(manifest.key), n - 1, h FROM unnest(\(manifest.hashes)::text[]) WITH ORDINALITY AS m(h, n)
+                        """, logger: logger)
+                }
+                return []
+            }
+        }
+    }
+
+    /// A version's size and blocks in order, with where each is; nil when `key` names no
+    /// manifest (a whole object, uploaded before schema 8).
+    package func manifest(key: String) async throws -> (size: Int64, blocks: [StoredBlock])? {
+        try await mapped { [self] in
+            let rows = try await client.query("""
+                SELECT m.size, b.hash, b.pack_key, b.pack_offset, b.length
+                FROM docfs_manifests m LEFT JOIN docfs_manifest_blocks mb ON mb.key = m.key
+                     LEFT JOIN docfs_blocks b ON b.hash = mb.hash
+                WHERE m.key = \(key) ORDER BY mb.ordinal
+                """, logger: logger)
+            var size: Int64?
+            var blocks: [StoredBlock] = []
+            for try await (total, hash, pack, offset, length) in rows.decode((Int64, String?, String?, Int64?, Int64?).self) {
+                size = total
+                if let hash, let pack, let offset, let length {
+                    blocks.append(StoredBlock(hash: hash, pack: pack, offset: offset, length: length))
+                }
+            }
+            return size.map { ($0, blocks) }
+        }
+    }
+}
+
+// What gc asks about blocks (the owner's work).
+extension RemoteDatabase {
+    /// Drops the manifests of collected versions (their blocks stay while another names them).
+    package func dropManifests(_ keys: [String]) async throws {
+        guard !keys.isEmpty else { return }
+        try await mapped { [self] in
+            try await client.query("DELETE FROM docfs_manifests WHERE key = ANY(\(keys))", logger: logger)
+        }
+    }
+
+    /// Drops blocks no manifest names, recorded before `cutoffNs` (a replica records a pack's
+    /// blocks as soon as it is in, before the manifests); returns how many and their bytes.
+    package func dropUnnamedBlocks(before cutoffNs: Int64) async throws -> (count: Int, bytes: Int64) {
+        try await mapped { [self] in
+            let rows = try await client.query("""
+                WITH gone AS (DELETE FROM docfs_blocks b
+                              WHERE b.created_ns < \(cutoffNs)
+                                AND NOT EXISTS (SELECT 1 FROM docfs_manifest_blocks mb WHERE mb.hash = b.hash)
+                              RETURNING length)
+                SELECT count(*), coalesce(sum(length), 0)::bigint FROM gone
+                """, logger: logger)
+            for try await (n, bytes) in rows.decode((Int64, Int64).self) { return (Int(n), bytes) }
+            return (0, 0)
+        }
+    }
+
+    /// Every pack some block is in, with the bytes blocks use.
+    package func packUsage() async throws -> [String: PackUsage] {
+        try await mapped { [self] in
+            let rows = try await client.query(
+                "SELECT pack_key, sum(length)::bigint, count(*) FROM docfs_blocks GROUP BY pack_key", logger: logger)
+            var out: [String: PackUsage] = [:]
+            for try await (key, bytes, n) in rows.decode((String, Int64, Int64).self) {
+                out[key] = PackUsage(key: key, liveBytes: bytes, blocks: Int(n))
+            }
+            return out
+        }
+    }
+
+    /// The blocks of one pack.
+    package func blocks(inPack key: String) async throws -> [StoredBlock] {
+        try await mapped { [self] in
+            let rows = try await client.query(
+                "SELECT hash, pack_offset, length FROM docfs_blocks WHERE pack_key = \(key) ORDER BY pack_offset", logger: logger)
+            var out: [StoredBlock] = []
+            for try await (hash, offset, length) in rows.decode((String, Int64, Int64).self) {
+                out.append(StoredBlock(hash: hash, pack: key, offset: offset, length: length))
+            }
+            return out
+        }
+    }
+
+    /// Points blocks at their copies in a new pack (gc's repacking), those still in `from`.
+    package func moveBlocks(_ moved: [StoredBlock], from pack: String) async throws {
+        guard !moved.isEmpty else { return }
+        try await mapped { [self] in
+            try await client.query("""
+                UPDATE docfs_blocks b SET pack_key = m.p, pack_offset = m.o
+                FROM unnest(\(moved.map(\.hash))::text[], \(moved.map(\.pack))::text[], \(moved.map(\.offset))::bigint[]) AS m(h, p, o)
+                WHERE b.hash = m.h AND b.pack_key = \(pack)
+                """, logger: logger)
+        }
+    }
+}
+
+extension RemoteDatabase {
+    /// Drops manifests no version, item or upload intent names, recorded before `cutoffNs` (a
+    /// replica that recorded its blocks and stopped before its versions). Returns how many.
+    package func dropOrphanManifests(before cutoffNs: Int64) async throws -> Int {
+        try await mapped { [self] in
+            let rows = try await client.query("""
+                WITH gone AS (DELETE FROM docfs_manifests m WHERE m.created_ns < \(cutoffNs)
+                                AND NOT EXISTS (SELECT 1 FROM docfs_versions v WHERE v.content_key = m.key)
+                                AND NOT EXISTS (SELECT 1 FROM docfs_items i WHERE i.content_key = m.key)
+                                AND NOT EXISTS (SELECT 1 FROM docfs_upload_intents u WHERE u.key = m.key)
+                              RETURNING 1)
+                SELECT count(*) FROM gone
+                """, logger: logger)
+            for try await (n) in rows.decode(Int64.self) { return Int(n) }
+            return 0
+        }
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import Logging
+import DocFSRemote
+import DocFSStore
+
+/// Uploads the contents of a chunk's files as blocks: each file is cut (`FileBlocks`), each
+/// block named by its SHA-256, and only blocks the server does not know yet (`knownBlocks`: no
+/// file, no replica has sent them) go up, packed back to back into pack objects of about
+/// `packSize` (a tree of small files is a handful of PUTs), `parallelPacks` at a time. Each
+/// pack's blocks are recorded once it is in (a retry sends only what is missing); then each
+/// file's manifest, in one transaction; the versions that name the manifests follow
+/// (`SyncEngine.send`).
+///
+/// Memory stays bounded: blocks wait for the server's answer in batches of `batchBytes`, a
+/// pack is filled and handed over, and at most `parallelPacks` are in flight.
+struct BlockUploader {
+    let server: any ReplicaServer
+    let objects: any ObjectStore
+    let bucket: String
+    let prefix: String
+    let logger: Logger
+    var packSize = 8 << 20
+    var batchBytes = 8 << 20
+    var parallelPacks = 2
+
+    /// One file to send: the entries whose versions will name it, the manifest key, its path.
+    struct File {
+        var seqs: [Int64]
+        var manifestKey: String
+        var path: String
+    }
+
+    struct Result {
+        var contents: [Int64: RemoteContent] = [:]
+        /// Files the object storage refused (not unreachable, not the credentials): by seq.
+        var refused: [Int64: String] = [:]
+        /// Bytes sent in packs.
+        var uploadedBytes: Int64 = 0
+        var packs = 0
+    }
+
+    private struct Pending {
+        var hash: String
+        var bytes: [UInt8]
+    }
+
+    /// Blocks uploaded meanwhile, the pack being filled and the packs in flight.
+    private final class Work {
+        var known: Set<String> = []
+        var sent: [StoredBlock] = []
+        var batch: [Pending] = []
+        var batchBytes = 0
+        var pack: [UInt8] = []
+        var packBlocks: [(hash: String, offset: Int64, length: Int64)] = []
+        var inFlight: [Task<Void, any Error>] = []
+        var uploaded: Int64 = 0
+        var packs = 0
+        var packKeys: [String] = []
+        var packBlocksSealed = 0
+    }
+
+    func upload(_ files: [File]) async throws -> Result {
+        let work = Work()
+        var manifests: [(file: File, manifest: BlockManifest)] = []
+        do {
+            for file in files {
+                try Task.checkCancellation()
+                // Gone: the item was deleted since (its delete follows); nothing to upload.
+                guard var blocks = try FileBlocks(path: file.path) else { continue }
+                defer { blocks.close() }
+                var hashes: [String] = []
+                while let bytes = try blocks.next() {
+                    let hash = bytes.withUnsafeBytes { BlockHash.of($0) }
+                    hashes.append(hash)
+                    work.batch.append(Pending(hash: hash, bytes: bytes))
+                    work.batchBytes += bytes.count
+                    if work.batchBytes >= batchBytes { try await resolveBatch(work) }
+                }
+                manifests.append((file, BlockManifest(key: file.manifestKey, size: blocks.size, hashes: hashes)))
+            }
+            try await resolveBatch(work)
+            try await sealPack(work)
+            for task in work.inFlight { try await task.value }
+            work.inFlight = []
+        } catch {
+            for task in work.inFlight { task.cancel() }
+            for task in work.inFlight { _ = try? await task.value }
+            let sorted = SyncFailure(error, bucket: bucket)
+            guard sorted.setsAside else { throw error }
+            // The storage refused a pack: every file of the chunk waits (a pack is shared).
+            var result = Result()
+            for file in files { for seq in file.seqs { result.refused[seq] = sorted.message } }
+            return result
+        }
+        // The packs' blocks are recorded; the manifests name them (and any the server had).
+        let missing = try await server.recordBlocks([], manifests: manifests.map(\.manifest))
+        try? await server.dropUploadIntents(work.packKeys)
+        guard missing.isEmpty else {
+            // gc removed blocks another file had, between the question and now: the retry sends them.
+            throw RemoteError.server("\(missing.count) block(s) were removed by docfs remote gc while this replica was uploading; sent again")
+        }
+        var result = Result(uploadedBytes: work.uploaded, packs: work.packs)
+        for (file, manifest) in manifests {
+            for seq in file.seqs { result.contents[seq] = RemoteContent(key: manifest.key, size: manifest.size) }
+        }
+        return result
+    }
+
+    /// Asks the server which of the waiting blocks it has; the others join packs.
+    private func resolveBatch(_ work: Work) async throws {
+        guard !work.batch.isEmpty else { return }
+        let asked = Array(Set(work.batch.map(\.hash)).subtracting(work.known))
+        let known = try await server.knownBlocks(asked)
+        work.known.formUnion(known)
+        for block in work.batch where !work.known.contains(block.hash) {
+            work.known.insert(block.hash)
+            work.packBlocks.append((block.hash, Int64(work.pack.count), Int64(block.bytes.count)))
+            work.pack.append(contentsOf: block.bytes)
+            if work.pack.count >= packSize { try await sealPack(work) }
+        }
+        work.batch = []
+        work.batchBytes = 0
+    }
+
+    /// Sends the pack being filled (waiting for a slot when `parallelPacks` are in flight).
+    private func sealPack(_ work: Work) async throws {
+        guard !work.pack.isEmpty else { return }
+        let key = ContentObjectKey.pack(prefix: prefix)
+        let bytes = work.pack
+        for block in work.packBlocks {
+            work.sent.append(StoredBlock(hash: block.hash, pack: key, offset: block.offset, length: block.length))
+        }
+        work.packBlocksSealed = work.packBlocks.count
+        work.pack = []
+        work.packBlocks = []
+        work.packKeys.append(key)
+        work.uploaded += Int64(bytes.count)
+        work.packs += 1
+        // Recorded before a byte goes up: gc spares a pack no block row names yet.
+        try await server.recordUploadIntents([key])
+        while work.inFlight.count >= parallelPacks {
+            let first = work.inFlight.removeFirst()
+            try await first.value
+        }
+        let (objects, bucket, server) = (self.objects, self.bucket, self.server)
+        let blocks = Array(work.sent.suffix(work.packBlocksSealed))
+        work.inFlight.append(Task {
+            try await objects.putObject(bucket: bucket, key: key, bytes: bytes, contentType: "application/octet-stream")
+            // Recorded as soon as the pack is in: a retry after a crash or a lost connection
+            // finds these blocks known and sends only the rest.
+            _ = try await server.recordBlocks(blocks, manifests: [])
+            FaultInjection.point(.uploadPart)  // test-only (DOCFS_FAULT)
+        })
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import Logging
+import SystemPackage
+import DocFSRemote
+
+/// Reads a content version from the bucket into a file: a version made of blocks (its key names
+/// a manifest) block by block, each checked against its SHA-256 before a byte of it is written;
+/// a whole object (uploaded before schema 8) as one ranged request. Adjacent blocks of one pack
+/// are fetched together (a file uploaded at once is one request per `runBytes`).
+///
+/// A block that does not match its hash (a pack replaced or damaged in the bucket) fails the
+/// read with `DownloadVerifier.Mismatch` and one log line naming the pack: none of its bytes
+/// reach the file. The block locations are asked for at every call, so a retry after gc moved a
+/// block to a new pack finds it there.
+struct ContentFetcher: Sendable {
+    let server: any ReplicaServer
+    let objects: any ObjectStore
+    let bucket: String
+    let logger: Logger
+    var runBytes: Int64 = 8 << 20
+
+    /// Bytes `range` of version `key` into the existing file at `path`, at the same offsets;
+    /// `progress` hears the bytes written from `range`'s start and answers false to stop.
+    func fetch(key: String, range: Range<Int64>, intoFileAt path: FilePath,
+               progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64 {
+        guard let manifest = try await server.manifest(key: key) else {
+            return try await objects.getObject(bucket: bucket, key: key, range: range, intoFileAt: path, progress: progress)
+        }
+        return try await fetch(manifest.blocks, range: range, intoFileAt: path, progress: progress)
+    }
+
+    private func fetch(_ blocks: [StoredBlock], range: Range<Int64>, intoFileAt path: FilePath,
+                       progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64 {
+        let fd = try FileDescriptor.open(path, .writeOnly, options: [.closeOnExec])
+        defer { try? fd.close() }
+        var written: Int64 = 0
+        var fileOffset: Int64 = 0
+        var index = 0
+        // The first block holding `range`'s start.
+        while index < blocks.count, fileOffset + blocks[index].length <= range.lowerBound {
+            fileOffset += blocks[index].length
+            index += 1
+        }
+        while index < blocks.count, fileOffset < range.upperBound {
+            // A run: blocks back to back in one pack.
+            var end = index + 1
+            var runLength = blocks[index].length
+            while end < blocks.count, blocks[end].pack == blocks[index].pack,
+                  blocks[end].offset == blocks[end - 1].offset + blocks[end - 1].length,
+                  runLength + blocks[end].length <= runBytes {
+                runLength += blocks[end].length
+                end += 1
+            }
+            let first = blocks[index]
+            let bytes = try await objects.getObjectBytes(bucket: bucket, key: first.pack,
+                                                         range: first.offset...(first.offset + runLength - 1), upTo: Int(runLength))
+            guard Int64(bytes.count) == runLength else {
+                throw DownloadVerifier.Mismatch(message: "the pack \(first.pack) is shorter than its blocks (\(bytes.count) of \(runLength) bytes at \(first.offset))")
+            }
+            var at = 0
+            for block in blocks[index..<end] {
+                let length = Int(block.length)
+                let actual = bytes.withUnsafeBytes { BlockHash.of(UnsafeRawBufferPointer(rebasing: $0[at..<at + length])) }
+                guard actual == block.hash else {
+                    logger.error("sync: block \(block.hash.prefix(12))… in the pack \(block.pack) at \(block.offset) does not match its SHA-256 (\(actual.prefix(12))…): replaced or damaged in the bucket; not used")
+                    throw DownloadVerifier.Mismatch(message: "the pack \(block.pack) does not match the SHA-256 of its block at \(block.offset) (replaced or damaged in the bucket)")
+                }
+                // Only what `range` asks for (a stream starting inside a block skips its head).
+                let skip = Int(max(0, range.lowerBound - fileOffset))
+                if skip < length {
+                    try bytes.withUnsafeBytes { raw in
+                        _ = try fd.writeAll(toAbsoluteOffset: fileOffset + Int64(skip), UnsafeRawBufferPointer(rebasing: raw[at + skip..<at + length]))
+                    }
+                    written += Int64(length - skip)
+                }
+                fileOffset += block.length
+                at += length
+            }
+            index = end
+            if !progress(written) { break }
+        }
+        return written
+    }
+
+    /// Version `key` whole into a new file at `path` (created or truncated).
+    func download(key: String, to path: String) async throws {
+        guard let manifest = try await server.manifest(key: key) else {
+            _ = try await objects.getObject(bucket: bucket, key: key, range: nil, toFileAt: FilePath(path), progress: nil)
+            return
+        }
+        let fd = try FileDescriptor.open(FilePath(path), .writeOnly, options: [.create, .truncate, .closeOnExec],
+                                         permissions: [.ownerReadWrite])
+        try fd.close()
+        _ = try await fetch(manifest.blocks, range: 0..<manifest.size, intoFileAt: FilePath(path)) { _ in true }
+    }
+}

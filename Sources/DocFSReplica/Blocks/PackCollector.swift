@@ -1,0 +1,85 @@
+import Foundation
+import Logging
+import DocFSRemote
+
+/// gc's part for blocks (`GarbageCollector` calls it after the versions): drops the manifests
+/// of collected versions and those no version ever named, the blocks no manifest names, the
+/// packs no block is in, and rewrites a pack mostly dead (its live blocks copied into a new
+/// pack, the blocks pointed at it, then the old one deleted: a reader that had the old place
+/// fails its request and asks again).
+struct PackCollector {
+    let database: RemoteDatabase
+    let s3: S3Client
+    let bucket: String
+    let prefix: String
+    let logger: Logger
+
+    /// A pack whose live blocks use less than this share of it is rewritten.
+    static let rewriteBelow = 0.5
+
+    func collect(cutoff: Date, cutoffNs: Int64, dryRun: Bool, report: inout GarbageReport) async throws {
+        if !dryRun {
+            report.manifests += try await database.dropOrphanManifests(before: cutoffNs)
+            let dropped = try await database.dropUnnamedBlocks(before: cutoffNs)
+            report.blocks = dropped.count
+            report.blockBytes = dropped.bytes
+        }
+        let usage = try await database.packUsage()
+        let folder = ContentObjectKey.packFolder(prefix: prefix)
+        let listed = String(folder.prefix(while: { $0 != "/" }))
+        var token: String?
+        repeat {
+            let page = try await s3.listObjects(bucket: bucket, prefix: listed, continuationToken: token)
+            token = page.continuationToken
+            let packs = page.objects.filter { $0.key.hasPrefix(folder) }
+            // Intents: packs being uploaded (no block row names them yet).
+            let pending = try await database.referencedKeys(packs.map(\.key))
+            for pack in packs where !pending.contains(pack.key) {
+                guard let written = pack.lastModified, written < cutoff else { continue }
+                guard let used = usage[pack.key] else {
+                    report.packsDeleted += 1
+                    report.packBytes += pack.size
+                    if !dryRun { try await s3.deleteObject(bucket: bucket, key: pack.key) }
+                    continue
+                }
+                guard Double(used.liveBytes) < Double(pack.size) * Self.rewriteBelow else { continue }
+                report.packsRewritten += 1
+                report.packBytes += pack.size - used.liveBytes
+                if !dryRun { try await rewrite(pack.key, size: pack.size) }
+            }
+        } while token != nil
+    }
+
+    /// Copies the pack's live blocks, each checked against its hash, into a new pack.
+    private func rewrite(_ key: String, size: Int64) async throws {
+        let blocks = try await database.blocks(inPack: key)
+        guard !blocks.isEmpty else { return }
+        let bytes = try await s3.getObjectBytes(bucket: bucket, key: key, range: nil, upTo: Int(size) + 1)
+        let newKey = ContentObjectKey.pack(prefix: prefix)
+        var pack: [UInt8] = []
+        var moved: [StoredBlock] = []
+        var damaged = 0
+        for block in blocks {
+            let range = Int(block.offset)..<Int(block.offset + block.length)
+            guard range.upperBound <= bytes.count,
+                  bytes.withUnsafeBytes({ BlockHash.of(UnsafeRawBufferPointer(rebasing: $0[range])) }) == block.hash else {
+                damaged += 1
+                continue
+            }
+            moved.append(StoredBlock(hash: block.hash, pack: newKey, offset: Int64(pack.count), length: block.length))
+            pack.append(contentsOf: bytes[range])
+        }
+        if !moved.isEmpty {
+            try await database.recordUploadIntents([newKey])
+            try await s3.putObject(bucket: bucket, key: newKey, bytes: pack)
+            try await database.moveBlocks(moved, from: key)
+            try await database.dropUploadIntents([newKey])
+        }
+        guard damaged == 0 else {
+            // Left where it is: its readers get EIO and the damage stays visible in the bucket.
+            logger.error("gc: \(damaged) block(s) in the pack \(key) do not match their SHA-256; the pack is kept")
+            return
+        }
+        try await s3.deleteObject(bucket: bucket, key: key)
+    }
+}

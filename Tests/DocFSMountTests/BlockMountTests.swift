@@ -1,0 +1,115 @@
+import Foundation
+import XCTest
+
+/// Contents as blocks on the loopback servers: small files packed (a tree is a handful of
+/// PUTs), large files cut at content-defined boundaries so that an append or an edit in the
+/// middle uploads only the blocks around it, a block any file already has never sent twice, and
+/// versions kept by gc still restorable after it rewrote their packs.
+final class BlockMountTests: ReplicaTestCase {
+    func uploadedBytes(_ r: RemoteMount) throws -> Int64 {
+        let status = try r.waitUntilUploaded(timeout: 180)
+        let object = try JSONSerialization.jsonObject(with: Data(status.raw.utf8)) as? [String: Any]
+        return try XCTUnwrap((object?["uploadedBytes"] as? NSNumber)?.int64Value, status.raw)
+    }
+
+    func testTwoThousandSmallFilesArePackedAndReadBackOnASecondReplica() throws {
+        let r = try makeRemote()
+        let source = r.fx.dir + "/src"
+        let items = try makeSourceTree(source, folders: 4, subfolders: 5, filesPerFolder: 100)
+        XCTAssertEqual(r.fx.sh("cp -r src/. mnt/", timeout: 300).status, 0)
+        let sent = try uploadedBytes(r)
+        let objects = try r.objects()
+        XCTAssertLessThan(objects.count, 200, "2,000 small files in \(objects.count) objects")
+        XCTAssertTrue(objects.allSatisfy { $0.key.hasPrefix("\(r.prefix)/packs/") }, "\(objects.prefix(3))")
+        XCTAssertEqual(sent, objects.reduce(0) { $0 + $1.size }, "uploadedBytes counts what went up in packs")
+        try r.assertServerMatchesMount()
+        try r.assertNothingDoubled(expectedItems: items)
+
+        let b = try makeSecond(r)
+        try waitForQuiet(r, b)
+        let got = try r.localTree(b.mnt)
+        let want = try r.localTree(source)
+        XCTAssertEqual(got.count, want.count)
+        for (path, w) in want {
+            XCTAssert(got[path].map { $0.kind == w.kind && $0.size == w.size && $0.sha256 == w.sha256 } ?? false,
+                      "\(path) on the second replica: \(String(describing: got[path])), expected \(w)")
+        }
+    }
+
+    func testAnAppendAndAMiddleEditUploadOnlyTheBlocksAroundThem() throws {
+        let r = try makeRemote()
+        XCTAssertEqual(r.fx.sh("mkdir big && head -c 67108864 /dev/urandom > big/big.src && cp big/big.src mnt/big.bin", timeout: 120).status, 0)
+        let first = try uploadedBytes(r)
+        XCTAssertGreaterThanOrEqual(first, 64 << 20)
+
+        // 1 MiB appended to the 64 MiB file.
+        XCTAssertEqual(r.fx.sh("head -c 1048576 /dev/urandom > more && cat more >> big/big.src && cat more >> mnt/big.bin").status, 0)
+        let appended = try uploadedBytes(r) - first
+        XCTAssertLessThan(appended, 8 << 20, "an append of 1 MiB uploaded \(appended) bytes")
+        XCTAssertGreaterThanOrEqual(appended, 1 << 20)
+
+        // 4 KiB rewritten in the middle.
+        XCTAssertEqual(r.fx.sh("""
+            head -c 4096 /dev/urandom > patch
+            dd if=patch of=big/big.src bs=4096 seek=8192 conv=notrunc status=none
+            dd if=patch of=mnt/big.bin bs=4096 seek=8192 conv=notrunc status=none
+            """).status, 0)
+        let edited = try uploadedBytes(r) - first - appended
+        XCTAssertLessThan(edited, 9 << 20, "an edit of 4 KiB in the middle uploaded \(edited) bytes (a few blocks)")
+
+        // The same bytes under another name: its blocks are on the server already.
+        XCTAssertEqual(r.fx.sh("cp big/big.src mnt/copy.bin", timeout: 120).status, 0)
+        let copied = try uploadedBytes(r) - first - appended - edited
+        XCTAssertEqual(copied, 0, "a copy of a file the server has uploads no block")
+
+        try r.assertServerMatchesMount()
+        let b = try makeSecond(r)
+        try waitForQuiet(r, b)
+        let source = try r.localTree(r.fx.dir + "/big")["/big.src"]
+        let onB = try r.localTree(b.mnt)
+        XCTAssertEqual(onB["/big.bin"]?.sha256, source?.sha256, "big.bin read back whole on the second replica")
+        XCTAssertEqual(onB["/copy.bin"]?.sha256, source?.sha256, "copy.bin read back whole on the second replica")
+    }
+
+    func testAVersionKeptByGcStillRestoresAfterItsPackWasRewritten() throws {
+        let r = try makeRemote()
+        let env = r.awsEnvironment(secret: servers.secretKey)
+        // One pack: the first version of notes.txt beside nine files deleted afterwards.
+        // (--keep-versions 20s below: the test waits 21 s for the clock.)
+        XCTAssertEqual(r.fx.sh("""
+            mkdir kept && printf 'the first version' > kept/notes.txt
+            for i in 1 2 3 4 5 6 7 8 9; do head -c 20000 /dev/urandom > kept/tmp$i.bin; done
+            cp -r kept/. mnt/
+            """).status, 0)
+        try r.waitUntilUploaded()
+        XCTAssertEqual(try r.objects().count, 1, "one pack for the ten files")
+        XCTAssertEqual(r.fx.sh("rm mnt/tmp*.bin").status, 0)
+        try r.waitUntilUploaded()
+        // gc keeps versions for --keep-versions after they stopped being current: the deleted
+        // files' are older than that when notes.txt gets its second version (a wait for the
+        // clock to pass a point, not for something to happen).
+        let deleted = Date()
+        while Date().timeIntervalSince(deleted) < 21 { usleep(200_000) }
+        XCTAssertEqual(r.fx.sh("printf 'the second version' > mnt/notes.txt").status, 0)
+        try r.waitUntilUploaded()
+
+        // The first version's block stays, the deleted files' blocks go, and their pack, mostly
+        // dead now, is rewritten.
+        let gc = r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0", "--keep-versions", "20s", "--keep-log", "1h", "--json"], env: env)
+        XCTAssertEqual(gc.status, 0, "\(gc)")
+        let report = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(gc.stdout.utf8)) as? [String: Any])
+        XCTAssertEqual((report["blocks"] as? NSNumber)?.intValue, 9, "the deleted files' blocks: \(report)")
+        XCTAssertEqual((report["packsRewritten"] as? NSNumber)?.intValue, 1, "\(report)")
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_blocks"), 2, "the two versions of notes.txt")
+        XCTAssertEqual(try r.objects().reduce(Int64(0)) { $0 + $1.size }, 17 + 18, "what is left in the bucket")
+
+        let run = r.fx.docfs(["versions", r.fx.m("notes.txt"), "--json"], env: env)
+        let listing = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run)")
+        let versions = try XCTUnwrap(listing["versions"] as? [[String: Any]])
+        let first = try XCTUnwrap(versions.first { ($0["size"] as? NSNumber)?.intValue == 17 }?["number"] as? NSNumber)
+        let restore = r.fx.docfs(["versions", "restore", r.fx.m("notes.txt"), first.stringValue, "--as", "notes v1.txt"], env: env)
+        XCTAssertEqual(restore.status, 0, "\(restore)")
+        XCTAssertEqual(contents(r.fx.m("notes v1.txt")), "the first version")
+        XCTAssertEqual(contents(r.fx.m("notes.txt")), "the second version")
+    }
+}
