@@ -7,7 +7,8 @@
 #                   moto S3 server on 127.0.0.1 that Tests/remote/servers.sh starts and stops (by PID),
 #                   and so does the two-replica model test (make replica-model)
 #   make fuzz       the model-based random test with random seeds, for longer
-#   make bench-replicas  write-to-readable latency between two replicas, init --remote of a large tree
+#   make bench-replicas  write-to-readable latency between two replicas, init --remote of a large tree,
+#                        drain of a cp -r beside rclone copy, bytes sent for edits of a large file
 #   make install    the binary, the mount(8) helper, bash/zsh/fish completions and the man page
 #                   (PREFIX, DESTDIR, SBINDIR, ...); make uninstall removes exactly them
 
@@ -171,9 +172,10 @@ bench-scale: deps
 # over BENCH_FILES=200 files) and `docfs init --remote` + `ls -lR` of a BENCH_ITEMS=100000-item
 # tree, against the servers of Tests/remote/servers.sh.
 bench-replicas: deps
+	@command -v rclone >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y rclone >/dev/null; } || echo "rclone is missing: the comparisons are skipped"
 	$(SWIFT) build -c release --product docfs
 	Tests/remote/servers.sh run -- env DOCFS_BIN="$$($(SWIFT) build -c release --show-bin-path)/docfs" \
-	    PYTHONDONTWRITEBYTECODE=1 python3 bench/replica_bench.py
+	    PYTHONDONTWRITEBYTECODE=1 python3 bench/replica_bench.py $(BENCH_REPLICAS)
 
 microbench: deps
 	$(SWIFT) build -c release --product docfs-microbench

@@ -10,9 +10,12 @@ Tests/remote/servers.sh (a benchmark, never part of `make test`):
    downloaded when a file is opened, so the objects the rows name need not exist) and `ls -lR` of
    the mounted replica;
 3. far read: on B, a 64 KiB read at the end of a large file not downloaded yet (one ranged
-   request for its chunk), beside reading the whole file.
+   request for its chunk), beside reading the whole file;
+4. drain: a `cp -r` of 2,000 small files and of the fsbench tree until all of it is on the
+   server, beside `rclone copy` of the same trees; bytes uploaded for an append and a middle edit.
 
     make bench-replicas          (builds release, starts the servers, runs this)
+    make bench-replicas BENCH_REPLICAS=drain    (one part)
 
 Prints one line per figure; the machine is shared, so compare runs, not absolute times.
 """
@@ -247,10 +250,108 @@ def far_read(work):
         server.drop()
 
 
+def status(mnt):
+    import json
+    return json.loads(run([DOCFS, "status", mnt, "--json"]).stdout)
+
+
+def rclone_env(endpoint):
+    return {"RCLONE_CONFIG_B_TYPE": "s3", "RCLONE_CONFIG_B_PROVIDER": "Other", "RCLONE_CONFIG_B_ENDPOINT": endpoint,
+            "RCLONE_CONFIG_B_ACCESS_KEY_ID": AWS["AWS_ACCESS_KEY_ID"],
+            "RCLONE_CONFIG_B_SECRET_ACCESS_KEY": AWS["AWS_SECRET_ACCESS_KEY"], "RCLONE_CONFIG_B_REGION": "us-east-1",
+            "AWS_CA_BUNDLE": ""}
+
+
+def small_tree(root, count=2000):
+    """count files of 0 to 4 KiB of random bytes, 100 to a folder."""
+    for i in range(count):
+        folder = os.path.join(root, "d%02d" % (i // 100))
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "f%04d.txt" % i), "wb") as f:
+            f.write(os.urandom((i * 977) % 4096))
+    return root
+
+
+def drain(work):
+    """4. drain: a `cp -r` into a fresh replica until `docfs status` has nothing pending (every
+    file on the server), beside `rclone copy` of the same tree to the same S3 server (the moto
+    that checks no signatures, as for the rclone latency), for 2,000 small files and for the
+    fsbench tree (a snapshot of /usr/include without symlinks); then the bytes uploaded
+    (`uploadedBytes`) for 1 MiB appended to a 64 MiB file and for 4 KiB rewritten in its middle."""
+    trees = [("2,000 small files", small_tree(os.path.join(work, "small"))),
+             ("fsbench tree", os.path.join(work, "include"))]
+    run(["rsync", "-a", "--no-links", "/usr/include/", trees[1][1] + "/"])
+    have_rclone = subprocess.run(["which", "rclone"], capture_output=True).returncode == 0
+    for n, (label, tree) in enumerate(trees):
+        files = int(run(["sh", "-c", "find '%s' -type f | wc -l" % tree]).stdout)
+        size = int(run(["du", "-sb", tree]).stdout.split()[0])
+        server = Server("drain%d" % n)
+        mnt = os.path.join(work, "dm%d" % n)
+        try:
+            run([DOCFS, "init", os.path.join(work, "drain%d" % n)] + server.remote, env=AWS)
+            mount(os.path.join(work, "drain%d" % n), mnt)
+            start = time.monotonic()
+            run(["cp", "-r", tree + "/.", mnt + "/"])
+            copied_s = time.monotonic() - start
+            quiet(mnt, timeout=1800)
+            docfs_s = time.monotonic() - start
+            objects = len(json_out([S3_PYTHON, S3CHECK, "list", server.bucket], {**AWS, "DOCFS_TEST_S3_ENDPOINT": S3_ENDPOINT}))
+        finally:
+            unmount(mnt)
+            server.drop()
+        line = "drain %s (%d files, %.1f MiB): docfs cp -r %.2f s, on the server after %.2f s (%d objects)" % (
+            label, files, size / 1048576, copied_s, docfs_s, objects)
+        if have_rclone:
+            endpoint = ENV["DOCFS_TEST_S3_OPEN_ENDPOINT"]
+            bucket = "bench-rclone-drain%d" % n
+            env = {**AWS, "DOCFS_TEST_S3_ENDPOINT": endpoint}
+            run([S3_PYTHON, S3CHECK, "create-bucket", bucket], env=env)
+            try:
+                start = time.monotonic()
+                run(["rclone", "copy", tree, "b:%s/tree" % bucket], env=rclone_env(endpoint))
+                rclone_s = time.monotonic() - start
+            finally:
+                subprocess.run([S3_PYTHON, S3CHECK, "delete-bucket", bucket], env={**ENV, **env}, capture_output=True)
+            line += "; rclone copy %.2f s: docfs %.2fx faster" % (rclone_s, rclone_s / docfs_s)
+        else:
+            line += "; rclone is not installed: no comparison"
+        print(line, flush=True)
+
+    server = Server("edits")
+    mnt = os.path.join(work, "de")
+    try:
+        run([DOCFS, "init", os.path.join(work, "edits")] + server.remote, env=AWS)
+        mount(os.path.join(work, "edits"), mnt)
+        big = os.path.join(mnt, "big.bin")
+        with open(big, "wb") as f:
+            f.write(os.urandom(64 << 20))
+        quiet(mnt)
+        before = status(mnt)["uploadedBytes"]
+        with open(big, "ab") as f:
+            f.write(os.urandom(1 << 20))
+        quiet(mnt)
+        appended = status(mnt)["uploadedBytes"] - before
+        with open(big, "r+b") as f:
+            f.seek(32 << 20)
+            f.write(os.urandom(4096))
+        quiet(mnt)
+        edited = status(mnt)["uploadedBytes"] - before - appended
+        print("edits of a 64 MiB file: 1 MiB appended uploaded %.2f MiB; 4 KiB rewritten in the middle uploaded %.2f MiB"
+              % (appended / 1048576, edited / 1048576), flush=True)
+    finally:
+        unmount(mnt)
+        server.drop()
+
+
+def json_out(args, env):
+    import json
+    return json.loads(run(args, env=env).stdout)
+
+
 def main():
     work = tempfile.mkdtemp(prefix="docfs-bench-replicas-")
     try:
-        which = sys.argv[1:] or ["latency", "rclone", "init", "far"]
+        which = sys.argv[1:] or ["latency", "rclone", "init", "far", "drain"]
         if "latency" in which:
             latency(work)
         if "rclone" in which:
@@ -259,6 +360,8 @@ def main():
             init_tree(work)
         if "far" in which:
             far_read(work)
+        if "drain" in which:
+            drain(work)
     finally:
         subprocess.run(["rm", "-rf", work])
 

@@ -51,50 +51,47 @@ extension RemoteDatabase {
 
     /// Records uploaded blocks and the manifests naming them, in one transaction. A manifest
     /// may name blocks recorded before (found by `knownBlocks`); those gc removed meanwhile are
-    /// answered and no manifest is recorded (the replica uploads them and asks again). A manifest
-    /// recorded before (a retried operation) stays as it was.
+    /// answered and nothing is recorded (the replica uploads them and asks again): the foreign
+    /// key of `docfs_manifest_blocks` checks them, holding each named block until the commit
+    /// (as the table's owner: a replica role needs no more than INSERT). A manifest recorded
+    /// before (a retried operation) stays as it was.
     package func recordBlocks(_ blocks: [StoredBlock], manifests: [BlockManifest]) async throws -> Set<String> {
         guard !manifests.isEmpty || !blocks.isEmpty else { return [] }
         let logger = self.logger
-        return try await mapped { [self] in
-            try await client.withTransaction(logger: logger) { conn -> Set<String> in
-                let now = Self.serverNow
-                if !blocks.isEmpty {
-                    try await conn.query("""
-                        INSERT INTO docfs_blocks (hash, pack_key, pack_offset, length, created_ns)
-                        SELECT h, p, o, l, \(unescaped: now)
-                        FROM unnest(\(blocks.map(\.hash))::text[], \(blocks.map(\.pack))::text[],
-                                    \(blocks.map(\.offset))::bigint[], \(blocks.map(\.length))::bigint[]) AS b(h, p, o, l)
-                        ON CONFLICT (hash) DO NOTHING
-                        """, logger: logger)
-                }
-                // The blocks named are held (KEY SHARE) until the commit: gc cannot take one now.
-                let named = Array(Set(manifests.flatMap(\.hashes)))
-                var present: Set<String> = []
-                if !named.isEmpty {
-                    for try await (hash) in try await conn.query(
-                        "SELECT hash FROM docfs_blocks WHERE hash = ANY(\(named)) FOR KEY SHARE", logger: logger).decode(String.self) {
-                        present.insert(hash)
+        do {
+            try await mapped { [self] in
+                try await client.withTransaction(logger: logger) { conn in
+                    let now = Self.serverNow
+                    if !blocks.isEmpty {
+                        try await conn.query("""
+                            INSERT INTO docfs_blocks (hash, pack_key, pack_offset, length, created_ns)
+                            SELECT h, p, o, l, \(unescaped: now)
+                            FROM unnest(\(blocks.map(\.hash))::text[], \(blocks.map(\.pack))::text[],
+                                        \(blocks.map(\.offset))::bigint[], \(blocks.map(\.length))::bigint[]) AS b(h, p, o, l)
+                            ON CONFLICT (hash) DO NOTHING
+                            """, logger: logger)
+                    }
+                    for manifest in manifests {
+                        let inserted = try await conn.query("""
+                            INSERT INTO docfs_manifests (key, size, created_ns) VALUES (\(manifest.key), \(manifest.size), \(unescaped: now))
+                            ON CONFLICT (key) DO NOTHING RETURNING 1
+                            """, logger: logger)
+                        var fresh = false
+                        for try await _ in inserted.decode(Int.self) { fresh = true }
+                        guard fresh, !manifest.hashes.isEmpty else { continue }
+                        try await conn.query("""
+                            INSERT INTO docfs_manifest_blocks (key, ordinal, hash)
+                            SELECT \(manifest.key), n - 1, h FROM unnest(\(manifest.hashes)::text[]) WITH ORDINALITY AS m(h, n)
+                            """, logger: logger)
                     }
                 }
-                // The blocks just sent are kept; the manifests wait for the missing ones.
-                let missing = Set(named).subtracting(present)
-                guard missing.isEmpty else { return missing }
-                for manifest in manifests {
-                    let inserted = try await conn.query("""
-                        INSERT INTO docfs_manifests (key, size, created_ns) VALUES (\(manifest.key), \(manifest.size), \(unescaped: now))
-                        ON CONFLICT (key) DO NOTHING RETURNING 1
-                        """, logger: logger)
-                    var fresh = false
-                    for try await _ in inserted.decode(Int.self) { fresh = true }
-                    guard fresh, !manifest.hashes.isEmpty else { continue }
-                    try await conn.query("""
-                        INSERT INTO docfs_manifest_blocks (key, ordinal, hash)
-                        SELECT \(manifest.key), n - 1, h FROM unnest(\(manifest.hashes)::text[]) WITH ORDINALITY AS m(h, n)
-                        """, logger: logger)
-                }
-                return []
             }
+            return []
+        } catch RemoteError.rejected(let message) where message.contains("SQLSTATE 23503") {
+            // A named block is gone (foreign_key_violation): which ones, now.
+            let named = Array(Set(manifests.flatMap(\.hashes)))
+            let missing = Set(named).subtracting(try await knownBlocks(named))
+            return missing.isEmpty ? Set(named) : missing
         }
     }
 

@@ -12,7 +12,7 @@ extension RemoteSchema {
     /// Versions whose key names no manifest are whole objects (`PREFIX/objects/…`, before version 8).
     static let blockStatements: [String] = [
         """
-        CREATE TABLE docfs_blocks (
+        CREATE TABLE IF NOT EXISTS docfs_blocks (
             hash        text PRIMARY KEY,
             pack_key    text NOT NULL,
             pack_offset bigint NOT NULL,
@@ -20,22 +20,22 @@ extension RemoteSchema {
             created_ns  bigint NOT NULL
         )
         """,
-        "CREATE INDEX docfs_blocks_pack ON docfs_blocks (pack_key)",
+        "CREATE INDEX IF NOT EXISTS docfs_blocks_pack ON docfs_blocks (pack_key)",
         """
-        CREATE TABLE docfs_manifests (
+        CREATE TABLE IF NOT EXISTS docfs_manifests (
             key        text PRIMARY KEY,
             size       bigint NOT NULL,
             created_ns bigint NOT NULL
         )
         """,
         """
-        CREATE TABLE docfs_manifest_blocks (
+        CREATE TABLE IF NOT EXISTS docfs_manifest_blocks (
             key     text NOT NULL REFERENCES docfs_manifests (key) ON DELETE CASCADE,
             ordinal integer NOT NULL,
             hash    text NOT NULL REFERENCES docfs_blocks (hash),
             PRIMARY KEY (key, ordinal)
         )
         """,
-        "CREATE INDEX docfs_manifest_blocks_hash ON docfs_manifest_blocks (hash)",
+        "CREATE INDEX IF NOT EXISTS docfs_manifest_blocks_hash ON docfs_manifest_blocks (hash)",
     ]
 }
