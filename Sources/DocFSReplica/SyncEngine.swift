@@ -270,56 +270,60 @@ package final class SyncEngine: Sendable {
             var assigned: [Int64: Int64] = [:]
             var failure: (any Error)?
             var refresh: [Int64] = []
-            for entry in chunk {
-                // Behind a change of its item set aside in this batch: it waits with it, in order.
-                if setAside[entry.row] != nil || setAside[store.currentRow(entry.row)] != nil { continue }
-                if let refusal = refusedUploads[entry.seq] {
-                    setItemAside(entry, refusal)
-                    continue
-                }
-                if entry.kind == .content || entry.kind == .delete, conflicted.contains(store.currentRow(entry.row)) {
-                    // A later edit is in the conflicted copy already. A later delete was of this
-                    // replica's version, which the copy holds now; the server's version under the
-                    // name is another replica's edit, which a delete it never saw must not remove
-                    // (its content version number can equal the one this replica deleted).
-                    completions.append(LocalStore.OutboxCompletion(entry: entry))
-                    continue
-                }
-                do {
-                    let outcome = try await apply(entry, content: contents[entry.seq], rootID: rootID, assigned: assigned)
-                    if let permanent = outcome.permanent { assigned[entry.row] = permanent }
-                    if let follow = outcome.follow { refresh.append(follow) }
-                    completions.append(LocalStore.OutboxCompletion(entry: entry, permanentRow: outcome.permanent,
-                                                                   contentKey: outcome.keptOnItem ? contents[entry.seq]?.key : nil))
-                } catch {
-                    let sorted = SyncFailure(error, bucket: configuration.bucket)
-                    if sorted.setsAside {
-                        setItemAside(entry, sorted.message, waitsOn: (error as? SyncFailure.WaitsFor)?.row)
+            // One transaction for the chunk (one commit, the write lock taken once); what the
+            // server decided is acted on here once it is committed.
+            try await database.batched {
+                for entry in chunk {
+                    // Behind a change of its item set aside in this batch: it waits with it, in order.
+                    if setAside[entry.row] != nil || setAside[store.currentRow(entry.row)] != nil { continue }
+                    if let refusal = refusedUploads[entry.seq] {
+                        setItemAside(entry, refusal)
                         continue
                     }
-                    guard sorted.isItemLevel else { failure = error; break }
-                    // The server decided otherwise (another replica's change came first, a move it
-                    // refuses): the change is dropped and the item follows the server's state.
-                    let row = assigned[entry.row] ?? store.currentRow(entry.row)
-                    var path = store.path(of: LocalStore.identifier(forRow: row))
-                    if path.hasSuffix("?") { path = "item \(row) (deleted here)" }
-                    // An edit the server's layout refuses, whose conflicted copy it refuses too, is
-                    // not undone: the item keeps this replica's contents (nothing written is
-                    // lost), marked with the rule.
-                    var refusedEdit = false
-                    if entry.kind == .content, case RemoteError.refused = error { refusedEdit = true }
-                    if row > LocalStore.trashRow, row < LocalStore.temporaryRowBase, !refusedEdit {
-                        refresh.append(row)
-                        store.noteConflict("this replica's \(entry.kind.rawValue) was undone: \(sorted.message)", row: row,
-                                           summary: "\(path): \(entry.kind.rawValue) undone (\(sorted.message))")
-                        logger.warning("sync: \(path): the server refused the \(entry.kind.rawValue) (\(sorted.message)); undone here, the item follows the server")
-                    } else {
-                        // The first refusal says why (a later change of the item fails for that one).
-                        if store.syncError(of: row) == nil { store.setSyncError(sorted.message, row: row) }
-                        logger.error("sync: \(path): the server refused the \(entry.kind.rawValue): \(sorted.message); kept locally, not sent")
-                        progress.withLock { $0.failedItems += 1 }
+                    if entry.kind == .content || entry.kind == .delete, conflicted.contains(store.currentRow(entry.row)) {
+                        // A later edit is in the conflicted copy already. A later delete was of this
+                        // replica's version, which the copy holds now; the server's version under the
+                        // name is another replica's edit, which a delete it never saw must not remove
+                        // (its content version number can equal the one this replica deleted).
+                        completions.append(LocalStore.OutboxCompletion(entry: entry))
+                        continue
                     }
-                    completions.append(LocalStore.OutboxCompletion(entry: entry))
+                    do {
+                        let outcome = try await apply(entry, content: contents[entry.seq], rootID: rootID, assigned: assigned)
+                        if let permanent = outcome.permanent { assigned[entry.row] = permanent }
+                        if let follow = outcome.follow { refresh.append(follow) }
+                        completions.append(LocalStore.OutboxCompletion(entry: entry, permanentRow: outcome.permanent,
+                                                                       contentKey: outcome.keptOnItem ? contents[entry.seq]?.key : nil))
+                    } catch {
+                        let sorted = SyncFailure(error, bucket: configuration.bucket)
+                        if sorted.setsAside {
+                            setItemAside(entry, sorted.message, waitsOn: (error as? SyncFailure.WaitsFor)?.row)
+                            continue
+                        }
+                        guard sorted.isItemLevel else { failure = error; break }
+                        // The server decided otherwise (another replica's change came first, a move it
+                        // refuses): the change is dropped and the item follows the server's state.
+                        let row = assigned[entry.row] ?? store.currentRow(entry.row)
+                        var path = store.path(of: LocalStore.identifier(forRow: row))
+                        if path.hasSuffix("?") { path = "item \(row) (deleted here)" }
+                        // An edit the server's layout refuses, whose conflicted copy it refuses too, is
+                        // not undone: the item keeps this replica's contents (nothing written is
+                        // lost), marked with the rule.
+                        var refusedEdit = false
+                        if entry.kind == .content, case RemoteError.refused = error { refusedEdit = true }
+                        if row > LocalStore.trashRow, row < LocalStore.temporaryRowBase, !refusedEdit {
+                            refresh.append(row)
+                            store.noteConflict("this replica's \(entry.kind.rawValue) was undone: \(sorted.message)", row: row,
+                                               summary: "\(path): \(entry.kind.rawValue) undone (\(sorted.message))")
+                            logger.warning("sync: \(path): the server refused the \(entry.kind.rawValue) (\(sorted.message)); undone here, the item follows the server")
+                        } else {
+                            // The first refusal says why (a later change of the item fails for that one).
+                            if store.syncError(of: row) == nil { store.setSyncError(sorted.message, row: row) }
+                            logger.error("sync: \(path): the server refused the \(entry.kind.rawValue): \(sorted.message); kept locally, not sent")
+                            progress.withLock { $0.failedItems += 1 }
+                        }
+                        completions.append(LocalStore.OutboxCompletion(entry: entry))
+                    }
                 }
             }
             try store.completeOutbox(completions)
@@ -369,7 +373,9 @@ package final class SyncEngine: Sendable {
         try await database.recordUploadIntents(files.map(\.manifestKey))
         let uploader = BlockUploader(server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix, logger: logger)
         let result = try await uploader.upload(files)
-        return (result.contents, result.refused, result.uploadedBytes)
+        // Each version says which replica sent it (`docfs versions`).
+        let replica = "\(ConflictNames.hostName):\(store.url.lastPathComponent)"
+        return (result.contents.mapValues { var content = $0; content.replica = replica; return content }, result.refused, result.uploadedBytes)
     }
 
     /// The item's content type and what it conforms to, nearest first, for the server's check of
@@ -501,6 +507,9 @@ package final class SyncEngine: Sendable {
     /// With `refusal` (the server's layout does not allow writing the file), the same, for that reason.
     func keepConflictedCopy(_ entry: OutboxEntry, itemID: Int64, content: RemoteContent, rootID: Int64,
                             refusal: String? = nil) async throws -> Outcome {
+        // What this chunk sent so far is committed: the item is read as the server has it now,
+        // and the copy made here exists on the server before it exists here.
+        try await database.commitBatch()
         guard let server = try await database.item(itemID), let parentID = server.parentID else {
             throw SyncFailure.Refused("the item is gone from the server")
         }
@@ -513,6 +522,7 @@ package final class SyncEngine: Sendable {
                                               modifiedNs: entry.details.modifiedNs ?? server.modifiedNs)
         let applied = try await database.createItem(operationID: ConflictNames.copyOperation(entry.id), parentID: parentID, name: name,
                                                     kind: .file, attributes: attributes, content: content)
+        try await database.commitBatch()
         let parentRow = parentID == rootID ? LocalStore.rootRow : parentID
         try store.forkConflictedCopy(of: row, as: applied.itemID, name: applied.name ?? name, parentRow: parentRow, sending: entry.seq)
         conflicted.insert(row)

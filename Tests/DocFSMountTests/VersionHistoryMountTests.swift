@@ -6,7 +6,7 @@ import XCTest
 /// keeping old versions for --keep-versions.
 final class VersionHistoryMountTests: ReplicaTestCase {
     struct Listing: Decodable {
-        struct Version: Decodable { var number: Int64; var size: Int64; var collected: Bool }
+        struct Version: Decodable { var number: Int64; var size: Int64; var collected: Bool; var replica: String? }
         var current: Int64?
         var versions: [Version]
     }
@@ -27,6 +27,8 @@ final class VersionHistoryMountTests: ReplicaTestCase {
         var list = try listing(r, r.fx.m("notes.txt"))
         XCTAssertEqual(list.versions.map(\.size).suffix(3), [3, 7, 17], "\(list)")
         XCTAssertEqual(list.current, list.versions.last?.number)
+        XCTAssertTrue(list.versions.allSatisfy { $0.replica?.hasSuffix(":" + URL(fileURLWithPath: r.fx.store).lastPathComponent) == true },
+                      "each version names the replica that sent it: \(list)")
         let first = try XCTUnwrap(list.versions.first { $0.size == 3 }).number
         let human = r.fx.docfs(["versions", r.fx.m("notes.txt")], env: env)
         XCTAssertEqual(human.status, 0, "\(human)")

@@ -459,3 +459,46 @@ final class NoTLSServer: @unchecked Sendable {
         close(fd)
     }
 }
+
+extension RemoteDatabaseTests {
+    /// A chunk's operations in one transaction: invisible to other connections until it commits,
+    /// one the server refuses undone alone (its savepoint), all undone when the batch throws.
+    func testABatchCommitsTogetherAndUndoesARefusedOperationAlone() async throws {
+        try await withDatabase { db, url in
+            let root = try await db.rootID()
+            let other = RemoteDatabase(url: url)
+            defer { Task { await other.shutdown() } }
+            let taken = try await db.createItem(operationID: UUID(), parentID: root, name: "taken", kind: .directory,
+                                                attributes: attributes(mode: 0o755))
+            let (a, refused) = try await db.batched { () -> (Int64, (any Error)?) in
+                let a = try await db.createItem(operationID: UUID(), parentID: root, name: "a.txt", kind: .file, attributes: attributes())
+                var refused: (any Error)?
+                do {
+                    _ = try await db.moveItem(operationID: UUID(), itemID: taken.itemID, toParentID: taken.itemID, name: "taken")
+                } catch {
+                    refused = error
+                }
+                let seen = try await other.children(of: root).map(\.name)
+                XCTAssertFalse(seen.contains("a.txt"), "not committed yet: \(seen)")
+                _ = try await db.createItem(operationID: UUID(), parentID: root, name: "b.txt", kind: .file, attributes: attributes())
+                return (a.itemID, refused)
+            }
+            XCTAssertNotNil(refused, "a move into itself is refused")
+            let names = Set(try await other.children(of: root).map(\.name))
+            XCTAssertEqual(names, ["taken", "a.txt", "b.txt"], "committed together, the refused move undone alone")
+            let item = try await other.item(a)
+            XCTAssertNotNil(item)
+
+            struct Stop: Error {}
+            do {
+                try await db.batched {
+                    _ = try await db.createItem(operationID: UUID(), parentID: root, name: "c.txt", kind: .file, attributes: attributes())
+                    throw Stop()
+                }
+                XCTFail("the batch threw")
+            } catch {}
+            let after = try await other.children(of: root).map(\.name)
+            XCTAssertFalse(after.contains("c.txt"), "a batch that threw is rolled back")
+        }
+    }
+}

@@ -99,6 +99,10 @@ final class InMemoryServer: ReplicaServer {
         return state.withLock { $0.hashes[key] }
     }
 
+    /// Each operation commits at once here: a batch is its operations one after another.
+    func batched<T>(_ body: () async throws -> T) async throws -> T { try await body() }
+    func commitBatch() async throws {}
+
     func knownBlocks(_ hashes: [String]) async throws -> Set<String> {
         try enter("knownBlocks")
         return state.withLock { s in

@@ -166,8 +166,20 @@ def main(argv):
             c = sts.assume_role(RoleArn=role["Arn"], RoleSessionName="docfs-test")["Credentials"]
             result = {"id": c["AccessKeyId"], "secret": c["SecretAccessKey"], "token": c["SessionToken"]}
         elif command == "read":
+            # Keys of objects, or {key: [[pack, offset, length], ...]} of versions made of blocks.
             with open(argv[3]) as f:
-                result = {k: s3.get_object(Bucket=arg, Key=k)["Body"].read().decode(errors="replace") for k in json.load(f)}
+                keys = json.load(f)
+            if isinstance(keys, dict):
+                packs, result = {}, {}
+                for key, blocks in keys.items():
+                    body = b""
+                    for pack, offset, length in blocks:
+                        if pack not in packs:
+                            packs[pack] = s3.get_object(Bucket=arg, Key=pack)["Body"].read()
+                        body += packs[pack][offset:offset + length]
+                    result[key] = body.decode(errors="replace")
+            else:
+                result = {k: s3.get_object(Bucket=arg, Key=k)["Body"].read().decode(errors="replace") for k in keys}
         elif command == "digest":
             with open(argv[3]) as f:
                 result = digest(s3, arg, json.load(f))

@@ -337,18 +337,37 @@ def wait_for_quiet(mounts, timeout=300):
 
 
 def server_contents(database, bucket):
-    """The contents of every object a version names: what the server keeps."""
-    rows = run([PSQL, "-X", "-q", "-A", "-t", "-d", database_url(database), "-c",
-                "SELECT DISTINCT content_key FROM docfs_versions WHERE content_key IS NOT NULL"]).stdout.split()
+    """The contents of every version the server keeps: an object's bytes, or (schema 8) the
+    version's blocks cut from their packs in order."""
+    rows = run([PSQL, "-X", "-q", "-A", "-t", "-F", "|", "-d", database_url(database), "-c", """
+        SELECT v.key, m.key IS NOT NULL, b.pack_key, b.pack_offset, b.length
+        FROM (SELECT DISTINCT content_key AS key FROM docfs_versions WHERE content_key IS NOT NULL) v
+        LEFT JOIN docfs_manifests m ON m.key = v.key
+        LEFT JOIN docfs_manifest_blocks mb ON mb.key = v.key LEFT JOIN docfs_blocks b ON b.hash = mb.hash
+        ORDER BY v.key, mb.ordinal"""]).stdout.splitlines()
     if not rows:
         return set()
-    keys = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-    json.dump(rows, keys)
-    keys.close()
-    try:
-        return set(json.loads(s3check("read", bucket, keys.name).stdout).values())
-    finally:
-        os.unlink(keys.name)
+    objects, manifests = [], {}
+    for row in rows:
+        key, is_manifest, pack, offset, length = row.split("|")
+        if is_manifest != "t":
+            objects.append(key)
+            continue
+        manifests.setdefault(key, [])
+        if pack:
+            manifests[key].append([pack, int(offset), int(length)])
+    out = set()
+    for request in (objects, manifests):
+        if not request:
+            continue
+        keys = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        json.dump(request, keys)
+        keys.close()
+        try:
+            out |= set(json.loads(s3check("read", bucket, keys.name).stdout).values())
+        finally:
+            os.unlink(keys.name)
+    return out
 
 
 def check(replicas, database, bucket):

@@ -10,6 +10,8 @@ package struct RemoteVersion: Sendable, Equatable, Codable {
     package var key: String?
     /// `docfs remote gc` removed its object: listed, no longer restorable.
     package var collected: Bool
+    /// The replica that sent it ("HOST:STORE"; nil before schema 8).
+    package var replica: String?
 }
 
 extension RemoteDatabase {
@@ -17,12 +19,12 @@ extension RemoteDatabase {
     package func versions(of itemID: Int64) async throws -> [RemoteVersion] {
         try await mapped { [self] in
             let rows = try await client.query("""
-                SELECT content_version, created_ns, size, content_key, collected_ns IS NOT NULL
-                FROM docfs_versions WHERE item_id = \(itemID) ORDER BY content_version
+                SELECT content_version, created_ns, size, content_key, collected_ns IS NOT NULL, to_jsonb(v) ->> 'replica'
+                FROM docfs_versions v WHERE item_id = \(itemID) ORDER BY content_version
                 """, logger: logger)
             var out: [RemoteVersion] = []
-            for try await (number, created, size, key, collected) in rows.decode((Int64, Int64, Int64, String?, Bool).self) {
-                out.append(RemoteVersion(number: number, createdNs: created, size: size, key: key, collected: collected))
+            for try await (number, created, size, key, collected, replica) in rows.decode((Int64, Int64, Int64, String?, Bool, String?).self) {
+                out.append(RemoteVersion(number: number, createdNs: created, size: size, key: key, collected: collected, replica: replica))
             }
             return out
         }
@@ -42,16 +44,28 @@ extension RemoteDatabase {
 }
 
 extension RemoteDatabase {
-    /// A content version's row. The SHA-256 column is named only when there is one to record,
-    /// so that the same code writes to a server set up before schema 7 (a test of an older one).
+    /// A content version's row. The SHA-256 and replica columns are named only when there is one
+    /// to record, so that the same code writes to a server set up before schema 7 or 8 (a test of
+    /// an older one).
     static func insertVersion(_ itemID: Int64, _ version: Int64, _ content: RemoteContent?, now: String,
                               conn: PostgresConnection, logger: Logger) async throws {
-        if let sha256 = content?.sha256 {
+        switch (content?.sha256, content?.replica) {
+        case (let sha256?, let replica?):
+            try await conn.query("""
+                INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns, sha256, replica)
+                VALUES (\(itemID), \(version), \(content?.key), \(content?.size ?? 0), \(unescaped: now), \(sha256), \(replica))
+                """, logger: logger)
+        case (let sha256?, nil):
             try await conn.query("""
                 INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns, sha256)
                 VALUES (\(itemID), \(version), \(content?.key), \(content?.size ?? 0), \(unescaped: now), \(sha256))
                 """, logger: logger)
-        } else {
+        case (nil, let replica?):
+            try await conn.query("""
+                INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns, replica)
+                VALUES (\(itemID), \(version), \(content?.key), \(content?.size ?? 0), \(unescaped: now), \(replica))
+                """, logger: logger)
+        case (nil, nil):
             try await conn.query("""
                 INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns)
                 VALUES (\(itemID), \(version), \(content?.key), \(content?.size ?? 0), \(unescaped: now))

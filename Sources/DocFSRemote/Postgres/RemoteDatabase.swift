@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
+import Synchronization
 import NIOSSL
 
 /// The metadata half of the server: items with permanent identifiers, content versions, the
@@ -27,6 +28,10 @@ package final class RemoteDatabase: Sendable {
     /// How long one call may wait for a connection and its answer before it reports the server
     /// unreachable (the pool itself keeps trying to connect, with backoff, for as long as it lives).
     let operationTimeout: Duration
+    /// The transaction `batched` holds open: operations go into it (`RemoteDatabase+Batch`).
+    let activeBatch = Mutex<OperationBatch?>(nil)
+    /// Where batches open their own connection.
+    let url: PostgresURL
 
     package init(url: PostgresURL, logger: Logger = Logger(label: "docfs.postgres"), maximumConnections: Int = 8,
                 operationTimeout: Duration = .seconds(30)) {
@@ -43,6 +48,7 @@ package final class RemoteDatabase: Sendable {
         self.client = client
         self.logger = logger
         self.operationTimeout = operationTimeout
+        self.url = url
         self.runTask = Task { await client.run() }
     }
 
@@ -418,40 +424,55 @@ package final class RemoteDatabase: Sendable {
     /// One operation in one transaction: serialize, answer a replay, apply, log, notify.
     private func apply(operationID: UUID, kind: RemoteChange.Kind, _ body: @escaping Body) async throws -> AppliedChange {
         let logger = self.logger
+        if let batch = activeBatch.withLock({ $0 }) {
+            do {
+                return try await batch.savepoint { conn in
+                    try await Self.applyOperation(operationID: operationID, kind: kind, body, conn: conn, logger: logger)
+                }
+            } catch {
+                throw Self.map(error)
+            }
+        }
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> AppliedChange in
                 try await conn.query("SELECT pg_advisory_xact_lock(\(Self.writeLock))", logger: logger)
-                let prior = try await conn.query("""
-                    SELECT kind, item_id, content_version, metadata_version, position
-                    FROM docfs_operations WHERE operation_id = \(operationID)
-                    """, logger: logger)
-                for try await (k, item, cv, mv, position) in prior.decode((String, Int64, Int64, Int64, Int64).self) {
-                    guard k == kind.rawValue else { throw RemoteError.operationReused(operationID, previousKind: k) }
-                    let name = try await Self.currentName(item, conn: conn, logger: logger)
-                    return AppliedChange(itemID: item, contentVersion: cv, metadataVersion: mv, position: position,
-                                         replayed: true, name: name)
-                }
-                let result = try await body(conn, logger)
-                let now = Self.serverNow
-                let rows = try await conn.query("""
-                    INSERT INTO docfs_changes (item_id, kind, operation_id, content_version, metadata_version, at_ns)
-                    VALUES (\(result.itemID), \(kind.rawValue), \(operationID), \(result.contentVersion),
-                            \(result.metadataVersion), \(unescaped: now))
-                    RETURNING position
-                    """, logger: logger)
-                var position: Int64 = 0
-                for try await (p) in rows.decode(Int64.self) { position = p }
-                try await conn.query("""
-                    INSERT INTO docfs_operations (operation_id, kind, item_id, content_version, metadata_version, position, applied_ns)
-                    VALUES (\(operationID), \(kind.rawValue), \(result.itemID), \(result.contentVersion),
-                            \(result.metadataVersion), \(position), \(unescaped: now))
-                    """, logger: logger)
-                try await conn.query("SELECT pg_notify(\(Self.notificationChannel), \(String(position)))", logger: logger)
-                let name = try await Self.currentName(result.itemID, conn: conn, logger: logger)
-                return AppliedChange(itemID: result.itemID, contentVersion: result.contentVersion,
-                                     metadataVersion: result.metadataVersion, position: position, replayed: false, name: name)
+                return try await Self.applyOperation(operationID: operationID, kind: kind, body, conn: conn, logger: logger)
             }
         }
+    }
+
+    /// The operation in the transaction the caller holds (with the write lock).
+    static func applyOperation(operationID: UUID, kind: RemoteChange.Kind, _ body: Body, conn: PostgresConnection,
+                               logger: Logger) async throws -> AppliedChange {
+        let prior = try await conn.query("""
+            SELECT kind, item_id, content_version, metadata_version, position
+            FROM docfs_operations WHERE operation_id = \(operationID)
+            """, logger: logger)
+        for try await (k, item, cv, mv, position) in prior.decode((String, Int64, Int64, Int64, Int64).self) {
+            guard k == kind.rawValue else { throw RemoteError.operationReused(operationID, previousKind: k) }
+            let name = try await Self.currentName(item, conn: conn, logger: logger)
+            return AppliedChange(itemID: item, contentVersion: cv, metadataVersion: mv, position: position,
+                                 replayed: true, name: name)
+        }
+        let result = try await body(conn, logger)
+        let now = Self.serverNow
+        let rows = try await conn.query("""
+            INSERT INTO docfs_changes (item_id, kind, operation_id, content_version, metadata_version, at_ns)
+            VALUES (\(result.itemID), \(kind.rawValue), \(operationID), \(result.contentVersion),
+                    \(result.metadataVersion), \(unescaped: now))
+            RETURNING position
+            """, logger: logger)
+        var position: Int64 = 0
+        for try await (p) in rows.decode(Int64.self) { position = p }
+        try await conn.query("""
+            INSERT INTO docfs_operations (operation_id, kind, item_id, content_version, metadata_version, position, applied_ns)
+            VALUES (\(operationID), \(kind.rawValue), \(result.itemID), \(result.contentVersion),
+                    \(result.metadataVersion), \(position), \(unescaped: now))
+            """, logger: logger)
+        try await conn.query("SELECT pg_notify(\(Self.notificationChannel), \(String(position)))", logger: logger)
+        let name = try await Self.currentName(result.itemID, conn: conn, logger: logger)
+        return AppliedChange(itemID: result.itemID, contentVersion: result.contentVersion,
+                             metadataVersion: result.metadataVersion, position: position, replayed: false, name: name)
     }
 
     struct Row {

@@ -9,6 +9,7 @@ extension RemoteSchema {
     ///   is what keeps gc and a replica that found a block already there from crossing: a block a
     ///   manifest names cannot go, and a manifest naming a block gc just removed is refused (the
     ///   replica uploads it again).
+    /// - `docfs_versions.replica`: the replica that sent the version.
     /// Versions whose key names no manifest are whole objects (`PREFIX/objects/…`, before version 8).
     static let blockStatements: [String] = [
         """
@@ -37,5 +38,7 @@ extension RemoteSchema {
         )
         """,
         "CREATE INDEX IF NOT EXISTS docfs_manifest_blocks_hash ON docfs_manifest_blocks (hash)",
+        // Which replica sent each version (`docfs versions`): "HOST:STORE".
+        "ALTER TABLE docfs_versions ADD COLUMN IF NOT EXISTS replica text",
     ]
 }

@@ -129,10 +129,13 @@ package struct RemoteContent: Sendable, Equatable {
     /// SHA-256 (hex) of the object's bytes as the replica sent them: every download is checked
     /// against it (nil: an older replica's version, not checked).
     package var sha256: String?
-    package init(key: String, size: Int64, sha256: String? = nil) {
+    /// The replica that sent it ("HOST:STORE"; schema 8).
+    package var replica: String?
+    package init(key: String, size: Int64, sha256: String? = nil, replica: String? = nil) {
         self.key = key
         self.size = size
         self.sha256 = sha256
+        self.replica = replica
     }
 }
 

@@ -34,6 +34,11 @@ package protocol ReplicaServer: Sendable {
     /// The SHA-256 (hex) the uploading replica recorded for the object `key` (nil: none).
     func expectedSHA256(key: String) async throws -> String?
 
+    /// Every operation `body` applies in one transaction, committed when it returns;
+    /// `commitBatch` commits what it applied so far (before acting locally on an answer).
+    func batched<T>(_ body: () async throws -> T) async throws -> T
+    func commitBatch() async throws
+
     /// Blocks (schema 8): which of these the bucket holds; record uploaded blocks and the
     /// manifests naming them (answers blocks gc removed meanwhile, and then records no
     /// manifest); a version's blocks in order (nil: `key` is a whole object).
