@@ -259,7 +259,9 @@ package final class SyncEngine: Sendable {
             }
             let chunk = Array(entries[start..<end])
             start += chunk.count
+            let began = ContinuousClock.now
             let (contents, refusedUploads, uploadedBytes) = try await upload(chunk)
+            let uploaded = ContinuousClock.now
             // The uploads are in; their intents are renewed (server time) right before the
             // versions that name them are committed, so that gc spares them however long the
             // uploads took, and dropped once those are in.
@@ -326,7 +328,9 @@ package final class SyncEngine: Sendable {
                     }
                 }
             }
+            let committed = ContinuousClock.now
             try store.completeOutbox(completions)
+            logger.debug("sync: chunk of \(chunk.count) entries: upload \(uploaded - began), server \(committed - uploaded), completed here \(ContinuousClock.now - committed)")
             // Best effort: an intent left behind expires (docfs remote gc).
             try? await database.dropUploadIntents(uploadedKeys)
             follower.wake.signal()

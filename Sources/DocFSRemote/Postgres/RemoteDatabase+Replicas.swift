@@ -93,6 +93,9 @@ extension RemoteDatabase {
 
     /// The folder a replica puts something into: alive (brought back if it was deleted) and a folder.
     static func destinationFolder(_ id: Int64, operationID: UUID, conn: PostgresConnection, logger: Logger) async throws {
+        // The usual case in one round trip: a live folder, locked.
+        let rows = try await conn.query("SELECT kind, deleted FROM docfs_items WHERE id = \(id) FOR UPDATE", logger: logger)
+        for try await (kind, deleted) in rows.decode((String, Bool).self) where kind == "directory" && !deleted { return }
         try await resurrectFolder(id, operationID: operationID, conn: conn, logger: logger)
         let parent = try await liveItem(id, conn: conn, logger: logger)
         guard parent.kind == "directory" else { throw RemoteError.invalid("item \(id) is not a directory") }

@@ -456,21 +456,24 @@ package final class RemoteDatabase: Sendable {
         }
         let result = try await body(conn, logger)
         let now = Self.serverNow
+        // The change logged, the operation recorded, the replicas notified and the item's name
+        // read back in one statement (one round trip).
         let rows = try await conn.query("""
-            INSERT INTO docfs_changes (item_id, kind, operation_id, content_version, metadata_version, at_ns)
-            VALUES (\(result.itemID), \(kind.rawValue), \(operationID), \(result.contentVersion),
-                    \(result.metadataVersion), \(unescaped: now))
-            RETURNING position
+            WITH c AS (
+                INSERT INTO docfs_changes (item_id, kind, operation_id, content_version, metadata_version, at_ns)
+                VALUES (\(result.itemID), \(kind.rawValue), \(operationID), \(result.contentVersion),
+                        \(result.metadataVersion), \(unescaped: now))
+                RETURNING position),
+            o AS (
+                INSERT INTO docfs_operations (operation_id, kind, item_id, content_version, metadata_version, position, applied_ns)
+                SELECT \(operationID), \(kind.rawValue), \(result.itemID), \(result.contentVersion), \(result.metadataVersion),
+                       c.position, \(unescaped: now) FROM c)
+            SELECT c.position, (SELECT name FROM docfs_items WHERE id = \(result.itemID))
+            FROM c, LATERAL (SELECT pg_notify(\(Self.notificationChannel), c.position::text)) AS n
             """, logger: logger)
         var position: Int64 = 0
-        for try await (p) in rows.decode(Int64.self) { position = p }
-        try await conn.query("""
-            INSERT INTO docfs_operations (operation_id, kind, item_id, content_version, metadata_version, position, applied_ns)
-            VALUES (\(operationID), \(kind.rawValue), \(result.itemID), \(result.contentVersion),
-                    \(result.metadataVersion), \(position), \(unescaped: now))
-            """, logger: logger)
-        try await conn.query("SELECT pg_notify(\(Self.notificationChannel), \(String(position)))", logger: logger)
-        let name = try await Self.currentName(result.itemID, conn: conn, logger: logger)
+        var name: String?
+        for try await (p, n) in rows.decode((Int64, String?).self) { position = p; name = n }
         return AppliedChange(itemID: result.itemID, contentVersion: result.contentVersion,
                              metadataVersion: result.metadataVersion, position: position, replayed: false, name: name)
     }
