@@ -48,23 +48,33 @@ extension LocalStore {
             // Move the contents in first, then commit the rows: a crash in between leaves only
             // content files without rows, which the next open removes.
             // A staged file on another filesystem (EXDEV) is copied instead, and the original
-            // removed once the rows are committed.
-            var moved: [(item: PlannedItem, copied: Bool)] = []
+            // removed once the rows are committed. A small file's bytes are appended to a segment
+            // (`storesInSegment`) and the staged file removed once the rows are committed.
+            enum Move { case renamed, copied, segment }
+            var moved: [(item: PlannedItem, how: Move)] = []
             func undoMoves() {
                 for done in moved.reversed() {
-                    if done.copied { sysUnlink(contentPath(done.item.record.row)) }
-                    else { try? sysRename(contentPath(done.item.record.row), done.item.source, "") }
+                    switch done.how {
+                    case .copied: sysUnlink(contentPath(done.item.record.row))
+                    case .renamed: try? sysRename(contentPath(done.item.record.row), done.item.source, "")
+                    case .segment: segments.remove(done.item.record.row)
+                    }
                 }
             }
             for planned in plan where planned.record.item.kind == .file {
                 let target = contentPath(planned.record.row)
                 do throws(ProviderError) {
+                    if storesInSegment(size: planned.record.item.documentSize) {
+                        try appendToSegment(planned.record.row, from: planned.source, size: planned.record.item.documentSize)
+                        moved.append((planned, .segment))
+                        continue
+                    }
                     do throws(ProviderError) {
                         try sysRename(planned.source, target, "rename staged file \(planned.source) into the store")
-                        moved.append((planned, false))
+                        moved.append((planned, .renamed))
                     } catch where error.errno == EXDEV {
                         try sysCopyFile(planned.source, to: target)
-                        moved.append((planned, true))
+                        moved.append((planned, .copied))
                     }
                 } catch {
                     undoMoves()
@@ -79,7 +89,7 @@ extension LocalStore {
                 undoMoves()
                 throw error
             }
-            for done in moved where done.copied { sysUnlink(done.item.source) }
+            for done in moved where done.how != .renamed { sysUnlink(done.item.source) }
             // Committed: the staged directories (and symlinks) are no longer needed.
             if status.kind != .file { removeTree(sourcePath) }
             let top = state.withLock { tree -> Item in
