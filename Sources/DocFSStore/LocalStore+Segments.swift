@@ -13,10 +13,17 @@ import GRDB
 extension LocalStore {
     static let segmentsName = "segments"
 
-    /// Whether an import of `size` bytes goes to a segment: segments are on (`smallFileLimit`),
-    /// the file is that small, and the store is not a replica (whose rows the server renumbers).
+    /// Whether an import of `size` bytes goes to a segment: segments are on (`smallFileLimit`,
+    /// never for a replica) and the file is that small.
     func storesInSegment(size: Int64) -> Bool {
-        smallFileLimit > 0 && size <= Int64(smallFileLimit) && replica == nil
+        smallFileLimit > 0 && size <= Int64(smallFileLimit)
+    }
+
+    /// A new file from the bridge's memory (`SmallFileProvider`): imported like a staged file,
+    /// its bytes appended to a segment (or, past `smallFileLimit`, written to a content file).
+    package func importDocument(contents: [UInt8], named name: String, toParentItemIdentifier parent: ItemIdentifier,
+                                attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+        try importSync(path: "", contents: contents, name: name, toParent: parent, attributes: attributes)
     }
 
     /// At open: cut torn appends, then keep the entries of rows that are file items of that size
@@ -57,6 +64,13 @@ extension LocalStore {
     /// dead from then on. Nothing to do for a row with a content file. Under the writer lock.
     func moveOutOfSegment(_ row: Int64) throws(ProviderError) {
         guard let bytes = try segments.read(row) else { return }
+        try writeContentFile(row, bytes)
+        segments.remove(row)
+        scheduleCompaction()
+    }
+
+    /// Writes `bytes` as `contents/<row>`: written and fsynced in `staging/`, then renamed.
+    func writeContentFile(_ row: Int64, _ bytes: [UInt8]) throws(ProviderError) {
         let temporary = stagingPath + "/.segment-\(row)"
         let fd = sysOpen(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         if fd < 0 { throw .posix(errno, "make \(temporary)") }
@@ -78,9 +92,7 @@ extension LocalStore {
             _ = sysUnlink(temporary)
             throw .posix(synced, "fsync \(temporary)")
         }
-        try sysRename(temporary, contentPath(row), "move item \(row) out of its segment")
-        segments.remove(row)
-        scheduleCompaction()
+        try sysRename(temporary, contentPath(row), "move the contents of item \(row) into place")
     }
 
     /// A path to read a file item's bytes from, for whoever needs one (a replica's upload): a
@@ -155,3 +167,5 @@ enum MemoryFiles {
         return fd
     }
 }
+
+extension LocalStore: SmallFileProvider {}

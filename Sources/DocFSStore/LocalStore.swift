@@ -98,15 +98,16 @@ package final class LocalStore: Provider, @unchecked Sendable {
     let replica: ReplicaState?
     /// Small files' bytes (`segments/`, see `ContentSegments` and LocalStore+Segments).
     let segments: ContentSegments
-    /// Files imported with at most this many bytes go to a segment; 0: none do (the default).
-    let smallFileLimit: Int
+    /// Files imported with at most this many bytes go to a segment; 0: none do (the default, and
+    /// always for a replica, whose rows the server renumbers).
+    package let smallFileLimit: Int
 
     /// Called by `open(at:logger:)` only (LocalStore+Lifecycle).
     init(url: URL, layout: Layout, database: DatabaseQueue, journal: StoreJournal, lockFD: Int32, state: TreeState, logger: Logger,
          replica: ReplicaState? = nil, segments: ContentSegments, smallFileLimit: Int = 0) {
         self.replica = replica
         self.segments = segments
-        self.smallFileLimit = smallFileLimit
+        self.smallFileLimit = replica == nil ? max(smallFileLimit, 0) : 0
         self.url = url
         self.journal = journal
         self.layout = layout
