@@ -99,6 +99,12 @@ extension Bridge {
                     }
                     return
                 }
+            } else if let smallFiles,
+                      let slice = try attempt(.item(item.identifier), { () throws(ProviderError) in try smallFiles.openStoredSlice(of: item.identifier) }) {
+                // A small file kept inside a larger one (the store's segments): read in place.
+                install(OpenFile(node: node, readFD: slice.fd, writable: false, window: slice.offset..<(slice.offset + Int64(slice.length))), in: fi)
+                fi.pointee.noflush = 1
+                prefetch?.opened(item)
             } else {
                 let opened = try attempt(.item(item.identifier)) { () throws(ProviderError) in
                     if let onDemand { return try onDemand.openContentsForReading(of: item.identifier) }
@@ -186,7 +192,14 @@ extension Bridge {
             }
         }
         let buf = ThreadBuffer.get(size)
-        let n = session.map { $0.read(into: buf, size, at: offset) } ?? pread(fd, buf, size, off_t(offset))
+        let n: Int
+        if let session {
+            n = session.read(into: buf, size, at: offset)
+        } else if let window = file.window {
+            n = pread(fd, buf, max(0, min(size, Int(window.upperBound - window.lowerBound) - offset)), off_t(window.lowerBound) + off_t(offset))
+        } else {
+            n = pread(fd, buf, size, off_t(offset))
+        }
         if n < 0 { reply.error(errno); return }
         reply.buffer(buf, n)
     }

@@ -54,4 +54,20 @@ public protocol SmallFileProvider: Provider {
     /// with the times and mode in `attributes` (the bridge gives what the program wrote and set).
     func importDocument(contents: [UInt8], named name: String, toParentItemIdentifier parent: ItemIdentifier,
                         attributes: NewItemAttributes) async throws(ProviderError) -> Item
+    /// Where a stored small file's bytes are, to read them in place: a descriptor the caller
+    /// closes, on a file that holds them at `offset` for `length` bytes; nil for a file with
+    /// contents of its own (open those with `openContents`).
+    func openStoredSlice(of identifier: ItemIdentifier) throws(ProviderError) -> StoredSlice?
+}
+
+/// A file's bytes inside a larger file (`SmallFileProvider.openStoredSlice`).
+public struct StoredSlice: Sendable {
+    public var fd: Int32
+    public var offset: Int64
+    public var length: Int
+    public init(fd: Int32, offset: Int64, length: Int) {
+        self.fd = fd
+        self.offset = offset
+        self.length = length
+    }
 }

@@ -170,6 +170,19 @@ package final class ContentSegments: Sendable {
 
     package var isEmpty: Bool { state.withLock { $0.index.isEmpty } }
 
+    /// A new descriptor (the caller closes it) on the segment holding a row's bytes, with where
+    /// they are in it; nil when the row has none here. The entry never changes, and the
+    /// descriptor keeps a compacted segment readable until it is closed.
+    package func slice(_ row: Int64) throws(ProviderError) -> StoredSlice? {
+        guard let (location, segment) = state.withLock({ state -> (Location, Segment)? in
+            guard let location = state.index[row], let segment = state.segments[location.segment] else { return nil }
+            return (location, segment)
+        }) else { return nil }
+        let fd = fcntl(segment.fd, F_DUPFD_CLOEXEC, 0)
+        if fd < 0 { throw .posix(errno, "open segment \(path(location.segment))") }
+        return StoredSlice(fd: fd, offset: location.offset + Int64(Self.headerSize), length: location.length)
+    }
+
     /// A row's bytes, or nil when the row has none here.
     package func read(_ row: Int64) throws(ProviderError) -> [UInt8]? {
         guard let (location, segment) = state.withLock({ state -> (Location, Segment)? in

@@ -52,6 +52,13 @@ extension LocalStore {
         try segments.append(row, bytes)
     }
 
+    /// A file kept in a segment, to be read in place (`SmallFileProvider`); nil for a file with a
+    /// content file of its own.
+    package func openStoredSlice(of identifier: ItemIdentifier) throws(ProviderError) -> StoredSlice? {
+        guard let row = self.row(for: identifier) else { return nil }
+        return try segments.slice(row)
+    }
+
     /// A descriptor on a segment-stored row's bytes (an anonymous memory file, sealed), or nil
     /// when the row has a content file of its own.
     func openSegmentContents(_ row: Int64) throws(ProviderError) -> Int32? {

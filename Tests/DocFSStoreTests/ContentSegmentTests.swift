@@ -183,6 +183,13 @@ final class SegmentStoreTests: StoreTestCase {
         XCTAssertEqual(try contentFiles(), [large.identifier.rawValue], "only the large file has a content file")
         XCTAssertEqual(try contents(of: small.identifier), "small bytes")
         XCTAssertEqual(try store.item(for: small.identifier).documentSize, 11)
+        // Read in place: a descriptor on the segment, and where the bytes are in it.
+        let slice = try XCTUnwrap(try store.openStoredSlice(of: small.identifier))
+        defer { close(slice.fd) }
+        var inPlace = [UInt8](repeating: 0, count: slice.length)
+        XCTAssertEqual(inPlace.withUnsafeMutableBytes { pread(slice.fd, $0.baseAddress, $0.count, off_t(slice.offset)) }, 11)
+        XCTAssertEqual(String(decoding: inPlace, as: UTF8.self), "small bytes")
+        XCTAssertNil(try store.openStoredSlice(of: large.identifier), "a file with a content file of its own")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: segmentsDir), ["1"])
         try await store.synchronize()
         try reopen()  // without segments on: what is stored is still read
