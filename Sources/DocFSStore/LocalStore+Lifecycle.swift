@@ -15,8 +15,10 @@ extension LocalStore {
     /// (staged files; after an unclean shutdown, content files without an item). Nothing of the
     /// tree is loaded: reads fill a working set of at most `cacheItems` records (and as many
     /// folder index entries) from SQLite as they go.
-    /// `smallFileLimit`: files imported with at most this many bytes go to a segment (0: none).
-    package static func open(at url: URL, logger: Logger, cacheItems: Int? = nil, smallFileLimit: Int = 0) throws -> LocalStore {
+    /// `smallFileLimit`: files imported with at most this many bytes go to a segment (0: none);
+    /// `segmentSize`: when a new segment is started (tests make it small).
+    package static func open(at url: URL, logger: Logger, cacheItems: Int? = nil, smallFileLimit: Int = 0,
+                             segmentSize: Int64 = ContentSegments.defaultSegmentLimit) throws -> LocalStore {
         let path = url.path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -110,7 +112,7 @@ extension LocalStore {
                 throw error
             }
             let segments: ContentSegments
-            do { segments = try ContentSegments(directory: path + "/" + segmentsName) } catch {
+            do { segments = try ContentSegments(directory: path + "/" + segmentsName, segmentLimit: segmentSize) } catch {
                 reader.close()
                 throw error
             }

@@ -128,12 +128,17 @@ extension LocalStore {
     func scheduleCompaction() {
         guard !segments.mostlyDead().isEmpty else { return }
         reaper.perform { [segments, logger, url] in
-            for number in segments.mostlyDead() {
+            // Until none is mostly dead (compacting fills the active segment, which may then leave
+            // one behind); bounded, and a failure stops it until the next delete.
+            var rounds = 0
+            while let number = segments.mostlyDead().first, rounds < 64 {
+                rounds += 1
                 do {
                     let freed = try segments.compact(number)
                     logger.debug("store \(url.path): compacted segment \(number), \(freed) byte(s) freed")
                 } catch {
                     logger.warning("store \(url.path): could not compact segment \(number): \(error)")
+                    break
                 }
             }
         }

@@ -237,6 +237,36 @@ final class SegmentStoreTests: StoreTestCase {
         }
     }
 
+    /// Deletes through the store leave segments mostly dead; the background compaction (on the
+    /// reaper's queue) moves what lives and removes them, and nothing is lost.
+    func testMostlyDeadSegmentsAreCompactedInTheBackground() async throws {
+        try LocalStore.create(at: storeURL, layout: nil)
+        store = try LocalStore.open(at: storeURL, logger: logger, smallFileLimit: 1024, segmentSize: 4096)
+        var items: [(Item, String)] = []
+        for index in 0..<60 {
+            let text = String(repeating: Character(UnicodeScalar(UInt8(65 + index % 26))), count: 400 + index)
+            items.append((try await importFile("f\(index).txt", text), text))
+        }
+        let before = try FileManager.default.contentsOfDirectory(atPath: segmentsDir).count
+        XCTAssertGreaterThan(before, 5)
+        for (index, (item, _)) in items.enumerated() where index % 6 != 0 {
+            try await store.deleteItem(withIdentifier: item.identifier)
+        }
+        store.reaper.drain()  // waits for the compaction the deletes scheduled
+        XCTAssertTrue(store.segments.mostlyDead().isEmpty)
+        let after = try FileManager.default.contentsOfDirectory(atPath: segmentsDir).count
+        XCTAssertLessThan(after, before, "mostly dead segments were removed")
+        let kept = items.enumerated().filter { $0.offset % 6 == 0 }.map(\.element)
+        for (item, text) in kept { XCTAssertEqual(try contents(of: item.identifier), text) }
+        store.close()
+        store = nil
+        let report = try StoreChecker.check(at: storeURL, repair: false)
+        XCTAssertTrue(report.isConsistent, "\(report.problems)")
+        XCTAssertEqual(report.segmentFiles, kept.count)
+        store = try LocalStore.open(at: storeURL, logger: logger, smallFileLimit: 1024, segmentSize: 4096)
+        for (item, text) in kept { XCTAssertEqual(try contents(of: item.identifier), text) }
+    }
+
     func testACrashKeepsCommittedFilesAndDropsAnUncommittedAppend() async throws {
         try makeSegmentStore()
         let kept = try await importFile("kept.txt", "kept")
