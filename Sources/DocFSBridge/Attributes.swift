@@ -64,9 +64,8 @@ package struct Attributes {
 
     /// Attributes of a file still being copied in: size and times from the staging file, owner,
     /// group and mode from its write session.
-    func stat(ofStaged fd: Int32, ino: UInt64, owner: Ownership, accessTime: FileTime?) -> stat {
-        var st = Glibc.stat()
-        _ = fstat(fd, &st)
+    func stat(ofStaged staged: Glibc.stat?, ino: UInt64, owner: Ownership, accessTime: FileTime?) -> stat {
+        var st = staged ?? Glibc.stat()
         st.st_ino = UInt(ino)
         st.st_uid = owner.owner
         st.st_gid = owner.group

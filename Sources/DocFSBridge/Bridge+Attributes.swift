@@ -22,7 +22,7 @@ extension Bridge {
                 var e = fuse_entry_param()
                 e.ino = node.ino
                 e.generation = InodeTable.generation
-                e.attr = stagedStat(node) ?? attributes.stat(ofStaged: -1, ino: node.ino, owner: Ownership(owner: 0, group: 0, mode: 0o600, isDirectory: false), accessTime: nil)
+                e.attr = stagedStat(node) ?? attributes.stat(ofStaged: nil, ino: node.ino, owner: Ownership(owner: 0, group: 0, mode: 0o600, isDirectory: false), accessTime: nil)
                 // A file being copied in changes under the kernel; don't let it cache the attributes.
                 e.attr_timeout = 0
                 e.entry_timeout = 0
@@ -208,10 +208,7 @@ extension Bridge {
             _ = try? inodes.updateCopyIn(node) { $0.apply(changes) }
             node.sessionLock.withLock {
                 guard let session = node.session else { return }
-                if let m = changes.modificationTime {
-                    var times = [timespec(tv_sec: 0, tv_nsec: Bridge.utimeOmit), Attributes.timespec(m)]
-                    _ = futimens(session.fd, &times)
-                }
+                if let m = changes.modificationTime { session.setModificationTime(m) }
             }
             return try currentStat(ino)
         }
@@ -228,8 +225,7 @@ extension Bridge {
             node.sessionLock.withLock {
                 // (A committed copy still open shows its times through getattr until the last close.)
                 guard let session = node.session else { return }
-                var times = [timespec(tv_sec: 0, tv_nsec: Bridge.utimeOmit), Attributes.timespec(m)]
-                _ = futimens(session.fd, &times)
+                session.setModificationTime(m)
             }
         }
         if !changes.isEmpty || touchOnly {

@@ -30,7 +30,9 @@ extension Bridge {
                 }
             }
             let session = try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
-                try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true)
+                // A provider that takes small files as bytes: the file stays in memory while small.
+                if let smallFiles { return WriteSession.inMemory(limit: smallFiles.smallFileLimit, spillingTo: stagingFiles) }
+                return try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true)
             }
             // Owner, group and mode stay with the copy-in until the import takes them.
             let copyIn = CopyIn(parent: parent, name: name, attributes: attributes)
@@ -40,7 +42,7 @@ extension Bridge {
             var e = fuse_entry_param()
             e.ino = node.ino
             e.generation = InodeTable.generation
-            e.attr = self.attributes.stat(ofStaged: session.fd, ino: node.ino, owner: copyIn.ownership,
+            e.attr = self.attributes.stat(ofStaged: session.status(), ino: node.ino, owner: copyIn.ownership,
                                           accessTime: copyIn.attributes.accessTime)
             // The attributes may be cached: every change to the new file comes through the kernel,
             // which drops them after a write or setattr (this saves cp's fstat a round trip). The
@@ -97,6 +99,12 @@ extension Bridge {
                     }
                     return
                 }
+            } else if let smallFiles,
+                      let slice = try attempt(.item(item.identifier), { () throws(ProviderError) in try smallFiles.openStoredSlice(of: item.identifier) }) {
+                // A small file kept inside a larger one (the store's segments): read in place.
+                install(OpenFile(node: node, readFD: slice.fd, writable: false, window: slice.offset..<(slice.offset + Int64(slice.length))), in: fi)
+                fi.pointee.noflush = 1
+                prefetch?.opened(item)
             } else {
                 let opened = try attempt(.item(item.identifier)) { () throws(ProviderError) in
                     if let onDemand { return try onDemand.openContentsForReading(of: item.identifier) }
@@ -120,7 +128,7 @@ extension Bridge {
         defer { node.sessionLock.unlock() }
         if let s = node.session, !s.committed {
             // O_TRUNC moves the times even of an empty file, as on ext4.
-            if truncating { ftruncate(s.fd, 0); s.dirty = true }
+            if truncating { _ = s.truncate(to: 0); s.dirty = true }
             return
         }
         node.session = try restage(node, item: item, from: node.session, truncating: truncating)
@@ -133,7 +141,8 @@ extension Bridge {
         return try attempt(subject) { () throws(ProviderError) in
             if let previous {
                 // O_TRUNC moves the times even of an empty file (ext4 does): a new version.
-                let next = try WriteSession.stage(in: stagingFiles, copying: truncating ? nil : previous.fd, dirty: truncating)
+                let next = truncating ? try WriteSession.stage(in: stagingFiles, copying: nil as Int32?, dirty: true)
+                                      : try WriteSession.stage(in: stagingFiles, copying: previous, dirty: false)
                 previous.handOver(to: next)
                 // A copy-in's session (its release not in yet) told the replica of no writer: tell
                 // it now, so other replicas' changes wait for this one's close too.
@@ -174,8 +183,7 @@ extension Bridge {
         file.node.sessionLock.lock()
         session = file.node.session
         file.node.sessionLock.unlock()
-        if let session { fd = session.fd }
-        guard fd >= 0 else { reply.error(EBADF); return }
+        guard session != nil || fd >= 0 else { reply.error(EBADF); return }
         if session == nil, let arrival = file.arrival {
             // Downloading: wait for this read's range only (bounded; EIO if the server is gone).
             do throws(ProviderError) { try arrival.waitFor(Int64(offset)..<Int64(offset + size)) } catch {
@@ -184,8 +192,14 @@ extension Bridge {
             }
         }
         let buf = ThreadBuffer.get(size)
-        let n = pread(fd, buf, size, off_t(offset))
-        withExtendedLifetime(session) {}
+        let n: Int
+        if let session {
+            n = session.read(into: buf, size, at: offset)
+        } else if let window = file.window {
+            n = pread(fd, buf, max(0, min(size, Int(window.upperBound - window.lowerBound) - offset)), off_t(window.lowerBound) + off_t(offset))
+        } else {
+            n = pread(fd, buf, size, off_t(offset))
+        }
         if n < 0 { reply.error(errno); return }
         reply.buffer(buf, n)
     }
@@ -210,7 +224,7 @@ extension Bridge {
         let session = node.session!
         // Bytes that did land are acknowledged (a short write, as a local filesystem gives); the
         // next write then gets the error.
-        let (done, e) = WriteSession.put(source, into: session.fd, at: offset)
+        let (done, e) = session.put(source, at: offset)
         if done == 0 && e != 0 {
             reply.error(report("write", Failure(.posix(e, "write to staging file"), .ino(node.ino))))
             return
@@ -306,7 +320,7 @@ extension Bridge {
         session.beginCommit()
         node.sessionLock.unlock()
         defer { session.endCommit() }
-        if durable { Glibc.fsync(session.fd) }
+        if durable { session.sync() }
 
         if let copyIn, let placement {
             guard let parentID = inodes.identifier(placement.parent) else {
@@ -315,16 +329,25 @@ extension Bridge {
             }
             let subject = Subject.child(parentID, placement.name)
             do throws(Failure) {
-                // The staged file is handed over security-scoped: readable only while the
-                // provider has access, and gone (whatever the provider left) once it returns.
-                let scoped = try attempt(subject) { () throws(ProviderError) in
-                    try importSlots.scoped(sealed: session.path, name: placement.name)
-                }
-                defer { scoped.finish() }
                 let times = stagedTimes(session)
                 let attributes = copyIn.importAttributes(stagedModificationTime: times.modified, stagedChangeTime: times.changed)
-                let item = try await attempt(subject) { () async throws(ProviderError) in
-                    try await provider.importDocument(from: scoped, toParentItemIdentifier: parentID, attributes: attributes)
+                let item: Item
+                if let smallFiles, let bytes = session.memoryContents() {
+                    // A small file still in memory: its bytes, no staged file.
+                    item = try await attempt(subject) { () async throws(ProviderError) in
+                        try await smallFiles.importDocument(contents: bytes, named: placement.name, toParentItemIdentifier: parentID,
+                                                            attributes: attributes)
+                    }
+                } else {
+                    // The staged file is handed over security-scoped: readable only while the
+                    // provider has access, and gone (whatever the provider left) once it returns.
+                    let scoped = try attempt(subject) { () throws(ProviderError) in
+                        try importSlots.scoped(sealed: session.stagedPath(), name: placement.name)
+                    }
+                    defer { scoped.finish() }
+                    item = try await attempt(subject) { () async throws(ProviderError) in
+                        try await provider.importDocument(from: scoped, toParentItemIdentifier: parentID, attributes: attributes)
+                    }
                 }
                 node.sessionLock.withLock { session.landed = item.itemVersion }
                 let landed = inodes.bind(node, to: item.identifier) ?? copyIn
@@ -347,7 +370,8 @@ extension Bridge {
         do throws(Failure) {
             // The staged file becomes the stored contents; keep a name for it so the session
             // (whose path the provider takes) can still be unlinked if the provider refuses.
-            let url = URL(fileURLWithPath: session.path, isDirectory: false)
+            let url = URL(fileURLWithPath: try attempt(.item(identifier)) { () throws(ProviderError) in try session.stagedPath() },
+                          isDirectory: false)
             let base = node.sessionLock.withLock { session.base }
             let item = try await attempt(.item(identifier)) { () async throws(ProviderError) in
                 try await provider.modifyContents(ofItemWithIdentifier: identifier, baseVersion: base, from: url)
@@ -375,8 +399,7 @@ extension Bridge {
 
     /// The staged file's modification and change times (a write sets both to one instant).
     func stagedTimes(_ session: WriteSession) -> (modified: FileTime, changed: FileTime) {
-        var st = stat()
-        guard fstat(session.fd, &st) == 0 else { let now = FileTime.now(); return (now, now) }
+        guard let st = session.status() else { let now = FileTime.now(); return (now, now) }
         return (Attributes.fileTime(st.st_mtim), Attributes.fileTime(st.st_ctim))
     }
 
@@ -402,7 +425,8 @@ extension Bridge {
     func truncate(staged node: InodeNode, to size: Int64) throws(Failure) {
         node.sessionLock.lock(); defer { node.sessionLock.unlock() }
         guard let s = node.session else { throw Failure(ProviderError(.noSuchItem), .ino(node.ino)) }
-        guard ftruncate(s.fd, off_t(size)) == 0 else { throw Failure(.posix(errno, "truncate"), .ino(node.ino)) }
+        let e = s.truncate(to: size)
+        guard e == 0 else { throw Failure(.posix(e, "truncate"), .ino(node.ino)) }
         s.dirty = true
     }
 
@@ -419,7 +443,8 @@ extension Bridge {
                 node.session = try restage(node, item: item, from: node.session, truncating: size == 0)
             }
             let session = node.session!
-            guard ftruncate(session.fd, off_t(size)) == 0 else { throw Failure(.posix(errno, "truncate"), .ino(node.ino)) }
+            let e = session.truncate(to: size)
+            guard e == 0 else { throw Failure(.posix(e, "truncate"), .ino(node.ino)) }
             session.dirty = true
             node.sessionLock.unlock()
         } catch {

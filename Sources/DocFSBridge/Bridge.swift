@@ -14,6 +14,9 @@ package final class Bridge: @unchecked Sendable {
     /// The provider's opt-in sides, found once: a replica's sync state and writers, contents on demand.
     let replica: (any ReplicaProvider)?
     let onDemand: (any OnDemandProvider)?
+    /// A provider that takes small new files as bytes (`SmallFileProvider`, with a limit above 0):
+    /// new files then stay in memory while small (`WriteSession.inMemory`).
+    let smallFiles: (any SmallFileProvider)?
     let inodes = InodeTable()
     let attributes: Attributes
     let executor = ProviderExecutor()
@@ -35,6 +38,7 @@ package final class Bridge: @unchecked Sendable {
         self.provider = provider
         self.replica = provider as? any ReplicaProvider
         self.onDemand = provider as? any OnDemandProvider
+        self.smallFiles = (provider as? any SmallFileProvider).flatMap { $0.smallFileLimit > 0 ? $0 : nil }
         self.log = logger
         self.options = options
         self.entryLimit = options.inodeLimit.map(KernelEntryLimit.init(limit:))
@@ -111,8 +115,7 @@ package final class Bridge: @unchecked Sendable {
     func overlayStaged(_ st: inout stat, _ node: InodeNode) -> Bool {
         // Only the staged file's size and times: no owner to look up (a stored file's is its item's).
         guard let session = node.sessionLock.withLock({ node.session }) else { return false }
-        var staged = stat()
-        guard fstat(session.fd, &staged) == 0 else { return false }
+        guard let staged = session.status() else { return false }
         st.st_size = staged.st_size
         st.st_blocks = staged.st_blocks
         st.st_mtim = staged.st_mtim
@@ -127,7 +130,7 @@ package final class Bridge: @unchecked Sendable {
         guard let session else { return nil }
         let copyIn = inodes.copyIn(of: node)
         let owner = copyIn?.ownership ?? Ownership(owner: getuid(), group: getgid(), mode: 0o644, isDirectory: false)
-        return attributes.stat(ofStaged: session.fd, ino: node.ino, owner: owner, accessTime: copyIn?.attributes.accessTime)
+        return attributes.stat(ofStaged: session.status(), ino: node.ino, owner: owner, accessTime: copyIn?.attributes.accessTime)
     }
 
     // MARK: Logging

@@ -11,8 +11,13 @@ final class OpenFile: @unchecked Sendable {
     let arrival: ContentArrival?
     /// The item a read-only handle was opened on, told to the provider at release.
     let reading: ItemIdentifier?
+    /// A small file read in place from a larger one (`SmallFileProvider.openStoredSlice`): where
+    /// its bytes are in `readFD`. nil: `readFD` is the file's own.
+    let window: Range<Int64>?
 
-    init(node: InodeNode, readFD: Int32, writable: Bool, arrival: ContentArrival? = nil, reading: ItemIdentifier? = nil) {
+    init(node: InodeNode, readFD: Int32, writable: Bool, arrival: ContentArrival? = nil, reading: ItemIdentifier? = nil,
+         window: Range<Int64>? = nil) {
+        self.window = window
         self.node = node
         self.readFD = readFD
         self.writable = writable

@@ -13,6 +13,8 @@ import DocFSProvider
 final class SiblingPrefetch: @unchecked Sendable {
     private let children: @Sendable (ItemIdentifier) -> [Item]
     private let openContents: @Sendable (ItemIdentifier) -> Int32?
+    /// A small file kept inside a larger one (`SmallFileProvider`): its range there is read ahead.
+    private let openSlice: (@Sendable (ItemIdentifier) -> StoredSlice?)?
     private let queue = DispatchQueue(label: "docfs.prefetch", qos: .utility)
     private let lock = Lock()
     /// Folders prefetched lately, with when (CLOCK_MONOTONIC_COARSE, seconds).
@@ -23,13 +25,22 @@ final class SiblingPrefetch: @unchecked Sendable {
     private let maxFileBytes: Int64 = 1 << 20
 
     convenience init(provider: any Provider) {
+        var openSlice: (@Sendable (ItemIdentifier) -> StoredSlice?)?
+        if let small = provider as? any SmallFileProvider, small.smallFileLimit > 0 {
+            openSlice = { id in
+                do { return try small.openStoredSlice(of: id) } catch { return nil }
+            }
+        }
         self.init(children: { (try? provider.enumerateItems(in: $0)) ?? [] },
-                  openContents: { try? provider.openContents(of: $0) })
+                  openContents: { try? provider.openContents(of: $0) },
+                  openSlice: openSlice)
     }
 
-    init(children: @escaping @Sendable (ItemIdentifier) -> [Item], openContents: @escaping @Sendable (ItemIdentifier) -> Int32?) {
+    init(children: @escaping @Sendable (ItemIdentifier) -> [Item], openContents: @escaping @Sendable (ItemIdentifier) -> Int32?,
+         openSlice: (@Sendable (ItemIdentifier) -> StoredSlice?)? = nil) {
         self.children = children
         self.openContents = openContents
+        self.openSlice = openSlice
     }
 
     /// `item` (a file) was opened for reading. True when its folder's read-ahead was started.
@@ -46,6 +57,11 @@ final class SiblingPrefetch: @unchecked Sendable {
         guard due else { return false }
         queue.async { [self] in
             for child in plan(children(folder), skipping: item.identifier) {
+                if let slice = openSlice?(child.identifier) {
+                    _ = posix_fadvise(slice.fd, off_t(slice.offset), off_t(slice.length), POSIX_FADV_WILLNEED)
+                    close(slice.fd)
+                    continue
+                }
                 guard let fd = openContents(child.identifier) else { continue }
                 _ = posix_fadvise(fd, 0, off_t(child.documentSize), POSIX_FADV_WILLNEED)
                 close(fd)

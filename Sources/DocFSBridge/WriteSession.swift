@@ -11,8 +11,16 @@ import Synchronization
 /// which the provider takes over on close (import for a new file, a new content version for an
 /// existing one) by renaming it. Readers of the old contents are never torn.
 final class WriteSession: @unchecked Sendable {
-    let fd: Int32
-    let path: String
+    /// The staged file: -1 and "" while the bytes are in memory (`InMemoryCopy`). Set once, when
+    /// the copy spills to a staged file, under `memoryLock`.
+    private(set) var fd: Int32
+    private(set) var path: String
+    /// A small new file's bytes and times, kept in the daemon's memory until it grows past its
+    /// bound (`spill`); nil once it is (or always was) a staged file. Guarded by `memoryLock`.
+    private var memory: InMemoryCopy?
+    private let memoryLock = NSLock()
+    /// Where a copy in memory gets its staged file when it spills.
+    private let pool: StagingFilePool?
     /// Changed since the last commit (guarded by the node's sessionLock).
     var dirty: Bool
     /// Handed to the provider: the file is now the stored contents, and a further write must
@@ -58,15 +66,20 @@ final class WriteSession: @unchecked Sendable {
         }
     }
 
-    private init(fd: Int32, path: String, dirty: Bool) {
+    private init(fd: Int32, path: String, dirty: Bool, memory: InMemoryCopy? = nil, pool: StagingFilePool? = nil) {
         self.fd = fd
         self.path = path
         self.dirty = dirty
+        self.memory = memory
+        self.pool = pool
     }
 
     deinit {
-        close(fd)
-        if !committed { unlink(path) }
+        if fd >= 0 {
+            close(fd)
+            if !committed { unlink(path) }
+        }
+        if let memory { InMemoryCopy.release(memory.bytes.count) }
         writer?.end()
     }
 
@@ -78,6 +91,170 @@ final class WriteSession: @unchecked Sendable {
             try copyAll(from: source, to: fd)
         }
         return session
+    }
+
+    /// A new empty file kept in memory while it has at most `limit` bytes (and all such files
+    /// together at most `InMemoryCopy.budget`); past that it spills to a file from `pool`.
+    static func inMemory(limit: Int, spillingTo pool: StagingFilePool) -> WriteSession {
+        WriteSession(fd: -1, path: "", dirty: true, memory: InMemoryCopy(limit: limit), pool: pool)
+    }
+
+    /// A new staging file holding a copy of `previous` (a file or in memory).
+    static func stage(in pool: StagingFilePool, copying previous: WriteSession, dirty: Bool) throws(ProviderError) -> WriteSession {
+        if let bytes = previous.memoryContents() {
+            let (fd, path) = try pool.take()
+            let session = WriteSession(fd: fd, path: path, dirty: dirty)
+            try writeAll(bytes, to: fd)
+            return session
+        }
+        return try stage(in: pool, copying: previous.fd, dirty: dirty)
+    }
+
+    // MARK: - The bytes, in memory or in the staged file
+
+    /// The bytes while they are in memory (a copy); nil once the copy is a staged file.
+    func memoryContents() -> [UInt8]? {
+        memoryLock.withLock { memory?.bytes }
+    }
+
+    /// Moves the bytes in memory to a staged file (with the modification time they had); nothing
+    /// to do for a staged file. Call with `memoryLock` held.
+    private func spillLocked() throws(ProviderError) {
+        guard let copy = memory, let pool else { return }
+        let (newFD, newPath) = try pool.take()
+        do throws(ProviderError) { try Self.writeAll(copy.bytes, to: newFD) } catch {
+            close(newFD)
+            unlink(newPath)
+            throw error
+        }
+        var times = [timespec(tv_sec: 0, tv_nsec: Bridge.utimeOmit), Attributes.timespec(copy.modified)]
+        _ = futimens(newFD, &times)
+        fd = newFD
+        path = newPath
+        memory = nil
+        InMemoryCopy.release(copy.bytes.count)
+    }
+
+    /// A staged file for the provider to take by path (the bytes in memory spill first).
+    func stagedPath() throws(ProviderError) -> String {
+        memoryLock.lock()
+        defer { memoryLock.unlock() }
+        try spillLocked()
+        return path
+    }
+
+    /// `fstat` of the staged file, or the same fields for bytes in memory.
+    func status() -> stat? {
+        memoryLock.withLock { () -> stat? in
+            var st = stat()
+            if let copy = memory {
+                st.st_mode = S_IFREG | 0o600
+                st.st_nlink = 1
+                st.st_size = off_t(copy.bytes.count)
+                st.st_blksize = 4096
+                st.st_blocks = blkcnt_t((copy.bytes.count + 511) / 512)
+                st.st_mtim = Attributes.timespec(copy.modified)
+                st.st_ctim = Attributes.timespec(copy.changed)
+                st.st_atim = Attributes.timespec(copy.accessed)
+                return st
+            }
+            return fstat(fd, &st) == 0 ? st : nil
+        }
+    }
+
+    /// Reads up to `size` bytes at `offset` into `buffer`, as `pread`.
+    func read(into buffer: UnsafeMutableRawPointer, _ size: Int, at offset: Int) -> Int {
+        let inMemory: Int? = memoryLock.withLock {
+            guard let copy = memory else { return nil }
+            guard offset < copy.bytes.count else { return 0 }
+            let n = min(size, copy.bytes.count - offset)
+            copy.bytes.withUnsafeBytes { buffer.copyMemory(from: $0.baseAddress! + offset, byteCount: n) }
+            return n
+        }
+        if let inMemory { return inMemory }
+        return pread(fd, buffer, size, off_t(offset))
+    }
+
+    /// Puts a write request's bytes at `offset` (see the static `put`): into memory while the
+    /// copy stays within its bounds, else into the staged file (spilling the memory first).
+    func put(_ source: UnsafeMutablePointer<fuse_bufvec>, at offset: Int) -> (written: Int, errno: Int32) {
+        memoryLock.lock()
+        if var copy = memory {
+            memory = nil  // not shared while it changes (no copy of the bytes)
+            let size = fuse_buf_size(source)
+            let end = offset + size
+            if copy.grow(to: end) {
+                var done = 0
+                while done < size {
+                    var target = fuse_bufvec()
+                    target.count = 1
+                    target.buf.size = size - done
+                    let n = copy.bytes.withUnsafeMutableBytes { bytes -> Int in
+                        target.buf.mem = bytes.baseAddress! + offset + done
+                        return fuse_buf_copy(&target, source, fuse_buf_copy_flags(rawValue: 0))
+                    }
+                    if n == -Int(EINTR) { continue }
+                    if n <= 0 { break }
+                    done += n
+                }
+                if done < size { copy.shrink(to: max(copy.previousSize, offset + done)) }
+                let now = FileTime.now()
+                copy.modified = now
+                copy.changed = now
+                memory = copy
+                memoryLock.unlock()
+                return (done, done < size ? EIO : 0)
+            }
+            memory = copy
+            do throws(ProviderError) { try spillLocked() } catch {
+                memoryLock.unlock()
+                return (0, error.errno == 0 ? EIO : error.errno)
+            }
+        }
+        memoryLock.unlock()
+        return Self.put(source, into: fd, at: offset)
+    }
+
+    /// ftruncate; 0 or the errno.
+    func truncate(to size: Int64) -> Int32 {
+        memoryLock.withLock { () -> Int32 in
+            if var copy = memory {
+                memory = nil  // not shared while it changes
+                let previous = copy.bytes.count
+                if Int(size) <= previous || copy.grow(to: Int(size)) {
+                    if Int(size) < previous { copy.shrink(to: Int(size)) }
+                    let now = FileTime.now()
+                    copy.modified = now
+                    copy.changed = now
+                    memory = copy
+                    return 0
+                }
+                memory = copy
+                do throws(ProviderError) { try spillLocked() } catch { return error.errno == 0 ? EIO : error.errno }
+            }
+            return ftruncate(fd, off_t(size)) == 0 ? 0 : errno
+        }
+    }
+
+    /// Sets the modification time (futimens; the change time moves to now).
+    func setModificationTime(_ time: FileTime) {
+        memoryLock.withLock {
+            if var copy = memory {
+                copy.modified = time
+                copy.changed = FileTime.now()
+                memory = copy
+                return
+            }
+            var times = [timespec(tv_sec: 0, tv_nsec: Bridge.utimeOmit), Attributes.timespec(time)]
+            _ = futimens(fd, &times)
+        }
+    }
+
+    /// fsync of the staged file (bytes in memory have nothing to sync: the provider's
+    /// `synchronize` makes the import durable).
+    func sync() {
+        let fd = memoryLock.withLock { memory == nil ? self.fd : -1 }
+        if fd >= 0 { Glibc.fsync(fd) }
     }
 
     /// What the next copy of the same file starts from: this one's version and registration.
@@ -113,11 +290,6 @@ final class WriteSession: @unchecked Sendable {
         return (done, 0)
     }
 
-    var size: Int64 {
-        var st = stat()
-        return fstat(fd, &st) == 0 ? Int64(st.st_size) : 0
-    }
-
     private static func copyAll(from src: Int32, to dst: Int32) throws(ProviderError) {
         var inOff = 0
         var outOff = 0
@@ -132,6 +304,16 @@ final class WriteSession: @unchecked Sendable {
                 return
             }
             throw .posix(e, "copy contents to staging file")
+        }
+    }
+
+    private static func writeAll(_ bytes: [UInt8], to fd: Int32) throws(ProviderError) {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, bytes.count - done, off_t(done)) }
+            if n < 0 { if errno == EINTR { continue }; throw .posix(errno, "write staging file") }
+            if n == 0 { throw .posix(ENOSPC, "write staging file") }
+            done += n
         }
     }
 
@@ -168,5 +350,57 @@ final class WriterRegistration: Sendable {
 
     func end() {
         if !done.exchange(true, ordering: .relaxed) { ended() }
+    }
+}
+
+/// The bytes and times of a small new file kept in the daemon's memory (`WriteSession.inMemory`).
+/// What all of them hold together is bounded by `budget`; a copy that would pass its own `limit`
+/// or the budget spills to a staged file.
+struct InMemoryCopy {
+    /// All copies in memory together, at most (64 MiB).
+    static let budget = 64 << 20
+    private static let used = Atomic<Int>(0)
+    /// Bytes all copies in memory hold now (for tests and the log).
+    static var inUse: Int { used.load(ordering: .relaxed) }
+
+    let limit: Int
+    var bytes: [UInt8] = []
+    var modified: FileTime
+    var changed: FileTime
+    let accessed: FileTime
+    /// The size before the last `grow` (to undo a short write).
+    var previousSize = 0
+
+    init(limit: Int) {
+        self.limit = limit
+        let now = FileTime.now()
+        modified = now
+        changed = now
+        accessed = now
+    }
+
+    /// Makes room for `size` bytes (zeros past the old end), within the limit and the budget;
+    /// false when the copy must spill instead.
+    mutating func grow(to size: Int) -> Bool {
+        previousSize = bytes.count
+        guard size > bytes.count else { return true }
+        guard size <= limit else { return false }
+        let more = size - bytes.count
+        guard Self.used.wrappingAdd(more, ordering: .relaxed).newValue <= Self.budget else {
+            Self.used.wrappingSubtract(more, ordering: .relaxed)
+            return false
+        }
+        bytes += [UInt8](repeating: 0, count: more)
+        return true
+    }
+
+    mutating func shrink(to size: Int) {
+        guard size < bytes.count else { return }
+        Self.release(bytes.count - size)
+        bytes.removeLast(bytes.count - size)
+    }
+
+    static func release(_ count: Int) {
+        if count > 0 { used.wrappingSubtract(count, ordering: .relaxed) }
     }
 }

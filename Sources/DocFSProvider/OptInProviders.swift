@@ -40,3 +40,34 @@ public protocol OnDemandProvider: Provider {
     /// on the server yet is kept (`.busy` for a single file).
     func evictContents(ofItemWithIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Int
 }
+
+/// A provider that takes a small new file's bytes from memory instead of a staged file (opt in
+/// by conforming; the bridge finds it with a cast). While `smallFileLimit` is above 0, the bridge
+/// keeps a new file copied in in the daemon's memory as long as it has at most that many bytes
+/// (and its memory for all such files allows), and imports it with this call at close; a file
+/// that grows past it is staged and imported with `importDocument(from:…)` as usual.
+public protocol SmallFileProvider: Provider {
+    /// Files with at most this many bytes may be handed over as bytes; 0: none.
+    var smallFileLimit: Int { get }
+    /// Imports a new file named `name` holding `contents` into `parent`, like
+    /// `importDocument(from:toParentItemIdentifier:attributes:)`: the same checks and errors,
+    /// with the times and mode in `attributes` (the bridge gives what the program wrote and set).
+    func importDocument(contents: [UInt8], named name: String, toParentItemIdentifier parent: ItemIdentifier,
+                        attributes: NewItemAttributes) async throws(ProviderError) -> Item
+    /// Where a stored small file's bytes are, to read them in place: a descriptor the caller
+    /// closes, on a file that holds them at `offset` for `length` bytes; nil for a file with
+    /// contents of its own (open those with `openContents`).
+    func openStoredSlice(of identifier: ItemIdentifier) throws(ProviderError) -> StoredSlice?
+}
+
+/// A file's bytes inside a larger file (`SmallFileProvider.openStoredSlice`).
+public struct StoredSlice: Sendable {
+    public var fd: Int32
+    public var offset: Int64
+    public var length: Int
+    public init(fd: Int32, offset: Int64, length: Int) {
+        self.fd = fd
+        self.offset = offset
+        self.length = length
+    }
+}

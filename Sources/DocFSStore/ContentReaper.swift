@@ -48,6 +48,11 @@ final class ContentReaper: @unchecked Sendable {
         }
     }
 
+    /// Runs `work` on the reaper's queue, after the removals asked for so far (`drain` waits for it).
+    func perform(_ work: @escaping @Sendable () -> Void) {
+        queue.async(execute: work)
+    }
+
     /// Does every removal asked for so far, now.
     func drain() {
         queue.sync { removeGathered() }

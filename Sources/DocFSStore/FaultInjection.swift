@@ -13,6 +13,8 @@ import Synchronization
 ///     DOCFS_FAULT=import-commit:abort@3    … on the third import
 ///     DOCFS_FAULT=modify-commit:abort[@N]  die after a new content version was renamed over the
 ///                                          stored contents and before its row is committed
+///     DOCFS_FAULT=segment-append:abort[@N] die after a small file's bytes were appended to a
+///                                          segment and before its import is committed
 ///     DOCFS_FAULT=upload-part:abort[@N]    a replica dies once the Nth pack is in the bucket and
 ///                                          its blocks recorded (the files' versions not yet on
 ///                                          PostgreSQL)
@@ -27,6 +29,7 @@ package enum FaultInjection {
     package enum Point: String, Sendable {
         case importCommit = "import-commit"
         case modifyCommit = "modify-commit"
+        case segmentAppend = "segment-append"
         case uploadPart = "upload-part"
         case uploadDone = "upload-done"
     }

@@ -95,7 +95,8 @@ extension LocalStore {
                 return dirty
             }
             do throws(ProviderError) {
-                for row in dirty { try sysFsync(path: contentPath(row), directory: false) }
+                for row in dirty where segments.location(of: row) == nil { try sysFsync(path: contentPath(row), directory: false) }
+                try segments.synchronize()
                 try sysFsync(path: contentsPath, directory: true)
                 try sysFsync(path: url.path, directory: true)
             } catch {

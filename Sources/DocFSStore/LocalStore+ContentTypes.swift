@@ -83,7 +83,9 @@ extension LocalStore {
     /// folder they go into and validates them with their document type. Runs before anything is
     /// moved into the store, so a refusal leaves nothing behind. `items[0]` is the top item;
     /// folders come before their contents.
-    func admitImport(_ items: [(record: Record, source: String)], into parent: Record) throws(ProviderError) -> [Record] {
+    /// `contents`: the bytes of a single file imported from memory (no staged file to read).
+    func admitImport(_ items: [(record: Record, source: String)], into parent: Record,
+                     contents: [UInt8]? = nil) throws(ProviderError) -> [Record] {
         let topRule = contentRule(forFolder: parent.row)
         let policy = parent.contentsPolicy ?? .all
         // Folders of the import that pass a rule on to what is inside them.
@@ -119,11 +121,15 @@ extension LocalStore {
                 if let rule { try admit(named: record.item.filename, kind: record.item.kind, by: rule) }
             case .file:
                 // planImport has just seen it as a regular file of this size.
-                detection = try types.detector.detect(regularFileAt: source, name: record.item.filename,
-                                                      size: record.item.documentSize)
+                if let contents {
+                    detection = types.detector.detect(name: record.item.filename, contents: contents)
+                } else {
+                    detection = try types.detector.detect(regularFileAt: source, name: record.item.filename,
+                                                          size: record.item.documentSize)
+                }
                 if let rule {
                     try check(detection, of: record.item.filename, by: rule)
-                    if record.item.documentSize > 0 { try validate(source, as: detection.type) }
+                    if record.item.documentSize > 0 { try validate(source, contents: contents, as: detection.type) }
                 }
             }
             record.item.contentType = detection.type
@@ -163,10 +169,14 @@ extension LocalStore {
 
     /// Reads the file as a document of `type`; a document type that cannot read it refuses it as
     /// a corrupt file (EIO at close).
-    private func validate(_ source: String, as type: ContentType) throws(ProviderError) {
+    private func validate(_ source: String, contents: [UInt8]? = nil, as type: ContentType) throws(ProviderError) {
         guard types.documents.documentType(for: type, in: types.registry) != nil else { return }
         do throws(ProviderError) {
-            try types.documents.validate(try FileWrapper(url: URL(fileURLWithPath: source)), as: type, in: types.registry)
+            let wrapper: FileWrapper
+            if let contents { wrapper = FileWrapper(regularFileWithContents: Data(contents)) } else {
+                wrapper = try FileWrapper(url: URL(fileURLWithPath: source))
+            }
+            try types.documents.validate(wrapper, as: type, in: types.registry)
         } catch where error.code == .corruptFile {
             throw ProviderError(.corruptFile, "not a valid \(type.identifier) document: \(error.reason)")
         }

@@ -18,6 +18,7 @@ extension LocalStore {
         case .file: break
         }
         let row = self.row(for: identifier)!
+        if let fd = try openSegmentContents(row) { return fd }
         var path = contentPath(row)
         if !found.isDownloaded, let record = state.withLock({ $0.record(currentRow(row)) }), !record.item.isDownloaded {
             path = try downloadedPath(of: record)  // a replica's file on the server only
@@ -88,6 +89,11 @@ extension LocalStore {
                 throw error
             }
             if hasBackup { reaper.remove(backup) { "the previous contents of item \(row)" } }
+            // A small file kept in a segment has a content file of its own from now on.
+            if segments.location(of: row) != nil {
+                segments.remove(row)
+                scheduleCompaction()
+            }
             return .modified(state.withLock { tree -> Item in
                 tree.replaceKeepingCounts(record)
                 tree.dirty.insert(row)

@@ -28,12 +28,22 @@ extension LocalStore {
     /// mode and times of the files imported and belong to whoever runs the store. With them (a
     /// copy through the mount), the top item takes the caller's owner, group and mode and the
     /// times the program set; its contents (a package's files) belong to the same owner.
-    func importSync(path sourcePath: String, name: String, toParent parent: ItemIdentifier,
+    /// With `contents` (a small file from the bridge's memory) there is no staged file: the
+    /// bytes are the file's, and `attributes` give its times and mode.
+    func importSync(path sourcePath: String, contents: [UInt8]? = nil, name: String, toParent parent: ItemIdentifier,
                     attributes: NewItemAttributes?) throws(ProviderError) -> Item {
         try ItemNames.validate(name)
         return try write { (database) throws(ProviderError) -> Item in
             let parentRow = try self.parentRow(parent)
-            let status = try fileStatus(sourcePath).get()
+            let status: FileStatus
+            if let contents {
+                let now = FileTime.now()
+                status = FileStatus(kind: .file, size: Int64(contents.count), mode: attributes?.posixPermissions ?? 0o644,
+                                    modificationTime: attributes?.modificationTime ?? now, accessTime: attributes?.accessTime ?? now,
+                                    changeTime: attributes?.changeTime ?? now, inode: 0, device: 0)
+            } else {
+                status = try fileStatus(sourcePath).get()
+            }
             let parentRecord = try read { (tree) throws(ProviderError) in try checkedParent(tree, parentRow, parent, name: name) }
             // Plan the new items: one for a file or symlink, a tree for a directory.
             var plan: [PlannedItem] = []
@@ -43,28 +53,48 @@ extension LocalStore {
                            now: now, attributes: attributes, top: true)
             // Content types from the bytes, the folder's allowed types, document validation:
             // refused here, nothing has been moved yet.
-            let admitted = try admitImport(plan.map { ($0.record, $0.source) }, into: parentRecord)
+            let admitted = try admitImport(plan.map { ($0.record, $0.source) }, into: parentRecord, contents: contents)
             for index in plan.indices { plan[index].record = admitted[index] }
             // Move the contents in first, then commit the rows: a crash in between leaves only
             // content files without rows, which the next open removes.
             // A staged file on another filesystem (EXDEV) is copied instead, and the original
-            // removed once the rows are committed.
-            var moved: [(item: PlannedItem, copied: Bool)] = []
+            // removed once the rows are committed. A small file's bytes are appended to a segment
+            // (`storesInSegment`) and the staged file removed once the rows are committed.
+            enum Move { case renamed, copied, segment }
+            var moved: [(item: PlannedItem, how: Move)] = []
             func undoMoves() {
                 for done in moved.reversed() {
-                    if done.copied { sysUnlink(contentPath(done.item.record.row)) }
-                    else { try? sysRename(contentPath(done.item.record.row), done.item.source, "") }
+                    switch done.how {
+                    case .copied: sysUnlink(contentPath(done.item.record.row))
+                    case .renamed: try? sysRename(contentPath(done.item.record.row), done.item.source, "")
+                    case .segment: segments.remove(done.item.record.row)
+                    }
                 }
             }
             for planned in plan where planned.record.item.kind == .file {
                 let target = contentPath(planned.record.row)
                 do throws(ProviderError) {
+                    if let contents {
+                        if storesInSegment(size: Int64(contents.count)) {
+                            try segments.append(planned.record.row, contents)
+                            moved.append((planned, .segment))
+                        } else {
+                            try writeContentFile(planned.record.row, contents)
+                            moved.append((planned, .copied))
+                        }
+                        continue
+                    }
+                    if storesInSegment(size: planned.record.item.documentSize) {
+                        try appendToSegment(planned.record.row, from: planned.source, size: planned.record.item.documentSize)
+                        moved.append((planned, .segment))
+                        continue
+                    }
                     do throws(ProviderError) {
                         try sysRename(planned.source, target, "rename staged file \(planned.source) into the store")
-                        moved.append((planned, false))
+                        moved.append((planned, .renamed))
                     } catch where error.errno == EXDEV {
                         try sysCopyFile(planned.source, to: target)
-                        moved.append((planned, true))
+                        moved.append((planned, .copied))
                     }
                 } catch {
                     undoMoves()
@@ -79,9 +109,9 @@ extension LocalStore {
                 undoMoves()
                 throw error
             }
-            for done in moved where done.copied { sysUnlink(done.item.source) }
+            if contents == nil { for done in moved where done.how != .renamed { sysUnlink(done.item.source) } }
             // Committed: the staged directories (and symlinks) are no longer needed.
-            if status.kind != .file { removeTree(sourcePath) }
+            if status.kind != .file, contents == nil { removeTree(sourcePath) }
             let top = state.withLock { tree -> Item in
                 tree.nextRow = max(tree.nextRow, nextRow)
                 for planned in plan {

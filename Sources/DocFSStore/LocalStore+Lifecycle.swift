@@ -15,7 +15,10 @@ extension LocalStore {
     /// (staged files; after an unclean shutdown, content files without an item). Nothing of the
     /// tree is loaded: reads fill a working set of at most `cacheItems` records (and as many
     /// folder index entries) from SQLite as they go.
-    package static func open(at url: URL, logger: Logger, cacheItems: Int? = nil) throws -> LocalStore {
+    /// `smallFileLimit`: files imported with at most this many bytes go to a segment (0: none);
+    /// `segmentSize`: when a new segment is started (tests make it small).
+    package static func open(at url: URL, logger: Logger, cacheItems: Int? = nil, smallFileLimit: Int = 0,
+                             segmentSize: Int64 = ContentSegments.defaultSegmentLimit) throws -> LocalStore {
         let path = url.path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -108,8 +111,13 @@ extension LocalStore {
                 reader.close()
                 throw error
             }
+            let segments: ContentSegments
+            do { segments = try ContentSegments(directory: path + "/" + segmentsName, segmentLimit: segmentSize) } catch {
+                reader.close()
+                throw error
+            }
             let store = LocalStore(url: url, layout: loadedLayout, database: queue, journal: journal, lockFD: fd, state: tree, logger: logger,
-                                   replica: replica)
+                                   replica: replica, segments: segments, smallFileLimit: smallFileLimit)
             openedQueue = nil
             try store.finishOpening(wasClean: wasClean)
             return store
@@ -286,6 +294,7 @@ extension LocalStore {
         if !FileManager.default.fileExists(atPath: contentsPath) {
             try FileManager.default.createDirectory(atPath: contentsPath, withIntermediateDirectories: false)
         }
+        try openSegments(database)
         var fixes: [Record] = []
         if !wasClean {
             fixes = try reconcileContents()
@@ -332,7 +341,10 @@ extension LocalStore {
                 let id: Int64 = row[0]
                 let size: Int64 = row[1]
                 while next < contentRows.count, contentRows[next] < id { orphans.append(contentRows[next]); next += 1 }
-                guard next < contentRows.count, contentRows[next] == id else { missing.append(id); continue }
+                guard next < contentRows.count, contentRows[next] == id else {
+                    if segments.location(of: id) == nil { missing.append(id) }
+                    continue
+                }
                 next += 1
                 if case .success(let status) = fileStatus(contentPath(id)), status.size != size {
                     fixes.append((id, status.size))

@@ -128,7 +128,7 @@ extension LocalStore {
         try commit(database, saving: gathering + saving, deleting: deleting, "move \(plan.record.item.filename)")
         if let replaced = plan.replaced, replaced.item.kind == .file {
             let replacedRow = replaced.row
-            reaper.remove(contentPath(replacedRow)) { "the contents of replaced item \(replacedRow)" }
+            dropContents(replacedRow) { "the contents of replaced item \(replacedRow)" }
         }
         return state.withLock { tree -> Item in
             if let replaced = plan.replaced { tree.remove(replaced.row) }
@@ -155,7 +155,7 @@ extension LocalStore {
             let newParent = Self.touched(parentRecord, now: FileTime.now())
             try commit(database, saving: [newParent], deleting: [row], "delete \(record.item.filename)")
             if record.item.kind == .file {
-                reaper.remove(contentPath(row)) { "the contents of deleted item \(row)" }
+                dropContents(row) { "the contents of deleted item \(row)" }
             }
             state.withLock { tree in
                 tree.remove(row)

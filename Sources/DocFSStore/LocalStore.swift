@@ -28,6 +28,8 @@ import Synchronization
 ///   `xattr(item, name, value)` for the `user.*` extended attributes users store on items (added
 ///   to format 1 later: a store without it gets the empty table when it is opened).
 /// - `contents/<id>` — the bytes of each file item; nothing else belongs there.
+/// - `segments/<n>` — the bytes of small files imported while `smallFileLimit` is on, appended
+///   one after another (`ContentSegments`); such a file has no `contents/<id>`.
 /// - `staging/` — the bridge stages files here (same filesystem, so import is a rename);
 ///   emptied at every open.
 /// - `lock` — flock'ed while mounted, holds the mounting pid.
@@ -94,11 +96,18 @@ package final class LocalStore: Provider, @unchecked Sendable {
     let state: Mutex<TreeState>
     /// A replica's sync state (`docfs init --remote`); nil for a store of its own.
     let replica: ReplicaState?
+    /// Small files' bytes (`segments/`, see `ContentSegments` and LocalStore+Segments).
+    let segments: ContentSegments
+    /// Files imported with at most this many bytes go to a segment; 0: none do (the default, and
+    /// always for a replica, whose rows the server renumbers).
+    package let smallFileLimit: Int
 
     /// Called by `open(at:logger:)` only (LocalStore+Lifecycle).
     init(url: URL, layout: Layout, database: DatabaseQueue, journal: StoreJournal, lockFD: Int32, state: TreeState, logger: Logger,
-         replica: ReplicaState? = nil) {
+         replica: ReplicaState? = nil, segments: ContentSegments, smallFileLimit: Int = 0) {
         self.replica = replica
+        self.segments = segments
+        self.smallFileLimit = replica == nil ? max(smallFileLimit, 0) : 0
         self.url = url
         self.journal = journal
         self.layout = layout
@@ -144,10 +153,11 @@ package final class LocalStore: Provider, @unchecked Sendable {
 
     func contentPath(_ row: Int64) -> String { contentsPath + "/" + String(row) }
 
-    /// The content file of a file item, for `docfs check` and tests.
+    /// The content file of a file item, for `docfs check`, tests and a replica's upload: a file
+    /// kept in a segment is given a content file of its own first (`readablePath(of:)`).
     package func contentURL(of identifier: ItemIdentifier) -> URL? {
-        guard let row = self.row(for: identifier) else { return nil }
-        return URL(fileURLWithPath: contentPath(row))
+        guard let path = try? readablePath(of: identifier) else { return nil }
+        return URL(fileURLWithPath: path)
     }
 
     /// The mount path of an item, for messages (`/Projects/a.txt`, `/.Trash/x`).

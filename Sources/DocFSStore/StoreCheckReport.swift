@@ -20,6 +20,7 @@ package struct StoreCheckReport: Sendable {
         case danglingLink       // a symbolic link item without a target
         case sequence           // the identifier sequence is behind the largest identifier
         case journal            // the journal holds changes that cannot be applied (set aside by a repair)
+        case segment            // a segment (small files' bytes) unreadable from some offset on (cut there by a repair)
     }
 
     /// One problem: its kind and a line naming the item or file.
@@ -47,7 +48,9 @@ package struct StoreCheckReport: Sendable {
     package var special = 0
     /// Content files in `contents/` that belong to a file item.
     package var contentFiles = 0
-    /// Their total size.
+    /// Small files whose bytes a segment holds (`segments/`).
+    package var segmentFiles = 0
+    /// The total size of content files and segment-stored files.
     package var contentBytes: Int64 = 0
 
     /// The store is consistent now (nothing was wrong, or everything was mended).
@@ -56,6 +59,6 @@ package struct StoreCheckReport: Sendable {
     /// One line: how many items of each kind, content files and bytes.
     package var summary: String {
         "\(folders + files + symlinks) items (\(folders) folders with root and trash, \(files) files, \(symlinks) symbolic links), "
-            + "\(contentFiles) content files, \(contentBytes) bytes"
+            + "\(contentFiles) content files, \(segmentFiles > 0 ? "\(segmentFiles) files in segments, " : "")\(contentBytes) bytes"
     }
 }

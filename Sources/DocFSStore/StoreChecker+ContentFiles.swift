@@ -63,6 +63,7 @@ extension StoreChecker {
             throw ProviderError.posix(errno, "read \(contentsPath)")
         }
         try checkSizes(&sizeChecks)
+        try checkSegments(queue, &index, path: path, into: &report)
         for name in orphanNames.sorted() {
             report.found(.orphanContents, "contents/\(name) belongs to no file item")
         }

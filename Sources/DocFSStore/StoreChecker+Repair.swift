@@ -46,6 +46,10 @@ extension StoreChecker {
             done.append("recreated the \(row == LocalStore.rootRow ? "root" : "trash") folder (item \(row))")
         }
 
+        // Segments are cut at their first unreadable entry first, so that what they hold is read.
+        if problems.contains(where: { $0.kind == .segment }) { done += try cutSegments(path: path) }
+        let segmentLengths = try segmentEntries(path: path).lengths
+
         // Dangling rows: file items without contents, links without targets.
         let contentsPath = path + "/" + LocalStore.contentsName
         for row in records.keys.sorted() where row > LocalStore.trashRow {
@@ -55,7 +59,18 @@ extension StoreChecker {
                 break  // a replica's file on the server only: no content file to check
             case .file:
                 let status = try? fileStatus(contentsPath + "/" + String(row)).get()
-                if status?.kind != .file {
+                if status?.kind != .file, let length = segmentLengths[row] {
+                    // A small file kept in a segment: its size follows the entry's.
+                    if Int64(length) != record.item.documentSize {
+                        var fixed = record
+                        fixed.item.documentSize = Int64(length)
+                        fixed.item.itemVersion.contentVersion += 1
+                        fixed.item.itemVersion.metadataVersion += 1
+                        records[row] = fixed
+                        saving[row] = fixed
+                        done.append("set the size of item \(row) '\(record.item.filename)' to its segment entry's \(length) bytes (was \(record.item.documentSize))")
+                    }
+                } else if status?.kind != .file {
                     records[row] = nil
                     deleting.insert(row)
                     done.append("removed item \(row) '\(record.item.filename)': its contents are gone")

@@ -74,7 +74,10 @@ public final class StoreMount: @unchecked Sendable {
         self.mountpoint = mountpoint
         self.logger = logger
         let store: LocalStore
-        do { store = try LocalStore.open(at: URL(fileURLWithPath: path), logger: logger, cacheItems: options.cacheItems) } catch {
+        do {
+            store = try LocalStore.open(at: URL(fileURLWithPath: path), logger: logger, cacheItems: options.cacheItems,
+                                        smallFileLimit: options.mount.bridge.smallFiles)
+        } catch {
             throw .cannotOpenStore(path: path, reason: "\(error)")
         }
         var engine: SyncEngine?

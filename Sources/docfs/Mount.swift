@@ -35,6 +35,10 @@ struct Mount: ParsableCommand {
             through the daemon (less CPU for large writes, a little more for every other request; \
             default off).
 
+            segments[=SIZE] / no_segments: keep the bytes of small files (at most SIZE, default \
+            256K) appended to the store's segment files instead of a file each: no inode to make \
+            and no rename per file copied in (default off).
+
             cache_items=N: how many items (and as many folder-index entries) the store keeps in \
             memory; the rest of the tree stays in its database and is read on demand (default \
             50000, about 20 MB; a store of any size mounts at once). The kernel may hold twice as \
@@ -195,6 +199,16 @@ struct Mount: ParsableCommand {
                     throw UserFacingError("docfs: -o \(opt): expected bytes per second such as 10M, 512k or 250000")
                 }
                 if kv[0] == "upload_limit" { limits.upload = rate } else { limits.download = rate }
+            case "segments":
+                if kv.count == 2 {
+                    guard let size = CacheCommand.parseSize(kv[1]), size >= 0, size <= 64 << 20 else {
+                        throw UserFacingError("docfs: -o \(opt): expected a size such as 256K (at most 64M)")
+                    }
+                    bridgeOptions.smallFiles = Int(size)
+                } else {
+                    bridgeOptions.smallFiles = BridgeOptions.defaultSmallFiles
+                }
+            case "no_segments": bridgeOptions.smallFiles = 0
             case "splice": bridgeOptions.splice = true
             case "no_splice": bridgeOptions.splice = false
             case "noprefetch": bridgeOptions.prefetch = false

@@ -1,6 +1,7 @@
 import CFuse
 import Glibc
 import XCTest
+import DocFSProvider
 @testable import DocFSBridge
 
 /// `WriteSession.put`: a write request's bytes land in the staged file at their offset, from
@@ -93,5 +94,79 @@ final class WriteSessionTests: XCTestCase {
         }
         XCTAssertEqual(result.written, 0)
         XCTAssertEqual(result.errno, EBADF)
+    }
+
+    // MARK: - A small new file in memory
+
+    private func put(_ data: [UInt8], into session: WriteSession, at offset: Int) -> (written: Int, errno: Int32) {
+        data.withUnsafeBytes { raw in
+            var source = fuse_bufvec()
+            source.count = 1
+            source.buf.size = raw.count
+            source.buf.mem = UnsafeMutableRawPointer(mutating: raw.baseAddress)
+            return session.put(&source, at: offset)
+        }
+    }
+
+    private func readAll(_ session: WriteSession) -> [UInt8] {
+        let size = Int(session.status()?.st_size ?? 0)
+        var out = [UInt8](repeating: 0, count: size)
+        let n = out.withUnsafeMutableBytes { session.read(into: $0.baseAddress!, size, at: 0) }
+        XCTAssertEqual(n, size)
+        return out
+    }
+
+    /// Writes, reads, truncation and times in memory; past the bound the copy spills to a staged
+    /// file with its bytes and modification time, and goes on there.
+    func testASmallFileStaysInMemoryUntilItGrowsPastItsBound() throws {
+        let pool = StagingFilePool(stagingDirectory: dir)
+        defer { pool.drain() }
+        let before = InMemoryCopy.inUse
+        let session = WriteSession.inMemory(limit: 8192, spillingTo: pool)
+        let first = bytes(3000, seed: 5)
+        XCTAssertEqual(put(first, into: session, at: 1000).written, 3000)
+        XCTAssertNotNil(session.memoryContents())
+        XCTAssertEqual(session.fd, -1, "no staged file yet")
+        XCTAssertEqual(readAll(session), [UInt8](repeating: 0, count: 1000) + first)
+        XCTAssertEqual(InMemoryCopy.inUse - before, 4000)
+        let status = try XCTUnwrap(session.status())
+        XCTAssertEqual(status.st_size, 4000)
+        XCTAssertEqual(status.st_mtim.tv_sec, status.st_ctim.tv_sec)
+        XCTAssertEqual(status.st_mtim.tv_nsec, status.st_ctim.tv_nsec, "a write sets both times to one instant")
+        // Truncation, and a modification time set by the program (futimens).
+        XCTAssertEqual(session.truncate(to: 2000), 0)
+        XCTAssertEqual(readAll(session), [UInt8](repeating: 0, count: 1000) + first[0..<1000])
+        XCTAssertEqual(InMemoryCopy.inUse - before, 2000)
+        let set = FileTime(seconds: 1_000_000_000, nanoseconds: 123_456_789)
+        session.setModificationTime(set)
+        XCTAssertEqual(session.status()?.st_mtim.tv_nsec, 123_456_789)
+        // Past the bound: the bytes move to a staged file (with the time set) and the write lands there.
+        let second = bytes(9000, seed: 7)
+        XCTAssertEqual(put(second, into: session, at: 2000).written, 9000)
+        XCTAssertNil(session.memoryContents())
+        XCTAssertGreaterThanOrEqual(session.fd, 0)
+        XCTAssertEqual(InMemoryCopy.inUse, before, "the memory went back")
+        XCTAssertEqual(contents(session.fd), [UInt8](repeating: 0, count: 1000) + first[0..<1000] + second)
+        XCTAssertEqual(readAll(session), contents(session.fd))
+        let path = try session.stagedPath()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path))
+    }
+
+    /// The total for all copies in memory is bounded too: one that would pass it spills.
+    func testTheMemoryOfAllCopiesIsBounded() throws {
+        let pool = StagingFilePool(stagingDirectory: dir)
+        defer { pool.drain() }
+        let each = 4 << 20
+        var sessions: [WriteSession] = []
+        for _ in 0..<(InMemoryCopy.budget / each + 2) {
+            let session = WriteSession.inMemory(limit: each, spillingTo: pool)
+            XCTAssertEqual(session.truncate(to: Int64(each)), 0)
+            sessions.append(session)
+        }
+        XCTAssertLessThanOrEqual(InMemoryCopy.inUse, InMemoryCopy.budget)
+        XCTAssertTrue(sessions.contains { $0.memoryContents() == nil }, "a copy past the budget spilled")
+        XCTAssertTrue(sessions.allSatisfy { $0.status()?.st_size == off_t(each) })
+        sessions.removeAll()
+        XCTAssertEqual(InMemoryCopy.inUse, 0, "every copy let go of its memory")
     }
 }
