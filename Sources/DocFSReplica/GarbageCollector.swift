@@ -110,15 +110,8 @@ package struct GarbageCollector: Sendable {
         try await PackCollector(database: database, s3: s3, bucket: bucket, prefix: configuration.prefix, logger: logger)
             .collect(cutoff: cutoff, cutoffNs: cutoffNs, dryRun: dryRun, report: &report)
 
-        // Objects under PREFIX/objects/ that nothing names, a page at a time. The listing asks
-        // for the prefix's first segment only and filters here: moto refuses the signature of a
-        // query value holding "/" (see Tests/remote/servers.sh).
-        let listed = String(folder.prefix(while: { $0 != "/" }))
-        var token: String?
-        repeat {
-            let page = try await s3.listObjects(bucket: bucket, prefix: listed, continuationToken: token)
-            token = page.continuationToken
-            let ours = page.objects.filter { $0.key.hasPrefix(folder) }
+        // Objects under PREFIX/objects/ that nothing names, a page at a time.
+        try await s3.forEachPage(bucket: bucket, under: folder) { ours in
             let named = try await database.referencedKeys(ours.map(\.key))
             for object in ours where !named.contains(object.key) && !seen.contains(object.key) {
                 guard let written = object.lastModified, written < cutoff else {
@@ -129,8 +122,9 @@ package struct GarbageCollector: Sendable {
                 report.leftoverBytes += object.size
                 if !dryRun { try await s3.deleteObject(bucket: bucket, key: object.key) }
             }
-        } while token != nil
+        }
 
+        let listed = String(folder.prefix(while: { $0 != "/" }))
         // Multipart uploads never finished: one started before the grace period that got no
         // part within it is abandoned (a replica that comes back starts it over); a large upload
         // still sending parts over a slow link is not.
@@ -166,5 +160,20 @@ package struct GarbageCollector: Sendable {
 
     static func seconds(_ d: Duration) -> Double {
         Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+}
+
+extension S3Client {
+    /// The objects under `folder`, a page at a time. The listing asks for the folder's first
+    /// segment only and filters here: moto refuses the signature of a query value holding "/"
+    /// (see Tests/remote/servers.sh).
+    func forEachPage(bucket: String, under folder: String, _ body: ([S3Object]) async throws -> Void) async throws {
+        let listed = String(folder.prefix(while: { $0 != "/" }))
+        var token: String?
+        repeat {
+            let page = try await listObjects(bucket: bucket, prefix: listed, continuationToken: token)
+            token = page.continuationToken
+            try await body(page.objects.filter { $0.key.hasPrefix(folder) })
+        } while token != nil
     }
 }

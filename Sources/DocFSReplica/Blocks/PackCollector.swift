@@ -26,12 +26,7 @@ struct PackCollector {
         }
         let usage = try await database.packUsage()
         let folder = ContentObjectKey.packFolder(prefix: prefix)
-        let listed = String(folder.prefix(while: { $0 != "/" }))
-        var token: String?
-        repeat {
-            let page = try await s3.listObjects(bucket: bucket, prefix: listed, continuationToken: token)
-            token = page.continuationToken
-            let packs = page.objects.filter { $0.key.hasPrefix(folder) }
+        try await s3.forEachPage(bucket: bucket, under: folder) { packs in
             // Intents: packs being uploaded (no block row names them yet).
             let pending = try await database.referencedKeys(packs.map(\.key))
             for pack in packs where !pending.contains(pack.key) {
@@ -47,7 +42,7 @@ struct PackCollector {
                 report.packBytes += pack.size - used.liveBytes
                 if !dryRun { try await rewrite(pack.key, size: pack.size) }
             }
-        } while token != nil
+        }
     }
 
     /// Copies the pack's live blocks, each checked against its hash, into a new pack.
