@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fault_proxy import FaultProxy  # noqa: E402
 from two_replicas import wait_for_quiet as shared_wait_for_quiet  # noqa: E402
 from two_replicas import (ADMIN_URL, AWS, DOCFS, ENV, PSQL, S3_ENDPOINT, SERVERS, database_url,  # noqa: E402
-                          log_tail, run, run_seeds, s3check, status, tree)
+                          log_tail, run, run_seeds, s3check, status, tree, unmount)
 
 HOLD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote", "hold_open.py")
 SEEDS = int(ENV.get("REPLICA_MODEL_SEEDS", "1"))
@@ -442,8 +442,7 @@ def one_seed(seed):
         for r in replicas:
             for h in r.holders:
                 h.close()
-            run([DOCFS, "unmount", "--no-wait", r.mnt], timeout=60, check=False)
-            subprocess.run(["fusermount3", "-uz", r.mnt], capture_output=True)
+            unmount(r.store, r.mnt)
         for p in proxies:
             p.close()
         run([PSQL, "-q", "-d", ADMIN_URL, "-c", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % database], check=False)

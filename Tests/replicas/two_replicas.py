@@ -218,6 +218,33 @@ def check_phase(replicas, phase_tokens):
     return len(a)
 
 
+def unmount(store, mnt):
+    """Unmounts (lazily if it must) and makes sure the store's daemon is gone: one that has not
+    exited 30 s after its mount went (an engine that never returns) is killed by its PID, from
+    the store's lock file, with a line saying so; a run never leaves a daemon behind."""
+    pid = None
+    try:
+        with open(os.path.join(store, "lock")) as f:
+            pid = int(f.read().strip())
+        pidfd = os.pidfd_open(pid)
+    except (OSError, ValueError):
+        pidfd = None
+    run([DOCFS, "unmount", "--no-wait", mnt], timeout=60, check=False)
+    subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
+    if pidfd is None:
+        return
+    import select
+    import signal
+    if not select.select([pidfd], [], [], 30)[0]:
+        print("%s: the daemon (pid %d) had not exited 30 s after its unmount; killed" % (store, pid), flush=True)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        select.select([pidfd], [], [], 10)
+    os.close(pidfd)
+
+
 def log_tail(path, lines=25):
     try:
         with open(path, errors="replace") as f:
@@ -275,9 +302,8 @@ def one_seed(seed):
             print("replicas: seed %d phase %d: %d operations, %d entries, equal, %d tokens kept"
                   % (seed, p, OPS, entries, len(written)), flush=True)
     finally:
-        for mnt in mounts:
-            run([DOCFS, "unmount", "--no-wait", mnt], timeout=60, check=False)
-            subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
+        for n, mnt in zip("AB", mounts):
+            unmount(os.path.join(work, "store" + n), mnt)
         run([PSQL, "-q", "-d", ADMIN_URL, "-c", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % database], check=False)
         s3check("delete-bucket", bucket)
         subprocess.run(["rm", "-rf", work])
