@@ -41,7 +41,6 @@ package final class SyncEngine: Sendable {
     static let batchSize = 128
     static let chunkSize = 128
     static let chunkBytes: Int64 = 64 << 20
-    static let partSize: Int64 = 16 * 1024 * 1024
     let timing: RetryTiming
 
     /// How long the loop waits after an error: an unreachable server from `firstBackoff`,

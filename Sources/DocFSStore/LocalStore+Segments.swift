@@ -81,17 +81,11 @@ extension LocalStore {
         let temporary = stagingPath + "/.segment-\(row)"
         let fd = sysOpen(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         if fd < 0 { throw .posix(errno, "make \(temporary)") }
-        var written = 0
-        while written < bytes.count {
-            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, bytes.count - written, off_t(written)) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 {
-                let error = n < 0 ? errno : ENOSPC
-                sysClose(fd)
-                _ = sysUnlink(temporary)
-                throw .posix(error, "write \(temporary)")
-            }
-            written += n
+        let error = MemoryFiles.writeAll(fd, bytes)
+        if error != 0 {
+            sysClose(fd)
+            _ = sysUnlink(temporary)
+            throw .posix(error, "write \(temporary)")
         }
         let synced = fsync(fd) == 0 ? 0 : errno
         sysClose(fd)
@@ -164,19 +158,25 @@ enum MemoryFiles {
         guard let create = memfdCreate else { throw ProviderError(.unsupported, "memfd_create is not available") }
         let fd = create("docfs-segment:" + name, MFD_CLOEXEC | MFD_ALLOW_SEALING)
         if fd < 0 { throw .posix(errno, "memfd_create") }
+        let error = writeAll(fd, bytes)
+        if error != 0 {
+            close(fd)
+            throw .posix(error, "fill a memory file")
+        }
+        _ = fcntl(fd, F_ADD_SEALS, sealAll)
+        return fd
+    }
+
+    /// `bytes` written from offset 0 of `fd`: 0, or the errno (ENOSPC for a write of nothing).
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32 {
         var written = 0
         while written < bytes.count {
             let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, bytes.count - written, off_t(written)) }
             if n < 0 && errno == EINTR { continue }
-            if n <= 0 {
-                let error = n < 0 ? errno : ENOSPC
-                close(fd)
-                throw .posix(error, "fill a memory file")
-            }
+            if n <= 0 { return n < 0 ? errno : ENOSPC }
             written += n
         }
-        _ = fcntl(fd, F_ADD_SEALS, sealAll)
-        return fd
+        return 0
     }
 }
 

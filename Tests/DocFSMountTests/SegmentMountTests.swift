@@ -98,7 +98,7 @@ final class SegmentMountTests: MountTestCase {
         defer { copier.signalGroup(SIGKILL); copier.wait(seconds: 10) }
         // Caught after at least ~100 files reached the segment (watched from outside the mount).
         let deadline = Date().addingTimeInterval(60)
-        while segmentBytes < 100 * 3000 && !copier.hasExited && Date() < deadline { usleep(5_000) }
+        while segmentBytes < 100 * 3000 && !copier.hasExited && Date() < deadline { usleep(5_000) }  // the poll interval, within the deadline
         let midway = !copier.hasExited
         fx.kill9()
         XCTAssertTrue(copier.wait(seconds: 30), "cp must not hang once the daemon is gone")
