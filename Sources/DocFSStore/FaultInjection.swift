@@ -18,6 +18,8 @@ import Synchronization
 ///     DOCFS_FAULT=upload-part:abort[@N]    a replica dies once the Nth pack is in the bucket and
 ///                                          its blocks recorded (the files' versions not yet on
 ///                                          PostgreSQL)
+///     DOCFS_FAULT=pack-put:abort[@N]       a replica dies once the Nth pack is in the bucket and
+///                                          before its blocks are recorded (a pack nothing names)
 ///     DOCFS_FAULT=upload-done:wait[@N]     a replica's Nth chunk of uploads is in the bucket and
 ///                                          its versions are not yet on PostgreSQL: it waits there
 ///                                          until the file DOCFS_FAULT_RELEASE exists (at most 5 min)
@@ -30,6 +32,7 @@ package enum FaultInjection {
         case importCommit = "import-commit"
         case modifyCommit = "modify-commit"
         case segmentAppend = "segment-append"
+        case packPut = "pack-put"
         case uploadPart = "upload-part"
         case uploadDone = "upload-done"
     }

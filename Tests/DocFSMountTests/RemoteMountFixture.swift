@@ -488,6 +488,29 @@ final class RemoteMount {
         XCTAssert(open.isEmpty, "multipart uploads left open: \(open.prefix(5))", file: file, line: line)
     }
 
+    /// After a kill -9: a pack that was in the bucket before the daemon died but whose blocks it
+    /// never recorded is named by nothing but its upload intent (at most the packs in flight,
+    /// `BlockUploader.parallelPacks`). It is `docfs remote gc`'s to collect once the intent
+    /// expires: the intents are dated back past their lifetime (as the owner may) and gc runs,
+    /// which must delete exactly those packs. Returns how many there were.
+    @discardableResult
+    func collectPacksLeftByAKill(file: StaticString = #filePath, line: UInt = #line) throws -> Int {
+        let named = Set(try manifests().values.flatMap { $0.compactMap { $0.first as? String } })
+        let intents = Set(try servers.psql(databaseURL, "SELECT key FROM docfs_upload_intents").compactMap { $0.first ?? nil })
+        let left = try objects().map(\.key).filter { $0.contains("/packs/") && !named.contains($0) }
+        let unexplained = left.filter { !intents.contains($0) }
+        XCTAssert(unexplained.isEmpty, "packs nothing names, not even an upload intent: \(unexplained)", file: file, line: line)
+        XCTAssertLessThanOrEqual(left.count, 2, "packs left by one kill (at most the two in flight): \(left)", file: file, line: line)
+        guard !left.isEmpty else { return 0 }
+        _ = try servers.psql(databaseURL, "UPDATE docfs_upload_intents SET created_ns = created_ns - 3600000000000")
+        let gc = fx.docfs(["remote", "gc", fx.store, "--grace", "0", "--keep-versions", "1h", "--keep-log", "1h", "--json"],
+                          env: awsEnvironment(secret: servers.secretKey), timeout: 120)
+        XCTAssertEqual(gc.status, 0, "docfs remote gc: \(gc)", file: file, line: line)
+        let report = (try? JSONSerialization.jsonObject(with: Data(gc.stdout.utf8))) as? [String: Any] ?? [:]
+        XCTAssertEqual((report["packsDeleted"] as? NSNumber)?.intValue, left.count, "gc deletes the packs the kill left: \(gc.stdout)", file: file, line: line)
+        return left.count
+    }
+
     /// The daemon's peak resident memory (VmHWM) in bytes.
     func daemonPeakMemory() -> Int? {
         guard let pid = fx.daemonPID,

@@ -184,6 +184,8 @@ final class RemoteMountTests: RemoteMountTestCase {
         try r.assertMountHolds(source, under: "tree")
         try r.waitUntilUploaded()
         try r.assertServerMatchesMount()
+        let left = try r.collectPacksLeftByAKill()
+        if left > 0 { warn("testKill9DuringUploads: the kill left \(left) pack(s) for gc") }
         try r.assertNothingDoubled(expectedItems: items + 1)   // + the folder `tree`
     }
 
@@ -210,6 +212,25 @@ final class RemoteMountTests: RemoteMountTestCase {
         XCTAssertLessThan(sent?.int64Value ?? Int64.max, 40 << 20, "the remount sent only the blocks missing: \(status.raw)")
         try r.assertServerMatchesMount()
         XCTAssertEqual(r.fx.sh("cmp src/big.bin mnt/big.bin").status, 0, "big.bin after the remount")
+    }
+
+    /// A replica that dies with a pack in the bucket whose blocks it never recorded: the remount
+    /// sends the file again, the pack is named by nothing but its upload intent, and
+    /// `docfs remote gc` deletes it once the intent has expired; nothing else is doubled.
+    func testAPackLeftByAKillIsCollected() throws {
+        let r = try makeRemote(mount: false)
+        try r.fx.mount(env: ["DOCFS_FAULT": "pack-put:abort"])
+        let dd = r.fx.sh("mkdir -p src && dd if=/dev/urandom of=src/big.bin bs=1M count=20 status=none && cp src/big.bin mnt/big.bin", timeout: 120)
+        XCTAssertEqual(dd.status, 0, "cp into the mount: \(dd)")
+        XCTAssertEqual(r.fx.waitForDaemonExit(seconds: 60), 134, "the daemon did not stop at the fault point; log:\n\(r.fx.log)")
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_blocks"), 0, "no block was recorded before the kill")
+
+        try r.fx.mount()
+        try r.waitUntilUploaded()
+        try r.assertServerMatchesMount()
+        XCTAssertEqual(r.fx.sh("cmp src/big.bin mnt/big.bin").status, 0, "big.bin after the remount")
+        XCTAssertGreaterThan(try r.collectPacksLeftByAKill(), 0, "the pack put before the kill")
+        try r.assertNothingDoubled(expectedItems: 1)
     }
 
     // MARK: 4. the server goes away mid-copy and comes back

@@ -146,6 +146,7 @@ struct BlockUploader {
         let blocks = Array(work.sent.suffix(work.packBlocksSealed))
         work.inFlight.append(Task {
             try await objects.putObject(bucket: bucket, key: key, bytes: bytes, contentType: "application/octet-stream")
+            FaultInjection.point(.packPut)  // test-only (DOCFS_FAULT)
             // Recorded as soon as the pack is in: a retry after a crash or a lost connection
             // finds these blocks known and sends only the rest.
             _ = try await server.recordBlocks(blocks, manifests: [])
