@@ -11,8 +11,10 @@ import Synchronization
 /// file each (issue 28): an import appends one entry, with one `pwrite`, before the journal entry
 /// that makes the file exist, so there is no content inode to make and no rename.
 ///
-/// An entry is a 32-byte header — magic `DSEG` (UInt32 LE), length (UInt32), row (Int64), sequence
-/// (UInt64), FNV-1a checksum (UInt64) over row, sequence, length and the bytes — then the bytes.
+/// An entry is a 32-byte header — magic `DSE2` (UInt32 LE), length (UInt32), row (Int64), sequence
+/// (UInt64), checksum (UInt64) over row, sequence, length and the bytes — then the bytes. The
+/// checksum takes 8 bytes a step in four lanes (`wordChecksum`); entries of the first format
+/// (magic `DSEG`, FNV-1a a byte at a time, a sixth of the copy-in's CPU) are still read.
 /// Entries are only ever appended, to the segment with the highest number (the active one, a new
 /// one past `segmentLimit`). Which entries are live is not written anywhere: at open (`scan`) the
 /// entry with the highest sequence of each row is the row's candidate, and the store keeps it
@@ -25,7 +27,8 @@ import Synchronization
 /// again (new sequences, the same bytes), the active segment fsynced, and the old file removed.
 /// A crash at any point leaves each row's bytes in at least one entry.
 package final class ContentSegments: Sendable {
-    static let magic: UInt32 = 0x4745_5344  // "DSEG" little-endian
+    static let magic: UInt32 = 0x3245_5344  // "DSE2" little-endian
+    static let fnvMagic: UInt32 = 0x4745_5344  // "DSEG": the first format, read, never written
     static let headerSize = 32
     /// A new segment is started when the active one would grow past this.
     package static let defaultSegmentLimit: Int64 = 64 << 20
@@ -148,14 +151,17 @@ package final class ContentSegments: Sendable {
                 (entries, offset, Damage(segment: number, offset: offset, size: size - offset, reason: reason))
             }
             guard size - offset >= Int64(headerSize), readFully(fd, &header, at: offset) else { return damage("a short entry header") }
-            guard load(UInt32.self, header, 0) == magic else { return damage("no entry header") }
+            let kind = load(UInt32.self, header, 0)
+            guard kind == magic || kind == fnvMagic else { return damage("no entry header") }
             let length = Int(load(UInt32.self, header, 4))
             let row = Int64(bitPattern: load(UInt64.self, header, 8))
             let sequence = load(UInt64.self, header, 16)
             guard size - offset - Int64(headerSize) >= Int64(length) else { return damage("an entry cut short") }
             bytes = [UInt8](repeating: 0, count: length)
             guard readFully(fd, &bytes, at: offset + Int64(headerSize)) else { return damage("an unreadable entry") }
-            guard checksum(row: row, sequence: sequence, bytes) == load(UInt64.self, header, 24) else {
+            let sum = kind == magic ? bytes.withUnsafeBytes { wordChecksum(row: row, sequence: sequence, $0) }
+                                    : checksum(row: row, sequence: sequence, bytes)
+            guard sum == load(UInt64.self, header, 24) else {
                 return damage("an entry whose checksum does not match")
             }
             entries.append((row, Location(segment: number, offset: offset, length: length, sequence: sequence)))
@@ -224,7 +230,7 @@ package final class ContentSegments: Sendable {
         Self.store(UInt32(bytes.count), &entry, 4)
         Self.store(UInt64(bitPattern: row), &entry, 8)
         Self.store(sequence, &entry, 16)
-        Self.store(Self.checksum(row: row, sequence: sequence, bytes), &entry, 24)
+        Self.store(bytes.withUnsafeBytes { Self.wordChecksum(row: row, sequence: sequence, $0) }, &entry, 24)
         var written = 0
         while written < entry.count {
             let n = entry.withUnsafeBytes { pwrite(segment.fd, $0.baseAddress! + written, entry.count - written, off_t(offset) + off_t(written)) }
@@ -343,6 +349,38 @@ package final class ContentSegments: Sendable {
 
     // MARK: - Bytes
 
+    /// The checksum of `DSE2` entries: four lanes, each folding in one little-endian 64-bit word
+    /// per step by xor, an odd multiply and a rotate (each a bijection, so a changed word always
+    /// changes its lane), then mixed together. About 8 bytes a cycle against FNV-1a's one byte
+    /// per multiply's latency; it guards against torn and damaged writes, not against an adversary.
+    static func wordChecksum(row: Int64, sequence: UInt64, _ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        let prime: UInt64 = 0x9E37_79B9_7F4A_7C15
+        @inline(__always) func fold(_ lane: inout UInt64, _ word: UInt64) {
+            let x = (lane ^ word) &* prime
+            lane = x << 31 | x >> 33
+        }
+        @inline(__always) func word(_ at: Int) -> UInt64 { UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self)) }
+        var a: UInt64 = 0xcbf2_9ce4_8422_2325 ^ UInt64(bitPattern: row)
+        var b: UInt64 = 0x2545_F491_4F6C_DD1D ^ sequence
+        var c: UInt64 = 0x1000_0000_01b3 ^ UInt64(bytes.count)
+        var d: UInt64 = 0xD6E8_FEB8_6659_FD93
+        let count = bytes.count
+        var at = 0
+        while at + 32 <= count {
+            fold(&a, word(at)); fold(&b, word(at + 8)); fold(&c, word(at + 16)); fold(&d, word(at + 24))
+            at += 32
+        }
+        while at + 8 <= count { fold(&a, word(at)); at += 8 }
+        var last: UInt64 = 0
+        for shift in 0..<(count - at) { last |= UInt64(bytes[at + shift]) << (8 * UInt64(shift)) }
+        fold(&b, last)
+        var hash = a ^ (b << 17 | b >> 47) ^ (c << 29 | c >> 35) ^ (d << 43 | d >> 21)
+        hash = (hash ^ hash >> 33) &* 0xff51_afd7_ed55_8ccd
+        hash = (hash ^ hash >> 33) &* 0xc4ce_b9fe_1a85_ec53
+        return hash ^ hash >> 33
+    }
+
+    /// FNV-1a over the same fields: the checksum of the first format's `DSEG` entries.
     static func checksum(row: Int64, sequence: UInt64, _ bytes: some Collection<UInt8>) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         func mix(_ byte: UInt8) { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }

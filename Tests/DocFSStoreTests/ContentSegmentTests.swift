@@ -83,6 +83,45 @@ final class ContentSegmentTests: XCTestCase {
         XCTAssertEqual(try ContentSegments.verify(directory: directory).damages, [])
     }
 
+    /// Segments written by the first format (magic `DSEG`, FNV-1a) still read; new entries use
+    /// the word checksum, and a byte changed anywhere in an entry's bytes is damage.
+    func testFirstFormatStillReadsAndAChangedByteIsDamage() throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let old = bytes("written by the first format")
+        var entry = [UInt8](repeating: 0, count: ContentSegments.headerSize)
+        func put<T: FixedWidthInteger>(_ value: T, _ at: Int) {
+            withUnsafeBytes(of: value.littleEndian) { for (i, b) in $0.enumerated() { entry[at + i] = b } }
+        }
+        put(ContentSegments.fnvMagic, 0); put(UInt32(old.count), 4); put(Int64(40), 8); put(UInt64(1), 16)
+        put(ContentSegments.checksum(row: 40, sequence: 1, old), 24)
+        entry += old
+        XCTAssertTrue(FileManager.default.createFile(atPath: directory + "/1", contents: Data(entry)))
+        let segments = try ContentSegments(directory: directory)
+        XCTAssertEqual(try segments.scan(), [])
+        XCTAssertEqual(try segments.read(40), old)
+
+        // Sizes around the checksum's 8- and 32-byte steps; each entry's last and first byte changed.
+        for (i, count) in [0, 1, 7, 8, 31, 32, 33, 100, 4099].enumerated() {
+            let row = Int64(50 + i)
+            let data = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ i) }
+            let at = try segments.append(row, data)
+            XCTAssertEqual(try segments.read(row), data)
+            guard count > 0 else { continue }
+            for offset in [at.offset + Int64(ContentSegments.headerSize), at.offset + at.entrySize - 1] {
+                let fd = open(directory + "/1", O_RDWR)
+                var byte: UInt8 = 0
+                XCTAssertEqual(pread(fd, &byte, 1, off_t(offset)), 1)
+                var flipped = byte ^ 0x10
+                XCTAssertEqual(pwrite(fd, &flipped, 1, off_t(offset)), 1)
+                let damages = try ContentSegments.verify(directory: directory).damages
+                XCTAssertEqual(damages.map(\.offset), [at.offset], "\(count) bytes, byte at \(offset) changed")
+                XCTAssertEqual(pwrite(fd, &byte, 1, off_t(offset)), 1)
+                close(fd)
+            }
+        }
+        XCTAssertEqual(try ContentSegments.verify(directory: directory).damages, [])
+    }
+
     func testRetainKeepsOnlyLiveRows() throws {
         let segments = try ContentSegments(directory: directory)
         try segments.scan()
