@@ -367,13 +367,8 @@ package final class SyncEngine: Sendable {
         }
         let files = order.compactMap { row -> BlockUploader.File? in
             guard let entries = byRow[row], let url = store.contentURL(of: LocalStore.identifier(forRow: row)) else { return nil }
-            return BlockUploader.File(seqs: entries.map(\.seq),
-                                      manifestKey: ContentObjectKey.manifest(prefix: configuration.prefix, operationID: entries[0].id),
-                                      path: url.path)
+            return BlockUploader.File(seqs: entries.map(\.seq), operationID: entries[0].id, path: url.path)
         }
-        // Recorded before any block goes up (renewed right before the versions are committed):
-        // gc keeps a manifest, and so its blocks, while no version names it yet.
-        try await database.recordUploadIntents(files.map(\.manifestKey))
         let uploader = BlockUploader(server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix, logger: logger)
         let result = try await uploader.upload(files)
         // Each version says which replica sent it (`docfs versions`).

@@ -26,6 +26,10 @@ final class InMemoryServer: ReplicaServer {
         var listeners: [UUID: @Sendable (Int64) -> Void] = [:]
         /// The next operation is applied and its answer lost (the connection broke after commit).
         var loseNextAnswer = false
+        /// The next manifests are recorded and the answer lost; every call then fails (the server
+        /// unreachable) until `reachable()`.
+        var downAfterNextManifests = false
+        var down = false
         var calls: [String: Int] = [:]
     }
     let state = Mutex(State())
@@ -42,6 +46,9 @@ final class InMemoryServer: ReplicaServer {
 
     func failNext(_ errors: any Error...) { state.withLock { $0.failures += errors } }
     func loseNextAnswer() { state.withLock { $0.loseNextAnswer = true } }
+    func goDownAfterNextManifests() { state.withLock { $0.downAfterNextManifests = true } }
+    var isDown: Bool { state.withLock { $0.down } }
+    func reachable() { state.withLock { $0.down = false } }
     func reject(name: String) { state.withLock { _ = $0.rejectedNames.insert(name) } }
     func allow(name: String) { state.withLock { _ = $0.rejectedNames.remove(name) } }
     func calls(_ name: String) -> Int { state.withLock { $0.calls[name] ?? 0 } }
@@ -67,6 +74,7 @@ final class InMemoryServer: ReplicaServer {
     private func enter(_ call: String) throws {
         try state.withLock { s in
             s.calls[call, default: 0] += 1
+            if s.down { throw RemoteError.unreachable("the server is down (test)") }
             if !s.failures.isEmpty { throw s.failures.removeFirst() }
         }
     }
@@ -116,11 +124,16 @@ final class InMemoryServer: ReplicaServer {
     }
     func recordBlocks(_ blocks: [StoredBlock], manifests: [BlockManifest]) async throws -> Set<String> {
         try enter("recordBlocks")
-        return state.withLock { s in
+        return try state.withLock { s in
             for block in blocks where s.blocks[block.hash] == nil { s.blocks[block.hash] = block }
             let missing = Set(manifests.flatMap(\.hashes).filter { s.blocks[$0] == nil })
             guard missing.isEmpty else { return missing }
             for manifest in manifests where s.manifests[manifest.key] == nil { s.manifests[manifest.key] = manifest }
+            if s.downAfterNextManifests && !manifests.isEmpty {
+                s.downAfterNextManifests = false
+                s.down = true
+                throw RemoteError.unreachable("the connection broke after the manifests were recorded (test)")
+            }
             return []
         }
     }

@@ -209,6 +209,22 @@ extension SyncEngineTests {
         XCTAssertEqual(try localText("report.txt"), "from elsewhere")
     }
 
+    /// The first attempt records the file's manifest and loses the rest; the file changes before
+    /// the retry, which sends the new bytes: the version names them, not the first attempt's
+    /// manifest (its key came from the operation alone, and the server kept the first bytes
+    /// under a version of the new size: EIO for every other replica).
+    func testAFileChangedBeforeARetryIsSentAsItIsNow() async throws {
+        startEngine()
+        server.goDownAfterNextManifests()
+        let file = try await importFile("a.txt", "short")
+        try await waitUntil("the manifest is recorded and the server gone") { server.isDown }
+        _ = try await modify(file, "longer contents")
+        server.reachable()
+        try await waitForOutbox()
+        XCTAssertEqual(serverText("a.txt"), "longer contents")
+        XCTAssertEqual(server.tree()["a.txt"]?.size, 15)
+    }
+
     func testABlockGcRemovedMeanwhileIsSentAgain() async throws {
         startEngine()
         _ = try await importFile("a.txt", "shared bytes")

@@ -54,7 +54,7 @@ extension RemoteDatabase {
     /// answered and nothing is recorded (the replica uploads them and asks again): the foreign
     /// key of `docfs_manifest_blocks` checks them, holding each named block until the commit
     /// (as the table's owner: a replica role needs no more than INSERT). A manifest recorded
-    /// before (a retried operation) stays as it was.
+    /// before (a retried operation: its key names its contents, so the same bytes) stays as it was.
     package func recordBlocks(_ blocks: [StoredBlock], manifests: [BlockManifest]) async throws -> Set<String> {
         guard !manifests.isEmpty || !blocks.isEmpty else { return [] }
         let logger = self.logger

@@ -4,7 +4,7 @@ extension RemoteSchema {
     ///   (`PREFIX/packs/…`), where in the pack, and its length. A block is uploaded once per tree,
     ///   whichever replica or file has it first.
     /// - `docfs_manifests`: a content version made of blocks, by the key its versions name
-    ///   (`PREFIX/manifests/<operation id>`, in place of an object key), and its size.
+    ///   (`PREFIX/manifests/<operation id>-<contents>`, in place of an object key), and its size.
     /// - `docfs_manifest_blocks`: a manifest's blocks in order. The foreign key to `docfs_blocks`
     ///   is what keeps gc and a replica that found a block already there from crossing: a block a
     ///   manifest names cannot go, and a manifest naming a block gc just removed is refused (the

@@ -22,11 +22,14 @@ package enum ContentObjectKey {
     /// `PREFIX/objects/`: where every content object of the tree lives (what gc lists).
     package static func folder(prefix: String) -> String { under(prefix: prefix, "objects/") }
 
-    /// `PREFIX/manifests/<operation id>`: the key versions made of blocks name (schema 8). No
-    /// object has it: the server's `docfs_manifests` lists its blocks. Per operation like an
-    /// object's key, so a retried operation records the same manifest once.
-    package static func manifest(prefix: String, operationID: UUID) -> String {
-        under(prefix: prefix, "manifests/") + operationID.uuidString.lowercased()
+    /// `PREFIX/manifests/<operation id>-<contents>`: the key versions made of blocks name
+    /// (schema 8). No object has it: the server's `docfs_manifests` lists its blocks. `contents`
+    /// names what the manifest holds (`BlockHash.ofManifest`): a retried operation that sends the
+    /// same bytes records its manifest once, and one that finds the file changed since its first
+    /// attempt (which recorded the manifest, then lost the commit) records a manifest of its own
+    /// instead of naming the first attempt's bytes.
+    package static func manifest(prefix: String, operationID: UUID, contents: String) -> String {
+        under(prefix: prefix, "manifests/") + operationID.uuidString.lowercased() + "-" + contents
     }
 
     /// `PREFIX/packs/<uuid>`: a pack object, several blocks back to back (a new one per upload,

@@ -23,10 +23,11 @@ struct BlockUploader {
     var batchBytes = 8 << 20
     var parallelPacks = 2
 
-    /// One file to send: the entries whose versions will name it, the manifest key, its path.
+    /// One file to send: the entries whose versions will name it, the operation its manifest's
+    /// key starts with (the first entry's), its path.
     struct File {
         var seqs: [Int64]
-        var manifestKey: String
+        var operationID: UUID
         var path: String
     }
 
@@ -76,7 +77,9 @@ struct BlockUploader {
                     work.batchBytes += bytes.count
                     if work.batchBytes >= batchBytes { try await resolveBatch(work) }
                 }
-                manifests.append((file, BlockManifest(key: file.manifestKey, size: blocks.size, hashes: hashes)))
+                let contents = BlockHash.ofManifest(size: blocks.size, hashes: hashes)
+                let key = ContentObjectKey.manifest(prefix: prefix, operationID: file.operationID, contents: contents)
+                manifests.append((file, BlockManifest(key: key, size: blocks.size, hashes: hashes)))
             }
             try await resolveBatch(work)
             try await sealPack(work)
@@ -92,7 +95,10 @@ struct BlockUploader {
             for file in files { for seq in file.seqs { result.refused[seq] = sorted.message } }
             return result
         }
-        // The packs' blocks are recorded; the manifests name them (and any the server had).
+        // The packs' blocks are recorded; the manifests name them (and any the server had). Their
+        // intents first (renewed right before the versions are committed): gc keeps a manifest,
+        // and so its blocks, while no version names it yet.
+        try await server.recordUploadIntents(manifests.map(\.manifest.key))
         let missing = try await server.recordBlocks([], manifests: manifests.map(\.manifest))
         try? await server.dropUploadIntents(work.packKeys)
         guard missing.isEmpty else {

@@ -78,6 +78,15 @@ package enum BlockHash {
         hex(SHA256.hash(data: bytes))
     }
 
+    /// What a manifest holds, for its key: 16 hex digits of the SHA-256 of its size and its
+    /// blocks' hashes in order.
+    package static func ofManifest(size: Int64, hashes: [String]) -> String {
+        var hasher = SHA256()
+        hasher.update(data: Array("\(size)\n".utf8))
+        for hash in hashes { hasher.update(data: Array(hash.utf8)) }
+        return String(hex(hasher.finalize()).prefix(16))
+    }
+
     static func hex(_ digest: SHA256.Digest) -> String {
         let digits: [UInt8] = Array("0123456789abcdef".utf8)
         var out = [UInt8](repeating: 0, count: 64)
