@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fault_proxy import FaultProxy  # noqa: E402
@@ -371,6 +372,13 @@ def server_contents(database, bucket):
 
 
 def check(replicas, database, bucket):
+    # Every version made of blocks has the size of its manifest (a retry that named an earlier
+    # attempt's manifest once gave a version bytes of another size: EIO on the other replicas).
+    wrong = run([PSQL, "-X", "-q", "-A", "-t", "-d", database_url(database), "-c", """
+        SELECT v.item_id, v.content_version, v.size, m.size FROM docfs_versions v
+        JOIN docfs_manifests m ON m.key = v.content_key WHERE v.size <> m.size LIMIT 5"""]).stdout.split()
+    if wrong:
+        raise AssertionError("versions whose size is not their manifest's (item|version|size|manifest size): %s" % wrong)
     full = [tree(r.mnt) for r in replicas]
     # In the trash each replica names what it holds its own way (an item renamed on one replica
     # while another trashed it keeps the name it had there): the trash is compared by what it
@@ -381,7 +389,14 @@ def check(replicas, database, bucket):
         if t != trees[0]:
             only = {k: v for k, v in t.items() if trees[0].get(k) != v}
             first = {k: v for k, v in trees[0].items() if t.get(k) != v}
-            raise AssertionError("the replicas differ:\n  A: %s\n  %s: %s" % (first, r.name, only))
+            names = sorted({os.path.basename(k) for k in list(first) + list(only)})
+            versions = run([PSQL, "-X", "-q", "-A", "-t", "-d", database_url(database), "-c", """
+                SELECT i.id, i.name, i.content_version, v.content_version, v.content_key, v.size, v.replica
+                FROM docfs_items i JOIN docfs_versions v ON v.item_id = i.id
+                WHERE i.name = ANY(%s) ORDER BY 1, 4""" % ("ARRAY[%s]::text[]" % ",".join("'%s'" % n.replace("'", "''") for n in names))],
+                check=False).stdout
+            raise AssertionError("the replicas differ:\n  A: %s\n  %s: %s\nthe server's versions of those names:\n%s"
+                                 % (first, r.name, only, versions))
         if bin_ != trash[0]:
             raise AssertionError("the replicas' trash holds other files:\n  A: %s\n  %s: %s" % (trash[0], r.name, bin_))
     here = {v[2].decode(errors="replace") for v in full[0].values() if v[0] == "file"}
@@ -426,10 +441,10 @@ def one_seed(seed):
                 rnd.settle()
                 wait_for_quiet([r.mnt for r in replicas])
                 entries = check(replicas, database, bucket)
-            except AssertionError as e:
+            except Exception as e:  # an assertion, or an OSError outside an operation (a walk, a read)
                 logs = "".join("\nlog %s (end):\n%s" % (r.name, log_tail(os.path.join(r.store, "docfs.log"), 40)) for r in replicas)
-                raise AssertionError("seed %d, round %d:\n%s\nfaults: %s\noperations:\n  %s%s"
-                                     % (seed, n, e, rnd.faults, "\n  ".join(rnd.log), logs))
+                raise AssertionError("seed %d, round %d:\n%s\n%s\nfaults: %s\noperations:\n  %s%s"
+                                     % (seed, n, repr(e), traceback.format_exc(), rnd.faults, "\n  ".join(rnd.log), logs))
             totals["ops"] += OPS
             totals["promised"] += rnd.promised
             for k, v in rnd.faults.items():

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 S3CHECK = os.path.join(HERE, "..", "remote", "s3check.py")
@@ -320,7 +321,8 @@ def run_seeds(one_seed, seeds, label):
             passed += 1
         except Exception as e:  # report every seed, then fail
             failed += 1
-            print("%s: FAILED %s" % (label, e), flush=True)
+            where = "" if isinstance(e, AssertionError) else "\n" + traceback.format_exc()
+            print("%s: FAILED %s%s" % (label, e, where), flush=True)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
