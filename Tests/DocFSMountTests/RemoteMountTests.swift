@@ -189,17 +189,24 @@ final class RemoteMountTests: RemoteMountTestCase {
         try r.assertNothingDoubled(expectedItems: items + 1)   // + the folder `tree`
     }
 
+    /// A replica mounted with `DOCFS_FAULT=fault`, a random file of `mebibytes` copied in as
+    /// `big.bin` (also kept as `src/big.bin`), and the daemon dead at the fault point.
+    func copyABigFileUntilTheFault(_ fault: String, mebibytes: Int, file: StaticString = #filePath, line: UInt = #line) throws -> RemoteMount {
+        let r = try makeRemote(mount: false)
+        try r.fx.mount(env: ["DOCFS_FAULT": fault])
+        let dd = r.fx.sh("mkdir -p src && dd if=/dev/urandom of=src/big.bin bs=1M count=\(mebibytes) status=none && cp src/big.bin mnt/big.bin", timeout: 120)
+        XCTAssertEqual(dd.status, 0, "cp into the mount: \(dd)", file: file, line: line)
+        XCTAssertEqual(r.fx.waitForDaemonExit(seconds: 60), 134, "the daemon did not stop at \(fault); log:\n\(r.fx.log)", file: file, line: line)
+        return r
+    }
+
     /// A replica that dies once the first pack of a file is in the bucket (DOCFS_FAULT stops it
     /// right after that pack's blocks are recorded: the file's create not yet on PostgreSQL,
     /// whatever the machine's speed): after the remount the blocks already in are not sent
     /// again, and the file reads back whole.
     func testKill9InTheMiddleOfAnUploadSendsOnlyWhatIsMissing() throws {
-        let r = try makeRemote(mount: false)
-        try r.fx.mount(env: ["DOCFS_FAULT": "upload-part:abort"])
         // 40 MiB: five packs of about 8 MiB; the daemon dies once the first is in.
-        let dd = r.fx.sh("mkdir -p src && dd if=/dev/urandom of=src/big.bin bs=1M count=40 status=none && cp src/big.bin mnt/big.bin", timeout: 120)
-        XCTAssertEqual(dd.status, 0, "cp into the mount: \(dd)")
-        XCTAssertEqual(r.fx.waitForDaemonExit(seconds: 60), 134, "the daemon did not stop at the fault point; log:\n\(r.fx.log)")
+        let r = try copyABigFileUntilTheFault("upload-part:abort", mebibytes: 40)
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_items WHERE parent_id IS NOT NULL"), 0,
                        "the file reached PostgreSQL before its blocks were all in")
         let recorded = try r.count("SELECT count(*) FROM docfs_blocks")
@@ -218,11 +225,7 @@ final class RemoteMountTests: RemoteMountTestCase {
     /// sends the file again, the pack is named by nothing but its upload intent, and
     /// `docfs remote gc` deletes it once the intent has expired; nothing else is doubled.
     func testAPackLeftByAKillIsCollected() throws {
-        let r = try makeRemote(mount: false)
-        try r.fx.mount(env: ["DOCFS_FAULT": "pack-put:abort"])
-        let dd = r.fx.sh("mkdir -p src && dd if=/dev/urandom of=src/big.bin bs=1M count=20 status=none && cp src/big.bin mnt/big.bin", timeout: 120)
-        XCTAssertEqual(dd.status, 0, "cp into the mount: \(dd)")
-        XCTAssertEqual(r.fx.waitForDaemonExit(seconds: 60), 134, "the daemon did not stop at the fault point; log:\n\(r.fx.log)")
+        let r = try copyABigFileUntilTheFault("pack-put:abort", mebibytes: 20)
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_blocks"), 0, "no block was recorded before the kill")
 
         try r.fx.mount()
