@@ -11,6 +11,7 @@
 #   SCALE_STATS=N        random stat(2) calls (default 10000)
 #   SCALE_IMPORT=N       files copied in with cp -r (default 10000)
 #   SCALE_CACHE=N        docfs mount -o cache_items=N (default: docfs's own default)
+#   SCALE_OPTIONS=LIST   more docfs mount -o options (e.g. segments)
 #   SCALE_DIR=DIR        where the store, the native tree and the mountpoint go (default a new
 #                        directory under /var/tmp; removed at the end unless SCALE_KEEP=1)
 #   DOCFS, DOCFS_SCALE   the binaries (default: the release build)
@@ -31,6 +32,7 @@ SHAPE=(--items "$ITEMS")
 [ -n "${SCALE_BIG:-}" ] && SHAPE+=(--big-folder "$SCALE_BIG")
 MOUNT_OPTS=()
 [ -n "${SCALE_CACHE:-}" ] && MOUNT_OPTS=(-o "cache_items=$SCALE_CACHE")
+[ -n "${SCALE_OPTIONS:-}" ] && MOUNT_OPTS+=(-o "$SCALE_OPTIONS")
 
 for bin in "$DOCFS" "$DOCFS_SCALE"; do
     [ -x "$bin" ] || { echo "bench-scale: $bin is missing (make bench-scale builds it)" >&2; exit 1; }
@@ -99,7 +101,7 @@ forget
 t=$(now); "$DOCFS" mount "$STORE" "$MNT" "${MOUNT_OPTS[@]}"; mount_time=$(elapsed "$t")
 PID=$(tr -d '[:space:]' < "$STORE/lock")
 echo
-echo "store built in $build s (docfs-scale populate); cache limit: ${SCALE_CACHE:-default}"
+echo "store built in $build s (docfs-scale populate); cache limit: ${SCALE_CACHE:-default}; options: ${SCALE_OPTIONS:-none}"
 echo
 row "phase" "docfs" "native" "docfs RSS"
 row "--------------------------------------------" "----------" "----------" "----------"
