@@ -18,17 +18,6 @@ final class CrashSafetyTests: MountTestCase {
         return try Child("/bin/sh", ["-c", script], cwd: fx.dir, stdout: out, stderr: out)
     }
 
-    /// Waits up to `seconds` for `condition` (which must not touch the mount unless it is alive).
-    @discardableResult
-    func waitUntil(_ seconds: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(10_000)
-        }
-        return condition()
-    }
-
     /// Sizes of the files anywhere in the store's staging area (outside the mount: safe to look at).
     func stagedSizes() -> [Int64] {
         let staging = fx.store + "/staging"

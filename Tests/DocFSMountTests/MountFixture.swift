@@ -679,4 +679,15 @@ class MountTestCase: XCTestCase {
         fx = nil
         super.tearDown()
     }
+
+    /// Waits up to `seconds` for `condition` (which must not touch the mount unless it is alive).
+    @discardableResult
+    func waitUntil(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(10_000)  // the poll interval, within the deadline
+        }
+        return condition()
+    }
 }

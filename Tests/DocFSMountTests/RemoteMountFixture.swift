@@ -474,7 +474,7 @@ final class RemoteMount {
         let versionKeys = Set(try servers.psql(databaseURL, "SELECT DISTINCT content_key FROM docfs_versions WHERE content_key IS NOT NULL")
             .compactMap { $0.first ?? nil })
         let manifests = try manifests()
-        let packKeys = Set(manifests.values.flatMap { $0.compactMap { $0.first as? String } })
+        let packKeys = packKeys(of: manifests)
         let objectKeys = Set(try objects().map(\.key))
         let orphans = objectKeys.subtracting(versionKeys).subtracting(packKeys).sorted()
         let lost = versionKeys.subtracting(objectKeys).subtracting(manifests.keys).sorted()
@@ -495,7 +495,7 @@ final class RemoteMount {
     /// which must delete exactly those packs. Returns how many there were.
     @discardableResult
     func collectPacksLeftByAKill(file: StaticString = #filePath, line: UInt = #line) throws -> Int {
-        let named = Set(try manifests().values.flatMap { $0.compactMap { $0.first as? String } })
+        let named = packKeys(of: try manifests())
         let intents = Set(try servers.psql(databaseURL, "SELECT key FROM docfs_upload_intents").compactMap { $0.first ?? nil })
         let left = try objects().map(\.key).filter { $0.contains("/packs/") && !named.contains($0) }
         let unexplained = left.filter { !intents.contains($0) }
@@ -503,12 +503,23 @@ final class RemoteMount {
         XCTAssertLessThanOrEqual(left.count, 2, "packs left by one kill (at most the two in flight): \(left)", file: file, line: line)
         guard !left.isEmpty else { return 0 }
         _ = try servers.psql(databaseURL, "UPDATE docfs_upload_intents SET created_ns = created_ns - 3600000000000")
-        let gc = fx.docfs(["remote", "gc", fx.store, "--grace", "0", "--keep-versions", "1h", "--keep-log", "1h", "--json"],
-                          env: awsEnvironment(secret: servers.secretKey), timeout: 120)
-        XCTAssertEqual(gc.status, 0, "docfs remote gc: \(gc)", file: file, line: line)
-        let report = (try? JSONSerialization.jsonObject(with: Data(gc.stdout.utf8))) as? [String: Any] ?? [:]
-        XCTAssertEqual((report["packsDeleted"] as? NSNumber)?.intValue, left.count, "gc deletes the packs the kill left: \(gc.stdout)", file: file, line: line)
+        let report = try gc(["--grace", "0", "--keep-versions", "1h", "--keep-log", "1h"])
+        XCTAssertEqual((report["packsDeleted"] as? NSNumber)?.intValue, left.count, "gc deletes the packs the kill left: \(report)", file: file, line: line)
         return left.count
+    }
+
+    /// The packs the blocks of `manifests` (as `manifests()` gives them) are in.
+    func packKeys(of manifests: [String: [[Any]]]) -> Set<String> {
+        Set(manifests.values.flatMap { $0.compactMap { $0.first as? String } })
+    }
+
+    /// `docfs remote gc STORE --json` with `arguments`: its report; a failed run throws.
+    func gc(_ arguments: [String]) throws -> [String: Any] {
+        let run = fx.docfs(["remote", "gc", fx.store, "--json"] + arguments, env: awsEnvironment(secret: servers.secretKey), timeout: 120)
+        guard run.status == 0, let report = (try? JSONSerialization.jsonObject(with: Data(run.stdout.utf8))) as? [String: Any] else {
+            throw FixtureError("docfs remote gc \(arguments): \(run)")
+        }
+        return report
     }
 
     /// The daemon's peak resident memory (VmHWM) in bytes.

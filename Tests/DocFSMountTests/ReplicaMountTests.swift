@@ -208,12 +208,7 @@ final class ReplicaMountTests: ReplicaTestCase {
 /// any replica still needs stays (a replica away while the log was trimmed rebuilds from it).
 final class RemoteGCTests: ReplicaTestCase {
     func gc(_ r: RemoteMount, _ arguments: [String]) throws -> [String: Any] {
-        let run = r.fx.docfs(["remote", "gc", r.fx.store, "--json", "--keep-versions", "0"] + arguments, env: r.awsEnvironment(secret: r.servers.secretKey),
-                             timeout: 120)
-        guard run.status == 0, let report = (try? JSONSerialization.jsonObject(with: Data(run.stdout.utf8))) as? [String: Any] else {
-            throw FixtureError("docfs remote gc \(arguments): \(run)")
-        }
-        return report
+        try r.gc(["--keep-versions", "0"] + arguments)
     }
 
     func number(_ report: [String: Any], _ key: String) -> Int { (report[key] as? NSNumber)?.intValue ?? -1 }

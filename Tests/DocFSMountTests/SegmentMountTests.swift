@@ -97,8 +97,7 @@ final class SegmentMountTests: MountTestCase {
         let copier = try Child("/bin/sh", ["-c", "exec cp -r src/tree mnt/tree"], cwd: fx.dir, stdout: out, stderr: out)
         defer { copier.signalGroup(SIGKILL); copier.wait(seconds: 10) }
         // Caught after at least ~100 files reached the segment (watched from outside the mount).
-        let deadline = Date().addingTimeInterval(60)
-        while segmentBytes < 100 * 3000 && !copier.hasExited && Date() < deadline { usleep(5_000) }  // the poll interval, within the deadline
+        waitUntil(60) { segmentBytes >= 100 * 3000 || copier.hasExited }
         let midway = !copier.hasExited
         fx.kill9()
         XCTAssertTrue(copier.wait(seconds: 30), "cp must not hang once the daemon is gone")

@@ -28,6 +28,8 @@ Closes with "N passed, N failed".
 import json
 import os
 import random
+import select
+import signal
 import stat
 import subprocess
 import sys
@@ -234,8 +236,6 @@ def unmount(store, mnt):
     subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
     if pidfd is None:
         return
-    import select
-    import signal
     if not select.select([pidfd], [], [], 30)[0]:
         print("%s: the daemon (pid %d) had not exited 30 s after its unmount; killed" % (store, pid), flush=True)
         try:
