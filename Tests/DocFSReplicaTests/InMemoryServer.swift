@@ -30,6 +30,9 @@ final class InMemoryServer: ReplicaServer {
         /// unreachable) until `reachable()`.
         var downAfterNextManifests = false
         var down = false
+        /// The next content version waits, after its upload read the file, until `releaseHold()`.
+        var holdNextContentVersion = false
+        var held: CheckedContinuation<Void, Never>?
         var calls: [String: Int] = [:]
     }
     let state = Mutex(State())
@@ -48,6 +51,9 @@ final class InMemoryServer: ReplicaServer {
     func loseNextAnswer() { state.withLock { $0.loseNextAnswer = true } }
     func goDownAfterNextManifests() { state.withLock { $0.downAfterNextManifests = true } }
     var isDown: Bool { state.withLock { $0.down } }
+    func holdNextContentVersion() { state.withLock { $0.holdNextContentVersion = true } }
+    var isHolding: Bool { state.withLock { $0.held != nil } }
+    func releaseHold() { state.withLock { s in defer { s.held = nil }; return s.held }?.resume() }
     func reachable() { state.withLock { $0.down = false } }
     func reject(name: String) { state.withLock { _ = $0.rejectedNames.insert(name) } }
     func allow(name: String) { state.withLock { _ = $0.rejectedNames.remove(name) } }
@@ -248,7 +254,15 @@ final class InMemoryServer: ReplicaServer {
 
     func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
                            modifiedNs: Int64) async throws -> AppliedChange {
-        try apply("newContentVersion", operationID, .content) { s, position in
+        if state.withLock({ $0.holdNextContentVersion }) {
+            await withCheckedContinuation { (held: CheckedContinuation<Void, Never>) in
+                state.withLock { s in
+                    s.holdNextContentVersion = false
+                    s.held = held
+                }
+            }
+        }
+        return try apply("newContentVersion", operationID, .content) { s, position in
             var item = try Self.live(s, itemID)
             guard item.kind == .file else { throw RemoteError.invalid("item \(itemID) is not a file") }
             guard item.contentVersion == expectedVersion else {

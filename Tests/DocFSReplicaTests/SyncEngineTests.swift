@@ -112,6 +112,36 @@ final class SyncEngineTests: ReplicaTestCase {
         XCTAssertEqual(try localText(copies[0]), "mine")
     }
 
+    /// The file is written again after its upload read it and before the server answers with
+    /// the conflict: the conflicted copy holds the newer bytes here, and so must the server's
+    /// (they were dropped with the waiting entry, and stayed on this replica alone).
+    func testAWriteAfterTheUploadReadTheFileReachesTheConflictedCopy() async throws {
+        startEngine()
+        let file = try await importFile("notes.txt", "base")
+        try await waitForOutbox()
+        let id = server.tree()["notes.txt"]!.id
+        await engine!.stop()
+        engine = nil
+
+        objects.put("tree/objects/theirs", "theirs")
+        _ = try await server.newContentVersion(operationID: UUID(), itemID: id, expectedVersion: 1,
+                                               content: RemoteContent(key: "tree/objects/theirs", size: 6), modifiedNs: 1)
+        _ = try await modify(try store.item(for: file.identifier), "mine")
+        server.holdNextContentVersion()
+        startEngine()
+        try await waitUntil("the upload of \"mine\" waits for the server") { server.isHolding }
+        _ = try await modify(try store.item(for: file.identifier), "mine, written later")
+        server.releaseHold()
+        try await waitForOutbox()
+
+        let copies = server.tree().keys.filter { $0.hasPrefix("notes (conflicted copy from ") }
+        XCTAssertEqual(copies.count, 1, "\(server.tree().keys)")
+        XCTAssertEqual(serverText("notes.txt"), "theirs")
+        XCTAssertEqual(serverText(copies[0]), "mine, written later", "the server's copy holds what the last close wrote")
+        XCTAssertEqual(try localText(copies[0]), "mine, written later")
+        try await waitUntil("the name holds the server's version here") { try localText("notes.txt") == "theirs" }
+    }
+
     func testAnotherReplicasChangesArriveAndDownloadWhenOpened() async throws {
         startEngine()
         let folder = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "shared", kind: .directory,

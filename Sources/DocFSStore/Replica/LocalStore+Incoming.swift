@@ -369,21 +369,29 @@ extension LocalStore {
             var stale = original
             stale.item.itemVersion.contentVersion = 0
             try commit(database, saving: [copy, stale], replicated: false, "conflicted copy of \(original.item.filename)")
-            do {
-                // The entry being sent is completed by the engine; the later ones are dropped here.
-                let dropped = try database.inDatabase { db -> (Int, Int64) in
-                    let bytes = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(bytes), 0) FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?",
-                                                   arguments: [row, seq]) ?? 0
-                    try db.execute(sql: "DELETE FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?", arguments: [row, seq])
-                    return (db.changesCount, bytes)
-                }
-                replica?.didComplete(count: dropped.0, bytes: dropped.1)
-            } catch {
-                throw ProviderError(.ioError, "drop the waiting contents of \(original.item.filename): \(error)")
-            }
             state.withLock { tree in
                 tree.move(copyRow, to: copy)  // the copy may have arrived already (above)
                 tree.move(row, to: stale)
+            }
+            let later = try laterContents(of: row, than: seq, database)
+            if later.count > 0 {
+                // The file was written again after the upload being sent read it: the copy here
+                // holds those bytes, so they go to the server's copy as its next version (dropped,
+                // they would stay on this replica alone). Journaled before the entries go.
+                var newer = copy
+                newer.item.itemVersion.contentVersion += 1
+                try commit(database, saving: [newer], "the newer contents of the conflicted copy of \(original.item.filename)")
+                state.withLock { $0.move(copyRow, to: newer) }
+            }
+            do {
+                // The entry being sent is completed by the engine; the later ones are dropped here.
+                let dropped = try database.inDatabase { db -> Int in
+                    try db.execute(sql: "DELETE FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?", arguments: [row, seq])
+                    return db.changesCount
+                }
+                replica?.didComplete(count: dropped, bytes: later.bytes)
+            } catch {
+                throw ProviderError(.ioError, "drop the waiting contents of \(original.item.filename): \(error)")
             }
             replica?.notify(changes + [.nameChanged(parent: parent.item.identifier, name: place)])
         }
@@ -391,6 +399,19 @@ extension LocalStore {
 }
 
 extension LocalStore {
+    /// The content changes of `row` waiting in the outbox besides `seq`, and their bytes.
+    func laterContents(of row: Int64, than seq: Int64, _ database: DatabaseQueue) throws(ProviderError) -> (count: Int, bytes: Int64) {
+        do {
+            return try database.inDatabase { db -> (Int, Int64) in
+                let found = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(sum(bytes), 0) FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?",
+                                             arguments: [row, seq])
+                return (found?[0] ?? 0, found?[1] ?? 0)
+            }
+        } catch {
+            throw ProviderError(.ioError, "read the waiting contents of item \(row): \(error)")
+        }
+    }
+
     /// The rows of items the server numbered (not the root, the trash, or temporary ones).
     package func permanentRows() throws(ProviderError) -> [Int64] {
         try write { (database) throws(ProviderError) -> [Int64] in
