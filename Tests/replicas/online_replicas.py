@@ -73,6 +73,11 @@ class Holder:
         while time.monotonic() < deadline and self.proc.poll() is None and "ready" not in self.output():
             time.sleep(0.02)  # the poll interval of its output file, within the deadline
         self.ready = "ready" in self.output()
+        # Known by its inode: another replica's move takes the file elsewhere while it is held.
+        try:
+            self.ino = os.stat(path).st_ino if self.ready else None
+        except OSError:
+            self.ino = None
 
     def output(self):
         try:
@@ -135,6 +140,21 @@ class Replica:
             h.path = os.path.join(self.mnt, where(os.path.relpath(h.path, self.mnt)))
 
     def held(self):
+        """The paths of the files this replica holds open, where they are now: another replica's
+        move of a held file (or of a folder above it) takes it elsewhere, and this replica's own
+        overwrite of it there would supersede the held bytes (then nothing was promised)."""
+        where = {}
+        for folder, ds, fs in os.walk(self.mnt):
+            if os.path.relpath(folder, self.mnt).split(os.sep)[0] == ".Trash":
+                continue
+            for f in fs:
+                try:
+                    where[os.lstat(os.path.join(folder, f)).st_ino] = os.path.join(folder, f)
+                except OSError:
+                    pass
+        for h in self.holders:
+            if h.ino in where:
+                h.path = where[h.ino]
         return {os.path.relpath(h.path, self.mnt) for h in self.holders}
 
 
