@@ -86,19 +86,23 @@ final class SyncEngineTests: ReplicaTestCase {
         XCTAssertNil(store.syncError(of: store.currentRow(row)))
     }
 
-    func testEditsOnTwoReplicasKeepBothVersions() async throws {
+    /// "notes.txt" at version 1 on the server and here; another replica's "theirs" reaches the
+    /// server while this one, offline (the engine stopped), writes "mine" over version 1.
+    func editedHereAndOnTheServer() async throws -> Item {
         startEngine()
         let file = try await importFile("notes.txt", "base")
         try await waitForOutbox()
         let id = server.tree()["notes.txt"]!.id
         await engine!.stop()
         engine = nil
-
-        // Another replica's edit reaches the server while this one edits its copy of version 1.
         objects.put("tree/objects/theirs", "theirs")
         _ = try await server.newContentVersion(operationID: UUID(), itemID: id, expectedVersion: 1,
                                                content: RemoteContent(key: "tree/objects/theirs", size: 6), modifiedNs: 1)
-        _ = try await modify(try store.item(for: file.identifier), "mine")
+        return try await modify(try store.item(for: file.identifier), "mine")
+    }
+
+    func testEditsOnTwoReplicasKeepBothVersions() async throws {
+        _ = try await editedHereAndOnTheServer()
         startEngine()
         try await waitForOutbox()
         try await waitUntil("the copy is here") { try store.enumerateItems(in: .rootContainer).count == 2 }
@@ -116,17 +120,7 @@ final class SyncEngineTests: ReplicaTestCase {
     /// the conflict: the conflicted copy holds the newer bytes here, and so must the server's
     /// (they were dropped with the waiting entry, and stayed on this replica alone).
     func testAWriteAfterTheUploadReadTheFileReachesTheConflictedCopy() async throws {
-        startEngine()
-        let file = try await importFile("notes.txt", "base")
-        try await waitForOutbox()
-        let id = server.tree()["notes.txt"]!.id
-        await engine!.stop()
-        engine = nil
-
-        objects.put("tree/objects/theirs", "theirs")
-        _ = try await server.newContentVersion(operationID: UUID(), itemID: id, expectedVersion: 1,
-                                               content: RemoteContent(key: "tree/objects/theirs", size: 6), modifiedNs: 1)
-        _ = try await modify(try store.item(for: file.identifier), "mine")
+        let file = try await editedHereAndOnTheServer()
         server.holdNextContentVersion()
         startEngine()
         try await waitUntil("the upload of \"mine\" waits for the server") { server.isHolding }
