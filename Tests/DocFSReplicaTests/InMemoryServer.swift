@@ -254,13 +254,8 @@ final class InMemoryServer: ReplicaServer {
 
     func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
                            modifiedNs: Int64) async throws -> AppliedChange {
-        if state.withLock({ $0.holdNextContentVersion }) {
-            await withCheckedContinuation { (held: CheckedContinuation<Void, Never>) in
-                state.withLock { s in
-                    s.holdNextContentVersion = false
-                    s.held = held
-                }
-            }
+        if state.withLock({ s in defer { s.holdNextContentVersion = false }; return s.holdNextContentVersion }) {
+            await withCheckedContinuation { (held: CheckedContinuation<Void, Never>) in state.withLock { $0.held = held } }
         }
         return try apply("newContentVersion", operationID, .content) { s, position in
             var item = try Self.live(s, itemID)

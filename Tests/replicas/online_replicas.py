@@ -139,19 +139,17 @@ class Replica:
         for h in self.holders:
             h.path = os.path.join(self.mnt, where(os.path.relpath(h.path, self.mnt)))
 
-    def held(self):
-        """The paths of the files this replica holds open, where they are now: another replica's
-        move of a held file (or of a folder above it) takes it elsewhere, and this replica's own
-        overwrite of it there would supersede the held bytes (then nothing was promised)."""
+    def held(self, files):
+        """The paths of the files this replica holds open, where they are now among `files` (from
+        `paths()`): another replica's move of a held file (or of a folder above it) takes it
+        elsewhere, and this replica's own overwrite of it there would supersede the held bytes
+        (then nothing was promised)."""
         where = {}
-        for folder, ds, fs in os.walk(self.mnt):
-            if os.path.relpath(folder, self.mnt).split(os.sep)[0] == ".Trash":
-                continue
-            for f in fs:
-                try:
-                    where[os.lstat(os.path.join(folder, f)).st_ino] = os.path.join(folder, f)
-                except OSError:
-                    pass
+        for f in files:
+            try:
+                where[os.lstat(os.path.join(self.mnt, f)).st_ino] = os.path.join(self.mnt, f)
+            except OSError:
+                pass
         for h in self.holders:
             if h.ino in where:
                 h.path = where[h.ino]
@@ -181,7 +179,7 @@ class Round:
         files, dirs = r.paths()
         # A file this replica holds open is changed by the others only (its own overwrite or
         # unlink would take the held bytes with it, as on any filesystem).
-        held = r.held()
+        held = r.held(files)
         files = [f for f in files if f not in held]
         op = rng.choice(["new", "new", "overwrite", "overwrite", "hold", "hold", "release", "mkdir", "mkdir",
                          "mv-file", "mv-dir", "rm", "rmdir", "chmod", "trash", "purge"])

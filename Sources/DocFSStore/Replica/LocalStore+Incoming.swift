@@ -385,11 +385,10 @@ extension LocalStore {
             }
             do {
                 // The entry being sent is completed by the engine; the later ones are dropped here.
-                let dropped = try database.inDatabase { db -> Int in
+                try database.inDatabase { db in
                     try db.execute(sql: "DELETE FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?", arguments: [row, seq])
-                    return db.changesCount
                 }
-                replica?.didComplete(count: dropped, bytes: later.bytes)
+                replica?.didComplete(count: later.count, bytes: later.bytes)  // counted above, under the same writer lock
             } catch {
                 throw ProviderError(.ioError, "drop the waiting contents of \(original.item.filename): \(error)")
             }
