@@ -372,14 +372,6 @@ extension Bridge {
             // (whose path the provider takes) can still be unlinked if the provider refuses.
             let url = URL(fileURLWithPath: try attempt(.item(identifier)) { () throws(ProviderError) in try session.stagedPath() },
                           isDirectory: false)
-            if let previous = node.sessionLock.withLock({ () -> WriteSession? in
-                defer { session.predecessor = nil }
-                return session.predecessor
-            }) {
-                // Its version is the one this copy was written over: wait for it to land.
-                await previous.waitForCommit()
-                node.sessionLock.withLock { if let landed = previous.landed { session.base = landed } }
-            }
             let base = node.sessionLock.withLock { session.base }
             let item = try await attempt(.item(identifier)) { () async throws(ProviderError) in
                 try await provider.modifyContents(ofItemWithIdentifier: identifier, baseVersion: base, from: url)

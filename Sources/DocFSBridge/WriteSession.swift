@@ -33,10 +33,6 @@ final class WriteSession: @unchecked Sendable {
     /// commit made: the base of the provider's `modifyContents`, and of the next copy.
     var base: ItemVersion?
     var landed: ItemVersion?
-    /// The copy before this one when its commit was still under way as this one was staged (a
-    /// release's commit racing the next open): the version it lands is this one's base, not the
-    /// one it began from (guarded by the node's sessionLock).
-    var predecessor: WriteSession?
     /// Tells the provider the file is no longer open for writing; passed on to the next copy of
     /// the same file, and called when the last one goes.
     var writer: WriterRegistration?
@@ -264,7 +260,6 @@ final class WriteSession: @unchecked Sendable {
     /// What the next copy of the same file starts from: this one's version and registration.
     func handOver(to next: WriteSession) {
         next.base = landed ?? base
-        if isCommitting { next.predecessor = self }
         next.writer = writer
         writer = nil
     }

@@ -118,29 +118,6 @@ final class WriteSessionTests: XCTestCase {
 
     /// Writes, reads, truncation and times in memory; past the bound the copy spills to a staged
     /// file with its bytes and modification time, and goes on there.
-    /// A copy staged while the previous one's commit is under way (a release committing as the
-    /// next open stages) keeps it as its predecessor: its base is the version that commit lands,
-    /// not the one the previous copy began from (a base that old made a store's own write look
-    /// like another replica's, and put it beside the file as a conflicted copy).
-    func testACopyStagedDuringACommitIsBasedOnWhatThatCommitLands() throws {
-        let pool = StagingFilePool(stagingDirectory: dir)
-        defer { pool.drain() }
-        let previous = try WriteSession.stage(in: pool, copying: nil as Int32?, dirty: true)
-        previous.base = ItemVersion(contentVersion: 1)
-        let settled = try WriteSession.stage(in: pool, copying: nil as Int32?, dirty: true)
-        previous.handOver(to: settled)
-        XCTAssertNil(settled.predecessor, "no commit under way: the base is known")
-        XCTAssertEqual(settled.base?.contentVersion, 1)
-
-        previous.beginCommit()
-        let next = try WriteSession.stage(in: pool, copying: previous, dirty: false)
-        previous.handOver(to: next)
-        XCTAssertTrue(next.predecessor === previous)
-        previous.landed = ItemVersion(contentVersion: 2)
-        previous.endCommit()
-        XCTAssertEqual(next.predecessor?.landed?.contentVersion, 2, "what the commit that waits reads as its base")
-    }
-
     func testASmallFileStaysInMemoryUntilItGrowsPastItsBound() throws {
         let pool = StagingFilePool(stagingDirectory: dir)
         defer { pool.drain() }
