@@ -31,8 +31,8 @@ extension SyncEngine {
     }
 
     package func statusJSON() -> String {
-        let counts = store.outboxCounts
-        let snapshot = progress.withLock { $0 }
+        // Read together: a chunk leaves the outbox and is counted under this lock (`send`).
+        let (counts, snapshot) = progress.withLock { (store.outboxCounts, $0) }
         let now = Date()
         var status = SyncStatus(
             online: snapshot.online, pending: counts.pending, pendingBytes: counts.pendingBytes,

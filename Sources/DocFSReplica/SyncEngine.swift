@@ -328,20 +328,22 @@ package final class SyncEngine: Sendable {
                 }
             }
             let committed = ContinuousClock.now
-            try store.completeOutbox(completions)
+            // The entries leave the outbox and the chunk is counted in one step under the
+            // status's lock, so that `docfs status` never shows them gone with bytes uncounted.
+            try progress.withLock { (p) throws(ProviderError) in
+                try store.completeOutbox(completions)
+                p.sent += completions.count
+                // Bytes sent in packs: blocks the server had already cost nothing.
+                p.noteUploaded(uploadedBytes)
+                p.online = true
+                if failure == nil { p.lastError = nil }
+            }
             logger.debug("sync: chunk of \(chunk.count) entries: upload \(uploaded - began), server \(committed - uploaded), completed here \(ContinuousClock.now - committed)")
             // Best effort: an intent left behind expires (docfs remote gc).
             try? await database.dropUploadIntents(uploadedKeys)
             follower.wake.signal()
             if !refresh.isEmpty {
                 do { try await incoming.refresh(refresh) } catch { follower.wake.signal() }
-            }
-            progress.withLock { p in
-                p.sent += completions.count
-                // Bytes sent in packs: blocks the server had already cost nothing.
-                p.noteUploaded(uploadedBytes)
-                p.online = true
-                if failure == nil { p.lastError = nil }
             }
             if let failure { throw failure }
         }

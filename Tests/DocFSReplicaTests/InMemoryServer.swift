@@ -30,8 +30,11 @@ final class InMemoryServer: ReplicaServer {
         /// unreachable) until `reachable()`.
         var downAfterNextManifests = false
         var down = false
-        /// The next content version waits, after its upload read the file, until `releaseHold()`.
-        var holdNextContentVersion = false
+        /// The next call of this name waits until `releaseHold()` (a content version after its
+        /// upload read the file; the end of a chunk after its commit).
+        var holdNext: String?
+        /// Calls of that name let through before the one held.
+        var holdSkipping = 0
         var held: CheckedContinuation<Void, Never>?
         var calls: [String: Int] = [:]
     }
@@ -51,7 +54,7 @@ final class InMemoryServer: ReplicaServer {
     func loseNextAnswer() { state.withLock { $0.loseNextAnswer = true } }
     func goDownAfterNextManifests() { state.withLock { $0.downAfterNextManifests = true } }
     var isDown: Bool { state.withLock { $0.down } }
-    func holdNextContentVersion() { state.withLock { $0.holdNextContentVersion = true } }
+    func holdNext(_ call: String, skipping: Int = 0) { state.withLock { $0.holdNext = call; $0.holdSkipping = skipping } }
     var isHolding: Bool { state.withLock { $0.held != nil } }
     func releaseHold() { state.withLock { s in defer { s.held = nil }; return s.held }?.resume() }
     func reachable() { state.withLock { $0.down = false } }
@@ -76,6 +79,19 @@ final class InMemoryServer: ReplicaServer {
     }
 
     // MARK: Reading
+
+    /// Waits here when `holdNext(call)` asked for it, until `releaseHold()`.
+    private func pauseIfHeld(_ call: String) async {
+        let holds = state.withLock { s -> Bool in
+            guard s.holdNext == call else { return false }
+            if s.holdSkipping > 0 { s.holdSkipping -= 1; return false }
+            s.holdNext = nil
+            return true
+        }
+        if holds {
+            await withCheckedContinuation { (held: CheckedContinuation<Void, Never>) in state.withLock { $0.held = held } }
+        }
+    }
 
     private func enter(_ call: String) throws {
         try state.withLock { s in
@@ -158,6 +174,7 @@ final class InMemoryServer: ReplicaServer {
         state.withLock { $0.intents.formUnion(keys) }
     }
     func dropUploadIntents(_ keys: [String]) async throws {
+        await pauseIfHeld("dropUploadIntents")
         try enter("dropUploadIntents")
         state.withLock { $0.intents.subtract(keys) }
     }
@@ -254,9 +271,7 @@ final class InMemoryServer: ReplicaServer {
 
     func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
                            modifiedNs: Int64) async throws -> AppliedChange {
-        if state.withLock({ s in defer { s.holdNextContentVersion = false }; return s.holdNextContentVersion }) {
-            await withCheckedContinuation { (held: CheckedContinuation<Void, Never>) in state.withLock { $0.held = held } }
-        }
+        await pauseIfHeld("newContentVersion")
         return try apply("newContentVersion", operationID, .content) { s, position in
             var item = try Self.live(s, itemID)
             guard item.kind == .file else { throw RemoteError.invalid("item \(itemID) is not a file") }

@@ -121,7 +121,7 @@ final class SyncEngineTests: ReplicaTestCase {
     /// (they were dropped with the waiting entry, and stayed on this replica alone).
     func testAWriteAfterTheUploadReadTheFileReachesTheConflictedCopy() async throws {
         let file = try await editedHereAndOnTheServer()
-        server.holdNextContentVersion()
+        server.holdNext("newContentVersion")
         startEngine()
         try await waitUntil("the upload of \"mine\" waits for the server") { server.isHolding }
         _ = try await modify(try store.item(for: file.identifier), "mine, written later")
@@ -134,6 +134,29 @@ final class SyncEngineTests: ReplicaTestCase {
         XCTAssertEqual(serverText(copies[0]), "mine, written later", "the server's copy holds what the last close wrote")
         XCTAssertEqual(try localText(copies[0]), "mine, written later")
         try await waitUntil("the name holds the server's version here") { try localText("notes.txt") == "theirs" }
+    }
+
+    /// `docfs status` answers from one moment: a chunk's entries leave the outbox together with
+    /// its counters, so "pending 0" always comes with every byte of it counted (a monitor reading
+    /// both at once once saw the last pack missing).
+    func testTheStatusCountsAChunksBytesWhenItsEntriesLeaveTheOutbox() async throws {
+        let texts = ["first file's bytes", "the second file, a little longer"]
+        for (index, text) in texts.enumerated() { _ = try await importFile("f\(index).txt", text) }
+        // The first drop is of the packs' intents (their blocks recorded); the second, of the
+        // manifests', follows the chunk's commit: held there, the status is read.
+        server.holdNext("dropUploadIntents", skipping: 1)
+        startEngine()
+        try await waitUntil("the chunk is committed") { server.isHolding }
+        func status() throws -> [String: Any] {
+            try XCTUnwrap(JSONSerialization.jsonObject(with: Data(engine!.statusJSON().utf8)) as? [String: Any])
+        }
+        let during = try status()
+        XCTAssertEqual(during["pending"] as? Int, 0, "the chunk's entries are done here")
+        XCTAssertEqual(during["uploadedBytes"] as? Int, texts.map(\.utf8.count).reduce(0, +), "and its bytes counted with them")
+        XCTAssertEqual(during["sent"] as? Int, 2)
+        server.releaseHold()
+        try await waitForOutbox()
+        XCTAssertEqual(try status()["uploadedBytes"] as? Int, texts.map(\.utf8.count).reduce(0, +), "counted once")
     }
 
     func testAnotherReplicasChangesArriveAndDownloadWhenOpened() async throws {
