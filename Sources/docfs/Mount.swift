@@ -226,6 +226,10 @@ struct Mount: ParsableCommand {
 
     /// The daemon itself: open the store, mount, serve until unmounted or signalled.
     private func serve(storePath: String, mountpoint mnt: String) throws {
+        // Buffers of a MiB and more (blocks, packs) are mapped and unmapped whole: glibc would
+        // otherwise raise its threshold after the first free and keep them in per-thread arenas,
+        // so the daemon's resident memory would stay at its peak after an upload.
+        _ = glibcMallopt(glibcMmapThreshold, 1 << 20)
         let level = Logger.Level(rawValue: logLevel) ?? .info
         LoggingSystem.bootstrap { label in
             var h = StreamLogHandler.standardError(label: label)
@@ -288,3 +292,7 @@ struct Mount: ParsableCommand {
         log.info("unmounted \(mnt)\(left)")
     }
 }
+
+/// glibc's mallopt(3) and M_MMAP_THRESHOLD (malloc.h, which the Glibc module leaves out).
+@_silgen_name("mallopt") private func glibcMallopt(_ parameter: Int32, _ value: Int32) -> Int32
+private let glibcMmapThreshold: Int32 = -3

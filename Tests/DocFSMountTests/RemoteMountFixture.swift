@@ -522,13 +522,20 @@ final class RemoteMount {
         return report
     }
 
-    /// The daemon's peak resident memory (VmHWM) in bytes.
-    func daemonPeakMemory() -> Int? {
+    /// A line of the daemon's `/proc/PID/status` in bytes: `VmRSS` (resident now), `VmHWM` (its peak).
+    func daemonMemory(_ field: String) -> Int? {
         guard let pid = fx.daemonPID,
               let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("\(field):") }),
               let kb = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return nil }
         return kb * 1024
+    }
+
+    /// Sets the daemon's peak (VmHWM) to what it holds now (writing 5 to /proc/PID/clear_refs),
+    /// so that a later peak measures one piece of work; false where the kernel does not allow it.
+    func resetDaemonPeakMemory() -> Bool {
+        guard let pid = fx.daemonPID else { return false }
+        return (try? "5".write(toFile: "/proc/\(pid)/clear_refs", atomically: false, encoding: .utf8)) != nil
     }
 }
 

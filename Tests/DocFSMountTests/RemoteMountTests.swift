@@ -310,8 +310,21 @@ final class RemoteMountTests: RemoteMountTestCase {
 
     // MARK: 5. a 200 MiB file goes up in packs with bounded memory
 
+    /// What an upload may hold by design (`BlockUploader.memoryBound`): the chunker's buffer
+    /// (8 MiB), the batch waiting for the server (8 MiB + a 4 MiB block), the pack being sealed and
+    /// the two in flight (3 × (8 + 4) MiB).
+    static let uploadMemoryBound = 56 << 20
+
     func testLargeFileGoesUpInPacksWithBoundedMemory() throws {
         let r = try makeRemote()
+        // The daemon's own working set first (threads, connections, caches): a file of a few
+        // blocks goes up, and the peak is measured from there.
+        XCTAssertEqual(r.fx.sh("head -c 3000000 /dev/urandom > mnt/warm.bin").status, 0)
+        try r.waitUntilUploaded(timeout: 60)
+        guard r.resetDaemonPeakMemory(), let before = r.daemonMemory("VmRSS") else {
+            throw XCTSkip("cannot reset the daemon's peak resident memory (/proc/PID/clear_refs)")
+        }
+
         let size = 200 << 20
         let dd = r.fx.sh("dd if=/dev/urandom of=mnt/big.bin bs=1M count=200 status=none", timeout: 120)
         XCTAssertEqual(dd.status, 0, "dd into the mount: \(dd)")
@@ -321,13 +334,19 @@ final class RemoteMountTests: RemoteMountTestCase {
         let key = try XCTUnwrap(server["/big.bin"]?.contentKey, "big.bin has no contents")
         let blocks = try XCTUnwrap(try r.manifests()[key], "big.bin's version names no manifest")
         XCTAssertGreaterThan(blocks.count, 20, "cut into blocks of about 1 MiB: \(blocks.count)")
-        let packs = try r.objects()
-        XCTAssertEqual(packs.reduce(Int64(0)) { $0 + $1.size }, Int64(size), "random bytes: every block sent once")
-        XCTAssertTrue(packs.allSatisfy { $0.size <= 16 << 20 }, "packs of about 8 MiB: \(packs.map(\.size))")
+        // Random bytes: every block goes up (a retried PUT may leave a pack or two behind for gc).
+        let packed = try r.objects().reduce(Int64(0)) { $0 + $1.size }
+        XCTAssertGreaterThanOrEqual(packed, Int64(size) + 3_000_000, "every block sent")
+        XCTAssertLessThanOrEqual(packed, Int64(size) + 3_000_000 + 3 * (12 << 20), "no block sent twice but by a retry")
+        XCTAssertTrue(try r.objects().allSatisfy { $0.size <= 16 << 20 }, "packs of about 8 MiB")
         XCTAssertEqual(try r.unfinishedUploads(), [])
 
-        let peak = try XCTUnwrap(r.daemonPeakMemory(), "no VmHWM for the daemon")
-        XCTAssertLessThan(peak, 200 << 20, "the daemon's peak resident memory (VmHWM) was \(peak >> 20) MiB")
+        // The design's bound with room for what the daemon's other work allocates meanwhile
+        // (the FUSE writes of dd, allocator slack): growth, not an absolute figure.
+        let peak = try XCTUnwrap(r.daemonMemory("VmHWM"), "no VmHWM for the daemon")
+        print("RemoteMountTests: a 200 MiB upload raised the daemon's peak RSS from \(before >> 20) to \(peak >> 20) MiB")
+        XCTAssertLessThan(peak - before, Self.uploadMemoryBound + (40 << 20),
+                          "the daemon's peak resident memory grew by \((peak - before) >> 20) MiB (from \(before >> 20) MiB) for a 200 MiB upload")
     }
 
     // MARK: 6. refusals are reported once, clearly

@@ -50,6 +50,29 @@ struct FileChunks: AsyncSequence, Sendable {
     }
 }
 
+/// Bytes held in memory (a pack) as an async sequence of buffers, each slice copied only as it
+/// goes out: a PUT costs its bytes and a slice or two, never a second whole copy.
+struct ByteSlices: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let bytes: [UInt8]
+    var sliceSize: Int = 256 * 1024
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let bytes: [UInt8]
+        var position: Int
+        let sliceSize: Int
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard position < bytes.count else { return nil }
+            let end = Swift.min(position + sliceSize, bytes.count)
+            defer { position = end }
+            return ByteBuffer(bytes: bytes[position..<end])
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(bytes: bytes, position: 0, sliceSize: sliceSize) }
+}
+
 enum FileIO {
     /// SHA-256 of the first `size` bytes of an open file, read 1 MiB at a time on NIO's
     /// blocking-I/O pool; lowercase hex.

@@ -167,7 +167,8 @@ package final class S3Client: Sendable {
         // transfer of several packs holds; one pack bursts).
         try await uploadLimit?.take(bytes.count)
         let headers = try await sendDrained(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
-                                            body: .bytes(ByteBuffer(bytes: bytes)), length: Int64(bytes.count),
+                                            body: .stream(ByteSlices(bytes: bytes), length: .known(Int64(bytes.count))),
+                                            length: Int64(bytes.count),
                                             payloadHash: SigV4Signer.sha256Hex(bytes), operation: "PutObject \(key)")
         return headers.first(name: "ETag")
     }

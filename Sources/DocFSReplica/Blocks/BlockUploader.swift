@@ -11,8 +11,11 @@ import DocFSStore
 /// file's manifest, in one transaction; the versions that name the manifests follow
 /// (`SyncEngine.send`).
 ///
-/// Memory stays bounded: blocks wait for the server's answer in batches of `batchBytes`, a
-/// pack is filled and handed over, and at most `parallelPacks` are in flight.
+/// Memory stays bounded by design: the chunker's buffer (twice the largest block), the batch
+/// waiting for the server's answer (`batchBytes` and a block), the pack being filled or waiting
+/// for a slot (`packSize` and a block, its room reserved at once) and the `parallelPacks` in
+/// flight, sent a slice at a time (`S3Client.putObject`): 56 MiB with the standard sizes
+/// (RemoteMountTests.uploadMemoryBound).
 struct BlockUploader {
     let server: any ReplicaServer
     let objects: any ObjectStore
@@ -22,6 +25,7 @@ struct BlockUploader {
     var packSize = 8 << 20
     var batchBytes = 8 << 20
     var parallelPacks = 2
+    var maximumBlock = ContentChunker.standard.maximum
 
     /// One file to send: the entries whose versions will name it, the operation its manifest's
     /// key starts with (the first entry's), its path.
@@ -118,14 +122,17 @@ struct BlockUploader {
         let asked = Array(Set(work.batch.map(\.hash)).subtracting(work.known))
         let known = try await server.knownBlocks(asked)
         work.known.formUnion(known)
-        for block in work.batch where !work.known.contains(block.hash) {
+        let batch = work.batch
+        work.batch = []
+        work.batchBytes = 0
+        for block in batch where !work.known.contains(block.hash) {
             work.known.insert(block.hash)
+            // Room for a full pack at once: growing by doubling would hold up to twice its size.
+            if work.pack.isEmpty { work.pack.reserveCapacity(packSize + maximumBlock) }
             work.packBlocks.append((block.hash, Int64(work.pack.count), Int64(block.bytes.count)))
             work.pack.append(contentsOf: block.bytes)
             if work.pack.count >= packSize { try await sealPack(work) }
         }
-        work.batch = []
-        work.batchBytes = 0
     }
 
     /// Sends the pack being filled (waiting for a slot when `parallelPacks` are in flight).
