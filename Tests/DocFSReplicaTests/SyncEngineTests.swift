@@ -88,11 +88,11 @@ final class SyncEngineTests: ReplicaTestCase {
 
     /// "notes.txt" at version 1 on the server and here; another replica's "theirs" reaches the
     /// server while this one, offline (the engine stopped), writes "mine" over version 1.
-    func editedHereAndOnTheServer() async throws -> Item {
+    func editedHereAndOnTheServer(_ name: String = "notes.txt") async throws -> Item {
         startEngine()
-        let file = try await importFile("notes.txt", "base")
+        let file = try await importFile(name, "base")
         try await waitForOutbox()
-        let id = server.tree()["notes.txt"]!.id
+        let id = server.tree()[name]!.id
         await engine!.stop()
         engine = nil
         objects.put("tree/objects/theirs", "theirs")
@@ -114,6 +114,23 @@ final class SyncEngineTests: ReplicaTestCase {
         XCTAssertEqual(serverText(copies[0]), "mine")
         try await waitUntil("the name holds the server's version here") { try localText("notes.txt") == "theirs" }
         XCTAssertEqual(try localText(copies[0]), "mine")
+    }
+
+    /// The conflicted copy of "x." + 220 letters: its name cut to 255 bytes, extension included,
+    /// so the server takes it and both versions are there (a longer one was refused, and the
+    /// edit stayed on this replica alone with nothing pending).
+    func testAConflictOnALongExtensionKeepsBothVersionsOnTheServer() async throws {
+        let name = "x." + String(repeating: "l", count: 220)
+        _ = try await editedHereAndOnTheServer(name)
+        startEngine()
+        try await waitForOutbox()
+        let copies = server.tree().keys.filter { $0.hasPrefix("x (conflicted copy from ") }
+        XCTAssertEqual(copies.count, 1, "\(server.tree().keys)")
+        let copy = try XCTUnwrap(copies.first)
+        XCTAssertLessThanOrEqual(copy.utf8.count, 255)
+        XCTAssertEqual(serverText(name), "theirs")
+        XCTAssertEqual(serverText(copy), "mine")
+        try await waitUntil("this replica has both") { try localText(name) == "theirs" && localText(copy) == "mine" }
     }
 
     /// The file is written again after its upload read it and before the server answers with
