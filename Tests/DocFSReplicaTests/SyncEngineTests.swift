@@ -133,6 +133,29 @@ final class SyncEngineTests: ReplicaTestCase {
         try await waitUntil("this replica has both") { try localText(name) == "theirs" && localText(copy) == "mine" }
     }
 
+    /// An edit whose conflicted copy the server refuses is set aside with its contents: the
+    /// file keeps this replica's bytes, the status counts it, and a retry sends it.
+    func testAnEditTheServerRefusesIsSetAsideWithItsContents() async throws {
+        server.refuseAsInvalid(namesContaining: "conflicted copy")
+        let file = try await editedHereAndOnTheServer()
+        startEngine()
+        try await waitUntil("the status counts it set aside") { engine!.statusJSON().contains("\"setAside\":1") }
+        try await waitForOutbox(1)
+        XCTAssertEqual(try localText("notes.txt"), "mine", "the edit stays here")
+        XCTAssertEqual(serverText("notes.txt"), "theirs")
+        let row = store.currentRow(LocalStore.row(for: file.identifier)!)
+        XCTAssertTrue(store.syncError(of: row)?.contains("not a valid item name") ?? false, "\(String(describing: store.syncError(of: row)))")
+
+        server.refuseAsInvalid(namesContaining: nil)
+        try await store.retrySync(of: file.identifier)
+        try await waitForOutbox()
+        let copies = server.tree().keys.filter { $0.hasPrefix("notes (conflicted copy from ") }
+        XCTAssertEqual(copies.count, 1, "\(server.tree().keys)")
+        XCTAssertEqual(serverText(copies[0]), "mine")
+        try await waitUntil("the name holds the server's version here") { try localText("notes.txt") == "theirs" }
+        try await waitUntil("nothing set aside") { engine!.statusJSON().contains("\"setAside\":0") }
+    }
+
     /// The file is written again after its upload read it and before the server answers with
     /// the conflict: the conflicted copy holds the newer bytes here, and so must the server's
     /// (they were dropped with the waiting entry, and stayed on this replica alone).
