@@ -158,6 +158,42 @@ final class ServerSetupMountTests: ReplicaTestCase {
         XCTAssertEqual(beside.status, 0, "\(beside)")
     }
 
+    /// Two gc runs never decide at once: while another holds the server's gc lock (here a psql
+    /// session), a run says so in one line, removes nothing and fails; once it is let go, gc runs.
+    func testASecondGCRunIsRefusedWhileOneHoldsTheLock() throws {
+        let r = try makeRemote(mount: false)
+        let env = r.awsEnvironment(secret: servers.secretKey)
+        let key: Int64 = 0x646f_6366_7303  // RemoteDatabase.garbageLockKey
+        let name = "docfs-test-gc-holder-\(getpid())"
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: servers.pgBin + "/psql")
+        holder.arguments = ["-X", "-q", "-d", r.databaseURL, "-c", "SELECT pg_advisory_lock(\(key)); SELECT pg_sleep(300)"]
+        holder.environment = ProcessInfo.processInfo.environment.merging(["PGAPPNAME": name]) { $1 }
+        holder.standardOutput = FileHandle.nullDevice
+        holder.standardError = FileHandle.nullDevice
+        try holder.run()
+        let pg: RemoteServers = servers
+        let release = {
+            _ = try? pg.psql(r.databaseURL, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '\(name)'")
+            if holder.isRunning { kill(holder.processIdentifier, SIGKILL) }
+            holder.waitUntilExit()
+        }
+        addTeardownBlock(release)
+        eventually("the psql session holds the gc lock") {
+            (try? self.servers.psql(r.databaseURL, "SELECT pg_try_advisory_lock(\(key))"))?.first?.first == "f"
+        }
+
+        let refused = r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0"], env: env)
+        XCTAssertNotEqual(refused.status, 0, "\(refused)")
+        XCTAssertTrue(refused.stderr.contains("another docfs remote gc of this tree is running"), refused.stderr)
+        XCTAssertEqual(refused.stderr.split(separator: "\n").count, 1, refused.stderr)
+        XCTAssertEqual(refused.stdout, "", "no report: nothing was done")
+
+        release()
+        let ran = r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0"], env: env)
+        XCTAssertEqual(ran.status, 0, "\(ran)")
+    }
+
     func testAServerWithAnOlderSchemaStallsTheReplicaWithOneLine() throws {
         let r = try makeRemote()
         try r.waitUntilUploaded()
