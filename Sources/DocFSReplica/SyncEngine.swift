@@ -302,16 +302,17 @@ package final class SyncEngine: Sendable {
                             continue
                         }
                         guard sorted.isItemLevel else { failure = error; break }
-                        // An edit the server refuses (its conflicted copy's name, a rule that refuses
-                        // the copy too) is set aside with its contents: undone or dropped, this replica
-                        // would keep bytes the server never gets, with nothing pending on either side.
-                        if entry.kind == .content {
+                        let row = assigned[entry.row] ?? store.currentRow(entry.row)
+                        // An edit of a file the server has, refused (its conflicted copy's name, a rule
+                        // that refuses the copy too), is set aside with its contents: undone or dropped,
+                        // this replica would keep bytes the server never gets, with nothing pending.
+                        // (A file whose create was refused is marked with that refusal already.)
+                        if entry.kind == .content, row > LocalStore.trashRow, row < LocalStore.temporaryRowBase {
                             setItemAside(entry, sorted.message)
                             continue
                         }
                         // The server decided otherwise (another replica's change came first, a move it
                         // refuses): the change is dropped and the item follows the server's state.
-                        let row = assigned[entry.row] ?? store.currentRow(entry.row)
                         var path = store.path(of: LocalStore.identifier(forRow: row))
                         if path.hasSuffix("?") { path = "item \(row) (deleted here)" }
                         if row > LocalStore.trashRow, row < LocalStore.temporaryRowBase {
