@@ -48,6 +48,7 @@ let package = Package(
         // The server side of a remote replica: an S3 client with our own Signature V4, and the
         // PostgreSQL schema and operations (items, versions, change log, upload intents).
         .target(name: "DocFSRemote", dependencies: [
+            "DocFSProvider",
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Crypto", package: "swift-crypto"),

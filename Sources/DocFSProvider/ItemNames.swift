@@ -23,24 +23,51 @@ public enum ItemNames {
     }
 
     /// `name` if `taken` says it is free, else `name 2`, `name 3`, … before a file's extension,
-    /// shortened to stay within 255 bytes.
+    /// cut to 255 bytes whole (`fitted`).
     public static func unique(_ name: String, isFolder: Bool, taken: (String) -> Bool) -> String {
         if !taken(name) { return name }
-        var base = name
-        var ext = ""
-        if !isFolder, let dot = name.lastIndex(of: "."), dot != name.startIndex {
-            base = String(name[..<dot])
-            ext = String(name[dot...])
-        }
         var counter = 2
         while true {
-            var suffix = " \(counter)" + ext
-            if suffix.utf8.count > 200 { suffix = " \(counter)" }
-            var candidateBase = base
-            while (candidateBase + suffix).utf8.count > 255 { candidateBase.removeLast() }
-            let candidate = candidateBase + suffix
+            let candidate = numbered(name, counter, isFolder: isFolder)
             if !taken(candidate) { return candidate }
             counter += 1
         }
+    }
+
+    /// The `counter`th candidate of `unique` ("BASE N.EXT"): one rule for the providers and the
+    /// server, so that a replica and the server suffix a taken name the same way.
+    public static func numbered(_ name: String, _ counter: Int, isFolder: Bool) -> String {
+        let (base, ext) = isFolder ? (name, "") : split(name)
+        return fitted(base: base, marker: " \(counter)", ext: ext)
+    }
+
+    /// A file name's base and extension ("notes", ".txt"); a leading dot is no extension.
+    public static func split(_ name: String) -> (base: String, ext: String) {
+        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return (name, "") }
+        return (String(name[..<dot]), String(name[dot...]))
+    }
+
+    /// `base + marker + ext` within 255 bytes, counted whole: the longer of the base and the
+    /// extension loses characters from its end first (whole characters, never part of a UTF-8
+    /// sequence), so a long extension is cut too and the marker (" 2", " (conflicted copy …)")
+    /// stays readable; only a marker over 255 bytes by itself is cut.
+    public static func fitted(base: String, marker: String, ext: String) -> String {
+        var base = base, ext = ext
+        var bytes: Int { base.utf8.count + marker.utf8.count + ext.utf8.count }
+        while bytes > 255 {
+            let extBody = max(ext.utf8.count - 1, 0)
+            if !base.isEmpty, base.utf8.count >= extBody || ext.count <= 1 {
+                base.removeLast()
+            } else if ext.count > 1 {
+                ext.removeLast()          // never the dot itself while the extension has more
+            } else if !ext.isEmpty {
+                ext = ""
+            } else {
+                var cut = marker
+                while cut.utf8.count > 255 { cut.removeLast() }
+                return cut
+            }
+        }
+        return base + marker + ext
     }
 }

@@ -58,7 +58,18 @@ package struct GarbageCollector: Sendable {
     package func collect(grace: Duration, keepVersions: Duration = .seconds(30 * 86400), keepLog: Duration?,
                          dryRun: Bool = false) async throws -> GarbageReport {
         try await configuration.withClients(logger: logger) { database, s3 in
-            try await collect(database, s3, grace: grace, keepVersions: keepVersions, keepLog: keepLog, dryRun: dryRun)
+            // Two runs never decide at once: each would act on what it read before the other's deletes.
+            guard let lock = try await database.takeGarbageLock() else {
+                throw ReplicaConfiguration.Problem("another docfs remote gc of this tree is running (it holds the server's gc lock); nothing was removed: run it again once that one has finished")
+            }
+            do {
+                let report = try await collect(database, s3, grace: grace, keepVersions: keepVersions, keepLog: keepLog, dryRun: dryRun)
+                await lock.release()
+                return report
+            } catch {
+                await lock.release()
+                throw error
+            }
         }
     }
 

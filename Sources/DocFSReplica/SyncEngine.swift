@@ -302,17 +302,20 @@ package final class SyncEngine: Sendable {
                             continue
                         }
                         guard sorted.isItemLevel else { failure = error; break }
+                        let row = assigned[entry.row] ?? store.currentRow(entry.row)
+                        // An edit of a file the server has, refused (its conflicted copy's name, a rule
+                        // that refuses the copy too), is set aside with its contents: undone or dropped,
+                        // this replica would keep bytes the server never gets, with nothing pending.
+                        // (A file whose create was refused is marked with that refusal already.)
+                        if entry.kind == .content, row > LocalStore.trashRow, row < LocalStore.temporaryRowBase {
+                            setItemAside(entry, sorted.message)
+                            continue
+                        }
                         // The server decided otherwise (another replica's change came first, a move it
                         // refuses): the change is dropped and the item follows the server's state.
-                        let row = assigned[entry.row] ?? store.currentRow(entry.row)
                         var path = store.path(of: LocalStore.identifier(forRow: row))
                         if path.hasSuffix("?") { path = "item \(row) (deleted here)" }
-                        // An edit the server's layout refuses, whose conflicted copy it refuses too, is
-                        // not undone: the item keeps this replica's contents (nothing written is
-                        // lost), marked with the rule.
-                        var refusedEdit = false
-                        if entry.kind == .content, case RemoteError.refused = error { refusedEdit = true }
-                        if row > LocalStore.trashRow, row < LocalStore.temporaryRowBase, !refusedEdit {
+                        if row > LocalStore.trashRow, row < LocalStore.temporaryRowBase {
                             refresh.append(row)
                             store.noteConflict("this replica's \(entry.kind.rawValue) was undone: \(sorted.message)", row: row,
                                                summary: "\(path): \(entry.kind.rawValue) undone (\(sorted.message))")

@@ -120,6 +120,80 @@ final class ServerSetupMountTests: ReplicaTestCase {
         XCTAssertTrue(keys.contains("\(r.prefix)/docfs-tree.json"), "\(keys)")
     }
 
+    /// A tree's gc lists everything under its prefix: a prefix inside or above another tree's
+    /// is refused by init and by the set-up, naming both; one beside it ("replica2") is not.
+    func testPrefixesCannotNest() throws {
+        let r = try makeRemote(mount: false)
+        let env = r.awsEnvironment(secret: servers.secretKey)
+        var databases: [String] = []
+        defer { for name in databases { _ = try? servers.psql(servers.adminURL, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)") } }
+        func otherDatabase(_ tag: String) throws -> String {
+            let name = r.database + "_" + tag
+            _ = try servers.psql(servers.adminURL, "CREATE DATABASE \(name)")
+            databases.append(name)
+            return servers.databaseURL(name)
+        }
+        func arguments(_ url: String, _ objects: String) -> [String] {
+            var arguments = r.remoteArguments
+            arguments[1] = url
+            arguments[3] = objects
+            return arguments
+        }
+        let inside = r.fx.docfs(["init", r.fx.dir + "/inside"] + arguments(try otherDatabase("inside"), "s3://\(r.bucket)/\(r.prefix)/packs"), env: env)
+        XCTAssertNotEqual(inside.status, 0, "\(inside)")
+        XCTAssertTrue(inside.stderr.contains("s3://\(r.bucket)/\(r.prefix)/packs is inside s3://\(r.bucket)/\(r.prefix),"), inside.stderr)
+        XCTAssertEqual(inside.stderr.split(separator: "\n").count, 1, inside.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: r.fx.dir + "/inside"))
+
+        let aboveURL = try otherDatabase("above")
+        let above = r.fx.docfs(["remote", "setup", "--remote", aboveURL, "--objects", "s3://\(r.bucket)",
+                                "--s3-endpoint", servers.s3Endpoint], env: env)
+        XCTAssertNotEqual(above.status, 0, "\(above)")
+        XCTAssertTrue(above.stderr.contains("s3://\(r.bucket)/\(r.prefix) holds tree "), above.stderr)
+        XCTAssertTrue(above.stderr.contains("s3://\(r.bucket) (the bucket's root)"), above.stderr)
+        let keys = (try servers.s3check(["list", r.bucket]) as? [[String: Any]] ?? []).compactMap { $0["key"] as? String }
+        XCTAssertFalse(keys.contains("docfs-tree.json"), "no marker written for the refused tree: \(keys)")
+
+        let beside = r.fx.docfs(["init", r.fx.dir + "/beside"] + arguments(try otherDatabase("beside"), "s3://\(r.bucket)/\(r.prefix)2"), env: env)
+        XCTAssertEqual(beside.status, 0, "\(beside)")
+    }
+
+    /// Two gc runs never decide at once: while another holds the server's gc lock (here a psql
+    /// session), a run says so in one line, removes nothing and fails; once it is let go, gc runs.
+    func testASecondGCRunIsRefusedWhileOneHoldsTheLock() throws {
+        let r = try makeRemote(mount: false)
+        let env = r.awsEnvironment(secret: servers.secretKey)
+        let key: Int64 = 0x646f_6366_7303  // RemoteDatabase.garbageLockKey
+        let name = "docfs-test-gc-holder-\(getpid())"
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: servers.pgBin + "/psql")
+        holder.arguments = ["-X", "-q", "-d", r.databaseURL, "-c", "SELECT pg_advisory_lock(\(key)); SELECT pg_sleep(300)"]
+        holder.environment = ProcessInfo.processInfo.environment.merging(["PGAPPNAME": name]) { $1 }
+        holder.standardOutput = FileHandle.nullDevice
+        holder.standardError = FileHandle.nullDevice
+        try holder.run()
+        let pg: RemoteServers = servers
+        let release = {
+            _ = try? pg.psql(r.databaseURL, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '\(name)'")
+            if holder.isRunning { kill(holder.processIdentifier, SIGKILL) }
+            holder.waitUntilExit()
+        }
+        addTeardownBlock(release)
+        eventually("the psql session holds the gc lock") {
+            (try? self.servers.psql(r.databaseURL, "SELECT pg_try_advisory_lock(\(key))"))?.first?.first == "f"
+        }
+
+        let refused = r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0"], env: env)
+        XCTAssertNotEqual(refused.status, 0, "\(refused)")
+        XCTAssertTrue(refused.stderr.contains("another docfs remote gc of this tree is running"), refused.stderr)
+        XCTAssertEqual(refused.stderr.split(separator: "\n").count, 1, refused.stderr)
+        XCTAssertEqual(refused.stdout, "", "no report: nothing was done")
+
+        release()
+        let ran = r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0"], env: env)
+        XCTAssertEqual(ran.status, 0, "\(ran)")
+    }
+
     func testAServerWithAnOlderSchemaStallsTheReplicaWithOneLine() throws {
         let r = try makeRemote()
         try r.waitUntilUploaded()

@@ -147,6 +147,26 @@ final class RemoteDatabaseTests: XCTestCase {
         }
     }
 
+    /// A taken name's suffix fits 255 bytes whole, a long extension cut too (a longer name is
+    /// refused), and each suffixed name is found taken by the next (a cut base is no prefix).
+    func testSuffixedNamesOfALongExtensionFitAndDiffer() async throws {
+        try await withDatabase { db, _ in
+            let root = try await db.rootID()
+            let name = "x." + String(repeating: "l", count: 252)
+            var names: [String] = []
+            for _ in 0..<4 {
+                let made = try await db.createItem(operationID: UUID(), parentID: root, name: name, kind: .file, attributes: attributes())
+                names.append(try XCTUnwrap(made.name))
+            }
+            XCTAssertEqual(names[0], name)
+            XCTAssertEqual(Set(names).count, 4, "\(names)")
+            for (index, suffixed) in names.enumerated().dropFirst() {
+                XCTAssertLessThanOrEqual(suffixed.utf8.count, 255)
+                XCTAssertTrue(suffixed.hasPrefix("x \(index + 1).lll"), suffixed)
+            }
+        }
+    }
+
     func testNewContentVersionIsACompareAndSwap() async throws {
         try await withDatabase { db, _ in
             let root = try await db.rootID()

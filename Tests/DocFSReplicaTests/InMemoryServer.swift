@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import DocFSProvider
 @testable import DocFSRemote
 @testable import DocFSReplica
 
@@ -23,6 +24,8 @@ final class InMemoryServer: ReplicaServer {
         var failures: [any Error] = []
         /// Names the server refuses for a reason of its own (`RemoteError.rejected`).
         var rejectedNames: Set<String> = []
+        /// Names containing this the server refuses as invalid (`RemoteError.invalid`).
+        var invalidNamesContaining: String?
         var listeners: [UUID: @Sendable (Int64) -> Void] = [:]
         /// The next operation is applied and its answer lost (the connection broke after commit).
         var loseNextAnswer = false
@@ -59,6 +62,7 @@ final class InMemoryServer: ReplicaServer {
     func releaseHold() { state.withLock { s in defer { s.held = nil }; return s.held }?.resume() }
     func reachable() { state.withLock { $0.down = false } }
     func reject(name: String) { state.withLock { _ = $0.rejectedNames.insert(name) } }
+    func refuseAsInvalid(namesContaining part: String?) { state.withLock { $0.invalidNamesContaining = part } }
     func allow(name: String) { state.withLock { _ = $0.rejectedNames.remove(name) } }
     func calls(_ name: String) -> Int { state.withLock { $0.calls[name] ?? 0 } }
 
@@ -236,19 +240,18 @@ final class InMemoryServer: ReplicaServer {
         }
     }
 
-    /// `name`, or "BASE 2.EXT", "BASE 3.EXT", … (as `RemoteDatabase.freeName`).
+    /// `name`, or "BASE 2.EXT", "BASE 3.EXT", … cut to 255 bytes (as `RemoteDatabase.freeName`).
     private static func freeName(_ s: State, _ name: String, isFolder: Bool, parent: Int64, except: Int64?) -> String {
         let taken = Set(s.items.values.filter { $0.parentID == parent && !$0.deleted && $0.trashedNs == nil && $0.id != except }.map(\.name))
-        guard taken.contains(name) else { return name }
-        var base = name, ext = ""
-        if !isFolder, let dot = name.lastIndex(of: "."), dot != name.startIndex { base = String(name[..<dot]); ext = String(name[dot...]) }
-        var n = 2
-        while taken.contains("\(base) \(n)\(ext)") { n += 1 }
-        return "\(base) \(n)\(ext)"
+        return ItemNames.unique(name, isFolder: isFolder) { taken.contains($0) }
     }
 
+    /// The real server's name check (`RemoteDatabase.checkName`: over 255 bytes is refused), and
+    /// names a test has the server refuse as invalid (an item-level refusal, as that check's).
     private func checkRejected(_ s: State, _ name: String) throws {
         if s.rejectedNames.contains(name) { throw RemoteError.rejected("a trigger of the server's own refuses \"\(name)\"") }
+        try RemoteDatabase.checkName(name)
+        if let part = s.invalidNamesContaining, name.contains(part) { throw RemoteError.invalid("\"\(name)\" is not a valid item name") }
     }
 
     func createItem(operationID: UUID, parentID: Int64, name: String, kind: RemoteItemKind,

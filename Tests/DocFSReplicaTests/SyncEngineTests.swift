@@ -88,11 +88,11 @@ final class SyncEngineTests: ReplicaTestCase {
 
     /// "notes.txt" at version 1 on the server and here; another replica's "theirs" reaches the
     /// server while this one, offline (the engine stopped), writes "mine" over version 1.
-    func editedHereAndOnTheServer() async throws -> Item {
+    func editedHereAndOnTheServer(_ name: String = "notes.txt") async throws -> Item {
         startEngine()
-        let file = try await importFile("notes.txt", "base")
+        let file = try await importFile(name, "base")
         try await waitForOutbox()
-        let id = server.tree()["notes.txt"]!.id
+        let id = server.tree()[name]!.id
         await engine!.stop()
         engine = nil
         objects.put("tree/objects/theirs", "theirs")
@@ -114,6 +114,46 @@ final class SyncEngineTests: ReplicaTestCase {
         XCTAssertEqual(serverText(copies[0]), "mine")
         try await waitUntil("the name holds the server's version here") { try localText("notes.txt") == "theirs" }
         XCTAssertEqual(try localText(copies[0]), "mine")
+    }
+
+    /// The conflicted copy of "x." + 220 letters: its name cut to 255 bytes, extension included,
+    /// so the server takes it and both versions are there (a longer one was refused, and the
+    /// edit stayed on this replica alone with nothing pending).
+    func testAConflictOnALongExtensionKeepsBothVersionsOnTheServer() async throws {
+        let name = "x." + String(repeating: "l", count: 220)
+        _ = try await editedHereAndOnTheServer(name)
+        startEngine()
+        try await waitForOutbox()
+        let copies = server.tree().keys.filter { $0.hasPrefix("x (conflicted copy from ") }
+        XCTAssertEqual(copies.count, 1, "\(server.tree().keys)")
+        let copy = try XCTUnwrap(copies.first)
+        XCTAssertLessThanOrEqual(copy.utf8.count, 255)
+        XCTAssertEqual(serverText(name), "theirs")
+        XCTAssertEqual(serverText(copy), "mine")
+        try await waitUntil("this replica has both") { try localText(name) == "theirs" && localText(copy) == "mine" }
+    }
+
+    /// An edit whose conflicted copy the server refuses is set aside with its contents: the
+    /// file keeps this replica's bytes, the status counts it, and a retry sends it.
+    func testAnEditTheServerRefusesIsSetAsideWithItsContents() async throws {
+        server.refuseAsInvalid(namesContaining: "conflicted copy")
+        let file = try await editedHereAndOnTheServer()
+        startEngine()
+        try await waitUntil("the status counts it set aside") { engine!.statusJSON().contains("\"setAside\":1") }
+        try await waitForOutbox(1)
+        XCTAssertEqual(try localText("notes.txt"), "mine", "the edit stays here")
+        XCTAssertEqual(serverText("notes.txt"), "theirs")
+        let row = store.currentRow(LocalStore.row(for: file.identifier)!)
+        XCTAssertTrue(store.syncError(of: row)?.contains("not a valid item name") ?? false, "\(String(describing: store.syncError(of: row)))")
+
+        server.refuseAsInvalid(namesContaining: nil)
+        try await store.retrySync(of: file.identifier)
+        try await waitForOutbox()
+        let copies = server.tree().keys.filter { $0.hasPrefix("notes (conflicted copy from ") }
+        XCTAssertEqual(copies.count, 1, "\(server.tree().keys)")
+        XCTAssertEqual(serverText(copies[0]), "mine")
+        try await waitUntil("the name holds the server's version here") { try localText("notes.txt") == "theirs" }
+        try await waitUntil("nothing set aside") { engine!.statusJSON().contains("\"setAside\":0") }
     }
 
     /// The file is written again after its upload read it and before the server answers with

@@ -117,14 +117,21 @@ extension RemoteDatabase {
         }
     }
 
-    private func openBatch() async throws -> OperationBatch {
+    /// A connection of its own, outside the pool: for what holds a session (a batch's
+    /// transaction, gc's lock). The caller closes it.
+    func connectAlone() async throws -> PostgresConnection {
         let configuration = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.user,
                                                              password: url.password, database: url.database,
                                                              tls: try url.connectionTLS())
         let logger = self.logger
-        let connection = try await withDeadline(operationTimeout, timedOut: { RemoteError.unreachable("no connection within \(self.operationTimeout)") }) {
+        return try await withDeadline(operationTimeout, timedOut: { RemoteError.unreachable("no connection within \(self.operationTimeout)") }) {
             try await PostgresConnection.connect(configuration: configuration, id: Int.random(in: 1 ... .max), logger: logger)
         }
+    }
+
+    private func openBatch() async throws -> OperationBatch {
+        let logger = self.logger
+        let connection = try await connectAlone()
         let batch = OperationBatch(connection: connection, logger: logger, timeout: operationTimeout)
         do {
             // A replica stopped or cut off mid-batch: the server ends its session (and its hold

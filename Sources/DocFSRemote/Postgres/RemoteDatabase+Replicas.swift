@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import DocFSProvider
 
 // What several replicas of one tree need from the server besides the operations: reading items by
 // identifier (a replica applying the change log), the first position the log still keeps, and the
@@ -27,32 +28,23 @@ extension RemoteDatabase {
         }
     }
 
-    /// `name`, or the first of "BASE 2.EXT", "BASE 3.EXT", … that no live item in the folder has
-    /// (the same scheme as the local store's unique names).
+    /// `name`, or the first of "BASE 2.EXT", "BASE 3.EXT", … that no live item in the folder has,
+    /// each cut to 255 bytes whole (`ItemNames.numbered`, the local store's rule). Candidates are
+    /// asked for by name, a batch at a time: a cut base is no prefix to search by.
     static func freeName(_ name: String, isFolder: Bool, parentID: Int64, except: Int64?,
                          conn: PostgresConnection, logger: Logger) async throws -> String {
-        var base = name
-        var ext = ""
-        if !isFolder, let dot = name.lastIndex(of: "."), dot != name.startIndex {
-            base = String(name[..<dot])
-            ext = String(name[dot...])
-        }
-        var taken: Set<String> = []
-        let rows = try await conn.query("""
-            SELECT id, name FROM docfs_items
-            WHERE parent_id = \(parentID) AND NOT deleted AND trashed_ns IS NULL AND left(name, \(Int32(base.count))) = \(base)
-            """, logger: logger)
-        for try await (id, other) in rows.decode((Int64, String).self) where id != except { taken.insert(other) }
-        if !taken.contains(name) { return name }
         var counter = 2
+        var candidates = [name]
         while true {
-            var suffix = " \(counter)" + ext
-            if suffix.utf8.count > 200 { suffix = " \(counter)" }
-            var candidateBase = base
-            while (candidateBase + suffix).utf8.count > 255 { candidateBase.removeLast() }
-            let candidate = candidateBase + suffix
-            if !taken.contains(candidate) { return candidate }
-            counter += 1
+            var taken: Set<String> = []
+            let rows = try await conn.query("""
+                SELECT id, name FROM docfs_items
+                WHERE parent_id = \(parentID) AND NOT deleted AND trashed_ns IS NULL AND name = ANY(\(candidates))
+                """, logger: logger)
+            for try await (id, other) in rows.decode((Int64, String).self) where id != except { taken.insert(other) }
+            if let free = candidates.first(where: { !taken.contains($0) }) { return free }
+            candidates = (counter..<counter + 32).map { ItemNames.numbered(name, $0, isFolder: isFolder) }
+            counter += 32
         }
     }
 

@@ -50,6 +50,8 @@ package struct S3ListPage: Sendable {
     package var objects: [S3Object]
     /// Pass it back to get the next page; nil on the last one.
     package var continuationToken: String?
+    /// With a delimiter: the "folders" of the level (keys cut after the delimiter), each once.
+    package var commonPrefixes: [String] = []
 }
 
 /// A part already on the server, as ListParts shows it.
@@ -287,11 +289,12 @@ package final class S3Client: Sendable {
         try await sendDrained(.DELETE, bucket: bucket, key: key, operation: "DeleteObject \(key)")
     }
 
-    /// One page of ListObjectsV2 (keys XML-unescaped).
-    package func listObjects(bucket: String, prefix: String? = nil, continuationToken: String? = nil,
+    /// One page of ListObjectsV2 (keys XML-unescaped); with `delimiter`, one level of it.
+    package func listObjects(bucket: String, prefix: String? = nil, delimiter: String? = nil, continuationToken: String? = nil,
                             maxKeys: Int = 1000) async throws -> S3ListPage {
         var query: [(String, String)] = [("list-type", "2"), ("max-keys", String(maxKeys))]
         if let prefix { query.append(("prefix", prefix)) }
+        if let delimiter { query.append(("delimiter", delimiter)) }
         if let continuationToken { query.append(("continuation-token", continuationToken)) }
         let xml = try await sendForText(.GET, bucket: bucket, key: nil, query: query, operation: "ListObjectsV2 \(bucket)")
         let objects = S3XML.elements("Contents", in: xml).map { entry in
@@ -301,7 +304,9 @@ package final class S3Client: Sendable {
                      lastModified: S3XML.text("LastModified", in: entry).flatMap(S3XML.date))
         }
         let truncated = S3XML.text("IsTruncated", in: xml) == "true"
-        return S3ListPage(objects: objects, continuationToken: truncated ? S3XML.text("NextContinuationToken", in: xml) : nil)
+        let folders = S3XML.elements("CommonPrefixes", in: xml).compactMap { S3XML.text("Prefix", in: $0) }
+        return S3ListPage(objects: objects, continuationToken: truncated ? S3XML.text("NextContinuationToken", in: xml) : nil,
+                          commonPrefixes: folders)
     }
 
     /// Every object under a prefix, page after page.

@@ -1,21 +1,16 @@
 import Foundation
+import DocFSProvider
 
 /// Names and operation ids of conflicted copies.
 package enum ConflictNames {
     /// "NAME (conflicted copy from HOST YYYY-MM-DD).EXT" (the extension stays last, so the copy
-    /// keeps its type); trimmed to fit 255 bytes.
+    /// keeps its type); cut to 255 bytes whole, extension included (`ItemNames.fitted`): a
+    /// longer name is one the server refuses.
     package static func copy(of name: String, host: String, date: Date) -> String {
-        var base = name
-        var ext = ""
-        if let dot = name.lastIndex(of: "."), dot != name.startIndex {
-            base = String(name[..<dot])
-            ext = String(name[dot...])
-        }
+        let (base, ext) = ItemNames.split(name)
         let day = Calendar.current.dateComponents([.year, .month, .day], from: date)
         let stamp = String(format: "%04d-%02d-%02d", day.year ?? 1970, day.month ?? 1, day.day ?? 1)
-        let suffix = " (conflicted copy from \(host) \(stamp))" + ext
-        while (base + suffix).utf8.count > 255, !base.isEmpty { base.removeLast() }
-        return base + suffix
+        return ItemNames.fitted(base: base, marker: " (conflicted copy from \(host) \(stamp))", ext: ext)
     }
 
     /// The conflicted copy's create gets an operation id of its own, derived from the content

@@ -1,0 +1,39 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// What a `docfs remote gc` run holds for its whole length: a session advisory lock on a
+/// connection of its own, so two runs never decide at once; a run that dies (kill -9, a cut
+/// connection) lets go with its session.
+package final class GarbageLock: Sendable {
+    let connection: PostgresConnection
+    init(_ connection: PostgresConnection) { self.connection = connection }
+    package func release() async { try? await connection.close() }
+}
+
+extension RemoteDatabase {
+    /// The advisory lock key of gc runs (beside `writeLock` and `migrationLock`).
+    package static let garbageLockKey: Int64 = 0x646f_6366_7303
+
+    /// The gc lock, or nil when another run holds it (asked, never waited for).
+    package func takeGarbageLock() async throws -> GarbageLock? {
+        do {
+            let connection = try await connectAlone()
+            var taken = false
+            do {
+                let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.garbageLockKey))", logger: logger)
+                for try await (got) in rows.decode(Bool.self) { taken = got }
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+            guard taken else {
+                try? await connection.close()
+                return nil
+            }
+            return GarbageLock(connection)
+        } catch {
+            throw Self.map(error)
+        }
+    }
+}
