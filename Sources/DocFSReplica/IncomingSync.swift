@@ -32,6 +32,8 @@ actor IncomingSync {
         get { positions.withLock { $0.anchor } }
         set { positions.withLock { $0.anchor = newValue } }
     }
+    /// What the last restore of the server's database meant here, for `docfs status` (`restore`).
+    nonisolated let restoreReport = Mutex<String?>(nil)
     nonisolated func noteLatest(_ position: Int64) { positions.withLock { $0.latest = max($0.latest, position) } }
 
     let verifier: DownloadVerifier?
@@ -50,16 +52,15 @@ actor IncomingSync {
     @discardableResult
     func catchUp() async throws -> Int {
         if rootID == nil { rootID = try await database.rootID() }
+        // Before any change is applied: after a restore, the positions (and identifiers) after
+        // the anchor may be other replicas' new ones.
+        var applied = try await rebuildIfRestored()
         anchor = try store.syncAnchor()
-        var applied = 0
         if anchor < (try await database.logStart()) - 1 {
             applied += try await rebuild()
         }
-        var first = true
         while true {
             var changes = try await database.changes(since: anchor, limit: 500)
-            if first, changes.isEmpty { applied += try await rebuildIfRestored() }
-            first = false
             guard let last = changes.last else { break }
             latestKnown = max(latestKnown, last.position)
             // This replica's own change whose outbox entry is not completed yet (its item may still
@@ -74,7 +75,7 @@ actor IncomingSync {
                 var seen = Set<Int64>()
                 let ids = changes.map(\.itemID).filter { $0 != rootID && seen.insert($0).inserted }
                 applied += try await apply(ids)
-                try store.setSyncAnchor(end.position)
+                try store.setSyncAnchor(end.position, witness: end.operationID)
                 anchor = end.position
             }
             if stopped { break }
@@ -84,15 +85,48 @@ actor IncomingSync {
         return applied
     }
 
-    /// A change log that ends before this replica's anchor: the server's database was restored to
-    /// an earlier point. The replica rebuilds from a full listing (its changes waiting are kept
-    /// and sent). The engine asks before it sends anything, the catch-up whenever it is idle.
+    /// The server's database went back to an earlier point when the change this replica applied
+    /// last (its witness) is no longer at its position: another operation there (positions
+    /// rewound, other replicas wrote after), or none while the log reaches it. The replica then
+    /// rebuilds from a full listing (its changes waiting are kept and sent; what the server lost,
+    /// kept in `STORE/recovered/`). The engine asks before it sends anything (every reconnect),
+    /// the catch-up before it applies anything.
     @discardableResult
     func rebuildIfRestored() async throws -> Int {
+        // One check at a time (the engine's and the catch-up's meet at the actor's awaits): a
+        // second would compare the anchor from before the first one's rebuild, and rebuild again.
+        if let running = restoreCheck {
+            _ = try? await running.value
+            return 0
+        }
+        let check = Task { try await self.checkRestored() }
+        restoreCheck = check
+        defer { restoreCheck = nil }
+        return try await check.value
+    }
+
+    private var restoreCheck: Task<Int, any Error>?
+
+    private func checkRestored() async throws -> Int {
         anchor = try store.syncAnchor()
-        guard anchor > 0, try await database.latestPosition() < anchor else { return 0 }
+        guard anchor > 0 else { return 0 }
+        let why: String
+        if let witness = try store.syncWitness() {
+            if let change = try await database.change(at: anchor) {
+                guard change.operationID != witness else { return 0 }
+                why = "the server's change \(anchor) is another operation than the one this replica applied there"
+            } else {
+                // Trimmed by gc: the log starts after it (the catch-up rebuilds for that).
+                guard try await database.logStart() <= anchor else { return 0 }
+                why = "the server's change log no longer holds change \(anchor), which this replica applied"
+            }
+        } else {
+            // A store from before the witness: only a log that ends before the anchor tells.
+            guard try await database.latestPosition() < anchor else { return 0 }
+            why = "the server's change log ends before this replica's anchor (\(anchor))"
+        }
         if rootID == nil { rootID = try await database.rootID() }
-        logger.warning("sync: the server's change log ends before this replica's anchor (\(anchor)): a database restored to an earlier point? rebuilding from a full listing; changes waiting here are kept and sent")
+        logger.warning("sync: \(why): its database was restored to an earlier point; rebuilding from a full listing; changes waiting here are kept and sent, items whose identifiers the server now gives to others are kept in recovered/")
         return try await rebuild(restored: true)
     }
 
@@ -123,8 +157,36 @@ actor IncomingSync {
     /// sent and the server lost is kept under `STORE/recovered/` before it goes from the tree.
     func rebuild(restored: Bool = false) async throws -> Int {
         let position = try await database.latestPosition()
+        let witness = position > 0 ? try await database.change(at: position)?.operationID : nil
         let ids = try await database.allItemIDs()
         var applied = 0
+        if restored {
+            // Before anything of the server's is applied: this replica's items that the restored
+            // server lost, or whose identifiers it has given to other items since (another kind,
+            // another birth), are kept in recovered/ and go from the tree with the changes
+            // waiting for them; the server's items then take those identifiers here.
+            let local = try store.permanentIdentities()
+            var lost = Set(local.keys).subtracting(ids)
+            for start in stride(from: 0, to: ids.count, by: 1000) {
+                let batch = ids[start..<min(start + 1000, ids.count)].filter { local[$0] != nil }
+                guard !batch.isEmpty else { continue }
+                for item in try await database.items(batch) {
+                    guard let mine = local[item.id] else { continue }
+                    if mine.kind != item.kind.itemKind || mine.createdNs != item.createdNs { lost.insert(item.id) }
+                }
+            }
+            if !lost.isEmpty {
+                let folder = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "-")
+                let kept = store.keepRecovered(rows: Array(lost), folder: folder)
+                try store.forgetOutboxEntries(rows: Array(lost))
+                applied += try forget(Array(lost))
+                let message = "the server's database was restored to an earlier point; \(kept.count) file(s) of this replica it lost are kept in \(store.url.path)/recovered/\(folder)"
+                restoreReport.withLock { $0 = message + " (\(Date().formatted(.iso8601)))" }
+                logger.warning("sync: \(message)")
+            } else {
+                restoreReport.withLock { $0 = "the server's database was restored to an earlier point; it had everything of this replica's (\(Date().formatted(.iso8601)))" }
+            }
+        }
         for start in stride(from: 0, to: ids.count, by: 1000) {
             applied += try await apply(Array(ids[start..<min(start + 1000, ids.count)]))
         }
@@ -138,16 +200,21 @@ actor IncomingSync {
                     logger.warning("sync: the restored server lost \(kept.count) file(s) this replica had sent; their contents are kept in \(store.url.path)/recovered/\(folder)")
                 }
             }
-            let gone = stray.map { LocalStore.IncomingItem(row: $0, parentRow: 1, name: "", kind: .file, uid: 0, gid: 0, mode: 0,
-                                                            createdNs: 0, modifiedNs: 0, tagData: nil, favoriteRank: nil,
-                                                            symlinkTarget: nil, size: 0, contentVersion: 0, contentKey: nil,
-                                                            trashed: false, deleted: true) }
-            applied += try store.applyIncoming(gone).applied
+            applied += try forget(stray)
         }
-        try store.setSyncAnchor(position)
+        try store.setSyncAnchor(position, witness: witness)
         anchor = position
         logger.notice("sync: this replica's anchor was older than the server's change log; rebuilt from a full listing (\(ids.count) items)")
         return applied
+    }
+
+    /// Removes these items here, as deletions from the server (children before their folders).
+    private func forget(_ rows: [Int64]) throws -> Int {
+        let gone = rows.map { LocalStore.IncomingItem(row: $0, parentRow: 1, name: "", kind: .file, uid: 0, gid: 0, mode: 0,
+                                                       createdNs: 0, modifiedNs: 0, tagData: nil, favoriteRank: nil,
+                                                       symlinkTarget: nil, size: 0, contentVersion: 0, contentKey: nil,
+                                                       trashed: false, deleted: true) }
+        return try store.applyIncoming(gone).applied
     }
 
     /// Fetches, downloads and applies; fetches what was missing (folders not here yet, items

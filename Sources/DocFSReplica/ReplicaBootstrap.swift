@@ -66,6 +66,7 @@ package enum ReplicaBootstrap {
         // The anchor: changes after this position are applied by the mount (those the listing
         // already shows are applied again, which changes nothing).
         let anchor = try await database.latestPosition()
+        let witness = anchor > 0 ? try await database.change(at: anchor)?.operationID : nil
         guard try await !database.children(of: rootID).isEmpty else { return summary }
 
         // The server's tree, folder by folder, under its own identifiers.
@@ -90,7 +91,7 @@ package enum ReplicaBootstrap {
                 }
             }
         }
-        try store.setSyncAnchor(anchor)
+        try store.setSyncAnchor(anchor, witness: witness)
         try store.synchronizeSync()
         return summary
     }

@@ -55,6 +55,7 @@ extension SyncEngine {
         status.downloading = cache.downloading
         status.setAside = snapshot.setAsideItems
         status.setAsideChanges = min(snapshot.setAsideChanges, counts.pending)
+        status.restore = incoming.restoreReport.withLock { $0 }
         if status.lastError == nil, let error = follower.lastError.withLock({ $0 }) { status.lastError = error }
         return SyncStatus.encoded(status)
     }

@@ -180,6 +180,9 @@ package final class SyncEngine: Sendable {
             } catch {
                 let failure = SyncFailure(error, bucket: configuration.bucket)
                 report(failure)
+                // Back after the server was away (a restart, a restore): checked again before
+                // anything is sent.
+                if !failure.reachedServer { checkedServer = false }
                 let delay = failure.stalls ? timing.stalledRetry : backoff
                 if !failure.stalls { backoff = min(backoff * 2, timing.longestBackoff) }
                 try? await Task.sleep(for: delay)

@@ -44,6 +44,9 @@ package struct SyncStatus: Codable, Sendable, Equatable {
     /// wait until the item changes again or `docfs sync --retry PATH`.
     package var setAside: Int = 0
     package var setAsideChanges: Int = 0
+    /// The server's database found restored to an earlier point since the mount: what it meant
+    /// here (files kept in `STORE/recovered/`), and when; null when not.
+    package var restore: String?
 
     /// Every key is always written; an absent value is null (the synthesized encoder leaves it out).
     package func encode(to encoder: Encoder) throws {
@@ -69,6 +72,7 @@ package struct SyncStatus: Codable, Sendable, Equatable {
         try c.encode(downloading, forKey: .downloading)
         try c.encode(setAside, forKey: .setAside)
         try c.encode(setAsideChanges, forKey: .setAsideChanges)
+        try c.encode(restore, forKey: .restore)
     }
 
     static func encoded(_ status: SyncStatus) -> String {

@@ -76,6 +76,9 @@ struct Status: ParsableCommand {
             let changes = f["setAsideChanges"] as? Int ?? 0
             lines.append("set aside  \(aside) item(s), \(changes) change(s) waiting: the server refused them (user.docfs.sync says why); a later change of the item, or docfs sync --retry PATH, tries again")
         }
+        if let restore = f["restore"] as? String {
+            lines.append("restore    \(restore)")
+        }
         if let failed = f["failedItems"] as? Int, failed > 0 {
             lines.append("refused    \(failed) change(s) the server refused (see user.docfs.sync on the items, and the log)")
         }

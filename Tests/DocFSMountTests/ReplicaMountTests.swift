@@ -14,8 +14,8 @@ class ReplicaTestCase: RemoteMountTestCase {
         var mnt: String
     }
 
-    func makeSecond(_ r: RemoteMount, env: [String: String] = [:]) throws -> Second {
-        let second = Second(store: r.fx.dir + "/second", mnt: r.fx.dir + "/mnt2")
+    func makeSecond(_ r: RemoteMount, env: [String: String] = [:], name: String = "second") throws -> Second {
+        let second = Second(store: r.fx.dir + "/" + name, mnt: r.fx.dir + "/mnt-" + name)
         XCTAssertEqual(mkdir(second.mnt, 0o755), 0)
         let env = r.awsEnvironment(secret: r.servers.secretKey)
         let initResult = r.fx.docfs(["init", second.store] + r.remoteArguments, env: env)
@@ -42,16 +42,17 @@ class ReplicaTestCase: RemoteMountTestCase {
     }
 
     /// Both replicas have nothing to send and nothing to apply, twice in a row half a second apart.
-    func waitForQuiet(_ r: RemoteMount, _ second: Second, timeout: Double = 180) throws {
+    func waitForQuiet(_ r: RemoteMount, _ second: Second, others: [Second] = [], timeout: Double = 180) throws {
         let deadline = Date().addingTimeInterval(timeout)
         var quietInARow = 0
         var last = ""
         while Date() < deadline {
             let a = statusFields(r, r.mnt), b = statusFields(r, second.mnt)
-            let quiet = [a, b].allSatisfy { f in
+            let rest = others.map { statusFields(r, $0.mnt) }
+            let quiet = ([a, b] + rest).allSatisfy { f in
                 (f?["pending"] as? NSNumber)?.intValue == 0 && (f?["incoming"] as? NSNumber)?.intValue == 0
             }
-            last = "A: \(a ?? [:])\nB: \(b ?? [:])"
+            last = "A: \(a ?? [:])\nB: \(b ?? [:])" + zip(others, rest).map { "\n\($0.0.store): \($0.1 ?? [:])" }.joined()
             quietInARow = quiet ? quietInARow + 1 : 0
             if quietInARow >= 3 { return }
             usleep(500_000)

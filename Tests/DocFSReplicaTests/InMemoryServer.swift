@@ -53,6 +53,22 @@ final class InMemoryServer: ReplicaServer {
         }
     }
 
+    /// The server's data now, as `pg_dump` takes it; `restore` puts it back, as `pg_restore`
+    /// does (identifiers and change log positions rewind with it).
+    func backup() -> State { state.withLock { $0 } }
+    func restore(_ backup: State) {
+        state.withLock { s in
+            s.items = backup.items
+            s.nextID = backup.nextID
+            s.log = backup.log
+            s.operations = backup.operations
+            s.intents = backup.intents
+            s.blocks = backup.blocks
+            s.manifests = backup.manifests
+            s.hashes = backup.hashes
+        }
+    }
+
     func failNext(_ errors: any Error...) { state.withLock { $0.failures += errors } }
     func loseNextAnswer() { state.withLock { $0.loseNextAnswer = true } }
     func goDownAfterNextManifests() { state.withLock { $0.downAfterNextManifests = true } }
@@ -123,6 +139,10 @@ final class InMemoryServer: ReplicaServer {
     func changes(since anchor: Int64, limit: Int) async throws -> [RemoteChange] {
         try enter("changes")
         return state.withLock { Array($0.log.filter { $0.position > anchor }.prefix(limit)) }
+    }
+    func change(at position: Int64) async throws -> RemoteChange? {
+        try enter("change")
+        return state.withLock { $0.log.first { $0.position == position } }
     }
     func latestPosition() async throws -> Int64 { try enter("latestPosition"); return state.withLock { $0.log.last?.position ?? 0 } }
     func logStart() async throws -> Int64 { try enter("logStart"); return state.withLock { $0.log.first?.position ?? 1 } }

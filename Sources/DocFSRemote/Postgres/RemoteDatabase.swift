@@ -161,6 +161,12 @@ package final class RemoteDatabase: Sendable {
     }
 
     /// The latest change log position (0: none yet).
+    /// The change at `position` (nil: none there, trimmed by gc or never made): a replica's
+    /// witness that the server still has the history it applied (a restore rewinds positions).
+    package func change(at position: Int64) async throws -> RemoteChange? {
+        try await changes(since: position - 1, limit: 1).first { $0.position == position }
+    }
+
     package func latestPosition() async throws -> Int64 {
         try await mapped { [self] in
             let rows = try await client.query("SELECT coalesce(max(position), 0) FROM docfs_changes", logger: logger)

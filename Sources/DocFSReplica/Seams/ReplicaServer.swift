@@ -15,6 +15,8 @@ package protocol ReplicaServer: Sendable {
     func children(of parentID: Int64) async throws -> [RemoteItem]
     func allItemIDs() async throws -> [Int64]
     func changes(since anchor: Int64, limit: Int) async throws -> [RemoteChange]
+    /// The change at `position`, nil when the log has none there.
+    func change(at position: Int64) async throws -> RemoteChange?
     func latestPosition() async throws -> Int64
     func logStart() async throws -> Int64
     func layout() async throws -> String?

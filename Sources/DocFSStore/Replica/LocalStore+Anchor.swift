@@ -6,6 +6,9 @@ import GRDB
 // (`anchor`), written in the same transaction as the changes it covers.
 extension LocalStore {
     static let anchorKey = "anchor"
+    /// The operation id of the change at the anchor: the server no longer having it there means
+    /// its database went back to an earlier point, whatever was written after (positions rewind).
+    static let witnessKey = "anchorOperation"
 
     /// The change log position this replica has applied (0: none; a new replica's init sets it).
     package func syncAnchor() throws(ProviderError) -> Int64 {
@@ -21,14 +24,38 @@ extension LocalStore {
         }
     }
 
-    /// Records the anchor (the store's journal goes to SQLite first, so the anchor never covers
-    /// changes that are only in the journal).
-    package func setSyncAnchor(_ position: Int64) throws(ProviderError) {
+    /// The operation of the change at the anchor (nil: not recorded, a store from before it).
+    package func syncWitness() throws(ProviderError) -> UUID? {
+        guard replica != nil else { return nil }
+        return try write { (database) throws(ProviderError) -> UUID? in
+            do {
+                return try database.inDatabase { db in
+                    try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [Self.witnessKey]).flatMap(UUID.init(uuidString:))
+                }
+            } catch {
+                throw ProviderError(.ioError, "read the sync anchor: \(error)")
+            }
+        }
+    }
+
+    /// Records the anchor and the operation of the change there, together (the store's journal
+    /// goes to SQLite first, so the anchor never covers changes that are only in the journal).
+    package func setSyncAnchor(_ position: Int64, witness: UUID?) throws(ProviderError) {
         guard replica != nil else { return }
         try write { (database) throws(ProviderError) in
             try flushJournal(database)
             do {
-                try database.inDatabase { db in try Schema.setMeta(db, Self.anchorKey, String(position)) }
+                try database.inDatabase { db in
+                    try db.inTransaction {
+                        try Schema.setMeta(db, Self.anchorKey, String(position))
+                        if let witness {
+                            try Schema.setMeta(db, Self.witnessKey, witness.uuidString)
+                        } else {
+                            try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [Self.witnessKey])
+                        }
+                        return .commit
+                    }
+                }
             } catch {
                 throw ProviderError(.ioError, "record the sync anchor: \(error)")
             }

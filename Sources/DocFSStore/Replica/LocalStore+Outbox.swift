@@ -166,6 +166,34 @@ extension LocalStore {
         }
     }
 
+    /// Drops the changes waiting for these items and those naming them as a folder (a restored
+    /// server gave their identifiers to other items: sent, they would change those). Their
+    /// contents are kept first (`keepRecovered`).
+    package func forgetOutboxEntries(rows: [Int64]) throws(ProviderError) {
+        guard let replica, !rows.isEmpty else { return }
+        let dropped = try write { (database) throws(ProviderError) -> (count: Int, bytes: Int64) in
+            try flushJournal(database)
+            do {
+                return try database.inDatabase { db in
+                    var dropped = (count: 0, bytes: Int64(0))
+                    try db.inTransaction {
+                        let list = rows.map(String.init).joined(separator: ",")
+                        let condition = "row IN (\(list)) OR parent IN (\(list))"
+                        if let row = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(sum(bytes), 0) FROM outbox WHERE \(condition)") {
+                            dropped = (row[0], row[1])
+                        }
+                        try db.execute(sql: "DELETE FROM outbox WHERE \(condition)")
+                        return .commit
+                    }
+                    return dropped
+                }
+            } catch {
+                throw ProviderError(.ioError, "drop outbox entries: \(error)")
+            }
+        }
+        replica.didComplete(count: dropped.count, bytes: dropped.bytes)
+    }
+
     /// The row an entry's row is now (after a replacement the engine has not seen yet).
     package func currentRow(_ row: Int64) -> Int64 {
         row >= Self.temporaryRowBase ? state.withLock { $0.resolve(row) } : row

@@ -1,0 +1,64 @@
+import Foundation
+import XCTest
+
+/// The server's database restored from a backup while other replicas go on writing: `pg_restore`
+/// rewinds the identifiers and change log positions, so the others' new items take identifiers
+/// a replica that was away still holds. That replica notices when it comes back, keeps what the
+/// server lost in `STORE/recovered/`, and changes nothing of the others'.
+final class RestoredServerMountTests: ReplicaTestCase {
+    func testARestoreIsNoticedAfterOtherReplicasWroteAndNothingIsMixedUp() throws {
+        let r = try makeRemote()
+        XCTAssertEqual(r.fx.sh("printf 'in the backup' > mnt/f0.txt").status, 0)
+        try r.waitUntilUploaded()
+        let dump = r.fx.dir + "/server.dump"
+        let dumped = runProcess(servers.pgBin + "/pg_dump", ["-Fc", "-f", dump, "-d", r.databaseURL], cwd: "/", timeout: 60, outDir: "/tmp")
+        XCTAssertEqual(dumped.status, 0, "\(dumped)")
+        XCTAssertEqual(r.fx.sh("for i in 1 2 3 4 5; do printf \"a$i after the backup\" > mnt/a$i.txt; done").status, 0)
+        try r.waitUntilUploaded()
+        XCTAssertEqual(try r.unmount().status, 0)
+        XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15))
+
+        _ = try servers.psql(servers.adminURL, "DROP DATABASE \(r.database) WITH (FORCE)")
+        _ = try servers.psql(servers.adminURL, "CREATE DATABASE \(r.database)")
+        let restored = runProcess(servers.pgBin + "/pg_restore", ["-d", r.databaseURL, dump], cwd: "/", timeout: 60, outDir: "/tmp")
+        XCTAssertEqual(restored.status, 0, "\(restored)")
+
+        // Two other replicas write after the restore, more than A did.
+        let b = try makeSecond(r, name: "b")
+        let c = try makeSecond(r, name: "c")
+        XCTAssertEqual(r.fx.sh("for i in $(seq 1 20); do printf \"c$i from C\" > '\(c.mnt)'/c$i.txt; done; printf 'b1 from B' > '\(b.mnt)'/b1.txt").status, 0)
+        eventually("B and C have sent everything", timeout: 120) {
+            [b, c].allSatisfy { (self.statusFields(r, $0.mnt)?["pending"] as? NSNumber)?.intValue == 0 }
+        }
+        let before = try r.serverTree()
+        XCTAssertTrue(before.keys.contains { $0.hasPrefix("/a") } == false, "the restored server has none of A's later files: \(before.keys.sorted())")
+
+        // A comes back: it notices, keeps its five files aside, and takes the server's tree.
+        try r.fx.mount()
+        let status = try r.waitForStatus("the restore reported", timeout: 120) { $0.raw.contains("\"restore\":\"") && $0.pending == 0 }
+        XCTAssertTrue(status.raw.contains("5 file(s)"), status.raw)
+        XCTAssertFalse(r.logLines(mentioningAnyOf: ["restored to an earlier point"]).isEmpty, r.logTail())
+        try waitForQuiet(r, b, others: [c])
+        let recovered = try FileManager.default.contentsOfDirectory(atPath: r.fx.store + "/recovered")
+        XCTAssertEqual(recovered.count, 1, "\(recovered)")
+        for i in 1...5 {
+            XCTAssertEqual(contents(r.fx.store + "/recovered/\(recovered[0])/a\(i).txt"), "a\(i) after the backup")
+        }
+        let onA = try r.localTree(r.mnt), onB = try r.localTree(b.mnt), onC = try r.localTree(c.mnt)
+        XCTAssertEqual(Set(onA.keys), Set(onB.keys), "A holds the server's tree")
+        for (path, entry) in onB {
+            XCTAssertEqual(onA[path]?.sha256, entry.sha256, "\(path) on A")
+            XCTAssertEqual(onC[path]?.sha256, entry.sha256, "\(path) on C")
+        }
+        XCTAssertEqual(contents(c.mnt + "/c1.txt"), "c1 from C")
+
+        // A's changes now reach the items it shows, and only those.
+        XCTAssertEqual(r.fx.sh("chmod 600 mnt/c1.txt && printf 'changed on A' > mnt/c2.txt").status, 0)
+        try waitForQuiet(r, b, others: [c])
+        eventually("C sees A's edit of c2.txt") { self.contents(c.mnt + "/c2.txt") == "changed on A" }
+        XCTAssertEqual(r.fx.stat(c.mnt + "/c1.txt").st.st_mode & 0o777, 0o600)
+        XCTAssertEqual(r.fx.stat(c.mnt + "/c3.txt").st.st_mode & 0o777, 0o644)
+        XCTAssertEqual(contents(c.mnt + "/c3.txt"), "c3 from C")
+        XCTAssertEqual(contents(b.mnt + "/b1.txt"), "b1 from B")
+    }
+}

@@ -1,0 +1,81 @@
+import XCTest
+import Foundation
+import DocFSProvider
+@testable import DocFSRemote
+@testable import DocFSStore
+@testable import DocFSReplica
+
+/// The server's database restored to an earlier point while other replicas go on writing: the
+/// restore rewinds identifiers and change log positions, so other replicas' new items take this
+/// replica's identifiers and their changes its positions. This replica must notice before it
+/// applies or sends anything, keep what the server lost, and never act on an identifier that
+/// now names another item.
+final class RestoredServerTests: ReplicaTestCase {
+    /// Another replica's new file, made on the server directly.
+    func othersFile(_ name: String, _ text: String) async throws -> Int64 {
+        let key = "tree/objects/\(UUID().uuidString)"
+        objects.put(key, text)
+        return try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: name, kind: .file,
+                                           attributes: RemoteItemAttributes(mode: 0o644, createdNs: 42, modifiedNs: 42),
+                                           content: RemoteContent(key: key, size: Int64(text.utf8.count))).itemID
+    }
+
+    func testARestoreIsNoticedAfterOtherReplicasWroteAndNothingIsMixedUp() async throws {
+        startEngine()
+        _ = try await importFile("f0.txt", "kept by the backup")
+        try await waitForOutbox()
+        let backup = server.backup()
+        var mine: [Int64] = []
+        for i in 1...3 {
+            let item = try await importFile("a\(i).txt", "a\(i), written after the backup")
+            try await waitForOutbox()
+            mine.append(try XCTUnwrap(LocalStore.row(for: store.childItem(named: item.filename, in: .rootContainer).identifier)))
+        }
+        await engine!.stop()
+        engine = nil
+
+        // Restored; another replica writes more than this one did after the backup.
+        server.restore(backup)
+        var theirs: [Int64] = []
+        for i in 1...5 { theirs.append(try await othersFile("c\(i).txt", "c\(i) from another replica")) }
+        XCTAssertFalse(Set(theirs).isDisjoint(with: mine), "the restore gave this replica's identifiers to new items")
+        // Waiting here, offline: an attribute change of one of this replica's lost files.
+        let a1 = try store.childItem(named: "a1.txt", in: .rootContainer)
+        _ = try await store.setAttributes(ofItemWithIdentifier: a1.identifier, posixPermissions: 0o600, contentModificationDate: nil)
+
+        startEngine()
+        try await waitUntil("this replica's tree is the server's") {
+            Set(try store.enumerateItems(in: .rootContainer).map(\.filename)) == Set(server.tree().keys)
+        }
+        try await waitForOutbox()
+        for i in 1...5 {
+            XCTAssertEqual(try localText("c\(i).txt"), "c\(i) from another replica")
+            XCTAssertEqual(server.tree()["c\(i).txt"]?.mode, 0o644, "c\(i).txt was not changed by a change of a lost file")
+        }
+        XCTAssertEqual(try localText("f0.txt"), "kept by the backup")
+        // What the server lost is kept beside the store, byte for byte.
+        let recovered = store.url.appendingPathComponent("recovered")
+        let folders = try FileManager.default.contentsOfDirectory(atPath: recovered.path)
+        XCTAssertEqual(folders.count, 1, "\(folders)")
+        for i in 1...3 {
+            let text = try String(contentsOf: recovered.appendingPathComponent(folders[0]).appendingPathComponent("a\(i).txt"), encoding: .utf8)
+            XCTAssertEqual(text, "a\(i), written after the backup")
+        }
+        let status = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(engine!.statusJSON().utf8)) as? [String: Any])
+        XCTAssertTrue((status["restore"] as? String)?.contains("3 file(s)") == true, "\(status)")
+    }
+
+    func testTheSameHistoryIsNoRestore() async throws {
+        startEngine()
+        _ = try await importFile("one.txt", "1")
+        try await waitForOutbox()
+        await engine!.stop()
+        engine = nil
+        _ = try await othersFile("two.txt", "2")
+        startEngine()
+        try await waitUntil("two.txt arrives") { (try? store.childItem(named: "two.txt", in: .rootContainer)) != nil }
+        let status = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(engine!.statusJSON().utf8)) as? [String: Any])
+        XCTAssertTrue(status["restore"] is NSNull, "\(status)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: store.url.appendingPathComponent("recovered").path))
+    }
+}
