@@ -12,6 +12,9 @@ final class ChangeFollower: Sendable {
     let database: any ReplicaServer
     let logger: Logger
     let wake = WakeSignal()
+    /// Signalled when the listening connection is (back) up: the server answers again, so the
+    /// engine (its only waiter) retries at once instead of at the end of its backoff.
+    let serverBack = WakeSignal()
     let listening = Atomic<Bool>(false)
     /// The last error of the catch-up (nil when the last one succeeded), for the status.
     let lastError = Mutex<String?>(nil)
@@ -19,6 +22,9 @@ final class ChangeFollower: Sendable {
 
     static let pollWhileListening = Duration.seconds(5)
     static let pollWithoutListening = Duration.seconds(1)
+    /// Retries of a server that went away stay this close together, so that a restart costs
+    /// seconds, not the minute a doubling backoff reaches.
+    static let longestBackoff = Duration.seconds(4)
 
     init(incoming: IncomingSync, database: any ReplicaServer, logger: Logger) {
         self.incoming = incoming
@@ -46,15 +52,17 @@ final class ChangeFollower: Sendable {
                     listening.store(true, ordering: .relaxed)
                     // Changes committed before LISTEN took effect are caught by this first wake.
                     wake.signal()
+                    serverBack.signal()
                 }, notified: { [self] position in
                     incoming.noteLatest(position)
                     wake.signal()
                 })
             } catch {}
-            listening.store(false, ordering: .relaxed)
+            // It was up: the next attempt comes soon again.
+            if listening.exchange(false, ordering: .relaxed) { backoff = .milliseconds(500) }
             guard !Task.isCancelled else { break }
             try? await Task.sleep(for: backoff)
-            backoff = min(backoff * 2, .seconds(30))
+            backoff = min(backoff * 2, Self.longestBackoff)
         }
     }
 
@@ -73,8 +81,9 @@ final class ChangeFollower: Sendable {
                 let message = "\(error)"
                 let changed = lastError.withLock { e -> Bool in defer { e = message }; return e != message }
                 if changed { logger.error("sync: cannot apply the server's changes: \(message) (retrying with backoff)") }
-                try? await Task.sleep(for: backoff)
-                backoff = min(backoff * 2, .seconds(30))
+                // The listening connection coming back ends the wait early.
+                await wake.wait(timeout: backoff)
+                backoff = min(backoff * 2, Self.longestBackoff)
             }
         }
     }

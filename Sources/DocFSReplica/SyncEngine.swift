@@ -47,7 +47,9 @@ package final class SyncEngine: Sendable {
     /// doubling up to `longestBackoff`; an error a retry cannot mend soon, `stalledRetry`.
     package struct RetryTiming: Sendable {
         package var firstBackoff = Duration.milliseconds(500)
-        package var longestBackoff = Duration.seconds(30)
+        /// Short: an outage's end is found within seconds (the listening connection coming back
+        /// also ends a wait at once); a retry costs one connection attempt.
+        package var longestBackoff = Duration.seconds(4)
         package var stalledRetry = Duration.seconds(60)
         package init() {}
     }
@@ -185,7 +187,13 @@ package final class SyncEngine: Sendable {
                 if !failure.reachedServer { checkedServer = false }
                 let delay = failure.stalls ? timing.stalledRetry : backoff
                 if !failure.stalls { backoff = min(backoff * 2, timing.longestBackoff) }
-                try? await Task.sleep(for: delay)
+                if failure.reachedServer {
+                    try? await Task.sleep(for: delay)
+                } else {
+                    // Until the server is back (the follower's connection listens again) or the delay ends.
+                    await follower.serverBack.wait(timeout: delay)
+                    if Task.isCancelled { break }
+                }
             }
         }
     }

@@ -238,6 +238,22 @@ final class RemoteMountTests: RemoteMountTestCase {
 
     // MARK: 4. the server goes away mid-copy and comes back
 
+    func testPendingChangesGoUpWithinSecondsOfPostgresComingBack() throws {
+        let r = try makeRemote()
+        try servers.stopPostgres()
+        XCTAssertEqual(r.fx.sh("for i in 1 2 3; do echo $i > mnt/p$i.txt; done").status, 0)
+        _ = try r.waitForStatus("offline with changes waiting", timeout: 60) { $0.online == false && ($0.pending ?? 0) > 0 }
+        // The outage's length is the point: a doubling backoff reaches tens of seconds by its end.
+        sleep(20)
+        try servers.startPostgres()
+        let back = Date()
+        _ = try r.waitForStatus("everything on the server", timeout: 120) { $0.pending == 0 && $0.online == true }
+        let took = Date().timeIntervalSince(back)
+        print("RemoteMountTests: the changes were on the server \(String(format: "%.1f", took)) s after PostgreSQL came back")
+        XCTAssertLessThan(took, 15, "PostgreSQL was back; the replica took \(took) s to send what waited")
+        XCTAssertEqual(Set(try r.serverTree().keys).intersection(["/p1.txt", "/p2.txt", "/p3.txt"]).count, 3)
+    }
+
     func testWorkGoesOnWhilePostgresIsDownAndEverythingArrivesWhenItIsBack() throws {
         let r = try makeRemote()
         // Something already on the server, changed while it is away.
