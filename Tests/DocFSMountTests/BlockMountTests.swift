@@ -40,6 +40,30 @@ final class BlockMountTests: ReplicaTestCase {
         }
     }
 
+    /// An upload slower than gc's grace: its packs' blocks are named by no manifest until the
+    /// upload ends, and gc keeps them while the upload's intents (renewed as it goes) name their
+    /// packs. Before, gc dropped them and the replica sent the file again, and again.
+    func testAnUploadSlowerThanGcsGraceKeepsItsBlocks() throws {
+        let r = try makeRemote(mount: false)
+        try r.fx.mount(extra: ["--upload-limit", "2M"])
+        let size = 24 << 20  // three packs, about 12 s at 2 MiB/s
+        XCTAssertEqual(r.fx.sh("head -c \(size) /dev/urandom > src/slow.bin && cp src/slow.bin mnt/").status, 0)
+        var runs = 0
+        let deadline = Date().addingTimeInterval(240)
+        while Date() < deadline {
+            _ = try r.gc(["--grace", "0"])
+            runs += 1
+            if let s = try? r.status(), s.pending == 0 { break }
+        }
+        let sent = try uploadedBytes(r)
+        XCTAssertGreaterThan(runs, 1, "gc ran while the upload did")
+        XCTAssertGreaterThanOrEqual(sent, Int64(size))
+        XCTAssertLessThan(sent, 2 * Int64(size), "the file went up more than once (\(sent) bytes): gc took blocks of the upload")
+        _ = try r.gc(["--grace", "0"])
+        XCTAssertEqual(r.fx.docfs(["evict", r.fx.m("slow.bin")]).status, 0)
+        XCTAssertEqual(r.fx.sh("cmp src/slow.bin mnt/slow.bin", timeout: 120).status, 0, "read back from the server after gc")
+    }
+
     func testAnAppendAndAMiddleEditUploadOnlyTheBlocksAroundThem() throws {
         let r = try makeRemote()
         XCTAssertEqual(r.fx.sh("mkdir big && head -c 67108864 /dev/urandom > big/big.src && cp big/big.src mnt/big.bin", timeout: 120).status, 0)

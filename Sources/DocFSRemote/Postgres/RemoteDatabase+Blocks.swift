@@ -129,13 +129,15 @@ extension RemoteDatabase {
     }
 
     /// Drops blocks no manifest names, recorded before `cutoffNs` (a replica records a pack's
-    /// blocks as soon as it is in, before the manifests); returns how many and their bytes.
+    /// blocks as soon as it is in, before the manifests), but for those of a pack an upload still
+    /// runs for (its intent, renewed while it runs); returns how many and their bytes.
     package func dropUnnamedBlocks(before cutoffNs: Int64) async throws -> (count: Int, bytes: Int64) {
         try await mapped { [self] in
             let rows = try await client.query("""
                 WITH gone AS (DELETE FROM docfs_blocks b
                               WHERE b.created_ns < \(cutoffNs)
                                 AND NOT EXISTS (SELECT 1 FROM docfs_manifest_blocks mb WHERE mb.hash = b.hash)
+                                AND NOT EXISTS (SELECT 1 FROM docfs_upload_intents u WHERE u.key = b.pack_key)
                               RETURNING length)
                 SELECT count(*), coalesce(sum(length), 0)::bigint FROM gone
                 """, logger: logger)

@@ -62,7 +62,14 @@ struct BlockUploader {
         var packs = 0
         var packKeys: [String] = []
         var packBlocksSealed = 0
+        /// When the chunk's pack intents were last renewed (gc spares what they name).
+        var renewed = ContinuousClock.now
     }
+
+    /// How often an upload renews the intents of the packs it sent so far: well inside their
+    /// lifetime (`GarbageCollector.intentLifetimeNs`, 10 minutes), so that an upload slower than
+    /// gc's grace keeps its blocks until its manifests name them.
+    static let intentRenewal = Duration.seconds(60)
 
     func upload(_ files: [File]) async throws -> Result {
         let work = Work()
@@ -149,8 +156,14 @@ struct BlockUploader {
         work.packKeys.append(key)
         work.uploaded += Int64(bytes.count)
         work.packs += 1
-        // Recorded before a byte goes up: gc spares a pack no block row names yet.
-        try await server.recordUploadIntents([key])
+        // Recorded before a byte goes up: gc spares a pack no block row names yet, and the
+        // blocks of a pack under a live intent; the earlier packs' intents are renewed now and then.
+        var intents = [key]
+        if ContinuousClock.now - work.renewed > Self.intentRenewal {
+            intents += work.packKeys.dropLast()
+            work.renewed = ContinuousClock.now
+        }
+        try await server.recordUploadIntents(intents)
         while work.inFlight.count >= parallelPacks {
             let first = work.inFlight.removeFirst()
             try await first.value
