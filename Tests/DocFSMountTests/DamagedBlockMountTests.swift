@@ -56,4 +56,29 @@ extension BlockMountTests {
         XCTAssertEqual(clean.status, 0, "\(clean.report)")
         XCTAssertEqual((clean.report["damaged"] as? [Any])?.count, 0, "\(clean.report)")
     }
+
+    /// Nobody copies the bytes in again: the writer, which still holds them, sends them by itself
+    /// once the server marks the block (here by `docfs remote check`).
+    func testAReplicaHoldingTheBytesOfADamagedBlockSendsThemAgain() throws {
+        let r = try makeRemote()
+        XCTAssertEqual(r.fx.sh("head -c 307200 /dev/urandom > src.bin && cp src.bin mnt/one.bin").status, 0)
+        _ = try uploadedBytes(r)
+        let pack = try XCTUnwrap(try r.objects().first { $0.key.hasPrefix("\(r.prefix)/packs/") })
+        _ = try r.servers.s3check(["zero", r.bucket, pack.key])
+        XCTAssertEqual(try remoteCheck(r).status, 1)
+        let deadline = Date().addingTimeInterval(90)
+        var marked = try r.count("SELECT count(*) FROM docfs_blocks WHERE damaged_ns IS NOT NULL")
+        while marked > 0, Date() < deadline {
+            usleep(500_000)
+            marked = try r.count("SELECT count(*) FROM docfs_blocks WHERE damaged_ns IS NOT NULL")
+        }
+        XCTAssertEqual(marked, 0, "the writer sent the block again\n\(r.logTail())")
+        XCTAssertEqual(r.logLines(mentioningAnyOf: ["the server marked damaged"]).count, 1, r.logTail())
+        let clean = try remoteCheck(r)
+        XCTAssertEqual(clean.status, 0, "\(clean.report)")
+        let b = try makeSecond(r)
+        try waitForQuiet(r, b)
+        let cmp = r.fx.sh("cmp src.bin mnt2/one.bin", timeout: 60)
+        XCTAssertEqual(cmp.status, 0, "the second replica reads one.bin: \(cmp)")
+    }
 }
