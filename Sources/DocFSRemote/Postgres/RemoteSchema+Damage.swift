@@ -90,5 +90,20 @@ extension RemoteSchema {
         """,
         "REVOKE ALL ON FUNCTION docfs_mark_block_damaged(text, text) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_record_blocks(text[], text[], bigint[], bigint[]) FROM PUBLIC",
+        // A replica role made before (it could INSERT blocks) keeps recording them once upgraded,
+        // even by a migration that does not grant roles again (an owner's `docfs init`).
+        """
+        DO $do$
+        DECLARE
+            r record;
+        BEGIN
+            FOR r IN SELECT DISTINCT grantee FROM information_schema.role_table_grants
+                     WHERE table_name = 'docfs_blocks' AND privilege_type = 'INSERT' AND grantee <> current_user LOOP
+                EXECUTE format('GRANT EXECUTE ON FUNCTION docfs_mark_block_damaged(text, text), '
+                               'docfs_record_blocks(text[], text[], bigint[], bigint[]) TO %I', r.grantee);
+            END LOOP;
+        END
+        $do$
+        """,
     ]
 }
