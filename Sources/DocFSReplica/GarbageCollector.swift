@@ -32,6 +32,10 @@ package struct GarbageReport: Sendable, Codable, Equatable {
     package var packsDeleted = 0
     package var packsRewritten = 0
     package var packBytes: Int64 = 0
+    /// Blocks marked damaged when gc ran (schema 9), never dropped unsaid: those a manifest names
+    /// stay (a replica holding the bytes, or the next upload of them, heals them); those none
+    /// names go with the other unnamed blocks.
+    package var damagedBlocks: [DamagedBlock] = []
     package var dryRun = false
 }
 

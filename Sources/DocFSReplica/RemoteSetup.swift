@@ -60,6 +60,8 @@ package enum RemoteSetup {
                 try await TreeMarker.claim(tree: setup.treeID, database: configuration.postgres.database,
                                            configuration: configuration, objects: s3)
             }
+            // The tree's prefix is settled: the server checks recorded packs lie under it.
+            try await database.setPacksFolder(ContentObjectKey.packFolder(prefix: configuration.prefix))
             let (_, layoutSet) = try await settleLayout(layout, database)
             return Report(schemaVersion: setup.schemaVersion, treeID: setup.treeID, replicaRole: setup.replicaRole,
                           createdRole: setup.createdRole, layoutSet: layoutSet)

@@ -49,6 +49,7 @@ package enum ReplicaBootstrap {
             let fresh = try await database.latestPosition() == 0
             if setUpHere || fresh {
                 try await TreeMarker.claim(tree: tree, database: configuration.postgres.database, configuration: configuration, objects: s3)
+                if setUpHere { try await database.setPacksFolder(ContentObjectKey.packFolder(prefix: configuration.prefix)) }
             } else {
                 try await TreeMarker.check(tree: tree, configuration: configuration, objects: s3)
             }

@@ -29,6 +29,8 @@ package final class SyncEngine: Sendable {
     let logger: Logger
     let wake = WakeSignal()
     let progress = Mutex(SyncProgress())
+    /// Looking for damaged blocks this replica can send again (`SyncEngine+Heal`).
+    let healState = Mutex(HealState())
     private let task = Mutex<Task<Void, Never>?>(nil)
     /// Other replicas' changes: applied by `incoming`, woken by `follower` (a connection pool of
     /// their own, so a long upload never holds them up).
@@ -91,7 +93,9 @@ package final class SyncEngine: Sendable {
         // Files on the server only are downloaded when opened, by this engine's client.
         let (s3, bucket) = (self.s3, configuration.bucket)
         let verifier = self.verifier
-        let fetcher = ContentFetcher(server: incomingDatabase, objects: s3, bucket: bucket, logger: logger)
+        // A damaged block this replica marked: it looks whether it holds the bytes.
+        let fetcher = ContentFetcher(server: incomingDatabase, objects: s3, bucket: bucket, logger: logger,
+                                     reported: { [weak self] in self?.requestHeal() })
         store.setContentTransfers { request, ended in
             ContentDownload(row: request.row, key: request.key, contentVersion: request.contentVersion, size: request.size,
                             path: request.path,
@@ -170,6 +174,7 @@ package final class SyncEngine: Sendable {
                 let entries = try store.outboxEntries(limit: Self.batchSize, skipping: Set(setAside.keys))
                 guard let first = entries.first else {
                     deferUntil = nil
+                    try await healIfDue()
                     noteIdle()
                     await wake.wait(timeout: .seconds(5))
                     continue

@@ -5,5 +5,5 @@ import Foundation
 struct Remote: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Work on a replica's server (PostgreSQL and the bucket).",
-        subcommands: [RemoteSetupCommand.self, RemoteGC.self])
+        subcommands: [RemoteSetupCommand.self, RemoteGC.self, RemoteCheck.self])
 }

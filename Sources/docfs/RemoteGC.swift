@@ -32,7 +32,7 @@ struct RemoteGC: ParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Count what would be removed; remove nothing.")
     var dryRun = false
 
-    @Flag(help: "Print one JSON object (versions, versionBytes, leftovers, leftoverBytes, recentKept, abandonedUploads, logEntries, manifests, blocks, blockBytes, packsDeleted, packsRewritten, packBytes, dryRun).")
+    @Flag(help: "Print one JSON object (versions, versionBytes, leftovers, leftoverBytes, recentKept, abandonedUploads, logEntries, manifests, blocks, blockBytes, packsDeleted, packsRewritten, packBytes, damagedBlocks, dryRun).")
     var json = false
 
     func validate() throws {
@@ -41,7 +41,8 @@ struct RemoteGC: ParsableCommand {
         guard Self.duration(keepLog) != nil else { throw ValidationError("--keep-log: not a duration: \(keepLog) (e.g. 1h, 30d)") }
     }
 
-    func run() throws {
+    /// The server a replica's store names (gc and check), and its address for messages.
+    static func configuration(of store: String) throws -> (ReplicaConfiguration, server: String) {
         let url = URL(fileURLWithPath: store)
         let found: RemoteLink?
         do { found = try LocalStore.remoteLink(at: url) } catch {
@@ -50,10 +51,13 @@ struct RemoteGC: ParsableCommand {
         guard let link = found else {
             throw UserFacingError("docfs: store \(store) is not a replica of a server (it has no --remote)")
         }
-        let configuration: ReplicaConfiguration
-        do { configuration = try ReplicaConfiguration.resolve(link: link, store: url) } catch {
+        do { return (try ReplicaConfiguration.resolve(link: link, store: url), link.postgres) } catch {
             throw UserFacingError("docfs: store \(store) is a replica of \(link.postgres): \(error)")
         }
+    }
+
+    func run() throws {
+        let (configuration, server) = try Self.configuration(of: store)
         var logger = Logger(label: "docfs.gc")
         logger.logLevel = .warning
         let collector = GarbageCollector(configuration: configuration, logger: logger)
@@ -61,7 +65,7 @@ struct RemoteGC: ParsableCommand {
         let report: GarbageReport
         switch runBlocking({ try await collector.collect(grace: grace, keepVersions: versions, keepLog: keep, dryRun: dryRun) }) {
         case .success(let r): report = r
-        case .failure(let error): throw UserFacingError("docfs: gc of \(link.postgres): \(error)")
+        case .failure(let error): throw UserFacingError("docfs: gc of \(server): \(error)")
         }
         if json {
             JSONOutput.print(report)
@@ -77,6 +81,11 @@ struct RemoteGC: ParsableCommand {
         if !dryRun {
             print("trimmed \(report.logEntries) change log entries older than \(keepLog)")
             print("trimmed \(report.operations) applied operation id(s), \(report.versionRows) collected version row(s) and \(report.tombstones) deleted item(s) older than \(keepLog)")
+        }
+        if !report.damagedBlocks.isEmpty {
+            let named = report.damagedBlocks.filter(\.named)
+            print("\(report.damagedBlocks.count) block(s) marked damaged: \(named.count) named by kept versions (kept until their bytes are sent again; `docfs remote check` lists the files), \(report.damagedBlocks.count - named.count) named by none")
+            for block in named { print("damaged: block \(block.hash) in \(block.pack) at \(block.offset)") }
         }
         if report.expiredIntents > 0 { print("dropped \(report.expiredIntents) upload intent(s) of replicas that never committed their versions") }
     }

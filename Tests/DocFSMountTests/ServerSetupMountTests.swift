@@ -64,6 +64,17 @@ final class ServerSetupMountTests: ReplicaTestCase {
             UPDATE docfs_items SET content_version = content_version + 1, content_key = 'elsewhere', size = 9 WHERE name = 'ro.txt'
             """, "does not allow writing /ro.txt")
         assertRefusedToReplica(url, "UPDATE docfs_items SET size = 0 WHERE name = 'ro.txt'", "does not allow writing /ro.txt")
+        // Damaged blocks (schema 9): marked and healed only through the server's functions, which
+        // check what they are given.
+        let nowhere = "'\(r.prefix)/packs/00000000-0000-0000-0000-000000000000'"
+        assertRefusedToReplica(url, "UPDATE docfs_blocks SET damaged_ns = 1", "permission denied")
+        assertRefusedToReplica(url, "SELECT docfs_mark_block_damaged('ABC', \(nowhere))", "not a block hash")
+        assertRefusedToReplica(url, "SELECT docfs_mark_block_damaged(repeat('a', 64), 'elsewhere/packs/00000000-0000-0000-0000-000000000000')",
+                               "not a pack of this tree")
+        assertRefusedToReplica(url, "SELECT docfs_record_blocks(ARRAY[repeat('b', 64)], ARRAY['\(r.prefix)/objects/x'], ARRAY[0::bigint], ARRAY[1::bigint])",
+                               "not a pack of this tree")
+        XCTAssertEqual(try asReplica(url, "SELECT docfs_mark_block_damaged(repeat('a', 64), \(nowhere))").first?.first, "f",
+                       "a block that is not there is not marked")
 
         // A replica with that role: init (no migration, no password in its URL), mount, sync both ways.
         let second = Second(store: r.fx.dir + "/second", mnt: r.fx.dir + "/mnt2")

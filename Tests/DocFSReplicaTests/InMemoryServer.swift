@@ -17,6 +17,8 @@ final class InMemoryServer: ReplicaServer {
         var intents: Set<String> = []
         var blocks: [String: StoredBlock] = [:]
         var manifests: [String: BlockManifest] = [:]
+        /// Blocks marked damaged (docfs_blocks.damaged_ns): not "had" for dedup.
+        var damaged: Set<String> = []
         var dropAfterLookup: String?
         /// SHA-256 recorded per object key (as docfs_versions.sha256).
         var hashes: [String: String] = [:]
@@ -160,7 +162,7 @@ final class InMemoryServer: ReplicaServer {
     func knownBlocks(_ hashes: [String]) async throws -> Set<String> {
         try enter("knownBlocks")
         return state.withLock { s in
-            let known = Set(hashes.filter { s.blocks[$0] != nil })
+            let known = Set(hashes.filter { s.blocks[$0] != nil && !s.damaged.contains($0) })
             if let hash = s.dropAfterLookup, known.contains(hash) {
                 s.blocks[hash] = nil
                 s.dropAfterLookup = nil
@@ -171,7 +173,11 @@ final class InMemoryServer: ReplicaServer {
     func recordBlocks(_ blocks: [StoredBlock], manifests: [BlockManifest]) async throws -> Set<String> {
         try enter("recordBlocks")
         return try state.withLock { s in
-            for block in blocks where s.blocks[block.hash] == nil { s.blocks[block.hash] = block }
+            // As docfs_record_blocks: a damaged block takes the new place and loses its mark.
+            for block in blocks where s.blocks[block.hash] == nil || s.damaged.contains(block.hash) {
+                s.blocks[block.hash] = block
+                s.damaged.remove(block.hash)
+            }
             let missing = Set(manifests.flatMap(\.hashes).filter { s.blocks[$0] == nil })
             guard missing.isEmpty else { return missing }
             for manifest in manifests where s.manifests[manifest.key] == nil { s.manifests[manifest.key] = manifest }
@@ -189,6 +195,27 @@ final class InMemoryServer: ReplicaServer {
             s.manifests[key].map { m in (m.size, m.hashes.compactMap { s.blocks[$0] }) }
         }
     }
+    func markBlockDamaged(hash: String, pack: String) async throws -> Bool {
+        try enter("markBlockDamaged")
+        return state.withLock { s in
+            guard s.blocks[hash]?.pack == pack else { return false }
+            s.damaged.insert(hash)
+            return true
+        }
+    }
+    /// Asked by an idle engine: it takes no failure queued for the operations a test drives.
+    func damagedContents() async throws -> [DamagedContent] {
+        try state.withLock { s in
+            s.calls["damagedContents", default: 0] += 1
+            if s.down { throw RemoteError.unreachable("the server is down (test)") }
+            return s.items.values.sorted { $0.id < $1.id }.compactMap { item -> DamagedContent? in
+                guard !item.deleted, let key = item.contentKey, let manifest = s.manifests[key] else { return nil }
+                let hashes = Set(manifest.hashes).intersection(s.damaged)
+                return hashes.isEmpty ? nil : DamagedContent(itemID: item.id, key: key, hashes: hashes.sorted())
+            }
+        }
+    }
+    func isDamaged(_ hash: String) -> Bool { state.withLock { $0.damaged.contains(hash) } }
     /// Forgets a block right after the next `knownBlocks` answered it known (as gc would
     /// between a replica's question and its record): that replica must send it again.
     func dropBlockAfterNextLookup(_ hash: String) { state.withLock { $0.dropAfterLookup = hash } }

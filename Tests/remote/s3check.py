@@ -8,6 +8,7 @@ with boto3 rather than docfs's own S3 client, and the local tree read with plain
     s3check.py digest BUCKET KEYS.json     JSON {key: {size, sha256}} (streamed, never whole in memory)
     s3check.py read BUCKET KEYS.json       JSON {key: text} of small objects (UTF-8, errors replaced)
     s3check.py put BUCKET KEY TEXT         writes an object (a left-over for `docfs remote gc` to find)
+    s3check.py zero BUCKET KEY             overwrites an object with as many zero bytes (a damaged pack)
     s3check.py tree ROOT                   JSON [{path, kind, size, sha256, target}] of a local tree,
                                            paths as "/a/b" from ROOT, sorted
 
@@ -130,6 +131,10 @@ def main(argv):
         elif command == "put":
             s3.put_object(Bucket=arg, Key=argv[3], Body=argv[4].encode())
             result = {"put": argv[3]}
+        elif command == "zero":
+            size = s3.head_object(Bucket=arg, Key=argv[3])["ContentLength"]
+            s3.put_object(Bucket=arg, Key=argv[3], Body=bytes(size))
+            result = {"zeroed": argv[3], "size": size}
         elif command == "start-upload":
             # A multipart upload started with one part and never finished (a replica gone mid-upload).
             started = s3.create_multipart_upload(Bucket=arg, Key=argv[3])

@@ -38,11 +38,13 @@ package struct PackUsage: Sendable, Equatable {
 // Blocks (schema 8, `RemoteSchema+Blocks`): what a replica asks before and after uploading
 // packs, what a reader asks to find a version's blocks, what gc asks to drop and repack them.
 extension RemoteDatabase {
-    /// Which of these blocks the bucket already holds (another file's, another replica's).
+    /// Which of these blocks the bucket already holds (another file's, another replica's). A
+    /// block marked damaged is not held: the upload sends its bytes again (schema 9).
     package func knownBlocks(_ hashes: [String]) async throws -> Set<String> {
         guard !hashes.isEmpty else { return [] }
         return try await mapped { [self] in
-            let rows = try await client.query("SELECT hash FROM docfs_blocks WHERE hash = ANY(\(hashes))", logger: logger)
+            let rows = try await client.query("SELECT hash FROM docfs_blocks WHERE hash = ANY(\(hashes)) AND damaged_ns IS NULL",
+                                              logger: logger)
             var out: Set<String> = []
             for try await (hash) in rows.decode(String.self) { out.insert(hash) }
             return out
@@ -63,12 +65,11 @@ extension RemoteDatabase {
                 try await client.withTransaction(logger: logger) { conn in
                     let now = Self.serverNow
                     if !blocks.isEmpty {
+                        // Through the server's function (the replica role may not UPDATE): a block
+                        // marked damaged takes its new place and loses its mark.
                         try await conn.query("""
-                            INSERT INTO docfs_blocks (hash, pack_key, pack_offset, length, created_ns)
-                            SELECT h, p, o, l, \(unescaped: now)
-                            FROM unnest(\(blocks.map(\.hash))::text[], \(blocks.map(\.pack))::text[],
-                                        \(blocks.map(\.offset))::bigint[], \(blocks.map(\.length))::bigint[]) AS b(h, p, o, l)
-                            ON CONFLICT (hash) DO NOTHING
+                            SELECT docfs_record_blocks(\(blocks.map(\.hash))::text[], \(blocks.map(\.pack))::text[],
+                                                       \(blocks.map(\.offset))::bigint[], \(blocks.map(\.length))::bigint[])
                             """, logger: logger)
                     }
                     for manifest in manifests {
@@ -172,12 +173,13 @@ extension RemoteDatabase {
         }
     }
 
-    /// Points blocks at their copies in a new pack (gc's repacking), those still in `from`.
+    /// Points blocks at their copies in a new pack (gc's repacking), those still in `from`; each
+    /// was checked against its hash, so a mark of damage goes.
     package func moveBlocks(_ moved: [StoredBlock], from pack: String) async throws {
         guard !moved.isEmpty else { return }
         try await mapped { [self] in
             try await client.query("""
-                UPDATE docfs_blocks b SET pack_key = m.p, pack_offset = m.o
+                UPDATE docfs_blocks b SET pack_key = m.p, pack_offset = m.o, damaged_ns = NULL
                 FROM unnest(\(moved.map(\.hash))::text[], \(moved.map(\.pack))::text[], \(moved.map(\.offset))::bigint[]) AS m(h, p, o)
                 WHERE b.hash = m.h AND b.pack_key = \(pack)
                 """, logger: logger)

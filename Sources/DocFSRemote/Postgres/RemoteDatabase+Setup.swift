@@ -70,3 +70,16 @@ extension RemoteDatabase {
         }
     }
 }
+
+extension RemoteDatabase {
+    /// `PREFIX/packs/`, once the tree's prefix is settled (the owner's step): the server's block
+    /// functions (schema 9) refuse a pack anywhere else.
+    package func setPacksFolder(_ folder: String) async throws {
+        try await mapped { [self] in
+            try await client.query("""
+                INSERT INTO docfs_meta (key, value) VALUES ('packs_folder', \(folder))
+                ON CONFLICT (key) DO UPDATE SET value = excluded.value
+                """, logger: logger)
+        }
+    }
+}

@@ -116,6 +116,8 @@ extension RemoteSchema {
             "GRANT INSERT, UPDATE, DELETE ON docfs_upload_intents TO \(r)",
             "GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO \(r)",
             "GRANT EXECUTE ON FUNCTION docfs_set_layout_mime(text) TO \(r)",
+            // Blocks found damaged, and blocks recorded (healing a damaged one): schema 9.
+            "GRANT EXECUTE ON FUNCTION docfs_mark_block_damaged(text, text), docfs_record_blocks(text[], text[], bigint[], bigint[]) TO \(r)",
         ]
     }
 

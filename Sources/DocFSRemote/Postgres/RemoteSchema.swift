@@ -58,8 +58,13 @@
 ///
 /// Version 7 (verified downloads): `docfs_versions.sha256`, the SHA-256 of the object as the
 /// replica that uploaded it read it; a replica checks every download against it (`expectedSHA256`).
+///
+/// Version 8 (`RemoteSchema+Blocks.swift`): contents as blocks in packs.
+///
+/// Version 9 (`RemoteSchema+Damage.swift`): a block found damaged is marked, no longer "had" for
+/// dedup, and healed by the next upload of its bytes.
 package enum RemoteSchema {
-    package static let latest = 8
+    package static let latest = 9
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -177,6 +182,7 @@ package enum RemoteSchema {
             "ALTER TABLE docfs_versions ADD COLUMN IF NOT EXISTS sha256 text",
         ]),
         (8, blockStatements),
+        (9, damageStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the

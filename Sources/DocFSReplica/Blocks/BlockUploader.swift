@@ -71,7 +71,9 @@ struct BlockUploader {
     /// gc's grace keeps its blocks until its manifests name them.
     static let intentRenewal = Duration.seconds(60)
 
-    func upload(_ files: [File]) async throws -> Result {
+    /// `only`: send just these blocks and record no manifest (healing blocks marked damaged,
+    /// from a file whose bytes this replica holds: `SyncEngine.healDamagedBlocks`).
+    func upload(_ files: [File], only: Set<String>? = nil) async throws -> Result {
         let work = Work()
         var manifests: [(file: File, manifest: BlockManifest)] = []
         do {
@@ -84,6 +86,7 @@ struct BlockUploader {
                 while let bytes = try blocks.next() {
                     let hash = bytes.withUnsafeBytes { BlockHash.of($0) }
                     hashes.append(hash)
+                    if let only, !only.contains(hash) { continue }
                     work.batch.append(Pending(hash: hash, bytes: bytes))
                     work.batchBytes += bytes.count
                     if work.batchBytes >= batchBytes { try await resolveBatch(work) }
@@ -105,6 +108,10 @@ struct BlockUploader {
             var result = Result()
             for file in files { for seq in file.seqs { result.refused[seq] = sorted.message } }
             return result
+        }
+        if only != nil {
+            try? await server.dropUploadIntents(work.packKeys)
+            return Result(uploadedBytes: work.uploaded, packs: work.packs)
         }
         // The packs' blocks are recorded; the manifests name them (and any the server had). Their
         // intents first (renewed right before the versions are committed): gc keeps a manifest,

@@ -12,12 +12,19 @@ import DocFSRemote
 /// read with `DownloadVerifier.Mismatch` and one log line naming the pack: none of its bytes
 /// reach the file. The block locations are asked for at every call, so a retry after gc moved a
 /// block to a new pack finds it there.
+///
+/// A block found damaged, or whose pack or range is gone, is reported to the server, which marks
+/// it (schema 9): no upload counts on it any more, so the next upload of its bytes sends them,
+/// and a replica that holds them sends them again (`SyncEngine.healDamagedBlocks`). The reader
+/// still gets EIO.
 struct ContentFetcher: Sendable {
     let server: any ReplicaServer
     let objects: any ObjectStore
     let bucket: String
     let logger: Logger
     var runBytes: Int64 = 8 << 20
+    /// Heard once a damaged block was marked on the server (the engine looks for its bytes here).
+    var reported: (@Sendable () -> Void)? = nil
 
     /// Bytes `range` of version `key` into the existing file at `path`, at the same offsets;
     /// `progress` hears the bytes written from `range`'s start and answers false to stop.
@@ -52,19 +59,42 @@ struct ContentFetcher: Sendable {
                 end += 1
             }
             let first = blocks[index]
-            let bytes = try await objects.getObjectBytes(bucket: bucket, key: first.pack,
+            let bytes: [UInt8]
+            do {
+                bytes = try await objects.getObjectBytes(bucket: bucket, key: first.pack,
                                                          range: first.offset...(first.offset + runLength - 1), upTo: Int(runLength))
+            } catch let error as S3Error where error.kind == .notFound || error.kind == .invalidRange {
+                // The pack, or the range its blocks are said to be at, is gone from the bucket.
+                await report(blocks[index..<end], "its pack \(first.pack) or its range there is gone (\(error.kind))")
+                throw DownloadVerifier.Mismatch(message: "the pack \(first.pack) or the range of its blocks at \(first.offset) is gone from the bucket")
+            }
             guard Int64(bytes.count) == runLength else {
+                var whole = Int64(0)
+                let cut = blocks[index..<end].filter { whole += $0.length; return whole > Int64(bytes.count) }
+                await report(cut[...], "its pack \(first.pack) is shorter than its blocks")
                 throw DownloadVerifier.Mismatch(message: "the pack \(first.pack) is shorter than its blocks (\(bytes.count) of \(runLength) bytes at \(first.offset))")
             }
+            // Every block of the run checked before a byte is written: all the damaged ones are marked.
             var at = 0
+            var damaged: [StoredBlock] = []
             for block in blocks[index..<end] {
                 let length = Int(block.length)
                 let actual = bytes.withUnsafeBytes { BlockHash.of(UnsafeRawBufferPointer(rebasing: $0[at..<at + length])) }
-                guard actual == block.hash else {
-                    logger.error("sync: block \(block.hash.prefix(12))… in the pack \(block.pack) at \(block.offset) does not match its SHA-256 (\(actual.prefix(12))…): replaced or damaged in the bucket; not used")
-                    throw DownloadVerifier.Mismatch(message: "the pack \(block.pack) does not match the SHA-256 of its block at \(block.offset) (replaced or damaged in the bucket)")
+                if actual != block.hash {
+                    if damaged.isEmpty {
+                        logger.error("sync: block \(block.hash.prefix(12))… in the pack \(block.pack) at \(block.offset) does not match its SHA-256 (\(actual.prefix(12))…): replaced or damaged in the bucket; not used")
+                    }
+                    damaged.append(block)
                 }
+                at += length
+            }
+            if let block = damaged.first {
+                await report(damaged[...], "their bytes do not match their SHA-256")
+                throw DownloadVerifier.Mismatch(message: "the pack \(block.pack) does not match the SHA-256 of its block at \(block.offset) (replaced or damaged in the bucket)")
+            }
+            at = 0
+            for block in blocks[index..<end] {
+                let length = Int(block.length)
                 // Only what `range` asks for (a stream starting inside a block skips its head).
                 let skip = Int(max(0, range.lowerBound - fileOffset))
                 if skip < length {
@@ -92,5 +122,22 @@ struct ContentFetcher: Sendable {
                                          permissions: [.ownerReadWrite])
         try fd.close()
         _ = try await fetch(manifest.blocks, range: 0..<manifest.size, intoFileAt: FilePath(path)) { _ in true }
+    }
+
+    /// Tells the server these blocks are damaged (it marks each where it was read), one log line;
+    /// a server that cannot be told now hears it from the next reader or `docfs remote check`.
+    private func report(_ damaged: ArraySlice<StoredBlock>, _ why: String) async {
+        var marked = 0
+        for block in damaged {
+            do {
+                if try await server.markBlockDamaged(hash: block.hash, pack: block.pack) { marked += 1 }
+            } catch {
+                logger.warning("sync: could not tell the server that block \(block.hash.prefix(12))… is damaged: \(error)")
+                return
+            }
+        }
+        guard marked > 0 else { return }
+        logger.warning("sync: marked \(marked) block(s) damaged on the server (\(why)): the next upload of their bytes sends them again")
+        reported?()
     }
 }

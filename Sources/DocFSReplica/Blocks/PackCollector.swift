@@ -18,6 +18,11 @@ struct PackCollector {
     static let rewriteBelow = 0.5
 
     func collect(cutoff: Date, cutoffNs: Int64, dryRun: Bool, report: inout GarbageReport) async throws {
+        report.damagedBlocks = try await database.damagedBlocks()
+        if !report.damagedBlocks.isEmpty {
+            let named = report.damagedBlocks.filter(\.named).count
+            logger.error("gc: \(report.damagedBlocks.count) block(s) are marked damaged (\(named) named by kept versions: kept until a replica sends their bytes again; `docfs remote check` lists the files)")
+        }
         if !dryRun {
             report.manifests += try await database.dropOrphanManifests(before: cutoffNs)
             let dropped = try await database.dropUnnamedBlocks(before: cutoffNs)
@@ -59,6 +64,8 @@ struct PackCollector {
             guard range.upperBound <= bytes.count,
                   bytes.withUnsafeBytes({ BlockHash.of(UnsafeRawBufferPointer(rebasing: $0[range])) }) == block.hash else {
                 damaged += 1
+                // Marked, so that no upload counts on it and a replica holding it sends it again.
+                try await database.markBlockDamaged(hash: block.hash, pack: key)
                 continue
             }
             moved.append(StoredBlock(hash: block.hash, pack: newKey, offset: Int64(pack.count), length: block.length))

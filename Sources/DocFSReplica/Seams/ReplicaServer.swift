@@ -47,6 +47,11 @@ package protocol ReplicaServer: Sendable {
     func knownBlocks(_ hashes: [String]) async throws -> Set<String>
     func recordBlocks(_ blocks: [StoredBlock], manifests: [BlockManifest]) async throws -> Set<String>
     func manifest(key: String) async throws -> (size: Int64, blocks: [StoredBlock])?
+    /// Damaged blocks (schema 9): a reader marks one it found damaged or gone where it read it
+    /// (false: no block there now); the live items whose current contents name damaged blocks.
+    @discardableResult
+    func markBlockDamaged(hash: String, pack: String) async throws -> Bool
+    func damagedContents() async throws -> [DamagedContent]
 
     /// Objects about to be named by versions (gc spares them), and dropped once those are in.
     func recordUploadIntents(_ keys: [String]) async throws

@@ -1,0 +1,76 @@
+import Foundation
+import Logging
+import DocFSRemote
+
+/// What `docfs remote check` found.
+package struct BlockCheckReport: Sendable, Codable, Equatable {
+    /// Packs read and blocks verified against their SHA-256 (and their bytes).
+    package var packs = 0
+    package var blocks = 0
+    package var bytes: Int64 = 0
+    /// Blocks found damaged by this check (marked now) and blocks found sound again (a pack mended).
+    package var newlyDamaged = 0
+    package var cleared = 0
+    /// Every block marked damaged after the check, and the versions naming them.
+    package var damaged: [DamagedBlock] = []
+    package var versions: [DamagedVersion] = []
+    package var isClean: Bool { damaged.isEmpty }
+}
+
+/// Reads every pack the server's blocks are in and checks every block against its SHA-256
+/// (the owner's `docfs remote check`): a block whose bytes do not match, or whose pack or range
+/// is gone, is marked damaged on the server (so the next upload of its bytes sends them, and a
+/// replica holding them sends them again); a marked block found sound (a pack mended) loses its
+/// mark. The answer lists the damaged blocks and the versions (by path) that name them.
+package struct BlockChecker: Sendable {
+    let configuration: ReplicaConfiguration
+    let logger: Logger
+
+    package init(configuration: ReplicaConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    package func check() async throws -> BlockCheckReport {
+        try await configuration.withClients(logger: logger) { database, s3 in
+            if let tree = try await database.treeID() {
+                try await TreeMarker.check(tree: tree, configuration: configuration, objects: s3)
+            }
+            var report = BlockCheckReport()
+            let marked = Set(try await database.damagedBlocks().map(\.hash))
+            for pack in try await database.packUsage().keys.sorted() {
+                let blocks = try await database.blocks(inPack: pack)
+                guard let end = blocks.map({ $0.offset + $0.length }).max() else { continue }
+                report.packs += 1
+                var bytes: [UInt8] = []
+                do {
+                    bytes = try await s3.getObjectBytes(bucket: configuration.bucket, key: pack, range: nil, upTo: Int(end) + 1)
+                } catch let error as S3Error where error.kind == .notFound {
+                    logger.error("check: the pack \(pack) is gone from the bucket")
+                }
+                for block in blocks {
+                    report.blocks += 1
+                    report.bytes += block.length
+                    let range = Int(block.offset)..<Int(block.offset + block.length)
+                    let sound = range.upperBound <= bytes.count
+                        && bytes.withUnsafeBytes({ BlockHash.of(UnsafeRawBufferPointer(rebasing: $0[range])) }) == block.hash
+                    if sound {
+                        if marked.contains(block.hash) {
+                            try await database.clearDamage(hash: block.hash, pack: pack)
+                            report.cleared += 1
+                        }
+                    } else if !marked.contains(block.hash) {
+                        // Marked where it was read: a block gc moved meanwhile is not.
+                        if try await database.markBlockDamaged(hash: block.hash, pack: pack) { report.newlyDamaged += 1 }
+                    }
+                }
+            }
+            report.damaged = try await database.damagedBlocks()
+            report.versions = try await database.damagedVersions()
+            if !report.damaged.isEmpty {
+                logger.error("check: \(report.damaged.count) damaged block(s), named by \(report.versions.count) version(s)")
+            }
+            return report
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import DocFSRemote
+import DocFSStore
+
+/// When the engine last looked for damaged blocks it could heal, and whether a reader asked.
+struct HealState: Sendable {
+    /// A reader marked a block damaged (or the engine just started): look at the next idle.
+    var requested = true
+    var last: ContinuousClock.Instant?
+    /// Items already sent from here whose blocks stayed damaged (the bytes here differ): not again.
+    var tried: Set<String> = []
+}
+
+// Damaged blocks heal: a block the server marks damaged (a reader found it so, or `docfs remote
+// check`) is not "had" any more, and a replica that holds a file naming it sends it again.
+extension SyncEngine {
+    /// How often an idle engine asks the server whether it holds bytes of damaged blocks.
+    static let healInterval = Duration.seconds(15)
+
+    /// A reader marked a block damaged: the engine looks at its next idle moment.
+    func requestHeal() {
+        healState.withLock { $0.requested = true }
+        wake.signal()
+    }
+
+    /// At an idle moment (the outbox sent): heals when asked, or every `healInterval`. Best
+    /// effort: a server away is the loop's business when there is something to send; the next
+    /// idle moment asks again.
+    func healIfDue() async throws {
+        let clock = ContinuousClock()
+        let due = healState.withLock { h -> Bool in
+            guard h.requested || h.last.map({ clock.now - $0 >= Self.healInterval }) ?? true else { return false }
+            h.requested = false
+            h.last = clock.now
+            return true
+        }
+        guard due else { return }
+        do { try await healDamagedBlocks() } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            healState.withLock { $0.requested = true }
+            logger.debug("sync: looking for damaged blocks to send again: \(error)")
+        }
+    }
+
+    /// Sends again, from the files this replica holds, the blocks the server marks damaged that
+    /// their current versions name: only those blocks go (the uploader skips the rest), and
+    /// recording them gives each a sound place and clears its mark.
+    func healDamagedBlocks() async throws {
+        let damaged = try await database.damagedContents()
+        guard !damaged.isEmpty else { return }
+        let tried = healState.withLock { $0.tried }
+        let attempt = { (d: DamagedContent) in "\(d.itemID) \(d.key) \(d.hashes.joined(separator: ","))" }
+        let wanted = damaged.filter { !tried.contains(attempt($0)) }
+        let held = store.heldContents(wanted.map { ($0.itemID, $0.key) })
+        guard !held.isEmpty else { return }
+        let heldRows = Set(held.map(\.row))
+        let sending = wanted.filter { heldRows.contains(store.currentRow($0.itemID)) }
+        let hashes = Set(sending.flatMap(\.hashes))
+        let files = held.map { BlockUploader.File(seqs: [], operationID: UUID(), path: $0.path) }
+        let uploader = BlockUploader(server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix, logger: logger)
+        let result = try await uploader.upload(files, only: hashes)
+        progress.withLock { $0.noteUploaded(result.uploadedBytes) }
+        let healed = try await database.knownBlocks(Array(hashes))
+        let paths = held.prefix(3).map { store.path(of: LocalStore.identifier(forRow: $0.row)) }.joined(separator: ", ")
+        logger.notice("sync: sent again \(healed.count) of \(hashes.count) block(s) the server marked damaged (\(result.uploadedBytes) bytes), from this replica's copies of \(paths)\(held.count > 3 ? " and \(held.count - 3) more" : "")")
+        // Those whose blocks stayed damaged hold other bytes here: not tried again.
+        let stuck = sending.filter { !Set($0.hashes).isSubset(of: healed) }
+        if !stuck.isEmpty { healState.withLock { h in for d in stuck { h.tried.insert(attempt(d)) } } }
+    }
+}
