@@ -227,6 +227,33 @@ final class NoEditLostMountTests: ReplicaTestCase {
     /// An upload whose versions wait (held at a fault point, its objects in the bucket, nothing
     /// on PostgreSQL names them) while `docfs remote gc --grace 0` runs: age alone would call
     /// them left-overs; the upload intents keep them, and the version reads back whole.
+    /// A replica stalled between recording its manifest and committing the version, for longer
+    /// than its upload intents live (dated back here): gc drops the manifest, its blocks and
+    /// its pack. The commit that follows is refused by the server, and the replica sends the file
+    /// again: the stall costs a re-send, never a version nobody can read.
+    func testAStallLongerThanTheIntentsCostsAResendNotAnUnreadableVersion() throws {
+        let r = try makeRemote(mount: false)
+        let release = r.fx.dir + "/release-upload"
+        try r.fx.mount(env: ["DOCFS_FAULT": "upload-done:wait", "DOCFS_FAULT_RELEASE": release])
+        XCTAssertEqual(r.fx.sh("mkdir -p src && head -c 300000 /dev/urandom > src/held.bin && cp src/held.bin mnt/").status, 0)
+        eventually("the upload is recorded and held before its commit", timeout: 60) {
+            r.fx.log.contains("DOCFS_FAULT: waiting at upload-done") && ((try? r.count("SELECT count(*) FROM docfs_manifests")) ?? 0) == 1
+        }
+        _ = try r.servers.psql(r.databaseURL, "UPDATE docfs_upload_intents SET created_ns = created_ns - 3600000000000")
+        _ = try r.gc(["--grace", "0", "--keep-versions", "0"])
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_manifests"), 0, "gc dropped the manifest of the stalled upload")
+        XCTAssertEqual(try r.objects().count, 0, "gc deleted its pack")
+
+        FileManager.default.createFile(atPath: release, contents: nil)
+        try r.waitUntilUploaded(timeout: 120)
+        XCTAssertFalse(r.logLines(mentioningAnyOf: ["is not on the server"]).isEmpty, "the server refused the commit: \(r.logTail())")
+        try r.assertServerMatchesMount()
+        let b = try makeSecond(r)
+        eventually("the second replica reads the file", timeout: 60) {
+            r.fx.sh("cmp src/held.bin '\(b.mnt)/held.bin'").status == 0
+        }
+    }
+
     func testGarbageCollectionSparesAnUploadWaitingForItsCommit() throws {
         let r = try makeRemote(mount: false)
         let release = r.fx.dir + "/release-upload"

@@ -20,6 +20,8 @@ extension RemoteDatabase {
                 if state.hasPrefix("08") || state.hasPrefix("57P") { return RemoteError.unreachable(message) }
                 if state == "23514", message.hasPrefix("the server's layout") { return RemoteError.refused(message) }
                 if state == "42501" { return RemoteError.notPermitted(message) }  // insufficient_privilege
+                // The manifest a version names was collected meanwhile: upload it again.
+                if state == "DF001" { return RemoteError.server(message) }
                 // Worth retrying: serialization failures and deadlocks (40), resources (53: a full
                 // disk, memory), a lock not had or a statement cancelled, system and internal
                 // errors, and schema errors (42: the whole server, not one change).

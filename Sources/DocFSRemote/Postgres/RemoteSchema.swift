@@ -63,8 +63,10 @@
 ///
 /// Version 9 (`RemoteSchema+Damage.swift`): a block found damaged is marked, no longer "had" for
 /// dedup, and healed by the next upload of its bytes.
+///
+/// Version 10 (`RemoteSchema+Manifests.swift`): a version can only name a manifest that exists.
 package enum RemoteSchema {
-    package static let latest = 9
+    package static let latest = 10
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -183,6 +185,7 @@ package enum RemoteSchema {
         ]),
         (8, blockStatements),
         (9, damageStatements),
+        (10, manifestStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the
