@@ -123,7 +123,7 @@ package struct GarbageCollector: Sendable {
             }
         }
         try await PackCollector(database: database, s3: s3, bucket: bucket, prefix: configuration.prefix, logger: logger)
-            .collect(cutoff: cutoff, cutoffNs: cutoffNs, dryRun: dryRun, report: &report)
+            .collect(cutoffNs: cutoffNs, dryRun: dryRun, report: &report)
 
         // Objects under PREFIX/objects/ that nothing names, a page at a time.
         try await s3.forEachPage(bucket: bucket, under: folder) { ours in

@@ -15,7 +15,7 @@ class ReplicaTestCase: RemoteMountTestCase {
     }
 
     func makeSecond(_ r: RemoteMount, env: [String: String] = [:], name: String = "second") throws -> Second {
-        let second = Second(store: r.fx.dir + "/" + name, mnt: r.fx.dir + "/mnt-" + name)
+        let second = Second(store: r.fx.dir + "/" + name, mnt: r.fx.dir + (name == "second" ? "/mnt2" : "/mnt-" + name))
         XCTAssertEqual(mkdir(second.mnt, 0o755), 0)
         let env = r.awsEnvironment(secret: r.servers.secretKey)
         let initResult = r.fx.docfs(["init", second.store] + r.remoteArguments, env: env)

@@ -160,6 +160,27 @@ extension RemoteDatabase {
         }
     }
 
+    /// These packs' live bytes and blocks, and whether an upload intent names them, read in one
+    /// statement (one snapshot): an upload moves a pack from "intent, no rows" to "rows" (its
+    /// intent dropped only after), so gc never sees one of its packs with neither.
+    package func packStates(_ keys: [String]) async throws -> [String: (usage: PackUsage, pending: Bool)] {
+        guard !keys.isEmpty else { return [:] }
+        return try await mapped { [self] in
+            let rows = try await client.query("""
+                SELECT k, coalesce(b.bytes, 0)::bigint, coalesce(b.n, 0)::bigint,
+                       EXISTS (SELECT 1 FROM docfs_upload_intents u WHERE u.key = k)
+                FROM unnest(\(keys)::text[]) AS k
+                LEFT JOIN (SELECT pack_key, sum(length) AS bytes, count(*) AS n FROM docfs_blocks
+                           WHERE pack_key = ANY(\(keys)) GROUP BY pack_key) b ON b.pack_key = k
+                """, logger: logger)
+            var out: [String: (usage: PackUsage, pending: Bool)] = [:]
+            for try await (key, bytes, n, pending) in rows.decode((String, Int64, Int64, Bool).self) {
+                out[key] = (PackUsage(key: key, liveBytes: bytes, blocks: Int(n)), pending)
+            }
+            return out
+        }
+    }
+
     /// The blocks of one pack.
     package func blocks(inPack key: String) async throws -> [StoredBlock] {
         try await mapped { [self] in

@@ -17,7 +17,7 @@ struct PackCollector {
     /// A pack whose live blocks use less than this share of it is rewritten.
     static let rewriteBelow = 0.5
 
-    func collect(cutoff: Date, cutoffNs: Int64, dryRun: Bool, report: inout GarbageReport) async throws {
+    func collect(cutoffNs: Int64, dryRun: Bool, report: inout GarbageReport) async throws {
         report.damagedBlocks = try await database.damagedBlocks()
         if !report.damagedBlocks.isEmpty {
             let named = report.damagedBlocks.filter(\.named).count
@@ -29,19 +29,22 @@ struct PackCollector {
             report.blocks = dropped.count
             report.blockBytes = dropped.bytes
         }
-        let usage = try await database.packUsage()
         let folder = ContentObjectKey.packFolder(prefix: prefix)
         try await s3.forEachPage(bucket: bucket, under: folder) { packs in
-            // Intents: packs being uploaded (no block row names them yet).
-            let pending = try await database.referencedKeys(packs.map(\.key))
-            for pack in packs where !pending.contains(pack.key) {
-                guard let written = pack.lastModified, written < cutoff else { continue }
-                guard let used = usage[pack.key] else {
+            // Rows and intents of the page's packs from one snapshot of the server (not a usage
+            // read once at the start and intents later: a pack can go from the one to the other
+            // in between): a pack with an intent is being uploaded, one with neither is dead,
+            // whatever the bucket's Last-Modified says.
+            let states = try await database.packStates(packs.map(\.key))
+            for pack in packs {
+                guard let state = states[pack.key], !state.pending else { continue }
+                guard state.usage.blocks > 0 else {
                     report.packsDeleted += 1
                     report.packBytes += pack.size
                     if !dryRun { try await s3.deleteObject(bucket: bucket, key: pack.key) }
                     continue
                 }
+                let used = state.usage
                 guard Double(used.liveBytes) < Double(pack.size) * Self.rewriteBelow else { continue }
                 report.packsRewritten += 1
                 report.packBytes += pack.size - used.liveBytes
