@@ -522,6 +522,23 @@ final class RemoteMount {
         return report
     }
 
+    /// The tree's database saved as an operator backs it up (`pg_dump -Fc`); the dump's path.
+    func dumpDatabase() throws -> String {
+        let dump = fx.dir + "/server-\(UUID().uuidString.prefix(8)).dump"
+        let dumped = runProcess(servers.pgBin + "/pg_dump", ["-Fc", "-f", dump, "-d", databaseURL], cwd: "/", timeout: 60, outDir: "/tmp")
+        guard dumped.status == 0 else { throw FixtureError("pg_dump: \(dumped)") }
+        return dump
+    }
+
+    /// The tree's database dropped and made again from `dump` (`pg_restore`): its identifiers
+    /// and change log positions go back to the backup's. Mounts of it should be unmounted first.
+    func restoreDatabase(from dump: String) throws {
+        _ = try servers.psql(servers.adminURL, "DROP DATABASE \(database) WITH (FORCE)")
+        _ = try servers.psql(servers.adminURL, "CREATE DATABASE \(database)")
+        let restored = runProcess(servers.pgBin + "/pg_restore", ["-d", databaseURL, dump], cwd: "/", timeout: 60, outDir: "/tmp")
+        guard restored.status == 0 else { throw FixtureError("pg_restore: \(restored)") }
+    }
+
     /// A line of the daemon's `/proc/PID/status` in bytes: `VmRSS` (resident now), `VmHWM` (its peak).
     func daemonMemory(_ field: String) -> Int? {
         guard let pid = fx.daemonPID,

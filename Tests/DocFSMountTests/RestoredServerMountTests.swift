@@ -10,18 +10,13 @@ final class RestoredServerMountTests: ReplicaTestCase {
         let r = try makeRemote()
         XCTAssertEqual(r.fx.sh("printf 'in the backup' > mnt/f0.txt").status, 0)
         try r.waitUntilUploaded()
-        let dump = r.fx.dir + "/server.dump"
-        let dumped = runProcess(servers.pgBin + "/pg_dump", ["-Fc", "-f", dump, "-d", r.databaseURL], cwd: "/", timeout: 60, outDir: "/tmp")
-        XCTAssertEqual(dumped.status, 0, "\(dumped)")
+        let dump = try r.dumpDatabase()
         XCTAssertEqual(r.fx.sh("for i in 1 2 3 4 5; do printf \"a$i after the backup\" > mnt/a$i.txt; done").status, 0)
         try r.waitUntilUploaded()
         XCTAssertEqual(try r.unmount().status, 0)
         XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15))
 
-        _ = try servers.psql(servers.adminURL, "DROP DATABASE \(r.database) WITH (FORCE)")
-        _ = try servers.psql(servers.adminURL, "CREATE DATABASE \(r.database)")
-        let restored = runProcess(servers.pgBin + "/pg_restore", ["-d", r.databaseURL, dump], cwd: "/", timeout: 60, outDir: "/tmp")
-        XCTAssertEqual(restored.status, 0, "\(restored)")
+        try r.restoreDatabase(from: dump)
 
         // Two other replicas write after the restore, more than A did.
         let b = try makeSecond(r, name: "b")

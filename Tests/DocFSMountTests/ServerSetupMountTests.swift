@@ -229,19 +229,14 @@ extension ServerSetupMountTests {
         let r = try makeRemote()
         XCTAssertEqual(r.fx.sh("printf before > mnt/a.txt").status, 0)
         try r.waitUntilUploaded()
-        let dump = r.fx.dir + "/server.dump"
-        let dumped = runProcess(servers.pgBin + "/pg_dump", ["-Fc", "-f", dump, "-d", r.databaseURL], cwd: "/", timeout: 60, outDir: "/tmp")
-        XCTAssertEqual(dumped.status, 0, "\(dumped)")
+        let dump = try r.dumpDatabase()
         XCTAssertEqual(r.fx.sh("printf after-the-backup > mnt/b.txt").status, 0)
         try r.waitUntilUploaded()
         XCTAssertEqual(try r.unmount().status, 0)
         XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15))
 
         // The database goes back to the backup (b.txt is gone from it).
-        _ = try servers.psql(servers.adminURL, "DROP DATABASE \(r.database) WITH (FORCE)")
-        _ = try servers.psql(servers.adminURL, "CREATE DATABASE \(r.database)")
-        let restored = runProcess(servers.pgBin + "/pg_restore", ["-d", r.databaseURL, dump], cwd: "/", timeout: 60, outDir: "/tmp")
-        XCTAssertEqual(restored.status, 0, "\(restored)")
+        try r.restoreDatabase(from: dump)
 
         try r.fx.mount()
         XCTAssertEqual(r.fx.sh("printf waiting > mnt/c.txt").status, 0)

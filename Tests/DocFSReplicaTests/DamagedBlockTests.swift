@@ -35,18 +35,7 @@ extension SyncEngineTests {
         startEngine()
         // Another replica's file in a pack of its own, damaged in the bucket.
         let text = "from elsewhere"
-        let hash = Array(text.utf8).withUnsafeBytes { BlockHash.of($0) }
-        objects.put("tree/packs/p1", "xx" + text)
-        _ = try await server.recordBlocks([StoredBlock(hash: hash, pack: "tree/packs/p1", offset: 2, length: 14)],
-                                          manifests: [BlockManifest(key: "tree/manifests/m1", size: 14, hashes: [hash])])
-        _ = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "report.txt", kind: .file,
-                                        attributes: RemoteItemAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1),
-                                        content: RemoteContent(key: "tree/manifests/m1", size: 14))
-        try await waitUntil("the file is listed here") { (try? store.childItem(named: "report.txt", in: .rootContainer)) != nil }
-        objects.put("tree/packs/p1", "xxfrom nowhere!!")
-        XCTAssertThrowsError(try localText("report.txt"), "a damaged block is EIO for its reader") { error in
-            XCTAssertEqual((error as? ProviderError)?.errno, EIO, "\(error)")
-        }
+        let hash = try await anotherReplicasFileWithADamagedPack()
         XCTAssertTrue(server.isDamaged(hash), "the reader told the server")
 
         // The same bytes written here: sent, not counted on (the server had them only damaged).

@@ -104,6 +104,25 @@ class ReplicaTestCase: XCTestCase {
         return String(decoding: data, as: UTF8.self)
     }
 
+    /// Another replica's "report.txt" ("from elsewhere", one block in a pack of its own), listed
+    /// here; then its pack is damaged in the bucket, so that reading it here is EIO. The block's hash.
+    func anotherReplicasFileWithADamagedPack() async throws -> String {
+        let hash = Array("from elsewhere".utf8).withUnsafeBytes { BlockHash.of($0) }
+        objects.put("tree/packs/p1", "xx" + "from elsewhere")
+        let missing = try await server.recordBlocks([StoredBlock(hash: hash, pack: "tree/packs/p1", offset: 2, length: 14)],
+                                                    manifests: [BlockManifest(key: "tree/manifests/m1", size: 14, hashes: [hash])])
+        XCTAssertEqual(missing, [])
+        _ = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "report.txt", kind: .file,
+                                        attributes: RemoteItemAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1),
+                                        content: RemoteContent(key: "tree/manifests/m1", size: 14))
+        try await waitUntil("the file is listed here") { (try? store.childItem(named: "report.txt", in: .rootContainer)) != nil }
+        objects.put("tree/packs/p1", "xxfrom nowhere!!")
+        XCTAssertThrowsError(try localText("report.txt"), "a damaged block is EIO for its reader") { error in
+            XCTAssertEqual((error as? ProviderError)?.errno, EIO, "\(error)")
+        }
+        return hash
+    }
+
     /// The local contents of the item at `path` (downloaded first when only the server has them).
     func localText(_ path: String) throws -> String? {
         var parent = ItemIdentifier.rootContainer

@@ -277,20 +277,7 @@ extension SyncEngineTests {
         XCTAssertEqual(objects.uploads, 1, "one PUT for three files")
 
         // Another replica's file in a pack of its own; the pack is then damaged in the bucket.
-        let bytes = Array("from elsewhere".utf8)
-        let hash = bytes.withUnsafeBytes { BlockHash.of($0) }
-        objects.put("tree/packs/p1", "xx" + "from elsewhere")
-        let missing = try await server.recordBlocks([StoredBlock(hash: hash, pack: "tree/packs/p1", offset: 2, length: 14)],
-                                                    manifests: [BlockManifest(key: "tree/manifests/m1", size: 14, hashes: [hash])])
-        XCTAssertEqual(missing, [])
-        _ = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "report.txt", kind: .file,
-                                        attributes: RemoteItemAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1),
-                                        content: RemoteContent(key: "tree/manifests/m1", size: 14))
-        try await waitUntil("the file is listed here") { (try? store.childItem(named: "report.txt", in: .rootContainer)) != nil }
-        objects.put("tree/packs/p1", "xxfrom nowhere!!")
-        XCTAssertThrowsError(try localText("report.txt"), "a damaged block is EIO for its reader") { error in
-            XCTAssertEqual((error as? ProviderError)?.errno, EIO, "\(error)")
-        }
+        _ = try await anotherReplicasFileWithADamagedPack()
         XCTAssertFalse(try store.childItem(named: "report.txt", in: .rootContainer).isDownloaded, "none of it went into the store")
         objects.put("tree/packs/p1", "xxfrom elsewhere")
         XCTAssertEqual(try localText("report.txt"), "from elsewhere")
