@@ -203,18 +203,6 @@ package final class SyncEngine: Sendable {
         }
     }
 
-    /// The server's schema is the one this docfs speaks, and the bucket's prefix is this tree's.
-    func checkServer() async throws {
-        let version = try await database.schemaVersion()
-        if version > RemoteSchema.latest { throw RemoteError.schemaTooNew(found: version, supported: RemoteSchema.latest) }
-        if version < RemoteSchema.latest { throw RemoteError.schemaTooOld(found: version, needed: RemoteSchema.latest) }
-        if let tree = try await database.treeID() {
-            try await TreeMarker.check(tree: tree, configuration: configuration, objects: s3)
-        }
-        // Before any create goes: a restored server hands out identifiers this replica still holds.
-        try await incoming.rebuildIfRestored()
-    }
-
     /// While the mount is busy (changes arrived in the last half second), the engine waits —
     /// up to 10 s, so that a long copy still syncs as it goes: on a small machine the uploads, the
     /// server and the copy share the CPU, and the person copying should not wait for the server.
@@ -230,19 +218,6 @@ package final class SyncEngine: Sendable {
             guard clock.now < end else { return }
             try await Task.sleep(for: min(Self.quietPeriod - quiet, end - clock.now))
         }
-    }
-
-    /// The server's layout names allowed types by MIME type: it gets them as identifiers, as
-    /// this replica resolves them, so that it can check them itself (every replica sends the
-    /// same unless their shared-mime-info databases differ; the last one's stays).
-    func publishLayoutMIMETypes() async throws {
-        guard let json = try await database.layout(),
-              let layout = try? JSONDecoder().decode(Layout.self, from: Data(json.utf8)) else { return }
-        let words = layout.folders.flatMap { $0.allowedContentTypes ?? [] }.filter { $0.contains("/") }
-        guard !words.isEmpty else { return }
-        let resolved = store.contentTypeIdentifiers(forMIMEWords: words)
-        let text = String(decoding: try JSONEncoder().encode(resolved), as: UTF8.self)
-        try await database.setLayoutMIMETypes(json: text)
     }
 
     /// Sends entries in chunks; completes in the store what the server has even when a later
@@ -587,20 +562,6 @@ package final class SyncEngine: Sendable {
         case .file: return .file
         case .directory: return .directory
         case .symlink: return .symlink
-        }
-    }
-
-    /// After a restart: multipart uploads this replica started for entries still waiting are
-    /// aborted (their entries upload again), so none is left behind in the bucket.
-    func abortStaleUploads() async throws {
-        // Listed without a prefix in the query (some S3-compatible servers check the signature of
-        // `/` in query values wrongly) and filtered here.
-        let prefix = ContentObjectKey.make(prefix: configuration.prefix, operationID: UUID()).split(separator: "/").dropLast().joined(separator: "/") + "/"
-        for upload in try await s3.listMultipartUploads(bucket: configuration.bucket, prefix: nil) where upload.key.hasPrefix(prefix) {
-            guard let name = upload.key.split(separator: "/").last, let id = UUID(uuidString: String(name)),
-                  store.outboxHasEntry(id: id) else { continue }
-            try await s3.abortMultipartUpload(bucket: configuration.bucket, key: upload.key, uploadID: upload.uploadID)
-            logger.notice("sync: aborted the unfinished multipart upload of \(upload.key) left by the last run; it is sent again")
         }
     }
 }
