@@ -166,9 +166,9 @@ extension LocalStore {
         }
     }
 
-    /// Drops the changes waiting for these items and those naming them as a folder (a restored
-    /// server gave their identifiers to other items: sent, they would change those). Their
-    /// contents are kept first (`keepRecovered`).
+    /// Drops the changes waiting for these items (a restored server gave their identifiers to
+    /// other items: sent, they would change those). Their contents are kept first
+    /// (`keepRecovered`); new items inside them keep their creates (nothing of them is lost).
     package func forgetOutboxEntries(rows: [Int64]) throws(ProviderError) {
         guard let replica, !rows.isEmpty else { return }
         let dropped = try write { (database) throws(ProviderError) -> (count: Int, bytes: Int64) in
@@ -178,7 +178,7 @@ extension LocalStore {
                     var dropped = (count: 0, bytes: Int64(0))
                     try db.inTransaction {
                         let list = rows.map(String.init).joined(separator: ",")
-                        let condition = "row IN (\(list)) OR parent IN (\(list))"
+                        let condition = "row IN (\(list))"
                         if let row = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(sum(bytes), 0) FROM outbox WHERE \(condition)") {
                             dropped = (row[0], row[1])
                         }
