@@ -103,6 +103,7 @@ class Replica:
         self.store = store
         self.mnt = mnt
         self.tokens = {}  # path -> token this replica wrote there and has not itself superseded
+        self.inodes = {}  # path -> the inode of the file a token was written into
         self.holders = []
 
     def pid(self):
@@ -136,8 +137,29 @@ class Replica:
                 return dst + p[len(src):]
             return p
         self.tokens = {where(p): t for p, t in self.tokens.items() if not (p == dst and p != src)}
+        self.inodes = {where(p): i for p, i in self.inodes.items() if not (p == dst and p != src)}
         for h in self.holders:
             h.path = os.path.join(self.mnt, where(os.path.relpath(h.path, self.mnt)))
+
+    def wrote(self, path, token):
+        self.tokens[path] = token
+        try:
+            self.inodes[path] = os.lstat(os.path.join(self.mnt, path)).st_ino
+        except OSError:
+            self.inodes.pop(path, None)
+
+    def inode(self, path):
+        try:
+            return os.lstat(os.path.join(self.mnt, path)).st_ino
+        except OSError:
+            return None
+
+    def truncated(self, path, ino):
+        """This replica truncated the file at `path` (its inode `ino` before): a token of its own
+        in that file is superseded by this replica itself, as on any filesystem, also when
+        another replica moved the file (or a folder above it) since it was written elsewhere."""
+        if ino is not None:
+            self.tokens = {p: t for p, t in self.tokens.items() if p == path or self.inodes.get(p) != ino}
 
     def held(self, files):
         """The paths of the files this replica holds open, where they are now among `files` (from
@@ -200,9 +222,11 @@ class Round:
                     with open(full(path), "w"):
                         pass  # made first: the holder opens an existing file in place
                 token = self.token(r)
+                ino = r.inode(path)
                 h = Holder(self.work, full(path), token)
                 self.log.append("%s: hold %s%s" % (r.name, path, "" if h.ready else " -> did not open"))
                 if h.ready:
+                    r.truncated(path, ino)
                     r.holders.append(h)
                 else:
                     h.close()
@@ -264,12 +288,14 @@ class Round:
         full = os.path.join(r.mnt, path)
         if os.path.isdir(full):
             raise IsADirectoryError(21, "is a directory")
+        ino = r.inode(path)
         fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        r.truncated(path, ino)
         try:
             os.write(fd, token.encode())
         finally:
             os.close(fd)  # raises when close() does not return 0: then nothing was promised
-        r.tokens[path] = token
+        r.wrote(path, token)
         self.promised += 1
 
     def release(self, r, h):
@@ -278,7 +304,7 @@ class Round:
         path = os.path.relpath(h.path, r.mnt)
         self.log.append("%s: close held %s%s" % (r.name, path, "" if ok else " -> close() failed"))
         if ok:
-            r.tokens[path] = h.token
+            r.wrote(path, h.token)
             self.promised += 1
 
     def maybe_fault(self):
