@@ -55,7 +55,7 @@ actor IncomingSync {
         // Before any change is applied: after a restore, the positions (and identifiers) after
         // the anchor may be other replicas' new ones.
         var applied = try await rebuildIfRestored()
-        anchor = try store.syncAnchor()
+        anchor = try store.syncAnchor().position
         if anchor < (try await database.logStart()) - 1 {
             applied += try await rebuild()
         }
@@ -108,10 +108,11 @@ actor IncomingSync {
     private var restoreCheck: Task<Int, any Error>?
 
     private func checkRestored() async throws -> Int {
-        anchor = try store.syncAnchor()
+        let stored = try store.syncAnchor()
+        anchor = stored.position
         guard anchor > 0 else { return 0 }
         let why: String
-        if let witness = try store.syncWitness() {
+        if let witness = stored.witness {
             if let change = try await database.change(at: anchor) {
                 guard change.operationID != witness else { return 0 }
                 why = "the server's change \(anchor) is another operation than the one this replica applied there"
@@ -160,6 +161,8 @@ actor IncomingSync {
         let witness = position > 0 ? try await database.change(at: position)?.operationID : nil
         let ids = try await database.allItemIDs()
         var applied = 0
+        // One folder of recovered/ for everything this rebuild keeps.
+        let folder = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "-")
         if restored {
             // Before anything of the server's is applied: this replica's items that the restored
             // server lost, or whose identifiers it has given to other items since (another kind,
@@ -176,7 +179,6 @@ actor IncomingSync {
                 }
             }
             if !lost.isEmpty {
-                let folder = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "-")
                 let kept = store.keepRecovered(rows: Array(lost), folder: folder)
                 try store.forgetOutboxEntries(rows: Array(lost))
                 applied += try forget(Array(lost))
@@ -194,7 +196,6 @@ actor IncomingSync {
         let stray = try store.permanentRows().filter { !known.contains($0) }
         if !stray.isEmpty {
             if restored {
-                let folder = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "-")
                 let kept = store.keepRecovered(rows: stray, folder: folder)
                 if !kept.isEmpty {
                     logger.warning("sync: the restored server lost \(kept.count) file(s) this replica had sent; their contents are kept in \(store.url.path)/recovered/\(folder)")

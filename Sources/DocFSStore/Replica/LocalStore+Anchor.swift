@@ -10,27 +10,22 @@ extension LocalStore {
     /// its database went back to an earlier point, whatever was written after (positions rewind).
     static let witnessKey = "anchorOperation"
 
-    /// The change log position this replica has applied (0: none; a new replica's init sets it).
-    package func syncAnchor() throws(ProviderError) -> Int64 {
-        guard replica != nil else { return 0 }
-        return try write { (database) throws(ProviderError) -> Int64 in
+    /// The change log position this replica has applied (0: none; a new replica's init sets it),
+    /// and the operation of the change there, its witness (nil: not recorded, a store from before
+    /// it), read together.
+    package func syncAnchor() throws(ProviderError) -> (position: Int64, witness: UUID?) {
+        guard replica != nil else { return (0, nil) }
+        return try write { (database) throws(ProviderError) -> (position: Int64, witness: UUID?) in
             do {
                 return try database.inDatabase { db in
-                    Int64(try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [Self.anchorKey]) ?? "0") ?? 0
-                }
-            } catch {
-                throw ProviderError(.ioError, "read the sync anchor: \(error)")
-            }
-        }
-    }
-
-    /// The operation of the change at the anchor (nil: not recorded, a store from before it).
-    package func syncWitness() throws(ProviderError) -> UUID? {
-        guard replica != nil else { return nil }
-        return try write { (database) throws(ProviderError) -> UUID? in
-            do {
-                return try database.inDatabase { db in
-                    try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [Self.witnessKey]).flatMap(UUID.init(uuidString:))
+                    let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM meta WHERE key IN (?, ?)",
+                                                arguments: [Self.anchorKey, Self.witnessKey])
+                    var anchor: (position: Int64, witness: UUID?) = (0, nil)
+                    for row in rows {
+                        let key: String = row[0], value: String = row[1]
+                        if key == Self.anchorKey { anchor.position = Int64(value) ?? 0 } else { anchor.witness = UUID(uuidString: value) }
+                    }
+                    return anchor
                 }
             } catch {
                 throw ProviderError(.ioError, "read the sync anchor: \(error)")
