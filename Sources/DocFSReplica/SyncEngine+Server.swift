@@ -10,6 +10,8 @@ extension SyncEngine {
         let version = try await database.schemaVersion()
         if version > RemoteSchema.latest { throw RemoteError.schemaTooNew(found: version, supported: RemoteSchema.latest) }
         if version < RemoteSchema.latest { throw RemoteError.schemaTooOld(found: version, needed: RemoteSchema.latest) }
+        // Seen (`docfs remote replicas`); a role that may no longer call the server finds out here.
+        try await database.hello()
         if let tree = try await database.treeID() {
             try await TreeMarker.check(tree: tree, configuration: configuration, objects: s3)
         }

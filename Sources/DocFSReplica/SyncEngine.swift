@@ -252,75 +252,11 @@ package final class SyncEngine: Sendable {
             let began = ContinuousClock.now
             let (contents, refusedUploads, uploadedBytes) = try await upload(chunk)
             let uploaded = ContinuousClock.now
-            // The uploads are in; their intents are renewed (server time) right before the
-            // versions that name them are committed, so that gc spares them however long the
-            // uploads took, and dropped once those are in.
-            let uploadedKeys = Array(Set(contents.values.map(\.key)))
-            if !uploadedKeys.isEmpty { await FaultInjection.pause(.uploadDone) }  // test-only (DOCFS_FAULT)
-            try await database.recordUploadIntents(uploadedKeys)
-            var completions: [LocalStore.OutboxCompletion] = []
-            var assigned: [Int64: Int64] = [:]
-            var failure: (any Error)?
-            var refresh: [Int64] = []
-            // One transaction for the chunk (one commit, the write lock taken once); what the
-            // server decided is acted on here once it is committed.
-            try await database.batched {
-                for entry in chunk {
-                    // Behind a change of its item set aside in this batch: it waits with it, in order.
-                    if setAside[entry.row] != nil || setAside[store.currentRow(entry.row)] != nil { continue }
-                    if let refusal = refusedUploads[entry.seq] {
-                        setItemAside(entry, refusal)
-                        continue
-                    }
-                    if entry.kind == .content || entry.kind == .delete, conflicted.contains(store.currentRow(entry.row)) {
-                        // A later edit is in the conflicted copy already. A later delete was of this
-                        // replica's version, which the copy holds now; the server's version under the
-                        // name is another replica's edit, which a delete it never saw must not remove
-                        // (its content version number can equal the one this replica deleted).
-                        completions.append(LocalStore.OutboxCompletion(entry: entry))
-                        continue
-                    }
-                    do {
-                        let outcome = try await apply(entry, content: contents[entry.seq], rootID: rootID, assigned: assigned)
-                        if let permanent = outcome.permanent { assigned[entry.row] = permanent }
-                        if let follow = outcome.follow { refresh.append(follow) }
-                        completions.append(LocalStore.OutboxCompletion(entry: entry, permanentRow: outcome.permanent,
-                                                                       contentKey: outcome.keptOnItem ? contents[entry.seq]?.key : nil))
-                    } catch {
-                        let sorted = SyncFailure(error, bucket: configuration.bucket)
-                        if sorted.setsAside {
-                            setItemAside(entry, sorted.message, waitsOn: (error as? SyncFailure.WaitsFor)?.row)
-                            continue
-                        }
-                        guard sorted.isItemLevel else { failure = error; break }
-                        let row = assigned[entry.row] ?? store.currentRow(entry.row)
-                        // An edit of a file the server has, refused (its conflicted copy's name, a rule
-                        // that refuses the copy too), is set aside with its contents: undone or dropped,
-                        // this replica would keep bytes the server never gets, with nothing pending.
-                        // (A file whose create was refused is marked with that refusal already.)
-                        if entry.kind == .content, row > LocalStore.trashRow, row < LocalStore.temporaryRowBase {
-                            setItemAside(entry, sorted.message)
-                            continue
-                        }
-                        // The server decided otherwise (another replica's change came first, a move it
-                        // refuses): the change is dropped and the item follows the server's state.
-                        var path = store.path(of: LocalStore.identifier(forRow: row))
-                        if path.hasSuffix("?") { path = "item \(row) (deleted here)" }
-                        if row > LocalStore.trashRow, row < LocalStore.temporaryRowBase {
-                            refresh.append(row)
-                            store.noteConflict("this replica's \(entry.kind.rawValue) was undone: \(sorted.message)", row: row,
-                                               summary: "\(path): \(entry.kind.rawValue) undone (\(sorted.message))")
-                            logger.warning("sync: \(path): the server refused the \(entry.kind.rawValue) (\(sorted.message)); undone here, the item follows the server")
-                        } else {
-                            // The first refusal says why (a later change of the item fails for that one).
-                            if store.syncError(of: row) == nil { store.setSyncError(sorted.message, row: row) }
-                            logger.error("sync: \(path): the server refused the \(entry.kind.rawValue): \(sorted.message); kept locally, not sent")
-                            progress.withLock { $0.failedItems += 1 }
-                        }
-                        completions.append(LocalStore.OutboxCompletion(entry: entry))
-                    }
-                }
-            }
+            if !contents.isEmpty { await FaultInjection.pause(.uploadDone) }  // test-only (DOCFS_FAULT)
+            // The chunk's changes in one call (or a few, after a refusal); the server drops the
+            // upload intents of the contents its versions now name.
+            let chunkProgress = await applyChunk(chunk, contents: contents, refusedUploads: refusedUploads, rootID: rootID)
+            let (completions, refresh, failure) = (chunkProgress.completions, chunkProgress.refresh, chunkProgress.failure)
             let committed = ContinuousClock.now
             // The entries leave the outbox and the chunk is counted in one step under the
             // status's lock, so that `docfs status` never shows them gone with bytes uncounted.
@@ -333,8 +269,6 @@ package final class SyncEngine: Sendable {
                 if failure == nil { p.lastError = nil }
             }
             logger.debug("sync: chunk of \(chunk.count) entries: upload \(uploaded - began), server \(committed - uploaded), completed here \(ContinuousClock.now - committed)")
-            // Best effort: an intent left behind expires (docfs remote gc).
-            try? await database.dropUploadIntents(uploadedKeys)
             follower.wake.signal()
             if !refresh.isEmpty {
                 do { try await incoming.refresh(refresh) } catch { follower.wake.signal() }
@@ -384,104 +318,8 @@ package final class SyncEngine: Sendable {
     struct Outcome {
         var permanent: Int64? = nil
         var follow: Int64? = nil
-        /// The uploaded contents are the item's own on the server (not a conflicted copy's).
-        var keptOnItem = true
-    }
-
-    /// Applies one entry on PostgreSQL.
-    func apply(_ entry: OutboxEntry, content: RemoteContent?, rootID: Int64, assigned: [Int64: Int64]) async throws -> Outcome {
-        func serverID(_ row: Int64) throws -> Int64 {
-            let current = assigned[row] ?? store.currentRow(row)
-            if current == 1 { return rootID }
-            guard current > 2, current < LocalStore.temporaryRowBase else {
-                if let held = setAside[row] ?? setAside[current] {
-                    throw SyncFailure.WaitsFor(row: row, "its folder is set aside (\(held.reason))")
-                }
-                throw SyncFailure.Refused(row == entry.row ? "it was never created on the server"
-                                                            : "its folder was never created on the server")
-            }
-            return current
-        }
-        let details = entry.details
-        switch entry.kind {
-        case .create:
-            guard let parent = entry.parent, let name = entry.name, let kind = details.kind else {
-                throw SyncFailure.Refused("the outbox entry is incomplete")
-            }
-            if details.kind == .file, content == nil {
-                // Deleted before its upload: nothing to create (its delete is skipped likewise).
-                return Outcome()
-            }
-            let attributes = RemoteItemAttributes(uid: details.uid ?? 0, gid: details.gid ?? 0, mode: details.mode ?? 0o644,
-                                                  createdNs: details.createdNs ?? 0, modifiedNs: details.modifiedNs ?? 0,
-                                                  tags: ServerTags.array(details.tagData), symlinkTarget: details.symlinkTarget,
-                                                  types: typeChain(entry.row))
-            let applied = try await database.createItem(operationID: entry.id, parentID: try serverID(parent), name: name,
-                                                        kind: Self.remoteKind(kind), attributes: attributes, content: content)
-            return Outcome(permanent: applied.itemID, follow: renamed(applied, entry, name, row: applied.itemID))
-        case .content:
-            guard let content else {
-                // The file was deleted before its new contents went up: that version never
-                // reaches the server, so the delete that follows must not expect it.
-                unsentVersions[store.currentRow(entry.row), default: 0] += 1
-                return Outcome()
-            }
-            let version = Int64(details.contentVersion ?? 2)
-            let base = details.baseVersion.map { Int64($0) } ?? version - 1
-            let id = try serverID(entry.row)
-            do {
-                _ = try await database.newContentVersion(operationID: entry.id, itemID: id, expectedVersion: base,
-                                                         content: content, modifiedNs: details.modifiedNs ?? 0)
-            } catch RemoteError.versionConflict {
-                return try await keepConflictedCopy(entry, itemID: id, content: content, rootID: rootID)
-            } catch RemoteError.refused(let rule) {
-                // The server's layout does not let this file be written: the edit goes beside it.
-                return try await keepConflictedCopy(entry, itemID: id, content: content, rootID: rootID, refusal: rule)
-            }
-        case .move:
-            guard let parent = entry.parent, let name = entry.name else { throw SyncFailure.Refused("the outbox entry is incomplete") }
-            // Where the replica saw the item: a temporary folder this run no longer knows is not checked.
-            var expectedParent: Int64?
-            if let from = details.fromParent { expectedParent = try? serverID(from) }
-            let id = try serverID(entry.row)
-            let applied = try await database.moveItem(operationID: entry.id, itemID: id, toParentID: try serverID(parent), name: name,
-                                                      expectedParentID: expectedParent,
-                                                      expectedName: expectedParent == nil ? nil : details.fromName,
-                                                      types: typeChain(entry.row))
-            return Outcome(follow: renamed(applied, entry, name, row: id))
-        case .trash:
-            _ = try await database.trashItem(operationID: entry.id, itemID: try serverID(entry.row))
-        case .untrash:
-            guard let parent = entry.parent, let name = entry.name else { throw SyncFailure.Refused("the outbox entry is incomplete") }
-            let id = try serverID(entry.row)
-            let applied = try await database.untrashItem(operationID: entry.id, itemID: id, toParentID: try serverID(parent), name: name,
-                                                         types: typeChain(entry.row))
-            return Outcome(follow: renamed(applied, entry, name, row: id))
-        case .delete:
-            let current = assigned[entry.row] ?? store.currentRow(entry.row)
-            // Never on the server (deleted before its create went): nothing to delete there.
-            if current >= LocalStore.temporaryRowBase { return Outcome() }
-            // Kept until the server has answered about this delete (a retry needs it again).
-            let unsent = Int64(unsentVersions[current] ?? 0)
-            do {
-                _ = try await database.deleteItem(operationID: entry.id, itemID: try serverID(entry.row),
-                                                  expectedContentVersion: details.contentVersion.map { Int64($0) - unsent })
-            } catch RemoteError.notFound {
-                unsentVersions[current] = nil
-                return Outcome()
-            } catch {
-                if case RemoteError.versionConflict = error { unsentVersions[current] = nil }
-                throw error
-            }
-            unsentVersions[current] = nil
-        case .attributes:
-            let changes = RemoteAttributeChanges(uid: details.uid, gid: details.gid, mode: details.mode, createdNs: details.createdNs,
-                                                 modifiedNs: details.modifiedNs, accessedNs: details.accessedNs,
-                                                 tags: details.tagsChanged == true ? ServerTags.array(details.tagData) : nil,
-                                                 favoriteRank: details.favoriteRankChanged == true ? .some(details.favoriteRank) : nil)
-            _ = try await database.setAttributes(operationID: entry.id, itemID: try serverID(entry.row), changes: changes)
-        }
-        return Outcome()
+        /// The uploaded contents the item itself has on the server now (not a conflicted copy's).
+        var keptContentKey: String? = nil
     }
 
     /// A create or move the server applied under another name (another replica's item had it
@@ -502,8 +340,7 @@ package final class SyncEngine: Sendable {
     func keepConflictedCopy(_ entry: OutboxEntry, itemID: Int64, content: RemoteContent, rootID: Int64,
                             refusal: String? = nil) async throws -> Outcome {
         // What this chunk sent so far is committed: the item is read as the server has it now,
-        // and the copy made here exists on the server before it exists here.
-        try await database.commitBatch()
+        // and the copy made here exists on the server (its own call) before it exists here.
         guard let server = try await database.item(itemID), let parentID = server.parentID else {
             throw SyncFailure.Refused("the item is gone from the server")
         }
@@ -516,7 +353,6 @@ package final class SyncEngine: Sendable {
                                               modifiedNs: entry.details.modifiedNs ?? server.modifiedNs)
         let applied = try await database.createItem(operationID: ConflictNames.copyOperation(entry.id), parentID: parentID, name: name,
                                                     kind: .file, attributes: attributes, content: content)
-        try await database.commitBatch()
         let parentRow = parentID == rootID ? LocalStore.rootRow : parentID
         try store.forkConflictedCopy(of: row, as: applied.itemID, name: applied.name ?? name, parentRow: parentRow, sending: entry.seq)
         conflicted.insert(row)
@@ -535,7 +371,7 @@ package final class SyncEngine: Sendable {
                                summary: "\(path): the other replica's version kept the name")
             logger.warning("sync: \(path) was changed on another replica too: the server's version keeps the name, this replica's is \"\(copyName)\"")
         }
-        return Outcome(follow: row, keptOnItem: false)
+        return Outcome(follow: row)
     }
 
     /// Items whose content changes went into a conflicted copy in this batch (their later content

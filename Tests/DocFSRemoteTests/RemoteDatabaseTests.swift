@@ -84,7 +84,7 @@ final class RemoteDatabaseTests: XCTestCase {
         try await withDatabase { db, _ in
             let root = try await db.rootID()
             let op = UUID()
-            let content = RemoteContent(key: "objects/\(op.uuidString.lowercased())", size: 42)
+            let content = try await db.recordedContent("report", size: 42)
             let created = try await db.createItem(operationID: op, parentID: root, name: "report.pdf", kind: .file,
                                                   attributes: attributes(), content: content)
             XCTAssertFalse(created.replayed)
@@ -170,32 +170,34 @@ final class RemoteDatabaseTests: XCTestCase {
     func testNewContentVersionIsACompareAndSwap() async throws {
         try await withDatabase { db, _ in
             let root = try await db.rootID()
+            let (a, b, c) = (try await db.recordedContent("a", size: 1), try await db.recordedContent("b", size: 2),
+                             try await db.recordedContent("c", size: 3))
             let file = try await db.createItem(operationID: UUID(), parentID: root, name: "notes.txt", kind: .file,
-                                               attributes: attributes(), content: RemoteContent(key: "objects/a", size: 1))
+                                               attributes: attributes(), content: a)
             let op = UUID()
             let v2 = try await db.newContentVersion(operationID: op, itemID: file.itemID, expectedVersion: 1,
-                                                    content: RemoteContent(key: "objects/b", size: 2), modifiedNs: 5)
+                                                    content: b, modifiedNs: 5)
             XCTAssertEqual(v2.contentVersion, 2)
             let replay = try await db.newContentVersion(operationID: op, itemID: file.itemID, expectedVersion: 1,
-                                                        content: RemoteContent(key: "objects/b", size: 2), modifiedNs: 5)
+                                                        content: b, modifiedNs: 5)
             XCTAssertTrue(replay.replayed)
             XCTAssertEqual(replay.contentVersion, 2)
             // Another writer that still thinks version 1 is current loses.
             do {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: file.itemID, expectedVersion: 1,
-                                                   content: RemoteContent(key: "objects/c", size: 3), modifiedNs: 6)
+                                                   content: c, modifiedNs: 6)
                 XCTFail("the compare-and-swap let a stale writer through")
             } catch let error as RemoteError {
                 XCTAssertEqual(error, .versionConflict(itemID: file.itemID, expected: 1, current: 2))
                 XCTAssertFalse(error.isRetryable)
             }
             let item = try await db.item(file.itemID)
-            XCTAssertEqual(item?.contentKey, "objects/b")
+            XCTAssertEqual(item?.contentKey, b.key)
             XCTAssertEqual(item?.size, 2)
             XCTAssertEqual(item?.modifiedNs, 5)
             do {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: 999_999, expectedVersion: 1,
-                                                   content: RemoteContent(key: "k", size: 0), modifiedNs: 0)
+                                                   content: try await db.recordedContent("empty", size: 0), modifiedNs: 0)
                 XCTFail("a version of no item")
             } catch let error as RemoteError {
                 XCTAssertEqual(error, .notFound(itemID: 999_999))
@@ -282,7 +284,7 @@ final class RemoteDatabaseTests: XCTestCase {
             let f = try await db.createItem(operationID: UUID(), parentID: d.itemID, name: "f", kind: .file, attributes: attributes())
             expected.append((.create, f.itemID))
             _ = try await db.newContentVersion(operationID: UUID(), itemID: f.itemID, expectedVersion: 1,
-                                               content: RemoteContent(key: "k2", size: 9), modifiedNs: 1)
+                                               content: try await db.recordedContent("k2", size: 9), modifiedNs: 1)
             expected.append((.content, f.itemID))
             _ = try await db.moveItem(operationID: UUID(), itemID: f.itemID, toParentID: root, name: "f2")
             expected.append((.move, f.itemID))
@@ -481,44 +483,34 @@ final class NoTLSServer: @unchecked Sendable {
 }
 
 extension RemoteDatabaseTests {
-    /// A chunk's operations in one transaction: invisible to other connections until it commits,
-    /// one the server refuses undone alone (its savepoint), all undone when the batch throws.
-    func testABatchCommitsTogetherAndUndoesARefusedOperationAlone() async throws {
+    /// A chunk of operations is one call: applied in order, a later one naming an earlier create
+    /// by its operation id; the first refused ends it (its error the last answer), what came
+    /// before stays.
+    func testAChunkIsOneCallThatStopsAtTheFirstRefusal() async throws {
         try await withDatabase { db, url in
             let root = try await db.rootID()
             let other = RemoteDatabase(url: url)
             defer { Task { await other.shutdown() } }
             let taken = try await db.createItem(operationID: UUID(), parentID: root, name: "taken", kind: .directory,
                                                 attributes: attributes(mode: 0o755))
-            let (a, refused) = try await db.batched { () -> (Int64, (any Error)?) in
-                let a = try await db.createItem(operationID: UUID(), parentID: root, name: "a.txt", kind: .file, attributes: attributes())
-                var refused: (any Error)?
-                do {
-                    _ = try await db.moveItem(operationID: UUID(), itemID: taken.itemID, toParentID: taken.itemID, name: "taken")
-                } catch {
-                    refused = error
-                }
-                let seen = try await other.children(of: root).map(\.name)
-                XCTAssertFalse(seen.contains("a.txt"), "not committed yet: \(seen)")
-                _ = try await db.createItem(operationID: UUID(), parentID: root, name: "b.txt", kind: .file, attributes: attributes())
-                return (a.itemID, refused)
-            }
-            XCTAssertNotNil(refused, "a move into itself is refused")
+            let folder = UUID()
+            let answers = try await db.apply([
+                RemoteOperation(id: folder, .create(parent: .item(root), name: "new", kind: .directory,
+                                                    attributes: attributes(mode: 0o755), content: nil)),
+                RemoteOperation(id: UUID(), .create(parent: .createdBy(folder), name: "a.txt", kind: .file,
+                                                    attributes: attributes(), content: nil)),
+                RemoteOperation(id: UUID(), .move(item: .item(taken.itemID), toParent: .item(taken.itemID), name: "taken",
+                                                  expectedParentID: nil, expectedName: nil, types: nil)),
+                RemoteOperation(id: UUID(), .create(parent: .item(root), name: "b.txt", kind: .file, attributes: attributes(),
+                                                    content: nil)),
+            ])
+            XCTAssertEqual(answers.count, 3, "stopped at the refused move: \(answers)")
+            guard answers.count == 3, case .success(let made) = answers[0], case .success(let inside) = answers[1],
+                  case .failure(.invalid) = answers[2] else { return XCTFail("\(answers)") }
             let names = Set(try await other.children(of: root).map(\.name))
-            XCTAssertEqual(names, ["taken", "a.txt", "b.txt"], "committed together, the refused move undone alone")
-            let item = try await other.item(a)
-            XCTAssertNotNil(item)
-
-            struct Stop: Error {}
-            do {
-                try await db.batched {
-                    _ = try await db.createItem(operationID: UUID(), parentID: root, name: "c.txt", kind: .file, attributes: attributes())
-                    throw Stop()
-                }
-                XCTFail("the batch threw")
-            } catch {}
-            let after = try await other.children(of: root).map(\.name)
-            XCTAssertFalse(after.contains("c.txt"), "a batch that threw is rolled back")
+            XCTAssertEqual(names, ["taken", "new"], "what came before the refusal stays, nothing after it")
+            let child = try await other.item(inside.itemID)
+            XCTAssertEqual(child?.parentID, made.itemID, "named by its create's operation id")
         }
     }
 }

@@ -54,3 +54,25 @@ enum RemoteTestEnvironment {
         return dir
     }
 }
+
+extension RemoteDatabase {
+    /// Contents as a replica records them before naming them in a version (schema 11 takes no
+    /// other): one block of `size` bytes in a pack of its own under this role's intent, and a
+    /// manifest of it. `name` makes the block's hash (the same name, the same block).
+    func recordedContent(_ name: String, size: Int64) async throws -> RemoteContent {
+        var seed: UInt64 = 14_695_981_039_346_656_037
+        for byte in name.utf8 { seed = (seed ^ UInt64(byte)) &* 1_099_511_628_211 }
+        let hash = String(repeating: String(format: "%016llx", seed), count: 4)
+        let pack = "packs/" + UUID().uuidString.lowercased()
+        var hashes: [String] = []
+        if size > 0 {
+            try await recordUploadIntents([pack])
+            try await recordPack(pack, size: size, blocks: [StoredBlock(hash: hash, pack: pack, offset: 0, length: size)])
+            hashes = [hash]
+        }
+        let key = "manifests/" + UUID().uuidString.lowercased() + "-" + String(hash.prefix(16))
+        let missing = try await recordManifests([BlockManifest(key: key, size: size, hashes: hashes)], donePacks: size > 0 ? [pack] : [])
+        guard missing.isEmpty else { throw RemoteError.server("blocks missing: \(missing)") }
+        return RemoteContent(key: key, size: size)
+    }
+}

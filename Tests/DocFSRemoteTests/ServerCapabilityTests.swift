@@ -19,7 +19,7 @@ final class ServerCapabilityTests: XCTestCase {
         var attributes = self.attributes
         attributes.types = types
         return try await db.createItem(operationID: UUID(), parentID: parent, name: name, kind: .file, attributes: attributes,
-                                       content: RemoteContent(key: "objects/\(UUID())", size: 1)).itemID
+                                       content: try await db.recordedContent(name, size: 1)).itemID
     }
 
     func folder(_ db: RemoteDatabase, _ parent: Int64, _ name: String) async throws -> Int64 {
@@ -43,13 +43,23 @@ final class ServerCapabilityTests: XCTestCase {
             // A server made by the previous docfs (version 3), with a tree in it already.
             let three = try await db.migrate(upTo: 3)
             XCTAssertEqual(three, 3)
-            _ = try await db.setLayout(operationID: UUID(), json: Self.layout)
+            // Written as that docfs wrote its tables (schema 11's functions do not exist yet).
             let root = try await db.rootID()
-            let frozen = try await folder(db, root, "Frozen")
-            let archive = try await folder(db, root, "Archive")
-            let old = try await file(db, frozen, "old.txt")
-            let inner = try await folder(db, frozen, "inner")
-            let deep = try await file(db, inner, "deep.txt")
+            func make(_ parent: Int64, _ name: String, _ kind: String) async throws -> Int64 {
+                let key = kind == "file" ? "'objects/\(UUID().uuidString.lowercased())'" : "NULL"
+                try await RemoteDatabaseTests.adminQuery(url, """
+                    INSERT INTO docfs_items (parent_id, name, kind, size, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid,
+                                             mode, content_key)
+                    VALUES (\(parent), '\(name)', '\(kind)', \(kind == "file" ? 1 : 0), 1, 1, 1, 1, 1000, 1000, 420, \(key))
+                    """)
+                return try await db.children(of: parent).first { $0.name == name }!.id
+            }
+            try await RemoteDatabaseTests.adminQuery(url, "INSERT INTO docfs_layout (id, layout, updated_ns) VALUES (1, '\(Self.layout)'::jsonb, 1)")
+            let frozen = try await make(root, "Frozen", "directory")
+            let archive = try await make(root, "Archive", "directory")
+            let old = try await make(frozen, "old.txt", "file")
+            let inner = try await make(frozen, "inner", "directory")
+            let deep = try await make(inner, "deep.txt", "file")
             // Version 4 gives what was there its words.
             let latest = try await db.migrate()
             XCTAssertEqual(latest, RemoteSchema.latest)
@@ -58,7 +68,7 @@ final class ServerCapabilityTests: XCTestCase {
             }
             await assertRefused("does not allow writing /Frozen/inner/deep.txt") {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: deep, expectedVersion: 1,
-                                                   content: RemoteContent(key: "objects/x", size: 2), modifiedNs: 2)
+                                                   content: try await db.recordedContent("x", size: 2), modifiedNs: 2)
             }
             await assertRefused("does not allow renaming /Archive") {
                 _ = try await db.moveItem(operationID: UUID(), itemID: archive, toParentID: root, name: "Old")
@@ -92,32 +102,31 @@ final class ServerCapabilityTests: XCTestCase {
             // (the server decides; no client setting); a later edit does not.
             let fresh = try await db.createItem(operationID: UUID(), parentID: frozen, name: "fresh.txt", kind: .file,
                                                 attributes: attributes).itemID
-            _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 1,
-                                               content: RemoteContent(key: "objects/w", size: 5), modifiedNs: 5)
+            let w = try await db.recordedContent("w", size: 5)
+            _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 1, content: w, modifiedNs: 5)
             // The same object named again (versions sent together share one upload) writes nothing.
-            _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 2,
-                                               content: RemoteContent(key: "objects/w", size: 5), modifiedNs: 6)
+            _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 2, content: w, modifiedNs: 6)
             await assertRefused("does not allow writing /Frozen/old.txt") {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: old, expectedVersion: 1,
-                                                   content: RemoteContent(key: "objects/o", size: 5), modifiedNs: 5)
+                                                   content: try await db.recordedContent("o", size: 5), modifiedNs: 5)
             }
             await assertRefused("does not allow writing /Frozen/fresh.txt") {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 3,
-                                                   content: RemoteContent(key: "objects/v", size: 6), modifiedNs: 6)
+                                                   content: try await db.recordedContent("v", size: 6), modifiedNs: 6)
             }
             // An item made where everything is allowed keeps that when it moves in (as on a replica).
             let free = try await file(db, root, "free.txt")
             _ = try await db.moveItem(operationID: UUID(), itemID: free, toParentID: frozen, name: "free.txt")
             _ = try await db.moveItem(operationID: UUID(), itemID: free, toParentID: frozen, name: "still free.txt")
             _ = try await db.newContentVersion(operationID: UUID(), itemID: free, expectedVersion: 1,
-                                               content: RemoteContent(key: "objects/y", size: 3), modifiedNs: 3)
+                                               content: try await db.recordedContent("y", size: 3), modifiedNs: 3)
             _ = try await db.deleteItem(operationID: UUID(), itemID: free)
 
             // A view-only type is never written, wherever it is.
             let log = try await file(db, root, "run.log", types: ["com.example.log", "public.plain-text", "public.data"])
             await assertRefused("does not allow writing (com.example.log is view-only) /run.log") {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: log, expectedVersion: 1,
-                                                   content: RemoteContent(key: "objects/z", size: 4), modifiedNs: 4)
+                                                   content: try await db.recordedContent("z", size: 4), modifiedNs: 4)
             }
             _ = try await db.moveItem(operationID: UUID(), itemID: log, toParentID: root, name: "renamed.log")
             _ = try await db.deleteItem(operationID: UUID(), itemID: log)

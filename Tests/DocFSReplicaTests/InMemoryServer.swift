@@ -155,10 +155,6 @@ final class InMemoryServer: ReplicaServer {
         return state.withLock { $0.hashes[key] }
     }
 
-    /// Each operation commits at once here: a batch is its operations one after another.
-    func batched<T>(_ body: () async throws -> T) async throws -> T { try await body() }
-    func commitBatch() async throws {}
-
     func knownBlocks(_ hashes: [String]) async throws -> Set<String> {
         try enter("knownBlocks")
         return state.withLock { s in
@@ -170,17 +166,24 @@ final class InMemoryServer: ReplicaServer {
             return known
         }
     }
-    func recordBlocks(_ blocks: [StoredBlock], manifests: [BlockManifest]) async throws -> Set<String> {
-        try enter("recordBlocks")
-        return try state.withLock { s in
-            // As docfs_record_blocks: a damaged block takes the new place and loses its mark.
+    func recordPack(_ key: String, size: Int64, blocks: [StoredBlock]) async throws {
+        try enter("recordPack")
+        state.withLock { s in
+            // As docfs_record_pack: a damaged block takes the new place and loses its mark.
             for block in blocks where s.blocks[block.hash] == nil || s.damaged.contains(block.hash) {
                 s.blocks[block.hash] = block
                 s.damaged.remove(block.hash)
             }
-            let missing = Set(manifests.flatMap(\.hashes).filter { s.blocks[$0] == nil })
+        }
+    }
+    func recordManifests(_ manifests: [BlockManifest], donePacks: [String]) async throws -> Set<String> {
+        try enter("recordManifests")
+        return try state.withLock { s in
+            let missing = Set(manifests.flatMap(\.hashes).filter { s.blocks[$0] == nil || s.damaged.contains($0) })
             guard missing.isEmpty else { return missing }
             for manifest in manifests where s.manifests[manifest.key] == nil { s.manifests[manifest.key] = manifest }
+            s.intents.formUnion(manifests.map(\.key))
+            s.intents.subtract(donePacks)
             if s.downAfterNextManifests && !manifests.isEmpty {
                 s.downAfterNextManifests = false
                 s.down = true
@@ -188,6 +191,14 @@ final class InMemoryServer: ReplicaServer {
             }
             return []
         }
+    }
+    /// Blocks in their packs and manifests naming them, as a replica records them (tests' setup).
+    func recordBlocks(_ blocks: [StoredBlock], manifests: [BlockManifest]) async throws -> Set<String> {
+        for pack in Set(blocks.map(\.pack)) {
+            try await recordPack(pack, size: blocks.filter { $0.pack == pack }.map { $0.offset + $0.length }.max() ?? 0,
+                                 blocks: blocks.filter { $0.pack == pack })
+        }
+        return manifests.isEmpty ? [] : try await recordManifests(manifests, donePacks: [])
     }
     func manifest(key: String) async throws -> (size: Int64, blocks: [StoredBlock])? {
         try enter("manifest")
@@ -229,6 +240,7 @@ final class InMemoryServer: ReplicaServer {
         try enter("dropUploadIntents")
         state.withLock { $0.intents.subtract(keys) }
     }
+    func hello() async throws { try enter("hello") }
     func shutdown() async {}
 
     func followChanges(listening: @Sendable () -> Void, notified: @escaping @Sendable (Int64) -> Void) async throws {
@@ -244,6 +256,61 @@ final class InMemoryServer: ReplicaServer {
     }
 
     // MARK: Operations
+
+    /// As `docfs_apply`: in order, stopping at the first refused (its error the last answer).
+    /// Each applies at once here (a failure of the call leaves those before it applied: they
+    /// are answered as replays when sent again).
+    func apply(_ operations: [RemoteOperation]) async throws -> [Result<AppliedChange, RemoteError>] {
+        var answers: [Result<AppliedChange, RemoteError>] = []
+        for operation in operations {
+            do {
+                answers.append(.success(try await applyOne(operation)))
+            } catch let error as RemoteError {
+                switch error {
+                case .unreachable, .server, .authentication, .schemaTooNew, .schemaTooOld, .notPermitted: throw error
+                default: answers.append(.failure(error))
+                }
+                break
+            }
+        }
+        await pauseIfHeld("applied")
+        return answers
+    }
+
+    private func resolve(_ target: RemoteOperation.Target) throws -> Int64 {
+        switch target {
+        case .item(let id): return id
+        case .createdBy(let operationID):
+            guard let created = state.withLock({ $0.operations[operationID] }), created.kind == .create else {
+                throw RemoteError.invalid("its folder or the item itself was never created on the server")
+            }
+            return created.change.itemID
+        }
+    }
+
+    private func applyOne(_ operation: RemoteOperation) async throws -> AppliedChange {
+        let id = operation.id
+        switch operation.change {
+        case let .create(parent, name, kind, attributes, content):
+            return try await create(operationID: id, parentID: try resolve(parent), name: name, kind: kind, attributes: attributes,
+                                    content: content)
+        case let .content(item, expectedVersion, content, modifiedNs):
+            return try await newContent(operationID: id, itemID: try resolve(item), expectedVersion: expectedVersion, content: content,
+                                        modifiedNs: modifiedNs)
+        case let .move(item, toParent, name, expectedParentID, expectedName, types):
+            return try await move(operationID: id, itemID: try resolve(item), toParentID: try resolve(toParent), name: name,
+                                  expectedParentID: expectedParentID, expectedName: expectedName, types: types)
+        case let .delete(item, expectedContentVersion):
+            return try await delete(operationID: id, itemID: try resolve(item), expectedContentVersion: expectedContentVersion)
+        case let .trash(item):
+            return try await trash(operationID: id, itemID: try resolve(item))
+        case let .untrash(item, toParent, name, types):
+            return try await untrash(operationID: id, itemID: try resolve(item), toParentID: try resolve(toParent), name: name,
+                                     types: types)
+        case let .attributes(item, changes):
+            return try await attributes(operationID: id, itemID: try resolve(item), changes: changes)
+        }
+    }
 
     private typealias Body = (inout State, Int64) throws -> (itemID: Int64, name: String?)
 
@@ -301,8 +368,8 @@ final class InMemoryServer: ReplicaServer {
         if let part = s.invalidNamesContaining, name.contains(part) { throw RemoteError.invalid("\"\(name)\" is not a valid item name") }
     }
 
-    func createItem(operationID: UUID, parentID: Int64, name: String, kind: RemoteItemKind,
-                    attributes: RemoteItemAttributes, content: RemoteContent?) async throws -> AppliedChange {
+    private func create(operationID: UUID, parentID: Int64, name: String, kind: RemoteItemKind,
+                        attributes: RemoteItemAttributes, content: RemoteContent?) async throws -> AppliedChange {
         try apply("createItem", operationID, .create) { s, position in
             try checkRejected(s, name)
             try Self.folder(s, parentID)
@@ -319,8 +386,8 @@ final class InMemoryServer: ReplicaServer {
         }
     }
 
-    func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
-                           modifiedNs: Int64) async throws -> AppliedChange {
+    private func newContent(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
+                            modifiedNs: Int64) async throws -> AppliedChange {
         await pauseIfHeld("newContentVersion")
         return try apply("newContentVersion", operationID, .content) { s, position in
             var item = try Self.live(s, itemID)
@@ -340,8 +407,8 @@ final class InMemoryServer: ReplicaServer {
         }
     }
 
-    func moveItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, expectedParentID: Int64?,
-                  expectedName: String?, types: [String]?) async throws -> AppliedChange {
+    private func move(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, expectedParentID: Int64?,
+                      expectedName: String?, types: [String]?) async throws -> AppliedChange {
         try apply("moveItem", operationID, .move) { s, position in
             try checkRejected(s, name)
             var item = try Self.live(s, itemID)
@@ -363,7 +430,7 @@ final class InMemoryServer: ReplicaServer {
         }
     }
 
-    func deleteItem(operationID: UUID, itemID: Int64, expectedContentVersion: Int64?) async throws -> AppliedChange {
+    private func delete(operationID: UUID, itemID: Int64, expectedContentVersion: Int64?) async throws -> AppliedChange {
         try apply("deleteItem", operationID, .delete) { s, position in
             var item = try Self.live(s, itemID)
             if let expectedContentVersion, item.kind == .file, item.contentVersion != expectedContentVersion {
@@ -380,7 +447,7 @@ final class InMemoryServer: ReplicaServer {
         }
     }
 
-    func trashItem(operationID: UUID, itemID: Int64) async throws -> AppliedChange {
+    private func trash(operationID: UUID, itemID: Int64) async throws -> AppliedChange {
         try apply("trashItem", operationID, .trash) { s, position in
             var item = try Self.live(s, itemID)
             item.trashedNs = item.trashedNs ?? position
@@ -390,7 +457,7 @@ final class InMemoryServer: ReplicaServer {
         }
     }
 
-    func untrashItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, types: [String]?) async throws -> AppliedChange {
+    private func untrash(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, types: [String]?) async throws -> AppliedChange {
         try apply("untrashItem", operationID, .untrash) { s, position in
             var item = try Self.live(s, itemID)
             guard item.trashedNs != nil else { throw RemoteError.invalid("item \(itemID) is not in the trash") }
@@ -404,7 +471,7 @@ final class InMemoryServer: ReplicaServer {
         }
     }
 
-    func setAttributes(operationID: UUID, itemID: Int64, changes: RemoteAttributeChanges) async throws -> AppliedChange {
+    private func attributes(operationID: UUID, itemID: Int64, changes: RemoteAttributeChanges) async throws -> AppliedChange {
         try apply("setAttributes", operationID, .attributes) { s, position in
             var item = try Self.live(s, itemID)
             if let uid = changes.uid { item.uid = uid }

@@ -182,21 +182,24 @@ final class SyncEngineTests: ReplicaTestCase {
     func testTheStatusCountsAChunksBytesWhenItsEntriesLeaveTheOutbox() async throws {
         let texts = ["first file's bytes", "the second file, a little longer"]
         for (index, text) in texts.enumerated() { _ = try await importFile("f\(index).txt", text) }
-        // The first drop is of the packs' intents (their blocks recorded); the second, of the
-        // manifests', follows the chunk's commit: held there, the status is read.
-        server.holdNext("dropUploadIntents", skipping: 1)
+        // Held where the server has applied the chunk and its answer is on the way: the one
+        // moment the engine waits between the commit and its own bookkeeping.
+        server.holdNext("applied")
         startEngine()
         try await waitUntil("the chunk is committed") { server.isHolding }
         func status() throws -> [String: Any] {
             try XCTUnwrap(JSONSerialization.jsonObject(with: Data(engine!.statusJSON().utf8)) as? [String: Any])
         }
         let during = try status()
-        XCTAssertEqual(during["pending"] as? Int, 0, "the chunk's entries are done here")
-        XCTAssertEqual(during["uploadedBytes"] as? Int, texts.map(\.utf8.count).reduce(0, +), "and its bytes counted with them")
-        XCTAssertEqual(during["sent"] as? Int, 2)
+        XCTAssertEqual(during["pending"] as? Int, 2, "the chunk's entries are still waiting here")
+        XCTAssertEqual(during["uploadedBytes"] as? Int, 0, "and its bytes not counted yet: both move together")
+        XCTAssertEqual(during["sent"] as? Int, 0)
         server.releaseHold()
         try await waitForOutbox()
-        XCTAssertEqual(try status()["uploadedBytes"] as? Int, texts.map(\.utf8.count).reduce(0, +), "counted once")
+        let after = try status()
+        XCTAssertEqual(after["pending"] as? Int, 0)
+        XCTAssertEqual(after["sent"] as? Int, 2)
+        XCTAssertEqual(after["uploadedBytes"] as? Int, texts.map(\.utf8.count).reduce(0, +), "counted once, with the entries")
     }
 
     func testAnotherReplicasChangesArriveAndDownloadWhenOpened() async throws {

@@ -51,48 +51,38 @@ extension RemoteDatabase {
         }
     }
 
-    /// Records uploaded blocks and the manifests naming them, in one transaction. A manifest
-    /// may name blocks recorded before (found by `knownBlocks`); those gc removed meanwhile are
-    /// answered and nothing is recorded (the replica uploads them and asks again): the foreign
-    /// key of `docfs_manifest_blocks` checks them, holding each named block until the commit
-    /// (as the table's owner: a replica role needs no more than INSERT). A manifest recorded
-    /// before (a retried operation: its key names its contents, so the same bytes) stays as it was.
-    package func recordBlocks(_ blocks: [StoredBlock], manifests: [BlockManifest]) async throws -> Set<String> {
-        guard !manifests.isEmpty || !blocks.isEmpty else { return [] }
+    /// Records a pack this replica uploaded under its upload intent (`docfs_record_pack`), and
+    /// its blocks: a block recorded before keeps its place, unless it was marked damaged (then it
+    /// takes this one and loses its mark). A pack whose intent expired (gc may have taken it) is
+    /// refused as worth retrying: the replica uploads it again.
+    package func recordPack(_ key: String, size: Int64, blocks: [StoredBlock]) async throws {
+        guard !blocks.isEmpty else { return }
         let logger = self.logger
-        do {
-            try await mapped { [self] in
-                try await client.withTransaction(logger: logger) { conn in
-                    let now = Self.serverNow
-                    if !blocks.isEmpty {
-                        // Through the server's function (the replica role may not UPDATE): a block
-                        // marked damaged takes its new place and loses its mark.
-                        try await conn.query("""
-                            SELECT docfs_record_blocks(\(blocks.map(\.hash))::text[], \(blocks.map(\.pack))::text[],
-                                                       \(blocks.map(\.offset))::bigint[], \(blocks.map(\.length))::bigint[])
-                            """, logger: logger)
-                    }
-                    for manifest in manifests {
-                        let inserted = try await conn.query("""
-                            INSERT INTO docfs_manifests (key, size, created_ns) VALUES (\(manifest.key), \(manifest.size), \(unescaped: now))
-                            ON CONFLICT (key) DO NOTHING RETURNING 1
-                            """, logger: logger)
-                        var fresh = false
-                        for try await _ in inserted.decode(Int.self) { fresh = true }
-                        guard fresh, !manifest.hashes.isEmpty else { continue }
-                        try await conn.query("""
-                            INSERT INTO docfs_manifest_blocks (key, ordinal, hash)
-                            SELECT \(manifest.key), n - 1, h FROM unnest(\(manifest.hashes)::text[]) WITH ORDINALITY AS m(h, n)
-                            """, logger: logger)
-                    }
-                }
-            }
-            return []
-        } catch RemoteError.rejected(let message) where message.contains("SQLSTATE 23503") {
-            // A named block is gone (foreign_key_violation): which ones, now.
-            let named = Array(Set(manifests.flatMap(\.hashes)))
-            let missing = Set(named).subtracting(try await knownBlocks(named))
-            return missing.isEmpty ? Set(named) : missing
+        try await mapped { [self] in
+            try await client.query("""
+                SELECT docfs_record_pack(\(key), \(size), \(blocks.map(\.hash))::text[], \(blocks.map(\.offset))::bigint[],
+                                         \(blocks.map(\.length))::bigint[])
+                """, logger: logger)
+        }
+    }
+
+    /// Records manifests (each with an intent, until a version names it) and drops the intents
+    /// of the packs they are made of, in one call (`docfs_record_manifests`). A manifest may name
+    /// blocks recorded before (found by `knownBlocks`); those gone or marked damaged meanwhile
+    /// are answered and nothing is recorded (the replica uploads them and asks again). A
+    /// manifest recorded before (a retried operation: its key names its contents, so the same
+    /// bytes) stays as it was.
+    package func recordManifests(_ manifests: [BlockManifest], donePacks: [String]) async throws -> Set<String> {
+        guard !manifests.isEmpty || !donePacks.isEmpty else { return [] }
+        struct Wire: Encodable { var key: String; var size: Int64; var hashes: [String] }
+        let json = String(decoding: try JSONEncoder().encode(manifests.map { Wire(key: $0.key, size: $0.size, hashes: $0.hashes) }),
+                          as: UTF8.self)
+        let logger = self.logger
+        return try await mapped { [self] in
+            let rows = try await client.query("SELECT docfs_record_manifests(\(json)::jsonb, \(donePacks)::text[])", logger: logger)
+            var missing: Set<String> = []
+            for try await (hashes) in rows.decode([String].self) { missing.formUnion(hashes) }
+            return missing
         }
     }
 

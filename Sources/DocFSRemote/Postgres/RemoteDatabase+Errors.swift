@@ -13,25 +13,28 @@ extension RemoteDatabase {
             return RemoteError.server("\(e)")
         case let e as PSQLError:
             if let info = e.serverInfo {
-                let state = info[.sqlState] ?? ""
-                let message = info[.message] ?? "\(e)"
-                if state.hasPrefix("28") { return RemoteError.authentication(message) }  // invalid authorization
-                if state == "3D000" { return RemoteError.authentication(message) }       // no such database
-                if state.hasPrefix("08") || state.hasPrefix("57P") { return RemoteError.unreachable(message) }
-                if state == "23514", message.hasPrefix("the server's layout") { return RemoteError.refused(message) }
-                if state == "42501" { return RemoteError.notPermitted(message) }  // insufficient_privilege
-                // The manifest a version names was collected meanwhile: upload it again.
-                if state == "DF001" { return RemoteError.server(message) }
-                // Worth retrying: serialization failures and deadlocks (40), resources (53: a full
-                // disk, memory), a lock not had or a statement cancelled, system and internal
-                // errors, and schema errors (42: the whole server, not one change).
-                let transient = ["40", "53", "58", "XX", "42"].contains(String(state.prefix(2))) || state == "55P03" || state == "57014"
-                if transient || state.isEmpty { return RemoteError.server("\(message) (SQLSTATE \(state))") }
-                return RemoteError.rejected("\(message) (SQLSTATE \(state))")
+                return classify(state: info[.sqlState] ?? "", message: info[.message] ?? "\(e)")
             }
             return RemoteError.unreachable("\(e.code)")
         default:
             return RemoteError.unreachable("\(error)")
         }
+    }
+
+    /// A SQLSTATE and its message, sorted.
+    static func classify(state: String, message: String) -> RemoteError {
+        if state.hasPrefix("28") { return .authentication(message) }  // invalid authorization
+        if state == "3D000" { return .authentication(message) }       // no such database
+        if state.hasPrefix("08") || state.hasPrefix("57P") { return .unreachable(message) }
+        if state == "23514", message.hasPrefix("the server's layout") { return .refused(message) }
+        if state == "42501" { return .notPermitted(message) }  // insufficient_privilege
+        // The manifest a version names, or a pack's intent, was collected meanwhile: upload again.
+        if state == "DF001" { return .server(message) }
+        // Worth retrying: serialization failures and deadlocks (40), resources (53: a full
+        // disk, memory), a lock not had or a statement cancelled, system and internal
+        // errors, and schema errors (42: the whole server, not one change).
+        let transient = ["40", "53", "58", "XX", "42"].contains(String(state.prefix(2))) || state == "55P03" || state == "57014"
+        if transient || state.isEmpty { return .server("\(message) (SQLSTATE \(state))") }
+        return .rejected("\(message) (SQLSTATE \(state))")
     }
 }

@@ -52,18 +52,16 @@ extension RemoteDatabase {
     package func recordUploadIntents(_ keys: [String]) async throws {
         guard !keys.isEmpty else { return }
         try await mapped { [self] in
-            try await client.query("""
-                INSERT INTO docfs_upload_intents (key, created_ns) SELECT k, \(unescaped: Self.serverNow) FROM unnest(\(keys)::text[]) AS k
-                ON CONFLICT (key) DO UPDATE SET created_ns = excluded.created_ns
-                """, logger: logger)
+            try await client.query("SELECT docfs_record_intents(\(keys)::text[])", logger: logger)
         }
     }
 
-    /// The versions naming these objects are committed (or the uploads were given up).
+    /// The versions naming these objects are committed (or the uploads were given up): this
+    /// replica's intents of them go (another's stay).
     package func dropUploadIntents(_ keys: [String]) async throws {
         guard !keys.isEmpty else { return }
         try await mapped { [self] in
-            try await client.query("DELETE FROM docfs_upload_intents WHERE key = ANY(\(keys))", logger: logger)
+            try await client.query("SELECT docfs_drop_intents(\(keys)::text[])", logger: logger)
         }
     }
 

@@ -11,10 +11,8 @@
 /// - `docfs_meta.tree_id`: the tree's identity, also written in the bucket beside its objects
 ///   (`TreeMarker`), so that a prefix serves one tree and a restored database is noticed.
 ///
-/// The replica role (`replicaRoleGrants`) can run every operation of `RemoteDatabase` a mount
-/// needs and nothing else: no DDL, no trigger switched off, no table dropped, no `caps` or
-/// `contents_caps` written, no layout or meta row changed, nothing deleted but its own upload
-/// intents.
+/// Since version 11 a replica role writes nothing itself: it calls the server's functions
+/// (`RemoteSchema+Doors`, the replicas group's grants).
 extension RemoteSchema {
     static let replicaRuleStatements: [String] = [
         """
@@ -88,38 +86,6 @@ extension RemoteSchema {
         "REVOKE ALL ON FUNCTION docfs_set_layout_mime(text) FROM PUBLIC",
         "INSERT INTO docfs_meta (key, value) VALUES ('tree_id', gen_random_uuid()::text) ON CONFLICT (key) DO NOTHING",
     ]
-
-    /// What a replica role gets (`docfs remote setup --replica-role`): reading everything, and
-    /// writing only through the operations a mount runs, under the rules trigger.
-    static func replicaRoleGrants(_ role: String) -> [String] {
-        let r = quoteIdentifier(role)
-        return [
-            "REVOKE ALL ON ALL TABLES IN SCHEMA public FROM \(r)",
-            "REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM \(r)",
-            "GRANT USAGE ON SCHEMA public TO \(r)",
-            """
-            GRANT SELECT ON docfs_items, docfs_versions, docfs_layout, docfs_changes, docfs_operations, docfs_meta,
-                            docfs_schema_migrations, docfs_upload_intents, docfs_blocks, docfs_manifests,
-                            docfs_manifest_blocks TO \(r)
-            """,
-            // Blocks and manifests are only ever added by replicas (gc, the owner, removes them).
-            "GRANT INSERT ON docfs_blocks, docfs_manifests, docfs_manifest_blocks TO \(r)",
-            """
-            GRANT INSERT (parent_id, name, kind, size, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid, mode, tags,
-                          symlink_target, content_key, types) ON docfs_items TO \(r)
-            """,
-            """
-            GRANT UPDATE (parent_id, name, size, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid, mode, tags,
-                          favorite_rank, content_key, content_version, metadata_version, trashed_ns, deleted, types) ON docfs_items TO \(r)
-            """,
-            "GRANT INSERT ON docfs_versions, docfs_changes, docfs_operations TO \(r)",
-            "GRANT INSERT, UPDATE, DELETE ON docfs_upload_intents TO \(r)",
-            "GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO \(r)",
-            "GRANT EXECUTE ON FUNCTION docfs_set_layout_mime(text) TO \(r)",
-            // Blocks found damaged, and blocks recorded (healing a damaged one): schema 9.
-            "GRANT EXECUTE ON FUNCTION docfs_mark_block_damaged(text, text), docfs_record_blocks(text[], text[], bigint[], bigint[]) TO \(r)",
-        ]
-    }
 
     /// `"name"` with inner quotes doubled: a role name as an SQL identifier.
     static func quoteIdentifier(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }

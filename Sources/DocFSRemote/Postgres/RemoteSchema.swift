@@ -65,8 +65,12 @@
 /// dedup, and healed by the next upload of its bytes.
 ///
 /// Version 10 (`RemoteSchema+Manifests.swift`): a version can only name a manifest that exists.
+///
+/// Version 11 (`RemoteSchema+Operations.swift`, `RemoteSchema+Doors.swift`): the server is the
+/// only door. Replicas write nothing but through the server's functions, which check every field;
+/// one login role per replica, in the tree's replicas group, recorded on what it sends.
 package enum RemoteSchema {
-    package static let latest = 10
+    package static let latest = 11
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -186,6 +190,7 @@ package enum RemoteSchema {
         (8, blockStatements),
         (9, damageStatements),
         (10, manifestStatements),
+        (11, doorTables + operationStatements + doorFunctions),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the

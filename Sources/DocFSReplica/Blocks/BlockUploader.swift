@@ -113,12 +113,10 @@ struct BlockUploader {
             try? await server.dropUploadIntents(work.packKeys)
             return Result(uploadedBytes: work.uploaded, packs: work.packs)
         }
-        // The packs' blocks are recorded; the manifests name them (and any the server had). Their
-        // intents first (renewed right before the versions are committed): gc keeps a manifest,
-        // and so its blocks, while no version names it yet.
-        try await server.recordUploadIntents(manifests.map(\.manifest.key))
-        let missing = try await server.recordBlocks([], manifests: manifests.map(\.manifest))
-        try? await server.dropUploadIntents(work.packKeys)
+        // The packs' blocks are recorded; the manifests name them (and any the server had), each
+        // with an intent (gc keeps a manifest, and so its blocks, while no version names it yet),
+        // and the packs' intents go: one call.
+        let missing = try await server.recordManifests(manifests.map(\.manifest), donePacks: work.packKeys)
         guard missing.isEmpty else {
             // gc removed blocks another file had, between the question and now: the retry sends them.
             throw RemoteError.server("\(missing.count) block(s) were removed by docfs remote gc while this replica was uploading; sent again")
@@ -182,7 +180,7 @@ struct BlockUploader {
             FaultInjection.point(.packPut)  // test-only (DOCFS_FAULT)
             // Recorded as soon as the pack is in: a retry after a crash or a lost connection
             // finds these blocks known and sends only the rest.
-            _ = try await server.recordBlocks(blocks, manifests: [])
+            try await server.recordPack(key, size: Int64(bytes.count), blocks: blocks)
             FaultInjection.point(.uploadPart)  // test-only (DOCFS_FAULT)
         })
     }

@@ -3,8 +3,9 @@ import DocFSRemote
 
 /// What the sync engine asks of the server's metadata (PostgreSQL in a mount, `RemoteDatabase`),
 /// so that ordering, retries, conflicts and incoming changes can be tested against an in-memory
-/// server (Tests/DocFSReplicaTests). Every operation is idempotent by its operation id.
-package protocol ReplicaServer: Sendable {
+/// server (Tests/DocFSReplicaTests). Every operation is idempotent by its operation id; a chunk of
+/// them is one call (`OperationApplier.apply`), and `createItem` and the like are one of them.
+package protocol ReplicaServer: OperationApplier {
     /// The schema version on the server (0: none). Replicas never migrate it (`docfs remote setup`).
     func schemaVersion() async throws -> Int
     /// The tree's identity (`docfs_meta.tree_id`; nil on a server set up before schema 6).
@@ -22,30 +23,16 @@ package protocol ReplicaServer: Sendable {
     func layout() async throws -> String?
     func setLayoutMIMETypes(json: String) async throws
 
-    func createItem(operationID: UUID, parentID: Int64, name: String, kind: RemoteItemKind,
-                    attributes: RemoteItemAttributes, content: RemoteContent?) async throws -> AppliedChange
-    func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
-                           modifiedNs: Int64) async throws -> AppliedChange
-    func moveItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, expectedParentID: Int64?,
-                  expectedName: String?, types: [String]?) async throws -> AppliedChange
-    func deleteItem(operationID: UUID, itemID: Int64, expectedContentVersion: Int64?) async throws -> AppliedChange
-    func trashItem(operationID: UUID, itemID: Int64) async throws -> AppliedChange
-    func untrashItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, types: [String]?) async throws -> AppliedChange
-    func setAttributes(operationID: UUID, itemID: Int64, changes: RemoteAttributeChanges) async throws -> AppliedChange
-
     /// The SHA-256 (hex) the uploading replica recorded for the object `key` (nil: none).
     func expectedSHA256(key: String) async throws -> String?
 
-    /// Every operation `body` applies in one transaction, committed when it returns;
-    /// `commitBatch` commits what it applied so far (before acting locally on an answer).
-    func batched<T>(_ body: () async throws -> T) async throws -> T
-    func commitBatch() async throws
-
-    /// Blocks (schema 8): which of these the bucket holds; record uploaded blocks and the
-    /// manifests naming them (answers blocks gc removed meanwhile, and then records no
-    /// manifest); a version's blocks in order (nil: `key` is a whole object).
+    /// Blocks (schema 8): which of these the bucket holds; record a pack uploaded under this
+    /// replica's intent and its blocks; record the manifests naming them and drop the packs'
+    /// intents (answers blocks gone or damaged meanwhile, and then records no manifest); a
+    /// version's blocks in order (nil: `key` is a whole object).
     func knownBlocks(_ hashes: [String]) async throws -> Set<String>
-    func recordBlocks(_ blocks: [StoredBlock], manifests: [BlockManifest]) async throws -> Set<String>
+    func recordPack(_ key: String, size: Int64, blocks: [StoredBlock]) async throws
+    func recordManifests(_ manifests: [BlockManifest], donePacks: [String]) async throws -> Set<String>
     func manifest(key: String) async throws -> (size: Int64, blocks: [StoredBlock])?
     /// Damaged blocks (schema 9): a reader marks one it found damaged or gone where it read it
     /// (false: no block there now); the live items whose current contents name damaged blocks.
@@ -53,9 +40,12 @@ package protocol ReplicaServer: Sendable {
     func markBlockDamaged(hash: String, pack: String) async throws -> Bool
     func damagedContents() async throws -> [DamagedContent]
 
-    /// Objects about to be named by versions (gc spares them), and dropped once those are in.
+    /// Objects about to be named by versions (gc spares them), and dropped once those are in
+    /// (`apply` drops those of the contents it names).
     func recordUploadIntents(_ keys: [String]) async throws
     func dropUploadIntents(_ keys: [String]) async throws
+    /// This replica is here (`docfs remote replicas` shows when each was last seen).
+    func hello() async throws
 
     /// Calls `listening` once notifications are on, then `notified` with the change log position
     /// of each change any replica commits, until the connection breaks (throws) or the task is

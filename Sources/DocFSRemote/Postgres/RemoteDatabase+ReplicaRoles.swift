@@ -1,0 +1,152 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A replica's login role as `docfs remote replicas` lists it.
+package struct ReplicaRecord: Sendable, Equatable, Codable {
+    package var name: String
+    /// It may log in and is in the tree's replicas group (false: removed).
+    package var active: Bool
+    /// Its last call (nil: never seen), in the server's nanoseconds.
+    package var lastSeenNs: Int64?
+    package var operations: Int64
+    package var versions: Int64
+    package var bytes: Int64
+}
+
+// One login role per replica (schema 11): the owner adds, lists and removes them. Each is a
+// member of the tree's replicas group, which holds a replica's privileges (`RemoteSchema+Doors`),
+// and nothing else.
+extension RemoteDatabase {
+    /// The tree's replicas group (`docfs_meta.replicas_group`).
+    package func replicasGroup() async throws -> String {
+        try await mapped { [self] in
+            let rows = try await client.query("SELECT value FROM docfs_meta WHERE key = 'replicas_group'", logger: logger)
+            for try await (name) in rows.decode(String.self) { return name }
+            throw RemoteError.schemaTooOld(found: try await schemaVersion(), needed: RemoteSchema.latest)
+        }
+    }
+
+    /// Makes `name` a login role in the replicas group (with `password`, if given), or lets a
+    /// removed one in again; returns whether the role was made here. Run by the owner (with
+    /// CREATEROLE).
+    @discardableResult
+    package func addReplica(_ name: String, password: String?) async throws -> Bool {
+        try Self.checkRoleName(name)
+        let group = try await replicasGroup()
+        let logger = self.logger
+        let created = try await mapped { [self] in
+            try await client.withTransaction(logger: logger) { conn -> Bool in
+                try await conn.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
+                // The group and its grants (a migration run by an owner without CREATEROLE made none).
+                try await conn.query(PostgresQuery(unsafeSQL: """
+                    DO $do$ BEGIN
+                        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = \(RemoteSchema.quoteLiteral(group))) THEN
+                            CREATE ROLE \(RemoteSchema.quoteIdentifier(group)) NOLOGIN;
+                        END IF;
+                    END $do$
+                    """), logger: logger)
+                try await conn.query(PostgresQuery(unsafeSQL: RemoteSchema.replicasGroupGrants), logger: logger)
+                var exists = false
+                for try await (n) in try await conn.query("SELECT count(*) FROM pg_roles WHERE rolname = \(name)",
+                                                          logger: logger).decode(Int64.self) { exists = n > 0 }
+                var statement = (exists ? "ALTER ROLE " : "CREATE ROLE ") + RemoteSchema.quoteIdentifier(name) + " LOGIN"
+                if let password { statement += " PASSWORD \(RemoteSchema.quoteLiteral(password))" }
+                try await conn.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                var database = ""
+                for try await (n) in try await conn.query("SELECT current_database()", logger: logger).decode(String.self) { database = n }
+                try await conn.query(PostgresQuery(unsafeSQL: """
+                    GRANT CONNECT ON DATABASE \(RemoteSchema.quoteIdentifier(database)) TO \(RemoteSchema.quoteIdentifier(name))
+                    """), logger: logger)
+                try await conn.query(PostgresQuery(unsafeSQL: """
+                    GRANT \(RemoteSchema.quoteIdentifier(group)) TO \(RemoteSchema.quoteIdentifier(name))
+                    """), logger: logger)
+                try await conn.query("INSERT INTO docfs_replicas (role) VALUES (\(name)) ON CONFLICT (role) DO NOTHING", logger: logger)
+                return !exists
+            }
+        }
+        // No DDL for anyone but the owner (PostgreSQL 15 grants no CREATE on `public` by default;
+        // a database made otherwise gets it taken back). Best effort: the schema may belong to
+        // another role, and then the check below says so.
+        _ = try? await mapped { [self] in
+            try await client.query("REVOKE CREATE ON SCHEMA public FROM PUBLIC", logger: logger)
+        }
+        let canCreate = try await mapped { [self] in
+            var allowed = false
+            for try await (v) in try await client.query("SELECT has_schema_privilege(\(name), 'public', 'CREATE')",
+                                                        logger: logger).decode(Bool.self) { allowed = v }
+            return allowed
+        }
+        if canCreate {
+            throw RemoteError.invalid("role \(name) may create tables in schema public: its owner runs REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+        }
+        return created
+    }
+
+    /// Revokes a replica: out of the group, no login, its sessions on this database ended. Its
+    /// mount stops syncing (its changes stay in its outbox); nothing of the others changes.
+    package func removeReplica(_ name: String) async throws {
+        try Self.checkRoleName(name)
+        let group = try await replicasGroup()
+        let logger = self.logger
+        try await mapped { [self] in
+            try await client.withTransaction(logger: logger) { conn in
+                var member = false
+                for try await (n) in try await conn.query("""
+                    SELECT count(*) FROM pg_auth_members am JOIN pg_roles r ON r.oid = am.member JOIN pg_roles g ON g.oid = am.roleid
+                    WHERE g.rolname = \(group) AND r.rolname = \(name)
+                    """, logger: logger).decode(Int64.self) { member = n > 0 }
+                guard member else { throw RemoteError.invalid("\(name) is not a replica of this tree (not in \(group))") }
+                try await conn.query(PostgresQuery(unsafeSQL: """
+                    REVOKE \(RemoteSchema.quoteIdentifier(group)) FROM \(RemoteSchema.quoteIdentifier(name))
+                    """), logger: logger)
+                try await conn.query(PostgresQuery(unsafeSQL: "ALTER ROLE \(RemoteSchema.quoteIdentifier(name)) NOLOGIN"), logger: logger)
+                try await conn.query("""
+                    SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = \(name) AND datname = current_database()
+                    """, logger: logger)
+            }
+        }
+    }
+
+    /// Every replica role of this tree, current and removed, with what it sent.
+    package func replicas() async throws -> [ReplicaRecord] {
+        let group = try await replicasGroup()
+        let logger = self.logger
+        return try await mapped { [self] in
+            let rows = try await client.query("""
+                WITH members AS (
+                    SELECT r.rolname::text AS name, r.rolcanlogin AS login FROM pg_auth_members am
+                    JOIN pg_roles r ON r.oid = am.member JOIN pg_roles g ON g.oid = am.roleid WHERE g.rolname = \(group)),
+                known AS (SELECT name FROM members UNION SELECT role FROM docfs_replicas),
+                sent AS (SELECT role, count(*) AS n, coalesce(sum(size), 0)::bigint AS bytes FROM docfs_versions GROUP BY role)
+                SELECT k.name, coalesce(m.login, false), r.last_seen_ns, coalesce(r.operations, 0), coalesce(s.n, 0), coalesce(s.bytes, 0)
+                FROM known k LEFT JOIN members m ON m.name = k.name LEFT JOIN docfs_replicas r ON r.role = k.name
+                LEFT JOIN sent s ON s.role = k.name
+                WHERE k.name IN (SELECT name FROM members) OR k.name NOT IN (SELECT rolname FROM pg_roles WHERE rolsuper)
+                ORDER BY k.name
+                """, logger: logger)
+            var out: [ReplicaRecord] = []
+            for try await (name, login, seen, operations, versions, bytes) in rows.decode((String, Bool, Int64?, Int64, Int64, Int64).self) {
+                out.append(ReplicaRecord(name: name, active: login, lastSeenNs: seen, operations: operations, versions: versions, bytes: bytes))
+            }
+            return out
+        }
+    }
+
+    /// A replica says it is here (`docfs_hello`).
+    package func hello() async throws {
+        let logger = self.logger
+        try await mapped { [self] in
+            _ = try await client.query("SELECT docfs_hello()", logger: logger)
+        }
+    }
+
+    /// A role name docfs makes: 1–63 bytes of letters, digits, `_`, `-` and `.`.
+    static func checkRoleName(_ name: String) throws {
+        guard (1...63).contains(name.utf8.count),
+              name.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_-.".unicodeScalars.contains($0)) }),
+              !name.hasPrefix("pg_") else {
+            throw RemoteError.invalid("\"\(name)\" is not a replica name (1–63 letters, digits, _, - or .; not pg_…)")
+        }
+    }
+}
