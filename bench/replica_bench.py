@@ -289,6 +289,8 @@ def drain(work):
         mnt = os.path.join(work, "dm%d" % n)
         try:
             run([DOCFS, "init", os.path.join(work, "drain%d" % n)] + server.remote, env=AWS)
+            # The server's own time in docfs_apply (schema 11), per entry applied.
+            run([PSQL, "-q", "-d", ADMIN_URL, "-c", "ALTER DATABASE %s SET track_functions = 'pl'" % server.database])
             mount(os.path.join(work, "drain%d" % n), mnt)
             start = time.monotonic()
             run(["cp", "-r", tree + "/.", mnt + "/"])
@@ -296,11 +298,12 @@ def drain(work):
             quiet(mnt, timeout=1800)
             docfs_s = time.monotonic() - start
             objects = len(json_out([S3_PYTHON, S3CHECK, "list", server.bucket], {**AWS, "DOCFS_TEST_S3_ENDPOINT": S3_ENDPOINT}))
+            per_entry = server_time_per_entry(server.database)
         finally:
             unmount(mnt)
             server.drop()
-        line = "drain %s (%d files, %.1f MiB): docfs cp -r %.2f s, on the server after %.2f s (%d objects)" % (
-            label, files, size / 1048576, copied_s, docfs_s, objects)
+        line = "drain %s (%d files, %.1f MiB): docfs cp -r %.2f s, on the server after %.2f s (%d objects; server %s per entry)" % (
+            label, files, size / 1048576, copied_s, docfs_s, objects, per_entry)
         if have_rclone:
             endpoint = ENV["DOCFS_TEST_S3_OPEN_ENDPOINT"]
             bucket = "bench-rclone-drain%d" % n
@@ -341,6 +344,23 @@ def drain(work):
     finally:
         unmount(mnt)
         server.drop()
+
+
+def server_time_per_entry(database):
+    """docfs_apply's total time over the operations applied, from pg_stat_user_functions (a
+    backend reports its counts when idle, within a second or so: read until they settle)."""
+    url = database_url(database)
+    query = ("SELECT coalesce(sum(total_time), 0), (SELECT count(*) FROM docfs_operations) "
+             "FROM pg_stat_user_functions WHERE funcname = 'docfs_apply'")
+    last, deadline = None, time.monotonic() + 15
+    while time.monotonic() < deadline:
+        row = run([PSQL, "-At", "-d", url, "-c", query]).stdout.strip()
+        if row == last:
+            break
+        last = row
+        time.sleep(1)
+    total_ms, entries = last.split("|")
+    return "%.3f ms" % (float(total_ms) / max(int(entries), 1)) if float(total_ms) > 0 else "unknown"
 
 
 def json_out(args, env):

@@ -185,7 +185,11 @@ package final class SyncEngine: Sendable {
             } catch is CancellationError {
                 break
             } catch {
-                let failure = SyncFailure(error, bucket: configuration.bucket)
+                var failure = SyncFailure(error, bucket: configuration.bucket)
+                // No answer: a login the server now refuses says so (a removed replica stalls with that line).
+                if case RemoteError.unreachable = error, let refusal = await database.loginRefusal() {
+                    failure = SyncFailure(refusal, bucket: configuration.bucket)
+                }
                 report(failure)
                 // Back after the server was away (a restart, a restore): checked again before
                 // anything is sent.

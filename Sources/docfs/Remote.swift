@@ -5,5 +5,6 @@ import Foundation
 struct Remote: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Work on a replica's server (PostgreSQL and the bucket).",
-        subcommands: [RemoteSetupCommand.self, RemoteGC.self, RemoteCheck.self])
+        subcommands: [RemoteSetupCommand.self, RemoteAddReplica.self, RemoteReplicas.self, RemoteRemoveReplica.self,
+                       RemoteGC.self, RemoteCheck.self])
 }

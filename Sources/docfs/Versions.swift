@@ -50,7 +50,7 @@ struct VersionsList: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "list", abstract: "List a file's versions (the default).")
 
     @Argument(help: "A file inside a docfs mount of a replica.") var path: String
-    @Flag(help: "Print JSON: {current, versions: [{number, createdNs, size, key, collected, replica}]}.") var json = false
+    @Flag(help: "Print JSON: {current, versions: [{number, createdNs, size, key, collected, replica, role}]}.") var json = false
 
     func run() throws {
         let (_, id, configuration) = try Versions.locate(path)
@@ -69,6 +69,7 @@ struct VersionsList: ParsableCommand {
             let date = Date(timeIntervalSince1970: Double(version.createdNs) / 1e9).formatted(.iso8601)
             var line = String(format: "%4lld  %@  %12lld bytes", version.number, date, version.size)
             if let replica = version.replica { line += "  from \(replica)" }
+            if let role = version.role { line += " (role \(role))" }
             if version.number == listing.current { line += "  current" }
             if version.collected { line += "  removed by gc" }
             print(line)

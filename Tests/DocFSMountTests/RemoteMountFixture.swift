@@ -176,6 +176,26 @@ final class RemoteMount {
          "--region", "us-east-1"]
     }
 
+    /// The arguments of another replica of this tree, logging in as a role of its own: made with
+    /// `docfs remote add-replica` (the owner's), named after `name` and this tree's database
+    /// (roles are the cluster's, shared by every test's database).
+    func replicaArguments(role name: String) throws -> [String] {
+        let role = roleName(name)
+        let added = fx.docfs(["remote", "add-replica", role] + remoteArguments, env: awsEnvironment(secret: servers.secretKey))
+        guard added.status == 0 else { throw FixtureError("add-replica \(role): \(added)") }
+        var arguments = remoteArguments
+        arguments[1] = roleURL(role)
+        return arguments
+    }
+
+    /// The cluster-wide name of this tree's replica role `name`.
+    func roleName(_ name: String) -> String { "\(name)_\(database.dropFirst("docfs_mount_".count))" }
+
+    /// This tree's database URL with `role` as the user.
+    func roleURL(_ role: String) -> String {
+        databaseURL.replacingOccurrences(of: "//\(URLComponents(string: databaseURL)?.user ?? "")@", with: "//\(role)@")
+    }
+
     /// The S3 variables docfs reads, with `secret` as the secret key.
     func awsEnvironment(secret: String) -> [String: String] {
         ["AWS_ACCESS_KEY_ID": servers.accessKey, "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": "us-east-1"]

@@ -18,7 +18,8 @@ class ReplicaTestCase: RemoteMountTestCase {
         let second = Second(store: r.fx.dir + "/" + name, mnt: r.fx.dir + (name == "second" ? "/mnt2" : "/mnt-" + name))
         XCTAssertEqual(mkdir(second.mnt, 0o755), 0)
         let env = r.awsEnvironment(secret: r.servers.secretKey)
-        let initResult = r.fx.docfs(["init", second.store] + r.remoteArguments, env: env)
+        // Each replica logs in as a role of its own (`docfs remote add-replica`).
+        let initResult = r.fx.docfs(["init", second.store] + (try r.replicaArguments(role: name)), env: env)
         guard initResult.status == 0 else { throw FixtureError("init of the second replica: \(initResult)") }
         try mountSecond(r, second, env: env)
         addTeardownBlock {

@@ -58,12 +58,12 @@ final class ServerSetupMountTests: ReplicaTestCase {
         assertRefusedToReplica(url, "DELETE FROM docfs_items WHERE name = 'shared.txt'", "permission denied")
         assertRefusedToReplica(url, "UPDATE docfs_layout SET layout = '{}'", "permission denied")
         assertRefusedToReplica(url, "SET session_replication_role = replica", "permission denied")
-        // The old client-set flag lets nothing through: the server decides what initial contents are.
+        // No table is written but through the server's functions (schema 11), whatever a client sets.
         assertRefusedToReplica(url, """
             SELECT set_config('docfs.initial_contents', 'on', false);
             UPDATE docfs_items SET content_version = content_version + 1, content_key = 'elsewhere', size = 9 WHERE name = 'ro.txt'
-            """, "does not allow writing /ro.txt")
-        assertRefusedToReplica(url, "UPDATE docfs_items SET size = 0 WHERE name = 'ro.txt'", "does not allow writing /ro.txt")
+            """, "permission denied")
+        assertRefusedToReplica(url, "UPDATE docfs_items SET size = 0 WHERE name = 'ro.txt'", "permission denied")
         // Damaged blocks (schema 9): marked and healed only through the server's functions, which
         // check what they are given.
         let nowhere = "'\(r.prefix)/packs/00000000-0000-0000-0000-000000000000'"
@@ -71,7 +71,9 @@ final class ServerSetupMountTests: ReplicaTestCase {
         assertRefusedToReplica(url, "SELECT docfs_mark_block_damaged('ABC', \(nowhere))", "not a block hash")
         assertRefusedToReplica(url, "SELECT docfs_mark_block_damaged(repeat('a', 64), 'elsewhere/packs/00000000-0000-0000-0000-000000000000')",
                                "not a pack of this tree")
-        assertRefusedToReplica(url, "SELECT docfs_record_blocks(ARRAY[repeat('b', 64)], ARRAY['\(r.prefix)/objects/x'], ARRAY[0::bigint], ARRAY[1::bigint])",
+        assertRefusedToReplica(url, "SELECT docfs_record_blocks(ARRAY[repeat('b', 64)], ARRAY[\(nowhere)], ARRAY[0::bigint], ARRAY[1::bigint])",
+                               "permission denied")
+        assertRefusedToReplica(url, "SELECT docfs_record_pack('\(r.prefix)/objects/x', 1, ARRAY[repeat('b', 64)], ARRAY[0::bigint], ARRAY[1::bigint])",
                                "not a pack of this tree")
         XCTAssertEqual(try asReplica(url, "SELECT docfs_mark_block_damaged(repeat('a', 64), \(nowhere))").first?.first, "f",
                        "a block that is not there is not marked")

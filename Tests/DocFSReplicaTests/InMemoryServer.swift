@@ -241,6 +241,7 @@ final class InMemoryServer: ReplicaServer {
         state.withLock { $0.intents.subtract(keys) }
     }
     func hello() async throws { try enter("hello") }
+    func loginRefusal() async -> RemoteError? { nil }
     func shutdown() async {}
 
     func followChanges(listening: @Sendable () -> Void, notified: @escaping @Sendable (Int64) -> Void) async throws {

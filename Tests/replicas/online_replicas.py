@@ -472,7 +472,16 @@ def one_seed(seed):
         for name in NAMES:
             store, mnt = os.path.join(work, "store" + name), os.path.join(work, "mnt" + name)
             os.mkdir(mnt)
-            run([DOCFS, "init", store] + remote, env=AWS)
+            own = remote
+            if name != NAMES[0]:
+                # The first replica is the owner's (it sets the server up); the others log in as a
+                # role of their own, as `docfs remote add-replica` makes one (roles are the
+                # cluster's: named after this run's database).
+                role = "%s_%s" % (name.lower(), unique)
+                run([DOCFS, "remote", "add-replica", role] + remote, env=AWS)
+                own = list(remote)
+                own[1] = url.replace("//docfs@", "//%s@" % role)
+            run([DOCFS, "init", store] + own, env=AWS)
             r = Replica(name, store, mnt)
             r.mount()
             replicas.append(r)

@@ -270,7 +270,14 @@ def one_seed(seed):
         for name in ("A", "B"):
             store, mnt = os.path.join(work, "store" + name), os.path.join(work, "mnt" + name)
             os.mkdir(mnt)
-            run([DOCFS, "init", store] + remote, env=AWS)
+            own = remote
+            if name == "B":
+                # B logs in as a role of its own (A, the owner's, set the server up).
+                role = "b_" + unique
+                run([DOCFS, "remote", "add-replica", role] + remote, env=AWS)
+                own = list(remote)
+                own[1] = database_url(database).replace("//docfs@", "//%s@" % role)
+            run([DOCFS, "init", store] + own, env=AWS)
             run([DOCFS, "mount", store, mnt], env=AWS)
             mounts.append(mnt)
             replicas.append(Replica(name, mnt))

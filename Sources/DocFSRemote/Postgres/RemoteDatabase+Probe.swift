@@ -42,3 +42,17 @@ extension RemoteDatabase {
         }
     }
 }
+
+extension RemoteDatabase {
+    /// Why calls find no answer, when the server refuses this role's login (a replica removed
+    /// with `docfs remote remove-replica`, a password changed): the pool keeps retrying its
+    /// connections and a call only times out, so one connection of its own asks. Nil otherwise.
+    package func loginRefusal() async -> RemoteError? {
+        do {
+            try await Self.probe(url, timeout: .seconds(5), logger: logger)
+        } catch let error as RemoteError {
+            if case .authentication = error { return error }
+        } catch {}
+        return nil
+    }
+}

@@ -46,6 +46,8 @@ package protocol ReplicaServer: OperationApplier {
     func dropUploadIntents(_ keys: [String]) async throws
     /// This replica is here (`docfs remote replicas` shows when each was last seen).
     func hello() async throws
+    /// The server refuses this replica's login (removed, a password changed): why; nil when not.
+    func loginRefusal() async -> RemoteError?
 
     /// Calls `listening` once notifications are on, then `notified` with the change log position
     /// of each change any replica commits, until the connection breaks (throws) or the task is

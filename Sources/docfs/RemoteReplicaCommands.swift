@@ -1,0 +1,117 @@
+import ArgumentParser
+import Foundation
+import Logging
+import DocFSRemote
+import DocFSReplica
+import DocFSStore
+
+/// The owner's commands for replicas' login roles: one per replica, listed and revocable.
+enum ReplicaRoleCommand {
+    /// Runs `body` with the server the options name (the owner's role), for one command.
+    static func withDatabase<T: Sendable>(_ options: RemoteOptions, _ what: String,
+                                          _ body: @escaping @Sendable (RemoteDatabase) async throws -> T) throws -> T {
+        guard options.remote != nil, options.objects != nil else {
+            throw UserFacingError("docfs: \(what) needs --remote postgres://OWNER@HOST:PORT/DB and --objects s3://BUCKET[/PREFIX]")
+        }
+        let server = try options.server()
+        let configuration: ReplicaConfiguration
+        do { configuration = try ReplicaConfiguration.resolve(link: server.link, store: nil, environment: server.environment) } catch {
+            throw UserFacingError("docfs: cannot use the remote: \(error)")
+        }
+        var logger = Logger(label: "docfs.replicas")
+        logger.logLevel = .warning
+        let (url, quiet) = (configuration.postgres, logger)
+        switch runBlocking({ () async throws -> T in
+            let database = RemoteDatabase(url: url, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(15))
+            do {
+                let result = try await body(database)
+                await database.shutdown()
+                return result
+            } catch {
+                await database.shutdown()
+                throw error
+            }
+        }) {
+        case .success(let value): return value
+        case .failure(let error): throw UserFacingError("docfs: \(what) on \(server.stored): \(error)")
+        }
+    }
+}
+
+/// `docfs remote add-replica NAME`: a login role for one replica.
+struct RemoteAddReplica: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add-replica",
+        abstract: "Make a login role for one replica (the owner's step), and say how to init with it.",
+        discussion: """
+            The role is a member of the tree's replicas group: it reads the tables and writes only \
+            through the server's functions, which record it on every change and version. Run with \
+            the database's owner (with CREATEROLE). Running it again for a removed replica lets it in again.
+            """)
+
+    @OptionGroup var server: RemoteOptions
+
+    @Argument(help: "The replica's role name (letters, digits, _, - and .).")
+    var name: String
+
+    @Option(name: .customLong("replica-password-file"), help: ArgumentHelp("A file (mode 0600) holding the role's password (none: certificate or peer login).", valueName: "FILE"))
+    var replicaPasswordFile: String?
+
+    func run() throws {
+        let password = try replicaPasswordFile.map(RemoteOptions.readPasswordFile)
+        let name = self.name
+        let (created, group) = try ReplicaRoleCommand.withDatabase(server, "add-replica") { database in
+            (try await database.addReplica(name, password: password), try await database.replicasGroup())
+        }
+        let stored = try server.server().stored
+        var url = stored
+        url.user = name
+        url.password = nil
+        print("docfs: replica \(name) \(created ? "added" : "let in again") (a login role in \(group))")
+        print("init a replica with: docfs init --remote \(url) --objects \(server.objects ?? "s3://BUCKET/PREFIX") STORE")
+    }
+}
+
+/// `docfs remote replicas`: every replica role of the tree.
+struct RemoteReplicas: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replicas",
+        abstract: "List the replicas' login roles: when each was last seen and what it sent.")
+
+    @OptionGroup var server: RemoteOptions
+
+    @Flag(help: "Print one JSON array.")
+    var json = false
+
+    func run() throws {
+        let list = try ReplicaRoleCommand.withDatabase(server, "replicas") { try await $0.replicas() }
+        if json { return JSONOutput.print(list) }
+        print("NAME\tSTATE\tLAST SEEN\tOPERATIONS\tVERSIONS\tBYTES")
+        for replica in list {
+            let seen = replica.lastSeenNs.map { ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double($0) / 1e9)) } ?? "never"
+            print("\(replica.name)\t\(replica.active ? "active" : "removed")\t\(seen)\t\(replica.operations)\t\(replica.versions)\t\(Status.bytesText(replica.bytes))")
+        }
+    }
+}
+
+/// `docfs remote remove-replica NAME`: revokes one replica.
+struct RemoteRemoveReplica: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "remove-replica",
+        abstract: "Revoke one replica's role: it may no longer log in, its sessions end; the others are untouched.",
+        discussion: """
+            Its mount stops syncing with one line (docfs status says so); its changes stay in its \
+            outbox. `docfs remote add-replica NAME` lets it in again.
+            """)
+
+    @OptionGroup var server: RemoteOptions
+
+    @Argument(help: "The replica's role name.")
+    var name: String
+
+    func run() throws {
+        let name = self.name
+        try ReplicaRoleCommand.withDatabase(server, "remove-replica") { try await $0.removeReplica(name) }
+        print("docfs: replica \(name) removed: it may no longer log in")
+    }
+}
