@@ -269,8 +269,11 @@ package final class SyncEngine: Sendable {
                 p.sent += completions.count
                 // Bytes sent in packs: blocks the server had already cost nothing.
                 p.noteUploaded(uploadedBytes)
-                p.online = true
-                if failure == nil { p.lastError = nil }
+                // A chunk cut short (the server gone mid-way) is reported next: not online meanwhile.
+                if failure == nil {
+                    p.online = true
+                    p.lastError = nil
+                }
             }
             logger.debug("sync: chunk of \(chunk.count) entries: upload \(uploaded - began), server \(committed - uploaded), completed here \(ContinuousClock.now - committed)")
             follower.wake.signal()

@@ -132,8 +132,15 @@ extension RemoteDatabase {
                               RETURNING length)
                 SELECT count(*), coalesce(sum(length), 0)::bigint FROM gone
                 """, logger: logger)
-            for try await (n, bytes) in rows.decode((Int64, Int64).self) { return (Int(n), bytes) }
-            return (0, 0)
+            var dropped = (count: 0, bytes: Int64(0))
+            for try await (n, bytes) in rows.decode((Int64, Int64).self) { dropped = (Int(n), bytes) }
+            // Packs recorded (schema 11) that no block is in any more: their sizes go too.
+            try await client.query("""
+                DELETE FROM docfs_packs p WHERE p.created_ns < \(cutoffNs)
+                  AND NOT EXISTS (SELECT 1 FROM docfs_blocks b WHERE b.pack_key = p.key)
+                  AND NOT EXISTS (SELECT 1 FROM docfs_upload_intents u WHERE u.key = p.key)
+                """, logger: logger)
+            return dropped
         }
     }
 
