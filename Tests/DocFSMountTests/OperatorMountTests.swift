@@ -19,59 +19,9 @@ final class OperatorMountTests: MountTestCase {
     }
     override class var mountsInSetUp: Bool { false }
 
-    /// A python with prometheus_client (Tests/remote/servers.sh installs it beside moto).
-    func parserPython() throws -> String {
-        guard let python = ProcessInfo.processInfo.environment["DOCFS_TEST_S3_PYTHON"],
-              runProcess(python, ["-c", "import prometheus_client.parser"], cwd: fx.dir, timeout: 30, outDir: fx.dir).status == 0 else {
-            throw XCTSkip("needs prometheus_client: run under Tests/remote/servers.sh run -- … (as make test does)")
-        }
-        return python
-    }
-
-    /// The port the daemon says it serves metrics on (it was asked for port 0).
-    func metricsPort(file: StaticString = #filePath, line: UInt = #line) throws -> Int {
-        let lines = fx.logLines { $0.contains("metrics at http://") }
-        guard let text = lines.first, let range = text.range(of: #":[0-9]+/metrics"#, options: .regularExpression) else {
-            XCTFail("the daemon did not say where it serves metrics; log:\n\(fx.log)", file: file, line: line)
-            throw FixtureError("no metrics line")
-        }
-        return Int(text[range].dropFirst().dropLast("/metrics".count))!
-    }
-
-    struct Sample { var labels: [String: String]; var value: Double }
-    struct Scrape {
-        var samples: [String: [Sample]]
-        var types: [String: String]
-        func total(_ name: String, where match: ([String: String]) -> Bool = { _ in true }) -> Double {
-            (samples[name] ?? []).filter { match($0.labels) }.reduce(0) { $0 + $1.value }
-        }
-    }
-
-    /// GET /metrics, parsed by prometheus_client's text parser (which refuses malformed text).
-    func scrape(_ python: String, port: Int, file: StaticString = #filePath, line: UInt = #line) throws -> Scrape {
-        let script = """
-            import json, sys, urllib.request
-            from prometheus_client.parser import text_string_to_metric_families
-            with urllib.request.urlopen(sys.argv[1], timeout=20) as r:
-                assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain"), r.headers
-                text = r.read().decode()
-            samples, types = {}, {}
-            for family in text_string_to_metric_families(text):
-                types[family.name] = family.type
-                for s in family.samples:
-                    samples.setdefault(s.name, []).append([s.labels, s.value])
-            print(json.dumps({"samples": samples, "types": types}))
-            """
-        let r = runProcess(python, ["-c", script, "http://127.0.0.1:\(port)/metrics"], cwd: fx.dir, timeout: 60, outDir: fx.dir)
-        guard r.status == 0, let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
-              let samples = object["samples"] as? [String: [[Any]]], let types = object["types"] as? [String: String] else {
-            XCTFail("scrape failed: \(r)", file: file, line: line)
-            throw FixtureError("scrape failed")
-        }
-        return Scrape(samples: samples.mapValues { list in
-            list.map { Sample(labels: $0[0] as? [String: String] ?? [:], value: ($0[1] as? NSNumber)?.doubleValue ?? .nan) }
-        }, types: types)
-    }
+    func parserPython() throws -> String { try MetricsScrape.parserPython(dir: fx.dir) }
+    func metricsPort() throws -> Int { try MetricsScrape.port(of: fx) }
+    func scrape(_ python: String, port: Int) throws -> MetricsScrape { try MetricsScrape.fetch(python, port: port, dir: fx.dir) }
 
     func testMetricsParseAndCountersMoveAfterACopyAndARefusal() throws {
         let python = try parserPython()
@@ -199,5 +149,59 @@ final class OperatorMountTests: MountTestCase {
         XCTAssertEqual(build["schema"] as? Int, Int(fx.docfs(["--version"]).stdout.split(separator: "\n").last!.split(separator: " ").last!))
         XCTAssert(fx.stopDaemon(), "clean stop")
         XCTAssert(second.stopDaemon(), "clean stop")
+    }
+}
+
+/// `-o metrics` as a scraper sees it: the port from the daemon's log, and `GET /metrics` parsed
+/// by prometheus_client's text parser (which refuses malformed text).
+struct MetricsScrape {
+    struct Sample { var labels: [String: String]; var value: Double }
+    var samples: [String: [Sample]]
+    var types: [String: String]
+
+    func total(_ name: String, where match: ([String: String]) -> Bool = { _ in true }) -> Double {
+        (samples[name] ?? []).filter { match($0.labels) }.reduce(0) { $0 + $1.value }
+    }
+
+    /// The port the daemon says it serves metrics on (it was asked for port 0).
+    static func port(of fx: MountFixture) throws -> Int {
+        let lines = fx.logLines { $0.contains("metrics at http://") }
+        guard let text = lines.first, let range = text.range(of: #":[0-9]+/metrics"#, options: .regularExpression) else {
+            throw FixtureError("the daemon did not say where it serves metrics; log:\n\(fx.log)")
+        }
+        return Int(text[range].dropFirst().dropLast("/metrics".count))!
+    }
+
+    static func fetch(_ python: String, port: Int, dir: String) throws -> MetricsScrape {
+        let script = """
+            import json, sys, urllib.request
+            from prometheus_client.parser import text_string_to_metric_families
+            with urllib.request.urlopen(sys.argv[1], timeout=20) as r:
+                assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain"), r.headers
+                text = r.read().decode()
+            samples, types = {}, {}
+            for family in text_string_to_metric_families(text):
+                types[family.name] = family.type
+                for s in family.samples:
+                    samples.setdefault(s.name, []).append([s.labels, s.value])
+            print(json.dumps({"samples": samples, "types": types}))
+            """
+        let r = runProcess(python, ["-c", script, "http://127.0.0.1:\(port)/metrics"], cwd: dir, timeout: 60, outDir: dir)
+        guard r.status == 0, let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
+              let samples = object["samples"] as? [String: [[Any]]], let types = object["types"] as? [String: String] else {
+            throw FixtureError("scrape failed: \(r)")
+        }
+        return MetricsScrape(samples: samples.mapValues { list in
+            list.map { Sample(labels: $0[0] as? [String: String] ?? [:], value: ($0[1] as? NSNumber)?.doubleValue ?? .nan) }
+        }, types: types)
+    }
+
+    /// A python with prometheus_client (Tests/remote/servers.sh installs it beside moto).
+    static func parserPython(dir: String) throws -> String {
+        guard let python = ProcessInfo.processInfo.environment["DOCFS_TEST_S3_PYTHON"],
+              runProcess(python, ["-c", "import prometheus_client.parser"], cwd: dir, timeout: 30, outDir: dir).status == 0 else {
+            throw XCTSkip("needs prometheus_client: run under Tests/remote/servers.sh run -- … (as make test does)")
+        }
+        return python
     }
 }
