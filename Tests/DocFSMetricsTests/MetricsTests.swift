@@ -56,6 +56,18 @@ final class MetricsTests: XCTestCase {
         XCTAssert(text.contains(#"docfs_fuse_requests_total{op="getattr"} 3"#), text)
     }
 
+    /// The request path's written-out constants match the bucket bounds and the operations.
+    func testBucketsOnTheRequestPathMatchTheBounds() {
+        XCTAssertEqual(RequestStats.slots, RequestStats.bucketBounds.count + 1)
+        XCTAssertEqual(RequestStats.operationCount, FuseOp.allCases.count)
+        XCTAssertEqual(RequestStats.slot(0), 0)
+        for (i, bound) in RequestStats.bucketBounds.enumerated() {
+            XCTAssertEqual(RequestStats.slot(bound), i, "\(bound) ns")
+            XCTAssertEqual(RequestStats.slot(bound + 1), i + 1, "\(bound + 1) ns")
+        }
+        XCTAssertEqual(RequestStats.slot(.max), RequestStats.slots - 1)
+    }
+
     /// Observations replayed for one bucket stay inside it whatever the count and time say.
     func testReplayStaysInsideItsBucket() {
         XCTAssertEqual(RequestStats.bucketBounds.sorted(), RequestStats.bucketBounds)
