@@ -90,30 +90,10 @@ final class OperatorMountTests: MountTestCase {
     /// `docfs check` draws its steps on standard error when that is a terminal (a pty here) and
     /// prints only its result when it is a pipe.
     func testProgressOnATerminalAndNothingExtraWhenPiped() throws {
-        let script = """
-            import json, os, pty, subprocess, sys
-            master, slave = pty.openpty()
-            child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
-            os.close(slave)
-            seen = b""
-            while True:
-                try:
-                    chunk = os.read(master, 4096)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-            out = child.stdout.read()
-            print(json.dumps({"status": child.wait(), "tty": seen.decode(), "stdout": out.decode()}))
-            """
-        let r = runProcess("/usr/bin/env", ["python3", "-c", script, fx.bin, "check", fx.store], cwd: fx.dir, timeout: 60, outDir: fx.dir)
+        let r = runOnTerminal(fx.bin, ["check", fx.store], dir: fx.dir)
         XCTAssertEqual(r.status, 0, "\(r)")
-        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any], r.stdout)
-        XCTAssertEqual(object["status"] as? Int, 0, "\(object)")
-        let tty = try XCTUnwrap(object["tty"] as? String)
-        XCTAssert(tty.contains("docfs check: checking") && tty.contains("\r\u{1B}[K"), "progress drawn on the terminal: \(tty.debugDescription)")
-        XCTAssert((object["stdout"] as? String)?.contains("is consistent") == true, "\(object)")
+        XCTAssert(r.terminal.contains("docfs check: checking") && r.terminal.contains("\r\u{1B}[K"), "progress drawn on the terminal: \(r.terminal.debugDescription)")
+        XCTAssert(r.stdout.contains("is consistent"), "\(r)")
 
         let piped = fx.docfs(["check", fx.store])
         XCTAssertEqual(piped.status, 0, "\(piped)")
@@ -204,4 +184,41 @@ struct MetricsScrape {
         }
         return python
     }
+}
+
+/// What a command printed with its standard error on a terminal (a pty) and its standard output
+/// on a pipe.
+struct TerminalRun: CustomStringConvertible {
+    var status: Int32
+    var terminal: String
+    var stdout: String
+    var description: String { "status \(status)\n--- terminal\n\(terminal.debugDescription)\n--- stdout\n\(stdout)" }
+}
+
+/// Runs `exe args` (with `env` added) with standard error on a pty, reading the pty until the
+/// command has exited (python's pty module; the timeout is runProcess's).
+func runOnTerminal(_ exe: String, _ args: [String], dir: String, env: [String: String] = [:]) -> TerminalRun {
+    let script = """
+        import json, os, pty, subprocess, sys
+        master, slave = pty.openpty()
+        child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        out = child.stdout.read()
+        print(json.dumps({"status": child.wait(), "tty": seen.decode(errors="replace"), "stdout": out.decode(errors="replace")}))
+        """
+    let r = runProcess("/usr/bin/env", ["python3", "-c", script, exe] + args, cwd: dir, env: env, timeout: 120, outDir: dir)
+    guard r.status == 0, let object = (try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8))) as? [String: Any] else {
+        return TerminalRun(status: -1, terminal: "", stdout: "the pty runner failed: \(r)")
+    }
+    return TerminalRun(status: Int32((object["status"] as? Int) ?? -1), terminal: object["tty"] as? String ?? "",
+                       stdout: object["stdout"] as? String ?? "")
 }
