@@ -9,9 +9,12 @@ enum StatusList {
         var provider: String
         /// nil: not a replica (or its daemon did not answer).
         var sync: [String: Any]?
+        /// false: its daemon did not answer within `answerTimeout` (hung, or stopped).
+        var answering = true
 
         var fields: [String: Any] {
-            var f: [String: Any] = ["mountpoint": mountpoint, "store": store, "provider": provider, "replica": sync != nil]
+            var f: [String: Any] = ["mountpoint": mountpoint, "store": store, "provider": provider, "replica": sync != nil,
+                                    "answering": answering]
             f["online"] = (sync?["online"] as? Bool).map { $0 as Any } ?? NSNull()
             f["pending"] = (sync?["pending"] as? Int).map { $0 as Any } ?? NSNull()
             f["setAside"] = (sync?["setAside"] as? Int).map { $0 as Any } ?? NSNull()
@@ -19,14 +22,37 @@ enum StatusList {
         }
     }
 
+    /// How long one mount's daemon may take to answer before it is listed as not answering.
+    static let answerTimeout: DispatchTimeInterval = .seconds(3)
+
     static func rows() -> [Row] {
         MountTable.entries().filter { $0.type == "fuse.docfs" }.map { entry in
             let store = entry.source.hasPrefix("docfs:") ? String(entry.source.dropFirst("docfs:".count)) : entry.source
-            let sync = Info.attribute(entry.mountpoint, "user.docfs.status").flatMap {
-                (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+            var row = Row(mountpoint: entry.mountpoint, store: store, provider: store == Mount.memoryStore ? "memory" : "store")
+            // A hung daemon would hold getxattr forever: asked on a thread of its own, and left
+            // behind (the process ends soon after) when it does not answer in time.
+            let answer = Answer()
+            let done = DispatchSemaphore(value: 0)
+            let mountpoint = entry.mountpoint
+            Thread.detachNewThread {
+                answer.set(Info.attribute(mountpoint, "user.docfs.status"))
+                done.signal()
             }
-            return Row(mountpoint: entry.mountpoint, store: store, provider: store == Mount.memoryStore ? "memory" : "store", sync: sync)
+            guard done.wait(timeout: .now() + answerTimeout) == .success else {
+                row.answering = false
+                return row
+            }
+            row.sync = answer.get().flatMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+            return row
         }
+    }
+
+    /// The status text a thread read, handed back under a lock.
+    final class Answer: @unchecked Sendable {
+        private let lock = NSLock()
+        private var text: String?
+        func set(_ value: String?) { lock.withLock { text = value } }
+        func get() -> String? { lock.withLock { text } }
     }
 
     static func run(json: Bool) {
@@ -41,7 +67,7 @@ enum StatusList {
         }
         var table = [["MOUNTPOINT", "STORE", "PROVIDER", "REPLICA", "ONLINE", "PENDING", "SET ASIDE"]]
         for row in rows {
-            let online = (row.sync?["online"] as? Bool).map { $0 ? "online" : "offline" } ?? "-"
+            let online = !row.answering ? "not answering" : (row.sync?["online"] as? Bool).map { $0 ? "online" : "offline" } ?? "-"
             table.append([row.mountpoint, row.store, row.provider, row.sync == nil ? "no" : "yes", online,
                           (row.sync?["pending"] as? Int).map(String.init) ?? "-",
                           (row.sync?["setAside"] as? Int).map(String.init) ?? "-"])

@@ -124,9 +124,20 @@ final class OperatorMountTests: MountTestCase {
             XCTAssertEqual(entry["provider"] as? String, "store")
             XCTAssertEqual(entry["replica"] as? Bool, false)
             XCTAssert(entry["pending"] is NSNull, "\(entry)")
+            XCTAssertEqual(entry["answering"] as? Bool, true)
         }
         let build = try XCTUnwrap(object["build"] as? [String: Any])
         XCTAssertEqual(build["schema"] as? Int, Int(fx.docfs(["--version"]).stdout.split(separator: "\n").last!.split(separator: " ").last!))
+
+        // A daemon that does not answer (stopped here) is listed as such; the others still are.
+        let stopped = try XCTUnwrap(second.daemonPID)
+        XCTAssertEqual(kill(stopped, SIGSTOP), 0)
+        let hung = fx.docfs(["status"])
+        XCTAssertEqual(kill(stopped, SIGCONT), 0)
+        XCTAssertEqual(hung.status, 0, "\(hung)")
+        let hungLine = hung.stdout.split(separator: "\n").first { $0.hasPrefix(second.mnt + " ") }
+        XCTAssert(hungLine?.contains("not answering") == true, hung.stdout)
+        XCTAssert(hung.stdout.split(separator: "\n").contains { $0.hasPrefix(fx.mnt + " ") && !$0.contains("not answering") }, hung.stdout)
         XCTAssert(fx.stopDaemon(), "clean stop")
         XCTAssert(second.stopDaemon(), "clean stop")
     }
