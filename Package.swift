@@ -27,6 +27,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         // TLS to PostgreSQL (libpq's sslmode words, in DocFSRemote).
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // `-o metrics`: the Prometheus registry and text format behind swift-metrics's API.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // libfuse3 as a system library; the module map lives here, never at the package root.
@@ -83,15 +86,29 @@ let package = Package(
             "DocFS", "DocFSStore", "DocFSReplica",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // `-o metrics`: a mount's figures in a Prometheus registry, served over HTTP by SwiftNIO.
+        .target(name: "DocFSMetrics", dependencies: [
+            "DocFSBridge", "DocFSReplica",
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
+        // `docfs --version`: the commit the binary is built from, written before each build.
+        .plugin(name: "BuildCommit", capability: .buildTool()),
         .target(name: "DocFSTesting", dependencies: [
             "DocFS",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "docfs", dependencies: [
             "CFuse", "DocFS", "DocFSProvider", "DocFSStore", "DocFSMemory", "DocFSBridge", "DocFSReplica", "DocFSRemote", "DocFSStoreMount",
+            "DocFSMetrics",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
-        ]),
+            .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+        ], plugins: ["BuildCommit"]),
         // An example provider of another kind (a tar archive, read-only), mounted by the tests.
         .executableTarget(name: "docfs-archive", dependencies: ["DocFS"], path: "Examples/ArchiveProvider"),
         // `make microbench`: hot-path timings without a mount (never part of the tests).
@@ -123,6 +140,10 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "DocFSBridgeTests", dependencies: ["DocFSBridge", "DocFSProvider"]),
+        .testTarget(name: "DocFSMetricsTests", dependencies: [
+            "DocFSMetrics", "DocFSBridge",
+            .product(name: "Prometheus", package: "swift-prometheus"),
+        ]),
         // Mounts in-process through DocFSTesting (needs /dev/fuse and root, as the mounted tests).
         .testTarget(name: "DocFSTestingTests", dependencies: ["DocFSTesting", "DocFS"]),
         // Mounted tests: drive the built `docfs` executable as a subprocess.

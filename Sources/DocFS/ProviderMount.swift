@@ -67,6 +67,9 @@ public final class ProviderMount: @unchecked Sendable {
         try session.mount()
     }
 
+    /// The bridge's request counters (nil unless `options.bridge.requestStats`).
+    package var requestStats: RequestStats? { bridge.stats }
+
     /// Serves requests on the calling thread until the mount is unmounted (`umount`,
     /// `fusermount3 -u`, `unmount()`) or, with `signals`, SIGINT/SIGTERM/SIGHUP arrive (those
     /// handlers are process-wide: an executable's choice, never a library's or a test's).

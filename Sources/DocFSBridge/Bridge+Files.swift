@@ -201,6 +201,7 @@ extension Bridge {
             n = pread(fd, buf, size, off_t(offset))
         }
         if n < 0 { reply.error(errno); return }
+        stats?.bytesRead(n)
         reply.buffer(buf, n)
     }
 
@@ -230,6 +231,7 @@ extension Bridge {
             return
         }
         session.dirty = true
+        stats?.bytesWritten(done)
         if !session.setIDChecked {
             session.setIDChecked = true
             if let id = inodes.identifier(node.ino), let item = try? provider.item(for: id),

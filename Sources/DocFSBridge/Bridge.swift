@@ -29,6 +29,8 @@ package final class Bridge: @unchecked Sendable {
     let entryLimit: KernelEntryLimit?
     let initNegotiation = InitNegotiation()
     let prefetch: SiblingPrefetch?
+    /// Requests, latencies, bytes and refusals for `-o metrics`; nil (nothing counted) without it.
+    package let stats: RequestStats?
     /// The user who mounted: without `otherUsers`, the only caller the kernel lets in.
     let mounter = Caller(uid: getuid(), gid: getgid(), groups: Bridge.processGroups())
     /// Root's mount that no one else can reach: every name may be cached, with no check.
@@ -46,6 +48,7 @@ package final class Bridge: @unchecked Sendable {
         self.stagingFiles = StagingFilePool(stagingDirectory: provider.stagingDirectory.path)
         self.attributes = Attributes()
         self.prefetch = options.prefetch ? SiblingPrefetch(provider: provider) : nil
+        self.stats = options.requestStats ? RequestStats() : nil
         observeProviderChanges()
     }
 
@@ -175,6 +178,7 @@ package final class Bridge: @unchecked Sendable {
         let err = failure.error.errno
         // A missing name is the normal answer to a lookup, not an event.
         if failure.error.code != .noSuchItem || op != "lookup" {
+            stats?.refused(op: op, rule: failure.error.code.rawValue, errno: ErrnoName.of(err))
             let level: Logger.Level = failure.error.code == .noSuchItem ? .debug : .notice
             if log.logLevel <= level {
                 let reason = failure.error.reason.isEmpty ? failure.error.code.rawValue : failure.error.reason

@@ -38,5 +38,8 @@ public struct BridgeOptions: Sendable {
     /// Inodes the kernel may hold before the oldest names are invalidated (`KernelEntryLimit`);
     /// nil: as many as the kernel likes (it lets go under memory pressure only).
     public var inodeLimit: Int? = nil
+    /// Count requests by operation with their latency, bytes read and written, and refusals
+    /// (`-o metrics`; `ProviderMount.requestStats`). Off, a request costs nothing more.
+    public var requestStats: Bool = false
     public init() {}
 }

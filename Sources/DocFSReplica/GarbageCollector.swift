@@ -51,6 +51,8 @@ package struct GarbageReport: Sendable, Codable, Equatable {
 package struct GarbageCollector: Sendable {
     let configuration: ReplicaConfiguration
     let logger: Logger
+    /// Told each step and the figures so far (for `docfs remote gc` on a terminal).
+    package var progress: (@Sendable (String, GarbageReport) -> Void)?
 
     package init(configuration: ReplicaConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -107,8 +109,10 @@ package struct GarbageCollector: Sendable {
         }
         let versionCutoffNs = nowNs - max(graceNs, Int64(Self.seconds(keepVersions) * 1e9))
         let manifests = ContentObjectKey.under(prefix: configuration.prefix, "manifests/")
+        progress?("old versions", report)
         for version in try await database.garbageVersions(before: versionCutoffNs)
         where (version.key.hasPrefix(folder) || version.key.hasPrefix(manifests)) && seen.insert(version.key).inserted {
+            progress?("old versions", report)
             report.versions += 1
             report.versionBytes += version.size
             guard !dryRun else { continue }
@@ -122,11 +126,15 @@ package struct GarbageCollector: Sendable {
                 try await database.markCollected(key: version.key)
             }
         }
+        progress?("blocks and packs", report)
         try await PackCollector(database: database, s3: s3, bucket: bucket, prefix: configuration.prefix, logger: logger)
             .collect(cutoffNs: cutoffNs, dryRun: dryRun, report: &report)
 
         // Objects under PREFIX/objects/ that nothing names, a page at a time.
+        var listed = 0
         try await s3.forEachPage(bucket: bucket, under: folder) { ours in
+            listed += ours.count
+            progress?("objects: \(listed) listed", report)
             let named = try await database.referencedKeys(ours.map(\.key))
             for object in ours where !named.contains(object.key) && !seen.contains(object.key) {
                 guard let written = object.lastModified, written < cutoff else {
@@ -139,11 +147,12 @@ package struct GarbageCollector: Sendable {
             }
         }
 
-        let listed = String(folder.prefix(while: { $0 != "/" }))
+        let top = String(folder.prefix(while: { $0 != "/" }))
         // Multipart uploads never finished: one started before the grace period that got no
         // part within it is abandoned (a replica that comes back starts it over); a large upload
         // still sending parts over a slow link is not.
-        for upload in try await s3.listMultipartUploads(bucket: bucket, prefix: listed) where upload.key.hasPrefix(folder) {
+        progress?("multipart uploads", report)
+        for upload in try await s3.listMultipartUploads(bucket: bucket, prefix: top) where upload.key.hasPrefix(folder) {
             guard let started = upload.initiated, started < cutoff else { continue }
             let parts = try await s3.listParts(bucket: bucket, key: upload.key, uploadID: upload.uploadID)
             if parts.contains(where: { ($0.lastModified ?? now) >= cutoff }) { continue }
@@ -152,6 +161,7 @@ package struct GarbageCollector: Sendable {
         }
 
         if let keepLog, !dryRun {
+            progress?("change log", report)
             let logCutoff = nowNs - Int64(Self.seconds(keepLog) * 1e9)
             report.logEntries = try await database.trimChangeLog(before: logCutoff)
             let trimmed = try await database.trimHistory(before: logCutoff)

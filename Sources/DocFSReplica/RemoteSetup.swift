@@ -48,20 +48,25 @@ package enum RemoteSetup {
         return (given, true)
     }
 
+    /// `progress` is told each step as it starts (for `docfs remote setup` on a terminal).
     package static func run(configuration: ReplicaConfiguration, replicaRole: String?, password: String?,
-                            layout: Layout?, logger: Logger) async throws -> Report {
+                            layout: Layout?, logger: Logger, progress: (@Sendable (String) -> Void)? = nil) async throws -> Report {
+        progress?("reaching PostgreSQL")
         try await RemoteDatabase.probe(configuration.postgres)
         return try await configuration.withClients(logger: logger) { database, s3 in
+            progress?("the schema (up to version \(RemoteSchema.latest))" + (replicaRole.map { " and the replica role \($0)" } ?? ""))
             let setup: RemoteDatabase.SetupReport
             do { setup = try await database.setUp(replicaRole: replicaRole, password: password) } catch RemoteError.notPermitted(let why) {
                 throw ReplicaConfiguration.Problem("this role may not set the server up (\(why)): run it as the database's owner, with CREATEROLE for --replica-role")
             }
+            progress?("the bucket and its tree marker")
             try await checkBucket(configuration, s3) {
                 try await TreeMarker.claim(tree: setup.treeID, database: configuration.postgres.database,
                                            configuration: configuration, objects: s3)
             }
             // The tree's prefix is settled: the server checks recorded packs lie under it.
             try await database.setPacksFolder(ContentObjectKey.packFolder(prefix: configuration.prefix))
+            progress?("the layout")
             let (_, layoutSet) = try await settleLayout(layout, database)
             return Report(schemaVersion: setup.schemaVersion, treeID: setup.treeID, replicaRole: setup.replicaRole,
                           createdRole: setup.createdRole, layoutSet: layoutSet)

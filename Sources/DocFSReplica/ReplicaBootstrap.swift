@@ -18,17 +18,20 @@ package enum ReplicaBootstrap {
         package var bytes: Int64 = 0
     }
 
+    /// `progress` is told the counts so far after each item taken from the server's tree.
     package static func initialize(store url: URL, link: RemoteLink, configuration: ReplicaConfiguration,
-                                  layout: Layout?, logger: Logger) async throws -> Summary {
+                                  layout: Layout?, logger: Logger,
+                                  progress: (@Sendable (Summary) -> Void)? = nil) async throws -> Summary {
         var quiet = logger
         quiet.logLevel = .warning
         return try await configuration.withClients(logger: quiet) { database, s3 in
-            try await initialize(url, link, configuration, layout, database, s3, logger)
+            try await initialize(url, link, configuration, layout, database, s3, logger, progress)
         }
     }
 
     private static func initialize(_ url: URL, _ link: RemoteLink, _ configuration: ReplicaConfiguration, _ layout: Layout?,
-                                   _ database: RemoteDatabase, _ s3: S3Client, _ logger: Logger) async throws -> Summary {
+                                   _ database: RemoteDatabase, _ s3: S3Client, _ logger: Logger,
+                                   _ progress: (@Sendable (Summary) -> Void)?) async throws -> Summary {
         try await RemoteDatabase.probe(configuration.postgres)
         // A server never set up (or older) is set up here when this role owns it, so that the
         // first replica is one command; a replica role is told to ask the owner.
@@ -90,6 +93,7 @@ package enum ReplicaBootstrap {
                 case .file: summary.files += 1
                 case .symlink: summary.links += 1
                 }
+                progress?(summary)
             }
         }
         try store.setSyncAnchor(anchor, witness: witness)

@@ -12,7 +12,7 @@ extension SyncEngine {
     func noteIdle() {
         progress.withLock { p in
             p.oldestPendingNs = nil
-            if p.online { p.state = "idle" }
+            if p.online { p.state = "idle"; p.lastSyncAt = Date() }
         }
     }
 
@@ -30,7 +30,9 @@ extension SyncEngine {
         }
     }
 
-    package func statusJSON() -> String {
+    package func statusJSON() -> String { SyncStatus.encoded(status()) }
+
+    package func status() -> SyncStatus {
         // Read together: a chunk leaves the outbox and is counted under this lock (`send`).
         let (counts, snapshot) = progress.withLock { (store.outboxCounts, $0) }
         let now = Date()
@@ -57,7 +59,8 @@ extension SyncEngine {
         status.setAsideChanges = min(snapshot.setAsideChanges, counts.pending)
         status.restore = incoming.restoreReport.withLock { $0 }
         if status.lastError == nil, let error = follower.lastError.withLock({ $0 }) { status.lastError = error }
-        return SyncStatus.encoded(status)
+        status.lastSyncAt = snapshot.lastSyncAt.map { $0.formatted(.iso8601) }
+        return status
     }
 }
 
@@ -75,6 +78,8 @@ struct SyncProgress: Sendable {
     var setAsideItems = 0
     var setAsideChanges = 0
     var oldestPendingNs: Int64?
+    /// The last time the outbox was found empty with the server answering (caught up).
+    var lastSyncAt: Date?
     /// (time, uploadedBytes) samples for the rate over the last seconds.
     var samples: [(Double, Int64)] = []
 

@@ -47,6 +47,9 @@ package struct SyncStatus: Codable, Sendable, Equatable {
     /// The server's database found restored to an earlier point since the mount: what it meant
     /// here (files kept in `STORE/recovered/`), and when; null when not.
     package var restore: String?
+    /// The last time this replica had sent everything with the server answering (ISO 8601), or
+    /// null before the first time since the mount.
+    package var lastSyncAt: String?
 
     /// Every key is always written; an absent value is null (the synthesized encoder leaves it out).
     package func encode(to encoder: Encoder) throws {
@@ -73,6 +76,7 @@ package struct SyncStatus: Codable, Sendable, Equatable {
         try c.encode(setAside, forKey: .setAside)
         try c.encode(setAsideChanges, forKey: .setAsideChanges)
         try c.encode(restore, forKey: .restore)
+        try c.encode(lastSyncAt, forKey: .lastSyncAt)
     }
 
     static func encoded(_ status: SyncStatus) -> String {

@@ -292,6 +292,22 @@ package final class LocalStore: Provider, @unchecked Sendable {
         return state.withLock { $0.reader?.count("SELECT COUNT(*) FROM item") ?? $0.cachedRecords }
     }
 
+    /// Items (root and trash included) and the bytes of every file's contents as the items
+    /// record them (a replica's evicted files too), for metrics. The journal's batch is applied
+    /// first (as `itemCount`), then read through a connection of its own, so a scan of a large
+    /// tree never holds the lock lookups take.
+    package func figures() -> (items: Int, contentBytes: Int64)? {
+        try? write { (database) throws(ProviderError) in try flushJournal(database) }
+        var config = Configuration()
+        config.prepareDatabase { db in try db.execute(sql: "PRAGMA query_only = 1") }
+        guard let queue = try? DatabaseQueue(path: url.path + "/" + Self.databaseName, configuration: config) else { return nil }
+        defer { try? queue.close() }
+        return try? queue.inDatabase { db in
+            let row = try Row.fetchOne(db, sql: "SELECT COUNT(*), COALESCE(SUM(CASE WHEN kind = 0 THEN size END), 0) FROM item")
+            return row.map { (items: ($0[0] as Int?) ?? 0, contentBytes: ($0[1] as Int64?) ?? 0) }
+        }
+    }
+
     /// The working set: records and folder index entries in memory, and how many of the records
     /// are pinned until the journal's batch lands (for tests and `make bench-scale`).
     package var cacheStatistics: (records: Int, indexEntries: Int, pinned: Int, limit: Int) {

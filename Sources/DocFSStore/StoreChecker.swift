@@ -31,7 +31,9 @@ package enum StoreChecker {
     /// `.busy` when it is mounted (its lock is held), `.corruptFile` when SQLite cannot read it
     /// (or a repair is asked of a database SQLite finds damaged), `.ioError` when the repairs
     /// cannot be saved. Called by `docfs check`.
-    package static func check(at url: URL, repair: Bool) throws(ProviderError) -> StoreCheckReport {
+    /// `progress` is told each step as it starts (for `docfs check` on a terminal).
+    package static func check(at url: URL, repair: Bool,
+                              progress: ((String) -> Void)? = nil) throws(ProviderError) -> StoreCheckReport {
         let path = url.path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -83,7 +85,7 @@ package enum StoreChecker {
         } catch {
             throw ProviderError(.corruptFile, "store \(path): \(error)")
         }
-        var report = try examine(queue, path: path)
+        var report = try examine(queue, path: path, progress: progress)
         if let journalProblem {
             report.problems.insert(journalProblem, at: 0)
             if journalRepair == nil { report.remaining.insert(journalProblem, at: 0) }
@@ -91,8 +93,9 @@ package enum StoreChecker {
         if let journalRepair { report.repairs.append(journalRepair) }
         guard repair, !report.remaining.isEmpty else { return report }
         let found = report.problems
+        progress?("repairing \(report.remaining.count) problem(s)")
         let repairs = report.repairs + (try mend(queue, path: path, report.remaining))
-        var after = try examine(queue, path: path)
+        var after = try examine(queue, path: path, progress: progress.map { tell -> (String) -> Void in { tell("after the repairs: " + $0) } })
         after.problems = found
         after.repairs = repairs
         return after
@@ -198,11 +201,15 @@ package enum StoreChecker {
     /// Every check, in the order the report lists what they find: the rows (`+Rows`), the
     /// content and staged files (`+ContentFiles`), then what refers to rows (attributes, the
     /// sequence). Bounded memory: only the slim index is held. `remaining` starts as everything found.
-    static func examine(_ queue: DatabaseQueue, path: String) throws(ProviderError) -> StoreCheckReport {
+    static func examine(_ queue: DatabaseQueue, path: String, progress: ((String) -> Void)? = nil) throws(ProviderError) -> StoreCheckReport {
+        progress?("reading the database (SQLite's quick_check)")
         var index = try loadIndex(queue, path: path)
         var report = StoreCheckReport()
+        progress?("checking \(index.items.count) item(s)")
         try checkRows(queue, index, path: path, into: &report)
+        progress?("checking the content files of \(index.items.count) item(s)")
         try checkContentFiles(queue, &index, path: path, into: &report)
+        progress?("checking staging/ and attributes")
         checkStaging(path: path, into: &report)
         checkReferences(index, into: &report)
         report.remaining = report.problems

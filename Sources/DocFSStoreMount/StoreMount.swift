@@ -115,6 +115,15 @@ public final class StoreMount: @unchecked Sendable {
     /// Whether the store is a replica of a server (it syncs while mounted).
     public var isReplica: Bool { engine != nil }
 
+    /// What `docfs status` shows of a replica's sync (nil for a store of its own).
+    package var syncStatus: SyncStatus? { engine?.status() }
+
+    /// The store's figures for metrics: items and their contents' bytes, a replica's transfers.
+    package var storeFigures: (items: Int, contentBytes: Int64)? { store.figures() }
+    package var transferFigures: (downloadedFiles: Int, downloadedBytes: Int64, evictedFiles: Int, evictedBytes: Int64) {
+        store.transferFigures
+    }
+
     /// Changes not on the server yet (0 for a store of its own); once stopped, what was left.
     public var pendingChanges: Int {
         finished.lock()

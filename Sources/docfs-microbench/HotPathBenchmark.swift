@@ -28,7 +28,20 @@ enum HotPathBenchmark {
                         contentModificationDate: now, capabilities: .all)
         let attributes = Attributes()
         results.append(("stat from item", time(iterations) { i in _ = attributes.stat(of: item, ino: UInt64(i)) }))
+
+        // What `-o metrics` adds to every request: two clock reads and two atomic adds.
+        let stats = RequestStats()
+        results.append(("metrics: one request counted", time(iterations) { _ in stats.record(.getattr, since: RequestStats.now()) }))
+        results.append(("metrics: two threads counting", timeConcurrently(iterations) { stats.record(.getattr, since: RequestStats.now()) }))
         return results
+    }
+
+    /// Nanoseconds per call with two threads calling at once (each `n` times): what sharing the
+    /// counters' cache lines costs.
+    private static func timeConcurrently(_ n: Int, _ body: @escaping @Sendable () -> Void) -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        DispatchQueue.concurrentPerform(iterations: 2) { _ in for _ in 0..<n { body() } }
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / Double(n)
     }
 
     private static func time(_ n: Int, _ body: (Int) -> Void) -> Double {

@@ -29,8 +29,13 @@ struct Check: ParsableCommand {
 
     func run() throws {
         let report: StoreCheckReport
+        let progress = ProgressLine()
+        defer { progress.clear() }
         do {
-            report = try StoreChecker.check(at: URL(fileURLWithPath: store), repair: repair)
+            report = try StoreChecker.check(at: URL(fileURLWithPath: store), repair: repair) { step in
+                progress.update("docfs check: \(step)", force: true)
+            }
+            progress.clear()
         } catch {
             throw UserFacingError("docfs: cannot check store \(store): \(error.reason.isEmpty ? "\(error)" : error.reason)")
         }

@@ -11,6 +11,7 @@ struct DocFS: ParsableCommand {
             A store holds the tree: item metadata in SQLite and contents as files. Folders declare \
             in a layout file what may be added, read and written; the mount enforces it.
             """,
+        version: BuildInfo.text,
         subcommands: [Init.self, Mount.self, Unmount.self, Status.self, Info.self, Check.self, Import.self, New.self, Trash.self, Tag.self, Pin.self, Evict.self, Sync.self, Versions.self, Remote.self]
     )
 

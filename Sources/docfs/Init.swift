@@ -63,10 +63,14 @@ struct Init: ParsableCommand {
             throw UserFacingError("docfs: cannot create store \(store): give a new path or an empty directory")
         }
         let logger = Logger(label: "docfs")
+        let progress = ProgressLine()
         let result = runBlocking {
             try await ReplicaBootstrap.initialize(store: storeURL, link: link, configuration: configuration,
-                                                  layout: layout, logger: logger)
+                                                  layout: layout, logger: logger) { s in
+                progress.update("taking the server's tree: \(s.folders) folder(s), \(s.files) file(s) (\(ImportProgress.size(s.bytes))), \(s.links) link(s)")
+            }
         }
+        progress.clear()
         switch result {
         case .success(let summary):
             do { try ReplicaConfiguration.savePassword(url, store: storeURL) } catch {

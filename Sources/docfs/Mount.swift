@@ -10,6 +10,9 @@ import DocFSStore
 import DocFSRemote
 import DocFSReplica
 import DocFSMemory
+import DocFSMetrics
+import Metrics
+import Prometheus
 
 struct Mount: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -44,6 +47,11 @@ struct Mount: ParsableCommand {
             50000, about 20 MB; a store of any size mounts at once). The kernel may hold twice as \
             many inodes; past that the oldest names it looked up are invalidated. Same as \
             --cache-items.
+
+            metrics=PORT or metrics=ADDRESS:PORT: serve Prometheus metrics at \
+            http://ADDRESS:PORT/metrics (ADDRESS 127.0.0.1 when left out; see docs/USING.md for the \
+            names). A loopback address only, unless metrics_public is given too: anyone who reaches \
+            the port reads the figures. Same as --metrics and --metrics-public.
 
             Options that only mount(8) and fstab use (defaults, auto, noauto, user, users, nouser, \
             nofail, _netdev, x-*, comment=*) are accepted and ignored, so the same option list \
@@ -87,6 +95,12 @@ struct Mount: ParsableCommand {
     @Option(name: .customLong("download-limit"), help: ArgumentHelp("A replica's download rate limit, e.g. 10M. Same as -o download_limit=RATE.", valueName: "rate"))
     var downloadLimit: String?
 
+    @Option(help: ArgumentHelp("Serve Prometheus metrics at http://ADDRESS:PORT/metrics (PORT alone: on 127.0.0.1). Same as -o metrics=ADDRESS:PORT.", valueName: "address:port"))
+    var metrics: String?
+
+    @Flag(help: "Let --metrics serve on an address other than loopback (anyone who reaches it reads the metrics). Same as -o metrics_public.")
+    var metricsPublic = false
+
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -105,6 +119,11 @@ struct Mount: ParsableCommand {
                 throw ValidationError("\(name): expected bytes per second such as 10M, 512k or 250000, not '\(value)'")
             }
         }
+        if let metrics {
+            do { _ = try MetricsAddress.parse(metrics, public: metricsPublic || o.joined(separator: ",").split(separator: ",").contains("metrics_public")) } catch {
+                throw ValidationError("--metrics: \(error)")
+            }
+        }
         if let cacheSize, CacheCommand.parseSize(cacheSize) == nil {
             throw ValidationError("--cache-size: expected a size such as 64M, 10G or a number of bytes, not '\(cacheSize)'")
         }
@@ -118,6 +137,13 @@ struct Mount: ParsableCommand {
         let storePath = isMemory ? Self.memoryStore : MountTable.canonical(store)
         let mnt = MountTable.canonical(mountpoint)
         try checkMountpoint(mnt)
+        // A refused metrics address is said here, not only in the daemon's log.
+        let choice = try parseOptions().4
+        if let text = choice.text {
+            do { _ = try MetricsAddress.parse(text, public: choice.isPublic) } catch {
+                throw UserFacingError("docfs: -o metrics=\(text): \(error)")
+            }
+        }
         guard access("/dev/fuse", R_OK | W_OK) == 0 else {
             throw UserFacingError("docfs: /dev/fuse is missing or not accessible (is the fuse kernel module loaded, and fuse3 installed?)")
         }
@@ -163,18 +189,23 @@ struct Mount: ParsableCommand {
         if let cacheSize { args += ["--cache-size", cacheSize] }
         if let uploadLimit { args += ["--upload-limit", uploadLimit] }
         if let downloadLimit { args += ["--download-limit", downloadLimit] }
+        if let metrics { args += ["--metrics", metrics] }
+        if metricsPublic { args.append("--metrics-public") }
         return args
     }
 
     /// Splits -o into docfs's own knobs and options for libfuse.
     /// Bytes per second for a replica's transfers (nil: no limit).
     struct RateLimits { var upload: Int64?; var download: Int64? }
+    /// Where to serve metrics (nil: nowhere), from --metrics or -o metrics=.
+    struct MetricsChoice { var text: String?; var isPublic: Bool }
 
-    private func parseOptions() throws -> (BridgeOptions, [String], Int?, RateLimits) {
+    private func parseOptions() throws -> (BridgeOptions, [String], Int?, RateLimits, MetricsChoice) {
         var bridgeOptions = BridgeOptions()
         var fuse: [String] = []
         var cache = cacheItems
         var limits = RateLimits(upload: uploadLimit.flatMap(RateLimit.parse), download: downloadLimit.flatMap(RateLimit.parse))
+        var metricsChoice = MetricsChoice(text: metrics, isPublic: metricsPublic)
         for opt in o.flatMap({ $0.split(separator: ",").map(String.init) }) {
             let kv = opt.split(separator: "=", maxSplits: 1).map(String.init)
             switch kv[0] {
@@ -213,6 +244,12 @@ struct Mount: ParsableCommand {
             case "no_splice": bridgeOptions.splice = false
             case "noprefetch": bridgeOptions.prefetch = false
             case "prefetch": bridgeOptions.prefetch = true
+            case "metrics":
+                guard kv.count == 2, !kv[1].isEmpty else {
+                    throw UserFacingError("docfs: -o \(opt): expected metrics=PORT or metrics=ADDRESS:PORT")
+                }
+                metricsChoice.text = kv[1]
+            case "metrics_public": metricsChoice.isPublic = true
             case "nonempty", "auto_unmount": break  // checked above / always on
             default:
                 // mount(8)'s and fstab's own words mean nothing to libfuse, which would refuse them.
@@ -221,7 +258,7 @@ struct Mount: ParsableCommand {
             }
         }
         if allowOther, !fuse.contains("allow_other") { fuse.append("allow_other") }
-        return (bridgeOptions, fuse, cache, limits)
+        return (bridgeOptions, fuse, cache, limits, metricsChoice)
     }
 
     /// The daemon itself: open the store, mount, serve until unmounted or signalled.
@@ -238,12 +275,16 @@ struct Mount: ParsableCommand {
         }
         var log = Logger(label: "docfs")
         log.logLevel = level
-        let (bridgeOptions, fuseOptions, cacheLimit, limits) = try parseOptions()
+        let (bridgeOptions, fuseOptions, cacheLimit, limits, metricsChoice) = try parseOptions()
+        // Bound before the mount, so a refused address or a port in use stops it at once.
+        let metricsServer = try startMetrics(metricsChoice, log: log)
+        defer { metricsServer?.server.stop() }
 
         // `memory:` selects the in-memory provider; anything else is a store directory, mounted
         // by the library (with its sync engine when it is a replica).
         var served = bridgeOptions
         served.trash = trash
+        served.requestStats = metricsServer != nil
         var mountOptions = MountOptions(bridge: served, fuseOptions: fuseOptions, sourceName: "docfs:" + storePath)
         mountOptions.bridge.otherUsers = fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
         if isMemory {
@@ -259,6 +300,7 @@ struct Mount: ParsableCommand {
             do { mount = try ProviderMount(memory, at: mnt, options: mountOptions, logger: log) } catch {
                 throw UserFacingError("docfs: cannot mount \(store) at \(mountpoint): \(error)")
             }
+            metricsServer?.metrics.attach(MetricsSources(requests: mount.requestStats))
             log.info("mounted \(storePath) at \(mnt) (pid \(getpid()))")
             do { try mount.serve(signals: true) } catch {
                 log.error("\(error.reason)")
@@ -283,6 +325,15 @@ struct Mount: ParsableCommand {
             case .cannotMount(_, _, let reason): throw UserFacingError("docfs: cannot mount \(store) at \(mountpoint): \(reason)")
             }
         }
+        if let metrics = metricsServer?.metrics {
+            var sources = MetricsSources(requests: mount.mount.requestStats)
+            sources.store = { [mount] in mount.storeFigures }
+            if mount.isReplica {
+                sources.sync = { [mount] in mount.syncStatus }
+                sources.transfers = { [mount] in mount.transferFigures }
+            }
+            metrics.attach(sources)
+        }
         log.info("mounted \(storePath) at \(mnt) (pid \(getpid()))")
         do { try mount.serve(signals: true) } catch {
             log.error("\(error.reason)")
@@ -290,6 +341,26 @@ struct Mount: ParsableCommand {
         }
         let left = mount.isReplica ? ", \(mount.pendingChanges) change(s) left in the outbox for the next mount" : ""
         log.info("unmounted \(mnt)\(left)")
+    }
+}
+
+extension Mount {
+    /// The metrics server `--metrics` / `-o metrics=` asks for (nil: none), bound and serving;
+    /// the process's swift-metrics go to its registry too.
+    func startMetrics(_ choice: MetricsChoice, log: Logger) throws -> (server: MetricsServer, metrics: MountMetrics)? {
+        guard let text = choice.text else { return nil }
+        let address: MetricsAddress
+        do { address = try MetricsAddress.parse(text, public: choice.isPublic) } catch {
+            throw UserFacingError("docfs: -o metrics=\(text): \(error)")
+        }
+        let metrics = MountMetrics(build: BuildInfo.labels)
+        let server: MetricsServer
+        do { server = try MetricsServer(address: address, metrics: metrics) } catch {
+            throw UserFacingError("docfs: cannot serve metrics at \(text): \(error)")
+        }
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics.registry))
+        log.info("metrics at http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(server.port ?? address.port)/metrics")
+        return (server, metrics)
     }
 }
 

@@ -60,13 +60,20 @@ struct RemoteGC: ParsableCommand {
         let (configuration, server) = try Self.configuration(of: store)
         var logger = Logger(label: "docfs.gc")
         logger.logLevel = .warning
-        let collector = GarbageCollector(configuration: configuration, logger: logger)
+        let progress = ProgressLine()
+        defer { progress.clear() }
+        var steps = GarbageCollector(configuration: configuration, logger: logger)
+        steps.progress = { step, r in
+            progress.update("docfs remote gc: \(step); \(r.versions) old version(s), \(r.blocks) block(s), \(r.leftovers) left-over object(s) so far")
+        }
+        let collector = steps
         let grace = Self.duration(grace)!, keep = Self.duration(keepLog)!, versions = Self.duration(keepVersions)!, dryRun = self.dryRun
         let report: GarbageReport
         switch runBlocking({ try await collector.collect(grace: grace, keepVersions: versions, keepLog: keep, dryRun: dryRun) }) {
         case .success(let r): report = r
         case .failure(let error): throw UserFacingError("docfs: gc of \(server): \(error)")
         }
+        progress.clear()
         if json {
             JSONOutput.print(report)
             return

@@ -50,8 +50,14 @@ struct RemoteSetupCommand: ParsableCommand {
         var quiet = Logger(label: "docfs.setup")
         quiet.logLevel = .warning
         let (role, layoutValueCopy, logger) = (replicaRole, layoutValue, quiet)
-        switch runBlocking({ try await RemoteSetup.run(configuration: configuration, replicaRole: role, password: password,
-                                                       layout: layoutValueCopy, logger: logger) }) {
+        let progress = ProgressLine()
+        defer { progress.clear() }
+        let result = runBlocking({ try await RemoteSetup.run(configuration: configuration, replicaRole: role, password: password,
+                                                             layout: layoutValueCopy, logger: logger) { step in
+            progress.update("docfs remote setup: \(step)", force: true)
+        } })
+        progress.clear()
+        switch result {
         case .failure(let error):
             throw UserFacingError("docfs: cannot set up \(stored): \(error)")
         case .success(let report):

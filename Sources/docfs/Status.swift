@@ -3,21 +3,27 @@ import Foundation
 import Glibc
 
 /// `docfs status MOUNT`: a replica's sync status, as its daemon reports it (`user.docfs.status`
-/// on the mount's root).
+/// on the mount's root); `docfs status`: every docfs mount of the machine (StatusList).
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show the sync status of a mounted replica: online, pending changes and bytes, upload rate, last error.")
+        abstract: "Show the sync status of a mounted replica: online, pending changes and bytes, upload rate, last error; without a mountpoint, every docfs mount of the machine.")
 
-    @Argument(help: "The mountpoint (or any path in the mount).")
-    var mountpoint: String
+    @Argument(help: "The mountpoint (or any path in the mount); none: list every docfs mount.")
+    var mountpoint: String?
 
-    @Flag(help: "Print the daemon's JSON object (fields online, pending, pendingBytes, lastError, …; see README).")
+    @Flag(help: "Print the daemon's JSON object (fields online, pending, pendingBytes, lastError, …, and build: this docfs's version; see docs/USING.md).")
     var json = false
 
     func run() throws {
+        guard let mountpoint else {
+            StatusList.run(json: json)
+            return
+        }
         let object = try Self.read(mountpoint)
         if json {
-            print(object.text)
+            var fields = object.fields
+            fields["build"] = BuildInfo.fields
+            print(StatusList.jsonText(fields))
             return
         }
         print(Self.describe(object.fields).joined(separator: "\n"))

@@ -99,10 +99,15 @@ struct VersionsRestore: ParsableCommand {
         let fetched = folder + "/restore-\(getpid())-\(UUID().uuidString)"
         defer { unlink(fetched) }
         let (number, logger) = (self.number, Versions.quiet)
+        let progress = ProgressLine()
+        defer { progress.clear() }
+        progress.update("fetching version \(number) from the server", force: true)
         switch runBlocking({ try await VersionHistory.fetch(itemID: id, number: number, to: fetched, configuration: configuration, logger: logger) }) {
         case .success: break
         case .failure(let error): throw UserFacingError("docfs: version \(number) of \(path): \(error)")
         }
+        var fetchedSize = stat()
+        let size = stat(fetched, &fetchedSize) == 0 ? Int64(fetchedSize.st_size) : 0
         let target = name.map { (path as NSString).deletingLastPathComponent + "/" + $0 } ?? path
         let flags = name == nil ? O_WRONLY | O_TRUNC : O_WRONLY | O_CREAT | O_EXCL
         let out = open(target, flags | O_CLOEXEC, 0o644)
@@ -123,7 +128,9 @@ struct VersionsRestore: ParsableCommand {
                 written += w
             }
             total += Int64(n)
+            progress.update("writing version \(number): \(ImportProgress.size(total)) of \(ImportProgress.size(size)), \(progress.rate(total))")
         }
+        progress.clear()
         // close() returning 0 is the mount's promise that the contents are kept.
         guard close(out) == 0 else { throw UserFacingError("docfs: cannot write \(target): \(String(cString: strerror(errno)))") }
         print("docfs: version \(number) of \(path) restored to \(target) (\(total) bytes)")

@@ -23,6 +23,7 @@
 #   DOCFS_TEST_S3_TLS_ENDPOINT   https://127.0.0.1:PORT (a third moto, no signature checks, with a
 #                             certificate of the test CA below: --s3-ca and AWS_CA_BUNDLE)
 #   DOCFS_TEST_S3_PYTHON      a python that imports boto3 (a second S3 client for the tests' checks)
+#                             and prometheus_client (the parser the metrics tests read -o metrics with)
 #   DOCFS_TEST_PG_BIN         PostgreSQL's bin folder (psql, pg_ctl) of the running cluster
 #   DOCFS_TEST_PG_CA, DOCFS_TEST_PG_OTHER_CA   the test CA that signed the cluster's TLS
 #                             certificate (127.0.0.1, localhost; ssl=on), and one that did not
@@ -30,7 +31,8 @@
 #   DOCFS_TEST_SERVERS_SH, DOCFS_TEST_SERVERS_DIR   this script and DIR: tests stop and start
 #                             PostgreSQL with `"$DOCFS_TEST_SERVERS_SH" pg-stop|pg-start "$DOCFS_TEST_SERVERS_DIR"`
 #
-# Installs what is missing: Debian's postgresql (apt-get, as root), and moto[server]==5.2.5 in a
+# Installs what is missing: Debian's postgresql (apt-get, as root), and moto[server]==5.2.5 (with
+# prometheus_client==0.26.0) in a
 # venv under .build/remote-venv (used even when another moto is on PATH, unless
 # DOCFS_TEST_MOTO_SERVER names a moto_server to use instead). Prints the versions it runs.
 set -eu
@@ -38,6 +40,8 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 MOTO_VERSION=5.2.5
+# The metrics tests parse `-o metrics` output with the Prometheus project's own parser.
+PROMETHEUS_CLIENT_VERSION=0.26.0
 
 log() { echo "servers.sh: $*" >&2; }
 
@@ -152,11 +156,19 @@ ensure_moto() {
         python3 -m venv --clear "$venv" >&2
         "$venv/bin/pip" install --quiet "moto[server]==$MOTO_VERSION" >&2
     fi
+    if [ "$(dist_version "$venv/bin/python" prometheus_client)" != "$PROMETHEUS_CLIENT_VERSION" ]; then
+        log "installing prometheus_client==$PROMETHEUS_CLIENT_VERSION into $venv ..."
+        "$venv/bin/pip" install --quiet "prometheus_client==$PROMETHEUS_CLIENT_VERSION" >&2
+    fi
     MOTO_SERVER="$venv/bin/moto_server"; MOTO_PYTHON="$venv/bin/python"
 }
 
 moto_version() { # python
-    "$1" -c 'import importlib.metadata as m; print(m.version("moto"))' 2>/dev/null || echo unknown
+    dist_version "$1" moto
+}
+
+dist_version() { # python distribution
+    "$1" -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' "$2" 2>/dev/null || echo unknown
 }
 
 wait_port() { # port seconds: a TCP connect only (an HTTP request would spend one of moto's unauthenticated actions)

@@ -27,6 +27,13 @@ extension LocalStore {
         replica?.onDemand.state.withLock { ($0.limit, $0.localEstimate, $0.downloads.count) } ?? (nil, nil, 0)
     }
 
+    /// For metrics: since the mount, contents downloaded (files, bytes) and evicted (files, bytes).
+    package var transferFigures: (downloadedFiles: Int, downloadedBytes: Int64, evictedFiles: Int, evictedBytes: Int64) {
+        replica?.onDemand.state.withLock {
+            (downloadedFiles: $0.downloadedFiles, downloadedBytes: $0.downloadedBytes, evictedFiles: $0.evictedFiles, evictedBytes: $0.evictedBytes)
+        } ?? (downloadedFiles: 0, downloadedBytes: 0, evictedFiles: 0, evictedBytes: 0)
+    }
+
     // MARK: Opening
 
     package func openContentsForReading(of identifier: ItemIdentifier) throws(ProviderError) -> OpenedContents {
@@ -137,6 +144,7 @@ extension LocalStore {
         replica?.onDemand.state.withLock { d in
             if d.downloads[download.row] === download { d.downloads[download.row] = nil }
             if placed, let local = d.localEstimate { d.localEstimate = local + download.size }
+            if placed { d.downloadedFiles += 1; d.downloadedBytes += download.size }
         }
         if let problem {
             logger.error("download \(where_): \(problem); reads of it fail with EIO until a download succeeds")
@@ -240,7 +248,11 @@ extension LocalStore {
             let rows = found.isFolder ? try filesBelow(row, downloaded: true, database: database) : [row]
             return try evictRows(rows, database: database)
         }
-        replica?.onDemand.state.withLock { d in if let local = d.localEstimate { d.localEstimate = max(0, local - result.bytes) } }
+        replica?.onDemand.state.withLock { d in
+            if let local = d.localEstimate { d.localEstimate = max(0, local - result.bytes) }
+            d.evictedFiles += result.evicted
+            d.evictedBytes += result.bytes
+        }
         if !found.isFolder, let reason = result.kept.first?.reason, reason != "not downloaded" {
             throw ProviderError(.busy, "\(where_) is kept: \(reason)")
         }
@@ -326,6 +338,7 @@ extension LocalStore {
                     let order = candidates.sorted { (stamps[$0] ?? 0, $0) < (stamps[$1] ?? 0, $1) }
                     let result = try evictRows(order, database: database, stopAt: local + reserving - limit)
                     estimate -= result.bytes
+                    onDemand.state.withLock { d in d.evictedFiles += result.evicted; d.evictedBytes += result.bytes }
                     if estimate + reserving > limit {
                         logger.notice("cache: \(estimate) bytes of contents here, over the limit of \(limit): the rest is not on the server yet, open or pinned")
                     }

@@ -18,6 +18,11 @@ final class OnDemandContents: Sendable {
         /// counted again at the next eviction pass).
         var localEstimate: Int64?
         var evictionScheduled = false
+        /// Since the mount, for its metrics: contents downloaded and placed, files evicted.
+        var downloadedFiles = 0
+        var downloadedBytes: Int64 = 0
+        var evictedFiles = 0
+        var evictedBytes: Int64 = 0
     }
 
     let state: Mutex<State>
