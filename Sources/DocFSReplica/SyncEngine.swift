@@ -82,7 +82,8 @@ package final class SyncEngine: Sendable {
         s3 = objects
         incomingDatabase = incomingServer
         verifier = DownloadVerifier(database: incomingServer, logger: logger)
-        incoming = IncomingSync(store: store, database: incomingServer, s3: objects, bucket: configuration.bucket, logger: logger,
+        incoming = IncomingSync(store: store, database: incomingServer, s3: objects, bucket: configuration.bucket,
+                                prefix: configuration.prefix, logger: logger,
                                 verifier: verifier)
         follower = ChangeFollower(incoming: incoming, database: incomingServer, logger: logger)
     }
@@ -94,7 +95,7 @@ package final class SyncEngine: Sendable {
         let (s3, bucket) = (self.s3, configuration.bucket)
         let verifier = self.verifier
         // A damaged block this replica marked: it looks whether it holds the bytes.
-        let fetcher = ContentFetcher(server: incomingDatabase, objects: s3, bucket: bucket, logger: logger,
+        let fetcher = ContentFetcher(server: incomingDatabase, objects: s3, bucket: bucket, prefix: configuration.prefix, logger: logger,
                                      reported: { [weak self] in self?.requestHeal() })
         store.setContentTransfers { request, ended in
             ContentDownload(row: request.row, key: request.key, contentVersion: request.contentVersion, size: request.size,
