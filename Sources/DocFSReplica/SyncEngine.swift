@@ -359,10 +359,12 @@ package final class SyncEngine: Sendable {
         let applied = try await database.createItem(operationID: ConflictNames.copyOperation(entry.id), parentID: parentID, name: name,
                                                     kind: .file, attributes: attributes, content: content)
         let parentRow = parentID == rootID ? LocalStore.rootRow : parentID
-        try store.forkConflictedCopy(of: row, as: applied.itemID, name: applied.name ?? name, parentRow: parentRow, sending: entry.seq)
+        // The server's name for the copy, if a folder can hold it (`ServerRowChecks`); else the one asked for.
+        let given = applied.name.flatMap { ServerRowChecks.name($0) == nil ? $0 : nil }
+        try store.forkConflictedCopy(of: row, as: applied.itemID, name: given ?? name, parentRow: parentRow, sending: entry.seq)
         conflicted.insert(row)
         let path = store.path(of: LocalStore.identifier(forRow: row))
-        let copyName = applied.name ?? name
+        let copyName = given ?? name
         if let refusal {
             store.noteConflict("conflicted copy of \"\(server.name)\": \(refusal); the server's version kept the name",
                                row: applied.itemID, summary: "\(path): \(refusal); this replica's version is \"\(copyName)\"")
