@@ -21,7 +21,11 @@ actor IncomingSync {
     var rootID: Int64?
     /// Items whose server rows break a rule of `ServerRowChecks`, and the rule: not applied (the
     /// rest goes on), logged once, applied again when a good row for them comes.
-    var setAside: [Int64: String] = [:]
+    var setAside: [Int64: String] = [:] {
+        didSet { setAsideCount.store(setAside.count, ordering: .relaxed) }
+    }
+    /// Their number, for `docfs status` (read without waiting for the actor).
+    nonisolated let setAsideCount = Atomic<Int>(0)
     /// A change refused (its position), logged once: the anchor stays before it.
     var refusedPosition: Int64?
     /// Items skipped because applying them now would put a folder below itself; tried again with

@@ -47,6 +47,9 @@ package struct SyncStatus: Codable, Sendable, Equatable {
     /// The server's database found restored to an earlier point since the mount: what it meant
     /// here (files kept in `STORE/recovered/`), and when; null when not.
     package var restore: String?
+    /// Items whose rows from the server break a rule of `ServerRowChecks` (a hand-edited
+    /// database, an older server): not applied here, each named once in the log.
+    package var refusedIncoming: Int = 0
 
     /// Every key is always written; an absent value is null (the synthesized encoder leaves it out).
     package func encode(to encoder: Encoder) throws {
@@ -73,6 +76,7 @@ package struct SyncStatus: Codable, Sendable, Equatable {
         try c.encode(setAside, forKey: .setAside)
         try c.encode(setAsideChanges, forKey: .setAsideChanges)
         try c.encode(restore, forKey: .restore)
+        try c.encode(refusedIncoming, forKey: .refusedIncoming)
     }
 
     static func encoded(_ status: SyncStatus) -> String {

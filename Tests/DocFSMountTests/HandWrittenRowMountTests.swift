@@ -67,7 +67,9 @@ final class HandWrittenRowMountTests: ReplicaTestCase {
                 let cat = r.fx.sh("head -c 4096 '\(mnt)/\(name)' > /dev/null", timeout: 60)
                 XCTAssertNotEqual(cat.status, 0, "\(mnt)/\(name) is not read: \(cat)")
             }
-            XCTAssertNotNil(statusFields(r, mnt), "the daemon of \(mnt) answers")
+            let status = statusFields(r, mnt)
+            XCTAssertNotNil(status, "the daemon of \(mnt) answers")
+            XCTAssertEqual((status?["refusedIncoming"] as? NSNumber)?.intValue, 3, "\(status ?? [:])")
         }
         if let pid = r.fx.daemonPID { XCTAssertEqual(kill(pid, 0), 0, "the first replica's daemon is up\n\(r.logTail())") }
 

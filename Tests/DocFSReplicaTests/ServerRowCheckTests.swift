@@ -49,6 +49,7 @@ final class ServerRowCheckTests: ReplicaTestCase {
         try await waitUntil("the mended row arrived") { try rootNames().contains("mended.txt") }
         let after = await setAside()
         XCTAssertNil(after[100])
+        XCTAssertTrue(engine!.statusJSON().contains("\"refusedIncoming\":\(names.count - 1)"), engine!.statusJSON())
         // The engine still sends: this replica's own file reaches the server.
         _ = try await importFile("mine.txt", "still sending")
         try await waitForOutbox()
