@@ -14,7 +14,10 @@ package struct BlockCheckReport: Sendable, Codable, Equatable {
     /// Every block marked damaged after the check, and the versions naming them.
     package var damaged: [DamagedBlock] = []
     package var versions: [DamagedVersion] = []
-    package var isClean: Bool { damaged.isEmpty }
+    /// Block rows no replica could have written (`ServerRowChecks`: a length of 0 or below, …),
+    /// each with its pack and rule: not read, left as they are for the owner to mend.
+    package var refused: [String] = []
+    package var isClean: Bool { damaged.isEmpty && refused.isEmpty }
 }
 
 /// Reads every pack the server's blocks are in and checks every block against its SHA-256
@@ -39,7 +42,13 @@ package struct BlockChecker: Sendable {
             var report = BlockCheckReport()
             let marked = Set(try await database.damagedBlocks().map(\.hash))
             for pack in try await database.packUsage().keys.sorted() {
-                let blocks = try await database.blocks(inPack: pack)
+                // Rows no replica could have written are named and left out (their ranges would trap).
+                let blocks = try await database.blocks(inPack: pack).filter { block in
+                    guard let problem = ServerRowChecks.block(block, prefix: configuration.prefix) else { return true }
+                    report.refused.append("\(pack): \(problem)")
+                    logger.error("check: refused a block row of the pack \(pack): \(problem)")
+                    return false
+                }
                 guard let end = blocks.map({ $0.offset + $0.length }).max() else { continue }
                 report.packs += 1
                 var bytes: [UInt8] = []

@@ -16,8 +16,18 @@ actor IncomingSync {
     let database: any ReplicaServer
     let s3: any ObjectStore
     let bucket: String
+    let prefix: String
     let logger: Logger
     var rootID: Int64?
+    /// Items whose server rows break a rule of `ServerRowChecks`, and the rule: not applied (the
+    /// rest goes on), logged once, applied again when a good row for them comes.
+    var setAside: [Int64: String] = [:] {
+        didSet { setAsideCount.store(setAside.count, ordering: .relaxed) }
+    }
+    /// Their number, for `docfs status` (read without waiting for the actor).
+    nonisolated let setAsideCount = Atomic<Int>(0)
+    /// A change refused (its position), logged once: the anchor stays before it.
+    var refusedPosition: Int64?
     /// Items skipped because applying them now would put a folder below itself; tried again with
     /// the next changes.
     var deferred: Set<Int64> = []
@@ -38,8 +48,9 @@ actor IncomingSync {
 
     let verifier: DownloadVerifier?
 
-    init(store: LocalStore, database: any ReplicaServer, s3: any ObjectStore, bucket: String, logger: Logger,
+    init(store: LocalStore, database: any ReplicaServer, s3: any ObjectStore, bucket: String, prefix: String, logger: Logger,
          verifier: DownloadVerifier? = nil) {
+        self.prefix = prefix
         self.verifier = verifier
         self.store = store
         self.database = database
@@ -56,11 +67,20 @@ actor IncomingSync {
         // the anchor may be other replicas' new ones.
         var applied = try await rebuildIfRestored()
         anchor = try store.syncAnchor().position
-        if anchor < (try await database.logStart()) - 1 {
+        // (A log start below 1 is no trimmed log's; never `- 1` on it: Int64.min would trap.)
+        let logStart = try await database.logStart()
+        if logStart > 1, anchor < logStart - 1 {
             applied += try await rebuild()
         }
         while true {
-            var changes = try await database.changes(since: anchor, limit: 500)
+            // A change whose position no sequence makes (a hand-edited log) would move the anchor
+            // past every change to come: the catch-up stops before it.
+            let read = ServerRowChecks.changes(try await database.changes(since: anchor, limit: 500), after: anchor)
+            if let (change, problem) = read.refused, refusedPosition != change.position {
+                refusedPosition = change.position
+                logger.error("sync: refused the server's change \(change.position) (item \(change.itemID)): \(problem); the changes after it wait")
+            }
+            var changes = read.usable
             guard let last = changes.last else { break }
             latestKnown = max(latestKnown, last.position)
             // This replica's own change whose outbox entry is not completed yet (its item may still
@@ -78,10 +98,14 @@ actor IncomingSync {
                 try store.setSyncAnchor(end.position, witness: end.operationID)
                 anchor = end.position
             }
-            if stopped { break }
+            if stopped || read.refused != nil { break }
         }
         if !deferred.isEmpty { applied += try await apply([]) }
         latestKnown = max(latestKnown, anchor)
+        // A refused position a notification carried is not "changes to come" (the status).
+        if let refused = refusedPosition {
+            positions.withLock { $0.latest = min($0.latest, max($0.anchor, refused > 0 ? refused - 1 : 0)) }
+        }
         return applied
     }
 
@@ -157,7 +181,15 @@ actor IncomingSync {
     /// `restored`: the server's database went back to an earlier point; what this replica had
     /// sent and the server lost is kept under `STORE/recovered/` before it goes from the tree.
     func rebuild(restored: Bool = false) async throws -> Int {
-        let position = try await database.latestPosition()
+        var position = try await database.latestPosition()
+        let start = try await database.logStart()
+        // A last position no sequence reaches (a hand-edited log): the anchor goes to the log's
+        // start instead, and the catch-up reads what follows (applying twice changes nothing).
+        let before = start > 1 ? start - 1 : 0
+        if position < 0 || position - before > ServerRowChecks.largestGap {
+            logger.error("sync: refused the server's last change position \(position): more than \(ServerRowChecks.largestGap) past its log's start (\(start)); reading from there")
+            position = before
+        }
         let witness = position > 0 ? try await database.change(at: position)?.operationID : nil
         let ids = try await database.allItemIDs()
         var applied = 0
@@ -221,16 +253,25 @@ actor IncomingSync {
     /// Fetches, downloads and applies; fetches what was missing (folders not here yet, items
     /// moved aside) and applies again, a bounded number of rounds.
     private func apply(_ ids: [Int64]) async throws -> Int {
+        // The root's row is the one item checked apart (`checked`).
+        if rootID == nil { rootID = try await database.rootID() }
         var wanted = Set(ids).union(deferred)
         deferred = []
         var applied = 0
         var rounds = 0
         while !wanted.isEmpty, rounds < 64 {
             rounds += 1
-            let items = try await database.items(Array(wanted)).compactMap(incoming)
+            var items = checked(try await database.items(Array(wanted))).compactMap(incoming)
             let needed = store.contentsNeeded(items)
-            let contents = try await download(needed)
+            let (contents, refused) = try await download(needed)
             defer { for path in contents.values { unlink(path) } }
+            if !refused.isEmpty {
+                for (row, problem) in refused where setAside[row] != problem {
+                    logger.error("sync: set aside the server's item \(row): \(problem)")
+                    setAside[row] = problem
+                }
+                items.removeAll { refused[$0.row] != nil }
+            }
             let result = try store.applyIncoming(items, contents: contents)
             applied += result.applied
             deferred.formUnion(result.deferred)
@@ -241,6 +282,23 @@ actor IncomingSync {
             wanted = next
         }
         return applied
+    }
+
+    /// The rows that pass `ServerRowChecks`. A refused one is set aside with one log line (once
+    /// per rule) and its identifier remembered; a good row for it later applies.
+    private func checked(_ rows: [RemoteItem]) -> [RemoteItem] {
+        rows.filter { row in
+            guard row.id != rootID else { return true }
+            guard let problem = ServerRowChecks.item(row, rootID: rootID, prefix: prefix) else {
+                if setAside.removeValue(forKey: row.id) != nil { logger.notice("sync: the server's item \(row.id) is good again; applied") }
+                return true
+            }
+            if setAside[row.id] != problem {
+                logger.error("sync: set aside the server's item \(row.id) (\(String(reflecting: String(row.name.prefix(64))))): \(problem)")
+            }
+            setAside[row.id] = problem
+            return false
+        }
     }
 
     /// The server's item as the store takes it (the root is row 1); nil for the root itself.
@@ -255,19 +313,21 @@ actor IncomingSync {
             trashed: item.trashedNs != nil, deleted: item.deleted)
     }
 
-    /// Downloads contents into the store's staging folder, four at a time; paths by row.
-    private func download(_ items: [LocalStore.IncomingItem]) async throws -> [Int64: String] {
-        guard !items.isEmpty else { return [:] }
+    /// Downloads contents into the store's staging folder, four at a time; paths by row, and the
+    /// rows whose manifests were refused (`ServerRowChecks`), with the rule.
+    private func download(_ items: [LocalStore.IncomingItem]) async throws -> ([Int64: String], [Int64: String]) {
+        guard !items.isEmpty else { return ([:], [:]) }
         let staging = store.stagingDirectory.path
         let bucket = self.bucket
-        let fetcher = ContentFetcher(server: database, objects: s3, bucket: bucket, logger: logger)
+        let fetcher = ContentFetcher(server: database, objects: s3, bucket: bucket, prefix: prefix, logger: logger)
         let verifier = self.verifier
         var results: [Int64: String] = [:]
+        var refused: [Int64: String] = [:]
         var index = 0
         while index < items.count {
             let slice = items[index..<min(index + 4, items.count)]
             index += slice.count
-            try await withThrowingTaskGroup(of: (Int64, String).self) { group in
+            try await withThrowingTaskGroup(of: (Int64, String?, String?).self) { group in
                 for item in slice {
                     guard let key = item.contentKey else { continue }
                     let path = staging + "/incoming-\(item.row)-\(UUID().uuidString)"
@@ -275,17 +335,24 @@ actor IncomingSync {
                         do {
                             try await fetcher.download(key: key, to: path)
                             if let problem = await verifier?.check(path, key: key) { throw DownloadVerifier.Mismatch(message: problem) }
+                        } catch let error as RefusedRow {
+                            // Logged by the fetcher: this item is set aside, the others go on.
+                            unlink(path)
+                            return (item.row, nil, error.message)
                         } catch {
                             unlink(path)
                             throw error
                         }
-                        return (item.row, path)
+                        return (item.row, path, nil)
                     }
                 }
-                for try await (row, path) in group { results[row] = path }
+                for try await (row, path, problem) in group {
+                    if let path { results[row] = path }
+                    if let problem { refused[row] = problem }
+                }
             }
         }
-        return results
+        return (results, refused)
     }
 }
 

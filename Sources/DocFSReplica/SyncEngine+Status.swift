@@ -58,6 +58,7 @@ extension SyncEngine {
         status.setAside = snapshot.setAsideItems
         status.setAsideChanges = min(snapshot.setAsideChanges, counts.pending)
         status.restore = incoming.restoreReport.withLock { $0 }
+        status.refusedIncoming = incoming.setAsideCount.load(ordering: .relaxed)
         if status.lastError == nil, let error = follower.lastError.withLock({ $0 }) { status.lastError = error }
         status.lastSyncAt = snapshot.lastSyncAt.map { $0.formatted(.iso8601) }
         return status

@@ -82,7 +82,8 @@ package final class SyncEngine: Sendable {
         s3 = objects
         incomingDatabase = incomingServer
         verifier = DownloadVerifier(database: incomingServer, logger: logger)
-        incoming = IncomingSync(store: store, database: incomingServer, s3: objects, bucket: configuration.bucket, logger: logger,
+        incoming = IncomingSync(store: store, database: incomingServer, s3: objects, bucket: configuration.bucket,
+                                prefix: configuration.prefix, logger: logger,
                                 verifier: verifier)
         follower = ChangeFollower(incoming: incoming, database: incomingServer, logger: logger)
     }
@@ -94,7 +95,7 @@ package final class SyncEngine: Sendable {
         let (s3, bucket) = (self.s3, configuration.bucket)
         let verifier = self.verifier
         // A damaged block this replica marked: it looks whether it holds the bytes.
-        let fetcher = ContentFetcher(server: incomingDatabase, objects: s3, bucket: bucket, logger: logger,
+        let fetcher = ContentFetcher(server: incomingDatabase, objects: s3, bucket: bucket, prefix: configuration.prefix, logger: logger,
                                      reported: { [weak self] in self?.requestHeal() })
         store.setContentTransfers { request, ended in
             ContentDownload(row: request.row, key: request.key, contentVersion: request.contentVersion, size: request.size,
@@ -361,10 +362,12 @@ package final class SyncEngine: Sendable {
         let applied = try await database.createItem(operationID: ConflictNames.copyOperation(entry.id), parentID: parentID, name: name,
                                                     kind: .file, attributes: attributes, content: content)
         let parentRow = parentID == rootID ? LocalStore.rootRow : parentID
-        try store.forkConflictedCopy(of: row, as: applied.itemID, name: applied.name ?? name, parentRow: parentRow, sending: entry.seq)
+        // The server's name for the copy, if a folder can hold it (`ServerRowChecks`); else the one asked for.
+        let given = applied.name.flatMap { ServerRowChecks.name($0) == nil ? $0 : nil }
+        try store.forkConflictedCopy(of: row, as: applied.itemID, name: given ?? name, parentRow: parentRow, sending: entry.seq)
         conflicted.insert(row)
         let path = store.path(of: LocalStore.identifier(forRow: row))
-        let copyName = applied.name ?? name
+        let copyName = given ?? name
         if let refusal {
             store.noteConflict("conflicted copy of \"\(server.name)\": \(refusal); the server's version kept the name",
                                row: applied.itemID, summary: "\(path): \(refusal); this replica's version is \"\(copyName)\"")

@@ -39,7 +39,7 @@ package enum VersionHistory {
                 throw ReplicaConfiguration.Problem("version \(number) was removed by `docfs remote gc` (older than --keep-versions)")
             }
             if let key = version.key {
-                try await ContentFetcher(server: database, objects: s3, bucket: configuration.bucket, logger: logger)
+                try await ContentFetcher(server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix, logger: logger)
                     .download(key: key, to: path)
             } else {
                 FileManager.default.createFile(atPath: path, contents: Data())

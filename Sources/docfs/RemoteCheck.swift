@@ -44,6 +44,7 @@ struct RemoteCheck: ParsableCommand {
                 let state = version.current ? "current" : version.deleted ? "deleted file" : "older version"
                 print("affected: \(version.path) version \(version.contentVersion) (\(state), \(version.damagedBlocks) damaged block(s))")
             }
+            for refused in report.refused { print("refused block row: \(refused)") }
             if report.cleared > 0 { print("\(report.cleared) block(s) marked damaged before are sound now") }
             if report.isClean { print("every block is sound") }
         }

@@ -82,6 +82,9 @@ struct Status: ParsableCommand {
             let changes = f["setAsideChanges"] as? Int ?? 0
             lines.append("set aside  \(aside) item(s), \(changes) change(s) waiting: the server refused them (user.docfs.sync says why); a later change of the item, or docfs sync --retry PATH, tries again")
         }
+        if let refused = f["refusedIncoming"] as? Int, refused > 0 {
+            lines.append("bad rows   \(refused) item(s) from the server not applied here: their rows break a rule no replica breaks (the log names each)")
+        }
         if let restore = f["restore"] as? String {
             lines.append("restore    \(restore)")
         }

@@ -42,6 +42,9 @@ final class InMemoryServer: ReplicaServer {
         var holdSkipping = 0
         var held: CheckedContinuation<Void, Never>?
         var calls: [String: Int] = [:]
+        /// Change positions written by hand (`plantChange`): the server's own go on from the
+        /// last of its own, as a sequence does.
+        var plantedPositions: Set<Int64> = []
     }
     let state = Mutex(State())
     static let rootID: Int64 = 1
@@ -327,10 +330,10 @@ final class InMemoryServer: ReplicaServer {
                 replay.name = s.items[replay.itemID]?.name
                 return (replay, [])
             }
-            let position = (s.log.last?.position ?? 0) + 1
+            let position = Self.nextPosition(s)
             let (id, _) = try body(&s, position)
             let item = s.items[id]!
-            s.log.append(RemoteChange(position: position, itemID: id, kind: kind, operationID: operationID,
+            Self.log(&s, RemoteChange(position: position, itemID: id, kind: kind, operationID: operationID,
                                       contentVersion: item.contentVersion, metadataVersion: item.metadataVersion, atNs: position))
             let change = AppliedChange(itemID: id, contentVersion: item.contentVersion, metadataVersion: item.metadataVersion,
                                        position: position, replayed: false, name: item.name)
@@ -342,6 +345,58 @@ final class InMemoryServer: ReplicaServer {
             throw RemoteError.unreachable("the connection broke before the answer (injected)")
         }
         return change
+    }
+
+    private static func nextPosition(_ s: State) -> Int64 {
+        (s.log.last { !s.plantedPositions.contains($0.position) }?.position ?? 0) + 1
+    }
+
+    /// The log stays in position order (a planted position may be past the server's own).
+    private static func log(_ s: inout State, _ change: RemoteChange) {
+        s.log.insert(change, at: s.log.firstIndex { $0.position > change.position } ?? s.log.endIndex)
+    }
+
+    // MARK: Rows written by hand (the owner, an older server): none of the server's rules apply
+
+    /// `item` as it is (any name, size, key), with a change naming it, announced.
+    func plant(_ item: RemoteItem) {
+        let (position, listeners) = state.withLock { s -> (Int64, [@Sendable (Int64) -> Void]) in
+            // (The server's own identifiers go on from theirs: tests plant from 100 up.)
+            s.items[item.id] = item
+            let position = Self.nextPosition(s)
+            Self.log(&s, RemoteChange(position: position, itemID: item.id, kind: .create, operationID: UUID(),
+                                      contentVersion: item.contentVersion, metadataVersion: item.metadataVersion, atNs: position))
+            return (position, Array(s.listeners.values))
+        }
+        for listener in listeners { listener(position) }
+    }
+
+    /// A file row by hand: `name` under `parent`, contents at `key` (nil: none) of `size` bytes.
+    static func fileRow(id: Int64, name: String, parent: Int64 = rootID, kind: RemoteItemKind = .file, size: Int64 = 0,
+                        key: String? = nil, target: String? = nil, contentVersion: Int64 = 1) -> RemoteItem {
+        RemoteItem(id: id, parentID: parent, name: name, kind: kind, size: size, createdNs: 1, modifiedNs: 1, changedNs: 1,
+                   accessedNs: 1, uid: 0, gid: 0, mode: kind == .directory ? 0o755 : 0o644, tags: [], favoriteRank: nil,
+                   symlinkTarget: target, contentKey: key, contentVersion: contentVersion, metadataVersion: 1,
+                   trashedNs: nil, deleted: false)
+    }
+
+    /// Block rows and a manifest as they are (no length, hash or sum checked).
+    func plant(blocks: [StoredBlock], manifest: BlockManifest) {
+        state.withLock { s in
+            for block in blocks { s.blocks[block.hash] = block }
+            s.manifests[manifest.key] = manifest
+        }
+    }
+
+    /// A change at `position` naming `itemID`, announced.
+    func plantChange(at position: Int64, itemID: Int64) {
+        let listeners = state.withLock { s -> [@Sendable (Int64) -> Void] in
+            s.plantedPositions.insert(position)
+            Self.log(&s, RemoteChange(position: position, itemID: itemID, kind: .attributes, operationID: UUID(),
+                                      contentVersion: 1, metadataVersion: 1, atNs: position))
+            return Array(s.listeners.values)
+        }
+        for listener in listeners { listener(position) }
     }
 
     private static func live(_ s: State, _ id: Int64) throws -> RemoteItem {

@@ -21,6 +21,8 @@ struct ContentFetcher: Sendable {
     let server: any ReplicaServer
     let objects: any ObjectStore
     let bucket: String
+    /// The tree's prefix: a key or pack outside it is refused (`ServerRowChecks`).
+    let prefix: String
     let logger: Logger
     var runBytes: Int64 = 8 << 20
     /// Heard once a damaged block was marked on the server (the engine looks for its bytes here).
@@ -30,10 +32,31 @@ struct ContentFetcher: Sendable {
     /// `progress` hears the bytes written from `range`'s start and answers false to stop.
     func fetch(key: String, range: Range<Int64>, intoFileAt path: FilePath,
                progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64 {
-        guard let manifest = try await server.manifest(key: key) else {
+        let found: (size: Int64, blocks: [StoredBlock])?
+        do {
+            found = try await checkedManifest(key: key)
+        } catch let refused as RefusedRow {
+            // Asking again gets the same rows: no retry (the reader gets EIO).
+            throw DownloadVerifier.Mismatch(message: refused.message)
+        }
+        guard let manifest = found else {
             return try await objects.getObject(bucket: bucket, key: key, range: range, intoFileAt: path, progress: progress)
         }
         return try await fetch(manifest.blocks, range: range, intoFileAt: path, progress: progress)
+    }
+
+    /// The manifest of version `key` (nil: a whole object), its key and rows checked first: one
+    /// that breaks a rule is refused (`RefusedRow`; the caller logs it once: the store's failed
+    /// download, the catch-up's item set aside).
+    private func checkedManifest(key: String) async throws -> (size: Int64, blocks: [StoredBlock])? {
+        if let problem = ServerRowChecks.contentKey(key, prefix: prefix) {
+            throw RefusedRow(message: "the server's version \(key.prefix(120)) was refused: \(problem)")
+        }
+        guard let manifest = try await server.manifest(key: key) else { return nil }
+        if let problem = ServerRowChecks.manifest(size: manifest.size, blocks: manifest.blocks, prefix: prefix) {
+            throw RefusedRow(message: "the server's manifest \(key.prefix(120)) was refused: \(problem)")
+        }
+        return manifest
     }
 
     private func fetch(_ blocks: [StoredBlock], range: Range<Int64>, intoFileAt path: FilePath,
@@ -113,8 +136,9 @@ struct ContentFetcher: Sendable {
     }
 
     /// Version `key` whole into a new file at `path` (created or truncated).
+    /// A row that breaks a rule of `ServerRowChecks` throws `RefusedRow`.
     func download(key: String, to path: String) async throws {
-        guard let manifest = try await server.manifest(key: key) else {
+        guard let manifest = try await checkedManifest(key: key) else {
             _ = try await objects.getObject(bucket: bucket, key: key, range: nil, toFileAt: FilePath(path), progress: nil)
             return
         }

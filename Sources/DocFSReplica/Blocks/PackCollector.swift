@@ -62,7 +62,15 @@ struct PackCollector {
         var pack: [UInt8] = []
         var moved: [StoredBlock] = []
         var damaged = 0
+        var refused = 0
         for block in blocks {
+            // A row no replica could have written (a length of 0 or below, an offset past any
+            // pack): left as it is, and the pack kept, rather than a range that traps.
+            if let problem = ServerRowChecks.block(block, prefix: prefix) {
+                if refused == 0 { logger.error("gc: refused a block row of the pack \(key): \(problem); the pack is kept") }
+                refused += 1
+                continue
+            }
             let range = Int(block.offset)..<Int(block.offset + block.length)
             guard range.upperBound <= bytes.count,
                   bytes.withUnsafeBytes({ BlockHash.of(UnsafeRawBufferPointer(rebasing: $0[range])) }) == block.hash else {
@@ -80,6 +88,7 @@ struct PackCollector {
             try await database.moveBlocks(moved, from: key)
             try await database.dropUploadIntents([newKey])
         }
+        guard refused == 0 else { return }
         guard damaged == 0 else {
             // Left where it is: its readers get EIO and the damage stays visible in the bucket.
             logger.error("gc: \(damaged) block(s) in the pack \(key) do not match their SHA-256; the pack is kept")

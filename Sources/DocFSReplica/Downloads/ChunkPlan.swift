@@ -18,7 +18,8 @@ struct ChunkPlan {
         precondition(chunkSize > 0)
         self.size = size
         self.chunkSize = chunkSize
-        let count = size <= 0 ? 0 : Int((size + chunkSize - 1) / chunkSize)
+        // Rounded up without `size + chunkSize - 1`, which overflows near Int64.max.
+        let count = size <= 0 ? 0 : Int(size / chunkSize + (size % chunkSize == 0 ? 0 : 1))
         taken = Array(repeating: false, count: count)
     }
 

@@ -71,6 +71,12 @@ extension LocalStore {
             guard FileManager.default.fileExists(atPath: source) else { continue }
             var path = self.path(of: Self.identifier(forRow: row))
             if path.hasSuffix("?") || path.isEmpty { path = "/item-\(row)" }
+            // Every part a name a folder can hold: a name a store took before replicas checked
+            // what arrives (`..`, a 4 KiB one) must not lead outside recovered/.
+            path = path.split(separator: "/", omittingEmptySubsequences: true).map { part in
+                part == "." || part == ".." || part.utf8.count > 255 || part.utf8.contains(0) ? "item-\(row)" : String(part)
+            }.reduce("") { $0 + "/" + $1 }
+            if path.isEmpty { path = "/item-\(row)" }
             let target = base + path
             try? FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent,
                                                      withIntermediateDirectories: true)
