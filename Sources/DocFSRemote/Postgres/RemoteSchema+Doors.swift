@@ -140,68 +140,73 @@ extension RemoteSchema {
         CREATE OR REPLACE FUNCTION docfs_record_manifests(p_manifests jsonb, p_done_packs text[]) RETURNS text[] LANGUAGE plpgsql
         SECURITY DEFINER SET search_path = pg_catalog, public AS $fn$
         DECLARE
-            m jsonb;
-            v_key text;
-            v_size bigint;
-            v_hashes text[];
-            v_op uuid;
-            total numeric;
-            missing text[] := '{}';
-            owner_role text;
-            owned boolean;
+            folder text;
+            bad text;
+            missing text[];
         BEGIN
             IF jsonb_typeof(p_manifests) IS DISTINCT FROM 'array' OR jsonb_array_length(p_manifests) > 4096 THEN
                 RAISE EXCEPTION 'a list of at most 4096 manifests' USING ERRCODE = 'DF014';
             END IF;
-            FOR m IN SELECT * FROM jsonb_array_elements(p_manifests) LOOP
-                v_key := m->>'key';
-                IF NOT docfs_manifest_key_ok(v_key) THEN
-                    RAISE EXCEPTION 'not a manifest of this tree: %', left(coalesce(v_key, 'NULL'), 300) USING ERRCODE = 'DF014';
-                END IF;
-                v_size := (m->>'size')::bigint;
-                IF jsonb_typeof(m->'hashes') IS DISTINCT FROM 'array' THEN
-                    RAISE EXCEPTION 'the manifest % lists no blocks', v_key USING ERRCODE = 'DF014';
-                END IF;
-                v_hashes := ARRAY(SELECT jsonb_array_elements_text(m->'hashes'));
-                IF EXISTS (SELECT 1 FROM unnest(v_hashes) h WHERE h IS NULL OR h !~ '\(hashPattern)') THEN
-                    RAISE EXCEPTION 'the manifest % names something that is not a block hash', v_key USING ERRCODE = 'DF014';
-                END IF;
-                -- The blocks stay until this transaction ends (gc's delete waits for it).
-                PERFORM 1 FROM docfs_blocks b WHERE b.hash = ANY(v_hashes) FOR KEY SHARE;
-                missing := missing || ARRAY(SELECT DISTINCT h FROM unnest(v_hashes) h
-                                            WHERE NOT EXISTS (SELECT 1 FROM docfs_blocks b WHERE b.hash = h AND b.damaged_ns IS NULL));
-                SELECT coalesce(sum(b.length), 0) INTO total FROM unnest(v_hashes) h JOIN docfs_blocks b ON b.hash = h;
-                IF cardinality(missing) = 0 AND (v_size IS NULL OR total <> v_size) THEN
-                    RAISE EXCEPTION 'the manifest % holds % bytes in its blocks, not %', v_key, total, v_size USING ERRCODE = 'DF014';
-                END IF;
-            END LOOP;
+            -- Set-wise (one statement per rule, not per manifest): a chunk's manifests in one call.
+            CREATE TEMP TABLE IF NOT EXISTS docfs_wanted (key text, size bigint, hashes jsonb, op uuid) ON COMMIT DROP;
+            TRUNCATE docfs_wanted;
+            INSERT INTO docfs_wanted (key, size, hashes)
+            SELECT e->>'key', (e->>'size')::bigint, e->'hashes' FROM jsonb_array_elements(p_manifests) e;
+            SELECT left(m.value, length(m.value) - length('packs/')) || 'manifests/' INTO folder
+              FROM docfs_meta m WHERE m.key = 'packs_folder';
+            SELECT w.key INTO bad FROM docfs_wanted w
+             WHERE w.key IS NULL OR NOT CASE WHEN folder IS NULL THEN w.key ~ '(^|/)manifests/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-[0-9a-f]{16}$'
+                                         ELSE left(w.key, length(folder)) = folder AND substr(w.key, length(folder) + 1) ~ '\(manifestNamePattern)' END
+             LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'not a manifest of this tree: %', left(coalesce(bad, 'NULL'), 300) USING ERRCODE = 'DF014';
+            END IF;
+            SELECT w.key INTO bad FROM docfs_wanted w
+             WHERE jsonb_typeof(w.hashes) IS DISTINCT FROM 'array' OR w.size IS NULL OR w.size < 0
+                OR EXISTS (SELECT 1 FROM jsonb_array_elements(w.hashes) h WHERE jsonb_typeof(h) <> 'string' OR h #>> '{}' !~ '\(hashPattern)')
+             LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'the manifest % lists something that is not a block hash, or has no size', bad USING ERRCODE = 'DF014';
+            END IF;
+            UPDATE docfs_wanted SET op = substring(key from '([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-[0-9a-f]{16}$')::uuid;
+            -- The blocks stay until this transaction ends (gc's delete waits for it).
+            PERFORM 1 FROM docfs_blocks b
+             WHERE b.hash IN (SELECT jsonb_array_elements_text(w.hashes) FROM docfs_wanted w) FOR KEY SHARE;
+            missing := ARRAY(SELECT DISTINCT h FROM docfs_wanted w, jsonb_array_elements_text(w.hashes) h
+                             WHERE NOT EXISTS (SELECT 1 FROM docfs_blocks b WHERE b.hash = h AND b.damaged_ns IS NULL));
             IF cardinality(missing) > 0 THEN RETURN missing; END IF;
-            FOR m IN SELECT * FROM jsonb_array_elements(p_manifests) LOOP
-                v_key := m->>'key';
-                v_op := substring(v_key from '([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-[0-9a-f]{16}$')::uuid;
-                -- Another replica's operation (its id is in the key) cannot be claimed.
-                IF EXISTS (SELECT 1 FROM docfs_operations o WHERE o.operation_id = v_op AND o.role IS DISTINCT FROM session_user)
-                   OR EXISTS (SELECT 1 FROM docfs_manifests x WHERE x.operation_id = v_op AND x.role IS DISTINCT FROM session_user) THEN
-                    RAISE EXCEPTION 'operation % belongs to another replica', v_op USING ERRCODE = 'DF003';
-                END IF;
-                SELECT x.role, true INTO owner_role, owned FROM docfs_manifests x WHERE x.key = v_key;
-                IF owned THEN
-                    IF owner_role IS NOT NULL AND owner_role IS DISTINCT FROM session_user THEN
-                        RAISE EXCEPTION 'the manifest % is another replica''s', v_key USING ERRCODE = 'DF003';
-                    END IF;
-                    UPDATE docfs_manifests SET role = session_user, operation_id = v_op WHERE key = v_key;
-                ELSE
-                    INSERT INTO docfs_manifests (key, size, created_ns, role, operation_id)
-                    VALUES (v_key, (m->>'size')::bigint, docfs_now(), session_user, v_op);
-                    INSERT INTO docfs_manifest_blocks (key, ordinal, hash)
-                    SELECT v_key, n - 1, h FROM jsonb_array_elements_text(m->'hashes') WITH ORDINALITY AS b(h, n);
-                END IF;
-                owned := false;
-                INSERT INTO docfs_upload_intents (key, created_ns, role) VALUES (v_key, docfs_now(), session_user)
-                ON CONFLICT (key) DO UPDATE SET created_ns = excluded.created_ns WHERE docfs_upload_intents.role IS NOT DISTINCT FROM session_user;
-            END LOOP;
+            SELECT w.key INTO bad FROM docfs_wanted w
+             WHERE w.size <> (SELECT coalesce(sum(b.length), 0) FROM jsonb_array_elements_text(w.hashes) h JOIN docfs_blocks b ON b.hash = h)
+             LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'the manifest % holds another number of bytes in its blocks than its size', bad USING ERRCODE = 'DF014';
+            END IF;
+            -- Another replica's operation (its id is in the key), or its manifest, cannot be claimed.
+            SELECT w.op::text INTO bad FROM docfs_wanted w
+             WHERE EXISTS (SELECT 1 FROM docfs_operations o WHERE o.operation_id = w.op AND o.role IS DISTINCT FROM session_user)
+                OR EXISTS (SELECT 1 FROM docfs_manifests x WHERE x.operation_id = w.op AND x.role IS DISTINCT FROM session_user
+                           AND x.role IS NOT NULL)
+                OR EXISTS (SELECT 1 FROM docfs_manifests x WHERE x.key = w.key AND x.role IS DISTINCT FROM session_user
+                           AND x.role IS NOT NULL)
+             LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'operation % belongs to another replica', bad USING ERRCODE = 'DF003';
+            END IF;
+            -- One recorded before without a role (before schema 11): this replica's now.
+            UPDATE docfs_manifests x SET role = session_user, operation_id = w.op FROM docfs_wanted w
+             WHERE x.key = w.key AND x.role IS NULL;
+            WITH fresh AS (
+                INSERT INTO docfs_manifests (key, size, created_ns, role, operation_id)
+                SELECT DISTINCT ON (w.key) w.key, w.size, docfs_now(), session_user, w.op FROM docfs_wanted w
+                ON CONFLICT (key) DO NOTHING RETURNING key)
+            INSERT INTO docfs_manifest_blocks (key, ordinal, hash)
+            SELECT f.key, b.n - 1, b.h FROM fresh f JOIN LATERAL (
+                SELECT w.hashes FROM docfs_wanted w WHERE w.key = f.key LIMIT 1) w ON true,
+                jsonb_array_elements_text(w.hashes) WITH ORDINALITY AS b(h, n);
+            INSERT INTO docfs_upload_intents (key, created_ns, role) SELECT DISTINCT w.key, docfs_now(), session_user FROM docfs_wanted w
+            ON CONFLICT (key) DO UPDATE SET created_ns = excluded.created_ns WHERE docfs_upload_intents.role IS NOT DISTINCT FROM session_user;
             DELETE FROM docfs_upload_intents WHERE key = ANY(p_done_packs) AND role IS NOT DISTINCT FROM session_user;
-            RETURN missing;
+            RETURN '{}';
         END
         $fn$
         """,
