@@ -320,6 +320,7 @@ package final class SyncEngine: Sendable {
                         completions.append(LocalStore.OutboxCompletion(entry: entry))
                     }
                 }
+                if !uploadedKeys.isEmpty { await FaultInjection.pause(.chunkCommit) }  // test-only (DOCFS_FAULT)
             }
             let committed = ContinuousClock.now
             // The entries leave the outbox and the chunk is counted in one step under the

@@ -23,6 +23,11 @@ import Synchronization
 ///     DOCFS_FAULT=upload-done:wait[@N]     a replica's Nth chunk of uploads is in the bucket and
 ///                                          its versions are not yet on PostgreSQL: it waits there
 ///                                          until the file DOCFS_FAULT_RELEASE exists (at most 5 min)
+///     DOCFS_FAULT=chunk-commit:wait[@N]    a replica's Nth chunk with uploads has its versions
+///                                          applied in its PostgreSQL transaction (the writers'
+///                                          lock and its manifests' rows held), not yet committed:
+///                                          it waits there as above (the server ends a transaction
+///                                          idle for 60 s)
 ///
 /// "abort" ends the process at once with `_exit(134)` (no atexit handlers, no checkpoint, no
 /// unlock: what `kill -9` leaves). The variable is read once, when the first store is opened in
@@ -35,6 +40,7 @@ package enum FaultInjection {
         case packPut = "pack-put"
         case uploadPart = "upload-part"
         case uploadDone = "upload-done"
+        case chunkCommit = "chunk-commit"
     }
 
     struct Armed: Sendable {
