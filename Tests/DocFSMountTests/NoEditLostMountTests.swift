@@ -254,6 +254,49 @@ final class NoEditLostMountTests: ReplicaTestCase {
         }
     }
 
+    /// gc racing a commit: a replica holds its chunk's transaction open at a fault point, its
+    /// version applied (the version's check holds the manifest's row) and not committed, with its
+    /// upload intents older than they live (dated back: a stall that outlived them). `docfs
+    /// remote gc --grace 0` runs meanwhile and sees a manifest no committed version names: it
+    /// must wait for the commit and look again, not wait and delete it anyway (a row lock only
+    /// delays a DELETE: it went on once the lock was let go, and the committed version named
+    /// contents nobody could read). Released, the version commits and gc finishes; the file
+    /// reads back byte-exact on a second replica.
+    func testGcRacingACommitNeverLeavesAVersionWithoutItsContents() throws {
+        let r = try makeRemote(mount: false)
+        let release = r.fx.dir + "/release-commit"
+        try r.fx.mount(env: ["DOCFS_FAULT": "chunk-commit:wait", "DOCFS_FAULT_RELEASE": release])
+        XCTAssertEqual(r.fx.sh("mkdir -p src && head -c 300000 /dev/urandom > src/racing.bin && cp src/racing.bin mnt/").status, 0)
+        eventually("the version is applied and held before its commit", timeout: 60) {
+            r.fx.log.contains("DOCFS_FAULT: waiting at chunk-commit")
+        }
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_versions"), 0, "nothing committed yet")
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_manifests"), 1, "the manifest is recorded")
+        _ = try r.servers.psql(r.databaseURL, "UPDATE docfs_upload_intents SET created_ns = created_ns - 3600000000000")
+        let out = r.fx.dir + "/gc.out"
+        let gc = try Child(r.fx.bin, ["remote", "gc", r.fx.store, "--grace", "0", "--keep-versions", "0", "--json"], cwd: r.fx.dir,
+                           env: r.awsEnvironment(secret: r.servers.secretKey), stdout: out, stderr: out + ".err")
+        defer { if !gc.hasExited { gc.signal(SIGKILL); gc.wait(seconds: nil) } }
+        // The server ends a transaction idle for 60 s: the release comes well before.
+        eventually("gc waits for the replica's transaction", timeout: 30) {
+            ((try? r.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")) ?? 0) > 0
+        }
+        FileManager.default.createFile(atPath: release, contents: nil)
+        XCTAssert(gc.wait(seconds: 120), "gc did not finish")
+        let report = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        XCTAssertEqual(gc.status, 0, "gc: \(report) \((try? String(contentsOfFile: out + ".err", encoding: .utf8)) ?? "")")
+
+        try r.waitUntilUploaded()
+        XCTAssertEqual(try r.count("""
+            SELECT count(*) FROM docfs_versions v WHERE NOT EXISTS (SELECT 1 FROM docfs_manifests m WHERE m.key = v.content_key)
+            """), 0, "a committed version names a manifest gc dropped: \(report)")
+        try r.assertServerMatchesMount()
+        let b = try makeSecond(r)
+        eventually("the second replica reads the file byte-exact", timeout: 60) {
+            r.fx.sh("cmp src/racing.bin '\(b.mnt)/racing.bin'").status == 0
+        }
+    }
+
     func testGarbageCollectionSparesAnUploadWaitingForItsCommit() throws {
         let r = try makeRemote(mount: false)
         let release = r.fx.dir + "/release-upload"
