@@ -227,6 +227,12 @@ class Round:
                 self.log.append("%s: hold %s%s" % (r.name, path, "" if h.ready else " -> did not open"))
                 if h.ready:
                     r.truncated(path, ino)
+                    # Its own token in this file is superseded now, not at the release: the
+                    # release records the held token where the file is then (another replica may
+                    # move it meanwhile), and a failed close promises nothing.
+                    if ino is not None and r.inodes.get(path) == ino:
+                        r.tokens.pop(path, None)
+                        r.inodes.pop(path, None)
                     r.holders.append(h)
                 else:
                     h.close()
