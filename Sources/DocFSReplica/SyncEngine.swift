@@ -519,7 +519,8 @@ package final class SyncEngine: Sendable {
                                                     kind: .file, attributes: attributes, content: content)
         try await database.commitBatch()
         let parentRow = parentID == rootID ? LocalStore.rootRow : parentID
-        try store.forkConflictedCopy(of: row, as: applied.itemID, name: applied.name ?? name, parentRow: parentRow, sending: entry.seq)
+        try store.forkConflictedCopy(of: row, as: applied.itemID, name: applied.name ?? name, parentRow: parentRow, sending: entry.seq,
+                                     contentKey: content.key)
         conflicted.insert(row)
         let path = store.path(of: LocalStore.identifier(forRow: row))
         let copyName = applied.name ?? name
