@@ -107,7 +107,8 @@ test: deps clean-mounts
 # Two replicas of one tree, random operations on both while PostgreSQL is stopped, then the trees
 # must converge with nothing lost (Tests/replicas/two_replicas.py); then three replicas online at
 # once through fault proxies, files held open across the others' changes, PostgreSQL restarts,
-# kill -9 and cut connections, and every close() that returned 0 kept (online_replicas.py).
+# kill -9, cut connections, gc --grace 0 and a damaged pack, and every close() that returned 0
+# kept (online_replicas.py).
 # Against the servers of Tests/remote/servers.sh. REPLICA_MODEL_SEEDS sizes both (default 3 and
 # 1 seeds); REPLICA_MODEL_PHASES / _OPS and ONLINE_MODEL_ROUNDS / _OPS the rest.
 replica-model:

@@ -53,9 +53,11 @@ package struct BlockChecker: Sendable {
                 report.packs += 1
                 var bytes: [UInt8] = []
                 do {
-                    bytes = try await s3.getObjectBytes(bucket: configuration.bucket, key: pack, range: nil, upTo: Int(end) + 1)
-                } catch let error as S3Error where error.kind == .notFound {
-                    logger.error("check: the pack \(pack) is gone from the bucket")
+                    // The span its blocks use, as a range: a pack whose last blocks gc dropped (and
+                    // did not rewrite: the rest is most of it) is longer than that.
+                    bytes = try await s3.getObjectBytes(bucket: configuration.bucket, key: pack, range: 0...(end - 1), upTo: Int(end))
+                } catch let error as S3Error where error.kind == .notFound || error.kind == .invalidRange {
+                    logger.error("check: the pack \(pack) is \(error.kind == .notFound ? "gone from the bucket" : "empty")")
                 }
                 for block in blocks {
                     report.blocks += 1

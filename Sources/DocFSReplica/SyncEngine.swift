@@ -364,7 +364,8 @@ package final class SyncEngine: Sendable {
         let parentRow = parentID == rootID ? LocalStore.rootRow : parentID
         // The server's name for the copy, if a folder can hold it (`ServerRowChecks`); else the one asked for.
         let given = applied.name.flatMap { ServerRowChecks.name($0) == nil ? $0 : nil }
-        try store.forkConflictedCopy(of: row, as: applied.itemID, name: given ?? name, parentRow: parentRow, sending: entry.seq)
+        try store.forkConflictedCopy(of: row, as: applied.itemID, name: given ?? name, parentRow: parentRow, sending: entry.seq,
+                                     contentKey: content.key)
         conflicted.insert(row)
         let path = store.path(of: LocalStore.identifier(forRow: row))
         let copyName = given ?? name

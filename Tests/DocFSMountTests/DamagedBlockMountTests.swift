@@ -57,6 +57,37 @@ extension BlockMountTests {
         XCTAssertEqual((clean.report["damaged"] as? [Any])?.count, 0, "\(clean.report)")
     }
 
+    /// A pack whose last block gc dropped (its file deleted) and did not rewrite (the rest is
+    /// most of it) is longer than its blocks: the check reads the span they use and finds them
+    /// sound (it read the whole pack with room for that span only, and failed whole).
+    func testTheCheckReadsAPackWhoseLastBlockGcDropped() throws {
+        let r = try makeRemote()
+        // Eight files of one size in one copy: packed together (a few packs at most, on a busy machine).
+        XCTAssertEqual(r.fx.sh("mkdir eight && for n in 1 2 3 4 5 6 7 8; do head -c 50000 /dev/urandom > eight/f$n.bin; done && cp eight/* mnt/").status, 0)
+        _ = try uploadedBytes(r)
+        let rows = try r.servers.psql(r.databaseURL, """
+            SELECT b.pack_key, i.name FROM docfs_blocks b JOIN docfs_manifest_blocks mb ON mb.hash = b.hash
+            JOIN docfs_items i ON i.content_key = mb.key ORDER BY b.pack_key, b.pack_offset
+            """).compactMap { row -> (String, String)? in
+            guard row.count == 2, let pack = row[0], let name = row[1] else { return nil }
+            return (pack, name)
+        }
+        let byPack = Dictionary(grouping: rows, by: \.0)
+        let fullest = try XCTUnwrap(byPack.values.max { $0.count < $1.count })
+        XCTAssertGreaterThanOrEqual(fullest.count, 2, "a pack holds several of the files: \(rows)")
+        // Its last block goes; the rest (of the same size) is most of the pack.
+        XCTAssertEqual(unlink(r.mnt + "/" + fullest.last!.1), 0)
+        _ = try r.waitUntilUploaded()
+        let gc = try r.gc(["--grace", "0", "--keep-versions", "0"])
+        XCTAssertEqual((gc["blocks"] as? NSNumber)?.intValue, 1, "gc dropped the deleted file's block: \(gc)")
+        XCTAssertEqual((gc["packsRewritten"] as? NSNumber)?.intValue, 0, "the pack stays as it is: \(gc)")
+
+        let check = try remoteCheck(r)
+        XCTAssertEqual(check.status, 0, "\(check.report)")
+        XCTAssertEqual((check.report["blocks"] as? NSNumber)?.intValue, 7, "\(check.report)")
+        XCTAssertEqual((check.report["damaged"] as? [Any])?.count, 0, "\(check.report)")
+    }
+
     /// Nobody copies the bytes in again: the writer, which still holds them, sends them by itself
     /// once the server marks the block (here by `docfs remote check`).
     func testAReplicaHoldingTheBytesOfADamagedBlockSendsThemAgain() throws {

@@ -254,6 +254,68 @@ final class NoEditLostMountTests: ReplicaTestCase {
         }
     }
 
+    /// gc racing a commit: a replica's chunk is held open in its one server call (`docfs_apply`),
+    /// its version applied (the version's check holds the manifest's row) and not committed: the
+    /// call's last step waits on a row a psql session holds (this replica's `docfs_replicas`
+    /// row), with its upload intents older than they live (dated back: a stall that outlived
+    /// them). `docfs remote gc --grace 0` runs meanwhile and sees a manifest no committed version
+    /// names: it must wait for the commit and look again, not wait and delete it anyway (a row
+    /// lock only delays a DELETE: it went on once the lock was let go, and the committed version
+    /// named contents nobody could read). Released, the version commits and gc finishes; the
+    /// file reads back byte-exact on a second replica.
+    func testGcRacingACommitNeverLeavesAVersionWithoutItsContents() throws {
+        let r = try makeRemote()
+        XCTAssertEqual(r.fx.sh("mkdir -p src && printf first > mnt/first.txt").status, 0)
+        try r.waitUntilUploaded()
+        let name = "docfs-test-commit-holder-\(getpid())"
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: r.servers.pgBin + "/psql")
+        holder.arguments = ["-X", "-q", "-d", r.databaseURL, "-c",
+                            "BEGIN; SELECT 1 FROM docfs_replicas WHERE role = current_user FOR UPDATE; SELECT pg_sleep(300)"]
+        holder.environment = ProcessInfo.processInfo.environment.merging(["PGAPPNAME": name]) { $1 }
+        holder.standardOutput = FileHandle.nullDevice
+        holder.standardError = FileHandle.nullDevice
+        try holder.run()
+        let pg: RemoteServers = r.servers
+        let release = {
+            _ = try? pg.psql(r.databaseURL, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '\(name)'")
+            if holder.isRunning { kill(holder.processIdentifier, SIGKILL) }
+            holder.waitUntilExit()
+        }
+        addTeardownBlock(release)
+        eventually("the psql session holds the replica's row", timeout: 30) {
+            ((try? r.count("SELECT count(*) FROM pg_stat_activity WHERE application_name = '\(name)' AND query LIKE '%pg_sleep%'")) ?? 0) == 1
+        }
+        XCTAssertEqual(r.fx.sh("head -c 300000 /dev/urandom > src/racing.bin && cp src/racing.bin mnt/").status, 0)
+        eventually("the version is applied and held before its commit", timeout: 60) {
+            ((try? r.count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%docfs_apply%'")) ?? 0) == 1
+        }
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_versions"), 0, "nothing committed yet")
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_manifests"), 1, "the manifest is recorded")
+        _ = try r.servers.psql(r.databaseURL, "UPDATE docfs_upload_intents SET created_ns = created_ns - 3600000000000")
+        let out = r.fx.dir + "/gc.out"
+        let gc = try Child(r.fx.bin, ["remote", "gc", r.fx.store, "--grace", "0", "--keep-versions", "0", "--json"], cwd: r.fx.dir,
+                           env: r.awsEnvironment(secret: r.servers.secretKey), stdout: out, stderr: out + ".err")
+        defer { if !gc.hasExited { gc.signal(SIGKILL); gc.wait(seconds: nil) } }
+        eventually("gc waits for the replica's transaction", timeout: 30) {
+            ((try? r.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")) ?? 0) > 1
+        }
+        release()
+        XCTAssert(gc.wait(seconds: 120), "gc did not finish")
+        let report = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        XCTAssertEqual(gc.status, 0, "gc: \(report) \((try? String(contentsOfFile: out + ".err", encoding: .utf8)) ?? "")")
+
+        try r.waitUntilUploaded()
+        XCTAssertEqual(try r.count("""
+            SELECT count(*) FROM docfs_versions v WHERE NOT EXISTS (SELECT 1 FROM docfs_manifests m WHERE m.key = v.content_key)
+            """), 0, "a committed version names a manifest gc dropped: \(report)")
+        try r.assertServerMatchesMount()
+        let b = try makeSecond(r)
+        eventually("the second replica reads the file byte-exact", timeout: 60) {
+            r.fx.sh("cmp src/racing.bin '\(b.mnt)/racing.bin'").status == 0
+        }
+    }
+
     func testGarbageCollectionSparesAnUploadWaitingForItsCommit() throws {
         let r = try makeRemote(mount: false)
         let release = r.fx.dir + "/release-upload"

@@ -67,4 +67,22 @@ extension SyncEngineTests {
         XCTAssertNil(server.state.withLock { $0.manifests.keys.first { $0 != key } }, "only the block went; no manifest")
         XCTAssertEqual(serverText("held.txt"), text, "the server's version reads whole again")
     }
+
+    /// The replica that made a conflicted copy holds its bytes, and sends a damaged block of it
+    /// again as for any file it holds (the copy kept no server key here: it was never found).
+    func testTheReplicaThatMadeAConflictedCopySendsItsDamagedBlockAgain() async throws {
+        _ = try await editedHereAndOnTheServer()
+        startEngine()
+        try await waitForOutbox()
+        let copy = try XCTUnwrap(server.tree().keys.first { $0.hasPrefix("notes (conflicted copy from ") })
+        let key = try XCTUnwrap(server.tree()[copy]?.contentKey)
+        let manifest = try await server.manifest(key: key)
+        let block = try XCTUnwrap(manifest?.blocks.first)
+        objects.put(block.pack, String(repeating: "\0", count: Int(block.offset + block.length)))
+        let marked = try await server.markBlockDamaged(hash: block.hash, pack: block.pack)
+        XCTAssertTrue(marked)
+        engine?.requestHeal()
+        try await waitUntil("this replica sent the copy's block again") { !server.isDamaged(block.hash) }
+        XCTAssertEqual(serverText(copy), "mine", "the copy reads whole again on the server")
+    }
 }

@@ -180,6 +180,7 @@ final class StoreCheckTests: StoreTestCase {
         XCTAssertEqual(FaultInjection.parse("import-commit:abort")?.hit, 1)
         XCTAssertEqual(FaultInjection.parse("modify-commit:abort@3")?.hit, 3)
         XCTAssertEqual(FaultInjection.parse("upload-part:abort@2")?.point, .uploadPart)
+        XCTAssertEqual(FaultInjection.parse("upload-done:wait")?.waits, true)
         XCTAssertNil(FaultInjection.armed, "the unit tests run without DOCFS_FAULT")
     }
 }

@@ -208,18 +208,28 @@ extension RemoteDatabase {
 extension RemoteDatabase {
     /// Drops manifests no version, item or upload intent names, recorded before `cutoffNs` (a
     /// replica that recorded its blocks and stopped before its versions). Returns how many.
+    ///
+    /// Under the writers' lock, which a replica's batch holds until it commits: the statement
+    /// then sees every version committed so far. (The version's check holds the manifest's row,
+    /// but a row lock only delays a DELETE: a delete that waited for a commit went on once it
+    /// came, and the committed version named a manifest gone.)
     package func dropOrphanManifests(before cutoffNs: Int64) async throws -> Int {
-        try await mapped { [self] in
-            let rows = try await client.query("""
-                WITH gone AS (DELETE FROM docfs_manifests m WHERE m.created_ns < \(cutoffNs)
-                                AND NOT EXISTS (SELECT 1 FROM docfs_versions v WHERE v.content_key = m.key)
-                                AND NOT EXISTS (SELECT 1 FROM docfs_items i WHERE i.content_key = m.key)
-                                AND NOT EXISTS (SELECT 1 FROM docfs_upload_intents u WHERE u.key = m.key)
-                              RETURNING 1)
-                SELECT count(*) FROM gone
-                """, logger: logger)
-            for try await (n) in rows.decode(Int64.self) { return Int(n) }
-            return 0
+        let logger = self.logger
+        return try await mapped { [self] in
+            try await client.withTransaction(logger: logger) { conn -> Int in
+                try await conn.query("SELECT pg_advisory_xact_lock(\(Self.writeLock))", logger: logger)
+                let rows = try await conn.query("""
+                    WITH gone AS (DELETE FROM docfs_manifests m WHERE m.created_ns < \(cutoffNs)
+                                    AND NOT EXISTS (SELECT 1 FROM docfs_versions v WHERE v.content_key = m.key)
+                                    AND NOT EXISTS (SELECT 1 FROM docfs_items i WHERE i.content_key = m.key)
+                                    AND NOT EXISTS (SELECT 1 FROM docfs_upload_intents u WHERE u.key = m.key)
+                                  RETURNING 1)
+                    SELECT count(*) FROM gone
+                    """, logger: logger)
+                var n: Int64 = 0
+                for try await (c) in rows.decode(Int64.self) { n = c }
+                return Int(n)
+            }
         }
     }
 }

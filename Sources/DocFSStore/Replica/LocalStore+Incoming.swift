@@ -330,7 +330,10 @@ extension LocalStore {
     /// the server under `name` in the folder `parentRow`), sharing the contents file; the item itself
     /// is set to be replaced by the server's version (its content version no longer matches any),
     /// and its waiting content changes are dropped (the copy holds them).
-    package func forkConflictedCopy(of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64) throws(ProviderError) {
+    /// `contentKey`: the server's object holding the copy's contents (what `seq` sent), kept as
+    /// the copy's, so that it is evictable and a damaged block of it is sent again from here.
+    package func forkConflictedCopy(of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64,
+                                    contentKey: String? = nil) throws(ProviderError) {
         try write { (database) throws(ProviderError) in
             try flushJournal(database)
             let (original, parent) = try read { (tree) throws(ProviderError) -> (Record, Record) in
@@ -363,6 +366,7 @@ extension LocalStore {
                                                                posixPermissions: original.item.posixPermissions),
                                  mode: original.item.posixPermissions)
             copy.item.changeTime = FileTime.now()
+            copy.remoteKey = contentKey
             if !sysLink(contentPath(row), contentPath(copyRow)) && errno != EEXIST {
                 throw ProviderError.posix(errno, "keep the contents of \(original.item.filename) as its conflicted copy")
             }
@@ -380,6 +384,7 @@ extension LocalStore {
                 // they would stay on this replica alone). Journaled before the entries go.
                 var newer = copy
                 newer.item.itemVersion.contentVersion += 1
+                newer.remoteKey = nil  // those bytes are not on the server yet
                 try commit(database, saving: [newer], "the newer contents of the conflicted copy of \(original.item.filename)")
                 state.withLock { $0.move(copyRow, to: newer) }
             }
