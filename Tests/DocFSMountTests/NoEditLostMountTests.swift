@@ -257,16 +257,21 @@ final class NoEditLostMountTests: ReplicaTestCase {
     /// gc racing a commit: a replica's chunk is held open in its one server call (`docfs_apply`),
     /// its version applied (the version's check holds the manifest's row) and not committed: the
     /// call's last step waits on a row a psql session holds (this replica's `docfs_replicas`
-    /// row), with its upload intents older than they live (dated back: a stall that outlived
-    /// them). `docfs remote gc --grace 0` runs meanwhile and sees a manifest no committed version
-    /// names: it must wait for the commit and look again, not wait and delete it anyway (a row
-    /// lock only delays a DELETE: it went on once the lock was let go, and the committed version
-    /// named contents nobody could read). Released, the version commits and gc finishes; the
-    /// file reads back byte-exact on a second replica.
+    /// row). Its upload intents are older than they live (dated back while it waited after its
+    /// uploads: a stall that outlived them). `docfs remote gc --grace 0` runs meanwhile and sees a
+    /// manifest no committed version names: it must wait for the commit and look again, not wait
+    /// and delete it anyway (a row lock only delays a DELETE: it went on once the lock was let
+    /// go, and the committed version named contents nobody could read). Released, the version
+    /// commits and gc finishes; the file reads back byte-exact on a second replica.
     func testGcRacingACommitNeverLeavesAVersionWithoutItsContents() throws {
-        let r = try makeRemote()
-        XCTAssertEqual(r.fx.sh("mkdir -p src && printf first > mnt/first.txt").status, 0)
-        try r.waitUntilUploaded()
+        let r = try makeRemote(mount: false)
+        let uploaded = r.fx.dir + "/release-upload"
+        try r.fx.mount(env: ["DOCFS_FAULT": "upload-done:wait", "DOCFS_FAULT_RELEASE": uploaded])
+        XCTAssertEqual(r.fx.sh("mkdir -p src && head -c 300000 /dev/urandom > src/racing.bin && cp src/racing.bin mnt/").status, 0)
+        eventually("the upload is in and its versions wait", timeout: 60) {
+            r.fx.log.contains("DOCFS_FAULT: waiting at upload-done") && ((try? r.count("SELECT count(*) FROM docfs_manifests")) ?? 0) == 1
+        }
+        _ = try r.servers.psql(r.databaseURL, "UPDATE docfs_upload_intents SET created_ns = created_ns - 3600000000000")
         let name = "docfs-test-commit-holder-\(getpid())"
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: r.servers.pgBin + "/psql")
@@ -286,13 +291,12 @@ final class NoEditLostMountTests: ReplicaTestCase {
         eventually("the psql session holds the replica's row", timeout: 30) {
             ((try? r.count("SELECT count(*) FROM pg_stat_activity WHERE application_name = '\(name)' AND query LIKE '%pg_sleep%'")) ?? 0) == 1
         }
-        XCTAssertEqual(r.fx.sh("head -c 300000 /dev/urandom > src/racing.bin && cp src/racing.bin mnt/").status, 0)
+        FileManager.default.createFile(atPath: uploaded, contents: nil)
         eventually("the version is applied and held before its commit", timeout: 60) {
             ((try? r.count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%docfs_apply%'")) ?? 0) == 1
         }
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_versions"), 0, "nothing committed yet")
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_manifests"), 1, "the manifest is recorded")
-        _ = try r.servers.psql(r.databaseURL, "UPDATE docfs_upload_intents SET created_ns = created_ns - 3600000000000")
         let out = r.fx.dir + "/gc.out"
         let gc = try Child(r.fx.bin, ["remote", "gc", r.fx.store, "--grace", "0", "--keep-versions", "0", "--json"], cwd: r.fx.dir,
                            env: r.awsEnvironment(secret: r.servers.secretKey), stdout: out, stderr: out + ".err")
