@@ -29,13 +29,15 @@ extension Bridge {
                     throw ProviderError(.filenameCollision, "'\(name)' already exists")
                 }
             }
-            let session = try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
-                // A provider that takes small files as bytes: the file stays in memory while small.
-                if let smallFiles { return WriteSession.inMemory(limit: smallFiles.smallFileLimit, spillingTo: stagingFiles) }
-                return try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true)
-            }
             // Owner, group and mode stay with the copy-in until the import takes them.
             let copyIn = CopyIn(parent: parent, name: name, attributes: attributes)
+            // The file's times are the folder's change (as on ext4), whether or not it is written.
+            let created = copyIn.attributes.entryTime ?? .now()
+            let session = try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
+                // A provider that takes small files as bytes: the file stays in memory while small.
+                if let smallFiles { return WriteSession.inMemory(limit: smallFiles.smallFileLimit, spillingTo: stagingFiles, created: created) }
+                return try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true, created: created)
+            }
             let node = inodes.addCopyIn(copyIn)
             node.sessionLock.withLock { node.session = session }
             install(OpenFile(node: node, readFD: -1, writable: true), in: fi)

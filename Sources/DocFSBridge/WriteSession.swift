@@ -83,20 +83,29 @@ final class WriteSession: @unchecked Sendable {
         writer?.end()
     }
 
-    /// A new empty staging file, or a copy of `source` (an open descriptor) when given.
-    static func stage(in pool: StagingFilePool, copying source: Int32?, dirty: Bool) throws(ProviderError) -> WriteSession {
+    /// A new empty staging file, or a copy of `source` (an open descriptor) when given. An empty
+    /// one is dated `created` (now unless given).
+    static func stage(in pool: StagingFilePool, copying source: Int32?, dirty: Bool,
+                      created: FileTime? = nil) throws(ProviderError) -> WriteSession {
         let (fd, path) = try pool.take()
         let session = WriteSession(fd: fd, path: path, dirty: dirty)
         if let source {
             try copyAll(from: source, to: fd)
+        } else {
+            // The pool made this file a while ago: an empty file closed without a write (a
+            // create, an O_TRUNC) must carry the time of that call, not the pool's.
+            let time = Attributes.timespec(created ?? .now())
+            var times = [time, time]
+            _ = futimens(fd, &times)
         }
         return session
     }
 
     /// A new empty file kept in memory while it has at most `limit` bytes (and all such files
     /// together at most `InMemoryCopy.budget`); past that it spills to a file from `pool`.
-    static func inMemory(limit: Int, spillingTo pool: StagingFilePool) -> WriteSession {
-        WriteSession(fd: -1, path: "", dirty: true, memory: InMemoryCopy(limit: limit), pool: pool)
+    /// Dated `created`, the create's time.
+    static func inMemory(limit: Int, spillingTo pool: StagingFilePool, created: FileTime = .now()) -> WriteSession {
+        WriteSession(fd: -1, path: "", dirty: true, memory: InMemoryCopy(limit: limit, created: created), pool: pool)
     }
 
     /// A new staging file holding a copy of `previous` (a file or in memory).
@@ -371,12 +380,11 @@ struct InMemoryCopy {
     /// The size before the last `grow` (to undo a short write).
     var previousSize = 0
 
-    init(limit: Int) {
+    init(limit: Int, created: FileTime = .now()) {
         self.limit = limit
-        let now = FileTime.now()
-        modified = now
-        changed = now
-        accessed = now
+        modified = created
+        changed = created
+        accessed = created
     }
 
     /// Makes room for `size` bytes (zeros past the old end), within the limit and the budget;

@@ -38,9 +38,10 @@ struct Mount: ParsableCommand {
             through the daemon (less CPU for large writes, a little more for every other request; \
             default off).
 
-            segments[=SIZE] / no_segments: keep the bytes of small files (at most SIZE, default \
+            segments[=SIZE] / nosegments: keep the bytes of small files (at most SIZE, default \
             256K) appended to the store's segment files instead of a file each: no inode to make \
-            and no rename per file copied in (default off).
+            and no rename per file copied in (default on, 256K; nosegments gives every file a \
+            content file of its own, as before; no_segments is the same).
 
             cache_items=N: how many items (and as many folder-index entries) the store keeps in \
             memory; the rest of the tree stays in its database and is read on demand (default \
@@ -239,7 +240,7 @@ struct Mount: ParsableCommand {
                 } else {
                     bridgeOptions.smallFiles = BridgeOptions.defaultSmallFiles
                 }
-            case "no_segments": bridgeOptions.smallFiles = 0
+            case "nosegments", "no_segments": bridgeOptions.smallFiles = 0
             case "splice": bridgeOptions.splice = true
             case "no_splice": bridgeOptions.splice = false
             case "noprefetch": bridgeOptions.prefetch = false

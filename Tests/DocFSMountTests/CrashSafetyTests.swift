@@ -32,6 +32,15 @@ final class CrashSafetyTests: MountTestCase {
         ((try? FileManager.default.contentsOfDirectory(atPath: fx.store + "/contents")) ?? []).count
     }
 
+    /// Bytes in the store's segments (small files, on by default): grows with each small import.
+    func segmentBytes() -> Int64 {
+        let dir = fx.store + "/segments"
+        return ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).reduce(0) { total, name in
+            var st = Glibc.stat()
+            return total + (Glibc.lstat(dir + "/" + name, &st) == 0 ? Int64(st.st_size) : 0)
+        }
+    }
+
     /// Stops the daemon cleanly and runs `docfs check` on the store: it must say consistent.
     func assertStoreConsistent(_ when: String, file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertTrue(fx.stopDaemon(), "clean stop \(when); log:\n\(fx.log)", file: file, line: line)
@@ -85,13 +94,15 @@ final class CrashSafetyTests: MountTestCase {
     }
 
     /// cp -r of many files killed half way: each file there is complete, and the rest is absent.
+    /// The files (20–49 KB) go to segments by default: what segments promise is the same.
     func testKill9DuringTreeCopyLeavesOnlyCompleteFiles() throws {
         for i in 0..<300 {
             try fx.writeSource("tree/d\(i % 7)/f\(i).bin", testBytes(20_000 + i * 97, seed: UInt64(1000 + i)))
         }
         let copier = try background("exec cp -r src/tree mnt/tree")
         defer { copier.signalGroup(SIGKILL); copier.wait(seconds: 10) }
-        waitUntil(60) { contentFileCount() >= 60 || copier.hasExited }
+        // At least 60 imports, in content files or segments (watched from outside the mount).
+        waitUntil(60) { contentFileCount() >= 60 || segmentBytes() >= 60 * 50_000 || copier.hasExited }
         fx.kill9()
         XCTAssertTrue(copier.wait(seconds: 30), "cp must not hang once the daemon is gone")
         try fx.mount()
@@ -190,11 +201,13 @@ final class CrashSafetyTests: MountTestCase {
 
     // MARK: (d) during an import's metadata commit (fault injection)
 
+    /// Files past the segments' bound (256 KiB): the content-file path. (A small file's crash
+    /// between its append and the journal: SegmentMountTests.)
     func testCrashBetweenContentMoveAndCommitLeavesNoTrace() throws {
         fx.stopDaemon()
         try fx.mount(env: ["DOCFS_FAULT": "import-commit:abort@3"])
         XCTAssertFalse(fx.logLines { $0.contains("DOCFS_FAULT arms a crash at import-commit") }.isEmpty, "log:\n\(fx.log)")
-        let one = testBytes(10_000, seed: 1), two = testBytes(20_000, seed: 2), three = testBytes(30_000, seed: 3)
+        let one = testBytes(300_000, seed: 1), two = testBytes(310_000, seed: 2), three = testBytes(320_000, seed: 3)
         XCTAssertErrno(fx.writeFile(fx.m("one.bin"), one), 0)
         XCTAssertErrno(fx.writeFile(fx.m("two.bin"), two), 0)
         let third = fx.writeFile(fx.m("three.bin"), three)

@@ -4,7 +4,7 @@ import XCTest
 import Glibc
 #endif
 
-/// `docfs mount -o segments=SIZE` (issue 28): small files copied in are stored in the store's
+/// `docfs mount -o segments=SIZE` (issue 28; on by default with 256 KiB since issue 38): small files copied in are stored in the store's
 /// segments, larger ones (also those that grow past SIZE while written) get a content file, a
 /// small file opened again for writing gets a content file of its own, and `kill -9` during a
 /// copy of many small files leaves each complete or absent, with the store consistent.
@@ -82,10 +82,34 @@ final class SegmentMountTests: MountTestCase {
         try fx.mount(extra: options)
         XCTAssertEqual(fx.list(fx.mnt), expected.keys.sorted())
         for (name, bytes) in expected { XCTAssertBytes(fx.readFile(fx.m(name)), bytes, "\(name) after a remount") }
-        // Without the option, what the segments hold is still read.
+        // Without segments, what the segments hold is still read.
+        XCTAssertTrue(fx.stopDaemon())
+        try fx.mount(extra: ["-o", "nosegments"])
+        for (name, bytes) in expected { XCTAssertBytes(fx.readFile(fx.m(name)), bytes, "\(name) mounted without segments") }
+    }
+
+    /// Issue 38: segments are on by default (256 KiB), and `-o nosegments` gives every new file
+    /// a content file of its own, as before.
+    func testSegmentsAreTheDefaultAndNosegmentsTurnsThemOff() throws {
         XCTAssertTrue(fx.stopDaemon())
         try fx.mount()
-        for (name, bytes) in expected { XCTAssertBytes(fx.readFile(fx.m(name)), bytes, "\(name) mounted without segments") }
+        let bound = 256 << 10
+        var expected: [String: [UInt8]] = [:]
+        for (name, size) in [("small", 1000), ("at-default-bound", bound), ("past-default-bound", bound + 1)] {
+            let bytes = testBytes(size, seed: UInt64(size))
+            XCTAssertErrno(fx.writeFile(fx.m(name), bytes), 0, name)
+            expected[name] = bytes
+        }
+        XCTAssertEqual(contentFiles.count, 1, "only the file past 256 KiB has a content file by default: \(contentFiles)")
+        XCTAssertGreaterThanOrEqual(segmentBytes, Int64(bound + 1000))
+        XCTAssertTrue(fx.stopDaemon())
+        try fx.mount(extra: ["-o", "nosegments"])
+        let plain = testBytes(1000, seed: 3)
+        XCTAssertErrno(fx.writeFile(fx.m("small-without"), plain), 0)
+        expected["small-without"] = plain
+        XCTAssertEqual(contentFiles.count, 2, "with -o nosegments a small file gets a content file: \(contentFiles)")
+        for (name, bytes) in expected { XCTAssertBytes(fx.readFile(fx.m(name)), bytes, name) }
+        assertConsistentAfterStop("after mounts with and without segments")
     }
 
     /// cp -r of many small files killed half way: each file there is complete, the rest absent.
@@ -118,15 +142,16 @@ final class SegmentMountTests: MountTestCase {
 
     /// The daemon dies after a small file's bytes reached the segment and before its journal
     /// entry: the file is absent, the files before it are complete, and the entry is dead bytes.
+    /// On a default mount (segments on since issue 38).
     func testACrashBetweenTheAppendAndTheJournalLeavesTheFileAbsent() throws {
         XCTAssertTrue(fx.stopDaemon())
-        try fx.mount(extra: options, env: ["DOCFS_FAULT": "segment-append:abort@3"])
+        try fx.mount(env: ["DOCFS_FAULT": "segment-append:abort@3"])
         XCTAssertErrno(fx.writeFile(fx.m("one"), Array("one".utf8)), 0)
         XCTAssertErrno(fx.writeFile(fx.m("two"), Array("two".utf8)), 0)
         XCTAssertNotEqual(fx.writeFile(fx.m("three"), Array("three".utf8)), 0, "close() of the third file cannot succeed")
         XCTAssertNotNil(fx.waitForDaemonExit(seconds: 30), "the daemon crashed at the fault point")
         fx.kill9()
-        try fx.mount(extra: options)
+        try fx.mount()
         XCTAssertEqual(fx.list(fx.mnt), ["one", "two"])
         XCTAssertBytes(fx.readFile(fx.m("two")), Array("two".utf8), "two")
         XCTAssertErrno(fx.writeFile(fx.m("three"), Array("three, again".utf8)), 0)
