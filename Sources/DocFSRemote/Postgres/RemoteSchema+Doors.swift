@@ -148,41 +148,41 @@ extension RemoteSchema {
                 RAISE EXCEPTION 'a list of at most 4096 manifests' USING ERRCODE = 'DF014';
             END IF;
             -- Set-wise (one statement per rule, not per manifest): a chunk's manifests in one call.
-            CREATE TEMP TABLE IF NOT EXISTS docfs_wanted (key text, size bigint, hashes jsonb, op uuid) ON COMMIT DROP;
-            TRUNCATE docfs_wanted;
-            INSERT INTO docfs_wanted (key, size, hashes)
-            SELECT e->>'key', (e->>'size')::bigint, e->'hashes' FROM jsonb_array_elements(p_manifests) e;
             SELECT left(m.value, length(m.value) - length('packs/')) || 'manifests/' INTO folder
               FROM docfs_meta m WHERE m.key = 'packs_folder';
-            SELECT w.key INTO bad FROM docfs_wanted w
-             WHERE w.key IS NULL OR NOT CASE WHEN folder IS NULL THEN w.key ~ '(^|/)manifests/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-[0-9a-f]{16}$'
-                                         ELSE left(w.key, length(folder)) = folder AND substr(w.key, length(folder) + 1) ~ '\(manifestNamePattern)' END
+            SELECT e->>'key' INTO bad FROM jsonb_array_elements(p_manifests) e
+             WHERE e->>'key' IS NULL OR NOT CASE WHEN folder IS NULL THEN e->>'key' ~ '(^|/)manifests/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-[0-9a-f]{16}$'
+                 ELSE left(e->>'key', length(folder)) = folder AND substr(e->>'key', length(folder) + 1) ~ '\(manifestNamePattern)' END
              LIMIT 1;
             IF FOUND THEN
                 RAISE EXCEPTION 'not a manifest of this tree: %', left(coalesce(bad, 'NULL'), 300) USING ERRCODE = 'DF014';
             END IF;
-            SELECT w.key INTO bad FROM docfs_wanted w
-             WHERE jsonb_typeof(w.hashes) IS DISTINCT FROM 'array' OR w.size IS NULL OR w.size < 0
-                OR EXISTS (SELECT 1 FROM jsonb_array_elements(w.hashes) h WHERE jsonb_typeof(h) <> 'string' OR h #>> '{}' !~ '\(hashPattern)')
+            SELECT e->>'key' INTO bad FROM jsonb_array_elements(p_manifests) e
+             WHERE jsonb_typeof(e->'hashes') IS DISTINCT FROM 'array' OR jsonb_typeof(e->'size') IS DISTINCT FROM 'number'
+                OR (e->>'size')::numeric < 0
+                OR EXISTS (SELECT 1 FROM jsonb_array_elements(e->'hashes') h WHERE jsonb_typeof(h) <> 'string' OR h #>> '{}' !~ '\(hashPattern)')
              LIMIT 1;
             IF FOUND THEN
                 RAISE EXCEPTION 'the manifest % lists something that is not a block hash, or has no size', bad USING ERRCODE = 'DF014';
             END IF;
-            UPDATE docfs_wanted SET op = substring(key from '([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-[0-9a-f]{16}$')::uuid;
             -- The blocks stay until this transaction ends (gc's delete waits for it).
             PERFORM 1 FROM docfs_blocks b
-             WHERE b.hash IN (SELECT jsonb_array_elements_text(w.hashes) FROM docfs_wanted w) FOR KEY SHARE;
-            missing := ARRAY(SELECT DISTINCT h FROM docfs_wanted w, jsonb_array_elements_text(w.hashes) h
+             WHERE b.hash IN (SELECT jsonb_array_elements_text(e->'hashes') FROM jsonb_array_elements(p_manifests) e) FOR KEY SHARE;
+            missing := ARRAY(SELECT DISTINCT h FROM jsonb_array_elements(p_manifests) e, jsonb_array_elements_text(e->'hashes') h
                              WHERE NOT EXISTS (SELECT 1 FROM docfs_blocks b WHERE b.hash = h AND b.damaged_ns IS NULL));
             IF cardinality(missing) > 0 THEN RETURN missing; END IF;
-            SELECT w.key INTO bad FROM docfs_wanted w
-             WHERE w.size <> (SELECT coalesce(sum(b.length), 0) FROM jsonb_array_elements_text(w.hashes) h JOIN docfs_blocks b ON b.hash = h)
+            SELECT e->>'key' INTO bad FROM jsonb_array_elements(p_manifests) e
+             WHERE (e->>'size')::bigint <> (SELECT coalesce(sum(b.length), 0) FROM jsonb_array_elements_text(e->'hashes') h
+                                           JOIN docfs_blocks b ON b.hash = h)
              LIMIT 1;
             IF FOUND THEN
                 RAISE EXCEPTION 'the manifest % holds another number of bytes in its blocks than its size', bad USING ERRCODE = 'DF014';
             END IF;
             -- Another replica's operation (its id is in the key), or its manifest, cannot be claimed.
-            SELECT w.op::text INTO bad FROM docfs_wanted w
+            WITH w AS (SELECT e->>'key' AS key,
+                              substring(e->>'key' from '([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-[0-9a-f]{16}$')::uuid AS op
+                         FROM jsonb_array_elements(p_manifests) e)
+            SELECT w.op::text INTO bad FROM w
              WHERE EXISTS (SELECT 1 FROM docfs_operations o WHERE o.operation_id = w.op AND o.role IS DISTINCT FROM session_user)
                 OR EXISTS (SELECT 1 FROM docfs_manifests x WHERE x.operation_id = w.op AND x.role IS DISTINCT FROM session_user
                            AND x.role IS NOT NULL)
@@ -193,17 +193,20 @@ extension RemoteSchema {
                 RAISE EXCEPTION 'operation % belongs to another replica', bad USING ERRCODE = 'DF003';
             END IF;
             -- One recorded before without a role (before schema 11): this replica's now.
-            UPDATE docfs_manifests x SET role = session_user, operation_id = w.op FROM docfs_wanted w
-             WHERE x.key = w.key AND x.role IS NULL;
-            WITH fresh AS (
+            UPDATE docfs_manifests x SET role = session_user,
+                   operation_id = substring(x.key from '([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-[0-9a-f]{16}$')::uuid
+             WHERE x.role IS NULL AND x.key IN (SELECT e->>'key' FROM jsonb_array_elements(p_manifests) e);
+            WITH w AS (SELECT DISTINCT ON (e->>'key') e->>'key' AS key, (e->>'size')::bigint AS size, e->'hashes' AS hashes
+                         FROM jsonb_array_elements(p_manifests) e),
+            fresh AS (
                 INSERT INTO docfs_manifests (key, size, created_ns, role, operation_id)
-                SELECT DISTINCT ON (w.key) w.key, w.size, docfs_now(), session_user, w.op FROM docfs_wanted w
+                SELECT w.key, w.size, docfs_now(), session_user,
+                       substring(w.key from '([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-[0-9a-f]{16}$')::uuid FROM w
                 ON CONFLICT (key) DO NOTHING RETURNING key)
             INSERT INTO docfs_manifest_blocks (key, ordinal, hash)
-            SELECT f.key, b.n - 1, b.h FROM fresh f JOIN LATERAL (
-                SELECT w.hashes FROM docfs_wanted w WHERE w.key = f.key LIMIT 1) w ON true,
-                jsonb_array_elements_text(w.hashes) WITH ORDINALITY AS b(h, n);
-            INSERT INTO docfs_upload_intents (key, created_ns, role) SELECT DISTINCT w.key, docfs_now(), session_user FROM docfs_wanted w
+            SELECT f.key, b.n - 1, b.h FROM fresh f JOIN w ON w.key = f.key, jsonb_array_elements_text(w.hashes) WITH ORDINALITY AS b(h, n);
+            INSERT INTO docfs_upload_intents (key, created_ns, role)
+            SELECT DISTINCT e->>'key', docfs_now(), session_user FROM jsonb_array_elements(p_manifests) e
             ON CONFLICT (key) DO UPDATE SET created_ns = excluded.created_ns WHERE docfs_upload_intents.role IS NOT DISTINCT FROM session_user;
             DELETE FROM docfs_upload_intents WHERE key = ANY(p_done_packs) AND role IS NOT DISTINCT FROM session_user;
             RETURN '{}';
