@@ -89,7 +89,8 @@ extension RemoteSchema {
         """,
         """
         CREATE OR REPLACE FUNCTION docfs_record_pack(p_pack text, p_size bigint, p_hashes text[], p_offsets bigint[], p_lengths bigint[])
-        RETURNS integer LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $fn$
+        RETURNS integer LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public
+        SET plan_cache_mode = force_custom_plan AS $fn$
         DECLARE
             n integer := coalesce(cardinality(p_hashes), 0);
             recorded bigint;
@@ -138,7 +139,8 @@ extension RemoteSchema {
         """,
         """
         CREATE OR REPLACE FUNCTION docfs_record_manifests(p_manifests jsonb, p_done_packs text[]) RETURNS text[] LANGUAGE plpgsql
-        SECURITY DEFINER SET search_path = pg_catalog, public AS $fn$
+        SECURITY DEFINER SET search_path = pg_catalog, public
+        SET plan_cache_mode = force_custom_plan AS $fn$
         DECLARE
             folder text;
             bad text;
