@@ -19,6 +19,10 @@ public struct MountOptions: Sendable {
     public var sourceName = "docfs"
     /// Threads serving requests at most.
     public var maxThreads: UInt32 = 10
+    /// SIGINT, SIGTERM and SIGHUP end the mount cleanly from the moment it exists (handlers
+    /// set before mounting, so a signal between the mount and `serve` is no kill): process-wide,
+    /// an executable's choice, never a library's or a test's.
+    public var signals = false
 
     public init(bridge: BridgeOptions = BridgeOptions(), fuseOptions: [String] = [], sourceName: String = "docfs") {
         self.bridge = bridge
@@ -48,6 +52,7 @@ public final class ProviderMount: @unchecked Sendable {
     private var result: Int32?
     private var stopped = false
     private var shutDown = false
+    private var signalHandlers = false
 
     /// Mounts `provider` at `mountpoint` (an existing directory). The mount is live on return:
     /// requests made before serving starts wait for it.
@@ -64,6 +69,7 @@ public final class ProviderMount: @unchecked Sendable {
         let fsname = options.sourceName.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ",", with: "\\,")
         let fuse = ["fsname=\(fsname)", "subtype=docfs", "auto_unmount"] + options.fuseOptions.filter { $0 != "auto_unmount" }
         session = try FuseSession(bridge: bridge, mountpoint: mountpoint, options: fuse)
+        if options.signals { signalHandlers = session.installSignalHandlers() }
         try session.mount()
     }
 
@@ -75,7 +81,7 @@ public final class ProviderMount: @unchecked Sendable {
     /// handlers are process-wide: an executable's choice, never a library's or a test's).
     /// Unmounts and lets go of staging leftovers before it returns.
     public func serve(signals: Bool = false) throws(ProviderError) {
-        let installed = signals && session.installSignalHandlers()
+        let installed = signalHandlers || (signals && session.installSignalHandlers())
         let rc = session.run(maxThreads: options.maxThreads)
         if installed { session.removeSignalHandlers() }
         finish()

@@ -287,6 +287,8 @@ struct Mount: ParsableCommand {
         served.trash = trash
         served.requestStats = metricsServer != nil
         var mountOptions = MountOptions(bridge: served, fuseOptions: fuseOptions, sourceName: "docfs:" + storePath)
+        // The daemon: a signal from the moment the mount exists stops it cleanly.
+        mountOptions.signals = true
         mountOptions.bridge.otherUsers = fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
         if isMemory {
             if cacheSize != nil { throw UserFacingError("docfs: --cache-size is for a replica (docfs init --remote); the in-memory provider keeps everything in memory") }
