@@ -389,14 +389,15 @@ class Round:
                 self.proxy_until = now + rng.uniform(0.5, 3)
                 self.log.append("   [proxies %s]" % kind)
         elif roll < 0.13:
-            self.start_gc(rng.choice(self.replicas))
+            rng.choice(self.replicas)  # drawn as before, so that a seed's schedule stays the same
+            # From the owner's store: B and C log in as replica roles, which may not run gc.
+            self.start_gc(self.replicas[0])
         elif roll < 0.15:
             self.damage_pack(rng.random())
         self.gc_ended(wait=0)
 
     def start_gc(self, r):
-        """`docfs remote gc --grace 0` from `r`'s store (the owner's role: the tree's database is
-        the test's own), in the background, through the proxies like the replicas: it runs while
+        """`docfs remote gc --grace 0` from `r`'s store (A's: the owner's role), in the background, through the proxies like the replicas: it runs while
         they upload, and its end is looked at before each later step. One at a time (a second
         would only be refused by the gc lock)."""
         if self.gc is not None:
