@@ -233,13 +233,7 @@ final class NoEditLostMountTests: ReplicaTestCase {
     /// again: the stall costs a re-send, never a version nobody can read.
     func testAStallLongerThanTheIntentsCostsAResendNotAnUnreadableVersion() throws {
         let r = try makeRemote(mount: false)
-        let release = r.fx.dir + "/release-upload"
-        try r.fx.mount(env: ["DOCFS_FAULT": "upload-done:wait", "DOCFS_FAULT_RELEASE": release])
-        XCTAssertEqual(r.fx.sh("mkdir -p src && head -c 300000 /dev/urandom > src/held.bin && cp src/held.bin mnt/").status, 0)
-        eventually("the upload is recorded and held before its commit", timeout: 60) {
-            r.fx.log.contains("DOCFS_FAULT: waiting at upload-done") && ((try? r.count("SELECT count(*) FROM docfs_manifests")) ?? 0) == 1
-        }
-        _ = try r.servers.psql(r.databaseURL, "UPDATE docfs_upload_intents SET created_ns = created_ns - 3600000000000")
+        let release = try stallAfterTheUploadOf("held.bin", r)
         _ = try r.gc(["--grace", "0", "--keep-versions", "0"])
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_manifests"), 0, "gc dropped the manifest of the stalled upload")
         XCTAssertEqual(try r.objects().count, 0, "gc deleted its pack")
@@ -254,6 +248,20 @@ final class NoEditLostMountTests: ReplicaTestCase {
         }
     }
 
+    /// Mounts with the replica's uploads held at `upload-done` (the file to create at the
+    /// returned path lets them go), copies `file` (300 kB) in, waits until its manifest is
+    /// recorded and its versions wait, and dates its upload intents back past their life.
+    func stallAfterTheUploadOf(_ file: String, _ r: RemoteMount) throws -> String {
+        let release = r.fx.dir + "/release-upload"
+        try r.fx.mount(env: ["DOCFS_FAULT": "upload-done:wait", "DOCFS_FAULT_RELEASE": release])
+        XCTAssertEqual(r.fx.sh("mkdir -p src && head -c 300000 /dev/urandom > src/\(file) && cp src/\(file) mnt/").status, 0)
+        eventually("the upload is recorded and held before its commit", timeout: 60) {
+            r.fx.log.contains("DOCFS_FAULT: waiting at upload-done") && ((try? r.count("SELECT count(*) FROM docfs_manifests")) ?? 0) == 1
+        }
+        _ = try r.servers.psql(r.databaseURL, "UPDATE docfs_upload_intents SET created_ns = created_ns - 3600000000000")
+        return release
+    }
+
     /// gc racing a commit: a replica's chunk is held open in its one server call (`docfs_apply`),
     /// its version applied (the version's check holds the manifest's row) and not committed: the
     /// call's last step waits on a row a psql session holds (this replica's `docfs_replicas`
@@ -265,28 +273,10 @@ final class NoEditLostMountTests: ReplicaTestCase {
     /// commits and gc finishes; the file reads back byte-exact on a second replica.
     func testGcRacingACommitNeverLeavesAVersionWithoutItsContents() throws {
         let r = try makeRemote(mount: false)
-        let uploaded = r.fx.dir + "/release-upload"
-        try r.fx.mount(env: ["DOCFS_FAULT": "upload-done:wait", "DOCFS_FAULT_RELEASE": uploaded])
-        XCTAssertEqual(r.fx.sh("mkdir -p src && head -c 300000 /dev/urandom > src/racing.bin && cp src/racing.bin mnt/").status, 0)
-        eventually("the upload is in and its versions wait", timeout: 60) {
-            r.fx.log.contains("DOCFS_FAULT: waiting at upload-done") && ((try? r.count("SELECT count(*) FROM docfs_manifests")) ?? 0) == 1
-        }
-        _ = try r.servers.psql(r.databaseURL, "UPDATE docfs_upload_intents SET created_ns = created_ns - 3600000000000")
+        let uploaded = try stallAfterTheUploadOf("racing.bin", r)
         let name = "docfs-test-commit-holder-\(getpid())"
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: r.servers.pgBin + "/psql")
-        holder.arguments = ["-X", "-q", "-d", r.databaseURL, "-c",
-                            "BEGIN; SELECT 1 FROM docfs_replicas WHERE role = current_user FOR UPDATE; SELECT pg_sleep(300)"]
-        holder.environment = ProcessInfo.processInfo.environment.merging(["PGAPPNAME": name]) { $1 }
-        holder.standardOutput = FileHandle.nullDevice
-        holder.standardError = FileHandle.nullDevice
-        try holder.run()
-        let pg: RemoteServers = r.servers
-        let release = {
-            _ = try? pg.psql(r.databaseURL, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '\(name)'")
-            if holder.isRunning { kill(holder.processIdentifier, SIGKILL) }
-            holder.waitUntilExit()
-        }
+        let release = try r.holdInAPsqlSession(
+            "BEGIN; SELECT 1 FROM docfs_replicas WHERE role = current_user FOR UPDATE; SELECT pg_sleep(300)", name: name)
         addTeardownBlock(release)
         eventually("the psql session holds the replica's row", timeout: 30) {
             ((try? r.count("SELECT count(*) FROM pg_stat_activity WHERE application_name = '\(name)' AND query LIKE '%pg_sleep%'")) ?? 0) == 1

@@ -188,6 +188,25 @@ final class RemoteMount {
         return arguments
     }
 
+    /// Runs `sql` in a psql session of its own named `name` (PGAPPNAME), left running: what it
+    /// takes (a lock, a row) is held until the returned closure ends the session (safe to call
+    /// twice).
+    func holdInAPsqlSession(_ sql: String, name: String) throws -> () -> Void {
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: servers.pgBin + "/psql")
+        holder.arguments = ["-X", "-q", "-d", databaseURL, "-c", sql]
+        holder.environment = ProcessInfo.processInfo.environment.merging(["PGAPPNAME": name]) { $1 }
+        holder.standardOutput = FileHandle.nullDevice
+        holder.standardError = FileHandle.nullDevice
+        try holder.run()
+        let (servers, url) = (self.servers, databaseURL)
+        return {
+            _ = try? servers.psql(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '\(name)'")
+            if holder.isRunning { kill(holder.processIdentifier, SIGKILL) }
+            holder.waitUntilExit()
+        }
+    }
+
     /// The cluster-wide name of this tree's replica role `name`.
     func roleName(_ name: String) -> String { "\(name)_\(database.dropFirst("docfs_mount_".count))" }
 

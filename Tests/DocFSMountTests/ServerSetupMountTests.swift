@@ -177,20 +177,8 @@ final class ServerSetupMountTests: ReplicaTestCase {
         let r = try makeRemote(mount: false)
         let env = r.awsEnvironment(secret: servers.secretKey)
         let key: Int64 = 0x646f_6366_7303  // RemoteDatabase.garbageLockKey
-        let name = "docfs-test-gc-holder-\(getpid())"
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: servers.pgBin + "/psql")
-        holder.arguments = ["-X", "-q", "-d", r.databaseURL, "-c", "SELECT pg_advisory_lock(\(key)); SELECT pg_sleep(300)"]
-        holder.environment = ProcessInfo.processInfo.environment.merging(["PGAPPNAME": name]) { $1 }
-        holder.standardOutput = FileHandle.nullDevice
-        holder.standardError = FileHandle.nullDevice
-        try holder.run()
-        let pg: RemoteServers = servers
-        let release = {
-            _ = try? pg.psql(r.databaseURL, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '\(name)'")
-            if holder.isRunning { kill(holder.processIdentifier, SIGKILL) }
-            holder.waitUntilExit()
-        }
+        let release = try r.holdInAPsqlSession("SELECT pg_advisory_lock(\(key)); SELECT pg_sleep(300)",
+                                               name: "docfs-test-gc-holder-\(getpid())")
         addTeardownBlock(release)
         eventually("the psql session holds the gc lock") {
             (try? self.servers.psql(r.databaseURL, "SELECT pg_try_advisory_lock(\(key))"))?.first?.first == "f"
