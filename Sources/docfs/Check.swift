@@ -27,17 +27,32 @@ struct Check: ParsableCommand {
     @Flag(help: "Print one JSON object instead of lines (fields: see README, \"Output for scripts\").")
     var json = false
 
+    @OptionGroup var metricsFile: MetricsFileOption
+
     func run() throws {
         let report: StoreCheckReport
         let progress = ProgressLine()
         defer { progress.clear() }
+        let metrics = metricsFile.start(job: "check", store: store)
         do {
             report = try StoreChecker.check(at: URL(fileURLWithPath: store), repair: repair) { step in
                 progress.update("docfs check: \(step)", force: true)
             }
             progress.clear()
         } catch {
+            try metricsFile.finish(metrics, success: false)
             throw UserFacingError("docfs: cannot check store \(store): \(error.reason.isEmpty ? "\(error)" : error.reason)")
+        }
+        if let metrics {
+            metrics.set("problems", "Problems the last run found", Int64(report.problems.count))
+            metrics.set("repairs", "What the last run mended (with --repair)", Int64(report.repairs.count))
+            metrics.set("remaining_problems", "Problems left after the last run", Int64(report.remaining.count))
+            metrics.set("folders", "Folders in the store", Int64(report.folders))
+            metrics.set("files", "Files in the store", Int64(report.files))
+            metrics.set("symlinks", "Symbolic links in the store", Int64(report.symlinks))
+            metrics.set("content_files", "Content files in the store", Int64(report.contentFiles))
+            metrics.set("content_bytes", "Bytes of the store's content files", report.contentBytes)
+            try metricsFile.finish(metrics, success: report.isConsistent)
         }
         if json {
             JSONOutput.print(CheckJSON(store: store, repair: repair, report: report))

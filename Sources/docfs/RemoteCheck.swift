@@ -23,15 +23,31 @@ struct RemoteCheck: ParsableCommand {
     @Flag(help: "Print one JSON object (packs, blocks, bytes, newlyDamaged, cleared, damaged, versions).")
     var json = false
 
+    @OptionGroup var metricsFile: MetricsFileOption
+
     func run() throws {
         let (configuration, server) = try RemoteGC.configuration(of: store)
         var logger = Logger(label: "docfs.check")
         logger.logLevel = .critical
         let checker = BlockChecker(configuration: configuration, logger: logger)
         let report: BlockCheckReport
+        let metrics = metricsFile.start(job: "remote_check", store: store)
         switch runBlocking({ try await checker.check() }) {
         case .success(let r): report = r
-        case .failure(let error): throw UserFacingError("docfs: check of \(server): \(error)")
+        case .failure(let error):
+            try metricsFile.finish(metrics, success: false)
+            throw UserFacingError("docfs: check of \(server): \(error)")
+        }
+        if let metrics {
+            metrics.set("packs", "Packs read", Int64(report.packs))
+            metrics.set("blocks", "Blocks verified against their SHA-256", Int64(report.blocks))
+            metrics.set("bytes", "Bytes read", report.bytes)
+            metrics.set("newly_damaged_blocks", "Blocks the last run found damaged and marked", Int64(report.newlyDamaged))
+            metrics.set("cleared_blocks", "Blocks marked damaged before and found sound", Int64(report.cleared))
+            metrics.set("damaged_blocks", "Blocks marked damaged after the last run", Int64(report.damaged.count))
+            metrics.set("affected_versions", "Versions that name a damaged block", Int64(report.versions.count))
+            metrics.set("refused_rows", "Block rows no replica could have written, left for the owner", Int64(report.refused.count))
+            try metricsFile.finish(metrics, success: report.isClean)
         }
         if json {
             JSONOutput.print(report)

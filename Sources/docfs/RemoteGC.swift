@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import DocFSMetrics
 import DocFSReplica
 import DocFSStore
 
@@ -34,6 +35,8 @@ struct RemoteGC: ParsableCommand {
 
     @Flag(help: "Print one JSON object (versions, versionBytes, leftovers, leftoverBytes, recentKept, abandonedUploads, logEntries, manifests, blocks, blockBytes, packsDeleted, packsRewritten, packBytes, damagedBlocks, dryRun).")
     var json = false
+
+    @OptionGroup var metricsFile: MetricsFileOption
 
     func validate() throws {
         guard Self.duration(grace) != nil else { throw ValidationError("--grace: not a duration: \(grace) (e.g. 0, 90s, 30m, 1h, 7d)") }
@@ -69,11 +72,18 @@ struct RemoteGC: ParsableCommand {
         let collector = steps
         let grace = Self.duration(grace)!, keep = Self.duration(keepLog)!, versions = Self.duration(keepVersions)!, dryRun = self.dryRun
         let report: GarbageReport
+        let metrics = metricsFile.start(job: "remote_gc", store: store)
         switch runBlocking({ try await collector.collect(grace: grace, keepVersions: versions, keepLog: keep, dryRun: dryRun) }) {
         case .success(let r): report = r
-        case .failure(let error): throw UserFacingError("docfs: gc of \(server): \(error)")
+        case .failure(let error):
+            try metricsFile.finish(metrics, success: false)
+            throw UserFacingError("docfs: gc of \(server): \(error)")
         }
         progress.clear()
+        if let metrics {
+            Self.record(report, in: metrics)
+            try metricsFile.finish(metrics, success: true)
+        }
         if json {
             JSONOutput.print(report)
             return
@@ -95,6 +105,27 @@ struct RemoteGC: ParsableCommand {
             for block in named { print("damaged: block \(block.hash) in \(block.pack) at \(block.offset)") }
         }
         if report.expiredIntents > 0 { print("dropped \(report.expiredIntents) upload intent(s) of replicas that never committed their versions") }
+    }
+
+    /// The report as `docfs_remote_gc_*` gauges (`--metrics-file`; docs/USING.md lists them).
+    static func record(_ r: GarbageReport, in metrics: JobMetrics) {
+        metrics.set("dry_run", "1 when the last run only counted (--dry-run)", Int64(r.dryRun ? 1 : 0))
+        metrics.set("versions_removed", "Objects of old versions removed", Int64(r.versions))
+        metrics.set("version_bytes_removed", "Bytes of old versions' objects removed", r.versionBytes)
+        metrics.set("leftovers_removed", "Objects no version names removed", Int64(r.leftovers))
+        metrics.set("leftover_bytes_removed", "Bytes of objects no version names removed", r.leftoverBytes)
+        metrics.set("recent_kept", "Objects spared as newer than the grace period", Int64(r.recentKept))
+        metrics.set("abandoned_uploads_aborted", "Multipart uploads never finished, aborted", Int64(r.abandonedUploads))
+        metrics.set("log_entries_trimmed", "Change log entries trimmed", Int64(r.logEntries))
+        metrics.set("manifests_removed", "Manifests no kept version names, removed", Int64(r.manifests))
+        metrics.set("blocks_removed", "Blocks no kept manifest names, removed", Int64(r.blocks))
+        metrics.set("block_bytes_removed", "Bytes of those blocks", r.blockBytes)
+        metrics.set("packs_deleted", "Packs with no live block, deleted", Int64(r.packsDeleted))
+        metrics.set("packs_rewritten", "Mostly dead packs rewritten", Int64(r.packsRewritten))
+        metrics.set("pack_bytes_freed", "Bytes freed in the bucket by deleting and rewriting packs", r.packBytes)
+        metrics.set("damaged_blocks", "Blocks marked damaged when the last run ran", Int64(r.damagedBlocks.count))
+        metrics.set("damaged_blocks_named", "Damaged blocks a kept version still names (their files need the bytes again)", Int64(r.damagedBlocks.filter(\.named).count))
+        metrics.set("expired_intents_dropped", "Upload intents of replicas that never committed, dropped", Int64(r.expiredIntents))
     }
 
     /// `0`, `90s`, `30m`, `1h`, `7d` (a bare number is seconds).

@@ -101,6 +101,38 @@ final class OperatorMountTests: MountTestCase {
         XCTAssert(piped.stdout.hasPrefix("store ") && piped.stdout.contains("is consistent"), piped.stdout)
     }
 
+    /// `docfs check --metrics-file` leaves the run's figures where node_exporter's textfile
+    /// collector reads them: parsed by prometheus_client, counts as the store holds them, and
+    /// `docfs_check_success` 0 when the run finds a problem (the file is written then too).
+    func testCheckWritesItsFiguresForTheTextfileCollector() throws {
+        let python = try parserPython()
+        try fx.mount()
+        XCTAssertEqual(fx.sh("mkdir mnt/Projects/a && echo one > mnt/Projects/a/1.txt && echo two > mnt/Projects/2.txt").status, 0)
+        XCTAssert(fx.stopDaemon(), "clean stop")
+        let file = fx.dir + "/check.prom"
+        let r = fx.docfs(["check", fx.store, "--metrics-file", file])
+        XCTAssertEqual(r.status, 0, "\(r)")
+        var figures = try MetricsScrape.read(python, file: file, dir: fx.dir)
+        XCTAssertEqual(figures.total("docfs_check_success"), 1, "\(figures.samples)")
+        XCTAssertEqual(figures.total("docfs_check_files"), 2)
+        XCTAssertEqual(figures.total("docfs_check_problems"), 0)
+        XCTAssertEqual(figures.types["docfs_check_files"], "gauge")
+        XCTAssertEqual(figures.samples["docfs_check_files"]?.first?.labels["store"], fx.store)
+        XCTAssertEqual(figures.total("docfs_check_last_run_timestamp_seconds"), Date().timeIntervalSince1970, accuracy: 120)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: fx.dir).filter { $0.hasPrefix(".check.prom") }, [], "no temporary file left")
+
+        try "x".write(toFile: fx.store + "/staging/left-over", atomically: false, encoding: .utf8)
+        let bad = fx.docfs(["check", fx.store, "--metrics-file", file])
+        XCTAssertEqual(bad.status, 1, "\(bad)")
+        figures = try MetricsScrape.read(python, file: file, dir: fx.dir)
+        XCTAssertEqual(figures.total("docfs_check_success"), 0)
+        XCTAssertGreaterThanOrEqual(figures.total("docfs_check_problems"), 1)
+
+        let nowhere = fx.docfs(["check", fx.store, "--metrics-file", fx.dir + "/no/such/folder/check.prom"])
+        XCTAssertNotEqual(nowhere.status, 0, "a file that cannot be written fails the run: \(nowhere)")
+        XCTAssert(nowhere.stderr.contains("--metrics-file"), nowhere.stderr)
+    }
+
     func testStatusWithoutAMountpointListsEveryMount() throws {
         let second = try MountFixture()
         defer { second.teardown() }
@@ -164,12 +196,26 @@ struct MetricsScrape {
     }
 
     static func fetch(_ python: String, port: Int, dir: String) throws -> MetricsScrape {
+        try parse(python, source: "http://127.0.0.1:\(port)/metrics", dir: dir)
+    }
+
+    /// A `--metrics-file` as node_exporter's textfile collector reads it.
+    static func read(_ python: String, file: String, dir: String) throws -> MetricsScrape {
+        try parse(python, source: file, dir: dir)
+    }
+
+    /// `source` (a URL or a file) parsed by prometheus_client, which refuses malformed text.
+    private static func parse(_ python: String, source: String, dir: String) throws -> MetricsScrape {
         let script = """
             import json, sys, urllib.request
             from prometheus_client.parser import text_string_to_metric_families
-            with urllib.request.urlopen(sys.argv[1], timeout=20) as r:
-                assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain"), r.headers
-                text = r.read().decode()
+            if sys.argv[1].startswith("http://"):
+                with urllib.request.urlopen(sys.argv[1], timeout=20) as r:
+                    assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain"), r.headers
+                    text = r.read().decode()
+            else:
+                with open(sys.argv[1]) as f:
+                    text = f.read()
             samples, types = {}, {}
             for family in text_string_to_metric_families(text):
                 types[family.name] = family.type
@@ -177,10 +223,10 @@ struct MetricsScrape {
                     samples.setdefault(s.name, []).append([s.labels, s.value])
             print(json.dumps({"samples": samples, "types": types}))
             """
-        let r = runProcess(python, ["-c", script, "http://127.0.0.1:\(port)/metrics"], cwd: dir, timeout: 60, outDir: dir)
+        let r = runProcess(python, ["-c", script, source], cwd: dir, timeout: 60, outDir: dir)
         guard r.status == 0, let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
               let samples = object["samples"] as? [String: [[Any]]], let types = object["types"] as? [String: String] else {
-            throw FixtureError("scrape failed: \(r)")
+            throw FixtureError("parsing \(source) failed: \(r)")
         }
         return MetricsScrape(samples: samples.mapValues { list in
             list.map { Sample(labels: $0[0] as? [String: String] ?? [:], value: ($0[1] as? NSNumber)?.doubleValue ?? .nan) }
