@@ -78,7 +78,7 @@ let package = Package(
         ]),
         // The public mounting API over the bridge.
         .target(name: "DocFS", dependencies: [
-            "DocFSBridge", "DocFSProvider",
+            "CFuse", "DocFSBridge", "DocFSProvider",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // A store mounted, with its sync engine when it is a replica (`StoreMount`).
@@ -145,7 +145,8 @@ let package = Package(
             .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
         // Mounts in-process through DocFSTesting (needs /dev/fuse and root, as the mounted tests).
-        .testTarget(name: "DocFSTestingTests", dependencies: ["DocFSTesting", "DocFS"]),
+        .testTarget(name: "DocFSTestingTests", dependencies: ["DocFSTesting", "DocFS", "DocFSMemory", "DocFSStore", "docfs-archive",
+                                                            .product(name: "Logging", package: "swift-log")]),
         // Mounted tests: drive the built `docfs` executable as a subprocess.
         .testTarget(name: "DocFSMountTests", dependencies: ["docfs", "docfs-archive", "docfs-scale"]),
     ],

@@ -1,3 +1,4 @@
+import CFuse
 import Dispatch
 import Foundation
 import Glibc
@@ -120,4 +121,9 @@ public final class ProviderMount: @unchecked Sendable {
         session.unmount()
         bridge.shutdown()
     }
+}
+
+extension ProviderMount {
+    /// The libfuse this process runs with (`fuse_pkgversion()`), for `docfs --version`.
+    public static let libfuseVersion: String = fuse_pkgversion().map { String(cString: $0) } ?? "?"
 }

@@ -1,4 +1,4 @@
-import CFuse
+import DocFS
 import DocFSRemote
 
 /// What `docfs --version`, `docfs status --json` and the metrics' `docfs_build_info` report.
@@ -9,7 +9,7 @@ enum BuildInfo {
     static let commit = buildCommit
     /// The libfuse this process runs with (the shared library loaded, which may differ from the
     /// headers it was built against).
-    static let libfuse = fuse_pkgversion().map { String(cString: $0) } ?? "?"
+    static let libfuse = ProviderMount.libfuseVersion
     /// The server schema a replica speaks (RemoteSchema.latest).
     static let schema = RemoteSchema.latest
 

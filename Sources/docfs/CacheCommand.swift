@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import CFuse
+import DocFS
 import Glibc
 
 /// What `docfs pin`, `evict` and `sync` share: the attribute names, the mount check, errno in words.

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import CFuse
+import DocFS
 import Glibc
 
 /// `docfs evict PATH...`: drops a replica's downloaded contents the server has, through the
@@ -19,7 +19,7 @@ struct Evict: ParsableCommand {
         for path in paths {
             try CacheCommand.requireMounted(path)
             let value = Array("now".utf8)
-            if lsetxattr(path, CacheCommand.evictAttribute, value, value.count, 0) != 0 {
+            if ExtendedAttributeCalls.set(path, CacheCommand.evictAttribute, value) != 0 {
                 throw UserFacingError("docfs: cannot evict \(path): \(CacheCommand.explain(errno))")
             }
         }

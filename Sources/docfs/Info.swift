@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import CFuse
+import DocFS
 import Glibc
 import DocFSProvider
 import DocFSStore
@@ -56,10 +56,7 @@ struct Info: ParsableCommand {
     }
 
     static func attribute(_ path: String, _ name: String) -> String? {
-        var buf = [UInt8](repeating: 0, count: 65536)
-        let n = lgetxattr(path, name, &buf, buf.count)
-        guard n >= 0 else { return nil }
-        return String(decoding: buf[0..<n], as: UTF8.self)
+        ExtendedAttributeCalls.get(path, name).map { String(decoding: $0, as: UTF8.self) }
     }
 }
 

@@ -4,7 +4,6 @@ import Glibc
 import Logging
 import DocFS
 import DocFSStoreMount
-import DocFSBridge
 import DocFSProvider
 import DocFSStore
 import DocFSRemote

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import CFuse
+import DocFS
 import Glibc
 
 /// `docfs pin PATH...` and `docfs evict PATH...`: a replica's contents on demand, through the
@@ -21,10 +21,10 @@ struct Pin: ParsableCommand {
             try CacheCommand.requireMounted(path)
             let rc: Int32
             if remove {
-                rc = lremovexattr(path, CacheCommand.pinnedAttribute) == 0 || errno == ENODATA ? 0 : -1
+                rc = ExtendedAttributeCalls.remove(path, CacheCommand.pinnedAttribute) == 0 || errno == ENODATA ? 0 : -1
             } else {
                 let value = Array("yes".utf8)
-                rc = lsetxattr(path, CacheCommand.pinnedAttribute, value, value.count, 0)
+                rc = ExtendedAttributeCalls.set(path, CacheCommand.pinnedAttribute, value)
             }
             if rc != 0 {
                 throw UserFacingError("docfs: cannot \(remove ? "unpin" : "pin") \(path): \(CacheCommand.explain(errno))")

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import CFuse
+import DocFS
 import Glibc
 
 /// `docfs sync --retry PATH...`: a replica's items whose changes the server refused wait set
@@ -25,7 +25,7 @@ struct Sync: ParsableCommand {
         for path in paths {
             try CacheCommand.requireMounted(path)
             let value = Array("retry".utf8)
-            if lsetxattr(path, "user.docfs.sync", value, value.count, 0) != 0 {
+            if ExtendedAttributeCalls.set(path, "user.docfs.sync", value) != 0 {
                 throw UserFacingError("docfs: cannot retry \(path): \(CacheCommand.explain(errno))")
             }
         }

@@ -1,6 +1,6 @@
 import ArgumentParser
-import CFuse
 import Foundation
+import DocFS
 import Glibc
 
 /// `docfs tag PATH [TAG...]`: a friendlier front for `user.docfs.tags`.
@@ -28,7 +28,7 @@ struct Tag: ParsableCommand {
         let current = (Info.attribute(path, Tag.attribute) ?? "").split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         if clear {
-            if lremovexattr(path, Tag.attribute) != 0, errno != ENODATA {
+            if ExtendedAttributeCalls.remove(path, Tag.attribute) != 0, errno != ENODATA {
                 throw UserFacingError("docfs: cannot clear the tags of \(path): \(String(cString: strerror(errno)))")
             }
             return
@@ -45,10 +45,10 @@ struct Tag: ParsableCommand {
         }
         let rc: Int32
         if wanted.isEmpty {
-            rc = lremovexattr(path, Tag.attribute) == 0 || errno == ENODATA ? 0 : -1
+            rc = ExtendedAttributeCalls.remove(path, Tag.attribute) == 0 || errno == ENODATA ? 0 : -1
         } else {
             let value = Array(wanted.joined(separator: ",").utf8)
-            rc = lsetxattr(path, Tag.attribute, value, value.count, 0)
+            rc = ExtendedAttributeCalls.set(path, Tag.attribute, value)
         }
         if rc != 0 { throw UserFacingError("docfs: cannot set the tags of \(path): \(String(cString: strerror(errno)))") }
     }

@@ -1,6 +1,6 @@
 import ArgumentParser
-import CFuse
 import Foundation
+import DocFS
 import Glibc
 
 /// `docfs trash list|restore|empty MOUNTPOINT ...`: works through a mounted tree with plain POSIX
