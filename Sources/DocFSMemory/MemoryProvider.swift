@@ -59,6 +59,8 @@ public final class MemoryProvider: Provider {
     let stagingPath: String
     let registry: ContentTypeRegistry
     let state: Mutex<MemoryTree>
+    /// The mount's handlers for changes made on the provider's own (`renameOnItsOwn`).
+    let observers = Mutex<[@Sendable ([ProviderChange]) -> Void]>([])
     private let closed = Atomic<Bool>(false)
 
     /// A new, empty tree (a root and a trash container). `stagingParent`: where the private
