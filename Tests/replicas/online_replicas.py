@@ -233,6 +233,7 @@ class Round:
         self.pg_down_until = None
         self.proxy_until = None
         self.promised = 0
+        self.written = {}  # token -> where it was written and closed (for a failure's trace)
 
     def token(self, r):
         return "%s/%s/%d/%d\n" % (self.label, r.name, len(self.log), self.rng.randrange(1 << 30))
@@ -345,6 +346,7 @@ class Round:
         finally:
             os.close(fd)  # raises when close() does not return 0: then nothing was promised
         r.wrote(path, token)
+        self.written[token] = "%s wrote %s (inode %s) at step %d" % (r.name, path, r.inodes.get(path), len(self.log) - 1)
         self.promised += 1
 
     def release(self, r, h):
@@ -354,6 +356,7 @@ class Round:
         self.log.append("%s: close held %s%s" % (r.name, path, "" if ok else " -> close() failed"))
         if ok:
             r.wrote(path, h.token)
+            self.written[h.token] = "%s closed held %s (inode %s) at step %d" % (r.name, path, h.ino, len(self.log) - 1)
             self.promised += 1
 
     def maybe_fault(self):
@@ -601,8 +604,38 @@ def lost_to_damage(lost, server):
             why.append("in no damaged pack" if not why else "")
             unexplained[-1] = "%r (%s)" % (token, "; ".join(w for w in why if w))
     if unexplained:
-        raise AssertionError("closed with 0 and lost: %s" % sorted(unexplained))
+        raise LostTokens("closed with 0 and lost: %s" % sorted(unexplained), [t for t in lost if t not in excused])
     return excused
+
+
+class LostTokens(AssertionError):
+    def __init__(self, message, tokens):
+        super().__init__(message)
+        self.tokens = tokens
+
+
+def trace(tokens, replicas, rnd, server):
+    """Where each lost token was written, which files of each store still hold its bytes (its
+    content file, a journal, recovered/), the log lines naming its file, and the server's rows of
+    items of that name: what a failure needs to be explained."""
+    out = []
+    for token in tokens:
+        what = rnd.written.get(token, "written in an earlier round")
+        out.append("token %r: %s" % (token, what))
+        name = what.split(" (inode")[0].split(" ")[-1] if " (inode" in what else None
+        for r in replicas:
+            found = run(["grep", "-rlF", "--binary-files=text", token.strip(), r.store], check=False).stdout.split()
+            out.append("  %s's store holds it in: %s" % (r.name, found or "nothing"))
+            if name:
+                base = os.path.basename(name)
+                lines = [l for l in log_tail(os.path.join(r.store, "docfs.log"), 100000).splitlines() if base in l]
+                out.append("  %s's log lines naming %s (last 12):\n    %s" % (r.name, base, "\n    ".join(lines[-12:])))
+        if name:
+            rows = server.psql("""SELECT i.id, i.parent_id, i.name, i.deleted, i.content_version, v.content_version, v.size, v.replica
+                FROM docfs_items i LEFT JOIN docfs_versions v ON v.item_id = i.id
+                WHERE i.name LIKE '%s%%' ORDER BY 1, 6""" % os.path.splitext(os.path.basename(name))[0].replace("'", "''"))
+            out.append("  the server's items and versions of that name:\n    %s" % "\n    ".join(rows))
+    return "\n".join(out)
 
 
 def check(replicas, server):
@@ -695,6 +728,11 @@ def one_seed(seed):
                     healed = "; check found %d damaged block(s), %d left after the heal (older versions only)" % (found, left)
                 entries, excused = check(replicas, server)
             except Exception as e:  # an assertion, or an OSError outside an operation (a walk, a read)
+                if isinstance(e, LostTokens):
+                    try:
+                        print("online replicas: trace of the lost:\n" + trace(e.tokens, replicas, rnd, server), flush=True)
+                    except Exception as t:  # the trace is a help, never the failure
+                        print("online replicas: trace failed: %r" % t, flush=True)
                 logs = "".join("\nlog %s (end):\n%s" % (r.name, log_tail(os.path.join(r.store, "docfs.log"), 40)) for r in replicas)
                 raise AssertionError("seed %d, round %d:\n%s\n%s\nfaults: %s\noperations:\n  %s%s"
                                      % (seed, n, repr(e), traceback.format_exc(), rnd.faults, "\n  ".join(rnd.log), logs))
