@@ -33,6 +33,34 @@ final class ArchitectureDocTests: XCTestCase {
         }
     }
 
+    /// The layer diagram (the first code block) names only modules that exist, and every
+    /// library module is in it; every source folder, subfolders too, is described by its path.
+    func testTheDiagramNamesTheModulesAndEveryFolderIsDescribed() throws {
+        let doc = try text("docs/ARCHITECTURE.md")
+        let fm = FileManager.default
+        let sources = root.appendingPathComponent("Sources")
+        let diagram = try XCTUnwrap(doc.components(separatedBy: "```").dropFirst().first, "the layer diagram")
+        let regex = try NSRegularExpression(pattern: "\\b(CFuse|DocFS[A-Za-z]*)\\b")
+        let named = Set(regex.matches(in: diagram, range: NSRange(diagram.startIndex..., in: diagram)).map {
+            String(diagram[Range($0.range, in: diagram)!])
+        })
+        let modules = try fm.contentsOfDirectory(atPath: sources.path).filter { $0 == "CFuse" || $0.hasPrefix("DocFS") }
+        for module in named {
+            XCTAssert(modules.contains(module), "the diagram names \(module), which is not a module in Sources/")
+        }
+        for module in modules {
+            XCTAssert(named.contains(module), "the diagram does not show \(module)")
+        }
+        let folders = fm.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { path in
+            var isFolder: ObjCBool = false
+            return fm.fileExists(atPath: sources.appendingPathComponent(path).path, isDirectory: &isFolder) && isFolder.boolValue
+        } ?? []
+        XCTAssertGreaterThan(folders.count, 10)
+        for folder in folders {
+            XCTAssert(doc.contains("`Sources/\(folder)`"), "docs/ARCHITECTURE.md does not describe the folder Sources/\(folder)")
+        }
+    }
+
     /// Small files with one role: none over 600 lines (split by role when one grows past it).
     func testNoSourceFileIsOver600Lines() throws {
         let sources = root.appendingPathComponent("Sources")
