@@ -90,7 +90,7 @@ final class WriteSession: @unchecked Sendable {
         let (fd, path) = try pool.take()
         let session = WriteSession(fd: fd, path: path, dirty: dirty)
         if let source {
-            try copyAll(from: source, to: fd)
+            try FileDescriptors.copyAll(from: source, to: fd, what: "copy contents to staging file")
         } else {
             // The pool made this file a while ago: an empty file closed without a write (a
             // create, an O_TRUNC) must carry the time of that call, not the pool's.
@@ -113,7 +113,7 @@ final class WriteSession: @unchecked Sendable {
         if let bytes = previous.memoryContents() {
             let (fd, path) = try pool.take()
             let session = WriteSession(fd: fd, path: path, dirty: dirty)
-            try writeAll(bytes, to: fd)
+            try FileDescriptors.writeAll(bytes, to: fd, what: "write staging file")
             return session
         }
         return try stage(in: pool, copying: previous.fd, dirty: dirty)
@@ -131,7 +131,7 @@ final class WriteSession: @unchecked Sendable {
     private func spillLocked() throws(ProviderError) {
         guard let copy = memory, let pool else { return }
         let (newFD, newPath) = try pool.take()
-        do throws(ProviderError) { try Self.writeAll(copy.bytes, to: newFD) } catch {
+        do throws(ProviderError) { try FileDescriptors.writeAll(copy.bytes, to: newFD, what: "write staging file") } catch {
             close(newFD)
             unlink(newPath)
             throw error
@@ -298,53 +298,7 @@ final class WriteSession: @unchecked Sendable {
         }
         return (done, 0)
     }
-
-    private static func copyAll(from src: Int32, to dst: Int32) throws(ProviderError) {
-        var inOff = 0
-        var outOff = 0
-        while true {
-            let n = docfs_copy_file_range(src, &inOff, dst, &outOff, 1 << 30, 0)
-            if n > 0 { continue }
-            if n == 0 { return }
-            let e = errno
-            if e == EINTR { continue }
-            if e == EXDEV || e == ENOSYS || e == EINVAL || e == EOPNOTSUPP {
-                try copyByReading(from: src, to: dst, offset: inOff)
-                return
-            }
-            throw .posix(e, "copy contents to staging file")
-        }
-    }
-
-    private static func writeAll(_ bytes: [UInt8], to fd: Int32) throws(ProviderError) {
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, bytes.count - done, off_t(done)) }
-            if n < 0 { if errno == EINTR { continue }; throw .posix(errno, "write staging file") }
-            if n == 0 { throw .posix(ENOSPC, "write staging file") }
-            done += n
-        }
-    }
-
-    private static func copyByReading(from src: Int32, to dst: Int32, offset start: Int) throws(ProviderError) {
-        let buf = UnsafeMutableRawPointer.allocate(byteCount: 1 << 20, alignment: 4096)
-        defer { buf.deallocate() }
-        var off = start
-        while true {
-            let n = pread(src, buf, 1 << 20, off)
-            if n < 0 { if errno == EINTR { continue }; throw .posix(errno, "read contents") }
-            if n == 0 { return }
-            var done = 0
-            while done < n {
-                let w = pwrite(dst, buf + done, n - done, off + done)
-                if w < 0 { if errno == EINTR { continue }; throw .posix(errno, "write staging file") }
-                done += w
-            }
-            off += n
-        }
-    }
 }
-
 
 /// A file open for writing, as a replica was told (`contentsOpenedForWriting`); `end` tells it
 /// the writer let go, once.

@@ -63,7 +63,7 @@ extension LocalStore {
     /// when the row has a content file of its own.
     func openSegmentContents(_ row: Int64) throws(ProviderError) -> Int32? {
         guard let bytes = try segments.read(row) else { return nil }
-        return try MemoryFiles.sealed(bytes, name: String(row))
+        return try FileDescriptors.sealedMemoryFile(bytes, name: "segment:" + String(row))
     }
 
     /// Gives a segment-stored row a content file of its own (`contents/<row>`, written and fsynced
@@ -81,11 +81,10 @@ extension LocalStore {
         let temporary = stagingPath + "/.segment-\(row)"
         let fd = sysOpen(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         if fd < 0 { throw .posix(errno, "make \(temporary)") }
-        let error = MemoryFiles.writeAll(fd, bytes)
-        if error != 0 {
+        do throws(ProviderError) { try FileDescriptors.writeAll(bytes, to: fd, what: "write \(temporary)") } catch {
             sysClose(fd)
             _ = sysUnlink(temporary)
-            throw .posix(error, "write \(temporary)")
+            throw error
         }
         let synced = fsync(fd) == 0 ? 0 : errno
         sysClose(fd)
@@ -136,47 +135,6 @@ extension LocalStore {
                 }
             }
         }
-    }
-}
-
-/// Anonymous memory files (`memfd_create`) holding bytes read from a segment.
-enum MemoryFiles {
-    private typealias MemfdCreate = @convention(c) (UnsafePointer<CChar>, UInt32) -> Int32
-    private static let MFD_CLOEXEC: UInt32 = 0x1
-    private static let MFD_ALLOW_SEALING: UInt32 = 0x2
-    private static let F_ADD_SEALS: Int32 = 1024 + 9
-    private static let sealAll: Int32 = 0x2 | 0x4 | 0x8  // F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE
-
-    /// glibc's `memfd_create`; Swift's Glibc module does not export it.
-    private static let memfdCreate: MemfdCreate? = {
-        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "memfd_create") else { return nil }
-        return unsafeBitCast(symbol, to: MemfdCreate.self)
-    }()
-
-    /// A read-only-by-seal descriptor on a copy of `bytes`, at offset 0.
-    static func sealed(_ bytes: [UInt8], name: String) throws(ProviderError) -> Int32 {
-        guard let create = memfdCreate else { throw ProviderError(.unsupported, "memfd_create is not available") }
-        let fd = create("docfs-segment:" + name, MFD_CLOEXEC | MFD_ALLOW_SEALING)
-        if fd < 0 { throw .posix(errno, "memfd_create") }
-        let error = writeAll(fd, bytes)
-        if error != 0 {
-            close(fd)
-            throw .posix(error, "fill a memory file")
-        }
-        _ = fcntl(fd, F_ADD_SEALS, sealAll)
-        return fd
-    }
-
-    /// `bytes` written from offset 0 of `fd`: 0, or the errno (ENOSPC for a write of nothing).
-    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32 {
-        var written = 0
-        while written < bytes.count {
-            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, bytes.count - written, off_t(written)) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return n < 0 ? errno : ENOSPC }
-            written += n
-        }
-        return 0
     }
 }
 
