@@ -7,8 +7,9 @@ struct HealState: Sendable {
     /// A reader marked a block damaged (or the engine just started): look at the next idle.
     var requested = true
     var last: ContinuousClock.Instant?
-    /// Items already sent from here whose blocks stayed damaged (the bytes here differ): not again.
-    var tried: Set<String> = []
+    /// Items already sent from here whose blocks stayed damaged (the bytes here differ, or the
+    /// server marked them again meanwhile), and when: tried again only after `retryStuck`.
+    var tried: [String: ContinuousClock.Instant] = [:]
 }
 
 // Damaged blocks heal: a block the server marks damaged (a reader found it so, or `docfs remote
@@ -16,6 +17,10 @@ struct HealState: Sendable {
 extension SyncEngine {
     /// How often an idle engine asks the server whether it holds bytes of damaged blocks.
     static let healInterval = Duration.seconds(15)
+    /// How long an item whose blocks stayed damaged after a send waits before it is tried again:
+    /// its bytes here may differ (then each try reads the file for nothing), or a mark may have
+    /// raced the send (then the next try heals it).
+    static let retryStuck = Duration.seconds(60)
 
     /// A reader marked a block damaged: the engine looks at its next idle moment.
     func requestHeal() {
@@ -49,9 +54,13 @@ extension SyncEngine {
     func healDamagedBlocks() async throws {
         let damaged = try await database.damagedContents()
         guard !damaged.isEmpty else { return }
-        let tried = healState.withLock { $0.tried }
+        let now = ContinuousClock.now
+        let tried = healState.withLock { h in
+            h.tried = h.tried.filter { now - $0.value < Self.retryStuck }
+            return h.tried
+        }
         let attempt = { (d: DamagedContent) in "\(d.itemID) \(d.key) \(d.hashes.joined(separator: ","))" }
-        let wanted = damaged.filter { !tried.contains(attempt($0)) }
+        let wanted = damaged.filter { tried[attempt($0)] == nil }
         let held = store.heldContents(wanted.map { ($0.itemID, $0.key) })
         guard !held.isEmpty else { return }
         let heldRows = Set(held.map(\.row))
@@ -64,8 +73,9 @@ extension SyncEngine {
         let healed = try await database.knownBlocks(Array(hashes))
         let paths = held.prefix(3).map { store.path(of: LocalStore.identifier(forRow: $0.row)) }.joined(separator: ", ")
         logger.notice("sync: sent again \(healed.count) of \(hashes.count) block(s) the server marked damaged (\(result.uploadedBytes) bytes), from this replica's copies of \(paths)\(held.count > 3 ? " and \(held.count - 3) more" : "")")
-        // Those whose blocks stayed damaged hold other bytes here: not tried again.
+        // Those whose blocks stayed damaged hold other bytes here (or were marked again while
+        // this ran): not tried again for a while.
         let stuck = sending.filter { !Set($0.hashes).isSubset(of: healed) }
-        if !stuck.isEmpty { healState.withLock { h in for d in stuck { h.tried.insert(attempt(d)) } } }
+        if !stuck.isEmpty { healState.withLock { h in for d in stuck { h.tried[attempt(d)] = now } } }
     }
 }
