@@ -638,6 +638,36 @@ def trace(tokens, replicas, rnd, server):
     return "\n".join(out)
 
 
+def identities(replicas, paths, database):
+    """For paths the replicas disagree on: each replica's item there (identifier, sync state,
+    as `docfs info` shows it) and the server's row of that identifier (name, parent, deleted),
+    what a divergence needs to be explained."""
+    out, ids = [], set()
+    for path in sorted(set(paths)):
+        for r in replicas:
+            got = run([DOCFS, "info", "--json", os.path.join(r.mnt, path)], check=False)
+            try:
+                info = json.loads(got.stdout)
+                ident = str(info.get("identifier"))
+                out.append("  %s %s: identifier %s, %s" % (r.name, path, ident, {k: info.get(k) for k in ("sync", "conflict", "type")}))
+                if ident.isdigit():
+                    ids.add(ident)
+            except ValueError:
+                out.append("  %s %s: not there (%s)" % (r.name, path, (got.stderr or "").strip()[-120:]))
+    if ids:
+        rows = run([PSQL, "-X", "-q", "-A", "-t", "-d", database_url(database), "-c",
+                    "SELECT id, parent_id, name, kind, deleted, trashed_ns IS NOT NULL FROM docfs_items WHERE id IN (%s) ORDER BY id" % ",".join(sorted(ids))],
+                   check=False).stdout
+        out.append("  the server's rows (id|parent|name|kind|deleted|trashed):\n    " + "\n    ".join(rows.splitlines()))
+        for r in replicas:
+            out.append("  %s's log lines naming those identifiers or names (last 8):" % r.name)
+            names = {os.path.basename(p) for p in paths}
+            lines = [l for l in log_tail(os.path.join(r.store, "docfs.log"), 100000).splitlines()
+                     if any(("item %s " % i) in l or ("item %s)" % i) in l for i in ids) or any(n in l for n in names)]
+            out.extend("    " + l for l in lines[-8:])
+    return "identities:\n" + "\n".join(out)
+
+
 def check(replicas, server):
     database, bucket = server.database, server.bucket
     # Every version made of blocks has the size of its manifest (a retry that named an earlier
@@ -663,8 +693,8 @@ def check(replicas, server):
                 FROM docfs_items i JOIN docfs_versions v ON v.item_id = i.id
                 WHERE i.name = ANY(%s) ORDER BY 1, 4""" % ("ARRAY[%s]::text[]" % ",".join("'%s'" % n.replace("'", "''") for n in names))],
                 check=False).stdout
-            raise AssertionError("the replicas differ:\n  A: %s\n  %s: %s\nthe server's versions of those names:\n%s"
-                                 % (first, r.name, only, versions))
+            raise AssertionError("the replicas differ:\n  A: %s\n  %s: %s\nthe server's versions of those names:\n%s\n%s"
+                                 % (first, r.name, only, versions, identities(replicas, list(first) + list(only), database)))
         if bin_ != trash[0]:
             raise AssertionError("the replicas' trash holds other files:\n  A: %s\n  %s: %s" % (trash[0], r.name, bin_))
     here = {v[2].decode(errors="replace") for v in full[0].values() if v[0] == "file"}
