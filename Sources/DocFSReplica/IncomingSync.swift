@@ -29,8 +29,13 @@ actor IncomingSync {
     /// A change refused (its position), logged once: the anchor stays before it.
     var refusedPosition: Int64?
     /// Items skipped because applying them now would put a folder below itself; tried again with
-    /// the next changes.
-    var deferred: Set<Int64> = []
+    /// the next changes (the catch-up runs every few seconds).
+    var deferred: Set<Int64> = [] {
+        didSet { deferredCount.store(deferred.count, ordering: .relaxed) }
+    }
+    /// Their number, counted in `incoming` of `docfs status`: the tree here is not the server's
+    /// until they are applied.
+    nonisolated let deferredCount = Atomic<Int>(0)
     /// The latest change log position seen on the server (a notification carries it) and the
     /// anchor applied, for `incoming` in the status (read without waiting for the actor).
     nonisolated let positions = Mutex<(latest: Int64, anchor: Int64)>((0, 0))

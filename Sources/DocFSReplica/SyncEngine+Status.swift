@@ -47,7 +47,7 @@ extension SyncEngine {
             remote: "\(configuration.postgres) + s3://\(configuration.bucket)/\(configuration.prefix) at \(configuration.endpoint.hostHeader)")
         let positions = incoming.positions.withLock { $0 }
         let conflicts = store.conflictSummary
-        status.incoming = max(0, positions.latest - positions.anchor)
+        status.incoming = max(0, positions.latest - positions.anchor) + Int64(incoming.deferredCount.load(ordering: .relaxed))
         status.anchor = positions.anchor
         status.conflicts = conflicts.count
         status.recentConflicts = conflicts.recent
