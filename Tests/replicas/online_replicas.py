@@ -23,7 +23,9 @@ runs `docfs remote check` first, as an operator would: it marks the damaged bloc
 replicas holding their bytes send them again, which the test waits for):
 - the three trees are equal (names, kinds, modes, bytes) and nothing is pending or set aside;
 - every token a replica wrote whose close() returned 0, and that this replica did not itself
-  overwrite, delete or trash afterwards, is in the tree (under its name, moved, or as a
+  overwrite, delete or trash afterwards (a file it overwrites, replaces by a move or deletes
+  for good is read first: its own token found there is its own doing, also when a conflict
+  had moved it into a conflicted copy under another name), is in the tree (under its name, moved, or as a
   conflicted copy) or in a version the server keeps (another replica changed it after it
   arrived): no close() that returned 0 is lost. The one exception is the damage's own: the
   bytes of a version no longer current (another replica changed the file since) that only the
@@ -192,6 +194,22 @@ class Replica:
         except OSError:
             return None
 
+    def contents(self, full):
+        """What a file holds now (None for no file), read before this replica overwrites,
+        replaces or deletes it."""
+        try:
+            with open(full, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return None
+
+    def overwrote(self, text):
+        """This replica overwrote, replaced or deleted for good a file that held `text`: a token
+        of its own there is superseded by this replica itself, wherever the model thought it was
+        (a conflicted copy holds the token under another name and inode)."""
+        if text:
+            self.tokens = {p: t for p, t in self.tokens.items() if t != text}
+
     def truncated(self, path, ino):
         """This replica truncated the file at `path` (its inode `ino` before): a token of its own
         in that file is superseded by this replica itself, as on any filesystem, also when
@@ -267,10 +285,12 @@ class Round:
                         pass  # made first: the holder opens an existing file in place
                 token = self.token(r)
                 ino = r.inode(path)
+                before = r.contents(full(path))
                 h = Holder(self.work, full(path), token)
                 self.log.append("%s: hold %s%s" % (r.name, path, "" if h.ready else " -> did not open"))
                 if h.ready:
                     r.truncated(path, ino)
+                    r.overwrote(before)
                     # Its own token in this file is superseded now, not at the release: the
                     # release records the held token where the file is then (another replica may
                     # move it meanwhile), and a failed close promises nothing.
@@ -292,7 +312,9 @@ class Round:
                 if dst in held:
                     return
                 self.log.append("%s: mv %s %s" % (r.name, src, dst))
+                replaced = r.contents(full(dst))
                 os.rename(full(src), full(dst))
+                r.overwrote(replaced)
                 r.moved(src, dst, folder=False)
             elif op == "mv-dir" and len(dirs) > 1:
                 src = rng.choice(dirs[1:])
@@ -326,7 +348,9 @@ class Round:
                 if files:
                     name = rng.choice(files)
                     self.log.append("%s: rm .Trash/%s" % (r.name, name))
+                    gone = r.contents(os.path.join(r.mnt, ".Trash", name))
                     os.unlink(os.path.join(r.mnt, ".Trash", name))
+                    r.overwrote(gone)
         except OSError as e:
             # Refused here as on any filesystem (a name taken, a folder not empty, a move below
             # itself): nothing changed, nothing to keep.
@@ -339,8 +363,10 @@ class Round:
         if os.path.isdir(full):
             raise IsADirectoryError(21, "is a directory")
         ino = r.inode(path)
+        before = r.contents(full)
         fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         r.truncated(path, ino)
+        r.overwrote(before)
         try:
             os.write(fd, token.encode())
         finally:
@@ -702,8 +728,8 @@ def check(replicas, server):
     lost = sorted({t for r in replicas for t in r.tokens.values()} - kept)
     try:
         excused = lost_to_damage(lost, server)
-    except AssertionError as e:
-        raise AssertionError("%s\ntree: %s" % (e, sorted(trees[0])))
+    except LostTokens as e:
+        raise LostTokens("%s\ntree: %s" % (e, sorted(trees[0])), e.tokens)
     return len(full[0]), len(excused)
 
 
