@@ -79,6 +79,7 @@ class Server:
         self.bucket = bucket
         self.damaged = {}
         self.reported = set()
+        self.written = {}  # every round's tokens -> where they were written and closed
 
     def psql(self, sql):
         return run([PSQL, "-X", "-q", "-A", "-t", "-F", "|", "-d", database_url(self.database), "-c", sql]).stdout.splitlines()
@@ -251,7 +252,7 @@ class Round:
         self.pg_down_until = None
         self.proxy_until = None
         self.promised = 0
-        self.written = {}  # token -> where it was written and closed (for a failure's trace)
+        self.written = server.written  # token -> where it was written and closed (a failure's trace)
 
     def token(self, r):
         return "%s/%s/%d/%d\n" % (self.label, r.name, len(self.log), self.rng.randrange(1 << 30))
@@ -657,10 +658,12 @@ def trace(tokens, replicas, rnd, server):
                 lines = [l for l in log_tail(os.path.join(r.store, "docfs.log"), 100000).splitlines() if base in l]
                 out.append("  %s's log lines naming %s (last 12):\n    %s" % (r.name, base, "\n    ".join(lines[-12:])))
         if name:
-            rows = server.psql("""SELECT i.id, i.parent_id, i.name, i.deleted, i.content_version, v.content_version, v.size, v.replica
-                FROM docfs_items i LEFT JOIN docfs_versions v ON v.item_id = i.id
+            rows = server.psql("""SELECT i.id, i.parent_id, i.name, i.deleted, i.content_version, v.content_version, v.size, v.replica,
+                       v.content_key, m.key IS NOT NULL, (SELECT string_agg(b.pack_key || '@' || b.pack_offset || CASE WHEN b.damaged_ns IS NULL THEN '' ELSE ' damaged' END, ',')
+                         FROM docfs_manifest_blocks mb LEFT JOIN docfs_blocks b ON b.hash = mb.hash WHERE mb.key = v.content_key)
+                FROM docfs_items i LEFT JOIN docfs_versions v ON v.item_id = i.id LEFT JOIN docfs_manifests m ON m.key = v.content_key
                 WHERE i.name LIKE '%s%%' ORDER BY 1, 6""" % os.path.splitext(os.path.basename(name))[0].replace("'", "''"))
-            out.append("  the server's items and versions of that name:\n    %s" % "\n    ".join(rows))
+            out.append("  the server's items of that name (id|parent|name|deleted|current|version|size|replica|key|manifest|blocks):\n    %s" % "\n    ".join(rows))
     return "\n".join(out)
 
 
