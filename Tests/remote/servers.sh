@@ -100,6 +100,16 @@ pg_stop() {
     pid=$(cat "$dir/postgres.pid")
     if is_postmaster "$pid" "$dir"; then
         kill -INT "$pid" 2>/dev/null || true
+        # A fast shutdown can take long on a busy machine; a postmaster killed outright leaves
+        # its backends holding the data folder (the next start then fails): wait, then ask for
+        # an immediate shutdown (SIGQUIT ends the backends too), and only then kill.
+        i=0
+        while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -QUIT "$pid" 2>/dev/null || true
+            i=0
+            while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+        fi
         stop_pid "$dir/postgres.pid" 10
     else
         rm -f "$dir/postgres.pid"
