@@ -130,8 +130,9 @@ public protocol Provider: AnyObject, Sendable {
     /// (`.readOnly`).
     func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
                             attributes: NewItemAttributes?) async throws(ProviderError) -> Item
-    /// Makes the name of a FIFO or a socket (`mknod`, `mkfifo`, a socket's `bind`): an item with
-    /// no contents (`kind` is `.fifo` or `.socket`, else `.invalidArgument`). The bridge calls it
+    /// Makes the name of a FIFO, a socket or a device node (`mknod`, `mkfifo`, a socket's `bind`):
+    /// an item with no contents (`kind.isSpecial`, else `.invalidArgument`; a device node keeps
+    /// `attributes.deviceNumber` and is never opened as a device, the mount being `nodev`). The bridge calls it
     /// for `mknod`; a provider that keeps no such items leaves the default, which refuses with
     /// `.notPermitted` (EPERM, as a filesystem without them answers).
     func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
