@@ -17,31 +17,36 @@ extension Bridge {
                 throw Failure(ProviderError(.notPermitted, "this provider keeps no hard links"), subject)
             }
             let caller = Caller(reply.req)
-            let item = try self.item(ino)
+            // A file still being copied in (created, not closed) is imported first, as its
+            // close would: ext4 links a file while it is being written.
+            let (owned, stored) = try ownership(of: ino)
+            let kind = stored?.kind ?? .file
             let (parentItem, name) = try attempt(subject) { () throws(ProviderError) -> (Item, String) in
                 guard let parentID = inodes.identifier(newParent) else { throw ProviderError(.noSuchItem) }
                 let name = try Bridge.name(cname)
                 let parentItem = try provider.item(for: parentID)
                 guard parentItem.kind == .folder else { throw ProviderError(.notDirectory, "'\(parentItem.filename)' is not a folder") }
-                if item.kind == .folder { throw ProviderError(.notPermitted, "folders cannot be hard-linked") }
+                if kind == .folder { throw ProviderError(.notPermitted, "folders cannot be hard-linked") }
                 if name == "." || name == ".." { throw ProviderError(.filenameCollision, "reserved name") }
                 if (try? provider.childItem(named: name, in: parentID)) != nil || inodes.pendingChild(parent: newParent, name: name) != nil {
                     throw ProviderError(.filenameCollision, "'\(name)' already exists")
                 }
-                try Bridge.requireMayLink(item, caller: caller)
+                try Bridge.requireMayLink(owned, kind: kind, caller: caller)
                 try PermissionCheck.requireChange(in: Ownership(parentItem), for: caller)
                 try CapabilityCheck.add(into: parentItem)
                 try checkTrashRules(addingTo: parentItem, name: name)
-                if options.trash, item.parentIdentifier == .trashContainer || isTrashOrInTrash(item) {
+                if options.trash, let stored, stored.parentIdentifier == .trashContainer || isTrashOrInTrash(stored) {
                     throw ProviderError(.notPermitted, "an item in the trash gets no new names (restore it first)")
                 }
-                try provider.admitItem(named: name, kind: item.kind, into: parentID)
+                try provider.admitItem(named: name, kind: kind, into: parentID)
                 return (parentItem, name)
             }
             let d = reply.deferred()
             perform("link", d) { [self] () async throws(Failure) in
+                if stored == nil, let node = inodes.node(ino) { try await commit(node, durable: false) }
+                guard let identifier = inodes.identifier(ino) else { throw Failure(ProviderError(.noSuchItem, "the file is gone"), subject) }
                 let linked = try await attempt(subject) { () async throws(ProviderError) in
-                    try await links.linkItem(withIdentifier: item.identifier, toParentItemIdentifier: parentItem.identifier, name: name)
+                    try await links.linkItem(withIdentifier: identifier, toParentItemIdentifier: parentItem.identifier, name: name)
                 }
                 let node = inodes.remember(linked.identifier)
                 var e = entry(for: linked, node: node, cacheName: cachesNames(below: Ownership(parentItem)))
@@ -55,11 +60,11 @@ extension Bridge {
     /// ext4's `fs.protected_hardlinks` (on by default, and on where the sysctl cannot be read):
     /// someone other than the owner (and root) may link only a regular file they may read and
     /// write that is neither set-user-ID nor set-group-ID and group-executable (EPERM).
-    static func requireMayLink(_ item: Item, caller: Caller) throws(ProviderError) {
-        guard protectedHardlinks, !caller.isRoot, caller.uid != item.ownerID else { return }
-        let mode = item.posixPermissions
-        let safe = item.kind == .file && mode & 0o4000 == 0 && mode & 0o2010 != 0o2010
-            && PermissionCheck.allows(PermissionCheck.read | PermissionCheck.write, on: Ownership(item), for: caller)
+    static func requireMayLink(_ item: Ownership, kind: ItemKind, caller: Caller) throws(ProviderError) {
+        guard protectedHardlinks, !caller.isRoot, caller.uid != item.owner else { return }
+        let mode = item.mode
+        let safe = kind == .file && mode & 0o4000 == 0 && mode & 0o2010 != 0o2010
+            && PermissionCheck.allows(PermissionCheck.read | PermissionCheck.write, on: item, for: caller)
         guard safe else {
             throw ProviderError(.notPermitted, "protected_hardlinks: uid \(caller.uid) may link only its own files, or a regular file it may read and write that is not set-ID")
         }

@@ -73,6 +73,20 @@ final class HardLinkMountTests: MountTestCase {
             PY
             """)
         XCTAssertEqual(py.stdout, "ALPHA more\n", "\(py)")
+        // A file still being written (created, not closed) is linked too, and keeps being written.
+        let open = fx.sh("""
+            python3 - <<'PY'
+            import os
+            fd = os.open("mnt/w", os.O_WRONLY | os.O_CREAT, 0o644)
+            os.write(fd, b"one ")
+            os.link("mnt/w", "mnt/w2")
+            os.write(fd, b"two")
+            os.close(fd)
+            a, b = os.stat("mnt/w"), os.stat("mnt/w2")
+            print(open("mnt/w2").read(), a.st_ino == b.st_ino, b.st_nlink)
+            PY
+            """)
+        XCTAssertEqual(open.stdout, "one two True 2\n", "\(open)\nlog:\n\(fx.log)")
     }
 
     func testEachNameGoesAloneAndTheLastTakesTheFile() throws {
