@@ -80,6 +80,33 @@ final class HardLinkStoreTests: StoreTestCase {
         XCTAssertEqual(report.contentFiles, 0)
     }
 
+    /// deleteItem (not the bridge's way for a linked file, but a provider's action) takes every
+    /// name; a move over one name of a linked file must go through moveName.
+    func testDeleteTakesEveryNameAndAPlainMoveLeavesNamesAlone() async throws {
+        try makeStore()
+        let a = try await importFile("a.txt", "alpha")
+        let d = try await mkdir("d")
+        _ = try await store.linkItem(withIdentifier: a.identifier, toParentItemIdentifier: d.identifier, name: "b.txt")
+        let o = try await importFile("o.txt", "other")
+        await expectError(.filenameCollision) {
+            try await self.store.reparentItem(withIdentifier: o.identifier, toParentItemWithIdentifier: d.identifier,
+                                              newName: "b.txt", replacing: a.identifier)
+        }
+        await expectError(.busy) {
+            try await self.store.reparentItem(withIdentifier: o.identifier, toParentItemWithIdentifier: .rootContainer,
+                                              newName: "a.txt", replacing: a.identifier)
+        }
+        try await store.deleteItem(withIdentifier: a.identifier)
+        XCTAssertEqual(try names(), ["d", "o.txt"])
+        XCTAssertEqual(try names(in: d.identifier), [])
+        try reopen()
+        XCTAssertEqual(try names(in: d.identifier), [])
+        store.close()
+        store = nil
+        let report = try StoreChecker.check(at: storeURL, repair: false)
+        XCTAssertTrue(report.isConsistent, "\(report.problems)")
+    }
+
     func testCheckFindsAndMendsWrongCounts() async throws {
         try makeStore()
         let a = try await importFile("a.txt", "alpha")
