@@ -135,7 +135,7 @@ permissions: model-deps
 #                                          (a skip thrown there counts as a failure), or corrupt/locked stores
 #   RemoteMountTests, ReplicaMountTests, RemoteGCTests  a store that is a remote replica (`docfs init --remote`), against
 #                                          the servers of Tests/remote/servers.sh (skipped without them)
-MEMORY_TEST_CLASSES = ShellToolTests|HardLinkMountTests|ErrnoTests|OpenUnlinkedTests|ConcurrencyTests|OwnershipMountTests|PrivilegeAttributeTests|XattrMountTests|TrashOptionTests|BadInputTests
+MEMORY_TEST_CLASSES = ShellToolTests|HardLinkMountTests|HardLinkTrashMountTests|ErrnoTests|OpenUnlinkedTests|ConcurrencyTests|OwnershipMountTests|PrivilegeAttributeTests|XattrMountTests|TrashOptionTests|BadInputTests
 MEMORY_TEST_FILTER  = DocFSMountTests\.($(MEMORY_TEST_CLASSES))/
 MEMORY_TEST_SKIP    = OpenUnlinkedTests/testUnlinkedWhileOpenForWritingKeepsWorkingUntilClose|BadInputTests/testUnusableStoresGetAClearMessageAndNoDamage
 

@@ -255,3 +255,27 @@ final class HardLinkRulesMountTests: MountTestCase {
         XCTAssertEqual(docfs.stdout.split(separator: "\n").map(String.init), expected)
     }
 }
+
+/// Hard links on a mount with a trash: `rm` of one of several names removes just that name, the
+/// last name goes to the trash as any file, and a name is not moved into the trash by hand.
+final class HardLinkTrashMountTests: MountTestCase {
+    override class var mountsInSetUp: Bool { false }
+
+    func testOnlyTheLastNameGoesToTheTrash() throws {
+        try fx.mount(extra: ["--trash"])
+        var r = fx.sh("printf alpha > mnt/a && mkdir mnt/d && ln mnt/a mnt/d/b && rm mnt/a && stat -c %h mnt/d/b && ls -A mnt/.Trash")
+        XCTAssertEqual(r.status, 0, "\(r)\nlog:\n\(fx.log)")
+        XCTAssertEqual(r.stdout, "1\n", "one name left, nothing in the trash: \(r)")
+        r = fx.sh("ln mnt/d/b mnt/c && mv mnt/c mnt/.Trash/")
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.stderr.contains("Operation not permitted"), "\(r)")
+        r = fx.sh("rm mnt/c && rm mnt/d/b && ls -A mnt/.Trash && cat mnt/.Trash/b")
+        XCTAssertEqual(r.status, 0, "\(r)\nlog:\n\(fx.log)")
+        XCTAssertEqual(r.stdout, "b\nalpha", "\(r)")
+        r = fx.sh("mv mnt/.Trash/b mnt/restored && cat mnt/restored && stat -c %h mnt/restored")
+        XCTAssertEqual(r.stdout, "alpha1\n", "\(r)\nlog:\n\(fx.log)")
+        if MountFixture.usesMemoryProvider { return }
+        XCTAssertTrue(fx.stopDaemon())
+        XCTAssertEqual(fx.docfs(["check", fx.store]).status, 0)
+    }
+}
