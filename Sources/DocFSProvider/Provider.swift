@@ -57,8 +57,9 @@ public struct StorageStatistics: Sendable {
 /// provider's defaults); implementing them in a provider has no effect on the mount.
 ///
 /// **Opt-in protocols** for what only some providers have: `ReplicaProvider` (a replica of a
-/// server: sync state, conflicts, status, retries, writers held against other replicas' changes)
-/// and `OnDemandProvider` (contents downloaded when opened, pins, eviction). The bridge finds them
+/// server: sync state, conflicts, status, retries, writers held against other replicas' changes),
+/// `OnDemandProvider` (contents downloaded when opened, pins, eviction), `SmallFileProvider` and
+/// `HardLinkProvider` (one item under several names). The bridge finds them
 /// with a cast when it starts; they have no defaults, so a provider that declares one and
 /// misspells or forgets a requirement does not compile. In this protocol, a requirement whose
 /// signature a provider mistypes is not picked up either — its default refuses, and the daemon's
