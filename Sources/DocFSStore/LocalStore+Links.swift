@@ -111,23 +111,20 @@ extension LocalStore: HardLinkProvider {
                 }
                 plan = try removal(of: existing, target: existingTarget, now: now, database: database)
             }
-            // The name moves; the item's change time moves with it, as on ext4.
-            var moved = named.linkOf == nil ? target : named
+            // The name moves; the item's change time moves with it, as on ext4. The item's own
+            // name retypes it, as a rename does.
+            var changedTarget = target
+            changedTarget.item.noteMetadataChange(at: now)
+            var moved = named.linkOf == nil ? changedTarget : named
             moved.parent = toParent.row
             moved.item.parentIdentifier = toParent.item.identifier
             moved.item.filename = newName
-            var changedTarget = target
-            changedTarget.item.noteMetadataChange(at: now)
             if named.linkOf == nil {
-                moved.item = changedTarget.item
-                moved.item.parentIdentifier = toParent.item.identifier
-                moved.item.filename = newName
                 moved.item = types.retyped(moved.item, name: newName, policy: fromParent.contentsPolicy)
-                plan.saving.append(moved)
             } else {
                 plan.saving.append(changedTarget)
-                plan.saving.append(moved)
             }
+            plan.saving.append(moved)
             plan.saving.append(Self.touched(fromParent, now: now))
             if toParent.row != fromParent.row { plan.saving.append(Self.touched(toParent, now: now)) }
             try commit(database, saving: plan.saving, deleting: plan.deleting, "move \(name) of item \(target.row) to \(newName)")
@@ -144,8 +141,6 @@ extension LocalStore: HardLinkProvider {
         var saving: [Record] = []
         var deleting: [Int64] = []
         var dropped: [Int64] = []
-        /// Records whose place changed, to move in memory after the commit.
-        var moved: Set<Int64> = []
     }
 
     /// The record of the name `name` in `parentRow`, the item it names (which must be
@@ -202,7 +197,6 @@ extension LocalStore: HardLinkProvider {
         changed.item.filename = otherRecord.item.filename
         plan.deleting.append(other)
         plan.saving.append(changed)
-        plan.moved.insert(changed.row)
         return plan
     }
 
@@ -224,12 +218,10 @@ extension LocalStore: HardLinkProvider {
         for row in plan.dropped { dropContents(row) { "the contents of deleted item \(row)" } }
         state.withLock { tree in
             for row in plan.deleting { tree.remove(row) }
+            // Folders here are the folders a name left or entered (their counts follow the
+            // removals and moves); everything else is an item or a name in its (new) place.
             for record in plan.saving {
-                if record.item.isFolder, !plan.moved.contains(record.row), tree.records[record.row] != nil {
-                    tree.replaceKeepingCounts(record)
-                } else {
-                    tree.move(record.row, to: record)
-                }
+                if record.item.isFolder { tree.replaceKeepingCounts(record) } else { tree.move(record.row, to: record) }
             }
         }
     }
