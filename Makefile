@@ -129,13 +129,13 @@ permissions: model-deps
 #   CrashSafetyTests, DurabilityTests      kill -9 / power-cut durability and `docfs check` of a store
 #   CommandLineTests, CitizenTests(+Generated)  `docfs mount STORE` by hand (store lock, daemon mode),
 #                                          mount(8)/fstab with store paths, new/--json of a store
-#   RefusalTests, AdversarialCapabilityTests, ContentTypeMountTests, TrashMountTests, ImportCommandTests
+#   RefusalTests, AdversarialCapabilityTests, ContentTypeMountTests, TrashMountTests, ImportCommandTests, HardLinkRulesMountTests
 #                                          layouts (per-folder capabilities, content types) or `docfs import --store`
 #   TruncateRaceTests and the two in MEMORY_TEST_SKIP  check the tree after `XCTAssertTrue(try fx.remount())`
 #                                          (a skip thrown there counts as a failure), or corrupt/locked stores
 #   RemoteMountTests, ReplicaMountTests, RemoteGCTests  a store that is a remote replica (`docfs init --remote`), against
 #                                          the servers of Tests/remote/servers.sh (skipped without them)
-MEMORY_TEST_CLASSES = ShellToolTests|ErrnoTests|OpenUnlinkedTests|ConcurrencyTests|OwnershipMountTests|PrivilegeAttributeTests|XattrMountTests|TrashOptionTests|BadInputTests
+MEMORY_TEST_CLASSES = ShellToolTests|HardLinkMountTests|HardLinkTrashMountTests|ErrnoTests|OpenUnlinkedTests|ConcurrencyTests|OwnershipMountTests|PrivilegeAttributeTests|XattrMountTests|TrashOptionTests|BadInputTests
 MEMORY_TEST_FILTER  = DocFSMountTests\.($(MEMORY_TEST_CLASSES))/
 MEMORY_TEST_SKIP    = OpenUnlinkedTests/testUnlinkedWhileOpenForWritingKeepsWorkingUntilClose|BadInputTests/testUnusableStoresGetAClearMessageAndNoDamage
 

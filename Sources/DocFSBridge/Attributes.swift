@@ -18,7 +18,7 @@ package struct Attributes {
             if !item.capabilities.contains(.allowsAddingSubItems) { perm &= ~0o222 }
         case .symlink:
             perm = 0o777
-        case .fifo, .socket:
+        case .fifo, .socket, .characterDevice, .blockDevice:
             break
         }
         return perm
@@ -31,6 +31,8 @@ package struct Attributes {
         case .symlink: return S_IFLNK
         case .fifo: return S_IFIFO
         case .socket: return S_IFSOCK
+        case .characterDevice: return S_IFCHR
+        case .blockDevice: return S_IFBLK
         }
     }
 
@@ -41,7 +43,7 @@ package struct Attributes {
         st.st_gid = item.groupID
         st.st_blksize = 4096
         st.st_mode = Self.fileType(item.kind) | Self.permissions(of: item)
-        st.st_nlink = 1
+        st.st_nlink = UInt(max(item.linkCount, 1))
         switch item.kind {
         case .file:
             st.st_size = Int(item.documentSize)
@@ -53,6 +55,9 @@ package struct Attributes {
             st.st_size = item.symlinkTargetPath?.utf8.count ?? 0
         case .fifo, .socket:
             st.st_size = 0
+        case .characterDevice, .blockDevice:
+            st.st_size = 0
+            st.st_rdev = UInt(item.deviceNumber)
         }
         // A file on the server only takes no space here: `du` shows what is local.
         st.st_blocks = item.isDownloaded ? (st.st_size + 511) / 512 : 0

@@ -57,23 +57,34 @@ extension Bridge {
         }
     }
 
-    /// Hard links would give one item two parents, which the provider model has no word for.
-    func link(_ reply: consuming Reply, _ ino: UInt64, _ newParent: UInt64, _ cname: UnsafePointer<CChar>) {
-        let subject: Subject = inodes.identifier(newParent).map { .child($0, String(cString: cname)) } ?? .ino(newParent)
-        reply.error(report("link", Failure(ProviderError(.notPermitted, "hard links are not supported by document providers"), subject)))
-    }
-
-    /// FIFOs and sockets become items with no contents; a regular file is an empty import.
-    /// Device nodes are refused (EPERM): a document tree is no place for them.
-    func mknod(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t) {
+    /// FIFOs, sockets and device nodes become items with no contents; a regular file is an
+    /// empty import. A device node needs root (CAP_MKNOD, which libfuse does not pass on; the
+    /// kernel checks it before asking), as on ext4, and stays inert: the mount is `nodev`, so
+    /// the kernel refuses to open it as a device (EACCES) and never asks the bridge.
+    func mknod(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t, rdev: UInt64) {
         do throws(Failure) {
             let type = mode & S_IFMT
-            let kind: ItemKind = type == S_IFIFO ? .fifo : type == S_IFSOCK ? .socket : .file
-            let (parentItem, name, subject, attributes) = try admitNewItem(parent, cname, kind: kind, mode: UInt16(mode & 0o7777),
-                                                                          caller: Caller(reply.req))
-            guard type == S_IFREG || kind.isSpecial else {
-                throw Failure(ProviderError(.notPermitted, "device nodes cannot be created in a document tree"), subject)
+            let kind: ItemKind = switch type {
+            case S_IFIFO: .fifo
+            case S_IFSOCK: .socket
+            case S_IFCHR: .characterDevice
+            case S_IFBLK: .blockDevice
+            default: .file
             }
+            let caller = Caller(reply.req)
+            let (parentItem, name, subject, admitted) = try admitNewItem(parent, cname, kind: kind, mode: UInt16(mode & 0o7777),
+                                                                        caller: caller)
+            var newAttributes = admitted
+            guard type == S_IFREG || type == 0 || kind.isSpecial else {
+                throw Failure(ProviderError(.invalidArgument, "mknod of an unknown file type \(String(type, radix: 8))"), subject)
+            }
+            if kind.isDevice {
+                guard caller.isRoot else {
+                    throw Failure(ProviderError(.notPermitted, "making a device node needs CAP_MKNOD (root)"), subject)
+                }
+                newAttributes.deviceNumber = rdev
+            }
+            let attributes = newAttributes
             let d = reply.deferred()
             perform("mknod", d) { [self] () async throws(Failure) in
                 if kind.isSpecial {
@@ -142,6 +153,12 @@ extension Bridge {
                     throw ProviderError(.directoryNotEmpty, "folder is not empty")
                 }
                 return item
+            }
+            // One of several names: only that name goes (with a trash too: the item stays under
+            // its other names, and its last name goes to the trash as any item does).
+            if !folder, item.linkCount > 1, let links = provider as? HardLinkProvider {
+                removeName(reply.deferred(), links, op: op, name: name, in: parentItem, item: item, subject: subject)
+                return
             }
             if options.trash {
                 trashOrDelete(reply.deferred(), op: op, item: item, inTrash: !trashing, subject: subject)
@@ -227,6 +244,12 @@ extension Bridge {
             }
             if item.identifier == replaced?.identifier || (fromParent.identifier == toParent.identifier && name == newName) {
                 reply.ok()
+                return
+            }
+            // A name of an item with several names (or one replacing such a name) moves alone.
+            if item.linkCount > 1 || (replaced?.linkCount ?? 1) > 1, let links = provider as? HardLinkProvider {
+                moveName(reply.deferred(), links, name: name, from: fromParent, item: item, to: toParent, newName: newName,
+                         replaced: replaced, subject: subject)
                 return
             }
             let d = reply.deferred()

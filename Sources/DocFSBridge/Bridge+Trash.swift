@@ -97,6 +97,9 @@ extension Bridge {
         guard fromTrash != toTrash else { return nil }
         return try attempt(subject) { () throws(ProviderError) -> TrashMove in
             let item = try provider.childItem(named: name, in: fromParent.identifier)
+            if item.linkCount > 1 {
+                throw ProviderError(.notPermitted, "one name of a file with several (hard links) does not go to the trash: rm removes just that name")
+            }
             if toTrash {
                 guard toParent.identifier == .trashContainer else {
                     throw ProviderError(.accessDenied, "items go to the top of the trash; move it to \(Bridge.trashName) itself")

@@ -88,8 +88,8 @@ enum FuseOperations {
         ops.readlink = { req, ino in FuseOperations.timed(req, .readlink) {
             FuseOperations.bridge(req).readlink(Reply(req!), ino)
         } }
-        ops.mknod = { req, parent, name, mode, _ in FuseOperations.timed(req, .mknod) {
-            FuseOperations.bridge(req).mknod(Reply(req!), parent, name!, mode)
+        ops.mknod = { req, parent, name, mode, rdev in FuseOperations.timed(req, .mknod) {
+            FuseOperations.bridge(req).mknod(Reply(req!), parent, name!, mode, rdev: UInt64(rdev))
         } }
         ops.mkdir = { req, parent, name, mode in FuseOperations.timed(req, .mkdir) {
             FuseOperations.bridge(req).mkdir(Reply(req!), parent, name!, mode)

@@ -150,7 +150,7 @@ public final class MemoryProvider: Provider {
             if let type = registry.type(forFilename: name), registry.isPackage(type) { return type }
             return .folder
         case .symlink: return .symbolicLink
-        case .fifo, .socket: return .item
+        case .fifo, .socket, .characterDevice, .blockDevice: return .item
         }
     }
 
@@ -207,7 +207,7 @@ public final class MemoryProvider: Provider {
             if let type = registry.type(forFilename: name) { item.contentType = type }
         case .folder:
             item.contentType = Self.contentType(named: name, kind: .folder, registry: registry)
-        case .symlink, .fifo, .socket:
+        case .symlink, .fifo, .socket, .characterDevice, .blockDevice:
             return item
         }
         if registry.isViewOnly(item.contentType) {
@@ -229,14 +229,16 @@ public final class MemoryProvider: Provider {
             let folder = try tree.folder(parent)
             // A miss is the common answer (every create looks first): no message to build.
             guard let id = folder.children[NameKey(name)], let child = tree.nodes[id] else { throw ProviderError(.noSuchItem) }
-            return tree.presented(child)
+            return tree.viewed(child, name: name, in: parent)
         }
     }
 
     public func enumerateItems(in container: ItemIdentifier) throws(ProviderError) -> [Item] {
         try withTree { (tree) throws(ProviderError) -> [Item] in
             _ = try tree.folder(container)
-            return tree.sortedChildren(of: container).compactMap { id in tree.nodes[id].map { tree.presented($0) } }
+            return tree.sortedChildren(of: container).compactMap { entry in
+                tree.nodes[entry.value].map { tree.viewed($0, name: entry.key.name, in: container) }
+            }
         }
     }
 
@@ -247,7 +249,7 @@ public final class MemoryProvider: Provider {
             switch node.item.kind {
             case .folder: throw ProviderError(.isDirectory, "\(tree.path(of: identifier)) is a folder")
             case .symlink: throw ProviderError(.invalidArgument, "\(tree.path(of: identifier)) is a symbolic link")
-            case .fifo, .socket:
+            case .fifo, .socket, .characterDevice, .blockDevice:
                 throw ProviderError(.invalidArgument, "\(tree.path(of: identifier)) has no stored contents (a FIFO or socket)")
             case .file: break
             }
@@ -383,8 +385,9 @@ public final class MemoryProvider: Provider {
         return try withTree { (tree) throws(ProviderError) -> Item in
             let parentNode = try Self.checkedParent(tree, parent, name: name)
             let now = FileTime.now()
-            let node = makeNode(tree.newIdentifier(), in: parentNode, name: name, kind: kind,
+            var node = makeNode(tree.newIdentifier(), in: parentNode, name: name, kind: kind,
                                 size: Int64(target?.utf8.count ?? 0), now: now, attributes: attributes, target: target)
+            if kind.isDevice { node.item.deviceNumber = attributes?.deviceNumber ?? 0 }
             tree.attach(node)
             tree.touch(parent, at: now)
             return tree.presented(tree.nodes[node.item.identifier]!)
@@ -407,7 +410,7 @@ public final class MemoryProvider: Provider {
     /// FIFOs and sockets: items with no contents, never typed as documents.
     public func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
                                   attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
-        guard kind.isSpecial else { throw ProviderError(.invalidArgument, "only FIFOs and sockets are special items") }
+        guard kind.isSpecial else { throw ProviderError(.invalidArgument, "only FIFOs, sockets and device nodes are special items") }
         return try create(name: name, parent: parent, kind: kind, target: nil, attributes: attributes)
     }
 
@@ -460,7 +463,7 @@ public final class MemoryProvider: Provider {
             let node = try tree.node(identifier)
             switch node.item.kind {
             case .folder: throw ProviderError(.isDirectory, "\(tree.path(of: identifier)) is a folder")
-            case .symlink, .fifo, .socket: throw ProviderError(.invalidArgument, "\(tree.path(of: identifier)) is not a regular file")
+            case .symlink, .fifo, .socket, .characterDevice, .blockDevice: throw ProviderError(.invalidArgument, "\(tree.path(of: identifier)) is not a regular file")
             case .file: break
             }
         }

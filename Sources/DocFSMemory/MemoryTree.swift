@@ -17,6 +17,14 @@ struct Node: Sendable {
     /// Items in the trash: the folder and name they came from.
     var trashedFrom: ItemIdentifier?
     var trashedName: String?
+    /// A hard-linked item's names other than `parent`/`item.filename` (MemoryProvider+Links).
+    var names: [NamePlace] = []
+}
+
+/// One name of an item: the folder and the name in it.
+struct NamePlace: Sendable, Hashable {
+    var parent: ItemIdentifier
+    var name: String
 }
 
 /// The whole tree: nodes by identifier, each folder's children by name. Guarded by the
@@ -24,7 +32,7 @@ struct Node: Sendable {
 struct MemoryTree: Sendable {
     var nodes: [ItemIdentifier: Node] = [:]
     /// Children in name order, built on demand and dropped when a folder changes.
-    var sortedCache: [ItemIdentifier: [ItemIdentifier]] = [:]
+    var sortedCache: [ItemIdentifier: [(key: NameKey, value: ItemIdentifier)]] = [:]
     var nextNumber: UInt64 = 1
 
     mutating func newIdentifier() -> ItemIdentifier {
@@ -70,8 +78,14 @@ struct MemoryTree: Sendable {
         return false
     }
 
-    /// An item as readers see it: a package reports the bytes of everything inside it.
+    /// An item as readers see it: a package reports the bytes of everything inside it; a
+    /// hard-linked item counts its names.
     func presented(_ node: Node) -> Item {
+        if !node.names.isEmpty {
+            var item = node.item
+            item.linkCount = 1 + node.names.count
+            return item
+        }
         guard node.item.kind == .folder, node.item.contentType != .folder,
               node.item.identifier != .rootContainer, node.item.identifier != .trashContainer else { return node.item }
         var item = node.item
@@ -91,13 +105,13 @@ struct MemoryTree: Sendable {
 
     /// Children in name order: Swift's String order, ties between canonically equivalent names
     /// broken by bytes (as the store orders them).
-    mutating func sortedChildren(of folder: ItemIdentifier) -> [ItemIdentifier] {
+    mutating func sortedChildren(of folder: ItemIdentifier) -> [(key: NameKey, value: ItemIdentifier)] {
         if let cached = sortedCache[folder] { return cached }
         let order = (nodes[folder]?.children ?? [:]).sorted { lhs, rhs in
             if lhs.key.name < rhs.key.name { return true }
             if rhs.key.name < lhs.key.name { return false }
             return lhs.key.name.utf8.lexicographicallyPrecedes(rhs.key.name.utf8)
-        }.map(\.value)
+        }
         sortedCache[folder] = order
         return order
     }
@@ -128,14 +142,19 @@ struct MemoryTree: Sendable {
         recount(parent, folderDelta: node.item.isFolder ? -1 : 0)
     }
 
-    /// Removes a node for good (its contents go once no reader holds them).
+    /// Removes a node for good (its contents go once no reader holds them), under all its names.
     mutating func remove(_ id: ItemIdentifier) {
+        for place in nodes[id]?.names ?? [] {
+            nodes[place.parent]?.children[NameKey(place.name)] = nil
+            sortedCache[place.parent] = nil
+            recount(place.parent, folderDelta: 0)
+        }
         detach(id)
         nodes[id] = nil
         sortedCache[id] = nil
     }
 
-    private mutating func recount(_ folder: ItemIdentifier, folderDelta: Int) {
+    mutating func recount(_ folder: ItemIdentifier, folderDelta: Int) {
         guard var node = nodes[folder] else { return }
         node.item.childItemCount = node.children.count
         node.item.childFolderCount += folderDelta

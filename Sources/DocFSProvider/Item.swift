@@ -40,6 +40,12 @@ public struct Item: Hashable, Sendable {
     /// replica's file known only by its metadata: `stat` shows its size and no blocks, and opening
     /// it downloads it.
     public var isDownloaded = true
+    /// Names the item has (`st_nlink` of a non-folder): more than 1 only for a provider that
+    /// keeps hard links (`HardLinkProvider`). An item seen through one of its names carries that
+    /// name as `filename` and `parentIdentifier`, and the same `identifier` under every name.
+    public var linkCount = 1
+    /// A device node's numbers (`st_rdev`, as `makedev` packs them); 0 for other items.
+    public var deviceNumber: UInt64 = 0
 
     /// The Apple vocabulary's dates, as views of the exact times.
     public var creationDate: Date {

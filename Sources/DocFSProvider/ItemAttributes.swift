@@ -25,6 +25,8 @@ public struct NewItemAttributes: Hashable, Sendable {
     /// The item's change time so far (a copied-in file's last write or attribute change, which
     /// equals its last write's modification time, as on ext4). nil means now.
     public var changeTime: FileTime?
+    /// A device node's numbers (`mknod`'s `dev`); 0 for other items.
+    public var deviceNumber: UInt64 = 0
 
     public init(ownerID: UInt32, groupID: UInt32, posixPermissions: UInt16,
                 modificationTime: FileTime? = nil, accessTime: FileTime? = nil,

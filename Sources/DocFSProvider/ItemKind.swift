@@ -7,7 +7,15 @@ public enum ItemKind: UInt8, Sendable, Hashable {
     case fifo = 3
     /// A unix socket's name (bind): no contents, never a document.
     case socket = 4
+    /// A character device node (mknod): inert on the `nodev` mount, its numbers in
+    /// `Item.deviceNumber`.
+    case characterDevice = 5
+    /// A block device node (mknod), as inert as a character device.
+    case blockDevice = 6
 
-    /// FIFOs and sockets: items that only name a kernel object, with no stored contents.
-    public var isSpecial: Bool { self == .fifo || self == .socket }
+    /// FIFOs, sockets and device nodes: items that only name a kernel object, with no stored
+    /// contents.
+    public var isSpecial: Bool { self == .fifo || self == .socket || isDevice }
+    /// Character and block device nodes.
+    public var isDevice: Bool { self == .characterDevice || self == .blockDevice }
 }

@@ -57,8 +57,9 @@ public struct StorageStatistics: Sendable {
 /// provider's defaults); implementing them in a provider has no effect on the mount.
 ///
 /// **Opt-in protocols** for what only some providers have: `ReplicaProvider` (a replica of a
-/// server: sync state, conflicts, status, retries, writers held against other replicas' changes)
-/// and `OnDemandProvider` (contents downloaded when opened, pins, eviction). The bridge finds them
+/// server: sync state, conflicts, status, retries, writers held against other replicas' changes),
+/// `OnDemandProvider` (contents downloaded when opened, pins, eviction), `SmallFileProvider` and
+/// `HardLinkProvider` (one item under several names). The bridge finds them
 /// with a cast when it starts; they have no defaults, so a provider that declares one and
 /// misspells or forgets a requirement does not compile. In this protocol, a requirement whose
 /// signature a provider mistypes is not picked up either — its default refuses, and the daemon's
@@ -130,8 +131,9 @@ public protocol Provider: AnyObject, Sendable {
     /// (`.readOnly`).
     func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
                             attributes: NewItemAttributes?) async throws(ProviderError) -> Item
-    /// Makes the name of a FIFO or a socket (`mknod`, `mkfifo`, a socket's `bind`): an item with
-    /// no contents (`kind` is `.fifo` or `.socket`, else `.invalidArgument`). The bridge calls it
+    /// Makes the name of a FIFO, a socket or a device node (`mknod`, `mkfifo`, a socket's `bind`):
+    /// an item with no contents (`kind.isSpecial`, else `.invalidArgument`; a device node keeps
+    /// `attributes.deviceNumber` and is never opened as a device, the mount being `nodev`). The bridge calls it
     /// for `mknod`; a provider that keeps no such items leaves the default, which refuses with
     /// `.notPermitted` (EPERM, as a filesystem without them answers).
     func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,

@@ -85,7 +85,7 @@ struct ContentTypeTable: Sendable {
         case .file: return fileType(forFilename: filename)
         case .folder: return detector.type(forFolderNamed: filename)
         case .symlink: return .symbolicLink
-        case .fifo, .socket: return .item
+        case .fifo, .socket, .characterDevice, .blockDevice: return .item
         }
     }
 
@@ -105,7 +105,7 @@ struct ContentTypeTable: Sendable {
             if let type = detector.type(forFilename: name) { item.contentType = type }
         case .folder:
             item.contentType = detector.type(forFolderNamed: name)
-        case .symlink, .fifo, .socket:
+        case .symlink, .fifo, .socket, .characterDevice, .blockDevice:
             return item
         }
         if registry.isViewOnly(item.contentType) {

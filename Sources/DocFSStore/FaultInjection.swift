@@ -18,6 +18,8 @@ import Synchronization
 ///     DOCFS_FAULT=upload-part:abort[@N]    a replica dies once the Nth pack is in the bucket and
 ///                                          its blocks recorded (the files' versions not yet on
 ///                                          PostgreSQL)
+///     DOCFS_FAULT=link-commit:abort[@N]    the store dies at the Nth link(2) before its journal
+///                                          entry (the new name, the item's count) is written
 ///     DOCFS_FAULT=pack-put:abort[@N]       a replica dies once the Nth pack is in the bucket and
 ///                                          before its blocks are recorded (a pack nothing names)
 ///     DOCFS_FAULT=upload-done:wait[@N]     a replica's Nth chunk of uploads is in the bucket and
@@ -31,6 +33,7 @@ package enum FaultInjection {
     package enum Point: String, Sendable {
         case importCommit = "import-commit"
         case modifyCommit = "modify-commit"
+        case linkCommit = "link-commit"
         case segmentAppend = "segment-append"
         case packPut = "pack-put"
         case uploadPart = "upload-part"

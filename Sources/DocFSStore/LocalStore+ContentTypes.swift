@@ -65,7 +65,7 @@ extension LocalStore {
             if !rule.admits(type, in: types.registry) { throw types.refusal(type, by: rule) }
         case .symlink:
             if !rule.admits(.symbolicLink, in: types.registry) { throw types.refusal(.symbolicLink, by: rule) }
-        case .fifo, .socket:
+        case .fifo, .socket, .characterDevice, .blockDevice:
             // Not documents: only a folder without a list of allowed types takes them.
             throw ProviderError(.typeNotAllowed, "FIFOs and sockets are not documents: the folder takes only \(rule.allowedList) (rule of /\(rule.path))")
         case .file:
@@ -116,7 +116,7 @@ extension LocalStore {
             case .symlink:
                 detection = Detection(type: .symbolicLink, source: .name)
                 if let rule, !rule.admits(.symbolicLink, in: types.registry) { throw types.refusal(.symbolicLink, by: rule) }
-            case .fifo, .socket:
+            case .fifo, .socket, .characterDevice, .blockDevice:
                 detection = Detection(type: .item, source: .name)
                 if let rule { try admit(named: record.item.filename, kind: record.item.kind, by: rule) }
             case .file:
@@ -193,7 +193,7 @@ extension LocalStore {
 
     private func checkTree(_ record: Record, by rule: ContentTypeTable.FolderRule, in tree: borrowing TreeState) throws(ProviderError) {
         switch record.item.kind {
-        case .fifo, .socket:
+        case .fifo, .socket, .characterDevice, .blockDevice:
             try admit(named: record.item.filename, kind: record.item.kind, by: rule)
         case .file, .symlink:
             if !rule.admits(record.item.contentType, in: types.registry) {
@@ -218,6 +218,14 @@ extension TreeState {
     /// An item as readers see it: a package reports the bytes of everything inside it as its
     /// documentSize (summed when asked, so it is always current).
     func presented(_ record: Record) -> Item {
+        // A name row reads as the item it names, under its own name and folder.
+        if let named = record.linkOf {
+            guard let target = self.record(named) else { return record.item }
+            var item = target.item
+            item.filename = record.item.filename
+            item.parentIdentifier = record.item.parentIdentifier
+            return item
+        }
         guard record.item.kind == .folder, record.item.contentType != .folder, record.row > LocalStore.trashRow else {
             return record.item
         }

@@ -14,7 +14,7 @@ extension LocalStore {
         switch found.kind {
         case .folder: throw ProviderError(.isDirectory, "\(path(of: identifier)) is a folder")
         case .symlink: throw ProviderError(.invalidArgument, "\(path(of: identifier)) is a symbolic link")
-        case .fifo, .socket: throw ProviderError(.invalidArgument, "\(path(of: identifier)) has no stored contents (a FIFO or socket)")
+        case .fifo, .socket, .characterDevice, .blockDevice: throw ProviderError(.invalidArgument, "\(path(of: identifier)) has no stored contents (a FIFO or socket)")
         case .file: break
         }
         let row = self.row(for: identifier)!
@@ -50,7 +50,7 @@ extension LocalStore {
                 guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
                 switch record.item.kind {
                 case .folder: throw ProviderError(.isDirectory, "\(tree.path(of: row)) is a folder")
-                case .symlink, .fifo, .socket: throw ProviderError(.invalidArgument, "\(tree.path(of: row)) is not a regular file")
+                case .symlink, .fifo, .socket, .characterDevice, .blockDevice: throw ProviderError(.invalidArgument, "\(tree.path(of: row)) is not a regular file")
                 case .file: return record
                 }
             }

@@ -87,7 +87,7 @@ extension LocalStore {
     /// FIFOs and sockets: items with no contents, never typed or validated as documents.
     package func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
                                   attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
-        guard kind.isSpecial else { throw ProviderError(.invalidArgument, "only FIFOs and sockets are special items") }
+        guard kind.isSpecial else { throw ProviderError(.invalidArgument, "only FIFOs, sockets and device nodes are special items") }
         return try createSync(name: name, parent: parent, kind: kind, target: nil, attributes: attributes)
     }
 
@@ -99,10 +99,11 @@ extension LocalStore {
             let parentRecord = try read { (tree) throws(ProviderError) in try checkedParent(tree, parentRow, parent, name: name) }
             let row = state.withLock { $0.nextRow }
             let now = FileTime.now()
-            let record = newRecord(row: row, parent: parentRecord, name: name, kind: kind,
+            var record = newRecord(row: row, parent: parentRecord, name: name, kind: kind,
                                    size: Int64(target?.utf8.count ?? 0), now: now, attributes: attributes, target: target)
+            if kind.isDevice { record.item.deviceNumber = attributes?.deviceNumber ?? 0 }
             let newParent = Self.touched(parentRecord, now: now)
-            try commit(database, saving: [record, newParent], "create \(kind == .folder ? "folder" : kind == .symlink ? "symbolic link" : kind == .fifo ? "FIFO" : "socket") \(name)")
+            try commit(database, saving: [record, newParent], "create \(kind == .folder ? "folder" : kind == .symlink ? "symbolic link" : kind == .fifo ? "FIFO" : kind.isDevice ? "device node" : "socket") \(name)")
             return state.withLock { tree -> Item in
                 tree.nextRow = max(tree.nextRow, row + 1)
                 tree.insert(record)

@@ -335,7 +335,7 @@ extension LocalStore {
         var fixes: [(row: Int64, size: Int64)] = []
         var orphans: [Int64] = []
         try database.inDatabase { db in
-            let cursor = try Row.fetchCursor(db, sql: "SELECT id, size FROM item WHERE kind = 0 AND absent = 0 ORDER BY id")
+            let cursor = try Row.fetchCursor(db, sql: "SELECT id, size FROM item WHERE kind = 0 AND absent = 0 AND linkOf IS NULL ORDER BY id")
             var next = 0
             while let row = try cursor.next() {
                 let id: Int64 = row[0]

@@ -94,6 +94,10 @@ extension LocalStore {
                 if existing.item.isFolder, !(tree.children[existingRow]?.isEmpty ?? true) {
                     throw ProviderError(.directoryNotEmpty, "cannot replace \(tree.path(of: existingRow)): the folder is not empty")
                 }
+                // One name of an item with several: only `moveName` (LocalStore+Links) removes it.
+                if existing.linkOf != nil || existing.item.linkCount > 1 {
+                    throw ProviderError(.busy, "\(tree.path(of: existingRow)) is one name of a file with several; replace it with moveName")
+                }
                 replaced = existing
             }
             var moved = record
@@ -153,11 +157,14 @@ extension LocalStore {
                 return (record, parentRecord)
             }
             let newParent = Self.touched(parentRecord, now: FileTime.now())
-            try commit(database, saving: [newParent], deleting: [row], "delete \(record.item.filename)")
+            // An item deleted for good goes under all its names (hard links, LocalStore+Links).
+            let names = record.item.linkCount > 1 ? try nameRows(of: row, database) : []
+            try commit(database, saving: [newParent], deleting: names + [row], "delete \(record.item.filename)")
             if record.item.kind == .file {
                 dropContents(row) { "the contents of deleted item \(row)" }
             }
             state.withLock { tree in
+                for name in names { tree.remove(name) }
                 tree.remove(row)
                 tree.replaceKeepingCounts(newParent)
             }

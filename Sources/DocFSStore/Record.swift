@@ -14,6 +14,10 @@ struct Record: Sendable {
     /// A replica's file: the server's object holding these very contents (nil: none known, e.g.
     /// changed here and not uploaded yet). An evicted file is downloaded from it.
     var remoteKey: String?
+    /// A name row (a hard link's second or later name): the row of the item it names. A name
+    /// row has its own place (`parent`, `item.filename`) and nothing else of its own: readers
+    /// see the named item under it (`TreeState.presented`).
+    var linkOf: Int64?
     /// Set while loading when the record was mended and must be written back.
     var needsSave = false
 

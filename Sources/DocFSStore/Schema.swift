@@ -13,6 +13,7 @@ enum Schema {
             """)
         try createItemTable(db, named: "item")
         try db.execute(sql: folderIndexSQL)
+        try db.execute(sql: "CREATE INDEX IF NOT EXISTS item_names ON item(linkOf) WHERE linkOf IS NOT NULL")
         try createXattrTable(db)
     }
 
@@ -44,7 +45,10 @@ enum Schema {
                 uid INTEGER NOT NULL DEFAULT 0,
                 gid INTEGER NOT NULL DEFAULT 0,
                 remoteKey TEXT,
-                absent INTEGER NOT NULL DEFAULT 0
+                absent INTEGER NOT NULL DEFAULT 0,
+                linkOf INTEGER,
+                links INTEGER NOT NULL DEFAULT 1,
+                rdev INTEGER NOT NULL DEFAULT 0
             );
             CREATE UNIQUE INDEX \(table)_parent_name ON \(table)(parent, name);
             """)
@@ -105,7 +109,10 @@ enum Schema {
 
     /// A replica's file adds `remoteKey` (the server's object with the same bytes as its current
     /// contents, nil when none is known) and `absent` (1: only on the server, downloaded on open).
-    static let columns = format2Columns + ", remoteKey, absent"
+    static let columns = contentColumns + ", linkOf, links, rdev"
+    /// The columns before hard links and device nodes (a journal an earlier docfs left).
+    static let contentColumns = format2Columns + ", remoteKey, absent"
+    static let contentColumnCount = 24
     static let format2Columns = "id, parent, name, kind, contentType, size, created, modified, lastUsed, tagData, favoriteRank, caps, contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms, trashedFrom, trashedName, changed, uid, gid"
     static let format2ColumnCount = 22
     /// Format 1's columns: a journal left by a crash of an older docfs holds rows in this shape,
@@ -131,6 +138,8 @@ enum Schema {
             item.changeTime.totalNanoseconds.databaseValue, Int64(item.ownerID).databaseValue,
             Int64(item.groupID).databaseValue, record.remoteKey.databaseValue,
             Int64(item.isDownloaded ? 0 : 1).databaseValue,
+            record.linkOf.databaseValue, Int64(item.linkCount).databaseValue,
+            Int64(bitPattern: item.deviceNumber).databaseValue,
         ]
     }
 
@@ -147,12 +156,18 @@ enum Schema {
         }
         // A journal an earlier docfs left (format 2's columns): the newer columns keep what they had.
         // Cached: every action runs this, and parsing it cost more than executing it.
-        try db.cachedStatement(sql: values.count == format2ColumnCount ? format2UpsertSQL : upsertSQL)
+        let sql = switch values.count {
+        case format2ColumnCount: format2UpsertSQL
+        case contentColumnCount: contentUpsertSQL
+        default: upsertSQL
+        }
+        try db.cachedStatement(sql: sql)
             .execute(arguments: StatementArguments(values))
     }
 
     static let upsertSQL = upsertSQL(columns)
     static let format2UpsertSQL = upsertSQL(format2Columns)
+    static let contentUpsertSQL = upsertSQL(contentColumns)
 
     /// INSERT … ON CONFLICT(id) DO UPDATE of every named column but `id`.
     private static func upsertSQL(_ names: String) -> String {
@@ -189,10 +204,13 @@ enum Schema {
         item.accessTime = lastUsed.map { FileTime(totalNanoseconds: $0) }
         item.changeTime = FileTime(totalNanoseconds: row[19])
         item.isDownloaded = (row[23] as Int64? ?? 0) == 0
+        item.linkCount = max(Int(row[25] as Int64? ?? 1), 1)
+        item.deviceNumber = UInt64(bitPattern: row[26] as Int64? ?? 0)
         var record = Record(row: id, parent: parent, item: item,
                             contentsPolicy: contentsCaps.map { Capabilities(rawValue: UInt32(truncatingIfNeeded: $0)) },
                             trashedFrom: row[17], trashedName: row[18])
         record.remoteKey = row[22]
+        record.linkOf = row[24]
         return record
     }
 }
@@ -214,6 +232,12 @@ extension Schema {
         let names = Set(try Row.fetchAll(db, sql: "PRAGMA table_info(item)").map { $0["name"] as String })
         if !names.contains("remoteKey") { try db.execute(sql: "ALTER TABLE item ADD COLUMN remoteKey TEXT") }
         if !names.contains("absent") { try db.execute(sql: "ALTER TABLE item ADD COLUMN absent INTEGER NOT NULL DEFAULT 0") }
+        // Hard links (a name row's `linkOf` is the item it names; `links` counts an item's names)
+        // and device nodes' numbers (`rdev`).
+        if !names.contains("linkOf") { try db.execute(sql: "ALTER TABLE item ADD COLUMN linkOf INTEGER") }
+        if !names.contains("links") { try db.execute(sql: "ALTER TABLE item ADD COLUMN links INTEGER NOT NULL DEFAULT 1") }
+        if !names.contains("rdev") { try db.execute(sql: "ALTER TABLE item ADD COLUMN rdev INTEGER NOT NULL DEFAULT 0") }
+        try db.execute(sql: "CREATE INDEX IF NOT EXISTS item_names ON item(linkOf) WHERE linkOf IS NOT NULL")
     }
 
     static let folderIndexSQL = "CREATE INDEX IF NOT EXISTS item_folders ON item(parent) WHERE kind = 1"

@@ -21,6 +21,8 @@ package struct StoreCheckReport: Sendable {
         case sequence           // the identifier sequence is behind the largest identifier
         case journal            // the journal holds changes that cannot be applied (set aside by a repair)
         case segment            // a segment (small files' bytes) unreadable from some offset on (cut there by a repair)
+        case danglingName       // a hard link's name row naming no item (or a folder, or another name)
+        case linkCount          // an item whose count of names is not the names it has
     }
 
     /// One problem: its kind and a line naming the item or file.
@@ -44,8 +46,10 @@ package struct StoreCheckReport: Sendable {
     package var files = 0
     /// Symbolic-link items.
     package var symlinks = 0
-    /// FIFOs and sockets.
+    /// FIFOs, sockets and device nodes.
     package var special = 0
+    /// Hard links' further names (name rows): a file with two names counts one file and one name.
+    package var names = 0
     /// Content files in `contents/` that belong to a file item.
     package var contentFiles = 0
     /// Small files whose bytes a segment holds (`segments/`).
@@ -58,7 +62,7 @@ package struct StoreCheckReport: Sendable {
 
     /// One line: how many items of each kind, content files and bytes.
     package var summary: String {
-        "\(folders + files + symlinks) items (\(folders) folders with root and trash, \(files) files, \(symlinks) symbolic links), "
+        "\(folders + files + symlinks) items (\(folders) folders with root and trash, \(files) files, \(symlinks) symbolic links\(names > 0 ? ", \(names) further names of hard-linked items" : "")), "
             + "\(contentFiles) content files, \(segmentFiles > 0 ? "\(segmentFiles) files in segments, " : "")\(contentBytes) bytes"
     }
 }

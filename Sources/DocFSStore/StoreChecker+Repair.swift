@@ -54,6 +54,7 @@ extension StoreChecker {
         let contentsPath = path + "/" + LocalStore.contentsName
         for row in records.keys.sorted() where row > LocalStore.trashRow {
             let record = records[row]!
+            if record.linkOf != nil { continue }  // a name: its item has the contents
             switch record.item.kind {
             case .file where !record.item.isDownloaded:
                 break  // a replica's file on the server only: no content file to check
@@ -90,6 +91,9 @@ extension StoreChecker {
             default: break
             }
         }
+
+        // Hard links: names of no item go, every item counts its names.
+        done += mendLinks(&records, saving: &saving, deleting: &deleting)
 
         // Items not below the root or the trash go to /lost+found.
         var lostRow: Int64?
@@ -193,7 +197,7 @@ extension StoreChecker {
         // Files, after the rows are committed: orphan content files, staged leftovers, and the
         // contents of the rows just removed.
         for row in deleting { filesToRemove.append(contentsPath + "/" + String(row)) }
-        let fileRows = Set(records.values.filter { $0.item.kind == .file }.map(\.row))
+        let fileRows = Set(records.values.filter { $0.item.kind == .file && $0.linkOf == nil }.map(\.row))
         for name in (try? directoryEntries(contentsPath)) ?? [] {
             if let row = Int64(name), String(row) == name, fileRows.contains(row) { continue }
             let filePath = contentsPath + "/" + name

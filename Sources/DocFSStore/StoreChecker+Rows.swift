@@ -35,17 +35,21 @@ extension StoreChecker {
         var found = report
         do {
             try queue.inDatabase { db in
-                let rows = try Row.fetchCursor(db, sql: "SELECT id, parent, name, kind, symlinkTarget FROM item ORDER BY parent, name")
+                let rows = try Row.fetchCursor(db, sql: "SELECT id, parent, name, kind, symlinkTarget, linkOf FROM item ORDER BY parent, name")
                 while let next = try rows.next() {
                     let row: Int64 = next[0]
                     let parentValue: Int64? = next[1]
                     let name: String = next[2]
                     let kind = UInt8(clamping: next[3] as Int)
-                    switch ItemKind(rawValue: kind) ?? .file {
-                    case .folder: found.folders += 1
-                    case .file: found.files += 1
-                    case .symlink: found.symlinks += 1
-                    case .fifo, .socket: found.special += 1
+                    if (next[5] as Int64?) != nil {
+                        found.names += 1
+                    } else {
+                        switch ItemKind(rawValue: kind) ?? .file {
+                        case .folder: found.folders += 1
+                        case .file: found.files += 1
+                        case .symlink: found.symlinks += 1
+                        case .fifo, .socket, .characterDevice, .blockDevice: found.special += 1
+                        }
                     }
                     if row == LocalStore.rootRow || row == LocalStore.trashRow { continue }
                     guard let parent = parentValue else {

@@ -179,7 +179,8 @@ package enum StoreChecker {
                 try checkDatabase(db, path: path)
                 let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") ?? 0
                 index.items.reserveCapacity(count)
-                let rows = try Row.fetchCursor(db, sql: "SELECT id, parent, kind, absent FROM item")
+                // A name row (a hard link's further name) has no contents of its own: kind 255 here.
+                let rows = try Row.fetchCursor(db, sql: "SELECT id, parent, CASE WHEN linkOf IS NULL THEN kind ELSE 255 END, absent FROM item")
                 while let row = try rows.next() {
                     let parent: Int64? = row[1]
                     index.items[row[0]] = Slim(parent: parent ?? -1, kind: UInt8(clamping: row[2] as Int),
@@ -209,6 +210,7 @@ package enum StoreChecker {
         try checkRows(queue, index, path: path, into: &report)
         progress?("checking the content files of \(index.items.count) item(s)")
         try checkContentFiles(queue, &index, path: path, into: &report)
+        try checkLinks(queue, path: path, into: &report)
         progress?("checking staging/ and attributes")
         checkStaging(path: path, into: &report)
         checkReferences(index, into: &report)

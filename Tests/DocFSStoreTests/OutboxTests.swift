@@ -16,6 +16,28 @@ final class OutboxTests: StoreTestCase {
         store = try LocalStore.open(at: storeURL, logger: logger)
     }
 
+    /// Until the server keeps several names for one item, a replica refuses a hard link with one
+    /// clear reason (EPERM) and leaves nothing behind; device nodes stay local, as FIFOs do.
+    func testAReplicaRefusesLinksAndKeepsDeviceNodesLocal() async throws {
+        try makeReplica()
+        let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: .rootContainer)
+        let before = try store.outboxEntries(limit: 100).count
+        do {
+            _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: .rootContainer, name: "b.txt")
+            XCTFail("a replica made a hard link")
+        } catch {
+            XCTAssertEqual(error.code, .notPermitted)
+            XCTAssertEqual(error.errno, EPERM)
+            XCTAssertTrue(error.reason.contains("not replicated"), error.reason)
+        }
+        var attributes = NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o600)
+        attributes.deviceNumber = 0x0103
+        _ = try await store.createSpecialItem(withName: "null", kind: .characterDevice, inParentItemIdentifier: .rootContainer,
+                                              attributes: attributes)
+        XCTAssertEqual(try store.outboxEntries(limit: 100).count, before, "neither leaves an entry for the server")
+        XCTAssertEqual(try store.enumerateItems(in: .rootContainer).map(\.filename), ["a.txt", "null"])
+    }
+
     private func summary(_ entries: [OutboxEntry]) -> [String] {
         entries.map { "\($0.kind.rawValue) \($0.name ?? "")" }
     }

@@ -330,6 +330,7 @@ def user_call(op, p, q, mode, data):
         "unlink": lambda: os.unlink(p),
         "rmdir": lambda: os.rmdir(p),
         "rename": lambda: os.rename(p, q),
+        "link": lambda: os.link(p, q),
         "write": write,
         "truncate": lambda: os.truncate(p, len(data)),
         "read": lambda: read_all(p),
@@ -345,7 +346,7 @@ def user_call(op, p, q, mode, data):
     }[op]
 
 
-USER_OPS = ["create", "mkdir", "mkfifo", "symlink", "unlink", "rmdir", "rename", "write", "truncate", "read",
+USER_OPS = ["create", "mkdir", "mkfifo", "symlink", "unlink", "rmdir", "rename", "link", "write", "truncate", "read",
             "listdir", "stat", "access W_OK", "chmod", "chgrp 2001", "chown 2002", "utime now", "utime explicit",
             "setxattr"]
 
@@ -453,6 +454,10 @@ class DocfsModel(RuleBasedStateMachine):
     @rule(path=paths)
     def unlink(self, path):
         self.both("unlink %s" % path, lambda r: os.unlink(os.path.join(r, path)))
+
+    @rule(src=paths, dst=paths)
+    def link(self, src, dst):
+        self.both("link %s -> %s" % (src, dst), lambda r: os.link(os.path.join(r, src), os.path.join(r, dst)))
 
     @rule(path=paths, link=st.sampled_from(["a", "../b", "c/a", "/nowhere", "x y"]))
     def symlink(self, path, link):
@@ -583,7 +588,7 @@ class DocfsModel(RuleBasedStateMachine):
     def snapshot(root):
         """{path: (type, ..., "mode uid:gid mtime")}: the mtime exactly when it is one set
         explicitly (before RECENT_NS), else "recent"; not atimes, not ctimes."""
-        tree = {}
+        tree, names, nlinks = {}, {}, {}
         todo = [root]
         while todo:
             d = todo.pop()
@@ -606,6 +611,13 @@ class DocfsModel(RuleBasedStateMachine):
                     tree[rel] = ("file", st_.st_size, data, meta)
                 else:
                     tree[rel] = ("other %o" % stat.S_IFMT(st_.st_mode), meta)
+                if not stat.S_ISDIR(st_.st_mode):
+                    names.setdefault(st_.st_ino, []).append(rel)
+                    nlinks[rel] = st_.st_nlink
+        # Hard links: each name carries its link count and the other names of its inode.
+        for group in names.values():
+            for rel in group:
+                tree[rel] = tree[rel] + ("nlink=%d" % nlinks[rel], tuple(sorted(n for n in group if n != rel)))
         return tree
 
     @invariant()
@@ -621,7 +633,7 @@ class DocfsModel(RuleBasedStateMachine):
             for key in sorted(set(expected) | set(got)):
                 e, g = expected.get(key), got.get(key)
                 if e != g:
-                    short = lambda v: v if v is None or v[0] != "file" else ("file", v[1], v[2][:16], v[3])
+                    short = lambda v: v if v is None or v[0] != "file" else ("file", v[1], v[2][:16]) + v[3:]
                     diff.append("  %s: local %r, docfs %r" % (key, short(e), short(g)))
             raise AssertionError("trees differ:\n" + "\n".join(diff) + "\nlog tail:\n" + self.mount.tail())
 
@@ -663,7 +675,7 @@ def test_docfs_behaves_like_a_local_filesystem(mount):
         print("\nmodel test (%s, %s): %d operations, %d tree comparisons, %d remounts in %d sequences, %.1f s%s" % (
             PROFILE, PROVIDER, STATS["operations"], STATS["compares"], STATS["remounts"], STATS["examples"], time.monotonic() - started,
             " (%d more skipped: MODEL_BUDGET=%gs reached)" % (STATS["skipped"], BUDGET) if STATS["skipped"] else ""))
-    new = ["chmod", "chown", "lchown", "utimensat", "mkfifo", "as uid 2001", "as uid 2002"]
+    new = ["chmod", "chown", "lchown", "utimensat", "mkfifo", "link", "as uid 2001", "as uid 2002"]
     print("  of them: " + ", ".join("%s %d" % (k, STATS["by_kind"].get(k, 0)) for k in new))
     assert STATS["operations"] > 0, "the model test ran no operations"
     assert STATS["lost_mounts"] == 0, "the mount was gone %d times at the start of a sequence; log tail:\n%s" % (

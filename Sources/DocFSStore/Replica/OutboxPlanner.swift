@@ -24,7 +24,7 @@ enum OutboxPlanner {
         case .file: return .file
         case .folder: return .directory
         case .symlink: return .symlink
-        case .fifo, .socket: return nil
+        case .fifo, .socket, .characterDevice, .blockDevice: return nil
         }
     }
 
