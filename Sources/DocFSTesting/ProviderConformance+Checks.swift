@@ -14,7 +14,7 @@ extension ConformanceRun {
             for name in ["a new file is the provider's", "identifiers stay across renames and moves",
                          "a refusal leaves nothing half-done", "a change the provider signals shows through the kernel's caches",
                          "a refused modification keeps the old version", "the trash round trip keeps the item",
-                         "extended attributes round trip"] {
+                         "extended attributes round trip", "hard links share one item"] {
                 check(name) { throw CheckStop.skipped("no folder allows adding: a read-only tree") }
             }
             return
@@ -27,6 +27,7 @@ extension ConformanceRun {
         check("a refused modification keeps the old version", refusedModificationKeepsOld)
         check("the trash round trip keeps the item") { try trashRoundTrip(in: folder) }
         check("extended attributes round trip") { try extendedAttributes(in: folder) }
+        check("hard links share one item") { try hardLinks(in: folder) }
         removeWhatThisRunMade(in: folder)
     }
 
@@ -221,6 +222,25 @@ extension ConformanceRun {
         try expect(X.set(m(path), name, value, flags: X.createOnly) == -1 && errno == EEXIST, "XATTR_CREATE over an attribute: not EEXIST")
         try expect(X.remove(m(path), name) == 0, "removexattr: \(Self.errnoName(errno))")
         try expect(X.get(m(path), name) == nil && errno == ENODATA, "a removed attribute: not ENODATA")
+    }
+
+    /// A `HardLinkProvider`: a second name is the same inode and item, counted in both names'
+    /// `st_nlink`; a write through one reads through the other; each name goes alone.
+    func hardLinks(in folder: (path: String, item: Item)) throws {
+        guard provider is any HardLinkProvider else { throw CheckStop.skipped("not a HardLinkProvider: link(2) is refused") }
+        let first = folder.path + "/" + tag + "-link-a.txt", second = folder.path + "/" + tag + "-link-b.txt"
+        try expect(writeFile(first, Array("one".utf8)) == 0, "write \(first)")
+        try expect(link(m(first), m(second)) == 0, "link: \(Self.errnoName(errno))")
+        guard let a = lstatus(first), let b = lstatus(second) else { throw CheckStop.failed("a name is missing after link") }
+        try expect(a.st_ino == b.st_ino && a.st_nlink == 2 && b.st_nlink == 2, "inodes \(a.st_ino)/\(b.st_ino), link counts \(a.st_nlink)/\(b.st_nlink)")
+        try expect(childIdentifier(tag + "-link-a.txt", in: folder.item.identifier) == childIdentifier(tag + "-link-b.txt", in: folder.item.identifier),
+                   "the two names are two items at the provider")
+        try expect(writeFile(second, Array("two, through the second name".utf8)) == 0, "write through \(second)")
+        try expect(try readAll(first) == Array("two, through the second name".utf8), "the first name does not read what the second wrote")
+        try expect(unlink(m(first)) == 0, "unlink \(first): \(Self.errnoName(errno))")
+        try expect(lstatus(second)?.st_nlink == 1 && (try? readAll(second)) == Array("two, through the second name".utf8),
+                   "the other name did not stay whole with one link")
+        try expect(link(m(folder.path), m(folder.path + "/" + tag + "-folder-link")) == -1 && errno == EPERM, "a folder's link: not EPERM")
     }
 
     /// Removes the names this run made (deepest first), through the mount.

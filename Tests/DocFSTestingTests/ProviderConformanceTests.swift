@@ -29,7 +29,7 @@ final class ProviderConformanceTests: XCTestCase {
 
     let writingChecks = ["a new file is the provider's", "identifiers stay across renames and moves", "a refusal leaves nothing half-done",
                          "a change the provider signals shows through the kernel's caches", "a refused modification keeps the old version",
-                         "the trash round trip keeps the item", "extended attributes round trip"]
+                         "the trash round trip keeps the item", "extended attributes round trip", "hard links share one item"]
 
     func assertRan(_ report: ProviderConformance.Report, skipping skipped: Set<String>, file: StaticString = #filePath, line: UInt = #line) {
         XCTAssert(report.passed, "\n\(report)", file: file, line: line)
