@@ -21,7 +21,7 @@ extension Bridge {
                          passthroughFrom fd: Int32? = nil) throws(Failure) -> Int32? {
         let node = file.node
         let backing = try attempt(.ino(node.ino)) { () throws(ProviderError) in
-            try passthrough.admit(ino: node.ino, backing: fd, othersOpen: { [inodes] in
+            try passthrough.admit(ino: node.ino, backing: fd, reading: !file.writable, othersOpen: { [inodes] in
                 // A staged copy (readers must see it) or another handle (served by the daemon).
                 inodes.openCount(node) > 0 || node.sessionLock.withLock { node.session != nil }
             }, retain: { [inodes] in inodes.retainOpen(node) }, log: log)
@@ -93,11 +93,13 @@ extension Bridge {
                 // A file still being copied in: every handle shares its staging file.
                 guard stagedStat(node) != nil else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
                 if truncating { try truncate(staged: node, to: 0) }
-                try install(OpenFile(node: node, readFD: -1, writable: writing), in: fi)
-                reply.open(fi)
+                let backing = try install(OpenFile(node: node, readFD: -1, writable: writing), in: fi)
+                answerOpen(reply, fi, backing: backing)
                 return
             }
             if item.kind == .folder { throw Failure(ProviderError(.isDirectory), .item(item.identifier)) }
+            // Set when the handle joins passthrough readers, or goes passthrough itself.
+            var backing: Int32?
             try attempt(.item(item.identifier)) { () throws(ProviderError) in
                 if accmode != O_WRONLY { try CapabilityCheck.read(item) }
                 if writing { try CapabilityCheck.write(item) }
@@ -106,7 +108,7 @@ extension Bridge {
                 // Passthrough readers still open would make the kernel refuse this handle: wait
                 // for them (or EBUSY) before a staged copy is made.
                 try attempt(.item(item.identifier)) { () throws(ProviderError) in
-                    _ = try passthrough.admit(ino: node.ino, backing: nil as Int32?, othersOpen: { true }, retain: {}, log: log)
+                    _ = try passthrough.admit(ino: node.ino, backing: nil as Int32?, reading: false, othersOpen: { true }, retain: {}, log: log)
                 }
                 try beginWriting(node, item: item, truncating: truncating)
                 try install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
@@ -124,7 +126,7 @@ extension Bridge {
             } else if let smallFiles,
                       let slice = try attempt(.item(item.identifier), { () throws(ProviderError) in try smallFiles.openStoredSlice(of: item.identifier) }) {
                 // A small file kept inside a larger one (the store's segments): read in place.
-                try install(OpenFile(node: node, readFD: slice.fd, writable: false, window: slice.offset..<(slice.offset + Int64(slice.length))), in: fi)
+                backing = try install(OpenFile(node: node, readFD: slice.fd, writable: false, window: slice.offset..<(slice.offset + Int64(slice.length))), in: fi)
                 fi.pointee.noflush = 1
                 prefetch?.opened(item)
             } else {
@@ -134,19 +136,24 @@ extension Bridge {
                 }
                 let file = OpenFile(node: node, readFD: opened.fd, writable: false, arrival: opened.arrival, reading: item.identifier)
                 // Contents all here: the kernel may read them itself.
-                let backing = try install(file, in: fi, passthroughFrom: opened.arrival == nil ? opened.fd : nil)
+                backing = try install(file, in: fi, passthroughFrom: opened.arrival == nil ? opened.fd : nil)
                 // Closing a reader of a stored file has nothing to do (flush answers at once), so
                 // spare close() that round trip. The kernel still flushes under writeback cache.
                 fi.pointee.noflush = 1
                 prefetch?.opened(item)
-                if let backing {
-                    passthrough.replyOpen(reply, fi, backingID: backing)
-                    return
-                }
             }
-            reply.open(fi)
+            answerOpen(reply, fi, backing: backing)
         } catch {
             reply.error(report("open", error))
+        }
+    }
+
+    /// The open reply: with FOPEN_PASSTHROUGH and the backing id for a passthrough handle.
+    private func answerOpen(_ reply: consuming Reply, _ fi: UnsafeMutablePointer<fuse_file_info>, backing: Int32?) {
+        if let backing {
+            passthrough.replyOpen(reply, fi, backingID: backing)
+        } else {
+            reply.open(fi)
         }
     }
 

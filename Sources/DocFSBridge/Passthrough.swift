@@ -84,11 +84,12 @@ final class Passthrough: @unchecked Sendable {
 
     /// Admits a new handle on `ino` and counts it with `retain` (under the lock, so that no two
     /// opens decide apart). `backing`: a descriptor on the stored contents the handle may read
-    /// through the kernel, or nil for a handle the daemon serves. `othersOpen` says whether the
-    /// node has other handles (which are then the daemon's). Returns the backing id to put in the
-    /// open reply, or nil. Throws EBUSY for a handle the daemon must serve while passthrough
-    /// readers stay open.
-    func admit(ino: UInt64, backing: Int32?, othersOpen: () -> Bool, retain: () -> Void,
+    /// through the kernel, or nil for a handle the daemon serves. `reading`: a read-only handle,
+    /// which joins passthrough readers already there (reading the contents they opened) rather
+    /// than wait. `othersOpen` says whether the node has other handles (which are then the
+    /// daemon's). Returns the backing id to put in the open reply, or nil. Throws EBUSY for a
+    /// handle the daemon must serve while passthrough readers stay open.
+    func admit(ino: UInt64, backing: Int32?, reading: Bool, othersOpen: () -> Bool, retain: () -> Void,
                log: Logger) throws(ProviderError) -> Int32? {
         // Never negotiated: nothing to decide. Refused later: handles the daemon serves still
         // wait for the passthrough readers admitted before.
@@ -97,7 +98,7 @@ final class Passthrough: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         if let existing = backings[ino] {
-            if backing != nil {
+            if reading {
                 backings[ino] = (existing.id, existing.handles + 1)
                 retain()
                 return existing.id

@@ -51,6 +51,11 @@ final class PassthroughMountTests: MountTestCase {
         for _ in 0..<2 {
             XCTAssertEqual(fx.sh("cmp \(fx.src)/big.bin \(fx.m("big.bin"))").status, 0)
         }
+        // Readers at the same time share the backing file.
+        let held = open(fx.m("big.bin"), O_RDONLY)
+        XCTAssertGreaterThanOrEqual(held, 0)
+        XCTAssertEqual(fx.sh("cmp \(fx.src)/big.bin \(fx.m("big.bin"))").status, 0)
+        close(held)
         // Random reads and a mapping go to the backing file too.
         let r = fx.sh("""
             python3 -c '
