@@ -12,10 +12,25 @@ extension Bridge {
         return Unmanaged<OpenFile>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(fi.pointee.fh))!).takeUnretainedValue()
     }
 
-    private func install(_ file: OpenFile, in fi: UnsafeMutablePointer<fuse_file_info>) {
-        inodes.retainOpen(file.node)
+    /// Counts the handle and puts it in `fi`. `passthroughFrom`: a descriptor on the stored
+    /// contents the kernel may read itself (`Passthrough.admit` decides); returns the backing id
+    /// for the open reply then. Throws EBUSY for a handle the daemon must serve while the file's
+    /// passthrough readers stay open.
+    @discardableResult
+    private func install(_ file: OpenFile, in fi: UnsafeMutablePointer<fuse_file_info>,
+                         passthroughFrom fd: Int32? = nil) throws(Failure) -> Int32? {
+        let node = file.node
+        let backing = try attempt(.ino(node.ino)) { () throws(ProviderError) in
+            try passthrough.admit(ino: node.ino, backing: fd, reading: !file.writable, othersOpen: { [inodes] in
+                // A staged copy (readers must see it) or another handle (served by the daemon).
+                inodes.openCount(node) > 0 || node.sessionLock.withLock { node.session != nil }
+            }, retain: { [inodes] in inodes.retainOpen(node) }, log: log)
+        }
+        file.passthrough = backing != nil
         fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(file).toOpaque()))
-        fi.pointee.keep_cache = options.keepCache ? 1 : 0
+        // The kernel takes no page-cache flags with passthrough.
+        fi.pointee.keep_cache = options.keepCache && backing == nil ? 1 : 0
+        return backing
     }
 
     func create(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t,
@@ -40,7 +55,7 @@ extension Bridge {
             }
             let node = inodes.addCopyIn(copyIn)
             node.sessionLock.withLock { node.session = session }
-            install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
+            try install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
             var e = fuse_entry_param()
             e.ino = node.ino
             e.generation = InodeTable.generation
@@ -78,18 +93,25 @@ extension Bridge {
                 // A file still being copied in: every handle shares its staging file.
                 guard stagedStat(node) != nil else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
                 if truncating { try truncate(staged: node, to: 0) }
-                install(OpenFile(node: node, readFD: -1, writable: writing), in: fi)
-                reply.open(fi)
+                let backing = try install(OpenFile(node: node, readFD: -1, writable: writing), in: fi)
+                answerOpen(reply, fi, backing: backing)
                 return
             }
             if item.kind == .folder { throw Failure(ProviderError(.isDirectory), .item(item.identifier)) }
+            // Set when the handle joins passthrough readers, or goes passthrough itself.
+            var backing: Int32?
             try attempt(.item(item.identifier)) { () throws(ProviderError) in
                 if accmode != O_WRONLY { try CapabilityCheck.read(item) }
                 if writing { try CapabilityCheck.write(item) }
             }
             if writing {
+                // Passthrough readers still open would make the kernel refuse this handle: wait
+                // for them (or EBUSY) before a staged copy is made.
+                try attempt(.item(item.identifier)) { () throws(ProviderError) in
+                    _ = try passthrough.admit(ino: node.ino, backing: nil as Int32?, reading: false, othersOpen: { true }, retain: {}, log: log)
+                }
                 try beginWriting(node, item: item, truncating: truncating)
-                install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
+                try install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
                 // O_TRUNC changes the contents even if nothing is written after it.
                 if truncating, let change = setIDToDrop(item, writer: caller) {
                     let opened = fi.pointee
@@ -104,7 +126,7 @@ extension Bridge {
             } else if let smallFiles,
                       let slice = try attempt(.item(item.identifier), { () throws(ProviderError) in try smallFiles.openStoredSlice(of: item.identifier) }) {
                 // A small file kept inside a larger one (the store's segments): read in place.
-                install(OpenFile(node: node, readFD: slice.fd, writable: false, window: slice.offset..<(slice.offset + Int64(slice.length))), in: fi)
+                backing = try install(OpenFile(node: node, readFD: slice.fd, writable: false, window: slice.offset..<(slice.offset + Int64(slice.length))), in: fi)
                 fi.pointee.noflush = 1
                 prefetch?.opened(item)
             } else {
@@ -112,15 +134,26 @@ extension Bridge {
                     if let onDemand { return try onDemand.openContentsForReading(of: item.identifier) }
                     return OpenedContents(fd: try provider.openContents(of: item.identifier))
                 }
-                install(OpenFile(node: node, readFD: opened.fd, writable: false, arrival: opened.arrival, reading: item.identifier), in: fi)
+                let file = OpenFile(node: node, readFD: opened.fd, writable: false, arrival: opened.arrival, reading: item.identifier)
+                // Contents all here: the kernel may read them itself.
+                backing = try install(file, in: fi, passthroughFrom: opened.arrival == nil ? opened.fd : nil)
                 // Closing a reader of a stored file has nothing to do (flush answers at once), so
                 // spare close() that round trip. The kernel still flushes under writeback cache.
                 fi.pointee.noflush = 1
                 prefetch?.opened(item)
             }
-            reply.open(fi)
+            answerOpen(reply, fi, backing: backing)
         } catch {
             reply.error(report("open", error))
+        }
+    }
+
+    /// The open reply: with FOPEN_PASSTHROUGH and the backing id for a passthrough handle.
+    private func answerOpen(_ reply: consuming Reply, _ fi: UnsafeMutablePointer<fuse_file_info>, backing: Int32?) {
+        if let backing {
+            passthrough.replyOpen(reply, fi, backingID: backing)
+        } else {
+            reply.open(fi)
         }
     }
 
@@ -274,6 +307,7 @@ extension Bridge {
     func release(_ reply: consuming Reply, _ fi: UnsafeMutablePointer<fuse_file_info>) {
         guard let file = Bridge.handle(fi) else { reply.ok(); return }
         Unmanaged.passUnretained(file).release()
+        if file.passthrough { passthrough.released(ino: file.node.ino) }
         if let reading = file.reading { onDemand?.contentsClosed(of: reading) }
         let node = file.node
         let last = inodes.releaseOpen(node)

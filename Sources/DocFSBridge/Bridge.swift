@@ -28,6 +28,8 @@ package final class Bridge: @unchecked Sendable {
     /// nil unless `options.inodeLimit` is set.
     let entryLimit: KernelEntryLimit?
     let initNegotiation = InitNegotiation()
+    /// The kernel's passthrough for stored contents (`-o passthrough=off`: never asked for).
+    let passthrough: Passthrough
     let prefetch: SiblingPrefetch?
     /// Requests, latencies, bytes and refusals for `-o metrics`; nil (nothing counted) without it.
     package let stats: RequestStats?
@@ -49,6 +51,7 @@ package final class Bridge: @unchecked Sendable {
         self.attributes = Attributes()
         self.prefetch = options.prefetch ? SiblingPrefetch(provider: provider) : nil
         self.stats = options.requestStats ? RequestStats() : nil
+        self.passthrough = Passthrough(wanted: options.passthrough)
         observeProviderChanges()
     }
 

@@ -42,5 +42,9 @@ public struct BridgeOptions: Sendable {
     /// Count requests by operation with their latency, bytes read and written, and refusals
     /// (`-o metrics`; `ProviderMount.requestStats`). Off, a request costs nothing more.
     public var requestStats: Bool = false
+    /// Let the kernel read stored contents itself for files opened read-only (FUSE passthrough,
+    /// Linux 6.9+ and CAP_SYS_ADMIN; `-o passthrough=off`). Without the kernel's offer or the
+    /// capability, reads go through the daemon (said once in the log). See `Passthrough`.
+    public var passthrough: Bool = true
     public init() {}
 }

@@ -1,5 +1,6 @@
 import CFuse
 import Glibc
+import Synchronization
 import DocFSProvider
 
 /// A mounted FUSE session serving one Bridge: mount, run the multithreaded loop, unmount.
@@ -48,6 +49,7 @@ package final class FuseSession {
             throw ProviderError(.ioError, "could not mount at \(mountpoint) (see the message above from libfuse)")
         }
         mounted = true
+        bridge.passthrough.deviceFD.store(fuse_session_fd(session), ordering: .relaxed)
         // The same descriptor, read and written through InitNegotiation (see there for why). Only
         // a speed-up: if libfuse refused, its own read/writev serve as before.
         var io = InitNegotiation.customIO()

@@ -1,5 +1,6 @@
 import CFuse
 import Glibc
+import Logging
 import Synchronization
 
 /// Asks the kernel for `FUSE_HANDLE_KILLPRIV_V2`, which libfuse 3.14 cannot ask for.
@@ -25,6 +26,9 @@ import Synchronization
 final class InitNegotiation: Sendable {
     /// The INIT request's unique id while its reply is pending, else 0 (no request has id 0).
     private let pendingInit = Atomic<UInt64>(0)
+    /// What the kernel offered: FUSE_HANDLE_KILLPRIV_V2, FUSE_PASSTHROUGH.
+    private let offeredKillPriv = Atomic<Bool>(false)
+    private let offeredPassthrough = Atomic<Bool>(false)
     /// Whether the INIT reply carried the flag.
     let granted = Atomic<Bool>(false)
 
@@ -37,13 +41,18 @@ final class InitNegotiation: Sendable {
               buf.loadUnaligned(fromByteOffset: 4, as: UInt32.self) == FUSE_INIT.rawValue else { return }
         let major = buf.loadUnaligned(fromByteOffset: headerSize, as: UInt32.self)
         let offered = buf.loadUnaligned(fromByteOffset: headerSize + 12, as: UInt32.self)
-        guard major == 7, offered & UInt32(FUSE_HANDLE_KILLPRIV_V2) != 0 else { return }
+        guard major == 7 else { return }
+        // flags2 (the upper half of the 64 flags) counts only with FUSE_INIT_EXT.
+        let offered2 = offered & UInt32(FUSE_INIT_EXT) != 0 && length >= headerSize + 20
+            ? buf.loadUnaligned(fromByteOffset: headerSize + 16, as: UInt32.self) : 0
+        offeredKillPriv.store(offered & UInt32(FUSE_HANDLE_KILLPRIV_V2) != 0, ordering: .relaxed)
+        offeredPassthrough.store(offered2 & Passthrough.ABI.initFlag2 != 0, ordering: .relaxed)
         pendingInit.store(buf.loadUnaligned(fromByteOffset: 8, as: UInt64.self), ordering: .relaxed)
     }
 
     /// Called with each reply before it is written; amends the INIT reply. True for that reply.
     @inline(__always) @discardableResult
-    func amendReply(_ iov: UnsafeMutablePointer<iovec>, count: Int32) -> Bool {
+    func amendReply(_ iov: UnsafeMutablePointer<iovec>, count: Int32, passthrough: Passthrough? = nil, log: Logger? = nil) -> Bool {
         let pending = pendingInit.load(ordering: .relaxed)
         guard pending != 0, count >= 2, let header = iov[0].iov_base,
               iov[0].iov_len >= MemoryLayout<fuse_out_header>.size,
@@ -53,10 +62,41 @@ final class InitNegotiation: Sendable {
         // has no flags to amend.
         guard header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0,
               let body = iov[1].iov_base, iov[1].iov_len >= 16 else { return false }
-        let flags = body.loadUnaligned(fromByteOffset: 12, as: UInt32.self)
-        body.storeBytes(of: flags | UInt32(FUSE_HANDLE_KILLPRIV_V2), toByteOffset: 12, as: UInt32.self)
-        granted.store(true, ordering: .relaxed)
+        var flags = body.loadUnaligned(fromByteOffset: 12, as: UInt32.self)
+        if offeredKillPriv.load(ordering: .relaxed) {
+            flags |= UInt32(FUSE_HANDLE_KILLPRIV_V2)
+            granted.store(true, ordering: .relaxed)
+        }
+        if let passthrough, passthrough.wanted {
+            negotiatePassthrough(passthrough, flags: &flags, body: body, length: iov[1].iov_len, log: log)
+        }
+        body.storeBytes(of: flags, toByteOffset: 12, as: UInt32.self)
         return true
+    }
+
+    /// Asks for FUSE_PASSTHROUGH (with a stacking depth of 1: the store is on a plain
+    /// filesystem) where the kernel offers it and docfs may use it; says once why not otherwise.
+    private func negotiatePassthrough(_ passthrough: Passthrough, flags: inout UInt32, body: UnsafeMutableRawPointer,
+                                      length: Int, log: Logger?) {
+        let why: String
+        if !offeredPassthrough.load(ordering: .relaxed) {
+            why = "the kernel offers none (Linux 6.9+ with CONFIG_FUSE_PASSTHROUGH)"
+        } else if flags & UInt32(FUSE_WRITEBACK_CACHE) != 0 {
+            why = "the kernel allows no writeback cache with it (-o writeback)"
+        } else if !Passthrough.hasCapability() {
+            why = "registering backing files needs CAP_SYS_ADMIN in the initial user namespace"
+        } else if length < Passthrough.ABI.maxStackDepthOffset + 4 {
+            why = "the INIT reply is too short"
+        } else {
+            flags |= UInt32(FUSE_INIT_EXT)
+            let flags2 = body.loadUnaligned(fromByteOffset: Passthrough.ABI.flags2Offset, as: UInt32.self)
+            body.storeBytes(of: flags2 | Passthrough.ABI.initFlag2, toByteOffset: Passthrough.ABI.flags2Offset, as: UInt32.self)
+            body.storeBytes(of: UInt32(1), toByteOffset: Passthrough.ABI.maxStackDepthOffset, as: UInt32.self)
+            passthrough.negotiated.store(true, ordering: .relaxed)
+            log?.info("passthrough on: the kernel reads stored contents itself")
+            return
+        }
+        log?.notice("passthrough off: \(why); file contents are read through the daemon")
     }
 
     /// The custom I/O table: plain read(2)/writev(2) on the session's descriptor, observed, and
@@ -75,7 +115,9 @@ final class InitNegotiation: Sendable {
         io.writev = { fd, iov, count, userdata in
             if let iov, let userdata {
                 let bridge = Unmanaged<Bridge>.fromOpaque(userdata).takeUnretainedValue()
-                if bridge.initNegotiation.amendReply(iov, count: count) {
+                Passthrough.amendOpenReply(iov, count: count)
+                if bridge.initNegotiation.amendReply(iov, count: count, passthrough: bridge.passthrough, log: bridge.log),
+                   bridge.initNegotiation.granted.load(ordering: .relaxed) {
                     bridge.log.debug("INIT: asked the kernel for FUSE_HANDLE_KILLPRIV_V2 (docfs clears set-user-ID and set-group-ID itself)")
                 }
             }

@@ -14,6 +14,8 @@ final class OpenFile: @unchecked Sendable {
     /// A small file read in place from a larger one (`SmallFileProvider.openStoredSlice`): where
     /// its bytes are in `readFD`. nil: `readFD` is the file's own.
     let window: Range<Int64>?
+    /// Read by the kernel from its backing file (`Passthrough`): released there too.
+    var passthrough = false
 
     init(node: InodeNode, readFD: Int32, writable: Bool, arrival: ContentArrival? = nil, reading: ItemIdentifier? = nil,
          window: Range<Int64>? = nil) {

@@ -37,6 +37,12 @@ struct Mount: ParsableCommand {
             through the daemon (less CPU for large writes, a little more for every other request; \
             default off).
 
+            passthrough=on / passthrough=off: let the kernel read a stored file opened read-only \
+            straight from the store (FUSE passthrough: Linux 6.9+, and CAP_SYS_ADMIN to register \
+            the file; without them reads go through the daemon, said once in the log). While such \
+            a reader has a file open, opening it for writing waits up to 2 s for the reader to \
+            close, then fails with EBUSY (default on).
+
             segments[=SIZE] / nosegments: keep the bytes of small files (at most SIZE, default \
             256K) appended to the store's segment files instead of a file each: no inode to make \
             and no rename per file copied in (default on, 256K; nosegments gives every file a \
@@ -240,6 +246,13 @@ struct Mount: ParsableCommand {
                     bridgeOptions.smallFiles = BridgeOptions.defaultSmallFiles
                 }
             case "nosegments", "no_segments": bridgeOptions.smallFiles = 0
+            case "passthrough":
+                switch kv.count == 2 ? kv[1] : "on" {
+                case "on": bridgeOptions.passthrough = true
+                case "off": bridgeOptions.passthrough = false
+                default: throw UserFacingError("docfs: -o \(opt): expected passthrough=on or passthrough=off")
+                }
+            case "nopassthrough", "no_passthrough": bridgeOptions.passthrough = false
             case "splice": bridgeOptions.splice = true
             case "no_splice": bridgeOptions.splice = false
             case "noprefetch": bridgeOptions.prefetch = false

@@ -1,0 +1,180 @@
+import CFuse
+import Foundation
+import Glibc
+import Logging
+import DocFSProvider
+import Synchronization
+
+/// The kernel's FUSE passthrough (Linux 6.9+, `CONFIG_FUSE_PASSTHROUGH`): for a file opened with
+/// `FOPEN_PASSTHROUGH` and a registered backing file, the kernel reads (and maps) the backing
+/// file itself; the daemon sees the open and the release, never a read.
+///
+/// docfs uses it for read-only opens of stored contents that are all here (not a small file read
+/// from inside a segment, not a replica's contents still downloading). Writes keep going through
+/// the daemon: a staged copy is committed at every close(2) (flush), after which a write through a
+/// dup'd descriptor must land in a fresh copy, which only the daemon can arrange.
+///
+/// libfuse 3.14 has no API for it and Debian's headers predate it, so the ABI is here: the INIT
+/// flag is set in the reply `InitNegotiation` already edits, the backing file is registered with
+/// an ioctl on the session's descriptor, and the open reply gets `FOPEN_PASSTHROUGH` and the
+/// backing id on its way out (`amendOpenReply`, in the custom writev; the reply is written on the
+/// thread that asked for it, so a thread-local says which reply to amend).
+///
+/// The kernel's rule per inode: while a file of it is open in passthrough, every other open of it
+/// must be passthrough with the same backing file (else the open fails with EIO), and a
+/// passthrough open fails while a file of it is open through the page cache. So every handle is
+/// admitted here under one lock: a read-only open goes passthrough when nothing else has the file
+/// open (or shares the backing of the passthrough readers); an open for writing waits for the
+/// passthrough readers to close (a closed reader's release may still be on its way) and, when
+/// they stay, fails with EBUSY.
+final class Passthrough: @unchecked Sendable {
+    /// The kernel's constants (include/uapi/linux/fuse.h of 6.9+).
+    enum ABI {
+        /// FUSE_PASSTHROUGH, bit 37 of the INIT flags: bit 5 of flags2.
+        static let initFlag2: UInt32 = 1 << 5
+        /// fuse_init_out: flags2 and max_stack_depth.
+        static let flags2Offset = 32
+        static let maxStackDepthOffset = 36
+        /// FOPEN_PASSTHROUGH in fuse_open_out.open_flags.
+        static let openFlag: UInt32 = 1 << 7
+        /// _IOW(229, 1, struct fuse_backing_map) and _IOW(229, 2, uint32_t).
+        static let backingOpen: UInt = 0x4010_E501
+        static let backingClose: UInt = 0x4004_E502
+        /// struct fuse_backing_map { int32_t fd; uint32_t flags; uint64_t padding; }
+        struct BackingMap { var fd: Int32; var flags: UInt32 = 0; var padding: UInt64 = 0 }
+    }
+
+    /// `-o passthrough=off` leaves it false.
+    let wanted: Bool
+    /// The INIT reply asked for it (the kernel offered it, docfs may register backing files).
+    let negotiated = Atomic<Bool>(false)
+    /// A backing file was refused (no capability after all): no further tries.
+    private let refused = Atomic<Bool>(false)
+    /// The session's /dev/fuse descriptor, for the ioctls.
+    let deviceFD = Atomic<Int32>(-1)
+    /// How long an open for writing waits for passthrough readers to close.
+    static let conflictWait: TimeInterval = 2
+
+    private let condition = NSCondition()
+    /// Nodes with passthrough handles: the backing id and how many handles share it (guarded by
+    /// `condition`).
+    private var backings: [UInt64: (id: Int32, handles: Int)] = [:]
+
+    init(wanted: Bool) { self.wanted = wanted }
+
+    var active: Bool { negotiated.load(ordering: .relaxed) && !refused.load(ordering: .relaxed) }
+
+    /// Files with passthrough handles now.
+    var nodesInPassthrough: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return backings.count
+    }
+
+    /// Whether this process may register backing files: CAP_SYS_ADMIN in its effective set, in
+    /// the initial user namespace (the kernel's `capable`; a mount in a user namespace is refused).
+    static func hasCapability() -> Bool {
+        guard let map = try? String(contentsOfFile: "/proc/self/uid_map", encoding: .utf8),
+              map.split(whereSeparator: \.isWhitespace) == ["0", "0", "4294967295"] else { return false }
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
+              let bits = UInt64(line.dropFirst("CapEff:".count).trimmingCharacters(in: .whitespaces), radix: 16) else { return false }
+        return bits & (1 << 21) != 0
+    }
+
+    /// Admits a new handle on `ino` and counts it with `retain` (under the lock, so that no two
+    /// opens decide apart). `backing`: a descriptor on the stored contents the handle may read
+    /// through the kernel, or nil for a handle the daemon serves. `reading`: a read-only handle,
+    /// which joins passthrough readers already there (reading the contents they opened) rather
+    /// than wait. `othersOpen` says whether the node has other handles (which are then the
+    /// daemon's). Returns the backing id to put in the open reply, or nil. Throws EBUSY for a
+    /// handle the daemon must serve while passthrough readers stay open.
+    func admit(ino: UInt64, backing: Int32?, reading: Bool, othersOpen: () -> Bool, retain: () -> Void,
+               log: Logger) throws(ProviderError) -> Int32? {
+        // Never negotiated: nothing to decide. Refused later: handles the daemon serves still
+        // wait for the passthrough readers admitted before.
+        guard negotiated.load(ordering: .relaxed) else { retain(); return nil }
+        let backing = refused.load(ordering: .relaxed) ? nil : backing
+        condition.lock()
+        defer { condition.unlock() }
+        if let existing = backings[ino] {
+            if reading {
+                backings[ino] = (existing.id, existing.handles + 1)
+                retain()
+                return existing.id
+            }
+            // The readers' releases may be on their way (close(2) does not wait for them).
+            let deadline = Date(timeIntervalSinceNow: Self.conflictWait)
+            while backings[ino] != nil {
+                if !condition.wait(until: deadline) { break }
+            }
+            if backings[ino] != nil {
+                throw ProviderError.posix(EBUSY, "the file is open for reading through the kernel's passthrough")
+            }
+        }
+        guard let fd = backing, !othersOpen(), let id = register(fd, log: log) else { retain(); return nil }
+        backings[ino] = (id, 1)
+        retain()
+        return id
+    }
+
+    /// A passthrough handle on `ino` was released: the last one lets go of the backing file.
+    func released(ino: UInt64) {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let entry = backings[ino] else { return }
+        if entry.handles > 1 {
+            backings[ino] = (entry.id, entry.handles - 1)
+            return
+        }
+        backings[ino] = nil
+        var id = UInt32(bitPattern: entry.id)
+        _ = ioctl(deviceFD.load(ordering: .relaxed), ABI.backingClose, &id)
+        condition.broadcast()
+    }
+
+    /// FUSE_DEV_IOC_BACKING_OPEN; nil (and passthrough off for the rest of the mount, said once)
+    /// when the kernel refuses.
+    private func register(_ fd: Int32, log: Logger) -> Int32? {
+        var map = ABI.BackingMap(fd: fd)
+        let id = ioctl(deviceFD.load(ordering: .relaxed), ABI.backingOpen, &map)
+        if id > 0 { return id }
+        let e = errno
+        // Out of memory or descriptors is this file's trouble; anything else is the mount's.
+        if e == ENOMEM || e == EMFILE || e == ENFILE { return nil }
+        if !refused.exchange(true, ordering: .relaxed) {
+            log.notice("passthrough off: the kernel refused a backing file (\(ErrnoName.of(e))); file contents are read through the daemon")
+        }
+        return nil
+    }
+
+    // MARK: The open reply
+
+    private static let pendingKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// Answers an open with FOPEN_PASSTHROUGH and `backingID` (libfuse writes the reply through
+    /// the custom writev on this thread, which amends it).
+    func replyOpen(_ reply: consuming Reply, _ fi: UnsafePointer<fuse_file_info>, backingID: Int32) {
+        pthread_setspecific(Self.pendingKey, UnsafeRawPointer(bitPattern: UInt(backingID)))
+        reply.open(fi)
+        pthread_setspecific(Self.pendingKey, nil)
+    }
+
+    /// Called with each reply before it is written: sets the passthrough flag and backing id in
+    /// the open reply this thread is sending, if any.
+    @inline(__always)
+    static func amendOpenReply(_ iov: UnsafeMutablePointer<iovec>, count: Int32) {
+        guard let pending = pthread_getspecific(pendingKey) else { return }
+        guard count >= 2, let header = iov[0].iov_base, iov[0].iov_len >= MemoryLayout<fuse_out_header>.size,
+              header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0,
+              let body = iov[1].iov_base, iov[1].iov_len == MemoryLayout<fuse_open_out>.size else { return }
+        // fuse_open_out: fh (8 bytes), open_flags, then backing_id (Debian's header: padding).
+        let flags = body.loadUnaligned(fromByteOffset: 8, as: UInt32.self)
+        body.storeBytes(of: flags | ABI.openFlag, toByteOffset: 8, as: UInt32.self)
+        body.storeBytes(of: Int32(truncatingIfNeeded: UInt(bitPattern: pending)), toByteOffset: 12, as: Int32.self)
+    }
+}
