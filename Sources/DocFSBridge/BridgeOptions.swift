@@ -43,8 +43,11 @@ public struct BridgeOptions: Sendable {
     /// (`-o metrics`; `ProviderMount.requestStats`). Off, a request costs nothing more.
     public var requestStats: Bool = false
     /// Let the kernel read stored contents itself for files opened read-only (FUSE passthrough,
-    /// Linux 6.9+ and CAP_SYS_ADMIN; `-o passthrough=off`). Without the kernel's offer or the
+    /// Linux 6.9+ and CAP_SYS_ADMIN; `-o passthrough`). Without the kernel's offer or the
     /// capability, reads go through the daemon (said once in the log). See `Passthrough`.
-    public var passthrough: Bool = true
+    /// Off unless asked for: while a passthrough reader has a file open, an open for writing
+    /// waits and then fails with EBUSY (the kernel mixes no two kinds of handle on one file),
+    /// which ext4 never does.
+    public var passthrough: Bool = false
     public init() {}
 }

@@ -41,7 +41,8 @@ struct Mount: ParsableCommand {
             straight from the store (FUSE passthrough: Linux 6.9+, and CAP_SYS_ADMIN to register \
             the file; without them reads go through the daemon, said once in the log). While such \
             a reader has a file open, opening it for writing waits up to 2 s for the reader to \
-            close, then fails with EBUSY (default on).
+            close, then fails with EBUSY, which ext4 never does: default off, `-o passthrough` \
+            turns it on.
 
             segments[=SIZE] / nosegments: keep the bytes of small files (at most SIZE, default \
             256K) appended to the store's segment files instead of a file each: no inode to make \

@@ -14,7 +14,7 @@ final class PassthroughMountTests: MountTestCase {
     /// Passthrough needs the kernel's offer (6.9+) and root's capability: skip where either is
     /// missing (the fallback test below covers that case).
     func mountExpectingPassthrough(_ extra: [String] = []) throws {
-        try fx.mount(extra: ["-o", "metrics=127.0.0.1:0"] + extra)
+        try fx.mount(extra: ["-o", "metrics=127.0.0.1:0,passthrough"] + extra)
         let said = fx.logLines(waitingFor: { $0.contains("passthrough on") || $0.contains("passthrough off") })
         if let line = said.first, line.contains("passthrough off") {
             throw XCTSkip("this kernel or process offers no passthrough: \(line)")
@@ -138,7 +138,7 @@ final class PassthroughMountTests: MountTestCase {
         // whole shell is bounded by timeout(1) and the wait for the mount by a deadline.
         let r = fx.sh("""
             timeout -s KILL 90 unshare -Urm --propagation private sh -c '
-              "$DOCFS" mount store mnt -f -o auto_unmount --log-level debug > \(log) 2>&1 & pid=$!
+              "$DOCFS" mount store mnt -f -o auto_unmount,passthrough --log-level debug > \(log) 2>&1 & pid=$!
               i=0; until grep -q " $PWD/mnt " /proc/self/mounts; do
                 i=$((i+1)); [ $i -gt 400 ] && { kill -9 $pid; echo "no mount"; exit 2; }
                 kill -0 $pid 2>/dev/null || { echo "daemon ended"; exit 2; }
