@@ -28,6 +28,8 @@ package final class Bridge: @unchecked Sendable {
     /// nil unless `options.inodeLimit` is set.
     let entryLimit: KernelEntryLimit?
     let initNegotiation = InitNegotiation()
+    /// FUSE over io_uring, when asked for (`options.ioUring`).
+    let ring: RingTransport?
     let prefetch: SiblingPrefetch?
     /// Requests, latencies, bytes and refusals for `-o metrics`; nil (nothing counted) without it.
     package let stats: RequestStats?
@@ -49,6 +51,7 @@ package final class Bridge: @unchecked Sendable {
         self.attributes = Attributes()
         self.prefetch = options.prefetch ? SiblingPrefetch(provider: provider) : nil
         self.stats = options.requestStats ? RequestStats() : nil
+        self.ring = options.ioUring ? RingTransport(log: logger) : nil
         observeProviderChanges()
     }
 

@@ -42,5 +42,8 @@ public struct BridgeOptions: Sendable {
     /// Count requests by operation with their latency, bytes read and written, and refusals
     /// (`-o metrics`; `ProviderMount.requestStats`). Off, a request costs nothing more.
     public var requestStats: Bool = false
+    /// Serve requests through FUSE over io_uring where the kernel offers it (`-o io_uring`;
+    /// `RingTransport`). Off by default: see docs/PERFORMANCE.md.
+    public var ioUring: Bool = false
     public init() {}
 }
