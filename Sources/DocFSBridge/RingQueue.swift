@@ -173,10 +173,7 @@ final class RingQueue: @unchecked Sendable {
             // Replies given on this thread (most) were noted in `ready` by `complete`, as were
             // those given later on other threads (which then woke this one).
             ready.withLock { swap(&pending, &$0) }
-            for index in pending {
-                _ = docfs_uring_prep_fuse_cmd(&ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_COMMIT_AND_FETCH),
-                                              qid, commitIDs[index], iovecs + 2 * index, UInt64(index))
-            }
+            for index in pending { prepCommit(index) }
             pending.removeAll(keepingCapacity: true)
         }
         transport.queueEnded(qid)
@@ -212,6 +209,22 @@ final class RingQueue: @unchecked Sendable {
         fuse_session_process_buf(session, &buf)
     }
 
+    var isCurrentThread: Bool { threadID.load(ordering: .relaxed) == UInt(pthread_self()) }
+
+    /// On the queue's own thread: submits the commits of the replies given so far, now rather
+    /// than when the request being served returns.
+    func flushCommits() {
+        let indices = ready.withLock { list -> [Int] in defer { list.removeAll(keepingCapacity: true) }; return list }
+        guard !indices.isEmpty else { return }
+        for index in indices { prepCommit(index) }
+        _ = docfs_uring_submit_and_wait(&ring, 0)
+    }
+
+    private func prepCommit(_ index: Int) {
+        _ = docfs_uring_prep_fuse_cmd(&ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_COMMIT_AND_FETCH),
+                                      qid, commitIDs[index], iovecs + 2 * index, UInt64(index))
+    }
+
     /// libfuse's reply for entry `index` (through the custom writev): the out header into the
     /// header buffer, the rest into the payload; the thread commits it. Returns the bytes taken.
     func complete(_ index: Int, _ iov: UnsafeMutablePointer<iovec>, count: Int32) -> Int {
@@ -241,7 +254,7 @@ final class RingQueue: @unchecked Sendable {
             header.storeBytes(of: UInt32(at), toByteOffset: 256 + 16, as: UInt32.self)
         }
         ready.withLock { $0.append(index) }
-        if threadID.load(ordering: .relaxed) != UInt(pthread_self()) { wake() }
+        if !isCurrentThread { wake() }
         return total
     }
 }

@@ -93,25 +93,30 @@ final class RingTransport: @unchecked Sendable {
             log.notice("io_uring: the kernel does not offer FUSE over io_uring (is /sys/module/fuse/parameters/enable_uring Y?); serving through /dev/fuse")
             return false
         }
-        guard lock.withLock({ session != nil }) else { return false }
+        // The kernel wants each payload buffer to hold its largest request or reply.
+        let maxWrite = Int(body.loadUnaligned(fromByteOffset: 20, as: UInt32.self))
+        let maxPages = Int(body.loadUnaligned(fromByteOffset: 28, as: UInt16.self))
+        // Once asked for, the kernel holds every request back until each queue has registered:
+        // so the queues are made now, and the ring is asked for only if they all could be.
+        do throws(SetupError) {
+            try prepareQueues(payloadSize: max(8192, maxWrite, maxPages * 4096, 32 * 4096))
+        } catch {
+            log.notice("io_uring: could not set up the ring (\(error.message)); serving through /dev/fuse")
+            return false
+        }
         let flags = body.loadUnaligned(fromByteOffset: 12, as: UInt32.self)
         body.storeBytes(of: flags | DOCFS_FUSE_INIT_EXT_BIT, toByteOffset: 12, as: UInt32.self)
         let flags2 = body.loadUnaligned(fromByteOffset: 32, as: UInt32.self)
         body.storeBytes(of: flags2 | DOCFS_FUSE_OVER_IO_URING_FLAGS2, toByteOffset: 32, as: UInt32.self)
-        // The kernel wants each payload buffer to hold its largest request or reply.
-        let maxWrite = Int(body.loadUnaligned(fromByteOffset: 20, as: UInt32.self))
-        let maxPages = Int(body.loadUnaligned(fromByteOffset: 28, as: UInt16.self))
-        lock.withLock { payloadSize = max(8192, maxWrite, maxPages * 4096, 32 * 4096) }
         return true
     }
 
-    /// After the INIT reply that asked for the ring was written: set up and register the queues.
-    /// If a queue cannot be set up, the others' registrations still make the kernel wait for it,
-    /// so one deliberately refused registration would be needed; setting up every queue before
-    /// registering any keeps that case to the kernel refusing (which turns the ring off itself).
-    func start() {
+    /// One queue per possible CPU, each with its io_uring and buffers, not yet registered.
+    private func prepareQueues(payloadSize: Int) throws(SetupError) {
         lock.lock()
-        guard let session, queues.isEmpty else { lock.unlock(); return }
+        defer { lock.unlock() }
+        guard let session else { throw SetupError("no session") }
+        guard queues.isEmpty else { return }
         var made: [RingQueue] = []
         do {
             for qid in 0..<Self.possibleCPUs() {
@@ -119,14 +124,18 @@ final class RingTransport: @unchecked Sendable {
                                           fuseFD: fuseFD, session: session, transport: self))
             }
         } catch {
-            lock.unlock()
             for q in made { q.release() }
-            // The kernel now waits for registrations that will not come: unmounting is the way out.
-            log.error("io_uring: could not set up the ring queues (\(error.message)); the mount cannot serve requests")
-            return
+            throw error
         }
         queues = made
-        lock.unlock()
+        self.payloadSize = payloadSize
+    }
+
+    /// After the INIT reply that asked for the ring was written: the queues register, each on
+    /// its thread.
+    func start() {
+        let made = lock.withLock { queues }
+        guard !made.isEmpty else { return }
         serving.store(true, ordering: .releasing)
         log.info("io_uring: registering \(made.count) queues of \(entriesPerQueue) entries (payload \(payloadSize >> 10) KiB each)")
         for q in made { q.start() }
@@ -147,9 +156,23 @@ final class RingTransport: @unchecked Sendable {
         guard serving.load(ordering: .acquiring), count >= 1, let header = iov[0].iov_base,
               iov[0].iov_len >= MemoryLayout<fuse_out_header>.size else { return nil }
         let unique = header.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
-        guard unique != 0 else { return nil }   // a notification
+        guard unique != 0 else {
+            // A notification: replies this thread gave before it must reach the kernel first, as
+            // through /dev/fuse (an entry invalidation waits for the folder lock that a request
+            // still holds until its reply is committed: `KernelNotifier.invalidateEntryNow`).
+            flushCommitsOfThisThread()
+            return nil
+        }
         guard let (queue, entry) = lock.withLock({ inFlight.removeValue(forKey: unique) }) else { return nil }
         return queue.complete(entry, iov, count: count)
+    }
+
+    private func flushCommitsOfThisThread() {
+        let all = lock.withLock { queues }
+        for q in all where q.isCurrentThread {
+            q.flushCommits()
+            return
+        }
     }
 
     // MARK: Queue events
