@@ -51,7 +51,7 @@ package final class Bridge: @unchecked Sendable {
         self.attributes = Attributes()
         self.prefetch = options.prefetch ? SiblingPrefetch(provider: provider) : nil
         self.stats = options.requestStats ? RequestStats() : nil
-        self.ring = options.ioUring ? RingTransport(log: logger) : nil
+        self.ring = options.ioUring ? RingTransport(log: logger, asked: options.ioUringAsked) : nil
         observeProviderChanges()
     }
 

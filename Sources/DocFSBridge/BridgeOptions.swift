@@ -42,8 +42,13 @@ public struct BridgeOptions: Sendable {
     /// Count requests by operation with their latency, bytes read and written, and refusals
     /// (`-o metrics`; `ProviderMount.requestStats`). Off, a request costs nothing more.
     public var requestStats: Bool = false
-    /// Serve requests through FUSE over io_uring where the kernel offers it (`-o io_uring`;
-    /// `RingTransport`). Off by default: see docs/PERFORMANCE.md.
-    public var ioUring: Bool = false
+    /// Serve requests through FUSE over io_uring where the kernel offers it (`RingTransport`;
+    /// `-o no_io_uring` turns it off). On by default: it measured faster on every workload but
+    /// one, which was within its noise (docs/PERFORMANCE.md). The kernel offers it only once
+    /// root has set the fuse module's `enable_uring`.
+    public var ioUring: Bool = true
+    /// Whether `-o io_uring` was given: then a kernel that does not offer the ring is reported
+    /// with a notice, else at debug level (most kernels do not, by default).
+    public var ioUringAsked: Bool = false
     public init() {}
 }

@@ -41,8 +41,12 @@ final class RingTransport: @unchecked Sendable {
     private var fuseFD: Int32 = -1
     private var payloadSize = 0
 
-    init(log: Logger, entriesPerQueue: Int = 8) {
+    /// Whether the ring was asked for by name (the fallback's log line is a notice then).
+    let asked: Bool
+
+    init(log: Logger, asked: Bool = true, entriesPerQueue: Int = 8) {
         self.log = log
+        self.asked = asked
         self.entriesPerQueue = entriesPerQueue
     }
 
@@ -90,7 +94,8 @@ final class RingTransport: @unchecked Sendable {
         guard header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0,
               let body = iov[1].iov_base, iov[1].iov_len >= 36 else { return false }
         guard offered.load(ordering: .relaxed) else {
-            log.notice("io_uring: the kernel does not offer FUSE over io_uring (is /sys/module/fuse/parameters/enable_uring Y?); serving through /dev/fuse")
+            log.log(level: asked ? .notice : .debug,
+                    "io_uring: the kernel does not offer FUSE over io_uring (is /sys/module/fuse/parameters/enable_uring Y?); serving through /dev/fuse")
             return false
         }
         // The kernel wants each payload buffer to hold its largest request or reply.

@@ -45,8 +45,8 @@ struct Mount: ParsableCommand {
             io_uring / no_io_uring: serve requests through FUSE over io_uring (per-CPU rings, \
             one submission per reply and next request) where the kernel offers it (Linux 6.14+, \
             as root: echo Y > /sys/module/fuse/parameters/enable_uring); without it, /dev/fuse \
-            serves as before and the log says so (default off; io_uring=off is the same as \
-            no_io_uring).
+            serves as before (the log says so when io_uring was given; default on where the \
+            kernel offers it; io_uring=off is the same as no_io_uring).
 
             cache_items=N: how many items (and as many folder-index entries) the store keeps in \
             memory; the rest of the tree stays in its database and is read on demand (default \
@@ -250,7 +250,7 @@ struct Mount: ParsableCommand {
             case "no_splice": bridgeOptions.splice = false
             case "io_uring":
                 switch kv.count == 2 ? kv[1] : "on" {
-                case "on", "yes", "1": bridgeOptions.ioUring = true
+                case "on", "yes", "1": bridgeOptions.ioUring = true; bridgeOptions.ioUringAsked = true
                 case "off", "no", "0": bridgeOptions.ioUring = false
                 default: throw UserFacingError("docfs: -o \(opt): expected io_uring, io_uring=on or io_uring=off")
                 }

@@ -4,9 +4,9 @@ import XCTest
 import Glibc
 #endif
 
-/// FUSE over io_uring (`-o io_uring`, `RingTransport`): everyday tools byte-exact through the
-/// ring, proof that requests went through it (the daemon's count at unmount), and the fallback
-/// with one log line when the kernel does not offer it. The fuse module's `enable_uring` is set
+/// FUSE over io_uring (`RingTransport`, on by default where the kernel offers it): everyday tools
+/// byte-exact through the ring, proof that requests went through it (the daemon's count at
+/// unmount), the fallback with one log line when the kernel does not offer it, `-o no_io_uring`. The fuse module's `enable_uring` is set
 /// for each test and restored after it, pass or fail; without the parameter or root, skipped.
 final class IoUringMountTests: MountTestCase {
     override class var mountsInSetUp: Bool { false }
@@ -89,7 +89,17 @@ final class IoUringMountTests: MountTestCase {
         XCTAssertTrue(lines.first?.contains("does not offer FUSE over io_uring") ?? false, "\(lines)")
     }
 
-    func testOffByDefaultAndByOption() throws {
+    func testOnByDefaultWhereTheKernelOffersIt() throws {
+        try Self.setParameter("Y")
+        try fx.mount()
+        try fx.writeSource("a.bin", testBytes(2 << 20, seed: 7))
+        let r = fx.sh("cp src/a.bin mnt/ && cmp src/a.bin mnt/a.bin && ls -l mnt > /dev/null")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
+        XCTAssertGreaterThan(ringServed() ?? 0, 5, "the default mount did not use the ring:\n\(fx.log)")
+    }
+
+    func testOffByOption() throws {
         try Self.setParameter("Y")
         try fx.mount(extra: ["-o", "io_uring,io_uring=off"])
         let r = fx.sh("echo x > mnt/x && cat mnt/x")
