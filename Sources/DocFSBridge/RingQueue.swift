@@ -36,7 +36,7 @@ final class RingQueue: @unchecked Sendable {
     private let threadID = Atomic<UInt>(0)
     private let stopping = Atomic<Bool>(false)
 
-    /// Sets up the io_uring and the buffers; nil (with the reason) if the kernel refuses.
+    /// Sets up the io_uring and the buffers; throws the reason when the kernel refuses.
     init(qid: UInt16, entries: Int, payloadSize: Int, fuseFD: Int32, session: OpaquePointer,
          transport: RingTransport) throws(RingTransport.SetupError) {
         self.qid = qid
@@ -65,7 +65,7 @@ final class RingQueue: @unchecked Sendable {
             guard let m, m != MAP_FAILED else {
                 header.deallocate()
                 for h in headers { h.deallocate() }
-                for (j, p) in mappings.enumerated() { _ = j; munmap(p, Self.headroom + self.payloadSize) }
+                for p in mappings { munmap(p, Self.headroom + self.payloadSize) }
                 iovecs.deallocate(); commitIDs.deallocate()
                 close(efd); docfs_uring_exit(&ring)
                 throw .init("mmap of ring buffers failed")
