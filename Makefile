@@ -6,6 +6,7 @@
 #                   the remote tests (DocFSRemoteTests) run against a throwaway PostgreSQL cluster and
 #                   moto S3 server on 127.0.0.1 that Tests/remote/servers.sh starts and stops (by PID),
 #                   and so does the two-replica model test (make replica-model)
+#   make test-io-uring  the mounted tests again with every mount over FUSE over io_uring (as root)
 #   make fuzz       the model-based random test with random seeds, for longer
 #   make bench-replicas  write-to-readable latency between two replicas, init --remote of a large tree,
 #                        drain of a cp -r beside rclone copy, bytes sent for edits of a large file
@@ -42,7 +43,7 @@ BENCH_FS    = docfs=[ -n "$$(ls -A {src})" ] || $(RELEASE_BIN) init {src}; $(REL
 BENCH_BASE ?=
 BENCH_FSES  = --fs '$(BENCH_FS)' $(if $(BENCH_BASE),--fs 'docfs-base=[ -n "$$(ls -A {src})" ] || $(BENCH_BASE) init {src}; $(BENCH_BASE) mount {src} {mnt}')
 
-.PHONY: all build deps run test permissions replica-model model fuzz model-deps install uninstall generated clean-mounts bench bench-quick bench-scale bench-replicas clean microbench
+.PHONY: all build deps run test test-io-uring permissions replica-model model fuzz model-deps install uninstall generated clean-mounts bench bench-quick bench-scale bench-replicas clean microbench
 
 all: build
 
@@ -50,12 +51,14 @@ build: deps
 	$(SWIFT) build -c release
 
 # Idempotent: does nothing when libfuse3 (headers + fusermount3), sqlite3 headers, the
-# shared-mime-info database (content-type detection: /usr/share/mime), attr and rsync are present.
+# shared-mime-info database (content-type detection: /usr/share/mime), attr, rsync and liburing
+# (headers, for FUSE over io_uring) are present.
 # As root it installs what is missing; otherwise it stops at once with one line naming it.
 deps:
 	@missing=""; \
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
 	pkg-config --exists fuse3 2>/dev/null || missing="$$missing libfuse3-dev"; \
+	[ -f /usr/include/liburing.h ] || missing="$$missing liburing-dev"; \
 	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \
 	[ -f /usr/include/sqlite3.h ] || missing="$$missing libsqlite3-dev"; \
 	{ [ -f /usr/share/mime/globs2 ] && [ -f /usr/share/mime/magic ]; } || missing="$$missing shared-mime-info"; \
@@ -103,6 +106,20 @@ test: deps clean-mounts
 	$(MAKE) --no-print-directory permissions
 	$(MAKE) --no-print-directory model MODEL_PROFILE=ci
 	$(MAKE) --no-print-directory model MODEL_PROFILE=ci MODEL_PROVIDER=memory MODEL_EXAMPLES=60
+
+# The mounted tests once more with every mount over FUSE over io_uring (`-o io_uring`,
+# DOCFS_TEST_IO_URING=1 in MountFixture; docfs's default where the kernel offers it). The fuse module's enable_uring is set to Y for the run
+# and put back as it was, pass or fail (as root; without the parameter the target says so and stops).
+IO_URING_PARAM = /sys/module/fuse/parameters/enable_uring
+IO_URING_TEST_FILTER ?= DocFSMountTests
+test-io-uring: deps clean-mounts
+	@[ -w $(IO_URING_PARAM) ] || { echo "make test-io-uring: $(IO_URING_PARAM) is missing or not writable" \
+	    "(needs Linux 6.14+ with CONFIG_FUSE_IO_URING, as root)" >&2; exit 1; }
+	$(SWIFT) build --build-tests
+	@was=$$(cat $(IO_URING_PARAM)); trap 'echo "$$was" > $(IO_URING_PARAM)' EXIT; trap 'exit 130' INT TERM; \
+	echo Y > $(IO_URING_PARAM); \
+	DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" DOCFS_GENERATED="$(GENERATED)" DOCFS_TEST_IO_URING=1 \
+	    $(SWIFT) test --skip-build --filter '$(IO_URING_TEST_FILTER)'
 
 # Two replicas of one tree, random operations on both while PostgreSQL is stopped, then the trees
 # must converge with nothing lost (Tests/replicas/two_replicas.py); then three replicas online at

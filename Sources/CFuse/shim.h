@@ -12,6 +12,9 @@
 #include <unistd.h>
 #include <sys/file.h>
 #include <sys/syscall.h>
+#include <sys/eventfd.h>
+// FUSE over io_uring: the kernel's structs and liburing wrappers (RingTransport).
+#include "fuse_uring.h"
 
 // copy_file_range and splice are declared only under _GNU_SOURCE, which Swift's Glibc module is
 // built without.

@@ -30,6 +30,8 @@ package final class Bridge: @unchecked Sendable {
     let initNegotiation = InitNegotiation()
     /// The kernel's passthrough for stored contents (`-o passthrough=off`: never asked for).
     let passthrough: Passthrough
+    /// FUSE over io_uring, when asked for (`options.ioUring`).
+    let ring: RingTransport?
     let prefetch: SiblingPrefetch?
     /// Requests, latencies, bytes and refusals for `-o metrics`; nil (nothing counted) without it.
     package let stats: RequestStats?
@@ -52,6 +54,7 @@ package final class Bridge: @unchecked Sendable {
         self.prefetch = options.prefetch ? SiblingPrefetch(provider: provider) : nil
         self.stats = options.requestStats ? RequestStats() : nil
         self.passthrough = Passthrough(wanted: options.passthrough)
+        self.ring = options.ioUring ? RingTransport(log: logger, asked: options.ioUringAsked) : nil
         observeProviderChanges()
     }
 

@@ -49,5 +49,13 @@ public struct BridgeOptions: Sendable {
     /// waits and then fails with EBUSY (the kernel mixes no two kinds of handle on one file),
     /// which ext4 never does.
     public var passthrough: Bool = false
+    /// Serve requests through FUSE over io_uring where the kernel offers it (`RingTransport`;
+    /// `-o no_io_uring` turns it off). On by default: it measured faster on every workload but
+    /// one, which was within its noise (docs/PERFORMANCE.md). The kernel offers it only once
+    /// root has set the fuse module's `enable_uring`.
+    public var ioUring: Bool = true
+    /// Whether `-o io_uring` was given: then a kernel that does not offer the ring is reported
+    /// with a notice, else at debug level (most kernels do not, by default).
+    public var ioUringAsked: Bool = false
     public init() {}
 }

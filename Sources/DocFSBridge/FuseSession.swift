@@ -40,6 +40,7 @@ package final class FuseSession {
     deinit {
         bridge.notifier.detach()
         if mounted { fuse_session_unmount(session) }
+        bridge.ring?.stop()
         fuse_session_destroy(session)
         bridgeRef.release()
     }
@@ -53,7 +54,11 @@ package final class FuseSession {
         // The same descriptor, read and written through InitNegotiation (see there for why). Only
         // a speed-up: if libfuse refused, its own read/writev serve as before.
         var io = InitNegotiation.customIO()
-        _ = fuse_session_custom_io(session, &io, fuse_session_fd(session))
+        if fuse_session_custom_io(session, &io, fuse_session_fd(session)) == 0 {
+            bridge.ring?.attach(session: session, fd: fuse_session_fd(session))
+        } else if bridge.ring != nil {
+            bridge.log.notice("io_uring: libfuse refused the custom I/O the ring needs; serving through /dev/fuse")
+        }
     }
 
     /// SIGINT, SIGTERM and SIGHUP end the loop (process-wide: only the executable calls this).
@@ -80,5 +85,6 @@ package final class FuseSession {
         guard mounted else { return }
         fuse_session_unmount(session)
         mounted = false
+        bridge.ring?.stop()
     }
 }

@@ -107,18 +107,30 @@ final class InitNegotiation: Sendable {
         io.read = { fd, buf, length, userdata in
             let n = Glibc.read(fd, buf, length)
             if n > 0, let buf, let userdata {
-                Unmanaged<Bridge>.fromOpaque(userdata).takeUnretainedValue().initNegotiation
-                    .sawRequest(UnsafeRawPointer(buf), length: n)
+                let bridge = Unmanaged<Bridge>.fromOpaque(userdata).takeUnretainedValue()
+                bridge.initNegotiation.sawRequest(UnsafeRawPointer(buf), length: n)
+                bridge.ring?.sawRequest(UnsafeRawPointer(buf), length: n)
             }
             return n
         }
         io.writev = { fd, iov, count, userdata in
+            var ringInit = false
             if let iov, let userdata {
                 let bridge = Unmanaged<Bridge>.fromOpaque(userdata).takeUnretainedValue()
                 Passthrough.amendOpenReply(iov, count: count)
+                // A reply to a request from the ring goes back into its ring entry (RingTransport).
+                if let ring = bridge.ring {
+                    if let taken = ring.reply(iov, count: count) { return taken }
+                    ringInit = ring.amendInitReply(iov, count: count)
+                }
                 if bridge.initNegotiation.amendReply(iov, count: count, passthrough: bridge.passthrough, log: bridge.log),
                    bridge.initNegotiation.granted.load(ordering: .relaxed) {
                     bridge.log.debug("INIT: asked the kernel for FUSE_HANDLE_KILLPRIV_V2 (docfs clears set-user-ID and set-group-ID itself)")
+                }
+                if ringInit {
+                    let n = Glibc.writev(fd, iov, count)
+                    if n > 0 { bridge.ring?.start() }
+                    return n
                 }
             }
             return Glibc.writev(fd, iov, count)

@@ -49,6 +49,12 @@ struct Mount: ParsableCommand {
             and no rename per file copied in (default on, 256K; nosegments gives every file a \
             content file of its own, as before; no_segments is the same).
 
+            io_uring / no_io_uring: serve requests through FUSE over io_uring (per-CPU rings, \
+            one submission per reply and next request) where the kernel offers it (Linux 6.14+, \
+            as root: echo Y > /sys/module/fuse/parameters/enable_uring); without it, /dev/fuse \
+            serves as before (the log says so when io_uring was given; default on where the \
+            kernel offers it; io_uring=off is the same as no_io_uring).
+
             cache_items=N: how many items (and as many folder-index entries) the store keeps in \
             memory; the rest of the tree stays in its database and is read on demand (default \
             50000, about 20 MB; a store of any size mounts at once). The kernel may hold twice as \
@@ -256,6 +262,13 @@ struct Mount: ParsableCommand {
             case "nopassthrough", "no_passthrough": bridgeOptions.passthrough = false
             case "splice": bridgeOptions.splice = true
             case "no_splice": bridgeOptions.splice = false
+            case "io_uring":
+                switch kv.count == 2 ? kv[1] : "on" {
+                case "on", "yes", "1": bridgeOptions.ioUring = true; bridgeOptions.ioUringAsked = true
+                case "off", "no", "0": bridgeOptions.ioUring = false
+                default: throw UserFacingError("docfs: -o \(opt): expected io_uring, io_uring=on or io_uring=off")
+                }
+            case "no_io_uring", "noio_uring": bridgeOptions.ioUring = false
             case "noprefetch": bridgeOptions.prefetch = false
             case "prefetch": bridgeOptions.prefetch = true
             case "metrics":

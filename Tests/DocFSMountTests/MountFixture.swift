@@ -277,6 +277,13 @@ final class MountFixture {
     /// The provider the mounted tests run against: `store` (default) or `memory`.
     static let provider = ProcessInfo.processInfo.environment["DOCFS_TEST_PROVIDER"] ?? "store"
     static var usesMemoryProvider: Bool { provider == "memory" }
+    /// `DOCFS_TEST_IO_URING=1` (`make test-io-uring`): every mount asks for FUSE over io_uring
+    /// (`-o io_uring`); the fuse module's enable_uring must then be Y (the Makefile target sets it).
+    static let forcesIoUring = ProcessInfo.processInfo.environment["DOCFS_TEST_IO_URING"] == "1"
+    /// Whether mounts may be served over io_uring (docfs's default where the kernel offers it).
+    static var ringMayServe: Bool {
+        forcesIoUring || (try? String(contentsOfFile: "/sys/module/fuse/parameters/enable_uring", encoding: .utf8))?.hasPrefix("Y") == true
+    }
     /// Mounts made by this fixture so far.
     private var mountCount = 0
 
@@ -340,7 +347,8 @@ final class MountFixture {
         }
         mountCount += 1
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)   // one log per mount
-        let p = try Child(bin, ["mount", source, mnt, "-f", "-o", "auto_unmount", "--log-level", "debug"] + extra,
+        let ring = Self.forcesIoUring ? ["-o", "io_uring"] : []
+        let p = try Child(bin, ["mount", source, mnt, "-f", "-o", "auto_unmount", "--log-level", "debug"] + ring + extra,
                           cwd: dir, env: env, stdout: logPath, stderr: logPath)
         daemon = p
         let deadline = Date().addingTimeInterval(20)

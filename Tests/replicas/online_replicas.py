@@ -598,13 +598,35 @@ def heal(replicas, server):
             break
         time.sleep(0.5)  # the poll interval of the server's marks, within the deadline
     else:
-        raise AssertionError("damaged blocks of current versions not sent again in 180 s (item hash): %s\ncheck: %s" % (named, first))
+        raise AssertionError("damaged blocks of current versions not sent again in 180 s (item hash): %s\ncheck: %s\n%s"
+                             % (named, first, holders(replicas, server, [n.split(" ")[0] for n in named])))
     wait_for_quiet([r.mnt for r in replicas])
     second = check_once()
     current = [v for v in second.get("versions", []) if v.get("current")]
     if current:
         raise AssertionError("current versions still damaged after the heal: %s" % current)
     return len(first.get("damaged", [])), len(second.get("damaged", []))
+
+
+def holders(replicas, server, ids):
+    """For items whose damaged blocks were not sent again: the server's row and versions, and
+    each replica's record of the item (its sqlite row: name, contents version, key, absent) and
+    outbox entries: who should have held the bytes, and why it did not send them."""
+    out = []
+    for i in sorted(set(ids)):
+        out.append("item %s on the server (id|parent|name|deleted|trashed|current|key):\n    %s" % (i, "\n    ".join(server.psql(
+            "SELECT id, parent_id, name, deleted, trashed_ns IS NOT NULL, content_version, content_key FROM docfs_items WHERE id = %s" % int(i)))))
+        out.append("  its versions (version|size|replica|key):\n    %s" % "\n    ".join(server.psql(
+            "SELECT content_version, size, replica, content_key FROM docfs_versions WHERE item_id = %s ORDER BY 1" % int(i))))
+        for r in replicas:
+            db = os.path.join(r.store, "store.sqlite")
+            row = run(["sqlite3", "-readonly", db, "SELECT id, parent, name, contentVersion, remoteKey, absent FROM item WHERE id = %d" % int(i)], check=False)
+            box = run(["sqlite3", "-readonly", db, "SELECT seq, kind FROM outbox WHERE row = %d" % int(i)], check=False)
+            files = [f for f in os.listdir(os.path.join(r.store, "contents")) if f.startswith(str(i))] if os.path.isdir(os.path.join(r.store, "contents")) else []
+            out.append("  %s: record %s; outbox %s; content files %s; log: %s" % (
+                r.name, (row.stdout or row.stderr).strip(), (box.stdout or box.stderr).strip() or "none", files,
+                [l for l in log_tail(os.path.join(r.store, "docfs.log"), 100000).splitlines() if "sent again" in l or "damaged" in l][-3:]))
+    return "\n".join(out)
 
 
 def lost_to_damage(lost, server):

@@ -1,0 +1,260 @@
+import CFuse
+import Glibc
+import Synchronization
+
+/// One queue of FUSE over io_uring (see `RingTransport`): an io_uring of its own, `entries`
+/// ring entries registered with the kernel for queue `qid`, and a thread that waits for requests
+/// in them, hands each to libfuse and commits the reply with a fetch of the next request (one
+/// submission for both).
+///
+/// An entry is a header buffer (`docfs_fuse_uring_req_header`: the request's fuse_in_header, its
+/// first argument, the payload's size) and a payload buffer (the other arguments, then the reply's
+/// arguments). The payload sits `headroom` bytes into its mapping, so the request can be laid out
+/// in one piece (header and first argument copied in just before the payload) for
+/// `fuse_session_process_buf` without copying a write's bytes.
+final class RingQueue: @unchecked Sendable {
+    let qid: UInt16
+    let fuseFD: Int32
+    private let session: OpaquePointer
+    private let transport: RingTransport
+    private let payloadSize: Int
+    private static let headroom = 4096
+    private static let headerSize = MemoryLayout<docfs_fuse_uring_req_header>.size
+    /// user_data of the eventfd read that wakes the thread (entries use their index).
+    private static let wakeTag = UInt64.max
+
+    private var ring = io_uring()
+    private let eventFD: Int32
+    private var wakeBuffer: UInt64 = 0
+    private let headers: [UnsafeMutableRawPointer]
+    private let mappings: [UnsafeMutableRawPointer]
+    private let iovecs: UnsafeMutablePointer<iovec>
+    private let commitIDs: UnsafeMutablePointer<UInt64>
+    /// Entries whose reply is in their buffers, waiting for the thread to commit them.
+    private let ready = Mutex<[Int]>([])
+    private var thread: pthread_t?
+    private let threadID = Atomic<UInt>(0)
+    private let stopping = Atomic<Bool>(false)
+
+    /// Sets up the io_uring and the buffers; throws the reason when the kernel refuses.
+    init(qid: UInt16, entries: Int, payloadSize: Int, fuseFD: Int32, session: OpaquePointer,
+         transport: RingTransport) throws(RingTransport.SetupError) {
+        self.qid = qid
+        self.fuseFD = fuseFD
+        self.session = session
+        self.transport = transport
+        self.payloadSize = (payloadSize + 4095) & ~4095
+        let rc = docfs_uring_init(&ring, UInt32(max(8, entries * 2)))
+        guard rc == 0 else { throw .init("io_uring_setup failed: \(String(cString: strerror(-rc)))") }
+        let efd = eventfd(0, Int32(EFD_CLOEXEC))
+        guard efd >= 0 else {
+            docfs_uring_exit(&ring)
+            throw .init("eventfd failed: \(String(cString: strerror(errno)))")
+        }
+        eventFD = efd
+        iovecs = .allocate(capacity: 2 * entries)
+        commitIDs = .allocate(capacity: entries)
+        commitIDs.initialize(repeating: 0, count: entries)
+        var headers: [UnsafeMutableRawPointer] = []
+        var mappings: [UnsafeMutableRawPointer] = []
+        for i in 0..<entries {
+            let header = UnsafeMutableRawPointer.allocate(byteCount: Self.headerSize, alignment: 64)
+            header.initializeMemory(as: UInt8.self, repeating: 0, count: Self.headerSize)
+            // Mapped, not malloc'ed: the pages a request never touches are never faulted in.
+            let m = mmap(nil, Self.headroom + self.payloadSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+            guard let m, m != MAP_FAILED else {
+                header.deallocate()
+                for h in headers { h.deallocate() }
+                for p in mappings { munmap(p, Self.headroom + self.payloadSize) }
+                iovecs.deallocate(); commitIDs.deallocate()
+                close(efd); docfs_uring_exit(&ring)
+                throw .init("mmap of ring buffers failed")
+            }
+            headers.append(header)
+            mappings.append(m)
+            iovecs[2 * i] = iovec(iov_base: header, iov_len: Self.headerSize)
+            iovecs[2 * i + 1] = iovec(iov_base: m + Self.headroom, iov_len: self.payloadSize)
+        }
+        self.headers = headers
+        self.mappings = mappings
+    }
+
+    /// Frees the ring and buffers: only after `join()`, once the kernel let go of the entries
+    /// (unmounted) or never had them.
+    func release() {
+        docfs_uring_exit(&ring)
+        close(eventFD)
+        for h in headers { h.deallocate() }
+        for m in mappings { munmap(m, Self.headroom + payloadSize) }
+        iovecs.deallocate()
+        commitIDs.deallocate()
+    }
+
+    // MARK: The thread
+
+    func start() {
+        let box = Unmanaged.passRetained(self).toOpaque()
+        var tid = pthread_t()
+        let rc = pthread_create(&tid, nil, { arg in
+            let queue = Unmanaged<RingQueue>.fromOpaque(arg!).takeRetainedValue()
+            queue.run()
+            return nil
+        }, box)
+        if rc == 0 { thread = tid } else {
+            Unmanaged<RingQueue>.fromOpaque(box).release()
+            transport.queueFailed(qid, "pthread_create failed: \(String(cString: strerror(rc)))")
+        }
+    }
+
+    /// Asks the thread to end (at its next wake-up) and waits for it.
+    func join() {
+        stopping.store(true, ordering: .relaxed)
+        wake()
+        if let thread { pthread_join(thread, nil) }
+        thread = nil
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = write(eventFD, &one, 8)
+    }
+
+    private func run() {
+        threadID.store(UInt(pthread_self()), ordering: .relaxed)
+        let entries = headers.count
+        for i in 0..<entries {
+            _ = docfs_uring_prep_fuse_cmd(&ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_REGISTER), qid, 0,
+                                          iovecs + 2 * i, UInt64(i))
+        }
+        _ = docfs_uring_prep_read(&ring, eventFD, &wakeBuffer, 8, Self.wakeTag)
+        // Registered once submitted: a refusal comes back as a completion with an error.
+        let submitted = docfs_uring_submit_and_wait(&ring, 0)
+        guard submitted >= 0 else {
+            transport.queueFailed(qid, "io_uring_enter failed: \(String(cString: strerror(-submitted)))")
+            transport.queueEnded(qid)
+            return
+        }
+        transport.queueRegistered(qid)
+        var live = entries
+        let reapMax = UInt32(entries + 1)
+        let tags = UnsafeMutablePointer<UInt64>.allocate(capacity: Int(reapMax))
+        let results = UnsafeMutablePointer<Int32>.allocate(capacity: Int(reapMax))
+        defer { tags.deallocate(); results.deallocate() }
+        var pending: [Int] = []
+        pending.reserveCapacity(entries)
+        while live > 0 {
+            let rc = docfs_uring_submit_and_wait(&ring, 1)
+            if rc < 0, rc != -EINTR, rc != -EAGAIN, rc != -EBUSY {
+                transport.queueFailed(qid, "io_uring_enter failed: \(String(cString: strerror(-rc)))")
+                break
+            }
+            let n = Int(docfs_uring_reap(&ring, tags, results, reapMax))
+            var wokenToStop = false
+            for k in 0..<n {
+                let tag = tags[k], res = results[k]
+                if tag == Self.wakeTag {
+                    if stopping.load(ordering: .relaxed) { wokenToStop = true; continue }
+                    _ = docfs_uring_prep_read(&ring, eventFD, &wakeBuffer, 8, Self.wakeTag)
+                    continue
+                }
+                let index = Int(tag)
+                if res < 0 {
+                    // ENOTCONN/ECANCELED: the connection ends; anything else: the kernel refused
+                    // the entry (a refused registration turns the ring off for the connection).
+                    live -= 1
+                    if res != -ENOTCONN, res != -ECANCELED {
+                        transport.queueFailed(qid, "the kernel refused ring entry \(index): \(String(cString: strerror(-res)))")
+                    }
+                    continue
+                }
+                serve(index)
+            }
+            if wokenToStop { break }
+            // Replies given on this thread (most) were noted in `ready` by `complete`, as were
+            // those given later on other threads (which then woke this one).
+            ready.withLock { swap(&pending, &$0) }
+            for index in pending { prepCommit(index) }
+            pending.removeAll(keepingCapacity: true)
+        }
+        transport.queueEnded(qid)
+    }
+
+    /// The kernel put a request in entry `index`: lay it out in one piece and let libfuse
+    /// dispatch it. Its reply comes back through `complete` (now or later, on any thread).
+    private func serve(_ index: Int) {
+        let header = headers[index]
+        let payload = mappings[index] + Self.headroom
+        let length = Int(header.load(fromByteOffset: 0, as: UInt32.self))
+        let unique = header.load(fromByteOffset: 8, as: UInt64.self)
+        let payloadBytes = Int(header.load(fromByteOffset: 256 + 16, as: UInt32.self))
+        commitIDs[index] = header.load(fromByteOffset: 256 + 8, as: UInt64.self)
+        let inHeader = MemoryLayout<fuse_in_header>.size
+        let firstArgument = length - inHeader - payloadBytes
+        guard firstArgument >= 0, firstArgument <= 128, payloadBytes <= payloadSize else {
+            // Not a layout this code knows: answer EIO rather than guess.
+            transport.noteMalformed(length: length, payload: payloadBytes)
+            var out = fuse_out_header(len: UInt32(MemoryLayout<fuse_out_header>.size), error: -EIO, unique: unique)
+            memcpy(header, &out, MemoryLayout<fuse_out_header>.size)
+            header.storeBytes(of: UInt32(0), toByteOffset: 256 + 16, as: UInt32.self)
+            ready.withLock { $0.append(index) }
+            return
+        }
+        let start = payload - inHeader - firstArgument
+        memcpy(start, header, inHeader)
+        if firstArgument > 0 { memcpy(start + inHeader, header + 128, firstArgument) }
+        transport.willServe(unique: unique, queue: self, entry: index)
+        var buf = fuse_buf()
+        buf.size = length
+        buf.mem = start
+        fuse_session_process_buf(session, &buf)
+    }
+
+    var isCurrentThread: Bool { threadID.load(ordering: .relaxed) == UInt(pthread_self()) }
+
+    /// On the queue's own thread: submits the commits of the replies given so far, now rather
+    /// than when the request being served returns.
+    func flushCommits() {
+        let indices = ready.withLock { list -> [Int] in defer { list.removeAll(keepingCapacity: true) }; return list }
+        guard !indices.isEmpty else { return }
+        for index in indices { prepCommit(index) }
+        _ = docfs_uring_submit_and_wait(&ring, 0)
+    }
+
+    private func prepCommit(_ index: Int) {
+        _ = docfs_uring_prep_fuse_cmd(&ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_COMMIT_AND_FETCH),
+                                      qid, commitIDs[index], iovecs + 2 * index, UInt64(index))
+    }
+
+    /// libfuse's reply for entry `index` (through the custom writev): the out header into the
+    /// header buffer, the rest into the payload; the thread commits it. Returns the bytes taken.
+    func complete(_ index: Int, _ iov: UnsafeMutablePointer<iovec>, count: Int32) -> Int {
+        let header = headers[index]
+        let payload = mappings[index] + Self.headroom
+        let outHeader = MemoryLayout<fuse_out_header>.size
+        var total = 0
+        guard count >= 1 else { return 0 }
+        for k in 0..<Int(count) { total += iov[k].iov_len }
+        if total - outHeader > payloadSize || iov[0].iov_len < outHeader {
+            var out = header.load(as: fuse_out_header.self)
+            out.error = -EIO
+            memcpy(header, &out, outHeader)
+            header.storeBytes(of: UInt32(0), toByteOffset: 256 + 16, as: UInt32.self)
+        } else {
+            memcpy(header, iov[0].iov_base, outHeader)
+            var at = 0
+            // The first iovec may carry arguments after the out header.
+            if iov[0].iov_len > outHeader {
+                memmove(payload, iov[0].iov_base! + outHeader, iov[0].iov_len - outHeader)
+                at = iov[0].iov_len - outHeader
+            }
+            for k in 1..<Int(count) where iov[k].iov_len > 0 {
+                memmove(payload + at, iov[k].iov_base, iov[k].iov_len)
+                at += iov[k].iov_len
+            }
+            header.storeBytes(of: UInt32(at), toByteOffset: 256 + 16, as: UInt32.self)
+        }
+        ready.withLock { $0.append(index) }
+        if !isCurrentThread { wake() }
+        return total
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// FUSE over io_uring (`RingTransport`, on by default where the kernel offers it): everyday tools
+/// byte-exact through the ring, proof that requests went through it (the daemon's count at
+/// unmount), the fallback with one log line when the kernel does not offer it, `-o no_io_uring`. The fuse module's `enable_uring` is set
+/// for each test and restored after it, pass or fail; without the parameter or root, skipped.
+final class IoUringMountTests: MountTestCase {
+    override class var mountsInSetUp: Bool { false }
+    static let parameter = "/sys/module/fuse/parameters/enable_uring"
+    private var previous: String?
+
+    override func setUpWithError() throws {
+        guard FileManager.default.fileExists(atPath: Self.parameter) else {
+            throw XCTSkip("this kernel has no FUSE over io_uring (\(Self.parameter))")
+        }
+        guard getuid() == 0, access(Self.parameter, W_OK) == 0 else {
+            throw XCTSkip("setting \(Self.parameter) needs root")
+        }
+        previous = try String(contentsOfFile: Self.parameter, encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        try super.setUpWithError()
+    }
+
+    override func tearDown() {
+        super.tearDown()   // unmounts first: a connection keeps the ring it was given
+        if let previous { try? Self.setParameter(previous) }
+        previous = nil
+    }
+
+    static func setParameter(_ value: String) throws {
+        try value.write(toFile: parameter, atomically: false, encoding: .utf8)
+    }
+
+    /// The number the daemon logs at unmount, or nil when it logged none.
+    func ringServed() -> Int? {
+        for line in fx.log.split(separator: "\n") where line.contains("requests served through the ring") {
+            let words = line.split(separator: " ")
+            if let i = words.firstIndex(where: { $0.hasSuffix("io_uring:") }), i + 1 < words.count {
+                return Int(words[i + 1])
+            }
+        }
+        return nil
+    }
+
+    func testToolsByteExactThroughTheRing() throws {
+        try Self.setParameter("Y")
+        try fx.mount(extra: ["-o", "io_uring"])
+        XCTAssertFalse(fx.logLines { $0.contains("io_uring: registering") }.isEmpty, "no ring registered; log:\n\(fx.log)")
+        try fx.writeSource("small.txt", Array("hello through the ring\n".utf8))
+        try fx.writeSource("big.bin", testBytes(5 << 20 + 123, seed: 38))
+        for i in 0..<40 { try fx.writeSource("tree/d\(i % 4)/f\(i).dat", testBytes(1000 * i + 7, seed: UInt64(i))) }
+        let r = fx.sh("""
+            set -e
+            cp src/small.txt src/big.bin mnt/
+            cmp src/small.txt mnt/small.txt && cmp src/big.bin mnt/big.bin
+            cat mnt/small.txt > src/small.back && cmp src/small.txt src/small.back
+            cat src/big.bin > mnt/big.cat && cmp src/big.bin mnt/big.cat
+            cp -r src/tree mnt/tree && diff -r src/tree mnt/tree
+            ls -l mnt mnt/tree/d1 > /dev/null
+            test "$(ls mnt/tree/d2 | wc -l)" = 10
+            mv mnt/big.cat mnt/tree/d0/moved.bin && cmp src/big.bin mnt/tree/d0/moved.bin
+            mv mnt/tree/d3 mnt/d3 && diff -r src/tree/d3 mnt/d3
+            rm mnt/small.txt && test ! -e mnt/small.txt
+            rm -r mnt/tree && test "$(ls mnt)" = "$(printf 'big.bin\\nd3')"
+            """)
+        XCTAssertEqual(r.status, 0, "\(r)\nlog:\n\(fx.log)")
+        XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
+        let served = ringServed()
+        XCTAssertNotNil(served, "no count of ring-served requests in the log:\n\(fx.log)")
+        // Well over a hundred requests above (lookups, creates, 1 MiB writes, reads, readdirs).
+        XCTAssertGreaterThan(served ?? 0, 100, "too few requests through the ring")
+        XCTAssertTrue(fx.log.split(separator: "\n").filter { $0.contains("io_uring: queue") && $0.contains("refused") }.isEmpty,
+                      "the kernel refused ring entries:\n\(fx.log)")
+    }
+
+    func testWithoutTheKernelFeatureFallsBackWithOneLogLine() throws {
+        try Self.setParameter("N")
+        try fx.mount(extra: ["-o", "io_uring"])
+        try fx.writeSource("a.bin", testBytes(300_000, seed: 9))
+        let r = fx.sh("cp src/a.bin mnt/ && cmp src/a.bin mnt/a.bin && ls mnt")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
+        let lines = fx.log.split(separator: "\n").filter { $0.contains("io_uring") }
+        XCTAssertEqual(lines.count, 1, "expected one io_uring line:\n\(fx.log)")
+        XCTAssertTrue(lines.first?.contains("does not offer FUSE over io_uring") ?? false, "\(lines)")
+    }
+
+    func testOnByDefaultWhereTheKernelOffersIt() throws {
+        try Self.setParameter("Y")
+        try fx.mount()
+        try fx.writeSource("a.bin", testBytes(2 << 20, seed: 7))
+        let r = fx.sh("cp src/a.bin mnt/ && cmp src/a.bin mnt/a.bin && ls -l mnt > /dev/null")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
+        XCTAssertGreaterThan(ringServed() ?? 0, 5, "the default mount did not use the ring:\n\(fx.log)")
+    }
+
+    func testOffByOption() throws {
+        try Self.setParameter("Y")
+        try fx.mount(extra: ["-o", "io_uring,io_uring=off"])
+        let r = fx.sh("echo x > mnt/x && cat mnt/x")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        XCTAssertTrue(fx.stopDaemon())
+        // The last word wins: io_uring=off after io_uring (or after DOCFS_TEST_IO_URING's).
+        XCTAssertFalse(fx.log.contains("io_uring:"), "io_uring=off still used the ring:\n\(fx.log)")
+    }
+}
