@@ -438,7 +438,10 @@ extension Bridge {
     /// The staged file's modification and change times (a write sets both to one instant).
     func stagedTimes(_ session: WriteSession) -> (modified: FileTime, changed: FileTime) {
         guard let st = session.status() else { let now = FileTime.now(); return (now, now) }
-        return (Attributes.fileTime(st.st_mtim), Attributes.fileTime(st.st_ctim))
+        let modified = Attributes.fileTime(st.st_mtim)
+        // Never written since it was dated: the create's time is both (ctime is a coarse tick off).
+        if let dated = session.emptyDatedAt, modified == dated { return (dated, dated) }
+        return (modified, Attributes.fileTime(st.st_ctim))
     }
 
     /// Contents start to change (a session's first write, a truncate): set-user-ID goes, and

@@ -36,6 +36,10 @@ final class WriteSession: @unchecked Sendable {
     /// Tells the provider the file is no longer open for writing; passed on to the next copy of
     /// the same file, and called when the last one goes.
     var writer: WriterRegistration?
+    /// The time an empty staged file was dated (its create's); its ctime is the kernel's coarse
+    /// clock at that moment, a tick apart, so while its mtime still says this the file was not
+    /// written and both times are this one.
+    private(set) var emptyDatedAt: FileTime?
 
     /// Callers that found this copy's commit under way (set `committed`, provider not yet done)
     /// wait here, so none of them answers before the provider has the new contents.
@@ -94,9 +98,10 @@ final class WriteSession: @unchecked Sendable {
         } else {
             // The pool made this file a while ago: an empty file closed without a write (a
             // create, an O_TRUNC) must carry the time of that call, not the pool's.
-            let time = Attributes.timespec(created ?? .now())
+            let dated = created ?? .now()
+            let time = Attributes.timespec(dated)
             var times = [time, time]
-            _ = futimens(fd, &times)
+            if futimens(fd, &times) == 0 { session.emptyDatedAt = dated }
         }
         return session
     }
