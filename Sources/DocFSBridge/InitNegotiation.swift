@@ -50,18 +50,27 @@ final class InitNegotiation: Sendable {
         pendingInit.store(buf.loadUnaligned(fromByteOffset: 8, as: UInt64.self), ordering: .relaxed)
     }
 
+    /// The body of the INIT reply (`fuse_init_out`, at least `atLeast` bytes) when `iov` is the
+    /// reply to the INIT request whose unique id `pending` holds, which it then clears; nil for
+    /// any other reply (at once: `pending` is 0 after INIT), an error reply, or the short reply
+    /// that asks the kernel for another major version (no flags to amend).
+    @inline(__always)
+    static func initReplyBody(_ iov: UnsafeMutablePointer<iovec>, count: Int32, pending: borrowing Atomic<UInt64>,
+                              atLeast: Int) -> UnsafeMutableRawPointer? {
+        let unique = pending.load(ordering: .relaxed)
+        guard unique != 0, count >= 2, let header = iov[0].iov_base,
+              iov[0].iov_len >= MemoryLayout<fuse_out_header>.size,
+              header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == unique else { return nil }
+        pending.store(0, ordering: .relaxed)
+        guard header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0,
+              let body = iov[1].iov_base, iov[1].iov_len >= atLeast else { return nil }
+        return body
+    }
+
     /// Called with each reply before it is written; amends the INIT reply. True for that reply.
     @inline(__always) @discardableResult
     func amendReply(_ iov: UnsafeMutablePointer<iovec>, count: Int32, passthrough: Passthrough? = nil, log: Logger? = nil) -> Bool {
-        let pending = pendingInit.load(ordering: .relaxed)
-        guard pending != 0, count >= 2, let header = iov[0].iov_base,
-              iov[0].iov_len >= MemoryLayout<fuse_out_header>.size,
-              header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == pending else { return false }
-        pendingInit.store(0, ordering: .relaxed)
-        // An error reply, or the short reply that asks the kernel for another major version,
-        // has no flags to amend.
-        guard header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0,
-              let body = iov[1].iov_base, iov[1].iov_len >= 16 else { return false }
+        guard let body = Self.initReplyBody(iov, count: count, pending: pendingInit, atLeast: 16) else { return false }
         var flags = body.loadUnaligned(fromByteOffset: 12, as: UInt32.self)
         if offeredKillPriv.load(ordering: .relaxed) {
             flags |= UInt32(FUSE_HANDLE_KILLPRIV_V2)

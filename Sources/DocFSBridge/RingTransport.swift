@@ -85,14 +85,8 @@ final class RingTransport: @unchecked Sendable {
     /// when it did (then call `start` once the reply is written).
     @inline(__always)
     func amendInitReply(_ iov: UnsafeMutablePointer<iovec>, count: Int32) -> Bool {
-        let pending = pendingInit.load(ordering: .relaxed)
-        guard pending != 0, count >= 2, let header = iov[0].iov_base,
-              iov[0].iov_len >= MemoryLayout<fuse_out_header>.size,
-              header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == pending else { return false }
-        pendingInit.store(0, ordering: .relaxed)
         // fuse_init_out up to flags2 (offset 32).
-        guard header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0,
-              let body = iov[1].iov_base, iov[1].iov_len >= 36 else { return false }
+        guard let body = InitNegotiation.initReplyBody(iov, count: count, pending: pendingInit, atLeast: 36) else { return false }
         guard offered.load(ordering: .relaxed) else {
             log.log(level: asked ? .notice : .debug,
                     "io_uring: the kernel does not offer FUSE over io_uring (is /sys/module/fuse/parameters/enable_uring Y?); serving through /dev/fuse")
