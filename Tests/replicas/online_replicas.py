@@ -80,6 +80,7 @@ class Server:
         self.damaged = {}
         self.reported = set()
         self.written = {}  # every round's tokens -> where they were written and closed
+        self.logs = []  # the operations of the rounds before (a failure's trace of an older token)
 
     def psql(self, sql):
         return run([PSQL, "-X", "-q", "-A", "-t", "-F", "|", "-d", database_url(self.database), "-c", sql]).stdout.splitlines()
@@ -192,6 +193,14 @@ class Replica:
     def inode(self, path):
         try:
             return os.lstat(os.path.join(self.mnt, path)).st_ino
+        except OSError:
+            return None
+
+    def identifier(self, path):
+        """The item's identifier (the server's id once it is known there), which a failure's
+        trace follows across renames: one getxattr, no process."""
+        try:
+            return os.getxattr(os.path.join(self.mnt, path), "user.docfs.identifier").decode()
         except OSError:
             return None
 
@@ -373,7 +382,7 @@ class Round:
         finally:
             os.close(fd)  # raises when close() does not return 0: then nothing was promised
         r.wrote(path, token)
-        self.written[token] = "%s wrote %s (inode %s) at step %d" % (r.name, path, r.inodes.get(path), len(self.log) - 1)
+        self.written[token] = "%s wrote %s (inode %s, item %s) at step %d" % (r.name, path, r.inodes.get(path), r.identifier(path), len(self.log) - 1)
         self.promised += 1
 
     def release(self, r, h):
@@ -383,7 +392,7 @@ class Round:
         self.log.append("%s: close held %s%s" % (r.name, path, "" if ok else " -> close() failed"))
         if ok:
             r.wrote(path, h.token)
-            self.written[h.token] = "%s closed held %s (inode %s) at step %d" % (r.name, path, h.ino, len(self.log) - 1)
+            self.written[h.token] = "%s closed held %s (inode %s, item %s) at step %d" % (r.name, path, h.ino, r.identifier(path), len(self.log) - 1)
             self.promised += 1
 
     def maybe_fault(self):
@@ -680,6 +689,19 @@ def trace(tokens, replicas, rnd, server):
                 lines = [l for l in log_tail(os.path.join(r.store, "docfs.log"), 100000).splitlines() if base in l]
                 out.append("  %s's log lines naming %s (last 12):\n    %s" % (r.name, base, "\n    ".join(lines[-12:])))
         if name:
+            base = os.path.basename(name)
+            earlier = ["%s: %s" % (label, op) for label, ops in server.logs for op in ops if base in op or op.startswith("   [")]
+            out.append("  the operations of earlier rounds naming %s, and their faults:\n    %s" % (base, "\n    ".join(earlier)))
+        item = what.split(", item ")[1].split(")")[0] if ", item " in what else None
+        if item and item.isdigit():
+            out.append(holders(replicas, server, [item]))
+            out.append("  its change log (seq|op|replica):\n    %s" % "\n    ".join(server.psql(
+                "SELECT * FROM docfs_changes WHERE item_id = %s ORDER BY 1" % item)))
+            for r in replicas:
+                lines = [l for l in log_tail(os.path.join(r.store, "docfs.log"), 200000).splitlines()
+                         if ("item %s " % item) in l or ("item %s)" % item) in l or ("item %s:" % item) in l or ("item %s," % item) in l]
+                out.append("  %s's log lines naming item %s (last 12):\n    %s" % (r.name, item, "\n    ".join(lines[-12:])))
+        if name:
             rows = server.psql("""SELECT i.id, i.parent_id, i.name, i.deleted, i.content_version, v.content_version, v.size, v.replica,
                        v.content_key, m.key IS NOT NULL, (SELECT string_agg(b.pack_key || '@' || b.pack_offset || CASE WHEN b.damaged_ns IS NULL THEN '' ELSE ' damaged' END, ',')
                          FROM docfs_manifest_blocks mb LEFT JOIN docfs_blocks b ON b.hash = mb.hash WHERE mb.key = v.content_key)
@@ -817,6 +839,7 @@ def one_seed(seed):
                 logs = "".join("\nlog %s (end):\n%s" % (r.name, log_tail(os.path.join(r.store, "docfs.log"), 40)) for r in replicas)
                 raise AssertionError("seed %d, round %d:\n%s\n%s\nfaults: %s\noperations:\n  %s%s"
                                      % (seed, n, repr(e), traceback.format_exc(), rnd.faults, "\n  ".join(rnd.log), logs))
+            server.logs.append((rnd.label, rnd.log))
             totals["ops"] += OPS
             totals["promised"] += rnd.promised
             totals["gc-failed"] += len(rnd.gc_failed)
