@@ -78,6 +78,7 @@ class Server:
         self.database = database
         self.bucket = bucket
         self.damaged = {}
+        self.zeroed = set()  # the packs zeroed so far: never chosen again (a second read would note zeros)
         self.reported = set()
         self.written = {}  # every round's tokens -> where they were written and closed
         self.logs = []  # the operations of the rounds before (a failure's trace of an older token)
@@ -494,7 +495,9 @@ class Round:
             self.log.append("   [no pack damaged: PostgreSQL is down]")
             return
         blocks = [line.split("|") for line in rows.stdout.splitlines() if line]
-        packs = sorted({b[1] for b in blocks})
+        # A pack zeroed before is not chosen again: its blocks are not marked until a reader or
+        # the check finds them, and reading it again would note zeros as what they held.
+        packs = sorted({b[1] for b in blocks} - srv.zeroed)
         if not packs:
             return
         pack = packs[min(int(u * len(packs)), len(packs) - 1)]
@@ -504,7 +507,9 @@ class Round:
         if held is None or zeroed.returncode != 0:
             self.log.append("   [no pack damaged: %s went meanwhile]" % pack.rsplit("/", 1)[-1])
             return
-        srv.damaged.update(held)
+        srv.zeroed.add(pack)
+        for h, text in held.items():
+            srv.damaged.setdefault(h, text)  # what the block held when first zeroed
         self.damaged = True
         self.faults["damage"] += 1
         self.log.append("   [pack %s zeroed in the bucket: %d block(s)]" % (pack.rsplit("/", 1)[-1], len(held)))
