@@ -129,6 +129,17 @@ final class ProviderDefaultsTests: XCTestCase {
                                                    attributes: NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o644))
         }
         XCTAssertEqual(e, EPERM)
+        let a = ItemIdentifier("a.txt")
+        e = await errno { () async throws(ProviderError) in _ = try await bridge.trashItem(a) }
+        XCTAssertEqual(e, EROFS)
+        e = await errno { () async throws(ProviderError) in _ = try await bridge.untrashItem(a, to: .rootContainer, newName: "a.txt") }
+        XCTAssertEqual(e, EROFS)
+        XCTAssertNil(bridge.trashOrigin(of: a))
+        XCTAssertEqual(try bridge.storedAttributeNames(of: a), [])
+        e = await errno { () async throws(ProviderError) in _ = try bridge.storedAttribute(named: "user.x", of: a) }
+        XCTAssertEqual(e, ENODATA)
+        e = await errno { () async throws(ProviderError) in try await bridge.setStoredAttribute(named: "user.x", to: Data(), mode: .upsert, of: a) }
+        XCTAssertEqual(e, EOPNOTSUPP)
         e = await errno { () async throws(ProviderError) in try await provider.synchronize() }
         XCTAssertEqual(e, 0)
         XCTAssertGreaterThan(provider.storageStatistics().blockSize, 0)
