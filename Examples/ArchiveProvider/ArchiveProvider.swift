@@ -4,8 +4,8 @@ import DocFS
 
 /// A read-only provider of a different kind: the contents of a tar archive (ustar / GNU), read
 /// once into the `FileWrapper` model and served from it. It implements only the three reading
-/// members; every change is refused by the protocol's defaults (EROFS), and its items'
-/// capabilities say so, so `ls -l` shows no `w`.
+/// members and opts into nothing; every change is refused by the core protocol's defaults
+/// (EROFS), and its items' capabilities say so, so `ls -l` shows no `w`.
 final class ArchiveProvider: Provider, @unchecked Sendable {
     private struct Entry {
         var item: Item

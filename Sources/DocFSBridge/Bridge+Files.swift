@@ -123,8 +123,8 @@ extension Bridge {
                     }
                     return
                 }
-            } else if let smallFiles,
-                      let slice = try attempt(.item(item.identifier), { () throws(ProviderError) in try smallFiles.openStoredSlice(of: item.identifier) }) {
+            } else if let storedSlices,
+                      let slice = try attempt(.item(item.identifier), { () throws(ProviderError) in try storedSlices.openStoredSlice(of: item.identifier) }) {
                 // A small file kept inside a larger one (the store's segments): read in place.
                 backing = try install(OpenFile(node: node, readFD: slice.fd, writable: false, window: slice.offset..<(slice.offset + Int64(slice.length))), in: fi)
                 fi.pointee.noflush = 1
@@ -181,8 +181,8 @@ extension Bridge {
                 previous.handOver(to: next)
                 // A copy-in's session (its release not in yet) told the replica of no writer: tell
                 // it now, so other replicas' changes wait for this one's close too.
-                if next.writer == nil, let replica, let identifier = item?.identifier ?? inodes.identifier(node.ino) {
-                    next.writer = WriterRegistration(identifier, provider: replica)
+                if next.writer == nil, let openWriters, let identifier = item?.identifier ?? inodes.identifier(node.ino) {
+                    next.writer = WriterRegistration(identifier, provider: openWriters)
                 }
                 return next
             }
@@ -190,7 +190,7 @@ extension Bridge {
             // before the version is read, so that another replica's version cannot land between
             // the two unnoticed: it waits for this writer's close, which decides.
             guard let identifier = item?.identifier ?? inodes.identifier(node.ino) else { throw ProviderError(.noSuchItem) }
-            let writer = replica.map { WriterRegistration(identifier, provider: $0) }
+            let writer = openWriters.map { WriterRegistration(identifier, provider: $0) }
             do throws(ProviderError) {
                 let current = try provider.item(for: identifier)
                 let session: WriteSession

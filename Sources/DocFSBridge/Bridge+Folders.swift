@@ -89,8 +89,7 @@ extension Bridge {
             perform("mknod", d) { [self] () async throws(Failure) in
                 if kind.isSpecial {
                     let item = try await attempt(subject) { () async throws(ProviderError) in
-                        try await provider.createSpecialItem(withName: name, kind: kind, inParentItemIdentifier: parentItem.identifier,
-                                                             attributes: attributes)
+                        try await createSpecialItem(named: name, kind: kind, in: parentItem.identifier, attributes: attributes)
                     }
                     replyEntry(d, item, in: parentItem)
                     return

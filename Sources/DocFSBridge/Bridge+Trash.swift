@@ -59,7 +59,7 @@ extension Bridge {
                 // trash; the kernel may still cache those names there.
                 let before = item.kind == .folder ? trashTopNames() : []
                 _ = try await attempt(subject) { () async throws(ProviderError) in
-                    try await provider.trashItem(withIdentifier: item.identifier)
+                    try await trashItem(item.identifier)
                 }
                 if !before.isEmpty, let trash = inodes.knownNode(.trashContainer) {
                     for name in before.subtracting(trashTopNames()) {
@@ -127,8 +127,7 @@ extension Bridge {
                     return try await provider.reparentItem(withIdentifier: move.item.identifier, toParentItemWithIdentifier: .trashContainer,
                                                            newName: move.newName, replacing: nil)
                 }
-                return try await provider.untrashItem(withIdentifier: move.item.identifier, toParentItemIdentifier: move.toParent,
-                                                      newName: move.newName)
+                return try await untrashItem(move.item.identifier, to: move.toParent, newName: move.newName)
             }
             d.ok()
         }

@@ -38,14 +38,14 @@ extension Bridge {
         if let used = item.lastUsedDate { list.append(("user.docfs.last-used", Self.format(used))) }
         if let tags = item.tagData { list.append((Self.tagsAttribute, String(decoding: tags, as: UTF8.self))) }
         if let rank = item.favoriteRank { list.append((Self.favoriteRankAttribute, String(rank))) }
-        if withSync, let sync = replica?.syncState(of: item.identifier) {
+        if withSync, let sync = replicaStatus?.syncState(of: item.identifier) {
             list.append((Self.syncAttribute, sync))
             if item.kind == .file { list.append((Self.downloadedAttribute, item.isDownloaded ? "yes" : "no")) }
         }
         if onDemand?.isPinned(item.identifier) == true { list.append((Self.pinnedAttribute, "yes")) }
-        if withSync, let conflict = replica?.conflict(of: item.identifier) { list.append((Self.conflictAttribute, conflict)) }
-        if withSync, item.identifier == .rootContainer, let status = replica?.syncStatus() { list.append((Self.statusAttribute, status)) }
-        if item.parentIdentifier == .trashContainer, let origin = provider.trashOrigin(of: item.identifier) {
+        if withSync, let conflict = replicaStatus?.conflict(of: item.identifier) { list.append((Self.conflictAttribute, conflict)) }
+        if withSync, item.identifier == .rootContainer, let status = replicaStatus?.syncStatus() { list.append((Self.statusAttribute, status)) }
+        if item.parentIdentifier == .trashContainer, let origin = trashOrigin(of: item.identifier) {
             let folder = path(of: origin.parentIdentifier)
             list.append(("user.docfs.trashed-from", folder == "/" ? "/" + origin.filename : folder + "/" + origin.filename))
         }
@@ -100,11 +100,11 @@ extension Bridge {
             case .docfs:
                 let found: String?
                 switch name {
-                case Self.syncAttribute: found = replica?.syncState(of: item.identifier)
+                case Self.syncAttribute: found = replicaStatus?.syncState(of: item.identifier)
                 case Self.downloadedAttribute:
-                    found = item.kind == .file && replica?.syncState(of: item.identifier) != nil ? (item.isDownloaded ? "yes" : "no") : nil
-                case Self.conflictAttribute: found = replica?.conflict(of: item.identifier)
-                case Self.statusAttribute: found = item.identifier == .rootContainer ? replica?.syncStatus() : nil
+                    found = item.kind == .file && replicaStatus?.syncState(of: item.identifier) != nil ? (item.isDownloaded ? "yes" : "no") : nil
+                case Self.conflictAttribute: found = replicaStatus?.conflict(of: item.identifier)
+                case Self.statusAttribute: found = item.identifier == .rootContainer ? replicaStatus?.syncStatus() : nil
                 default: found = providerAttributes(of: item, withSync: false).first(where: { $0.0 == name })?.1
                 }
                 guard let value = found else {
@@ -114,7 +114,7 @@ extension Bridge {
                 replySized(reply, Array(value.utf8), size)
             case .user:
                 let value = try attempt(.item(item.identifier)) { () throws(ProviderError) in
-                    try provider.extendedAttribute(named: name, of: item.identifier)
+                    try storedAttribute(named: name, of: item.identifier)
                 }
                 replySized(reply, Array(value), size)
             case .refused:
@@ -139,7 +139,7 @@ extension Bridge {
             var bytes: [UInt8] = []
             for (name, _) in providerAttributes(of: item) { bytes += Array(name.utf8) + [0] }
             let stored = try attempt(.item(item.identifier)) { () throws(ProviderError) in
-                try provider.extendedAttributeNames(of: item.identifier)
+                try storedAttributeNames(of: item.identifier)
             }
             for name in stored { bytes += Array(name.utf8) + [0] }
             replySized(reply, bytes, size)
@@ -191,7 +191,7 @@ extension Bridge {
                 executor.run { [self] in
                     do throws(Failure) {
                         try await attempt(subject) { () async throws(ProviderError) in
-                            try await provider.setExtendedAttribute(named: name, to: remove ? nil : bytes, mode: mode, forItemIdentifier: item.identifier)
+                            try await setStoredAttribute(named: name, to: remove ? nil : bytes, mode: mode, of: item.identifier)
                         }
                         d.ok()
                     } catch {
@@ -206,8 +206,8 @@ extension Bridge {
                 let d = reply.deferred()
                 perform(op, d) { [self] () async throws(Failure) in
                     try await attempt(subject) { () async throws(ProviderError) in
-                        guard let replica else { throw ProviderError(.unsupported, "this provider has no server to send changes to") }
-                        try await replica.retrySync(of: item.identifier)
+                        guard let replicaStatus else { throw ProviderError(.unsupported, "this provider has no server to send changes to") }
+                        try await replicaStatus.retrySync(of: item.identifier)
                     }
                     d.ok()
                 }
@@ -247,9 +247,9 @@ extension Bridge {
                 perform(op, d) { [self] () async throws(Failure) in
                     _ = try await attempt(subject) { () async throws(ProviderError) in
                         if name == Self.tagsAttribute {
-                            return try await provider.setTagData(remove ? nil : bytes, forItemIdentifier: item.identifier)
+                            return try await setTagData(remove ? nil : bytes, of: item.identifier)
                         }
-                        return try await provider.setFavoriteRank(rank, forItemIdentifier: item.identifier)
+                        return try await setFavoriteRank(rank, of: item.identifier)
                     }
                     d.ok()
                 }
@@ -268,7 +268,7 @@ extension Bridge {
     func storeExtendedAttributes(of copyIn: CopyIn, on identifier: ItemIdentifier, subject: Subject) async {
         for (name, value) in copyIn.extendedAttributes.sorted(by: { $0.key < $1.key }) {
             do throws(ProviderError) {
-                try await provider.setExtendedAttribute(named: name, to: value, mode: .upsert, forItemIdentifier: identifier)
+                try await setStoredAttribute(named: name, to: value, mode: .upsert, of: identifier)
             } catch {
                 _ = report("setxattr", Failure(error, subject))
             }

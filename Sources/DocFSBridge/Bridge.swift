@@ -11,12 +11,21 @@ import DocFSProvider
 /// from there, so a slow provider never holds a FUSE thread.
 package final class Bridge: @unchecked Sendable {
     let provider: any Provider
-    /// The provider's opt-in sides, found once: a replica's sync state and writers, contents on demand.
-    let replica: (any ReplicaProvider)?
+    /// The provider's opt-in sides, found once by a cast (nil: the bridge refuses as a
+    /// filesystem without the feature, Bridge+OptIns.swift).
+    let trash: (any TrashProvider)?
+    let appleMetadata: (any AppleMetadataProvider)?
+    let storedAttributes: (any ExtendedAttributeProvider)?
+    let specialItems: (any SpecialItemProvider)?
+    /// A replica's sync state, conflicts and retries; its writers held against other replicas' changes.
+    let replicaStatus: (any ReplicaStatusProvider)?
+    let openWriters: (any OpenWritersProvider)?
     let onDemand: (any OnDemandProvider)?
-    /// A provider that takes small new files as bytes (`SmallFileProvider`, with a limit above 0):
-    /// new files then stay in memory while small (`WriteSession.inMemory`).
-    let smallFiles: (any SmallFileProvider)?
+    /// A provider that takes small new files as bytes (`SmallFileImportProvider`, with a limit
+    /// above 0): new files then stay in memory while small (`WriteSession.inMemory`).
+    let smallFiles: (any SmallFileImportProvider)?
+    /// A provider that keeps small files inside larger ones, read in place (`StoredSliceProvider`).
+    let storedSlices: (any StoredSliceProvider)?
     let inodes = InodeTable()
     let attributes: Attributes
     let executor = ProviderExecutor()
@@ -42,9 +51,15 @@ package final class Bridge: @unchecked Sendable {
 
     package init(provider: any Provider, logger: Logger, options: BridgeOptions = BridgeOptions()) {
         self.provider = provider
-        self.replica = provider as? any ReplicaProvider
+        self.trash = provider as? any TrashProvider
+        self.appleMetadata = provider as? any AppleMetadataProvider
+        self.storedAttributes = provider as? any ExtendedAttributeProvider
+        self.specialItems = provider as? any SpecialItemProvider
+        self.replicaStatus = provider as? any ReplicaStatusProvider
+        self.openWriters = provider as? any OpenWritersProvider
         self.onDemand = provider as? any OnDemandProvider
-        self.smallFiles = (provider as? any SmallFileProvider).flatMap { $0.smallFileLimit > 0 ? $0 : nil }
+        self.smallFiles = (provider as? any SmallFileImportProvider).flatMap { $0.smallFileLimit > 0 ? $0 : nil }
+        self.storedSlices = provider as? any StoredSliceProvider
         self.log = logger
         self.options = options
         self.entryLimit = options.inodeLimit.map(KernelEntryLimit.init(limit:))

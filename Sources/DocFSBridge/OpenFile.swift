@@ -11,7 +11,7 @@ final class OpenFile: @unchecked Sendable {
     let arrival: ContentArrival?
     /// The item a read-only handle was opened on, told to the provider at release.
     let reading: ItemIdentifier?
-    /// A small file read in place from a larger one (`SmallFileProvider.openStoredSlice`): where
+    /// A small file read in place from a larger one (`StoredSliceProvider.openStoredSlice`): where
     /// its bytes are in `readFD`. nil: `readFD` is the file's own.
     let window: Range<Int64>?
     /// Read by the kernel from its backing file (`Passthrough`): released there too.

@@ -13,7 +13,7 @@ import DocFSProvider
 final class SiblingPrefetch: @unchecked Sendable {
     private let children: @Sendable (ItemIdentifier) -> [Item]
     private let openContents: @Sendable (ItemIdentifier) -> Int32?
-    /// A small file kept inside a larger one (`SmallFileProvider`): its range there is read ahead.
+    /// A small file kept inside a larger one (`StoredSliceProvider`): its range there is read ahead.
     private let openSlice: (@Sendable (ItemIdentifier) -> StoredSlice?)?
     private let queue = DispatchQueue(label: "docfs.prefetch", qos: .utility)
     private let lock = Lock()
@@ -26,9 +26,9 @@ final class SiblingPrefetch: @unchecked Sendable {
 
     convenience init(provider: any Provider) {
         var openSlice: (@Sendable (ItemIdentifier) -> StoredSlice?)?
-        if let small = provider as? any SmallFileProvider, small.smallFileLimit > 0 {
+        if let slices = provider as? any StoredSliceProvider {
             openSlice = { id in
-                do { return try small.openStoredSlice(of: id) } catch { return nil }
+                do { return try slices.openStoredSlice(of: id) } catch { return nil }
             }
         }
         self.init(children: { (try? provider.enumerateItems(in: $0)) ?? [] },

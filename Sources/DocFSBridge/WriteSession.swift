@@ -311,7 +311,7 @@ final class WriterRegistration: Sendable {
     private let ended: @Sendable () -> Void
     private let done = Atomic<Bool>(false)
 
-    init(_ identifier: ItemIdentifier, provider: any ReplicaProvider) {
+    init(_ identifier: ItemIdentifier, provider: any OpenWritersProvider) {
         provider.contentsOpenedForWriting(of: identifier)
         ended = { provider.contentsClosedForWriting(of: identifier) }
     }

@@ -5,7 +5,8 @@ import DocFSProvider
 import Glibc
 #endif
 
-/// A complete `Provider` that keeps its whole tree in memory: `docfs mount memory: MNT`.
+/// A complete `Provider` (with the trash, Apple's metadata, stored extended attributes, special
+/// items and hard links opted into) that keeps its whole tree in memory: `docfs mount memory: MNT`.
 ///
 /// Items, names per folder, owners, modes, nanosecond times, tags, favourite ranks, stored
 /// `user.*` attributes, symbolic links, FIFOs and sockets live in one `MemoryTree` behind one
@@ -33,7 +34,7 @@ import Glibc
 /// Concurrency: all state is in `Mutex<MemoryTree>` (held for map updates only, never across
 /// I/O; copies into memory files are made before it is taken), plus immutable `let`s, so the
 /// class is `Sendable` as checked by the compiler, without `@unchecked`.
-public final class MemoryProvider: Provider {
+public final class MemoryProvider: Provider, TrashProvider, AppleMetadataProvider, ExtendedAttributeProvider, SpecialItemProvider {
     /// A folder made at init with capabilities of its own (like a folder of a layout file).
     public struct FolderRule: Sendable, Hashable {
         /// Relative to the root, `/`-separated (`Inbox`, `Projects/2024`); missing parents are made.
@@ -437,11 +438,6 @@ public final class MemoryProvider: Provider {
         try update(identifier) { $0.favoriteRank = rank }
     }
 
-    /// Stores (or clears) the item's last-used date (its access time).
-    public func setLastUsedDate(_ date: Date?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
-        try update(identifier) { $0.lastUsedDate = date }
-    }
-
     /// chmod, chown, chgrp, utimensat as the bridge passes them (its rules applied); the change
     /// time moves. The mode of a symbolic link cannot change (`.unsupported`).
     public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item {
@@ -457,8 +453,10 @@ public final class MemoryProvider: Provider {
 
     /// A new content version from the staged regular file at `fileURL`: its bytes are copied into
     /// a new memory file and the staged file is removed (moved, as the protocol says). Readers of
-    /// the previous version keep it until they close.
-    public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item {
+    /// the previous version keep it until they close. No other writer changes the tree behind the
+    /// mount's back, so the base version is not checked.
+    public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
+                               from fileURL: URL) async throws(ProviderError) -> Item {
         try withTree { (tree) throws(ProviderError) in
             let node = try tree.node(identifier)
             switch node.item.kind {

@@ -1,6 +1,8 @@
-/// A provider that is a replica of a server (opt in by conforming; the bridge finds it with a
-/// cast). Answer the reads from memory: the bridge asks on getxattr and listxattr.
-public protocol ReplicaProvider: Provider {
+/// A replica of a server that reports on it (opt in by conforming; the bridge finds it with a
+/// cast): `user.docfs.sync`, `user.docfs.conflict`, `user.docfs.status`, `docfs sync --retry`.
+/// Answer the reads from memory: the bridge asks on getxattr and listxattr. Without it those
+/// attributes are absent and a retry is refused (EOPNOTSUPP).
+public protocol ReplicaStatusProvider: Provider {
     /// The item's sync state for `user.docfs.sync` and `docfs info` ("uploaded", "pending",
     /// "error: REASON"); nil for an item the server need not know.
     func syncState(of identifier: ItemIdentifier) -> String?
@@ -13,10 +15,17 @@ public protocol ReplicaProvider: Provider {
     /// Tries again the changes of an item the server refused and that wait set aside (`docfs
     /// sync --retry`, `user.docfs.sync` set to "retry").
     func retrySync(of identifier: ItemIdentifier) async throws(ProviderError)
+}
+
+/// A provider whose items other writers change too (another replica's versions and deletes), and
+/// that holds those changes back while a file is open for writing through the mount (opt in by
+/// conforming; the bridge finds it with a cast).
+public protocol OpenWritersProvider: Provider {
     /// A file's contents are open for writing through the mount (a staged copy began), and the
-    /// last such writer let go of them. Between the two a replica keeps other replicas' versions
-    /// and deletes of the file aside, so that the writer's close decides (its `modifyContents`
-    /// carries the version it began from). Calls pair up, once per inode however many handles.
+    /// last such writer let go of them. Between the two the provider keeps other replicas'
+    /// versions and deletes of the file aside, so that the writer's close decides (its
+    /// `modifyContents` carries the version it began from). Calls pair up, once per inode
+    /// however many handles.
     func contentsOpenedForWriting(of identifier: ItemIdentifier)
     func contentsClosedForWriting(of identifier: ItemIdentifier)
 }
@@ -46,7 +55,7 @@ public protocol OnDemandProvider: Provider {
 /// keeps a new file copied in in the daemon's memory as long as it has at most that many bytes
 /// (and its memory for all such files allows), and imports it with this call at close; a file
 /// that grows past it is staged and imported with `importDocument(from:…)` as usual.
-public protocol SmallFileProvider: Provider {
+public protocol SmallFileImportProvider: Provider {
     /// Files with at most this many bytes may be handed over as bytes; 0: none.
     var smallFileLimit: Int { get }
     /// Imports a new file named `name` holding `contents` into `parent`, like
@@ -54,13 +63,19 @@ public protocol SmallFileProvider: Provider {
     /// with the times and mode in `attributes` (the bridge gives what the program wrote and set).
     func importDocument(contents: [UInt8], named name: String, toParentItemIdentifier parent: ItemIdentifier,
                         attributes: NewItemAttributes) async throws(ProviderError) -> Item
-    /// Where a stored small file's bytes are, to read them in place: a descriptor the caller
-    /// closes, on a file that holds them at `offset` for `length` bytes; nil for a file with
-    /// contents of its own (open those with `openContents`).
+}
+
+/// A provider that keeps some files' bytes inside a larger file and lets them be read in place
+/// (opt in by conforming; the bridge finds it with a cast): the bridge asks on open, and reads
+/// such a file with `pread` on the larger one instead of opening its contents.
+public protocol StoredSliceProvider: Provider {
+    /// Where a stored file's bytes are: a descriptor the caller closes, on a file that holds
+    /// them at `offset` for `length` bytes; nil for a file with contents of its own (open those
+    /// with `openContents`). Answer from memory: the bridge asks on every open.
     func openStoredSlice(of identifier: ItemIdentifier) throws(ProviderError) -> StoredSlice?
 }
 
-/// A file's bytes inside a larger file (`SmallFileProvider.openStoredSlice`).
+/// A file's bytes inside a larger file (`StoredSliceProvider.openStoredSlice`).
 public struct StoredSlice: Sendable {
     public var fd: Int32
     public var offset: Int64

@@ -42,29 +42,44 @@ public struct StorageStatistics: Sendable {
 /// bits before calling), but a provider may refuse anything by throwing a `ProviderError`; its
 /// code becomes the errno the program sees and its reason is logged with the path.
 ///
-/// **Only the reading members are required** — `item`, `enumerateItems` and `openContents`
-/// (`childItem` has a default that searches `enumerateItems`). Every action has a default in the
-/// extension below that refuses cleanly — `EROFS` for changes to the tree, `EOPNOTSUPP` for tags
-/// and extended attributes, `EPERM` for FIFOs, sockets and owners — so a read-only provider is
-/// those three members; give its items capabilities without `write` and `add` so that `ls -l`
-/// shows it.
+/// **The core: 18 requirements** — six to read the tree (`item`, `childItem`, `enumerateItems`,
+/// `openContents`, `stagingDirectory`, `storageStatistics`), nine actions every writable tree
+/// needs (`importDocument`, `createDirectory`, `createSymbolicLink`, `renameItem`,
+/// `reparentItem`, `deleteItem`, `modifyContents`, `setAttributes`, `synchronize`) and three
+/// hooks (`admitItem`, `supertypes`, `observeChanges`). Only `item`, `enumerateItems` and
+/// `openContents` must be written: the rest have defaults in the extension below, the actions'
+/// refusing cleanly (`EROFS` for changes to the tree, `EPERM` for owners), so a read-only
+/// provider is those three members; give its items capabilities without `write` and `add` so
+/// that `ls -l` shows it. A core requirement whose signature a provider mistypes is not picked
+/// up — its default refuses, and the daemon's log line for the refusal names the action
+/// ("refused setattr /path: this provider does not change attributes (EROFS)"): that line is
+/// how a provider author learns it.
 ///
 /// **One requirement per action.** Each action that makes an item takes the new item's owner,
-/// group, mode and times (`NewItemAttributes`): that is the form the bridge calls and the one a
-/// provider implements. The plain forms of Apple's vocabulary — `importDocument(at:…)`,
-/// `createDirectory(withName:inParentItemIdentifier:)`, `untrashItem(withIdentifier:toParentItemIdentifier:)`,
-/// … — are conveniences in a protocol extension that call it (with `attributes: nil`, the
-/// provider's defaults); implementing them in a provider has no effect on the mount.
+/// group, mode and times (`NewItemAttributes`), and `modifyContents` the version the bytes were
+/// based on: that is the form the bridge calls and the one a provider implements. The plain
+/// forms of Apple's vocabulary — `importDocument(at:…)`, `createDirectory(withName:inParentItemIdentifier:)`,
+/// `modifyContents(ofItemWithIdentifier:from:)`, … — are conveniences in a protocol extension
+/// that call it (with `attributes: nil`, the provider's defaults); implementing them in a
+/// provider has no effect on the mount.
 ///
-/// **Opt-in protocols** for what only some providers have: `ReplicaProvider` (a replica of a
-/// server: sync state, conflicts, status, retries, writers held against other replicas' changes),
-/// `OnDemandProvider` (contents downloaded when opened, pins, eviction), `SmallFileProvider` and
-/// `HardLinkProvider` (one item under several names). The bridge finds them
-/// with a cast when it starts; they have no defaults, so a provider that declares one and
-/// misspells or forgets a requirement does not compile. In this protocol, a requirement whose
-/// signature a provider mistypes is not picked up either — its default refuses, and the daemon's
-/// log line for the refusal names the action ("refused setattr /path: this provider does not
-/// change attributes (EROFS)"): that line is how a provider author learns it.
+/// **Opt-in protocols** for what only some providers have, each found by a cast
+/// (`provider as? TrashProvider`) when the bridge starts and without defaults, so that a provider
+/// that declares one and misspells or forgets a requirement does not compile. Without one the
+/// bridge refuses as a filesystem without the feature does, with one log line:
+/// - `TrashProvider` (trash, restore, where a trashed item came from; OptInTree.swift),
+///   `AppleMetadataProvider` (tags, favourite rank), `ExtendedAttributeProvider` (`user.*`
+///   attributes), `SpecialItemProvider` (FIFOs, sockets, device nodes), `HardLinkProvider` (one
+///   item under several names);
+/// - `ReplicaStatusProvider` (a replica's sync state, conflicts, status, retries) and
+///   `OpenWritersProvider` (other replicas' changes held while a file is open for writing),
+///   `OnDemandProvider` (contents downloaded when opened, pins, eviction),
+///   `SmallFileImportProvider` (new small files handed over as bytes) and
+///   `StoredSliceProvider` (small files read in place from a larger one) (OptInProviders.swift).
+///
+/// Apple's `lastUsedDate` is the item's access time: the bridge changes it, like the other
+/// times, through `setAttributes` (`touch -a`, `utimensat`), and not when a file is opened (that
+/// would make every open a durable write), so it has no requirement of its own.
 ///
 /// The contract the mount relies on:
 /// - A folder's `childItemCount` and `childFolderCount` are exact: `rmdir` refuses a folder
@@ -131,13 +146,6 @@ public protocol Provider: AnyObject, Sendable {
     /// (`.readOnly`).
     func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
                             attributes: NewItemAttributes?) async throws(ProviderError) -> Item
-    /// Makes the name of a FIFO, a socket or a device node (`mknod`, `mkfifo`, a socket's `bind`):
-    /// an item with no contents (`kind.isSpecial`, else `.invalidArgument`; a device node keeps
-    /// `attributes.deviceNumber` and is never opened as a device, the mount being `nodev`). The bridge calls it
-    /// for `mknod`; a provider that keeps no such items leaves the default, which refuses with
-    /// `.notPermitted` (EPERM, as a filesystem without them answers).
-    func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
-                           attributes: NewItemAttributes?) async throws(ProviderError) -> Item
 
     // MARK: Moving and removing items (NSFileProvider vocabulary)
 
@@ -155,33 +163,6 @@ public protocol Provider: AnyObject, Sendable {
     /// Deletes a file, link or empty folder for good (`unlink`, `rmdir`, or `rm` inside the
     /// trash). `.directoryNotEmpty` for a folder with children. The default refuses (`.readOnly`).
     func deleteItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError)
-    /// Moves an item into the trash container under a unique name, remembering where it came
-    /// from (`rm` on a mount with `-o trash`). The default refuses (`.readOnly`).
-    func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
-    /// Restores a trashed item into `parent` under `newName` (`mv .Trash/x FOLDER/NAME`). Throws
-    /// `.invalidArgument` when the item is not in the trash or `parent` is, otherwise as
-    /// `reparentItem`. The plain `untrashItem(withIdentifier:toParentItemIdentifier:)` (back where
-    /// it came from) is built on this. The default refuses (`.readOnly`).
-    func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
-                     newName: String) async throws(ProviderError) -> Item
-    /// Where a trashed item (at the top of the trash) came from, when the provider remembers it:
-    /// the bridge shows it as `user.docfs.trashed-from`, and the plain `untrashItem` restores
-    /// there. Default: nil.
-    func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin?
-
-    // MARK: Metadata (NSFileProvider vocabulary)
-
-    /// Sets or clears the item's tag data (the bridge calls it for `setfattr -n user.docfs.tags`
-    /// and its removal). The default refuses (`.unsupported`, EOPNOTSUPP).
-    func setTagData(_ tagData: Data?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
-    /// Sets or clears the item's favourite rank (the bridge calls it for
-    /// `user.docfs.favorite-rank`). The default refuses (`.unsupported`).
-    func setFavoriteRank(_ rank: Int64?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
-    /// Sets or clears the item's last-used date (its access time, shown as
-    /// `user.docfs.last-used`). Apple's form, for library callers: the bridge changes access
-    /// times through `setAttributes(ofItemWithIdentifier:changes:)`. The default refuses
-    /// (`.readOnly`).
-    func setLastUsedDate(_ date: Date?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item
 
     // MARK: Changing contents and attributes
 
@@ -189,13 +170,12 @@ public protocol Provider: AnyObject, Sendable {
     /// content version, called by the bridge when a file opened for writing is closed or synced.
     /// Readers holding the old contents open keep seeing them. `.corruptFile` or
     /// `.typeNotAllowed` refuse the version (the written bytes are discarded); any other error
-    /// keeps them staged for the next close. The default refuses (`.readOnly`).
-    func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item
-    /// The same, with the version the new contents were based on (Apple's `baseVersion`): the
-    /// item's version when the writer's staged copy began. A provider whose item has moved on
-    /// since (another replica's version arrived) must not put these bytes over the newer ones:
-    /// the store keeps them as a conflicted copy beside the file. The bridge always calls this
-    /// form; the default ignores the base and calls the plain one.
+    /// keeps them staged for the next close. `baseVersion` (Apple's) is the item's version when
+    /// the writer's staged copy began: a provider whose item has moved on since (another
+    /// replica's version arrived) must not put these bytes over the newer ones (the store keeps
+    /// them as a conflicted copy beside the file); a provider without versions ignores it. The
+    /// plain `modifyContents(ofItemWithIdentifier:from:)` calls this with nil. The default
+    /// refuses (`.readOnly`).
     func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
                         from fileURL: URL) async throws(ProviderError) -> Item
     /// chmod, chown, chgrp, utimensat (nil fields of `changes` stay). The bridge has applied
@@ -234,19 +214,6 @@ public protocol Provider: AnyObject, Sendable {
     /// mount needs none.
     func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void)
 
-    // MARK: Stored extended attributes (`user.*` other than docfs's own)
-
-    /// Names of the item's stored extended attributes (`listxattr`), in a stable order. The
-    /// default has none.
-    func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String]
-    /// One stored extended attribute (`getxattr`); `.noSuchAttribute` (ENODATA) when it is not
-    /// set, which is all the default answers.
-    func extendedAttribute(named name: String, of identifier: ItemIdentifier) throws(ProviderError) -> Data
-    /// Stores (or, with a nil value, removes) an extended attribute (`setxattr`, `removexattr`).
-    /// Limits and the create/replace modes: `ExtendedAttributes`. The default refuses
-    /// (`.unsupported`, EOPNOTSUPP).
-    func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
-                              forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError)
 }
 
 // MARK: - Defaults: what a provider does not implement is refused as a filesystem refuses it
@@ -293,11 +260,6 @@ extension Provider {
                                    attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         throw Self.readOnly("make symbolic links")
     }
-    /// Refuses: this provider keeps no FIFOs or sockets (EPERM).
-    public func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
-                                  attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
-        throw ProviderError(.notPermitted, "this provider does not keep FIFOs or sockets")
-    }
     /// Refuses: this provider does not rename items (EROFS).
     public func renameItem(withIdentifier identifier: ItemIdentifier, toName name: String) async throws(ProviderError) -> Item {
         throw Self.readOnly("rename items")
@@ -311,37 +273,10 @@ extension Provider {
     public func deleteItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
         throw Self.readOnly("delete items")
     }
-    /// Refuses: this provider has no trash (EROFS).
-    public func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
-        throw Self.readOnly("trash items")
-    }
-    /// Refuses: this provider has no trash to restore from (EROFS).
-    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
-                            newName: String) async throws(ProviderError) -> Item {
-        throw Self.readOnly("restore items")
-    }
-    /// Remembers nothing.
-    public func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? { nil }
-    /// Refuses: this provider does not keep tags (EOPNOTSUPP).
-    public func setTagData(_ tagData: Data?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
-        throw ProviderError(.unsupported, "this provider does not keep tags")
-    }
-    /// Refuses: this provider does not keep favourite ranks (EOPNOTSUPP).
-    public func setFavoriteRank(_ rank: Int64?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
-        throw ProviderError(.unsupported, "this provider does not keep favourite ranks")
-    }
-    /// Refuses: this provider does not change times (EROFS).
-    public func setLastUsedDate(_ date: Date?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
-        throw Self.readOnly("change times")
-    }
     /// Refuses: this provider does not change contents (EROFS).
-    public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item {
-        throw Self.readOnly("change contents")
-    }
-    /// Providers without versions: the base is not checked.
     public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
                                from fileURL: URL) async throws(ProviderError) -> Item {
-        try await modifyContents(ofItemWithIdentifier: identifier, from: fileURL)
+        throw Self.readOnly("change contents")
     }
     /// Refuses owner and group changes (EPERM) and any other change (EROFS); an empty change
     /// answers the item as it is.
@@ -365,20 +300,6 @@ extension Provider {
 
     /// No changes of its own to report.
     public func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void) {}
-
-    /// No stored attributes.
-    public func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String] { [] }
-
-    /// Nothing is set: `.noSuchAttribute` (ENODATA).
-    public func extendedAttribute(named name: String, of identifier: ItemIdentifier) throws(ProviderError) -> Data {
-        throw ProviderError(.noSuchAttribute, "\(name) is not set")
-    }
-
-    /// Refuses: this provider does not store extended attributes (EOPNOTSUPP).
-    public func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
-                                     forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
-        throw ProviderError(.unsupported, "this provider does not store extended attributes")
-    }
 
     private static func readOnly(_ what: String) -> ProviderError {
         ProviderError(.readOnly, "this provider does not \(what)")
@@ -424,22 +345,10 @@ extension Provider {
         try await createSymbolicLink(withName: name, target: target, inParentItemIdentifier: parent, attributes: nil)
     }
 
-    /// Restores a trashed item under the name it had before it was trashed, into `parent` or,
-    /// when nil, into the folder it came from (`trashOrigin`) if that is still a folder outside
-    /// the trash, else into the root: `untrashItem(withIdentifier:toParentItemIdentifier:newName:)`
-    /// with those. Throws what that throws (`.invalidArgument` for an item not in the trash).
-    /// The origin is read before the restore, not in the same step.
-    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier?) async throws(ProviderError) -> Item {
-        let trashed = try item(for: identifier)
-        let origin = trashOrigin(of: identifier)
-        var destination = ItemIdentifier.rootContainer
-        if let parent {
-            destination = parent
-        } else if let from = origin?.parentIdentifier, (try? item(for: from))?.isFolder == true, !isInTrash(from) {
-            destination = from
-        }
-        return try await untrashItem(withIdentifier: identifier, toParentItemIdentifier: destination,
-                                     newName: origin?.filename ?? trashed.filename)
+    /// Replaces a file's contents without a base version:
+    /// `modifyContents(ofItemWithIdentifier:baseVersion:from:)` with nil.
+    public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item {
+        try await modifyContents(ofItemWithIdentifier: identifier, baseVersion: nil, from: fileURL)
     }
 
     /// Changes permission bits and/or the content-modification date:
@@ -449,17 +358,5 @@ extension Provider {
         try await setAttributes(ofItemWithIdentifier: identifier,
                                 changes: AttributeChanges(posixPermissions: posixPermissions,
                                                           modificationTime: contentModificationDate.map(FileTime.init)))
-    }
-
-    /// Whether the item is the trash container or inside it, found by walking its parents.
-    private func isInTrash(_ identifier: ItemIdentifier) -> Bool {
-        var cursor = identifier
-        for _ in 0..<4096 {
-            if cursor == .trashContainer { return true }
-            if cursor == .rootContainer { return false }
-            guard let parent = try? item(for: cursor).parentIdentifier, parent != cursor else { return false }
-            cursor = parent
-        }
-        return false
     }
 }

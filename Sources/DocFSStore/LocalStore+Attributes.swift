@@ -3,7 +3,7 @@ import DocFSProvider
 import GRDB
 
 // Metadata of one item: tags, favourite rank, last-used date, mode, owner and times.
-extension LocalStore {
+extension LocalStore: AppleMetadataProvider {
     /// Changes metadata of one item (one transaction, one new metadata version).
     private func updateSync(_ identifier: ItemIdentifier, _ what: String, _ change: (inout Record) throws(ProviderError) -> Void) throws(ProviderError) -> Item {
         return try write { (database) throws(ProviderError) -> Item in

@@ -29,10 +29,6 @@ extension LocalStore {
         return fd
     }
 
-    package func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, from fileURL: URL) async throws(ProviderError) -> Item {
-        try modify(identifier, from: fileURL.path, base: nil)
-    }
-
     /// A new version based on `baseVersion`: when the item has another content version now
     /// (another replica's arrived since the writer's copy began), the bytes become a conflicted
     /// copy beside it, "NAME (conflicted copy from HOST DATE).EXT", and the item keeps the newer

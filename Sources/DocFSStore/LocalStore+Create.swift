@@ -9,7 +9,7 @@ import GRDB
 
 // New items: the checks and records every new item goes through (imports too), and the actions
 // that make folders, symbolic links, FIFOs and sockets.
-extension LocalStore {
+extension LocalStore: SpecialItemProvider {
     /// A folder that can receive a new child named `name`, or the rule that refuses.
     func checkedParent(_ tree: TreeState, _ parentRow: Int64, _ parent: ItemIdentifier, name: String) throws(ProviderError) -> Record {
         guard let folder = tree.records[parentRow] else {

@@ -9,7 +9,7 @@ import GRDB
 
 // Stored `user.*` extended attributes (the `xattr` table, read from SQLite when asked: they are
 // written straight to it, and programs ask for them far less often than for attributes).
-extension LocalStore {
+extension LocalStore: ExtendedAttributeProvider {
     package func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String] {
         let row = try itemRow(identifier)
         let names: [String]? = state.withLock { tree in

@@ -19,7 +19,7 @@ extension LocalStore {
         smallFileLimit > 0 && size <= Int64(smallFileLimit)
     }
 
-    /// A new file from the bridge's memory (`SmallFileProvider`): imported like a staged file,
+    /// A new file from the bridge's memory (`SmallFileImportProvider`): imported like a staged file,
     /// its bytes appended to a segment (or, past `smallFileLimit`, written to a content file).
     package func importDocument(contents: [UInt8], named name: String, toParentItemIdentifier parent: ItemIdentifier,
                                 attributes: NewItemAttributes) async throws(ProviderError) -> Item {
@@ -52,7 +52,7 @@ extension LocalStore {
         try segments.append(row, bytes)
     }
 
-    /// A file kept in a segment, to be read in place (`SmallFileProvider`); nil for a file with a
+    /// A file kept in a segment, to be read in place (`StoredSliceProvider`); nil for a file with a
     /// content file of its own.
     package func openStoredSlice(of identifier: ItemIdentifier) throws(ProviderError) -> StoredSlice? {
         guard let row = self.row(for: identifier) else { return nil }
@@ -138,4 +138,4 @@ extension LocalStore {
     }
 }
 
-extension LocalStore: SmallFileProvider {}
+extension LocalStore: SmallFileImportProvider, StoredSliceProvider {}

@@ -3,7 +3,7 @@ import DocFSProvider
 import GRDB
 
 // The trash: trashing, restoring, and gathering what was trashed out of a folder.
-extension LocalStore {
+extension LocalStore: TrashProvider {
     /// Moves the item to the top of the trash under a unique name, remembering its folder and
     /// name (`trashOrigin`); a folder takes along what was trashed out of it (`gatherTrashed`).
     /// Trashing what is already at the top of the trash answers it unchanged.

@@ -194,7 +194,11 @@ extension ConformanceRun {
     }
 
     func trashRoundTrip(in folder: (path: String, item: Item)) throws {
-        guard options.trash else { throw CheckStop.skipped("no trash declared (Options.trash)") }
+        guard provider is any TrashProvider else {
+            if options.trash == true { throw CheckStop.failed("Options.trash is set, but the provider is not a TrashProvider") }
+            throw CheckStop.skipped("not a TrashProvider: rm deletes")
+        }
+        guard options.servesTrash(of: provider) else { throw CheckStop.skipped("the trash is not served (Options.trash is false)") }
         let name = tag + "-trashed.txt"
         let path = folder.path + "/" + name
         try expect(writeFile(path, Array("trash".utf8)) == 0, "write \(path)")
@@ -209,6 +213,7 @@ extension ConformanceRun {
     }
 
     func extendedAttributes(in folder: (path: String, item: Item)) throws {
+        guard provider is any ExtendedAttributeProvider else { throw CheckStop.skipped("not an ExtendedAttributeProvider: no user.* attributes") }
         let path = folder.path + "/" + tag + "-xattr.txt"
         try expect(writeFile(path, Array("xattr".utf8)) == 0, "write \(path)")
         let name = "user.conformance", value = Array("value \(tag)".utf8)

@@ -8,8 +8,9 @@ import DocFS
 /// (as `TemporaryMount` does), driven with POSIX calls on the mountpoint and compared with what
 /// the provider itself answers. What a provider does not declare is skipped, never failed: a
 /// read-only tree gets the reading checks; one with a folder that allows adding gets the writing
-/// ones; `Options.trash` adds the trash round trip; extended attributes are checked unless the
-/// mount answers ENOTSUP.
+/// ones. The opt-ins are found by a cast, as the mount finds them: a `TrashProvider` gets the
+/// trash round trip (its trash served as `/.Trash`), an `ExtendedAttributeProvider` the
+/// extended attributes (unless the mount answers ENOTSUP), a `HardLinkProvider` the hard links.
 ///
 /// ```swift
 /// func testConformance() throws {
@@ -23,11 +24,12 @@ import DocFS
 public enum ProviderConformance {
     /// What a provider declares beyond its items' capabilities.
     public struct Options: Sendable {
-        /// The mount's options (the trash is turned on when `trash` is).
+        /// The mount's options (the trash is turned on when it is served, see `trash`).
         public var mount = MountOptions()
-        /// The provider keeps a trash: `rm` through a mount with the trash moves an item into
-        /// `/.Trash`, `mv` out of it restores it, and the provider's identifier stays.
-        public var trash = false
+        /// Whether the mount serves the provider's trash: `rm` moves an item into `/.Trash`, `mv`
+        /// out of it restores it, and the provider's identifier stays. nil (the default): when
+        /// the provider is a `TrashProvider`; true for a provider that is not fails the check.
+        public var trash: Bool?
         /// A document the provider keeps in `folder` (a path from the root, "" for the root) as
         /// a file called `name`, and contents it refuses (`.corruptFile` or `.typeNotAllowed`)
         /// as that file's next version: checks that the old version stays.
@@ -42,6 +44,9 @@ public enum ProviderConformance {
         public var signalDeadline: TimeInterval = 10
 
         public init() {}
+
+        /// Whether the mount serves the trash: as declared, else when the provider has one.
+        func servesTrash(of provider: any Provider) -> Bool { trash ?? (provider is any TrashProvider) }
     }
 
     public struct OnItsOwn: Sendable {
@@ -85,7 +90,7 @@ public enum ProviderConformance {
     public static func check(_ provider: any Provider, options: Options = Options(),
                              logger: Logger = Logger(label: "docfs.conformance")) throws -> Report {
         var mountOptions = options.mount
-        if options.trash { mountOptions.bridge.trash = true }
+        if options.servesTrash(of: provider) { mountOptions.bridge.trash = true }
         let mount = try TemporaryMount(provider, options: mountOptions, logger: logger)
         defer { mount.close() }
         let run = ConformanceRun(provider: provider, mountpoint: mount.path, options: options)

@@ -48,7 +48,7 @@ class TinyProvider: Provider, @unchecked Sendable {
 
 /// A provider that implements each action once, in its attributed form, and records what it was
 /// asked: the plain forms of Apple's vocabulary must arrive here.
-final class AttributedOnlyProvider: Provider, @unchecked Sendable {
+final class AttributedOnlyProvider: TrashProvider, @unchecked Sendable {
     nonisolated(unsafe) var calls: [String] = []
     let root = Item(identifier: .rootContainer, parentIdentifier: .rootContainer, filename: "/", kind: .folder,
                     contentType: .folder, childItemCount: 0, creationDate: Date(), contentModificationDate: Date(), capabilities: .all)
@@ -77,6 +77,9 @@ final class AttributedOnlyProvider: Provider, @unchecked Sendable {
                             attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         record("symlink \(name) \(target) \(attributes == nil ? "nil" : "given")")
     }
+    func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
+        record("trash \(identifier)")
+    }
     func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
                      newName: String) async throws(ProviderError) -> Item {
         record("untrash \(identifier) \(parent) \(newName)")
@@ -102,7 +105,12 @@ final class ProviderDefaultsTests: XCTestCase {
         var buffer = [UInt8](repeating: 0, count: 16)
         XCTAssertEqual(pread(fd, &buffer, 16, 0), 5)
         close(fd)
-        // Every change is refused as a read-only filesystem refuses it; tags are not supported.
+        // Every change is refused as a read-only filesystem refuses it; it opts into nothing, and
+        // the bridge refuses what the opt-ins do (tags are not supported, no FIFOs).
+        XCTAssertFalse(provider is any TrashProvider || provider is any AppleMetadataProvider
+                       || provider is any ExtendedAttributeProvider || provider is any SpecialItemProvider)
+        let bridge = Bridge(provider: provider, logger: Logger(label: "test"))
+        defer { bridge.shutdown() }
         let url = URL(fileURLWithPath: "/nonexistent")
         var e = await errno { () async throws(ProviderError) in _ = try await provider.createDirectory(withName: "d", inParentItemIdentifier: .rootContainer) }
         XCTAssertEqual(e, EROFS)
@@ -114,13 +122,24 @@ final class ProviderDefaultsTests: XCTestCase {
             _ = try await provider.setAttributes(ofItemWithIdentifier: ItemIdentifier("a.txt"), changes: AttributeChanges(posixPermissions: 0o600))
         }
         XCTAssertEqual(e, EROFS)
-        e = await errno { () async throws(ProviderError) in _ = try await provider.setTagData(Data(), forItemIdentifier: ItemIdentifier("a.txt")) }
+        e = await errno { () async throws(ProviderError) in _ = try await bridge.setTagData(Data(), of: ItemIdentifier("a.txt")) }
         XCTAssertEqual(e, EOPNOTSUPP)
         e = await errno { () async throws(ProviderError) in
-            _ = try await provider.createSpecialItem(withName: "p", kind: .fifo, inParentItemIdentifier: .rootContainer,
-                                                     attributes: NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o644))
+            _ = try await bridge.createSpecialItem(named: "p", kind: .fifo, in: .rootContainer,
+                                                   attributes: NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o644))
         }
         XCTAssertEqual(e, EPERM)
+        let a = ItemIdentifier("a.txt")
+        e = await errno { () async throws(ProviderError) in _ = try await bridge.trashItem(a) }
+        XCTAssertEqual(e, EROFS)
+        e = await errno { () async throws(ProviderError) in _ = try await bridge.untrashItem(a, to: .rootContainer, newName: "a.txt") }
+        XCTAssertEqual(e, EROFS)
+        XCTAssertNil(bridge.trashOrigin(of: a))
+        XCTAssertEqual(try bridge.storedAttributeNames(of: a), [])
+        e = await errno { () async throws(ProviderError) in _ = try bridge.storedAttribute(named: "user.x", of: a) }
+        XCTAssertEqual(e, ENODATA)
+        e = await errno { () async throws(ProviderError) in try await bridge.setStoredAttribute(named: "user.x", to: Data(), mode: .upsert, of: a) }
+        XCTAssertEqual(e, EOPNOTSUPP)
         e = await errno { () async throws(ProviderError) in try await provider.synchronize() }
         XCTAssertEqual(e, 0)
         XCTAssertGreaterThan(provider.storageStatistics().blockSize, 0)
@@ -153,14 +172,17 @@ final class ProviderDefaultsTests: XCTestCase {
     func testTheBridgeFindsTheOptInSidesOfAProvider() {
         let plain = Bridge(provider: TinyProvider(files: ["a.txt": "alpha"]), logger: Logger(label: "test"))
         defer { plain.shutdown() }
-        XCTAssertNil(plain.replica)
+        XCTAssertNil(plain.replicaStatus)
+        XCTAssertNil(plain.openWriters)
+        XCTAssertNil(plain.trash)
         XCTAssertNil(plain.onDemand)
         let replica = TinyReplica(files: ["a.txt": "alpha"])
         let bridge = Bridge(provider: replica, logger: Logger(label: "test"))
         defer { bridge.shutdown() }
-        XCTAssertIdentical(bridge.replica, replica)
+        XCTAssertIdentical(bridge.replicaStatus, replica)
+        XCTAssertIdentical(bridge.openWriters, replica)
         XCTAssertNil(bridge.onDemand)
-        XCTAssertEqual(bridge.replica?.syncState(of: ItemIdentifier("a.txt")), "uploaded")
+        XCTAssertEqual(bridge.replicaStatus?.syncState(of: ItemIdentifier("a.txt")), "uploaded")
     }
 
     func testChangeSignalsReachTheInodeTable() {
@@ -179,7 +201,7 @@ final class ProviderDefaultsTests: XCTestCase {
 }
 
 /// A replica in its smallest form: every item uploaded, nothing else.
-final class TinyReplica: TinyProvider, ReplicaProvider, @unchecked Sendable {
+final class TinyReplica: TinyProvider, ReplicaStatusProvider, OpenWritersProvider, @unchecked Sendable {
     func syncState(of identifier: ItemIdentifier) -> String? { "uploaded" }
     func conflict(of identifier: ItemIdentifier) -> String? { nil }
     func syncStatus() -> String? { "{}" }

@@ -7,7 +7,8 @@ import DocFSTesting
 // The smallest provider someone can write (README, "Write your own provider", shows the lines
 // from `import DocFS` to `serve` exactly as they are here; `testTheReadmeShowsThisProvider`
 // keeps the two the same): a read-only folder of greetings served from memory. Everything it
-// does not implement is refused by the protocol's defaults.
+// does not implement is refused by the core protocol's defaults, and what it does not opt into
+// (trash, tags, extended attributes, …) by the bridge.
 
 final class GreetingProvider: Provider, @unchecked Sendable {
     let greetings = ["hello.txt": "hello\n", "hallo.txt": "hallo\n"]

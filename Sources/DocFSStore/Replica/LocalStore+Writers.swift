@@ -98,4 +98,4 @@ extension LocalStore {
 
 // The store's opt-in sides: a store made with `--remote` is a replica whose contents come on
 // demand; a store of its own answers as one without a server (no sync state, nothing to pin).
-extension LocalStore: ReplicaProvider, OnDemandProvider {}
+extension LocalStore: ReplicaStatusProvider, OpenWritersProvider, OnDemandProvider {}
