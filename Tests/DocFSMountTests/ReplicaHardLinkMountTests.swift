@@ -63,6 +63,38 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
         XCTAssertEqual(Set(try r.serverTree().keys), ["/d", "/e", "/d/c"])
     }
 
+    /// Links made on a replica away from the server meet what another replica did meanwhile: a
+    /// name taken there is suffixed as any name; a link to a file deleted there is refused, and
+    /// the name leaves the replica that made it with one log line (nothing refused stays half-done).
+    func testLinksMadeAwayFollowTheConflictRules() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        XCTAssertEqual(r.fx.sh("mkdir mnt/d && printf one > mnt/d/f && printf two > mnt/d/g").status, 0)
+        try waitForQuiet(r, b)
+        XCTAssertEqual(try r.unmount().status, 0)
+        XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15), "the daemon is still running after docfs unmount")
+        XCTAssertEqual(r.fx.sh("rm '\(b.mnt)/d/f' && printf B > '\(b.mnt)/d/taken'").status, 0)
+        eventually("B's changes on the server", timeout: 60) {
+            let tree = (try? r.serverTree()) ?? [:]
+            return tree["/d/f"] == nil && tree["/d/taken"] != nil
+        }
+        try servers.stopPostgres()
+        addTeardownBlock { [servers] in try? servers?.startPostgres() }
+        try r.fx.mount()
+        XCTAssertEqual(r.fx.sh("ln mnt/d/f mnt/d/linked && ln mnt/d/g mnt/d/taken").status, 0, "links made away from the server")
+        try servers.startPostgres()
+        try waitForQuiet(r, b)
+
+        XCTAssertFalse(exists(r.mnt + "/d/f") || exists(r.mnt + "/d/linked"), "\(names(r.mnt + "/d"))")
+        XCTAssertFalse(r.logLines(mentioningAnyOf: ["refused the hard link"]).isEmpty, r.logTail())
+        for mnt in [r.mnt, b.mnt] {
+            XCTAssertEqual(contents(mnt + "/d/taken"), "B", "\(mnt): the other replica's file keeps its name")
+            XCTAssertEqual(inode(mnt + "/d/taken 2")?.ino, inode(mnt + "/d/g")?.ino, "\(mnt): the link is suffixed: \(names(mnt + "/d"))")
+            XCTAssertEqual(inode(mnt + "/d/g")?.links, 2)
+        }
+        assertSameTrees(r, b)
+    }
+
     /// `docfs_apply` of one operation as `role`: a refusal holding `words`.
     func assertOperationRefused(_ r: RemoteMount, _ role: String, _ what: String, _ operation: String, _ words: String,
                                 file: StaticString = #filePath, line: UInt = #line) throws {

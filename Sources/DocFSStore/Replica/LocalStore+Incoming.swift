@@ -309,7 +309,7 @@ extension LocalStore {
         if !onServer {
             do {
                 try database.inDatabase { db in
-                    try db.execute(sql: "UPDATE outbox SET name = ? WHERE row = ? AND kind = 'create'", arguments: [aside, occupant.row])
+                    try db.execute(sql: "UPDATE outbox SET name = ? WHERE row = ? AND kind IN ('create', 'link')", arguments: [aside, occupant.row])
                 }
             } catch {
                 throw ProviderError(.ioError, "rename a waiting create in the outbox: \(error)")
