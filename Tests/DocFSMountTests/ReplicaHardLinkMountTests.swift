@@ -93,6 +93,11 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
             XCTAssertEqual(inode(mnt + "/d/g")?.links, 2)
         }
         assertSameTrees(r, b)
+        // A replica made now gets the names from the server's listing.
+        let c = try makeSecond(r, name: "third")
+        XCTAssertEqual(inode(c.mnt + "/d/taken 2")?.ino, inode(c.mnt + "/d/g")?.ino, "\(names(c.mnt + "/d"))")
+        XCTAssertEqual(inode(c.mnt + "/d/g")?.links, 2)
+        XCTAssertEqual(contents(c.mnt + "/d/taken 2"), "two")
     }
 
     /// `docfs_apply` of one operation as `role`: a refusal holding `words`.
