@@ -22,6 +22,13 @@ extension SyncEngine {
         try await incoming.rebuildIfRestored()
     }
 
+    /// A server without names (schema 11) is asked again while idle: once its owner has run
+    /// `docfs remote setup`, links are taken without a remount.
+    func recheckOlderServer() async throws {
+        guard store.serverSchemaVersion < RemoteSchema.linksVersion else { return }
+        store.noteServerSchema(try await database.schemaVersion())
+    }
+
     /// The server's layout names allowed types by MIME type: it gets them as identifiers, as
     /// this replica resolves them, so that it can check them itself (every replica sends the
     /// same unless their shared-mime-info databases differ; the last one's stays).

@@ -23,6 +23,9 @@ extension LocalStore {
         }
     }
 
+    /// The server's schema as the sync engine last found it (0: not yet, or no remote).
+    package var serverSchemaVersion: Int { replica?.serverSchema.load(ordering: .relaxed) ?? 0 }
+
     /// Why this replica refuses `link(2)` (nil: it does not): a server that keeps one name per
     /// file would refuse the name, and a name made here only would be half-done.
     func linkRefusal() -> String? {
