@@ -315,7 +315,7 @@ actor IncomingSync {
             uid: item.uid, gid: item.gid, mode: UInt16(item.mode & 0o7777), createdNs: item.createdNs, modifiedNs: item.modifiedNs,
             tagData: ServerTags.data(item.tags), favoriteRank: item.favoriteRank, symlinkTarget: item.symlinkTarget,
             size: item.size, contentVersion: item.contentVersion, contentKey: item.contentKey,
-            trashed: item.trashedNs != nil, deleted: item.deleted)
+            trashed: item.trashedNs != nil, deleted: item.deleted, linkOf: item.linkOf)
     }
 
     /// Downloads contents into the store's staging folder, four at a time; paths by row, and the

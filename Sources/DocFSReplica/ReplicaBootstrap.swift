@@ -43,7 +43,11 @@ package enum ReplicaBootstrap {
                 version = try await database.setUp(replicaRole: nil, password: nil).schemaVersion
                 setUpHere = true
             } catch RemoteError.notPermitted {
-                throw ReplicaConfiguration.Problem(RemoteError.schemaTooOld(found: version, needed: RemoteSchema.latest).description)
+                // One version older: served without hard links (refused until the owner upgrades it).
+                guard version >= RemoteSchema.oldestServed else {
+                    throw ReplicaConfiguration.Problem(RemoteError.schemaTooOld(found: version, needed: RemoteSchema.latest).description)
+                }
+                logger.warning("the server's docfs schema is version \(version): hard links are refused until its owner runs `docfs remote setup` (version \(RemoteSchema.latest))")
             }
         }
         try await RemoteSetup.checkBucket(configuration, s3) {
@@ -61,7 +65,7 @@ package enum ReplicaBootstrap {
         // The layout's folders come from the server, under its identifiers (made there first by
         // the first replica), so that every replica names them alike.
         try LocalStore.create(at: url, layout: chosen, folders: false)
-        try LocalStore.linkRemote(at: url, link)
+        try LocalStore.linkRemote(at: url, link, serverSchema: version)
         var summary = Summary(schemaVersion: version)
         let rootID = try await database.rootID()
         if let chosen, try await database.children(of: rootID).isEmpty {
@@ -77,8 +81,18 @@ package enum ReplicaBootstrap {
         let store = try LocalStore.open(at: url, logger: logger)
         defer { store.close() }
         var folders: [(serverID: Int64, row: Int64)] = [(rootID, 1)]
+        // Further names of files (hard links) once every item is here.
+        var names: [LocalStore.IncomingItem] = []
         while let (serverID, row) = folders.popLast() {
             for item in try await database.children(of: serverID) {
+                if let named = item.linkOf {
+                    names.append(LocalStore.IncomingItem(
+                        row: item.id, parentRow: row, name: item.name, kind: item.kind.itemKind, uid: item.uid, gid: item.gid,
+                        mode: UInt16(item.mode & 0o7777), createdNs: item.createdNs, modifiedNs: item.modifiedNs, tagData: nil,
+                        favoriteRank: nil, symlinkTarget: item.symlinkTarget, size: 0, contentVersion: item.contentVersion,
+                        contentKey: nil, trashed: false, deleted: false, linkOf: named))
+                    continue
+                }
                 let kind = item.kind.itemKind
                 if item.kind == .file { summary.bytes += item.size }
                 try store.addServerItem(LocalStore.ServerItem(
@@ -96,6 +110,7 @@ package enum ReplicaBootstrap {
                 progress?(summary)
             }
         }
+        if !names.isEmpty { _ = try store.applyIncoming(names) }
         try store.setSyncAnchor(anchor, witness: witness)
         try store.synchronizeSync()
         return summary

@@ -44,6 +44,10 @@ enum ServerRowChecks {
             return "the parent \(parent) is out of range"
         }
         if let problem = name(item.name) { return problem }
+        if let named = item.linkOf {
+            if !identifier(named) || named == item.id { return "a further name of item \(named), out of range" }
+            if item.kind == .directory || item.parentID == nil { return "a further name of a folder or of the root" }
+        }
         if item.size < 0 || item.size > largestSize { return "the size \(item.size) is out of range" }
         if item.contentVersion < 0 || item.metadataVersion < 0 { return "a version below 0" }
         switch item.kind {

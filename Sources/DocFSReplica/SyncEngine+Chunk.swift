@@ -62,7 +62,10 @@ extension SyncEngine {
             if case .send(let operation) = plan {
                 sending.append(Sent(entry: entry, operation: operation, index: index, content: contents[entry.seq],
                                     row: progress.assigned[entry.row] ?? store.currentRow(entry.row)))
-                if case .create = operation.change { progress.created[store.currentRow(entry.row)] = entry.id }
+                switch operation.change {
+                case .create, .link: progress.created[store.currentRow(entry.row)] = entry.id
+                default: break
+                }
                 index += 1
                 continue
             }
@@ -255,6 +258,36 @@ extension SyncEngine {
                                                  tags: details.tagsChanged == true ? ServerTags.array(details.tagData) : nil,
                                                  favoriteRank: details.favoriteRankChanged == true ? .some(details.favoriteRank) : nil)
             return RemoteOperation(id: entry.id, .attributes(item: try target(entry.row), changes: changes))
+        case .link:
+            guard let parent = entry.parent, let name = entry.name, let named = details.linkOf else {
+                throw SyncFailure.Refused("the outbox entry is incomplete")
+            }
+            // The file went before its create reached the server: nothing to name there.
+            let file = progress.assigned[named] ?? store.currentRow(named)
+            if file >= LocalStore.temporaryRowBase, progress.created[file] == nil { return nil }
+            return RemoteOperation(id: entry.id, .link(item: try target(named), parent: try target(parent), name: name))
+        case .unlink:
+            let current = progress.assigned[entry.row] ?? store.currentRow(entry.row)
+            // A name that never reached the server (refused, or removed before its link went).
+            if current >= LocalStore.temporaryRowBase, progress.created[current] == nil { return nil }
+            return RemoteOperation(id: entry.id, .unlink(name: try target(entry.row)))
+        case .moveName:
+            guard let parent = entry.parent, let name = entry.name else { throw SyncFailure.Refused("the outbox entry is incomplete") }
+            let current = progress.assigned[entry.row] ?? store.currentRow(entry.row)
+            if current >= LocalStore.temporaryRowBase, progress.created[current] == nil { return nil }
+            var expectedParent: Int64?
+            if let from = details.fromParent, case .item(let id)? = try? target(from) { expectedParent = id }
+            return RemoteOperation(id: entry.id, .moveName(name: try target(entry.row), toParent: try target(parent), newName: name,
+                                                           expectedParentID: expectedParent,
+                                                           expectedName: expectedParent == nil ? nil : details.fromName))
+        }
+    }
+
+    /// A refusal a retry does not mend (the server's item or folder gone, a value it does not take).
+    static func refusesForGood(_ error: RemoteError) -> Bool {
+        switch error {
+        case .notFound, .invalid, .refused: return true
+        default: return false
         }
     }
 
@@ -284,6 +317,18 @@ extension SyncEngine {
         case (.delete, .failure(let error)):
             if case .versionConflict = error { unsentVersions[sent.row] = nil }
             throw error
+        case (.link(_, _, let name), .success(let applied)):
+            return Outcome(permanent: applied.itemID, follow: renamed(applied, entry, name, row: applied.itemID))
+        case (.link, .failure(let error)) where Self.refusesForGood(error):
+            // Its file or folder gone on the server, or a name it does not take: the name goes
+            // here too (a name only here would be half-done).
+            let path = try store.dropRefusedName(row: sent.row)
+            logger.warning("sync: \(path ?? "a further name") of item \(entry.details.linkOf ?? 0): the server refused the hard link (\(error)); the name is removed here")
+            return Outcome()
+        case (.unlink, .success), (.unlink, .failure(.notFound)):
+            return Outcome()
+        case (.moveName(_, _, let name, _, _), .success(let applied)):
+            return Outcome(follow: renamed(applied, entry, name, row: itemID))
         case (_, .success):
             return Outcome()
         case (_, .failure(let error)):

@@ -5,11 +5,14 @@ import DocFSStore
 // What the engine checks and tells the server before it sends (once per connection): the
 // schema and the tree, a restore, the layout's MIME words, multipart uploads left by a crash.
 extension SyncEngine {
-    /// The server's schema is the one this docfs speaks, and the bucket's prefix is this tree's.
+    /// The server's schema is one this docfs speaks, and the bucket's prefix is this tree's. A
+    /// server one version older (before hard links) is served without them: the store refuses
+    /// `link(2)` until `docfs remote setup` upgrades it.
     func checkServer() async throws {
         let version = try await database.schemaVersion()
         if version > RemoteSchema.latest { throw RemoteError.schemaTooNew(found: version, supported: RemoteSchema.latest) }
-        if version < RemoteSchema.latest { throw RemoteError.schemaTooOld(found: version, needed: RemoteSchema.latest) }
+        if version < RemoteSchema.oldestServed { throw RemoteError.schemaTooOld(found: version, needed: RemoteSchema.latest) }
+        store.noteServerSchema(version)
         // Seen (`docfs remote replicas`); a role that may no longer call the server finds out here.
         try await database.hello()
         if let tree = try await database.treeID() {
@@ -17,6 +20,13 @@ extension SyncEngine {
         }
         // Before any create goes: a restored server hands out identifiers this replica still holds.
         try await incoming.rebuildIfRestored()
+    }
+
+    /// A server without names (schema 11) is asked again while idle: once its owner has run
+    /// `docfs remote setup`, links are taken without a remount.
+    func recheckOlderServer() async throws {
+        guard store.serverSchemaVersion < RemoteSchema.linksVersion else { return }
+        store.noteServerSchema(try await database.schemaVersion())
     }
 
     /// The server's layout names allowed types by MIME type: it gets them as identifiers, as

@@ -176,6 +176,7 @@ package final class SyncEngine: Sendable {
                 guard let first = entries.first else {
                     deferUntil = nil
                     try await healIfDue()
+                    try await recheckOlderServer()
                     noteIdle()
                     await wake.wait(timeout: .seconds(5))
                     continue

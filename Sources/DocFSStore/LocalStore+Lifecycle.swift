@@ -244,13 +244,16 @@ extension LocalStore {
 
     /// Makes a new store (`create`) a replica of a server: records where the server is and
     /// makes the outbox. Call before the store is first opened.
-    package static func linkRemote(at url: URL, _ link: RemoteLink) throws {
+    /// `serverSchema`: the server's schema version as `docfs init` found it (hard links are taken
+    /// from the first mount on when it keeps them, `LocalStore+RemoteNames`).
+    package static func linkRemote(at url: URL, _ link: RemoteLink, serverSchema: Int? = nil) throws {
         let queue = try DatabaseQueue(path: url.path + "/" + databaseName)
         defer { try? queue.close() }
         let json = String(decoding: try JSONEncoder().encode(link), as: UTF8.self)
         try queue.inDatabase { db in
             try db.inTransaction {
                 try Schema.setMeta(db, RemoteLink.metaKey, json)
+                if let serverSchema { try Schema.setMeta(db, serverSchemaKey, String(serverSchema)) }
                 try Schema.createOutboxTable(db)
                 return .commit
             }

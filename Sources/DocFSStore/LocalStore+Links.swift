@@ -12,9 +12,7 @@ extension LocalStore: HardLinkProvider {
     package func linkItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
                           name: String) async throws(ProviderError) -> Item {
         try ItemNames.validate(name)
-        if replica != nil {
-            throw ProviderError(.notPermitted, "a replica keeps one name per file: hard links are not replicated yet")
-        }
+        if let refusal = linkRefusal() { throw ProviderError(.notPermitted, refusal) }
         try admitItem(named: name, kind: (try item(for: identifier)).kind, into: parent)
         return try write { (database) throws(ProviderError) -> Item in
             let row = try self.itemRow(identifier)

@@ -416,6 +416,10 @@ final class TreeState: @unchecked Sendable {
             cache[row]!.trashedFrom = new
         }
         if dirty.remove(old) != nil { dirty.insert(new) }
+        // A file with further names: they name it by its new row (those not in memory are read so).
+        if (cache[new]?.item.linkCount ?? 1) > 1 {
+            for row in Array(cache.keys) where cache[row]?.linkOf == old { cache[row]!.linkOf = new }
+        }
     }
 
     var needsTrim: Bool { cache.count > cacheLimit || indexEntries > cacheLimit }

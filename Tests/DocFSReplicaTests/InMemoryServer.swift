@@ -313,6 +313,9 @@ final class InMemoryServer: ReplicaServer {
                                      types: types)
         case let .attributes(item, changes):
             return try await attributes(operationID: id, itemID: try resolve(item), changes: changes)
+        case .link, .unlink, .moveName:
+            // Names are the real server's (ReplicaHardLinkMountTests).
+            throw RemoteError.invalid("the in-memory server keeps one name per file")
         }
     }
 

@@ -16,10 +16,12 @@ final class OutboxTests: StoreTestCase {
         store = try LocalStore.open(at: storeURL, logger: logger)
     }
 
-    /// Until the server keeps several names for one item, a replica refuses a hard link with one
-    /// clear reason (EPERM) and leaves nothing behind; device nodes stay local, as FIFOs do.
-    func testAReplicaRefusesLinksAndKeepsDeviceNodesLocal() async throws {
+    /// Against a server that keeps one name per file (before schema 12), a replica refuses a hard
+    /// link with one clear reason (EPERM) naming the upgrade and leaves nothing behind; device
+    /// nodes stay local, as FIFOs do.
+    func testAReplicaRefusesLinksAgainstAnOlderServerAndKeepsDeviceNodesLocal() async throws {
         try makeReplica()
+        store.noteServerSchema(11)
         let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: .rootContainer)
         let before = try store.outboxEntries(limit: 100).count
         do {
@@ -28,7 +30,7 @@ final class OutboxTests: StoreTestCase {
         } catch {
             XCTAssertEqual(error.code, .notPermitted)
             XCTAssertEqual(error.errno, EPERM)
-            XCTAssertTrue(error.reason.contains("not replicated"), error.reason)
+            XCTAssertTrue(error.reason.contains("`docfs remote setup` to upgrade it"), error.reason)
         }
         var attributes = NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o600)
         attributes.deviceNumber = 0x0103
@@ -36,6 +38,32 @@ final class OutboxTests: StoreTestCase {
                                               attributes: attributes)
         XCTAssertEqual(try store.outboxEntries(limit: 100).count, before, "neither leaves an entry for the server")
         XCTAssertEqual(try store.enumerateItems(in: .rootContainer).map(\.filename), ["a.txt", "null"])
+    }
+
+    /// Against a server that keeps names, a replica's names go out in order with the rest, and a
+    /// link waiting names its file by the number the server gives it.
+    func testNamesLeaveEntriesThatFollowTheirFilesNumber() async throws {
+        try makeReplica()
+        store.noteServerSchema(LocalStore.serverNamesVersion)
+        let folder = try await store.createDirectory(withName: "docs", inParentItemIdentifier: .rootContainer)
+        let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: .rootContainer)
+        _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: folder.identifier, name: "b.txt")
+        var entries = try store.outboxEntries(limit: 100)
+        XCTAssertEqual(summary(entries), ["create docs", "create a.txt", "link b.txt"])
+        XCTAssertEqual(entries[2].details.linkOf, LocalStore.row(for: file.identifier))
+        XCTAssertEqual(entries[2].parent, LocalStore.row(for: folder.identifier))
+
+        try store.completeOutbox([LocalStore.OutboxCompletion(entry: entries[1], permanentRow: 40)])
+        entries = try store.outboxEntries(limit: 100)
+        XCTAssertEqual(entries.first { $0.kind == .link }?.details.linkOf, 40, "the waiting link names the file by its number")
+        let renumbered = LocalStore.identifier(forRow: 40)
+        XCTAssertEqual(try store.item(for: renumbered).linkCount, 2)
+        _ = try await store.moveName("b.txt", inParentItemIdentifier: folder.identifier, ofItemWithIdentifier: renumbered,
+                                     toParentItemIdentifier: .rootContainer, newName: "c.txt")
+        try await store.removeName("c.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: renumbered)
+        entries = try store.outboxEntries(limit: 100)
+        XCTAssertEqual(summary(entries), ["create docs", "link b.txt", "moveName c.txt", "unlink "])
+        XCTAssertEqual(try store.item(for: renumbered).linkCount, 1)
     }
 
     private func summary(_ entries: [OutboxEntry]) -> [String] {

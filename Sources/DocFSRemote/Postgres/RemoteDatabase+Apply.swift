@@ -39,7 +39,8 @@ extension RemoteDatabase: OperationApplier {
         let item: Int64 = {
             switch operation.change {
             case .content(.item(let id), _, _, _), .move(.item(let id), _, _, _, _, _), .delete(.item(let id), _),
-                 .trash(.item(let id)), .untrash(.item(let id), _, _, _), .attributes(.item(let id), _):
+                 .trash(.item(let id)), .untrash(.item(let id), _, _, _), .attributes(.item(let id), _),
+                 .link(.item(let id), _, _), .unlink(.item(let id)), .moveName(.item(let id), _, _, _, _):
                 return id
             default:
                 return Int64(detail ?? "") ?? 0
@@ -142,6 +143,18 @@ extension RemoteDatabase: OperationApplier {
                     set_rank = true
                     favorite_rank = rank
                 }
+            case let .link(item, parent, name):
+                setItem(item)
+                setParent(parent)
+                self.name = name
+            case let .unlink(name):
+                setItem(name)
+            case let .moveName(name, toParent, newName, expectedParentID, expectedName):
+                setItem(name)
+                setParent(toParent)
+                self.name = newName
+                expected_parent = expectedParentID
+                expected_name = expectedName
             }
         }
 

@@ -109,6 +109,9 @@ extension RemoteDatabase {
     /// rebuilds from a full listing, where items the server no longer has are gone.
     package func trimHistory(before cutoffNs: Int64) async throws -> TrimmedHistory {
         let logger = self.logger
+        // A file's tombstone goes after those of its names (schema 12: they refer to it).
+        let names = try await schemaVersion() >= RemoteSchema.linksVersion
+            ? "AND NOT EXISTS (SELECT 1 FROM docfs_items n WHERE n.link_of = i.id)" : ""
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> TrimmedHistory in
                 try await conn.query("SELECT pg_advisory_xact_lock(\(Self.writeLock))", logger: logger)
@@ -130,7 +133,7 @@ extension RemoteDatabase {
                             DELETE FROM docfs_items i WHERE i.deleted AND i.parent_id IS NOT NULL AND i.changed_ns < \(cutoffNs)
                               AND NOT EXISTS (SELECT 1 FROM docfs_items c WHERE c.parent_id = i.id)
                               AND NOT EXISTS (SELECT 1 FROM docfs_versions v WHERE v.item_id = i.id)
-                              AND NOT EXISTS (SELECT 1 FROM docfs_changes l WHERE l.item_id = i.id)
+                              AND NOT EXISTS (SELECT 1 FROM docfs_changes l WHERE l.item_id = i.id) \(unescaped: names)
                             RETURNING 1)
                         SELECT count(*) FROM gone
                         """)

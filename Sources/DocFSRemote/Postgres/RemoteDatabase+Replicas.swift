@@ -10,9 +10,10 @@ extension RemoteDatabase {
     /// The items with these identifiers, deleted ones included (a replica applies the deletion).
     package func items(_ ids: [Int64]) async throws -> [RemoteItem] {
         guard !ids.isEmpty else { return [] }
+        let columns = try await itemColumns()
         return try await mapped { [self] in
             let rows = try await client.query(
-                "SELECT \(unescaped: Self.itemColumns) FROM docfs_items WHERE id = ANY(\(ids))", logger: logger)
+                "SELECT \(unescaped: columns) FROM docfs_items WHERE id = ANY(\(ids))", logger: logger)
             return try await Self.decodeItems(rows)
         }
     }

@@ -30,6 +30,9 @@ package final class RemoteDatabase: Sendable {
     let operationTimeout: Duration
     /// Where gc's lock opens a connection of its own.
     let url: PostgresURL
+    /// Whether the server's items have `link_of` (schema 12 on): 0 not known yet, 1 no, 2 yes
+    /// (learnt from `schemaVersion()` or `migrate()`, and asked before the first read of items).
+    let serverKeepsNames = Atomic<Int>(0)
 
     package init(url: PostgresURL, logger: Logger = Logger(label: "docfs.postgres"), maximumConnections: Int = 8,
                 operationTimeout: Duration = .seconds(30)) {
@@ -68,6 +71,7 @@ package final class RemoteDatabase: Sendable {
             let rows = try await client.query("SELECT coalesce(max(version), 0) FROM docfs_schema_migrations", logger: logger)
             var version = 0
             for try await (value) in rows.decode(Int.self) { version = value }
+            serverKeepsNames.store(version >= RemoteSchema.linksVersion ? 2 : 1, ordering: .relaxed)
             return version
         }
     }
@@ -102,6 +106,7 @@ package final class RemoteDatabase: Sendable {
                     logger.info("applied docfs schema migration", metadata: ["version": "\(migration.version)"])
                     current = migration.version
                 }
+                serverKeepsNames.store(current >= RemoteSchema.linksVersion ? 2 : 1, ordering: .relaxed)
                 return current
             }
         }
@@ -109,10 +114,16 @@ package final class RemoteDatabase: Sendable {
 
     // MARK: Reading
 
-    static let itemColumns = """
+    static let itemColumnsBeforeNames = """
         id, parent_id, name, kind, size, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid, mode, tags,
         favorite_rank, symlink_target, content_key, content_version, metadata_version, trashed_ns, deleted
         """
+
+    /// The columns of an item row; an older server has no names: its rows read as items.
+    func itemColumns() async throws -> String {
+        if serverKeepsNames.load(ordering: .relaxed) == 0 { _ = try await schemaVersion() }
+        return Self.itemColumnsBeforeNames + (serverKeepsNames.load(ordering: .relaxed) == 2 ? ", link_of" : ", NULL::bigint")
+    }
 
     package func rootID() async throws -> Int64 {
         try await mapped { [self] in
@@ -123,18 +134,20 @@ package final class RemoteDatabase: Sendable {
     }
 
     package func item(_ id: Int64) async throws -> RemoteItem? {
-        try await mapped { [self] in
+        let columns = try await itemColumns()
+        return try await mapped { [self] in
             let rows = try await client.query(
-                "SELECT \(unescaped: Self.itemColumns) FROM docfs_items WHERE id = \(id)", logger: logger)
+                "SELECT \(unescaped: columns) FROM docfs_items WHERE id = \(id)", logger: logger)
             return try await Self.decodeItems(rows).first
         }
     }
 
     /// The live (not deleted, not trashed) children of a folder, by name.
     package func children(of parentID: Int64) async throws -> [RemoteItem] {
-        try await mapped { [self] in
+        let columns = try await itemColumns()
+        return try await mapped { [self] in
             let rows = try await client.query("""
-                SELECT \(unescaped: Self.itemColumns) FROM docfs_items
+                SELECT \(unescaped: columns) FROM docfs_items
                 WHERE parent_id = \(parentID) AND NOT deleted AND trashed_ns IS NULL ORDER BY name
                 """, logger: logger)
             return try await Self.decodeItems(rows)
@@ -252,7 +265,7 @@ package final class RemoteDatabase: Sendable {
                 favoriteRank: try c[13].decode(Int64?.self), symlinkTarget: try c[14].decode(String?.self),
                 contentKey: try c[15].decode(String?.self), contentVersion: try c[16].decode(Int64.self),
                 metadataVersion: try c[17].decode(Int64.self), trashedNs: try c[18].decode(Int64?.self),
-                deleted: try c[19].decode(Bool.self)))
+                deleted: try c[19].decode(Bool.self), linkOf: try c[20].decode(Int64?.self)))
         }
         return out
     }

@@ -23,6 +23,12 @@ package struct RemoteOperation: Sendable, Equatable {
         case trash(item: Target)
         case untrash(item: Target, toParent: Target, name: String, types: [String]?)
         case attributes(item: Target, changes: RemoteAttributeChanges)
+        /// A further name of the file `item` in `parent` (schema 12); a taken name gets a suffix.
+        case link(item: Target, parent: Target, name: String)
+        /// The further name `name` (its name row) goes.
+        case unlink(name: Target)
+        /// The further name `name` (its name row) is renamed and/or moved, as `move`.
+        case moveName(name: Target, toParent: Target, newName: String, expectedParentID: Int64?, expectedName: String?)
     }
 
     package var id: UUID
@@ -42,6 +48,9 @@ package struct RemoteOperation: Sendable, Equatable {
         case .trash: return .trash
         case .untrash: return .untrash
         case .attributes: return .attributes
+        case .link: return .link
+        case .unlink: return .unlink
+        case .moveName: return .moveName
         }
     }
 }

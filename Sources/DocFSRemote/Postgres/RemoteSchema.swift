@@ -69,8 +69,11 @@
 /// Version 11 (`RemoteSchema+Operations.swift`, `RemoteSchema+Doors.swift`): the server is the
 /// only door. Replicas write nothing but through the server's functions, which check every field;
 /// one login role per replica, in the tree's replicas group, recorded on what it sends.
+///
+/// Version 12 (`RemoteSchema+Links.swift`): hard links, a file's further names as name rows
+/// (`docfs_items.link_of`) with operations of their own.
 package enum RemoteSchema {
-    package static let latest = 11
+    package static let latest = 12
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -191,6 +194,7 @@ package enum RemoteSchema {
         (9, damageStatements),
         (10, manifestStatements),
         (11, doorTables + operationStatements + doorFunctions),
+        (12, linkStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the

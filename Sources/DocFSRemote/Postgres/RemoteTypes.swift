@@ -186,6 +186,8 @@ package struct RemoteItem: Sendable, Equatable {
     package var metadataVersion: Int64
     package var trashedNs: Int64?
     package var deleted: Bool
+    /// A name row's item (a further name of that file, `RemoteSchema+Links`); nil for an item.
+    package var linkOf: Int64? = nil
 }
 
 /// What an operation did: the item it touched (for a create, its new permanent id), the item's
@@ -215,6 +217,9 @@ package struct AppliedChange: Sendable, Equatable {
 package struct RemoteChange: Sendable, Equatable {
     package enum Kind: String, Sendable, Equatable {
         case create, content, move, delete, trash, untrash, attributes, layout
+        /// A file's further name made, removed, renamed or moved (schema 12, `RemoteSchema+Links`).
+        case link, unlink
+        case moveName = "move_name"
     }
     package var position: Int64
     package var itemID: Int64

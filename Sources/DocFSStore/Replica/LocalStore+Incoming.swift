@@ -28,11 +28,14 @@ extension LocalStore {
         package var contentKey: String?
         package var trashed: Bool
         package var deleted: Bool
+        /// A further name of the item with this row (a hard link, `LocalStore+RemoteNames`).
+        package var linkOf: Int64?
 
         package init(row: Int64, parentRow: Int64, name: String, kind: ItemKind, uid: UInt32, gid: UInt32,
                     mode: UInt16, createdNs: Int64, modifiedNs: Int64, tagData: Data?, favoriteRank: Int64?,
                     symlinkTarget: String?, size: Int64, contentVersion: Int64, contentKey: String?,
-                    trashed: Bool, deleted: Bool) {
+                    trashed: Bool, deleted: Bool, linkOf: Int64? = nil) {
+            self.linkOf = linkOf
             self.row = row
             self.parentRow = parentRow
             self.name = name
@@ -109,6 +112,14 @@ extension LocalStore {
         var changes: [ProviderChange] = []
         try write { (database) throws(ProviderError) in
             let pending = try pendingRows(database)
+            // Names removed go first: the item may take one's place (the server passed it its name).
+            var namesGone = Set<Int64>()
+            for item in items where item.deleted && !pending.contains(item.row) {
+                if try applyIncomingUnlink(item.row, database: database, changes: &changes) {
+                    namesGone.insert(item.row)
+                    result.applied += 1
+                }
+            }
             var live = items.filter { !$0.deleted }
             var progress = true
             while progress && !live.isEmpty {
@@ -118,6 +129,14 @@ extension LocalStore {
                     if pending.contains(item.row) { result.pending.insert(item.row); progress = true; continue }
                     // Open for writing here: another replica's version waits for the writer's close.
                     if item.kind == .file, try keepAsideForWriter(item.row, database) { result.pending.insert(item.row); progress = true; continue }
+                    if let named = item.linkOf {
+                        if try applyIncomingName(item, of: named, database: database, result: &result, changes: &changes) {
+                            progress = true
+                        } else {
+                            waiting.append(item)
+                        }
+                        continue
+                    }
                     switch try applyLive(item, contents: contents, database: database, result: &result, changes: &changes) {
                     case .done: progress = true
                     case .needsParent: waiting.append(item)
@@ -128,7 +147,7 @@ extension LocalStore {
             for item in live { result.missingParents.insert(item.trashed ? item.parentRow : item.parentRow) }
             result.missingParents.subtract(items.filter { !$0.deleted }.map(\.row))
 
-            var deletions = items.filter(\.deleted)
+            var deletions = items.filter { $0.deleted && !namesGone.contains($0.row) }
             progress = true
             while progress && !deletions.isEmpty {
                 progress = false
@@ -146,9 +165,11 @@ extension LocalStore {
                     // A folder that still holds something of this replica's stays (its children go first,
                     // or are this replica's new items, which bring it back on the server).
                     guard empty else { waiting.append(item); continue }
-                    try commit(database, saving: [], deleting: [item.row], replicated: false, "delete \(record.item.filename) (deleted on another replica)")
+                    // An item goes with every name it still has here.
+                    let names = record.linkOf == nil && record.item.linkCount > 1 ? try nameRows(of: item.row, database) : []
+                    try commit(database, saving: [], deleting: names + [item.row], replicated: false, "delete \(record.item.filename) (deleted on another replica)")
                     if record.item.kind == .file { reaper.remove(contentPath(item.row)) { "the contents of item \(item.row), deleted on another replica" } }
-                    state.withLock { tree in tree.remove(item.row) }
+                    state.withLock { tree in for name in names { tree.remove(name) }; tree.remove(item.row) }
                     if let parent = record.parent {
                         changes.append(.nameChanged(parent: Self.identifier(forRow: parent), name: record.item.filename))
                     }
@@ -288,7 +309,7 @@ extension LocalStore {
         if !onServer {
             do {
                 try database.inDatabase { db in
-                    try db.execute(sql: "UPDATE outbox SET name = ? WHERE row = ? AND kind = 'create'", arguments: [aside, occupant.row])
+                    try db.execute(sql: "UPDATE outbox SET name = ? WHERE row = ? AND kind IN ('create', 'link')", arguments: [aside, occupant.row])
                 }
             } catch {
                 throw ProviderError(.ioError, "rename a waiting create in the outbox: \(error)")

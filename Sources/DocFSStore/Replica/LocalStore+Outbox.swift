@@ -134,6 +134,10 @@ extension LocalStore {
                             try db.execute(sql: "UPDATE outbox SET row = ? WHERE row = ?", arguments: [new, old])
                             try db.execute(sql: "UPDATE outbox SET parent = ? WHERE parent = ?", arguments: [new, old])
                             try db.execute(sql: "UPDATE pinned SET row = ? WHERE row = ?", arguments: [new, old])
+                            // A file's further names, and the links waiting that name it (hard links).
+                            try db.execute(sql: "UPDATE item SET linkOf = ? WHERE linkOf = ?", arguments: [new, old])
+                            try db.execute(sql: "UPDATE outbox SET details = json_set(details, '$.linkOf', ?) WHERE kind = 'link' AND json_extract(details, '$.linkOf') = ?",
+                                           arguments: [new, old])
                         }
                         for completion in completions {
                             try db.cachedStatement(sql: "DELETE FROM outbox WHERE seq = ?").execute(arguments: [completion.entry.seq])

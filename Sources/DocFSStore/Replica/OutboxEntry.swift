@@ -19,6 +19,12 @@ package struct OutboxEntry: Sendable, Equatable {
         case delete
         /// Owner, group, mode, times, tags or favourite rank.
         case attributes
+        /// A further name (`row`, a name row) of the file `details.linkOf`, under `parent` as `name`.
+        case link
+        /// A further name (`row`) goes.
+        case unlink
+        /// A further name (`row`) is renamed and/or moved to `parent` as `name`.
+        case moveName
     }
 
     package var seq: Int64
@@ -77,6 +83,9 @@ package struct OutboxDetails: Codable, Sendable, Equatable {
     /// a move another replica made first wins).
     package var fromParent: Int64?
     package var fromName: String?
+    /// Link: the row of the file the new name names (rewritten with the rows when the server
+    /// numbers a temporary one).
+    package var linkOf: Int64?
 
     package init(kind: ItemKind? = nil, uid: UInt32? = nil, gid: UInt32? = nil, mode: UInt32? = nil,
                 createdNs: Int64? = nil, modifiedNs: Int64? = nil, accessedNs: Int64? = nil,

@@ -31,6 +31,7 @@ enum OutboxPlanner {
     /// The changes from `old` (nil: a new item) to `new`.
     static func plan(old: Record?, new: Record) -> [Planned] {
         guard let kind = replicated(new.item.kind), let parent = new.parent else { return [] }
+        if let named = new.linkOf { return planName(old: old, new: new, of: named, parent: parent) }
         let item = new.item
         guard let old else {
             var details = OutboxDetails(kind: kind, uid: item.ownerID, gid: item.groupID, mode: UInt32(item.posixPermissions),
@@ -88,9 +89,30 @@ enum OutboxPlanner {
         return planned
     }
 
+    /// A further name (hard link, `LocalStore+Links`): made, moved or renamed; into the trash it
+    /// leaves the server (the server keeps no trashed names), and nothing of it comes back.
+    /// Nothing else of a name row is its own (the item's changes are planned on the item).
+    static func planName(old: Record?, new: Record, of named: Int64, parent: Int64) -> [Planned] {
+        let trash = LocalStore.trashRow
+        guard let old else {
+            guard parent != trash else { return [] }
+            var details = OutboxDetails()
+            details.linkOf = named
+            return [Planned(kind: .link, row: new.row, parent: parent, name: new.item.filename, details: details)]
+        }
+        guard old.parent != trash else { return [] }
+        if parent == trash { return [Planned(kind: .unlink, row: new.row)] }
+        guard old.parent != parent || !old.item.filename.utf8.elementsEqual(new.item.filename.utf8) else { return [] }
+        var details = OutboxDetails()
+        details.fromParent = old.parent
+        details.fromName = old.item.filename
+        return [Planned(kind: .moveName, row: new.row, parent: parent, name: new.item.filename, details: details)]
+    }
+
     /// A deleted item.
     static func planDeletion(of old: Record) -> [Planned] {
         guard replicated(old.item.kind) != nil, old.parent != nil else { return [] }
+        if old.linkOf != nil { return old.parent == LocalStore.trashRow ? [] : [Planned(kind: .unlink, row: old.row)] }
         // The version deleted: a delete of a file another replica has changed since is refused
         // (an edit against a delete keeps the edit).
         var details = OutboxDetails()

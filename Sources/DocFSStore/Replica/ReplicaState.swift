@@ -56,6 +56,8 @@ final class ReplicaState: Sendable {
     let engineIdle = Atomic<Bool>(false)
     /// When an action last added to the outbox (monotonic nanoseconds).
     let lastAppend = Atomic<UInt64>(0)
+    /// The server's schema version at the engine's last connection (0: not known yet).
+    let serverSchema = Atomic<Int>(0)
 
     func didComplete(count: Int, bytes: Int64) {
         counts.withLock { c in

@@ -1,0 +1,179 @@
+import Foundation
+import DocFSProvider
+import GRDB
+
+// A replica's hard links (`LocalStore+Links`): made here while the server keeps names (its
+// schema 12, `RemoteSchema+Links`), sent as `link`/`unlink`/`moveName` entries (OutboxPlanner);
+// another replica's names applied as this store's name rows of the same item; a name the server
+// refused dropped here, whole.
+extension LocalStore {
+    static let serverSchemaKey = "serverSchema"
+    /// The first server schema that keeps names (`RemoteSchema.linksVersion`).
+    package static let serverNamesVersion = 12
+
+    /// The server's schema as the sync engine found it at its connection; kept for the next mount.
+    package func noteServerSchema(_ version: Int) {
+        guard let replica, replica.serverSchema.exchange(version, ordering: .relaxed) != version else { return }
+        try? write { (database) throws(ProviderError) in
+            do {
+                try database.inDatabase { db in try Schema.setMeta(db, Self.serverSchemaKey, String(version)) }
+            } catch {
+                logger.warning("store \(url.path): cannot keep the server's schema version: \(error)")
+            }
+        }
+    }
+
+    /// The server's schema as the sync engine last found it (0: not yet, or no remote).
+    package var serverSchemaVersion: Int { replica?.serverSchema.load(ordering: .relaxed) ?? 0 }
+
+    /// Why this replica refuses `link(2)` (nil: it does not): a server that keeps one name per
+    /// file would refuse the name, and a name made here only would be half-done.
+    func linkRefusal() -> String? {
+        guard let replica else { return nil }
+        var version = replica.serverSchema.load(ordering: .relaxed)
+        if version == 0 {
+            version = state.withLock { tree in tree.reader?.count("SELECT CAST(value AS INTEGER) FROM meta WHERE key = '\(Self.serverSchemaKey)'") } ?? 0
+            if version > 0 { replica.serverSchema.store(version, ordering: .relaxed) }
+        }
+        if version >= Self.serverNamesVersion { return nil }
+        if version == 0 {
+            return "this replica has not reached its server since it was made, so it cannot tell whether the server keeps hard links (schema \(Self.serverNamesVersion)); try again once it has synced"
+        }
+        return "the server's docfs schema is version \(version), which keeps one name per file: its owner runs `docfs remote setup` to upgrade it (hard links need version \(Self.serverNamesVersion))"
+    }
+
+    /// The server refused a further name made here (its file or folder gone there, a name it
+    /// does not take): the name goes here too, with the changes of it still waiting, so that
+    /// nothing refused stays half-done. Returns the name's path as it was (nil: gone already).
+    @discardableResult
+    package func dropRefusedName(row: Int64) throws(ProviderError) -> String? {
+        guard let replica else { return nil }
+        var dropped: (count: Int, bytes: Int64) = (0, 0)
+        var changes: [ProviderChange] = []
+        let path = try write { (database) throws(ProviderError) -> String? in
+            try flushJournal(database)
+            let found = try read { (tree) throws(ProviderError) -> (Record, Record?, Record?, String)? in
+                guard let named = tree.records[tree.resolve(row)], let of = named.linkOf else { return nil }
+                return (named, tree.records[of], named.parent.flatMap { tree.records[$0] }, tree.path(of: named.row))
+            }
+            guard let (named, target, folder, path) = found else { return nil }
+            let now = FileTime.now()
+            var saving: [Record] = []
+            var changedTarget = target
+            if var changed = target {
+                changed.item.linkCount = max(changed.item.linkCount - 1, 1)
+                changed.item.noteMetadataChange(at: now)
+                saving.append(changed)
+                changedTarget = changed
+            }
+            if let folder { saving.append(Self.touched(folder, now: now)) }
+            try commit(database, saving: saving, deleting: [named.row], replicated: false, "drop the name \(path), refused by the server")
+            do {
+                try database.inDatabase { db in
+                    let waiting = "row = \(named.row) AND kind IN ('unlink', 'moveName')"
+                    if let counts = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(sum(bytes), 0) FROM outbox WHERE \(waiting)") {
+                        dropped = (counts[0], counts[1])
+                    }
+                    try db.execute(sql: "DELETE FROM outbox WHERE \(waiting)")
+                }
+            } catch {
+                throw ProviderError(.ioError, "drop the waiting changes of \(path): \(error)")
+            }
+            state.withLock { tree in
+                tree.remove(named.row)
+                if let changedTarget { tree.move(changedTarget.row, to: changedTarget) }
+                if let folder { tree.replaceKeepingCounts(Self.touched(folder, now: now)) }
+            }
+            if let parent = named.parent {
+                changes.append(.nameChanged(parent: Self.identifier(forRow: parent), name: named.item.filename))
+            }
+            if let changedTarget { changes.append(.modified(changedTarget.item.identifier)) }
+            return path
+        }
+        if dropped.count > 0 { replica.didComplete(count: dropped.count, bytes: dropped.bytes) }
+        if !changes.isEmpty { replica.notify(changes) }
+        return path
+    }
+
+    /// Another replica's further name (`item.linkOf`), made or moved here as a name row of the
+    /// same local item. Needs the item and the folder here first.
+    func applyIncomingName(_ item: IncomingItem, of itemRow: Int64, database: DatabaseQueue,
+                           result: inout IncomingResult, changes: inout [ProviderChange]) throws(ProviderError) -> Bool {
+        // The server keeps no trashed names: a name row in its trash is nothing here.
+        guard !item.trashed else { return true }
+        struct Plan { var local: Record?; var parent: Record; var target: Record; var occupant: Record? }
+        let plan = try read { (tree) throws(ProviderError) -> Plan? in
+            guard let parent = tree.records[item.parentRow], parent.item.isFolder else { return nil }
+            guard let target = tree.records[itemRow], target.linkOf == nil else { return nil }
+            var occupant: Record?
+            if let other = tree.children[item.parentRow]?[NameKey(item.name)], other != item.row { occupant = tree.records[other] }
+            return Plan(local: tree.records[item.row], parent: parent, target: target, occupant: occupant)
+        }
+        guard let plan else {
+            result.missingParents.insert(itemRow)
+            return false
+        }
+        // Identifiers never change what they are: an item here stays one.
+        if let local = plan.local, local.linkOf != itemRow { return true }
+        if let local = plan.local, local.parent == item.parentRow, local.item.filename.utf8.elementsEqual(item.name.utf8) { return true }
+        guard !plan.target.item.isFolder else { return true }
+        if let occupant = plan.occupant {
+            if try moveAside(occupant, in: item.parentRow, database: database, changes: &changes) { result.movedAside.insert(occupant.row) }
+        }
+        let now = FileTime.now()
+        var target = plan.target
+        target.item.noteMetadataChange(at: now)
+        var name: Record
+        if let local = plan.local {
+            name = local
+        } else {
+            name = Record(row: item.row, parent: plan.parent.row, item: plan.target.item)
+            name.item.identifier = Self.identifier(forRow: item.row)
+            name.item.documentSize = 0
+            name.item.linkCount = 1
+            name.item.tagData = nil
+            name.item.favoriteRank = nil
+            name.linkOf = itemRow
+            target.item.linkCount += 1
+        }
+        name.parent = plan.parent.row
+        name.item.parentIdentifier = plan.parent.item.identifier
+        name.item.filename = item.name
+        try commit(database, saving: [name, target], replicated: false, "apply the name \(item.name) of item \(itemRow) from another replica")
+        state.withLock { tree in
+            if plan.local == nil { tree.insert(name) } else { tree.move(name.row, to: name) }
+            tree.move(target.row, to: target)
+        }
+        if let local = plan.local, let oldParent = local.parent {
+            changes.append(.nameChanged(parent: Self.identifier(forRow: oldParent), name: local.item.filename))
+        }
+        changes.append(.nameChanged(parent: Self.identifier(forRow: item.parentRow), name: item.name))
+        changes.append(.modified(target.item.identifier))
+        result.applied += 1
+        return true
+    }
+
+    /// A further name another replica removed (or the name the server passed to the item): it
+    /// goes, and its item counts one name less. False: not a name row here.
+    func applyIncomingUnlink(_ row: Int64, database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) -> Bool {
+        let found = try read { (tree) throws(ProviderError) -> (Record, Record?)? in
+            guard let named = tree.records[row], let of = named.linkOf else { return nil }
+            return (named, tree.records[of])
+        }
+        guard let (named, target) = found else { return false }
+        var saving: [Record] = []
+        if var changed = target {
+            changed.item.linkCount = max(changed.item.linkCount - 1, 1)
+            changed.item.noteMetadataChange(at: FileTime.now())
+            saving.append(changed)
+        }
+        try commit(database, saving: saving, deleting: [row], replicated: false, "remove the name \(named.item.filename) (removed on another replica)")
+        state.withLock { tree in
+            tree.remove(row)
+            for record in saving { tree.move(record.row, to: record) }
+        }
+        if let parent = named.parent { changes.append(.nameChanged(parent: Self.identifier(forRow: parent), name: named.item.filename)) }
+        if let target { changes.append(.modified(target.item.identifier)) }
+        return true
+    }
+}

@@ -1,0 +1,83 @@
+import DocFSRemote
+import Foundation
+import XCTest
+
+/// Schema version 12 (`RemoteSchema+Links`): a file's further names are name rows the server
+/// makes, moves and removes through `docfs_apply`, logs and lists; an item's own row and a name
+/// row are each changed only by their own operations; a delete of an item that still has names
+/// (from a replica that never saw them) passes it the oldest. Against the PostgreSQL `make test` starts.
+final class ServerNameTests: XCTestCase {
+    let attributes = RemoteItemAttributes(uid: 1000, gid: 1000, mode: 0o644, createdNs: 1, modifiedNs: 1)
+
+    func link(_ db: RemoteDatabase, _ item: Int64, _ parent: Int64, _ name: String) async throws -> AppliedChange {
+        try await db.applyOne(RemoteOperation(id: UUID(), .link(item: .item(item), parent: .item(parent), name: name)))
+    }
+
+    func testNamesAreMadeMovedAndRemovedAndADeletePassesTheItemItsOtherName() async throws {
+        try await RemoteDatabaseTests.withDatabase { db, url in
+            let root = try await db.rootID()
+            let docs = try await db.createItem(operationID: UUID(), parentID: root, name: "docs", kind: .directory, attributes: attributes).itemID
+            _ = try await db.createItem(operationID: UUID(), parentID: docs, name: "b", kind: .directory, attributes: attributes)
+            let file = try await db.createItem(operationID: UUID(), parentID: root, name: "a", kind: .file, attributes: attributes,
+                                               content: try await db.recordedContent("a", size: 1)).itemID
+
+            let linked = try await link(db, file, docs, "b")
+            XCTAssertEqual(linked.name, "b 2", "a name taken in the folder gets the usual suffix")
+            let name = linked.itemID
+            let row = try await db.items([name]).first
+            XCTAssertEqual(row?.linkOf, file)
+            let listed = try await db.children(of: docs).map(\.name)
+            XCTAssertEqual(listed, ["b", "b 2"], "the listing holds the name")
+            let logged = try await db.changes(since: 0).last?.kind
+            XCTAssertEqual(logged, .link, "the change log carries it")
+
+            let moved = try await db.applyOne(RemoteOperation(id: UUID(), .moveName(name: .item(name), toParent: .item(root), newName: "c",
+                                                                                     expectedParentID: docs, expectedName: "b 2")))
+            XCTAssertEqual(moved.name, "c")
+            do {
+                _ = try await db.moveItem(operationID: UUID(), itemID: name, toParentID: docs, name: "x")
+                XCTFail("a name row moved as an item")
+            } catch RemoteError.invalid(let message) {
+                XCTAssertTrue(message.contains("is a further name of item \(file)"), message)
+            }
+            do {
+                _ = try await db.applyOne(RemoteOperation(id: UUID(), .unlink(name: .item(file))))
+                XCTFail("an item unlinked as a name")
+            } catch RemoteError.invalid(let message) {
+                XCTAssertTrue(message.contains("is an item, not one of its further names"), message)
+            }
+
+            // A replica that never saw the name deletes the file: it stays, under its other name.
+            _ = try await db.deleteItem(operationID: UUID(), itemID: file, expectedContentVersion: 1)
+            let passed = try await db.items([file, name])
+            let item = try XCTUnwrap(passed.first { $0.id == file }), gone = try XCTUnwrap(passed.first { $0.id == name })
+            XCTAssertFalse(item.deleted)
+            XCTAssertEqual(item.parentID, root)
+            XCTAssertEqual(item.name, "c")
+            XCTAssertTrue(gone.deleted)
+            let kinds = try await db.changes(since: 0).suffix(2).map(\.kind)
+            XCTAssertEqual(kinds, [.unlink, .delete])
+
+            // A name made and removed; then the last name takes the file.
+            let again = try await link(db, file, docs, "d").itemID
+            _ = try await db.applyOne(RemoteOperation(id: UUID(), .unlink(name: .item(again))))
+            let unlinked = try await db.item(again)?.deleted, kept = try await db.item(file)?.deleted
+            XCTAssertEqual(unlinked, true)
+            XCTAssertEqual(kept, false)
+            _ = try await db.deleteItem(operationID: UUID(), itemID: file, expectedContentVersion: 1)
+            let deleted = try await db.item(file)?.deleted
+            XCTAssertEqual(deleted, true)
+            do {
+                _ = try await link(db, file, docs, "late")
+                XCTFail("a link to a deleted file")
+            } catch RemoteError.notFound(let id) {
+                XCTAssertEqual(id, file)
+            }
+            // gc's trimming takes the tombstones of names (they refer to their file) with the rest.
+            try await RemoteDatabaseTests.adminQuery(url, "UPDATE docfs_versions SET collected_ns = 1")
+            try await db.trimChangeLog(before: Int64.max)
+            let trimmed = try await db.trimHistory(before: Int64.max)
+            XCTAssertGreaterThanOrEqual(trimmed.tombstones, 2, "both names' tombstones went")
+        }
+    }
+}
