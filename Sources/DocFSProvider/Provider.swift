@@ -226,6 +226,11 @@ public protocol Provider: AnyObject, Sendable {
     /// built-in conformance (`ContentTypeRegistry.standard`).
     func supertypes(of type: ContentType) -> [ContentType]
 
+    /// The item's content type. A provider may leave a new file's type to be detected when
+    /// something first asks (LocalStore: an import no folder rule checks); this detects it then.
+    /// The default is `item.contentType`.
+    func contentType(of item: Item) -> ContentType
+
     // MARK: Changes the provider makes on its own
 
     /// Registers the mount's handler for changes the provider makes on its own (not through an
@@ -362,6 +367,9 @@ extension Provider {
     public func supertypes(of type: ContentType) -> [ContentType] {
         ContentTypeRegistry.standard.supertypes(of: type)
     }
+
+    /// Types are known from the start.
+    public func contentType(of item: Item) -> ContentType { item.contentType }
 
     /// No changes of its own to report.
     public func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void) {}
