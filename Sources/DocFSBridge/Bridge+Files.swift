@@ -56,6 +56,12 @@ extension Bridge {
             let node = inodes.addCopyIn(copyIn)
             node.sessionLock.withLock { node.session = session }
             try install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
+            // A write-only copy (cp, tar, a shell's `>`) writes around the page cache: the kernel's
+            // cached write path asks for `security.capability` before the first write of every
+            // new inode (a GETXATTR round trip per file), its direct path does not, and nothing
+            // reads through a write-only handle. Not under `writeback`, which is there to gather
+            // small writes in the page cache. See PERFORMANCE.md.
+            if fi.pointee.flags & O_ACCMODE == O_WRONLY, !options.writeback { fi.pointee.direct_io = 1 }
             var e = fuse_entry_param()
             e.ino = node.ino
             e.generation = InodeTable.generation

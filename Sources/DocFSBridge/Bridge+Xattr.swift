@@ -11,6 +11,8 @@ extension Bridge {
     static let syncAttribute = "user.docfs.sync"
     static let statusAttribute = "user.docfs.status"
     static let conflictAttribute = "user.docfs.conflict"
+    static let typeAttribute = "user.docfs.type"
+    static let conformsToAttribute = "user.docfs.conforms-to"
     /// A replica's contents on demand: whether a file's bytes are here ("yes"/"no"), whether the
     /// item is kept downloaded (set to pin, remove to unpin: `docfs pin`), and a write-only
     /// trigger that drops downloaded contents the server has (`docfs evict`).
@@ -24,11 +26,14 @@ extension Bridge {
 
     /// The attributes an item shows, in listing order. `withSync: false` leaves out a replica's
     /// sync state and status, which cost a query and a JSON encoding: getxattr asks for them by name.
-    func providerAttributes(of item: Item, withSync: Bool = true) -> [(String, String)] {
+    /// `typed: false` (listxattr, another attribute asked for): the type's values are left as
+    /// stored, since a new file's type may wait for its first reader (`Provider.contentType(of:)`).
+    func providerAttributes(of item: Item, withSync: Bool = true, typed: Bool = true) -> [(String, String)] {
+        let type = typed ? provider.contentType(of: item) : item.contentType
         var list: [(String, String)] = [
             ("user.docfs.identifier", item.identifier.rawValue),
-            ("user.docfs.type", item.contentType.identifier),
-            ("user.docfs.conforms-to", provider.supertypes(of: item.contentType).map(\.identifier).joined(separator: ", ")),
+            (Self.typeAttribute, type.identifier),
+            (Self.conformsToAttribute, provider.supertypes(of: type).map(\.identifier).joined(separator: ", ")),
             ("user.docfs.document-size", String(item.documentSize)),
             ("user.docfs.created", Self.format(item.creationDate)),
             ("user.docfs.modified", Self.format(item.contentModificationDate)),
@@ -105,7 +110,9 @@ extension Bridge {
                     found = item.kind == .file && replicaStatus?.syncState(of: item.identifier) != nil ? (item.isDownloaded ? "yes" : "no") : nil
                 case Self.conflictAttribute: found = replicaStatus?.conflict(of: item.identifier)
                 case Self.statusAttribute: found = item.identifier == .rootContainer ? replicaStatus?.syncStatus() : nil
-                default: found = providerAttributes(of: item, withSync: false).first(where: { $0.0 == name })?.1
+                default:
+                    let typed = name == Self.typeAttribute || name == Self.conformsToAttribute
+                    found = providerAttributes(of: item, withSync: false, typed: typed).first(where: { $0.0 == name })?.1
                 }
                 guard let value = found else {
                     reply.error(ENODATA)
@@ -137,7 +144,7 @@ extension Bridge {
         do throws(Failure) {
             let item = try self.item(ino)
             var bytes: [UInt8] = []
-            for (name, _) in providerAttributes(of: item) { bytes += Array(name.utf8) + [0] }
+            for (name, _) in providerAttributes(of: item, typed: false) { bytes += Array(name.utf8) + [0] }
             let stored = try attempt(.item(item.identifier)) { () throws(ProviderError) in
                 try storedAttributeNames(of: item.identifier)
             }

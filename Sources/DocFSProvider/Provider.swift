@@ -42,11 +42,11 @@ public struct StorageStatistics: Sendable {
 /// bits before calling), but a provider may refuse anything by throwing a `ProviderError`; its
 /// code becomes the errno the program sees and its reason is logged with the path.
 ///
-/// **The core: 18 requirements** — six to read the tree (`item`, `childItem`, `enumerateItems`,
+/// **The core: 19 requirements** — six to read the tree (`item`, `childItem`, `enumerateItems`,
 /// `openContents`, `stagingDirectory`, `storageStatistics`), nine actions every writable tree
 /// needs (`importDocument`, `createDirectory`, `createSymbolicLink`, `renameItem`,
-/// `reparentItem`, `deleteItem`, `modifyContents`, `setAttributes`, `synchronize`) and three
-/// hooks (`admitItem`, `supertypes`, `observeChanges`). Only `item`, `enumerateItems` and
+/// `reparentItem`, `deleteItem`, `modifyContents`, `setAttributes`, `synchronize`) and four
+/// hooks (`admitItem`, `supertypes`, `contentType`, `observeChanges`). Only `item`, `enumerateItems` and
 /// `openContents` must be written: the rest have defaults in the extension below, the actions'
 /// refusing cleanly (`EROFS` for changes to the tree, `EPERM` for owners), so a read-only
 /// provider is those three members; give its items capabilities without `write` and `add` so
@@ -206,6 +206,11 @@ public protocol Provider: AnyObject, Sendable {
     /// built-in conformance (`ContentTypeRegistry.standard`).
     func supertypes(of type: ContentType) -> [ContentType]
 
+    /// The item's content type. A provider may leave a new file's type to be detected when
+    /// something first asks (LocalStore: an import no folder rule checks); this detects it then.
+    /// The default is `item.contentType`.
+    func contentType(of item: Item) -> ContentType
+
     // MARK: Changes the provider makes on its own
 
     /// Registers the mount's handler for changes the provider makes on its own (not through an
@@ -297,6 +302,9 @@ extension Provider {
     public func supertypes(of type: ContentType) -> [ContentType] {
         ContentTypeRegistry.standard.supertypes(of: type)
     }
+
+    /// Types are known from the start.
+    public func contentType(of item: Item) -> ContentType { item.contentType }
 
     /// No changes of its own to report.
     public func observeChanges(_ handler: @escaping @Sendable ([ProviderChange]) -> Void) {}

@@ -319,7 +319,8 @@ package final class SyncEngine: Sendable {
     /// its layout's rules; nil when the item is gone here.
     func typeChain(_ row: Int64) -> [String]? {
         guard let item = try? store.item(for: LocalStore.identifier(forRow: store.currentRow(row))) else { return nil }
-        return [item.contentType.identifier] + store.supertypes(of: item.contentType).map(\.identifier)
+        let type = store.contentType(of: item)
+        return [type.identifier] + store.supertypes(of: type).map(\.identifier)
     }
 
     /// What applying an entry gave: the permanent identifier a create got, and an item whose

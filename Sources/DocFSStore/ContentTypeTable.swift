@@ -25,6 +25,9 @@ struct ContentTypeTable: Sendable {
     let documents: DocumentTypes
     /// Declared rules by normalised layout path.
     let rules: [String: FolderRule]
+    /// Whether an import may leave a file's type undetected until asked: no type of the layout
+    /// is view-only, so no type takes capabilities away (`capabilities(_:for:)`).
+    let detectsLazily: Bool
 
     init(layout: Layout, database: SharedMimeDatabase = .system) {
         let registry = ContentTypeRegistry(declarations: layout.types.map { type in
@@ -43,6 +46,7 @@ struct ContentTypeTable: Sendable {
                                             subfolders: folder.subfolders ?? true)
         }
         self.rules = rules
+        self.detectsLazily = !layout.types.contains { $0.viewOnly }
     }
 
     /// An allowed-type word of the layout: an identifier, or a MIME type (`image/png`).

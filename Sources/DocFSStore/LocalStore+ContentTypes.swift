@@ -84,8 +84,10 @@ extension LocalStore {
     /// moved into the store, so a refusal leaves nothing behind. `items[0]` is the top item;
     /// folders come before their contents.
     /// `contents`: the bytes of a single file imported from memory (no staged file to read).
+    /// `lazily` (a copy through the mount): a file no rule checks is left undetected
+    /// (`undetectedType`) and typed when first asked (`contentType(of:)`), not in every close.
     func admitImport(_ items: [(record: Record, source: String)], into parent: Record,
-                     contents: [UInt8]? = nil) throws(ProviderError) -> [Record] {
+                     contents: [UInt8]? = nil, lazily: Bool = false) throws(ProviderError) -> [Record] {
         let topRule = contentRule(forFolder: parent.row)
         let policy = parent.contentsPolicy ?? .all
         // Folders of the import that pass a rule on to what is inside them.
@@ -120,6 +122,12 @@ extension LocalStore {
                 detection = Detection(type: .item, source: .name)
                 if let rule { try admit(named: record.item.filename, kind: record.item.kind, by: rule) }
             case .file:
+                if lazily, rule == nil, types.detectsLazily {
+                    record.item.contentType = Self.undetectedType
+                    record.item.capabilities = policy
+                    result.append(record)
+                    continue
+                }
                 // planImport has just seen it as a regular file of this size.
                 if let contents {
                     detection = types.detector.detect(name: record.item.filename, contents: contents)
@@ -144,10 +152,16 @@ extension LocalStore {
 
     /// A new content version of `record` from the staged file at `source`: its type from the
     /// bytes, checked against its folder's rule and validated like an import.
+    /// Without a rule, the type is left to the first reader, as for an import.
     func admitModified(_ record: Record, from source: String) throws(ProviderError) -> Record {
         var record = record
+        let rule = record.parent.flatMap { contentRule(forFolder: $0) }
+        if rule == nil, types.detectsLazily {
+            record.item.contentType = Self.undetectedType
+            return record
+        }
         let detection = try types.detector.detect(fileAt: source, name: record.item.filename)
-        if let parent = record.parent, let rule = contentRule(forFolder: parent) {
+        if let rule {
             try check(detection, of: record.item.filename, by: rule)
             var size = stat()
             if lstat(source, &size) == 0, size.st_size > 0 { try validate(source, as: detection.type) }
@@ -182,6 +196,56 @@ extension LocalStore {
         }
     }
 
+    // MARK: - Detection left to the first reader
+
+    /// The type of a file whose import left it undetected (`admitImport(lazily:)`): no rule
+    /// needed it then, and detecting it in every close cost 5% of the daemon's CPU in a `cp -r`.
+    static let undetectedType = ContentType("org.docfs.undetected")
+
+    /// The item's type, detected from its stored bytes now when its import left it undetected
+    /// (getxattr `user.docfs.type`, `docfs info`, a replica's upload). Not stored: the bytes and
+    /// name it depends on do not change without a new version or a rename, which detect again.
+    package func contentType(of item: Item) -> ContentType {
+        guard item.contentType == Self.undetectedType else { return item.contentType }
+        guard let row = self.row(for: item.identifier),
+              let record = state.withLock({ tree -> Record? in
+                  // A file's other name reads as the file (its bytes are the target row's).
+                  let found = tree.record(tree.resolve(row))
+                  return found?.linkOf.flatMap { tree.record($0) } ?? found
+              }) else {
+            return types.detector.detect(name: item.filename, contents: []).type
+        }
+        return detectedType(of: record)
+    }
+
+    /// What the import would have found: the same detection, on the stored bytes (a segment's
+    /// entry or the content file, which keeps the staged file's `user.mime_type`) under the name
+    /// the file had.
+    func detectedType(of record: Record) -> ContentType {
+        guard record.item.contentType == Self.undetectedType else { return record.item.contentType }
+        let name = record.item.filename
+        do throws(ProviderError) {
+            if record.item.documentSize == 0 { return types.detector.detect(name: name, contents: []).type }
+            if let bytes = try segments.read(record.row) { return types.detector.detect(name: name, contents: bytes).type }
+            return try types.detector.detect(regularFileAt: contentPath(record.row), name: name, size: record.item.documentSize).type
+        } catch {
+            // Contents not here (a replica's evicted file): the name alone.
+            logger.notice("\(name): type from the name alone: \(error.reason)")
+            return types.fileType(forFilename: name)
+        }
+    }
+
+    /// `ContentTypeTable.retyped` for a rename of `record` to `name`: a new name that says
+    /// nothing keeps the type the bytes gave under the old one, so an undetected type is
+    /// detected first, under the old name.
+    func retyped(_ record: Record, as item: Item, name: String, policy: Capabilities?) -> Item {
+        var item = item
+        if item.contentType == Self.undetectedType, item.kind == .file, types.detector.type(forFilename: name) == nil {
+            item.contentType = detectedType(of: record)
+        }
+        return types.retyped(item, name: name, policy: policy)
+    }
+
     // MARK: - Moves
 
     /// A move of `moved` into folder `destination`: the folder's rule applies to the item and,
@@ -196,8 +260,9 @@ extension LocalStore {
         case .fifo, .socket, .characterDevice, .blockDevice:
             try admit(named: record.item.filename, kind: record.item.kind, by: rule)
         case .file, .symlink:
-            if !rule.admits(record.item.contentType, in: types.registry) {
-                throw types.refusal(record.item.contentType, by: rule, detail: " (\(tree.path(of: record.row)))")
+            let type = detectedType(of: record)
+            if !rule.admits(type, in: types.registry) {
+                throw types.refusal(type, by: rule, detail: " (\(tree.path(of: record.row)))")
             }
         case .folder:
             if record.item.contentType != .folder {

@@ -52,8 +52,11 @@ extension LocalStore {
             try planImport(path: sourcePath, name: name, status: status, parent: parentRecord, into: &plan, nextRow: &nextRow,
                            now: now, attributes: attributes, top: true)
             // Content types from the bytes, the folder's allowed types, document validation:
-            // refused here, nothing has been moved yet.
-            let admitted = try admitImport(plan.map { ($0.record, $0.source) }, into: parentRecord, contents: contents)
+            // refused here, nothing has been moved yet. A copy through the mount leaves the type
+            // of a file no rule checks to the first reader; `docfs import` of a user's files
+            // (no `attributes`) types them now, from the files themselves.
+            let admitted = try admitImport(plan.map { ($0.record, $0.source) }, into: parentRecord, contents: contents,
+                                           lazily: attributes != nil)
             for index in plan.indices { plan[index].record = admitted[index] }
             // Move the contents in first, then commit the rows: a crash in between leaves only
             // content files without rows, which the next open removes.

@@ -118,7 +118,7 @@ extension LocalStore: HardLinkProvider {
             moved.item.parentIdentifier = toParent.item.identifier
             moved.item.filename = newName
             if named.linkOf == nil {
-                moved.item = types.retyped(moved.item, name: newName, policy: fromParent.contentsPolicy)
+                moved.item = retyped(target, as: moved.item, name: newName, policy: fromParent.contentsPolicy)
             } else {
                 plan.saving.append(changedTarget)
             }

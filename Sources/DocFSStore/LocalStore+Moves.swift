@@ -23,7 +23,7 @@ extension LocalStore {
             var renamed = record
             renamed.item.filename = name
             renamed.item.noteMetadataChange(at: now)
-            renamed.item = types.retyped(renamed.item, name: name, policy: parentRecord.contentsPolicy)
+            renamed.item = retyped(record, as: renamed.item, name: name, policy: parentRecord.contentsPolicy)
             let newParent = Self.touched(parentRecord, now: now)
             try commit(database, saving: [renamed, newParent], "rename \(record.item.filename) to \(name)")
             return state.withLock { tree -> Item in
@@ -105,7 +105,7 @@ extension LocalStore {
             moved.item.parentIdentifier = newParent.item.identifier
             moved.item.filename = name
             moved.item.noteMetadataChange(at: FileTime.now())
-            if newName != nil { moved.item = types.retyped(moved.item, name: name, policy: oldParent.contentsPolicy) }
+            if newName != nil { moved.item = retyped(record, as: moved.item, name: name, policy: oldParent.contentsPolicy) }
             if destinationRow != Self.trashRow { try checkMove(moved, into: destinationRow, in: tree) }
             switch trashing {
             case .into(let originalName):

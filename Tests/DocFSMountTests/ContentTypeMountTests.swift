@@ -228,3 +228,52 @@ final class ContentTypeMountTests: MountTestCase {
         XCTAssertTrue(fx.log.contains("FIFOs and sockets are not documents"), fx.log)
     }
 }
+
+/// Without a view-only type in the layout, a copy into a folder no rule checks leaves the file's
+/// type to its first reader (getxattr, `docfs info`, a move into a folder with a rule): what
+/// they see is what detection at close gave before.
+final class LazyContentTypeMountTests: MountTestCase {
+    override class var layout: String? {
+        """
+        folders:
+          - path: Photos
+            allowedContentTypes: [public.image]
+          - path: Projects
+        """
+    }
+
+    func type(_ rel: String) -> String {
+        let r = fx.sh("getfattr --only-values -n user.docfs.type mnt/\(rel)")
+        XCTAssertEqual(r.status, 0, "getfattr \(rel): \(r)")
+        return r.stdout
+    }
+
+    func testTypesAreThereWhenAskedAndRulesSeeThem() throws {
+        try fx.writeSource("picture", ContentTypeMountTests.png)
+        try fx.writeSource("misnamed.png", ContentTypeMountTests.jpeg)
+        try fx.writeSource("notes.txt", Array("hello\n".utf8))
+        try fx.writeSource("f0001", Array("only words\n".utf8))
+        XCTAssertEqual(fx.sh("cp src/picture src/misnamed.png src/notes.txt src/f0001 mnt/Projects/").status, 0)
+        XCTAssertEqual(type("Projects/picture"), "public.png")
+        XCTAssertEqual(type("Projects/misnamed.png"), "public.jpeg")
+        XCTAssertEqual(type("Projects/notes.txt"), "public.plain-text")
+        let r = fx.docfs(["info", fx.m("Projects/picture")])
+        XCTAssertTrue(r.stdout.contains("public.image, public.data, public.content, public.item"), "\(r)")
+        // A new name that says nothing keeps the type the bytes gave under the old one.
+        XCTAssertErrno(fx.renameErrno(fx.m("Projects/notes.txt"), fx.m("Projects/notes")), 0)
+        XCTAssertEqual(type("Projects/notes"), "public.plain-text")
+        // The image folder's rule sees the bytes: text stays out, at a move and at close.
+        XCTAssertErrno(fx.renameErrno(fx.m("Projects/f0001"), fx.m("Photos/f0001")), EPERM)
+        XCTAssertErrno(fx.renameErrno(fx.m("Projects/picture"), fx.m("Photos/picture")), 0)
+        XCTAssertEqual(type("Photos/picture"), "public.png")
+        let refused = fx.sh("cp src/f0001 mnt/Photos/")
+        XCTAssertNotEqual(refused.status, 0, "\(refused)")
+        XCTAssertEqual(fx.list(fx.m("Photos")), ["picture"])
+        // A new version is typed from its bytes when asked, after a remount too.
+        XCTAssertEqual(fx.sh("cat src/picture > mnt/Projects/notes").status, 0)
+        XCTAssertEqual(type("Projects/notes"), "public.png")
+        XCTAssertTrue(try fx.remount())
+        XCTAssertEqual(type("Projects/notes"), "public.png")
+        XCTAssertEqual(type("Projects/misnamed.png"), "public.jpeg")
+    }
+}

@@ -232,8 +232,9 @@ extension LocalStore {
         record.parent = parentRow
         record.item.parentIdentifier = plan.parent.item.identifier
         if !record.item.filename.utf8.elementsEqual(plan.name.utf8) || before?.parent != parentRow {
+            let renamedFrom = record
             record.item.filename = plan.name
-            record.item = types.retyped(record.item, name: plan.name, policy: plan.parent.contentsPolicy)
+            record.item = retyped(renamedFrom, as: record.item, name: plan.name, policy: plan.parent.contentsPolicy)
         }
         record.item.ownerID = item.uid
         record.item.groupID = item.gid
