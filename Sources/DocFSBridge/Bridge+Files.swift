@@ -13,17 +13,18 @@ extension Bridge {
     }
 
     /// Counts the handle and puts it in `fi`. `passthroughFrom`: a descriptor on the stored
-    /// contents the kernel may read itself (`Passthrough.admit` decides); returns the backing id
-    /// for the open reply then. Throws EBUSY for a handle the daemon must serve while the file's
-    /// passthrough readers stay open.
+    /// contents the kernel may read itself, or for a writer on its staged copy
+    /// (`Passthrough.admit` decides); returns the backing id for the open reply then. Throws
+    /// EBUSY for a handle the daemon must serve while the file's passthrough readers stay open.
     @discardableResult
     private func install(_ file: OpenFile, in fi: UnsafeMutablePointer<fuse_file_info>,
                          passthroughFrom fd: Int32? = nil) throws(Failure) -> Int32? {
         let node = file.node
         let backing = try attempt(.ino(node.ino)) { () throws(ProviderError) in
-            try passthrough.admit(ino: node.ino, backing: fd, reading: !file.writable, othersOpen: { [inodes] in
-                // A staged copy (readers must see it) or another handle (served by the daemon).
-                inodes.openCount(node) > 0 || node.sessionLock.withLock { node.session != nil }
+            try passthrough.admit(ino: node.ino, backing: fd, reading: !file.writable, staged: file.writable, othersOpen: { [inodes] in
+                // Another handle (served by the daemon), or for a reader a staged copy (it must
+                // see the writes; a writer's own staged copy is what it writes).
+                inodes.openCount(node) > 0 || (!file.writable && node.sessionLock.withLock { node.session != nil })
             }, retain: { [inodes] in inodes.retainOpen(node) }, log: log)
         }
         file.passthrough = backing != nil
@@ -108,18 +109,22 @@ extension Bridge {
                 // Passthrough readers still open would make the kernel refuse this handle: wait
                 // for them (or EBUSY) before a staged copy is made.
                 try attempt(.item(item.identifier)) { () throws(ProviderError) in
-                    _ = try passthrough.admit(ino: node.ino, backing: nil as Int32?, reading: false, othersOpen: { true }, retain: {}, log: log)
+                    try passthrough.waitForReaders(ino: node.ino)
                 }
                 try beginWriting(node, item: item, truncating: truncating)
-                try install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
-                // O_TRUNC changes the contents even if nothing is written after it.
-                if truncating, let change = setIDToDrop(item, writer: caller) {
+                // The staged copy may be the kernel's to write (`Passthrough`).
+                backing = try install(OpenFile(node: node, readFD: -1, writable: true), in: fi,
+                                      passthroughFrom: passthrough.active ? stagedBacking(node) : nil)
+                if backing != nil { beganBacking(node) }
+                // O_TRUNC changes the contents even if nothing is written after it; a
+                // passthrough writer's writes never reach the daemon, so its open clears them.
+                if truncating || backing != nil, let change = setIDToDrop(item, writer: caller) {
                     let opened = fi.pointee
                     let d = reply.deferred()
-                    executor.run { [self] in
+                    executor.run { [self, backing] in
                         await dropSetID(node, change)
                         var info = opened
-                        d.open(&info)
+                        if let backing { passthrough.replyOpen(d, &info, backingID: backing) } else { d.open(&info) }
                     }
                     return
                 }
@@ -318,6 +323,7 @@ extension Bridge {
         // killed) still gets its data kept.
         let settled: Bool = node.sessionLock.withLock {
             guard let s = node.session else { return true }
+            if s.backing { return endBacking(node, s) }
             guard s.committed, !s.isCommitting else { return false }
             node.session = nil
             return true
@@ -334,7 +340,7 @@ extension Bridge {
     func dropIdleSession(_ node: InodeNode) {
         guard inodes.openCount(node) == 0 else { return }
         node.sessionLock.withLock {
-            if let s = node.session, s.committed || !s.dirty { node.session = nil }
+            if let s = node.session, s.committed || !s.dirty && !s.changedSinceCommit() { node.session = nil }
         }
     }
 
@@ -344,6 +350,14 @@ extension Bridge {
         let copyIn = inodes.copyIn(of: node)
         let placement = copyIn?.placement
         node.sessionLock.lock()
+        if let s = node.session, !s.committed, s.backing || s.isCommitting {
+            node.sessionLock.unlock()
+            // The kernel writes this staged file (passthrough): a copy of it goes in. Or such a
+            // copy is going in now: wait for it, then see what is left to do.
+            guard s.isCommitting else { return try await commitCopy(node, s, durable: durable) }
+            await s.waitForCommit()
+            return try await commit(node, durable: durable)
+        }
         guard let session = node.session, !session.committed, session.dirty || placement != nil else {
             let claimed = node.session.flatMap { $0.committed ? $0 : nil }
             node.sessionLock.unlock()
