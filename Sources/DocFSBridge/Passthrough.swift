@@ -161,7 +161,7 @@ final class Passthrough: @unchecked Sendable {
         // Out of memory or descriptors is this file's trouble; anything else is the mount's.
         if e == ENOMEM || e == EMFILE || e == ENFILE { return nil }
         if !refused.exchange(true, ordering: .relaxed) {
-            log.notice("passthrough off: the kernel refused a backing file (\(ErrnoName.of(e))); file contents are read through the daemon")
+            log.notice("passthrough off: the kernel refused a backing file (\(ErrnoName.of(e))); file contents are read and written through the daemon")
         }
         return nil
     }
