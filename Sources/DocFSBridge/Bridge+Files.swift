@@ -106,26 +106,26 @@ extension Bridge {
                 if writing { try CapabilityCheck.write(item) }
             }
             if writing {
-                // Passthrough readers still open would make the kernel refuse this handle: wait
-                // for them (or EBUSY) before a staged copy is made.
-                try attempt(.item(item.identifier)) { () throws(ProviderError) in
-                    try passthrough.waitForReaders(ino: node.ino)
-                }
-                try beginWriting(node, item: item, truncating: truncating)
-                // The staged copy may be the kernel's to write (`Passthrough`).
-                backing = try install(OpenFile(node: node, readFD: -1, writable: true), in: fi,
-                                      passthroughFrom: passthrough.active ? stagedBacking(node) : nil)
-                if backing != nil { beganBacking(node) }
-                // O_TRUNC changes the contents even if nothing is written after it; a
-                // passthrough writer's writes never reach the daemon, so its open clears them.
-                if truncating || backing != nil, let change = setIDToDrop(item, writer: caller) {
-                    let opened = fi.pointee
+                if passthrough.readersHold(ino: node.ino) {
+                    // Wait for the passthrough readers' releases on a thread of its own: under
+                    // io_uring they may be queued behind this request on its ring.
                     let d = reply.deferred()
-                    executor.run { [self, backing] in
-                        await dropSetID(node, change)
+                    let opened = fi.pointee
+                    Thread.detachNewThread { [self] in
                         var info = opened
-                        if let backing { passthrough.replyOpen(d, &info, backingID: backing) } else { d.open(&info) }
+                        do throws(Failure) {
+                            let (backing, drop) = try openForWriting(node, item, truncating: truncating, caller: caller, &info)
+                            answerLater(d, info, node, backing: backing, drop: drop)
+                        } catch {
+                            d.error(report("open", error))
+                        }
                     }
+                    return
+                }
+                let (opened, drop) = try openForWriting(node, item, truncating: truncating, caller: caller, fi)
+                backing = opened
+                if drop != nil {
+                    answerLater(reply.deferred(), fi.pointee, node, backing: opened, drop: drop)
                     return
                 }
             } else if let storedSlices,
@@ -150,6 +150,33 @@ extension Bridge {
             answerOpen(reply, fi, backing: backing)
         } catch {
             reply.error(report("open", error))
+        }
+    }
+
+    /// An open for writing of a stored file: waits for passthrough readers to close (EBUSY when
+    /// they stay: the kernel would refuse this handle), makes the staged copy, which may be the
+    /// kernel's to write (`Passthrough`). Returns the backing id, and set-ID bits to clear before
+    /// the reply: O_TRUNC changes the contents even if nothing is written after it, and a
+    /// passthrough writer's writes never reach the daemon.
+    private func openForWriting(_ node: InodeNode, _ item: Item, truncating: Bool, caller: Caller,
+                                _ fi: UnsafeMutablePointer<fuse_file_info>) throws(Failure) -> (Int32?, (ItemIdentifier, UInt16)?) {
+        try attempt(.item(item.identifier)) { () throws(ProviderError) in
+            try passthrough.waitForReaders(ino: node.ino)
+        }
+        try beginWriting(node, item: item, truncating: truncating)
+        let backing = try install(OpenFile(node: node, readFD: -1, writable: true), in: fi,
+                                  passthroughFrom: passthrough.active ? stagedBacking(node) : nil)
+        if backing != nil { beganBacking(node) }
+        return (backing, truncating || backing != nil ? setIDToDrop(item, writer: caller) : nil)
+    }
+
+    /// Answers an open from the executor, after clearing set-ID bits when asked.
+    private func answerLater(_ d: DeferredReply, _ opened: fuse_file_info, _ node: InodeNode, backing: Int32?,
+                             drop: (ItemIdentifier, UInt16)?) {
+        executor.run { [self] in
+            if let drop { await dropSetID(node, drop) }
+            var info = opened
+            if let backing { passthrough.replyOpen(d, &info, backingID: backing) } else { d.open(&info) }
         }
     }
 

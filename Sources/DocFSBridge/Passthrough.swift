@@ -115,6 +115,13 @@ final class Passthrough: @unchecked Sendable {
         return id
     }
 
+    /// Passthrough readers of the stored contents have `ino` open: a writer would wait for them.
+    func readersHold(ino: UInt64) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return backings[ino].map { !$0.staged } ?? false
+    }
+
     /// Before a writer stages a copy: waits for passthrough readers of the stored contents to
     /// close (a writer's staged copy is no obstacle: the writer joins it). EBUSY when they stay.
     func waitForReaders(ino: UInt64) throws(ProviderError) {
