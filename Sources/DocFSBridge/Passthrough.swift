@@ -30,6 +30,21 @@ import Synchronization
 /// which truncates the same staged file, and a mapping writes the staged file's pages, which the
 /// copy at close reads.
 ///
+/// libfuse 3.14 has no API for it and Debian's headers predate it, so the ABI is here: the INIT
+/// flag is set in the reply `InitNegotiation` already edits, the backing file is registered with
+/// an ioctl on the session's descriptor, and the open reply gets `FOPEN_PASSTHROUGH` and the
+/// backing id on its way out (`amendOpenReply`, in the custom writev; the reply is written on the
+/// thread that asked for it, so a thread-local says which reply to amend).
+///
+/// The kernel's rule per inode: while a file of it is open in passthrough, every other open of it
+/// must be passthrough with the same backing file (else the open fails with EIO), and a
+/// passthrough open fails while a file of it is open through the page cache. So every handle is
+/// admitted here under one lock: a handle goes passthrough when nothing else has the file open,
+/// a read-only one joins the backing file already there (stored contents or a writer's staged
+/// copy: what the daemon would read too), an open for writing joins a writer's staged copy, and
+/// otherwise waits for the passthrough readers to close (a closed reader's release may still be
+/// on its way; the wait runs on a thread of its own, since under io_uring that release may be
+/// queued behind the open on its ring) and, when they stay, fails with EBUSY.
 final class Passthrough: @unchecked Sendable {
     /// The kernel's constants (include/uapi/linux/fuse.h of 6.9+).
     enum ABI {
