@@ -13,17 +13,18 @@ extension Bridge {
     }
 
     /// Counts the handle and puts it in `fi`. `passthroughFrom`: a descriptor on the stored
-    /// contents the kernel may read itself (`Passthrough.admit` decides); returns the backing id
-    /// for the open reply then. Throws EBUSY for a handle the daemon must serve while the file's
-    /// passthrough readers stay open.
+    /// contents the kernel may read itself, or for a writer on its staged copy
+    /// (`Passthrough.admit` decides); returns the backing id for the open reply then. Throws
+    /// EBUSY for a handle the daemon must serve while the file's passthrough readers stay open.
     @discardableResult
     private func install(_ file: OpenFile, in fi: UnsafeMutablePointer<fuse_file_info>,
                          passthroughFrom fd: Int32? = nil) throws(Failure) -> Int32? {
         let node = file.node
         let backing = try attempt(.ino(node.ino)) { () throws(ProviderError) in
-            try passthrough.admit(ino: node.ino, backing: fd, reading: !file.writable, othersOpen: { [inodes] in
-                // A staged copy (readers must see it) or another handle (served by the daemon).
-                inodes.openCount(node) > 0 || node.sessionLock.withLock { node.session != nil }
+            try passthrough.admit(ino: node.ino, backing: fd, reading: !file.writable, staged: file.writable, othersOpen: { [inodes] in
+                // Another handle (served by the daemon), or for a reader a staged copy (it must
+                // see the writes; a writer's own staged copy is what it writes).
+                inodes.openCount(node) > 0 || (!file.writable && node.sessionLock.withLock { node.session != nil })
             }, retain: { [inodes] in inodes.retainOpen(node) }, log: log)
         }
         file.passthrough = backing != nil
@@ -111,22 +112,26 @@ extension Bridge {
                 if writing { try CapabilityCheck.write(item) }
             }
             if writing {
-                // Passthrough readers still open would make the kernel refuse this handle: wait
-                // for them (or EBUSY) before a staged copy is made.
-                try attempt(.item(item.identifier)) { () throws(ProviderError) in
-                    _ = try passthrough.admit(ino: node.ino, backing: nil as Int32?, reading: false, othersOpen: { true }, retain: {}, log: log)
-                }
-                try beginWriting(node, item: item, truncating: truncating)
-                try install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
-                // O_TRUNC changes the contents even if nothing is written after it.
-                if truncating, let change = setIDToDrop(item, writer: caller) {
-                    let opened = fi.pointee
+                if passthrough.readersHold(ino: node.ino) {
+                    // Wait for the passthrough readers' releases on a thread of its own: under
+                    // io_uring they may be queued behind this request on its ring.
                     let d = reply.deferred()
-                    executor.run { [self] in
-                        await dropSetID(node, change)
+                    let opened = fi.pointee
+                    Thread.detachNewThread { [self] in
                         var info = opened
-                        d.open(&info)
+                        do throws(Failure) {
+                            let (backing, drop) = try openForWriting(node, item, truncating: truncating, caller: caller, &info)
+                            answerLater(d, info, node, backing: backing, drop: drop)
+                        } catch {
+                            d.error(report("open", error))
+                        }
                     }
+                    return
+                }
+                let (opened, drop) = try openForWriting(node, item, truncating: truncating, caller: caller, fi)
+                backing = opened
+                if drop != nil {
+                    answerLater(reply.deferred(), fi.pointee, node, backing: opened, drop: drop)
                     return
                 }
             } else if let storedSlices,
@@ -151,6 +156,33 @@ extension Bridge {
             answerOpen(reply, fi, backing: backing)
         } catch {
             reply.error(report("open", error))
+        }
+    }
+
+    /// An open for writing of a stored file: waits for passthrough readers to close (EBUSY when
+    /// they stay: the kernel would refuse this handle), makes the staged copy, which may be the
+    /// kernel's to write (`Passthrough`). Returns the backing id, and set-ID bits to clear before
+    /// the reply: O_TRUNC changes the contents even if nothing is written after it, and a
+    /// passthrough writer's writes never reach the daemon.
+    private func openForWriting(_ node: InodeNode, _ item: Item, truncating: Bool, caller: Caller,
+                                _ fi: UnsafeMutablePointer<fuse_file_info>) throws(Failure) -> (Int32?, (ItemIdentifier, UInt16)?) {
+        try attempt(.item(item.identifier)) { () throws(ProviderError) in
+            try passthrough.waitForReaders(ino: node.ino)
+        }
+        try beginWriting(node, item: item, truncating: truncating)
+        let backing = try install(OpenFile(node: node, readFD: -1, writable: true), in: fi,
+                                  passthroughFrom: passthrough.active ? stagedBacking(node) : nil)
+        if backing != nil { beganBacking(node) }
+        return (backing, truncating || backing != nil ? setIDToDrop(item, writer: caller) : nil)
+    }
+
+    /// Answers an open from the executor, after clearing set-ID bits when asked.
+    private func answerLater(_ d: DeferredReply, _ opened: fuse_file_info, _ node: InodeNode, backing: Int32?,
+                             drop: (ItemIdentifier, UInt16)?) {
+        executor.run { [self] in
+            if let drop { await dropSetID(node, drop) }
+            var info = opened
+            if let backing { passthrough.replyOpen(d, &info, backingID: backing) } else { d.open(&info) }
         }
     }
 
@@ -324,6 +356,7 @@ extension Bridge {
         // killed) still gets its data kept.
         let settled: Bool = node.sessionLock.withLock {
             guard let s = node.session else { return true }
+            if s.backing { return endBacking(node, s) }
             guard s.committed, !s.isCommitting else { return false }
             node.session = nil
             return true
@@ -340,7 +373,7 @@ extension Bridge {
     func dropIdleSession(_ node: InodeNode) {
         guard inodes.openCount(node) == 0 else { return }
         node.sessionLock.withLock {
-            if let s = node.session, s.committed || !s.dirty { node.session = nil }
+            if let s = node.session, s.committed || !s.dirty && !s.changedSinceCommit() { node.session = nil }
         }
     }
 
@@ -350,6 +383,14 @@ extension Bridge {
         let copyIn = inodes.copyIn(of: node)
         let placement = copyIn?.placement
         node.sessionLock.lock()
+        if let s = node.session, !s.committed, s.backing || s.isCommitting {
+            node.sessionLock.unlock()
+            // The kernel writes this staged file (passthrough): a copy of it goes in. Or such a
+            // copy is going in now: wait for it, then see what is left to do.
+            guard s.isCommitting else { return try await commitCopy(node, s, durable: durable) }
+            await s.waitForCommit()
+            return try await commit(node, durable: durable)
+        }
         guard let session = node.session, !session.committed, session.dirty || placement != nil else {
             let claimed = node.session.flatMap { $0.committed ? $0 : nil }
             node.sessionLock.unlock()

@@ -42,9 +42,10 @@ public struct BridgeOptions: Sendable {
     /// Count requests by operation with their latency, bytes read and written, and refusals
     /// (`-o metrics`; `ProviderMount.requestStats`). Off, a request costs nothing more.
     public var requestStats: Bool = false
-    /// Let the kernel read stored contents itself for files opened read-only (FUSE passthrough,
-    /// Linux 6.9+ and CAP_SYS_ADMIN; `-o passthrough`). Without the kernel's offer or the
-    /// capability, reads go through the daemon (said once in the log). See `Passthrough`.
+    /// Let the kernel read stored contents itself for files opened read-only, and write the
+    /// staged copy of a stored file opened for writing (FUSE passthrough, Linux 6.9+ and
+    /// CAP_SYS_ADMIN; `-o passthrough`). Without the kernel's offer or the capability, reads and
+    /// writes go through the daemon (said once in the log). See `Passthrough`.
     /// Off unless asked for: while a passthrough reader has a file open, an open for writing
     /// waits and then fails with EBUSY (the kernel mixes no two kinds of handle on one file),
     /// which ext4 never does.

@@ -102,10 +102,10 @@ final class InitNegotiation: Sendable {
             body.storeBytes(of: flags2 | Passthrough.ABI.initFlag2, toByteOffset: Passthrough.ABI.flags2Offset, as: UInt32.self)
             body.storeBytes(of: UInt32(1), toByteOffset: Passthrough.ABI.maxStackDepthOffset, as: UInt32.self)
             passthrough.negotiated.store(true, ordering: .relaxed)
-            log?.info("passthrough on: the kernel reads stored contents itself")
+            log?.info("passthrough on: the kernel reads stored contents and writes staged copies itself")
             return
         }
-        log?.notice("passthrough off: \(why); file contents are read through the daemon")
+        log?.notice("passthrough off: \(why); file contents are read and written through the daemon")
     }
 
     /// The custom I/O table: plain read(2)/writev(2) on the session's descriptor, observed, and

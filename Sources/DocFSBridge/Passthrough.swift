@@ -10,9 +10,25 @@ import Synchronization
 /// file itself; the daemon sees the open and the release, never a read.
 ///
 /// docfs uses it for read-only opens of stored contents that are all here (not a small file read
-/// from inside a segment, not a replica's contents still downloading). Writes keep going through
-/// the daemon: a staged copy is committed at every close(2) (flush), after which a write through a
-/// dup'd descriptor must land in a fresh copy, which only the daemon can arrange.
+/// from inside a segment, not a replica's contents still downloading), and for opens for writing
+/// of a stored file: the backing file is then the file's staged copy (`WriteSession`), which the
+/// kernel writes itself; the daemon sees open, flush and release. A staged copy is committed at
+/// every close(2) (flush), after which a write through a dup'd descriptor must not change the
+/// committed version in place: so a commit hands the provider a copy of the staged file
+/// (copy_file_range; `Bridge.commitCopy`), at each close and at the last release if it changed
+/// since the last copy (its size, mtime and ctime, which the kernel's writes move). Never the
+/// staged file itself: a shared mapping outlives the release and would write a stored version
+/// in place (writes through a mapping after the last close are lost with the staged file;
+/// through the daemon they would come as write requests). Attributes
+/// are the staged file's fstat, as for any file open for writing. Not passthrough, through the
+/// daemon as before: a new file (create: small files stay in memory and go into segments) and any
+/// open while the file has a handle the daemon serves. Set-user/group-ID bits a write must clear
+/// are cleared at the open of a passthrough writer (the kernel clears them on the staged file,
+/// not on the item, and the daemon sees no write).
+/// O_APPEND, ftruncate and shared mappings are safe: the kernel opens the backing file with the
+/// handle's flags (an append lands at the staged file's end), a setattr still comes to the daemon,
+/// which truncates the same staged file, and a mapping writes the staged file's pages, which the
+/// copy at close reads.
 ///
 /// libfuse 3.14 has no API for it and Debian's headers predate it, so the ABI is here: the INIT
 /// flag is set in the reply `InitNegotiation` already edits, the backing file is registered with
@@ -23,10 +39,12 @@ import Synchronization
 /// The kernel's rule per inode: while a file of it is open in passthrough, every other open of it
 /// must be passthrough with the same backing file (else the open fails with EIO), and a
 /// passthrough open fails while a file of it is open through the page cache. So every handle is
-/// admitted here under one lock: a read-only open goes passthrough when nothing else has the file
-/// open (or shares the backing of the passthrough readers); an open for writing waits for the
-/// passthrough readers to close (a closed reader's release may still be on its way) and, when
-/// they stay, fails with EBUSY.
+/// admitted here under one lock: a handle goes passthrough when nothing else has the file open,
+/// a read-only one joins the backing file already there (stored contents or a writer's staged
+/// copy: what the daemon would read too), an open for writing joins a writer's staged copy, and
+/// otherwise waits for the passthrough readers to close (a closed reader's release may still be
+/// on its way; the wait runs on a thread of its own, since under io_uring that release may be
+/// queued behind the open on its ring) and, when they stay, fails with EBUSY.
 final class Passthrough: @unchecked Sendable {
     /// The kernel's constants (include/uapi/linux/fuse.h of 6.9+).
     enum ABI {
@@ -56,9 +74,9 @@ final class Passthrough: @unchecked Sendable {
     static let conflictWait: TimeInterval = 2
 
     private let condition = NSCondition()
-    /// Nodes with passthrough handles: the backing id and how many handles share it (guarded by
-    /// `condition`).
-    private var backings: [UInt64: (id: Int32, handles: Int)] = [:]
+    /// Nodes with passthrough handles: the backing id, how many handles share it and whether it
+    /// is a writer's staged copy (guarded by `condition`).
+    private var backings: [UInt64: (id: Int32, handles: Int, staged: Bool)] = [:]
 
     init(wanted: Bool) { self.wanted = wanted }
 
@@ -83,14 +101,15 @@ final class Passthrough: @unchecked Sendable {
     }
 
     /// Admits a new handle on `ino` and counts it with `retain` (under the lock, so that no two
-    /// opens decide apart). `backing`: a descriptor on the stored contents the handle may read
+    /// opens decide apart). `backing`: a descriptor the handle may read (or, `staged`, write)
     /// through the kernel, or nil for a handle the daemon serves. `reading`: a read-only handle,
-    /// which joins passthrough readers already there (reading the contents they opened) rather
-    /// than wait. `othersOpen` says whether the node has other handles (which are then the
-    /// daemon's). Returns the backing id to put in the open reply, or nil. Throws EBUSY for a
-    /// handle the daemon must serve while passthrough readers stay open.
-    func admit(ino: UInt64, backing: Int32?, reading: Bool, othersOpen: () -> Bool, retain: () -> Void,
-               log: Logger) throws(ProviderError) -> Int32? {
+    /// which joins passthrough handles already there (reading what they opened) rather than wait;
+    /// any writer joins a writer's staged copy (the kernel takes no other handle on the file). `othersOpen` says whether the node has
+    /// other handles (which are then the daemon's). Returns the backing id to put in the open
+    /// reply, or nil. Throws EBUSY for a handle the daemon must serve while passthrough readers
+    /// stay open.
+    func admit(ino: UInt64, backing: Int32?, reading: Bool, staged: Bool = false, othersOpen: () -> Bool,
+               retain: () -> Void, log: Logger) throws(ProviderError) -> Int32? {
         // Never negotiated: nothing to decide. Refused later: handles the daemon serves still
         // wait for the passthrough readers admitted before.
         guard negotiated.load(ordering: .relaxed) else { retain(); return nil }
@@ -98,24 +117,45 @@ final class Passthrough: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         if let existing = backings[ino] {
-            if reading {
-                backings[ino] = (existing.id, existing.handles + 1)
+            if reading || existing.staged {
+                backings[ino] = (existing.id, existing.handles + 1, existing.staged)
                 retain()
                 return existing.id
             }
-            // The readers' releases may be on their way (close(2) does not wait for them).
-            let deadline = Date(timeIntervalSinceNow: Self.conflictWait)
-            while backings[ino] != nil {
-                if !condition.wait(until: deadline) { break }
-            }
-            if backings[ino] != nil {
-                throw ProviderError.posix(EBUSY, "the file is open for reading through the kernel's passthrough")
-            }
+            try waitForReadersLocked(ino: ino)
         }
         guard let fd = backing, !othersOpen(), let id = register(fd, log: log) else { retain(); return nil }
-        backings[ino] = (id, 1)
+        backings[ino] = (id, 1, staged)
         retain()
         return id
+    }
+
+    /// Passthrough readers of the stored contents have `ino` open: a writer would wait for them.
+    func readersHold(ino: UInt64) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return backings[ino].map { !$0.staged } ?? false
+    }
+
+    /// Before a writer stages a copy: waits for passthrough readers of the stored contents to
+    /// close (a writer's staged copy is no obstacle: the writer joins it). EBUSY when they stay.
+    func waitForReaders(ino: UInt64) throws(ProviderError) {
+        guard negotiated.load(ordering: .relaxed) else { return }
+        condition.lock()
+        defer { condition.unlock() }
+        try waitForReadersLocked(ino: ino)
+    }
+
+    private func waitForReadersLocked(ino: UInt64) throws(ProviderError) {
+        guard let existing = backings[ino], !existing.staged else { return }
+        // The readers' releases may be on their way (close(2) does not wait for them).
+        let deadline = Date(timeIntervalSinceNow: Self.conflictWait)
+        while backings[ino] != nil {
+            if !condition.wait(until: deadline) { break }
+        }
+        if backings[ino] != nil {
+            throw ProviderError.posix(EBUSY, "the file is open for reading through the kernel's passthrough")
+        }
     }
 
     /// A passthrough handle on `ino` was released: the last one lets go of the backing file.
@@ -124,7 +164,7 @@ final class Passthrough: @unchecked Sendable {
         defer { condition.unlock() }
         guard let entry = backings[ino] else { return }
         if entry.handles > 1 {
-            backings[ino] = (entry.id, entry.handles - 1)
+            backings[ino] = (entry.id, entry.handles - 1, entry.staged)
             return
         }
         backings[ino] = nil
@@ -143,7 +183,7 @@ final class Passthrough: @unchecked Sendable {
         // Out of memory or descriptors is this file's trouble; anything else is the mount's.
         if e == ENOMEM || e == EMFILE || e == ENFILE { return nil }
         if !refused.exchange(true, ordering: .relaxed) {
-            log.notice("passthrough off: the kernel refused a backing file (\(ErrnoName.of(e))); file contents are read through the daemon")
+            log.notice("passthrough off: the kernel refused a backing file (\(ErrnoName.of(e))); file contents are read and written through the daemon")
         }
         return nil
     }
@@ -161,6 +201,13 @@ final class Passthrough: @unchecked Sendable {
     func replyOpen(_ reply: consuming Reply, _ fi: UnsafePointer<fuse_file_info>, backingID: Int32) {
         pthread_setspecific(Self.pendingKey, UnsafeRawPointer(bitPattern: UInt(backingID)))
         reply.open(fi)
+        pthread_setspecific(Self.pendingKey, nil)
+    }
+
+    /// The same for an open answered later (from the executor, on its thread).
+    func replyOpen(_ reply: DeferredReply, _ fi: inout fuse_file_info, backingID: Int32) {
+        pthread_setspecific(Self.pendingKey, UnsafeRawPointer(bitPattern: UInt(backingID)))
+        reply.open(&fi)
         pthread_setspecific(Self.pendingKey, nil)
     }
 

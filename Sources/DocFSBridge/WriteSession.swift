@@ -36,6 +36,49 @@ final class WriteSession: @unchecked Sendable {
     /// Tells the provider the file is no longer open for writing; passed on to the next copy of
     /// the same file, and called when the last one goes.
     var writer: WriterRegistration?
+    /// The kernel writes this staged file itself (a passthrough writer's backing file): the
+    /// daemon sees no write, so it is never handed to the provider while a handle is open (a
+    /// commit takes a copy), and what changed is told by `stamp` (guarded by the node's sessionLock).
+    var backing = false
+    /// The staged file's stamp when a copy of it last went in (or was refused): nil until then.
+    var committedStamp: Stamp?
+    /// The last copy was refused (the file reads as its stored version once closed).
+    var copyRefused = false
+
+    /// What a write moves: size, modification and change time.
+    struct Stamp: Equatable {
+        var size: Int64, modified: timespec, changed: timespec
+        static func == (a: Stamp, b: Stamp) -> Bool {
+            a.size == b.size && a.modified.tv_sec == b.modified.tv_sec && a.modified.tv_nsec == b.modified.tv_nsec
+                && a.changed.tv_sec == b.changed.tv_sec && a.changed.tv_nsec == b.changed.tv_nsec
+        }
+    }
+
+    func stamp() -> Stamp? {
+        status().map { Stamp(size: Int64($0.st_size), modified: $0.st_mtim, changed: $0.st_ctim) }
+    }
+
+    /// Written (through the kernel) since a copy of it last went in.
+    func changedSinceCommit() -> Bool {
+        guard let committedStamp else { return false }
+        return stamp() != committedStamp
+    }
+
+    /// The staged file for the kernel to write (a passthrough writer), or nil for bytes in memory.
+    var backingFD: Int32? { memoryLock.withLock { memory == nil && fd >= 0 ? fd : nil } }
+
+    /// A new staged file holding this one's bytes and modification time, for the provider to
+    /// take while the kernel may still write this one.
+    func copy(in pool: StagingFilePool, durable: Bool) throws(ProviderError) -> WriteSession {
+        let copy = try WriteSession.stage(in: pool, copying: self, dirty: false)
+        if let st = status() {
+            var times = [timespec(tv_sec: 0, tv_nsec: Bridge.utimeOmit), st.st_mtim]
+            _ = futimens(copy.fd, &times)
+        }
+        if durable { copy.sync() }
+        return copy
+    }
+
     /// The time an empty staged file was dated (its create's); its ctime is the kernel's coarse
     /// clock at that moment, a tick apart, so while its mtime still says this the file was not
     /// written and both times are this one.

@@ -128,6 +128,145 @@ final class PassthroughMountTests: MountTestCase {
         XCTAssert(fx.stopDaemon(), "clean stop; log:\n\(fx.log)")
     }
 
+    // MARK: Writes
+
+    /// A writer the kernel serves itself: random writes (dd conv=notrunc, pwrite past the end)
+    /// land byte-exact with no write request reaching the daemon; stat while open and after close
+    /// says the staged file's size and modification time.
+    func testPassthroughWritesAreByteExactAndNeverReachTheDaemon() throws {
+        let big = testBytes(6 << 20, seed: 43)
+        try storeFiles(big: big, small: [1], extra: [])
+        try fx.writeSource("chunk.bin", testBytes(64 << 10, seed: 44))
+        try mountExpectingPassthrough()
+        let before = try requests("write")
+        // The reference copy gets the same writes.
+        let dd = fx.sh("""
+            set -e; cp src/big.bin ref.bin
+            for i in $(seq 1 25); do
+              n=$(( $(od -An -N2 -tu2 /dev/urandom) % 1600 ))
+              for f in ref.bin mnt/big.bin; do dd if=src/chunk.bin of=$f bs=4k seek=$n count=$(( i % 16 + 1 )) conv=notrunc status=none; done
+            done
+            """)
+        XCTAssertEqual(dd.status, 0, "\(dd)")
+        XCTAssertEqual(fx.sh("cmp ref.bin mnt/big.bin").status, 0)
+        // One handle: pwrites, growing the file; stat while it is open follows them.
+        let r = fx.sh("""
+            python3 -c '
+            import os, random, sys, time
+            ref = os.open("ref.bin", os.O_RDWR); f = os.open(sys.argv[1], os.O_RDWR)
+            for i in range(300):
+                data = os.urandom(random.randrange(1, 200000)); o = random.randrange(7 << 20)
+                os.pwrite(ref, data, o); os.pwrite(f, data, o)
+            t0 = time.time_ns(); os.pwrite(ref, b"end", 8 << 20); os.pwrite(f, b"end", 8 << 20)
+            size = os.fstat(ref).st_size
+            st = os.stat(sys.argv[1]); fs = os.fstat(f)
+            assert st.st_size == size and fs.st_size == size, (st.st_size, fs.st_size, size)
+            assert st.st_mtime_ns >= t0 - 20_000_000, (st.st_mtime_ns, t0)
+            os.close(f); os.close(ref)
+            after = os.stat(sys.argv[1])
+            assert after.st_size == size, (after.st_size, size)
+            assert after.st_mtime_ns == st.st_mtime_ns, (after.st_mtime_ns, st.st_mtime_ns)
+            ' \(fx.m("big.bin"))
+            """)
+        XCTAssertEqual(r.status, 0, "\(r)\n\(fx.log)")
+        XCTAssertEqual(fx.sh("cmp ref.bin mnt/big.bin").status, 0)
+        XCTAssertEqual(try requests("write") - before, 0, "the kernel wrote the staged file itself; log:\n\(fx.log)")
+        // The count is real: a new file (create) is still written through the daemon.
+        XCTAssertErrno(fx.writeFile(fx.m("new.bin"), testBytes(100_000, seed: 47)), 0)
+        XCTAssertGreaterThan(try requests("write"), before, "a create's writes reach the daemon")
+        // A truncate by path while nothing is open, then the same after a remount.
+        XCTAssertEqual(fx.sh("truncate -s 5000000 ref.bin && truncate -s 5000000 mnt/big.bin && cmp ref.bin mnt/big.bin").status, 0)
+        XCTAssertTrue(try fx.remount(), "remount; log:\n\(fx.log)")
+        XCTAssertEqual(fx.sh("cmp ref.bin mnt/big.bin").status, 0)
+        XCTAssert(fx.stopDaemon(), "clean stop; log:\n\(fx.log)")
+    }
+
+    /// close(2) commits; a write through a dup'd descriptor afterwards must not change that
+    /// version in place (the store's contents file the first close made keeps its bytes) and
+    /// lands in the next version at the last close. A reader opened meanwhile sees the writes,
+    /// and O_APPEND and ftruncate through the writer work.
+    func testWriteThroughADupAfterCloseLandsInANewVersion() throws {
+        if MountFixture.usesMemoryProvider { throw XCTSkip("looks at the store's contents files") }
+        let big = testBytes(1 << 20, seed: 45)
+        try storeFiles(big: big, small: [1], extra: [])
+        try mountExpectingPassthrough()
+        let before = try requests("write")
+        let r = fx.sh("""
+            python3 -c '
+            import os, sys
+            path, contents = sys.argv[1], sys.argv[2]
+            fd = os.open(path, os.O_RDWR); dup = os.dup(fd)
+            os.pwrite(fd, b"first", 0)
+            os.close(fd)
+            assert open(path, "rb").read(5) == b"first"
+            # The contents file the close committed.
+            held = [os.open(os.path.join(d, n), os.O_RDONLY) for d, _, names in os.walk(contents) for n in names]
+            held = [h for h in held if os.pread(h, 5, 0) == b"first"]
+            assert len(held) == 1, len(held)
+            os.pwrite(dup, b"SECOND", 0)
+            assert open(path, "rb").read(6) == b"SECOND", "a reader sees the writes"
+            assert os.pread(held[0], 5, 0) == b"first", "the committed version was written in place"
+            os.ftruncate(dup, 100)
+            os.close(dup)
+            a = os.open(path, os.O_WRONLY | os.O_APPEND); os.write(a, b"tail"); os.close(a)
+            ' \(fx.m("big.bin")) \(fx.store)/contents
+            """)
+        XCTAssertEqual(r.status, 0, "\(r)\n\(fx.log)")
+        XCTAssertBytes(fx.readFile(fx.m("big.bin")), Array("SECOND".utf8) + Array(big[6..<100]) + Array("tail".utf8))
+        XCTAssertEqual(try requests("write") - before, 0, "log:\n\(fx.log)")
+        XCTAssertTrue(try fx.remount(), "remount; log:\n\(fx.log)")
+        XCTAssertBytes(fx.readFile(fx.m("big.bin")), Array("SECOND".utf8) + Array(big[6..<100]) + Array("tail".utf8))
+        XCTAssert(fx.stopDaemon(), "clean stop; log:\n\(fx.log)")
+        let check = fx.docfs(["check", fx.store])
+        XCTAssertEqual(check.status, 0, "\(check)")
+    }
+
+    /// kill -9 of the daemon while the kernel writes a staged file: the file is its old version
+    /// or the whole new one after a remount, nothing staged is left, and `docfs check` agrees.
+    func testKill9DuringAPassthroughWriteLeavesTheFileWhole() throws {
+        if MountFixture.usesMemoryProvider { throw XCTSkip("needs the store (remounts)") }
+        let old = testBytes(2 << 20, seed: 46)
+        try storeFiles(big: old, small: [1], extra: [])
+        try mountExpectingPassthrough()
+        let staging = fx.store + "/staging"
+        func largestStaged() -> Int64 {
+            let names = (try? FileManager.default.subpathsOfDirectory(atPath: staging)) ?? []
+            return names.map { name -> Int64 in
+                var st = Glibc.stat()
+                return Glibc.lstat(staging + "/" + name, &st) == 0 && st.st_mode & S_IFMT == S_IFREG ? Int64(st.st_size) : 0
+            }.max() ?? 0
+        }
+        let out = fx.dir + "/writer.txt"
+        let writer = try Child("/bin/sh", ["-c", """
+            exec python3 -c '
+            import time
+            with open("mnt/big.bin", "wb", buffering=0) as f:
+                for i in range(200):
+                    f.write(bytes([i % 251]) * (1 << 20))
+                    time.sleep(0.01)
+            '
+            """], cwd: fx.dir, stdout: out, stderr: out)
+        defer { writer.signalGroup(SIGKILL); writer.wait(seconds: 10) }
+        XCTAssertTrue(waitUntil(60) { largestStaged() >= 16 << 20 || writer.hasExited }, "the write never got going")
+        let midway = !writer.hasExited
+        fx.kill9()
+        XCTAssertTrue(writer.wait(seconds: 30), "the writer must not hang once the daemon is gone")
+        try fx.mount(extra: ["-o", "passthrough"])
+        let now = fx.readFile(fx.m("big.bin"))
+        XCTAssertErrno(now.errno, 0)
+        let new = (0..<200).flatMap { [UInt8](repeating: UInt8($0 % 251), count: 1 << 20) }
+        if midway {
+            XCTAssert(now.bytes == old || now.bytes == new, "big.bin is torn: \(now.bytes?.count ?? -1) bytes")
+        } else {
+            XCTAssert(now.bytes == new, "the writer closed before the kill: the new version")
+        }
+        XCTAssertTrue(fx.stopDaemon(), "clean stop; log:\n\(fx.log)")
+        let check = fx.docfs(["check", fx.store])
+        XCTAssertEqual(check.status, 0, "\(check)")
+        XCTAssert(check.stdout.contains("is consistent"), "\(check)")
+        XCTAssertEqual(largestStaged(), 0, "no staged data left")
+    }
+
     /// Without CAP_SYS_ADMIN (in the initial user namespace) the daemon may not register backing
     /// files: one log line, reads through the daemon, nothing else changes. A user namespace of
     /// its own gives the daemon every capability there and none the kernel's check accepts.
@@ -158,5 +297,47 @@ final class PassthroughMountTests: MountTestCase {
         let lines = text.split(separator: "\n").filter { $0.contains("passthrough") }
         XCTAssertEqual(lines.count, 1, text)
         XCTAssert(lines.first?.contains("passthrough off") == true && lines.first?.contains("CAP_SYS_ADMIN") == true, text)
+    }
+}
+
+/// A passthrough writer's contents are still judged at close: refused there with the errno and
+/// log line of any writer, and the file reads as its stored version again.
+final class PassthroughRefusalMountTests: MountTestCase {
+    override class var mountsInSetUp: Bool { false }
+    override class var layout: String? {
+        """
+        folders:
+          - path: Notes
+            allowedContentTypes: [public.text]
+        """
+    }
+
+    func testARefusedTypeIsStillRefusedAtClose() throws {
+        let good = Array("Grüße ✓\n".utf8)
+        try fx.mount()
+        XCTAssertErrno(fx.writeFile(fx.m("Notes/good.txt"), good), 0)
+        XCTAssert(fx.stopDaemon(), "clean stop; log:\n\(fx.log)")
+        try fx.mount(extra: ["-o", "metrics=127.0.0.1:0,passthrough"])
+        let said = fx.logLines(waitingFor: { $0.contains("passthrough on") || $0.contains("passthrough off") })
+        if let line = said.first, line.contains("passthrough off") { throw XCTSkip("no passthrough here: \(line)") }
+        let port = try MetricsScrape.port(of: fx)
+        func writes() -> Int {
+            fx.sh("curl -sf http://127.0.0.1:\(port)/metrics").stdout.split(separator: "\n")
+                .filter { $0.hasPrefix("docfs_fuse_requests") && $0.contains("op=\"write\"") }
+                .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0) { $0 + Int($1) }
+        }
+        let before = writes()
+        // Latin-1, not UTF-8: refused at close with EIO, as through the daemon.
+        XCTAssertErrno(fx.writeFile(fx.m("Notes/good.txt"), [0x47, 0x72, 0xFC, 0xDF, 0x65, 0x0A], flags: O_WRONLY | O_TRUNC), EIO)
+        XCTAssertBytes(fx.readFile(fx.m("Notes/good.txt")), good)
+        XCTAssertEqual(Int(fx.stat(fx.m("Notes/good.txt")).st.st_size), good.count)
+        let lines = fx.logLines { $0.contains("refused") && $0.contains("/Notes/good.txt") }
+        XCTAssertEqual(lines.count, 1, "log:\n\(fx.log)")
+        XCTAssertTrue(lines.first?.contains("EIO") ?? false, lines.joined(separator: "\n"))
+        // A valid edit goes through.
+        XCTAssertErrno(fx.writeFile(fx.m("Notes/good.txt"), Array("v2 ✓\n".utf8), flags: O_WRONLY | O_TRUNC), 0)
+        XCTAssertBytes(fx.readFile(fx.m("Notes/good.txt")), Array("v2 ✓\n".utf8))
+        XCTAssertEqual(writes() - before, 0, "both writers were the kernel's; log:\n\(fx.log)")
+        XCTAssert(fx.stopDaemon(), "clean stop; log:\n\(fx.log)")
     }
 }

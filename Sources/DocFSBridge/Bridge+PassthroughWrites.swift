@@ -1,0 +1,101 @@
+import Foundation
+import Glibc
+import DocFSProvider
+
+// A writer the kernel serves itself (`Passthrough`, `-o passthrough`): its staged copy is the
+// backing file. Each close(2) commits a copy of it, and the last release another copy if it
+// changed since (writes through a dup'd descriptor). The staged file itself never becomes a
+// stored version: a shared mapping of it outlives close(2) and its release, and would change
+// that version in place; such writes after the last close are lost with the staged file
+// (through the daemon they would come as write requests).
+extension Bridge {
+    /// The node's staged copy as a backing file for a writer: a staged file (not bytes in memory)
+    /// the daemon did not hand to the provider.
+    func stagedBacking(_ node: InodeNode) -> Int32? {
+        node.sessionLock.withLock {
+            guard let s = node.session, !s.committed, !s.isCommitting else { return nil }
+            return s.backingFD
+        }
+    }
+
+    /// The kernel took the staged copy as a writer's backing file (called before the open reply).
+    func beganBacking(_ node: InodeNode) {
+        node.sessionLock.withLock {
+            guard let s = node.session, !s.backing else { return }
+            s.backing = true
+            // Writes from here on move the stamp; one the daemon had not committed is `dirty`.
+            s.committedStamp = s.stamp()
+        }
+    }
+
+    /// The last handle of a backing file went (call with the node's sessionLock held). True when
+    /// nothing is left to commit (the staged copy is dropped); else a last copy goes in.
+    func endBacking(_ node: InodeNode, _ s: WriteSession) -> Bool {
+        guard !s.isCommitting, !s.dirty, !s.changedSinceCommit() else { return false }
+        node.session = nil
+        // A refused copy: the kernel's attributes were the staged file's.
+        if s.copyRefused { notifier.invalidateContents(ino: node.ino) }
+        return true
+    }
+
+    /// Commits a copy of a backing file that changed since its last copy: the kernel may write it
+    /// again through a dup'd descriptor, which must land in the next version, never in this one.
+    func commitCopy(_ node: InodeNode, _ session: WriteSession, durable: Bool) async throws(Failure) {
+        node.sessionLock.lock()
+        guard node.session === session, session.backing, !session.isCommitting else {
+            node.sessionLock.unlock()
+            return try await commit(node, durable: durable)
+        }
+        let stamp = session.stamp()
+        guard session.dirty || stamp != session.committedStamp else { node.sessionLock.unlock(); return }
+        session.dirty = false
+        session.beginCommit()
+        let base = session.base
+        node.sessionLock.unlock()
+        defer { session.endCommit() }
+        guard let identifier = inodes.identifier(node.ino) else { return }
+        if inodes.orphanedItem(node) != nil {
+            // Deleted or replaced while open: the writes go with the unlinked file.
+            node.sessionLock.withLock { session.committedStamp = stamp }
+            return
+        }
+        do throws(Failure) {
+            let copy = try attempt(.item(identifier)) { () throws(ProviderError) in
+                try session.copy(in: stagingFiles, durable: durable)
+            }
+            let url = URL(fileURLWithPath: copy.path, isDirectory: false)
+            let item = try await attempt(.item(identifier)) { () async throws(ProviderError) in
+                try await provider.modifyContents(ofItemWithIdentifier: identifier, baseVersion: base, from: url)
+            }
+            copy.committed = true  // the provider's now: not unlinked
+            node.sessionLock.withLock {
+                session.base = item.itemVersion
+                session.landed = item.itemVersion
+                session.committedStamp = stamp
+                session.copyRefused = false
+            }
+        } catch {
+            // Any failure but a refusal is tried again at the next close.
+            guard error.error.code == .corruptFile || error.error.code == .typeNotAllowed else {
+                node.sessionLock.withLock { session.dirty = true }
+                throw error
+            }
+            // Refused contents are not kept: the file reads as its stored version again at once,
+            // as through the daemon. The kernel keeps the staged file while the handle is open,
+            // so the stored version is copied back into it (a later write lands on top of that).
+            node.sessionLock.withLock {
+                session.copyRefused = true
+                if let current = try? provider.item(for: identifier), let fd = try? provider.openContents(of: identifier) {
+                    defer { close(fd) }
+                    if session.truncate(to: 0) == 0, let staged = session.backingFD,
+                       (try? FileDescriptors.copyAll(from: fd, to: staged, what: "restore staged file")) != nil {
+                        session.setModificationTime(current.modificationTime)
+                    }
+                }
+                session.committedStamp = session.stamp()
+            }
+            notifier.invalidateContents(ino: node.ino)
+            throw error
+        }
+    }
+}
