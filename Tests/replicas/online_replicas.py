@@ -737,6 +737,11 @@ def identities(replicas, paths, database):
                     "SELECT id, parent_id, name, kind, deleted, trashed_ns IS NOT NULL FROM docfs_items WHERE id IN (%s) ORDER BY id" % ",".join(sorted(ids))],
                    check=False).stdout
         out.append("  the server's rows (id|parent|name|kind|deleted|trashed):\n    " + "\n    ".join(rows.splitlines()))
+        # Each replica's record of them (contents version, key) and outbox: which side kept what.
+        try:
+            out.append(holders(replicas, Server(database, None), sorted(ids)))
+        except Exception as e:  # the trace is a help, never the failure
+            out.append("  (their records could not be read: %r)" % e)
         for r in replicas:
             out.append("  %s's log lines naming those identifiers or names (last 8):" % r.name)
             names = {os.path.basename(p) for p in paths}
