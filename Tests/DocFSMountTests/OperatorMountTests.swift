@@ -201,6 +201,17 @@ struct MetricsScrape {
         return Int(text[range].dropFirst().dropLast("/metrics".count))!
     }
 
+    /// The daemon's FUSE request count for `op`, read with curl (no parser needed for one counter).
+    static func requests(_ op: String, of fx: MountFixture) throws -> Int {
+        let port = try port(of: fx)
+        let r = fx.sh("curl -sf http://127.0.0.1:\(port)/metrics")
+        guard r.status == 0 else { throw FixtureError("scrape failed: \(r)") }
+        let lines = r.stdout.split(separator: "\n").filter {
+            $0.hasPrefix("docfs_fuse_requests") && $0.contains("op=\"\(op)\"") && !$0.hasPrefix("#")
+        }
+        return lines.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0) { $0 + Int($1) }
+    }
+
     static func fetch(_ python: String, port: Int, dir: String) throws -> MetricsScrape {
         try parse(python, source: "http://127.0.0.1:\(port)/metrics", dir: dir)
     }

@@ -13,13 +13,7 @@ final class WriteOnlyCopyMountTests: MountTestCase {
 
     /// The daemon's request count for `op` (its metrics text, as curl fetches it).
     func requests(_ op: String) throws -> Int {
-        let port = try MetricsScrape.port(of: fx)
-        let r = fx.sh("curl -sf http://127.0.0.1:\(port)/metrics")
-        guard r.status == 0 else { throw FixtureError("scrape failed: \(r)") }
-        let lines = r.stdout.split(separator: "\n").filter {
-            $0.hasPrefix("docfs_fuse_requests") && $0.contains("op=\"\(op)\"") && !$0.hasPrefix("#")
-        }
-        return lines.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0) { $0 + Int($1) }
+        try MetricsScrape.requests(op, of: fx)
     }
 
     func testWriteOnlyCopiesCostNoSecurityQuestion() throws {
