@@ -237,7 +237,7 @@ final class PassthroughMountTests: MountTestCase {
             with open("mnt/big.bin", "wb", buffering=0) as f:
                 for i in range(200):
                     f.write(bytes([i % 251]) * (1 << 20))
-                    time.sleep(0.01)
+                    time.sleep(0.01)  # the point: paced so that the kill lands mid-write
             '
             """], cwd: fx.dir, stdout: out, stderr: out)
         defer { writer.signalGroup(SIGKILL); writer.wait(seconds: 10) }

@@ -100,15 +100,6 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
         XCTAssertEqual(contents(c.mnt + "/d/taken 2"), "two")
     }
 
-    /// `docfs_apply` of one operation as `role`: a refusal holding `words`.
-    func assertOperationRefused(_ r: RemoteMount, _ role: String, _ what: String, _ operation: String, _ words: String,
-                                file: StaticString = #filePath, line: UInt = #line) throws {
-        let sql = "SELECT docfs_apply('[\(operation.replacingOccurrences(of: "'", with: "''"))]'::jsonb)::text"
-        let text = (try r.servers.psql(r.roleURL(role), sql).first?.first ?? nil) ?? "no answer"
-        XCTAssert(text.contains("\"ok\": false") && text.contains(words), "\(what): expected a refusal with \"\(words)\", got \(text)",
-                  file: file, line: line)
-    }
-
     func testTheServerRefusesANameNoReplicaCouldMakeAndTheTreeStaysWhole() throws {
         let r = try makeRemote()
         XCTAssertEqual(r.fx.sh("mkdir mnt/shared && printf a > mnt/shared/a.txt && printf g > mnt/shared/gone.txt && ln mnt/shared/a.txt mnt/shared/b.txt").status, 0)

@@ -299,3 +299,15 @@ final class RemoteGCTests: ReplicaTestCase {
         XCTAssertTrue(refused.stderr.contains("no-store"), "\(refused)")
     }
 }
+
+extension ReplicaTestCase {
+    /// `docfs_apply` of one operation as `role`: the answer must be a refusal holding `words`.
+    func assertOperationRefused(_ r: RemoteMount, _ role: String, _ what: String, _ operation: String, _ words: String,
+                                file: StaticString = #filePath, line: UInt = #line) throws {
+        let sql = "SELECT docfs_apply('[\(operation.replacingOccurrences(of: "'", with: "''"))]'::jsonb)::text"
+        let answer = try r.servers.psql(r.roleURL(role), sql).first?.first ?? nil
+        let text = answer ?? "no answer"
+        XCTAssert(text.contains("\"ok\": false") && text.contains(words), "\(what): expected a refusal with \"\(words)\", got \(text)",
+                  file: file, line: line)
+    }
+}
