@@ -100,14 +100,24 @@ final class BlockMountTests: ReplicaTestCase {
     }
 
     func testAVersionKeptByGcStillRestoresAfterItsPackWasRewritten() throws {
-        let r = try makeRemote()
+        // One pack: the first version of notes.txt beside nine files deleted afterwards. The
+        // daemon first runs with a key the bucket refuses, so the ten files wait in the outbox and
+        // the next mount sends them in one batch (a busy machine can pause a copy for longer than
+        // the engine's quiet period, which would split them).
+        let r = try makeRemote(mount: false)
         let env = r.awsEnvironment(secret: servers.secretKey)
-        // One pack: the first version of notes.txt beside nine files deleted afterwards.
+        r.fx.daemonEnv = r.awsEnvironment(secret: "not-the-key")
+        try r.fx.mount()
         XCTAssertEqual(r.fx.sh("""
             mkdir kept && printf 'the first version' > kept/notes.txt
             for i in 1 2 3 4 5 6 7 8 9; do head -c 20000 /dev/urandom > kept/tmp$i.bin; done
             cp -r kept/. mnt/
             """).status, 0)
+        XCTAssertEqual(try r.unmount(["--no-wait"], timeout: 60).status, 0)
+        XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15), "the daemon ended after docfs unmount --no-wait")
+        XCTAssertEqual(try r.objects().count, 0, "nothing went up with the refused key")
+        r.fx.daemonEnv = env
+        try r.fx.mount()
         try r.waitUntilUploaded()
         XCTAssertEqual(try r.objects().count, 1, "one pack for the ten files")
         XCTAssertEqual(r.fx.sh("rm mnt/tmp*.bin").status, 0)
