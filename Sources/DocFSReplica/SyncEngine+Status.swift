@@ -48,6 +48,7 @@ extension SyncEngine {
         let positions = incoming.positions.withLock { $0 }
         let conflicts = store.conflictSummary
         status.incoming = max(0, positions.latest - positions.anchor) + Int64(incoming.deferredCount.load(ordering: .relaxed))
+            + Int64(heldChanges.withLock { $0.count })
         status.anchor = positions.anchor
         status.conflicts = conflicts.count
         status.recentConflicts = conflicts.recent

@@ -164,12 +164,11 @@ package final class SyncEngine: Sendable {
                 try await letLocalBurstFinish(until: &deferUntil)
                 store.outboxIdle()
                 releaseSetAside()
-                let held = heldChanges.withLock { h -> [Int64] in defer { h.removeAll() }; return Array(h) }
+                // Left in the set until applied: `docfs status` counts them as incoming meanwhile.
+                let held = heldChanges.withLock { Array($0) }
                 if !held.isEmpty {
-                    do { try await incoming.refresh(held) } catch {
-                        heldChanges.withLock { $0.formUnion(held) }
-                        throw error
-                    }
+                    try await incoming.refresh(held)
+                    heldChanges.withLock { $0.subtract(held) }
                     store.clearHeldBack(held)
                 }
                 let entries = try store.outboxEntries(limit: Self.batchSize, skipping: Set(setAside.keys))
@@ -267,7 +266,7 @@ package final class SyncEngine: Sendable {
             // The entries leave the outbox and the chunk is counted in one step under the
             // status's lock, so that `docfs status` never shows them gone with bytes uncounted.
             try progress.withLock { (p) throws(ProviderError) in
-                try store.completeOutbox(completions)
+                try store.completeOutbox(completions, refetch: refresh)
                 p.sent += completions.count
                 // Bytes sent in packs: blocks the server had already cost nothing.
                 p.noteUploaded(uploadedBytes)
@@ -280,7 +279,19 @@ package final class SyncEngine: Sendable {
             logger.debug("sync: chunk of \(chunk.count) entries: upload \(uploaded - began), server \(committed - uploaded), completed here \(ContinuousClock.now - committed)")
             follower.wake.signal()
             if !refresh.isEmpty {
-                do { try await incoming.refresh(refresh) } catch { follower.wake.signal() }
+                // Noted with the completions: a fetch cut short is the loop's to try again (the
+                // change log will not name these items again for this replica).
+                heldChanges.withLock { $0.formUnion(refresh) }
+                FaultInjection.point(.refetch)  // test-only (DOCFS_FAULT)
+                await FaultInjection.pause(.refetch)
+                do {
+                    try await incoming.refresh(refresh)
+                    heldChanges.withLock { $0.subtract(refresh) }
+                    store.clearHeldBack(refresh)
+                } catch {
+                    logger.notice("sync: the server's state of \(refresh.count) item(s) it decided about is fetched again later: \(SyncFailure(error, bucket: configuration.bucket).message)")
+                    follower.wake.signal()
+                }
             }
             if let failure { throw failure }
         }
@@ -399,7 +410,8 @@ package final class SyncEngine: Sendable {
     /// Rows `docfs sync --retry` asked for (from any thread).
     let retryRequests = Mutex<Set<Int64>>([])
     /// Rows whose writer let go after other replicas' changes to them were kept aside (and their
-    /// folders): fetched and applied by the loop (from any thread).
+    /// folders), or whose fetch after the server decided about their change was cut short:
+    /// fetched and applied by the loop (from any thread).
     let heldChanges = Mutex<Set<Int64>>([])
 
     /// Content versions of a row this replica made and never sent (the file was gone before its

@@ -27,7 +27,8 @@ package struct SyncStatus: Codable, Sendable, Equatable {
     package var failedItems: Int
     /// The server, without secrets.
     package var remote: String
-    /// Changes other replicas made that this one has not applied yet (0: caught up), and the
+    /// Changes other replicas made that this one has not applied yet (0: caught up; items whose
+    /// server state is to be fetched again count too), and the
     /// change log position it has applied (its sync anchor).
     package var incoming: Int64 = 0
     package var anchor: Int64 = 0

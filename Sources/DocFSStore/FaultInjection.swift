@@ -25,6 +25,10 @@ import Synchronization
 ///     DOCFS_FAULT=upload-done:wait[@N]     a replica's Nth chunk of uploads is in the bucket and
 ///                                          its versions are not yet on PostgreSQL: it waits there
 ///                                          until the file DOCFS_FAULT_RELEASE exists (at most 5 min)
+///     DOCFS_FAULT=refetch:abort|wait[@N]  a replica's Nth chunk with a change the server decided
+///                                          otherwise about (a conflicted copy, an undone change) is
+///                                          completed here and the item's server state not yet
+///                                          fetched again: it dies, or waits as above
 ///
 /// "abort" ends the process at once with `_exit(134)` (no atexit handlers, no checkpoint, no
 /// unlock: what `kill -9` leaves). The variable is read once, when the first store is opened in
@@ -38,6 +42,7 @@ package enum FaultInjection {
         case packPut = "pack-put"
         case uploadPart = "upload-part"
         case uploadDone = "upload-done"
+        case refetch = "refetch"
     }
 
     struct Armed: Sendable {

@@ -85,6 +85,58 @@ final class NoEditLostMountTests: ReplicaTestCase {
         XCTAssertGreaterThan((statusFields(r, r.mnt)?["conflicts"] as? Int) ?? 0, 0, "docfs status counts the conflict on A")
     }
 
+    /// A's writer held open across B's version (so A's edit becomes a conflicted copy), with A
+    /// mounted under `fault` (DOCFS_FAULT at `refetch`: after the conflicted copy is completed
+    /// and before A fetches the server's version of the file again). Returns the holder closed.
+    func conflictHeldOpen(_ r: RemoteMount, _ b: Second, _ name: String, fault: [String: String]) throws {
+        r.fx.stopDaemon()
+        try r.fx.mount(env: fault)
+        let holder = try Holder(r, r.mnt + "/" + name, "A held open")
+        XCTAssertEqual(r.fx.sh("printf 'B saved' > '\(b.mnt)/\(name)'").status, 0)
+        eventually("B's version is on the server", timeout: 60) { (try? serverVersion(r, name)) ?? 0 > 1 }
+        eventually("A keeps B's version aside for its writer", timeout: 60) {
+            r.fx.log.contains("another replica's change waits until this replica's writer closes")
+        }
+        holder.close()
+    }
+
+    /// Both replicas end with B's version under the name and A's beside it.
+    func assertConflictConverged(_ r: RemoteMount, _ b: Second, _ stem: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        try waitForQuiet(r, b)
+        assertSameTrees(r, b, file: file, line: line)
+        let copies = names(r.mnt).filter { $0.hasPrefix(stem + " (conflicted copy from ") }
+        XCTAssertEqual(copies.count, 1, "one conflicted copy: \(names(r.mnt))\nlog A:\n\(r.logTail())", file: file, line: line)
+        XCTAssertEqual(contents(r.mnt + "/" + stem + ".txt"), "B saved", "A follows the server's version of the name; log A:\n\(r.logTail(60))", file: file, line: line)
+        XCTAssertEqual(copies.first.flatMap { contents(r.mnt + "/" + $0) }, "A held open", "A's bytes beside it", file: file, line: line)
+    }
+
+    /// A replica killed after its conflicted copy was recorded and before it fetched the server's
+    /// version of the file: at the next mount it fetches it (the change log will not name it again).
+    func testAConflictWhoseFetchAKillCutShortConvergesAfterTheRemount() throws {
+        let (r, b) = try twoReplicasSharing("kc.txt")
+        try conflictHeldOpen(r, b, "kc.txt", fault: ["DOCFS_FAULT": "refetch:abort"])
+        XCTAssertEqual(r.fx.waitForDaemonExit(seconds: 60), 134, "A ended at the fault; log:\n\(r.fx.log)")
+        try r.fx.mount()
+        try assertConflictConverged(r, b, "kc")
+    }
+
+    /// PostgreSQL gone between a conflicted copy and the fetch of the server's version of the
+    /// file: the fetch is tried again once it is back.
+    func testAConflictWhoseFetchTheServerCutShortConvergesOnceItIsBack() throws {
+        let (r, b) = try twoReplicasSharing("pc.txt")
+        let release = r.fx.dir + "/release-refetch"
+        try conflictHeldOpen(r, b, "pc.txt", fault: ["DOCFS_FAULT": "refetch:wait", "DOCFS_FAULT_RELEASE": release])
+        eventually("A waits at the fault", timeout: 60) { r.fx.log.contains("DOCFS_FAULT: waiting at refetch") }
+        try r.servers.stopPostgres()
+        var started = false
+        defer { if !started { try? r.servers.startPostgres() } }
+        FileManager.default.createFile(atPath: release, contents: nil)
+        eventually("A's fetch fails", timeout: 60) { r.fx.log.contains("it decided about is fetched again later") }
+        try r.servers.startPostgres()
+        started = true
+        try assertConflictConverged(r, b, "pc")
+    }
+
     func testADeleteOfAFileHeldOpenForWritingKeepsTheEdit() throws {
         let r = try makeRemote()
         let b = try makeSecond(r)

@@ -145,12 +145,17 @@ final class OutboxTests: StoreTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: storeURL.path + "/contents/\(file.identifier.rawValue)"),
                        "no content file is left under the temporary row")
         XCTAssertEqual(store.syncState(of: ItemIdentifier("8")), "pending")
-        try store.completeOutbox([.init(entry: entries[0])])
+        // The server decided otherwise about the change (say a conflicted copy): the item's
+        // server state is noted to be fetched again with the completion, and kept across a reopen.
+        try store.completeOutbox([.init(entry: entries[0])], refetch: [8])
         XCTAssertEqual(store.syncState(of: ItemIdentifier("8")), "uploaded")
         XCTAssertEqual(store.outboxCounts.pending, 0)
 
         // Persisted: after a reopen the tree has the permanent identifiers only.
         try reopen()
+        XCTAssertEqual(store.heldBackRows(), [8], "the fetch still to make")
+        store.clearHeldBack([8])
+        XCTAssertEqual(store.heldBackRows(), [])
         XCTAssertEqual(try store.childItem(named: "docs", in: .rootContainer).identifier, ItemIdentifier("7"))
         XCTAssertEqual(try store.childItem(named: "b.txt", in: ItemIdentifier("7")).identifier, ItemIdentifier("8"))
         XCTAssertTrue(try store.outboxEntries(limit: 10).isEmpty)

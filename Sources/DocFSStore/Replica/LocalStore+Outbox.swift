@@ -103,7 +103,10 @@ extension LocalStore {
     /// its permanent identifier everywhere (the item, its children, the trash's memory of it, its
     /// stored attributes, its content file, the entries still waiting), in one transaction. The
     /// mount is told (`ProviderChange.identifierReplaced`): its inodes keep their numbers.
-    package func completeOutbox(_ completions: [OutboxCompletion]) throws(ProviderError) {
+    /// `refetch`: items whose change the server decided otherwise about (a conflicted copy, an
+    /// undone change): their server state is noted to be fetched again in the same transaction,
+    /// so that a fetch the server's absence or a crash cuts short is tried again, never dropped.
+    package func completeOutbox(_ completions: [OutboxCompletion], refetch: [Int64] = []) throws(ProviderError) {
         guard let replica, !completions.isEmpty else { return }
         var renumbered: [(old: Int64, new: Int64)] = []
         try write { (database) throws(ProviderError) in
@@ -142,6 +145,7 @@ extension LocalStore {
                         for completion in completions {
                             try db.cachedStatement(sql: "DELETE FROM outbox WHERE seq = ?").execute(arguments: [completion.entry.seq])
                         }
+                        if !refetch.isEmpty { try Self.noteRefetch(refetch, db) }
                         return .commit
                     }
                 }

@@ -38,10 +38,7 @@ extension LocalStore {
         guard let writers = replica?.writers, writers.isHeld(row) else { return false }
         writers.keptAside(row)
         do {
-            try database.inDatabase { db in
-                var rows = Set(Self.heldBack(db))
-                if rows.insert(row).inserted { try Schema.setMeta(db, Self.heldBackKey, rows.sorted().map(String.init).joined(separator: ",")) }
-            }
+            try database.inDatabase { db in try Self.noteRefetch([row], db) }
         } catch {
             throw ProviderError(.ioError, "note a change kept aside: \(error)")
         }
@@ -49,7 +46,16 @@ extension LocalStore {
         return true
     }
 
+    /// Rows whose server state is to be fetched again: a change kept aside for a writer, or the
+    /// item of a change the server decided otherwise about (the key's name is from the first).
     static let heldBackKey = "held-back"
+
+    static func noteRefetch(_ rows: [Int64], _ db: Database) throws {
+        var noted = Set(heldBack(db))
+        let before = noted.count
+        noted.formUnion(rows)
+        if noted.count != before { try Schema.setMeta(db, heldBackKey, noted.sorted().map(String.init).joined(separator: ",")) }
+    }
 
     static func heldBack(_ db: Database) -> [Int64] {
         ((try? String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [heldBackKey])) ?? nil)?
