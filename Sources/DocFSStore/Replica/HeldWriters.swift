@@ -27,6 +27,9 @@ final class HeldWriters: Sendable {
     /// An incoming change of `row` was not applied because a writer holds it.
     func keptAside(_ row: Int64) { state.withLock { _ = $0.heldBack.insert(row) } }
 
+    /// Whether a change of `row` waits for its writer's close now.
+    func isKeptAside(_ row: Int64) -> Bool { state.withLock { $0.heldBack.contains(row) } }
+
     /// A temporary row became permanent while held.
     func rename(_ old: Int64, to new: Int64) {
         state.withLock { s in

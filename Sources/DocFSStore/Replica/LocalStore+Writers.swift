@@ -71,9 +71,12 @@ extension LocalStore {
         }) ?? []
     }
 
-    /// These rows' server state was applied again: forget them.
+    /// These rows' server state was applied again: forget them (but for a row whose newer change
+    /// a writer, opened again meanwhile, keeps aside: that one is still to fetch after a crash).
     package func clearHeldBack(_ rows: [Int64]) {
-        guard replica != nil, !rows.isEmpty else { return }
+        guard let writers = replica?.writers else { return }
+        let rows = rows.filter { !writers.isKeptAside($0) }
+        guard !rows.isEmpty else { return }
         try? write { (database) throws(ProviderError) in
             try? database.inDatabase { db in
                 let left = Set(Self.heldBack(db)).subtracting(rows)
