@@ -216,7 +216,7 @@ extension SyncEngine {
                                                   createdNs: details.createdNs ?? 0, modifiedNs: details.modifiedNs ?? 0,
                                                   tags: ServerTags.array(details.tagData), symlinkTarget: details.symlinkTarget,
                                                   types: typeChain(entry.row))
-            return RemoteOperation(id: entry.id, .create(parent: try target(parent), name: name, kind: Self.remoteKind(kind),
+            return RemoteOperation(id: entry.id, .create(parent: try target(parent), name: name, kind: kind,
                                                          attributes: attributes, content: content))
         case .content:
             guard let content else {

@@ -405,12 +405,4 @@ package final class SyncEngine: Sendable {
     /// Content versions of a row this replica made and never sent (the file was gone before its
     /// upload), counted until the row's delete is sent. Only the engine's loop touches it.
     nonisolated(unsafe) var unsentVersions: [Int64: Int] = [:]
-
-    static func remoteKind(_ kind: OutboxDetails.ItemKind) -> RemoteItemKind {
-        switch kind {
-        case .file: return .file
-        case .directory: return .directory
-        case .symlink: return .symlink
-        }
-    }
 }
