@@ -18,7 +18,7 @@ extension Bridge {
     /// EBUSY for a handle the daemon must serve while the file's passthrough readers stay open.
     @discardableResult
     private func install(_ file: OpenFile, in fi: UnsafeMutablePointer<fuse_file_info>,
-                         passthroughFrom fd: Int32? = nil) throws(Failure) -> Int32? {
+                         passthroughFrom fd: Int32? = nil) throws(RequestError) -> Int32? {
         let node = file.node
         let backing = try attempt(.ino(node.ino)) { () throws(ProviderError) in
             try passthrough.admit(ino: node.ino, backing: fd, reading: !file.writable, staged: file.writable, othersOpen: { [inodes] in
@@ -36,7 +36,7 @@ extension Bridge {
 
     func create(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t,
                 _ fi: UnsafeMutablePointer<fuse_file_info>) {
-        do throws(Failure) {
+        do throws(RequestError) {
             let caller = Caller(reply.req)
             let (parentItem, name, _, attributes) = try admitNewItem(parent, cname, kind: .file, mode: UInt16(mode & 0o7777), caller: caller)
             try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
@@ -80,8 +80,8 @@ extension Bridge {
     }
 
     func open(_ reply: consuming Reply, _ ino: UInt64, _ fi: UnsafeMutablePointer<fuse_file_info>) {
-        do throws(Failure) {
-            guard let node = inodes.node(ino) else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
+        do throws(RequestError) {
+            guard let node = inodes.node(ino) else { throw RequestError(ProviderError(.noSuchItem), .ino(ino)) }
             let accmode = fi.pointee.flags & O_ACCMODE
             let writing = accmode == O_WRONLY || accmode == O_RDWR
             let truncating = writing && fi.pointee.flags & O_TRUNC != 0
@@ -98,13 +98,13 @@ extension Bridge {
             }
             guard let item = stored else {
                 // A file still being copied in: every handle shares its staging file.
-                guard stagedStat(node) != nil else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
+                guard stagedStat(node) != nil else { throw RequestError(ProviderError(.noSuchItem), .ino(ino)) }
                 if truncating { try truncate(staged: node, to: 0) }
                 let backing = try install(OpenFile(node: node, readFD: -1, writable: writing), in: fi)
                 answerOpen(reply, fi, backing: backing)
                 return
             }
-            if item.kind == .folder { throw Failure(ProviderError(.isDirectory), .item(item.identifier)) }
+            if item.kind == .folder { throw RequestError(ProviderError(.isDirectory), .item(item.identifier)) }
             // Set when the handle joins passthrough readers, or goes passthrough itself.
             var backing: Int32?
             try attempt(.item(item.identifier)) { () throws(ProviderError) in
@@ -119,7 +119,7 @@ extension Bridge {
                     let opened = fi.pointee
                     Thread.detachNewThread { [self] in
                         var info = opened
-                        do throws(Failure) {
+                        do throws(RequestError) {
                             let (backing, drop) = try openForWriting(node, item, truncating: truncating, caller: caller, &info)
                             answerLater(d, info, node, backing: backing, drop: drop)
                         } catch {
@@ -165,7 +165,7 @@ extension Bridge {
     /// the reply: O_TRUNC changes the contents even if nothing is written after it, and a
     /// passthrough writer's writes never reach the daemon.
     private func openForWriting(_ node: InodeNode, _ item: Item, truncating: Bool, caller: Caller,
-                                _ fi: UnsafeMutablePointer<fuse_file_info>) throws(Failure) -> (Int32?, (ItemIdentifier, UInt16)?) {
+                                _ fi: UnsafeMutablePointer<fuse_file_info>) throws(RequestError) -> (Int32?, (ItemIdentifier, UInt16)?) {
         try attempt(.item(item.identifier)) { () throws(ProviderError) in
             try passthrough.waitForReaders(ino: node.ino)
         }
@@ -196,7 +196,7 @@ extension Bridge {
     }
 
     /// Makes sure the node has a live staging file, copying the stored contents unless truncating.
-    private func beginWriting(_ node: InodeNode, item: Item, truncating: Bool) throws(Failure) {
+    private func beginWriting(_ node: InodeNode, item: Item, truncating: Bool) throws(RequestError) {
         node.sessionLock.lock()
         defer { node.sessionLock.unlock() }
         if let s = node.session, !s.committed {
@@ -209,7 +209,7 @@ extension Bridge {
 
     /// A fresh staging copy of the current contents (of a committed session, or of the store).
     /// Call with the node's sessionLock held.
-    private func restage(_ node: InodeNode, item: Item?, from previous: WriteSession?, truncating: Bool) throws(Failure) -> WriteSession {
+    private func restage(_ node: InodeNode, item: Item?, from previous: WriteSession?, truncating: Bool) throws(RequestError) -> WriteSession {
         let subject: Subject = item.map { .item($0.identifier) } ?? .ino(node.ino)
         return try attempt(subject) { () throws(ProviderError) in
             if let previous {
@@ -260,7 +260,7 @@ extension Bridge {
         if session == nil, let arrival = file.arrival {
             // Downloading: wait for this read's range only (bounded; EIO if the server is gone).
             do throws(ProviderError) { try arrival.waitFor(Int64(offset)..<Int64(offset + size)) } catch {
-                reply.error(report("read", Failure(error, .ino(file.node.ino))))
+                reply.error(report("read", RequestError(error, .ino(file.node.ino))))
                 return
             }
         }
@@ -288,7 +288,7 @@ extension Bridge {
         if node.session == nil || node.session!.committed {
             // Written again after a commit (another handle, or after flush): stage a fresh copy so
             // the stored version is never changed in place.
-            do throws(Failure) {
+            do throws(RequestError) {
                 node.session = try restage(node, item: nil, from: node.session, truncating: false)
             } catch {
                 reply.error(report("write", error))
@@ -300,7 +300,7 @@ extension Bridge {
         // next write then gets the error.
         let (done, e) = session.put(source, at: offset)
         if done == 0 && e != 0 {
-            reply.error(report("write", Failure(.posix(e, "write to staging file"), .ino(node.ino))))
+            reply.error(report("write", RequestError(.posix(e, "write to staging file"), .ino(node.ino))))
             return
         }
         session.dirty = true
@@ -327,7 +327,7 @@ extension Bridge {
         guard file.writable || copyingIn else { reply.ok(); return }
         let d = reply.deferred()
         let op = copyingIn ? "import" : "flush"
-        perform(op, d) { [self] () async throws(Failure) in
+        perform(op, d) { [self] () async throws(RequestError) in
             try await commit(file.node, durable: false)
             d.ok()
         }
@@ -335,7 +335,7 @@ extension Bridge {
 
     func fsync(_ reply: consuming Reply, _ file: OpenFile) {
         let d = reply.deferred()
-        perform("fsync", d) { [self] () async throws(Failure) in
+        perform("fsync", d) { [self] () async throws(RequestError) in
             try await commit(file.node, durable: true)
             try await attempt(.ino(file.node.ino)) { () async throws(ProviderError) in try await provider.synchronize() }
             d.ok()
@@ -363,7 +363,7 @@ extension Bridge {
         }
         if settled, inodes.copyIn(of: node)?.placement == nil { return }
         executor.run { [self] in
-            do throws(Failure) { try await commit(node, durable: false) } catch { _ = report("release", error) }
+            do throws(RequestError) { try await commit(node, durable: false) } catch { _ = report("release", error) }
             dropIdleSession(node)
         }
     }
@@ -379,7 +379,7 @@ extension Bridge {
 
     /// Hands the staged file to the provider when it has news: the import of a new file, or a
     /// new content version of an existing one.
-    func commit(_ node: InodeNode, durable: Bool) async throws(Failure) {
+    func commit(_ node: InodeNode, durable: Bool) async throws(RequestError) {
         let copyIn = inodes.copyIn(of: node)
         let placement = copyIn?.placement
         node.sessionLock.lock()
@@ -410,10 +410,10 @@ extension Bridge {
         if let copyIn, let placement {
             guard let parentID = inodes.identifier(placement.parent) else {
                 inodes.dropPending(node)
-                throw Failure(ProviderError(.noSuchItem, "the folder was removed during the copy"), .ino(node.ino))
+                throw RequestError(ProviderError(.noSuchItem, "the folder was removed during the copy"), .ino(node.ino))
             }
             let subject = Subject.child(parentID, placement.name)
-            do throws(Failure) {
+            do throws(RequestError) {
                 let times = stagedTimes(session)
                 let attributes = copyIn.importAttributes(stagedModificationTime: times.modified, stagedChangeTime: times.changed)
                 let item: Item
@@ -452,7 +452,7 @@ extension Bridge {
             node.sessionLock.withLock { session.committed = false; session.dirty = false }
             return
         }
-        do throws(Failure) {
+        do throws(RequestError) {
             // The staged file becomes the stored contents; keep a name for it so the session
             // (whose path the provider takes) can still be unlinked if the provider refuses.
             let url = URL(fileURLWithPath: try attempt(.item(identifier)) { () throws(ProviderError) in try session.stagedPath() },
@@ -503,18 +503,18 @@ extension Bridge {
         do throws(ProviderError) {
             _ = try await provider.setAttributes(ofItemWithIdentifier: change.0, changes: AttributeChanges(posixPermissions: change.1))
         } catch {
-            _ = report("write", Failure(error, .item(change.0)))
+            _ = report("write", RequestError(error, .item(change.0)))
         }
         notifier.invalidateAttributesNow(ino: node.ino)
     }
 
     // MARK: Truncation
 
-    func truncate(staged node: InodeNode, to size: Int64) throws(Failure) {
+    func truncate(staged node: InodeNode, to size: Int64) throws(RequestError) {
         node.sessionLock.lock(); defer { node.sessionLock.unlock() }
-        guard let s = node.session else { throw Failure(ProviderError(.noSuchItem), .ino(node.ino)) }
+        guard let s = node.session else { throw RequestError(ProviderError(.noSuchItem), .ino(node.ino)) }
         let e = s.truncate(to: size)
-        guard e == 0 else { throw Failure(.posix(e, "truncate"), .ino(node.ino)) }
+        guard e == 0 else { throw RequestError(.posix(e, "truncate"), .ino(node.ino)) }
         s.dirty = true
     }
 
@@ -523,16 +523,16 @@ extension Bridge {
     /// version is committed at once: on the staged copy a closed handle may have left (the kernel
     /// sends its release after close() returned, possibly after this request), or on a fresh one.
     /// A file still being copied in changes its staged copy and is imported at its own close.
-    func truncate(_ node: InodeNode, item: Item?, to size: Int64, throughWritableHandle: Bool) async throws(Failure) {
+    func truncate(_ node: InodeNode, item: Item?, to size: Int64, throughWritableHandle: Bool) async throws(RequestError) {
         node.sessionLock.lock()
-        do throws(Failure) {
+        do throws(RequestError) {
             if node.session == nil || node.session!.committed {
-                guard let item else { throw Failure(ProviderError(.noSuchItem), .ino(node.ino)) }
+                guard let item else { throw RequestError(ProviderError(.noSuchItem), .ino(node.ino)) }
                 node.session = try restage(node, item: item, from: node.session, truncating: size == 0)
             }
             let session = node.session!
             let e = session.truncate(to: size)
-            guard e == 0 else { throw Failure(.posix(e, "truncate"), .ino(node.ino)) }
+            guard e == 0 else { throw RequestError(.posix(e, "truncate"), .ino(node.ino)) }
             session.dirty = true
             node.sessionLock.unlock()
         } catch {

@@ -40,7 +40,7 @@ extension Bridge {
 
     /// Commits a copy of a backing file that changed since its last copy: the kernel may write it
     /// again through a dup'd descriptor, which must land in the next version, never in this one.
-    func commitCopy(_ node: InodeNode, _ session: WriteSession, durable: Bool) async throws(Failure) {
+    func commitCopy(_ node: InodeNode, _ session: WriteSession, durable: Bool) async throws(RequestError) {
         node.sessionLock.lock()
         guard node.session === session, session.backing, !session.isCommitting else {
             node.sessionLock.unlock()
@@ -59,7 +59,7 @@ extension Bridge {
             node.sessionLock.withLock { session.committedStamp = stamp }
             return
         }
-        do throws(Failure) {
+        do throws(RequestError) {
             let copy = try attempt(.item(identifier)) { () throws(ProviderError) in
                 try session.copy(in: stagingFiles, durable: durable)
             }

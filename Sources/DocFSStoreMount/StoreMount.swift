@@ -39,7 +39,7 @@ public final class StoreMount: @unchecked Sendable {
     }
 
     /// Why a store could not be mounted; `description` is one line for a person.
-    public enum Failure: Error, CustomStringConvertible {
+    public enum MountError: Error, CustomStringConvertible {
         case cannotOpenStore(path: String, reason: String)
         case replicaConfiguration(path: String, server: String, reason: String)
         case cacheSizeWithoutRemote(path: String)
@@ -70,7 +70,7 @@ public final class StoreMount: @unchecked Sendable {
     /// Opens the store at `path` and mounts it at `mountpoint` (an existing, empty directory);
     /// live when this returns. A replica's sync starts with `serve` or `start`.
     public init(storeAt path: String, at mountpoint: String, options: Options = Options(),
-                logger: Logger = Logger(label: "docfs")) throws(Failure) {
+                logger: Logger = Logger(label: "docfs")) throws(MountError) {
         self.mountpoint = mountpoint
         self.logger = logger
         let store: LocalStore
