@@ -71,7 +71,7 @@ extension Bridge {
     @inline(__always)
     func hasSession(_ ino: UInt64) -> Bool {
         guard let node = inodes.node(ino) else { return false }
-        node.sessionLock.lock(); defer { node.sessionLock.unlock() }
+        node.sessionLock._unsafeLock(); defer { node.sessionLock._unsafeUnlock() }
         return node.session != nil
     }
 
@@ -206,7 +206,7 @@ extension Bridge {
             // until the import; the staged file holds size and modification time.
             if resizing { try truncate(staged: node, to: Int64(attr.st_size)) }
             _ = try? inodes.updateCopyIn(node) { $0.apply(changes) }
-            node.sessionLock.withLock {
+            node.sessionLock.withLock { _ in
                 guard let session = node.session else { return }
                 if let m = changes.modificationTime { session.setModificationTime(m) }
             }
@@ -222,7 +222,7 @@ extension Bridge {
         if let m = changes.modificationTime {
             // A new version still open for writing takes its time from its staged file at close:
             // give the staged file the time set now (a later write moves it again, as it should).
-            node.sessionLock.withLock {
+            node.sessionLock.withLock { _ in
                 // (A committed copy still open shows its times through getattr until the last close.)
                 guard let session = node.session else { return }
                 session.setModificationTime(m)

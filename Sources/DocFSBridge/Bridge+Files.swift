@@ -24,7 +24,7 @@ extension Bridge {
             try passthrough.admit(ino: node.ino, backing: fd, reading: !file.writable, staged: file.writable, othersOpen: { [inodes] in
                 // Another handle (served by the daemon), or for a reader a staged copy (it must
                 // see the writes; a writer's own staged copy is what it writes).
-                inodes.openCount(node) > 0 || (!file.writable && node.sessionLock.withLock { node.session != nil })
+                inodes.openCount(node) > 0 || (!file.writable && node.sessionLock.withLock { _ in node.session != nil })
             }, retain: { [inodes] in inodes.retainOpen(node) }, log: log)
         }
         file.passthrough = backing != nil
@@ -55,7 +55,7 @@ extension Bridge {
                 return try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true, created: created)
             }
             let node = inodes.addCopyIn(copyIn)
-            node.sessionLock.withLock { node.session = session }
+            node.sessionLock.withLock { _ in node.session = session }
             try install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
             // A write-only copy (cp, tar, a shell's `>`) writes around the page cache: the kernel's
             // cached write path asks for `security.capability` before the first write of every
@@ -197,8 +197,8 @@ extension Bridge {
 
     /// Makes sure the node has a live staging file, copying the stored contents unless truncating.
     private func beginWriting(_ node: InodeNode, item: Item, truncating: Bool) throws(RequestError) {
-        node.sessionLock.lock()
-        defer { node.sessionLock.unlock() }
+        node.sessionLock._unsafeLock()
+        defer { node.sessionLock._unsafeUnlock() }
         if let s = node.session, !s.committed {
             // O_TRUNC moves the times even of an empty file, as on ext4.
             if truncating { _ = s.truncate(to: 0); s.dirty = true }
@@ -253,9 +253,9 @@ extension Bridge {
         var fd = file.readFD
         var session: WriteSession?
         // A file open for writing anywhere reads from its staging file, so readers see writes.
-        file.node.sessionLock.lock()
+        file.node.sessionLock._unsafeLock()
         session = file.node.session
-        file.node.sessionLock.unlock()
+        file.node.sessionLock._unsafeUnlock()
         guard session != nil || fd >= 0 else { reply.error(EBADF); return }
         if session == nil, let arrival = file.arrival {
             // Downloading: wait for this read's range only (bounded; EIO if the server is gone).
@@ -283,8 +283,8 @@ extension Bridge {
     func write(_ reply: consuming Reply, _ source: UnsafeMutablePointer<fuse_bufvec>, _ offset: Int, _ file: OpenFile) {
         guard file.writable else { reply.error(EBADF); return }
         let node = file.node
-        node.sessionLock.lock()
-        defer { node.sessionLock.unlock() }
+        node.sessionLock._unsafeLock()
+        defer { node.sessionLock._unsafeUnlock() }
         if node.session == nil || node.session!.committed {
             // Written again after a commit (another handle, or after flush): stage a fresh copy so
             // the stored version is never changed in place.
@@ -354,7 +354,7 @@ extension Bridge {
         // Normally flush has committed already (the common case: drop the staged copy here,
         // without starting an action); a handle closed without one (e.g. the process was
         // killed) still gets its data kept.
-        let settled: Bool = node.sessionLock.withLock {
+        let settled: Bool = node.sessionLock.withLock { _ in
             guard let s = node.session else { return true }
             if s.backing { return endBacking(node, s) }
             guard s.committed, !s.isCommitting else { return false }
@@ -372,7 +372,7 @@ extension Bridge {
     /// waits to be committed (a failed commit keeps it, for the next close to try again).
     func dropIdleSession(_ node: InodeNode) {
         guard inodes.openCount(node) == 0 else { return }
-        node.sessionLock.withLock {
+        node.sessionLock.withLock { _ in
             if let s = node.session, s.committed || !s.dirty && !s.changedSinceCommit() { node.session = nil }
         }
     }
@@ -382,9 +382,9 @@ extension Bridge {
     func commit(_ node: InodeNode, durable: Bool) async throws(RequestError) {
         let copyIn = inodes.copyIn(of: node)
         let placement = copyIn?.placement
-        node.sessionLock.lock()
+        node.sessionLock._unsafeLock()
         if let s = node.session, !s.committed, s.backing || s.isCommitting {
-            node.sessionLock.unlock()
+            node.sessionLock._unsafeUnlock()
             // The kernel writes this staged file (passthrough): a copy of it goes in. Or such a
             // copy is going in now: wait for it, then see what is left to do.
             guard s.isCommitting else { return try await commitCopy(node, s, durable: durable) }
@@ -393,7 +393,7 @@ extension Bridge {
         }
         guard let session = node.session, !session.committed, session.dirty || placement != nil else {
             let claimed = node.session.flatMap { $0.committed ? $0 : nil }
-            node.sessionLock.unlock()
+            node.sessionLock._unsafeUnlock()
             // Another request (a release racing a truncate by path) is committing this copy: its
             // result is ours too, so wait for it rather than answer with the old contents.
             if let claimed, claimed.isCommitting { await claimed.waitForCommit() }
@@ -403,7 +403,7 @@ extension Bridge {
         session.committed = true
         session.dirty = false
         session.beginCommit()
-        node.sessionLock.unlock()
+        node.sessionLock._unsafeUnlock()
         defer { session.endCommit() }
         if durable { session.sync() }
 
@@ -434,7 +434,7 @@ extension Bridge {
                         try await provider.importDocument(from: scoped, toParentItemIdentifier: parentID, attributes: attributes)
                     }
                 }
-                node.sessionLock.withLock { session.landed = item.itemVersion }
+                node.sessionLock.withLock { _ in session.landed = item.itemVersion }
                 let landed = inodes.bind(node, to: item.identifier) ?? copyIn
                 await storeExtendedAttributes(of: landed, on: item.identifier, subject: subject)
             } catch {
@@ -449,7 +449,7 @@ extension Bridge {
             // Deleted or replaced while open: what was written goes with the unlinked file, as
             // on a local filesystem; close() succeeds.
             // The staged copy stays readable through the handles still open, and goes at the last.
-            node.sessionLock.withLock { session.committed = false; session.dirty = false }
+            node.sessionLock.withLock { _ in session.committed = false; session.dirty = false }
             return
         }
         do throws(RequestError) {
@@ -457,17 +457,17 @@ extension Bridge {
             // (whose path the provider takes) can still be unlinked if the provider refuses.
             let url = URL(fileURLWithPath: try attempt(.item(identifier)) { () throws(ProviderError) in try session.stagedPath() },
                           isDirectory: false)
-            let base = node.sessionLock.withLock { session.base }
+            let base = node.sessionLock.withLock { _ in session.base }
             let item = try await attempt(.item(identifier)) { () async throws(ProviderError) in
                 try await provider.modifyContents(ofItemWithIdentifier: identifier, baseVersion: base, from: url)
             }
-            node.sessionLock.withLock { session.landed = item.itemVersion }
+            node.sessionLock.withLock { _ in session.landed = item.itemVersion }
         } catch {
             // Contents the provider refused (not a valid document, a type the folder does not
             // take) are not kept: the file reads as its stored version again. Any other failure
             // keeps the staged bytes for the next close to try again.
             let refused = error.error.code == .corruptFile || error.error.code == .typeNotAllowed
-            node.sessionLock.withLock {
+            node.sessionLock.withLock { _ in
                 guard node.session === session else { return }
                 session.committed = false
                 if refused { node.session = nil } else { session.dirty = true }
@@ -511,7 +511,7 @@ extension Bridge {
     // MARK: Truncation
 
     func truncate(staged node: InodeNode, to size: Int64) throws(RequestError) {
-        node.sessionLock.lock(); defer { node.sessionLock.unlock() }
+        node.sessionLock._unsafeLock(); defer { node.sessionLock._unsafeUnlock() }
         guard let s = node.session else { throw RequestError(ProviderError(.noSuchItem), .ino(node.ino)) }
         let e = s.truncate(to: size)
         guard e == 0 else { throw RequestError(.posix(e, "truncate"), .ino(node.ino)) }
@@ -524,7 +524,7 @@ extension Bridge {
     /// sends its release after close() returned, possibly after this request), or on a fresh one.
     /// A file still being copied in changes its staged copy and is imported at its own close.
     func truncate(_ node: InodeNode, item: Item?, to size: Int64, throughWritableHandle: Bool) async throws(RequestError) {
-        node.sessionLock.lock()
+        node.sessionLock._unsafeLock()
         do throws(RequestError) {
             if node.session == nil || node.session!.committed {
                 guard let item else { throw RequestError(ProviderError(.noSuchItem), .ino(node.ino)) }
@@ -534,9 +534,9 @@ extension Bridge {
             let e = session.truncate(to: size)
             guard e == 0 else { throw RequestError(.posix(e, "truncate"), .ino(node.ino)) }
             session.dirty = true
-            node.sessionLock.unlock()
+            node.sessionLock._unsafeUnlock()
         } catch {
-            node.sessionLock.unlock()
+            node.sessionLock._unsafeUnlock()
             throw error
         }
         guard item != nil, !throughWritableHandle else { return }

@@ -129,7 +129,7 @@ extension Bridge {
                 }
                 // A file still being copied in: it leaves the tree now and is never imported.
                 inodes.dropPending(pending)
-                pending.sessionLock.withLock { pending.session?.dirty = false }
+                pending.sessionLock.withLock { _ in pending.session?.dirty = false }
                 reply.ok()
                 return
             }

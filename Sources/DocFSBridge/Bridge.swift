@@ -138,7 +138,7 @@ package final class Bridge: @unchecked Sendable {
     @inline(__always)
     func overlayStaged(_ st: inout stat, _ node: InodeNode) -> Bool {
         // Only the staged file's size and times: no owner to look up (a stored file's is its item's).
-        guard let session = node.sessionLock.withLock({ node.session }) else { return false }
+        guard let session = node.sessionLock.withLock({ _ in node.session }) else { return false }
         guard let staged = session.status() else { return false }
         st.st_size = staged.st_size
         st.st_blocks = staged.st_blocks
@@ -150,7 +150,7 @@ package final class Bridge: @unchecked Sendable {
     /// Attributes of a new file being copied in: the staging file's size and times, the owner,
     /// group and mode its creator gave (or set since).
     func stagedStat(_ node: InodeNode) -> stat? {
-        let session = node.sessionLock.withLock { node.session }
+        let session = node.sessionLock.withLock { _ in node.session }
         guard let session else { return nil }
         let copyIn = inodes.copyIn(of: node)
         let owner = copyIn?.ownership ?? Ownership(owner: getuid(), group: getgid(), mode: 0o644, isDirectory: false)
