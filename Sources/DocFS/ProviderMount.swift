@@ -5,6 +5,7 @@ import Glibc
 import Logging
 import DocFSBridge
 import DocFSProvider
+import Synchronization
 
 @_exported import DocFSProvider
 @_exported import struct DocFSBridge.BridgeOptions
@@ -47,7 +48,7 @@ public final class ProviderMount: @unchecked Sendable {
     private let bridge: Bridge
     private let session: FuseSession
     private let options: MountOptions
-    private let lock = NSLock()
+    private let lock = Mutex<Void>(())
     private var thread: Thread?
     private let finished = DispatchSemaphore(value: 0)
     private var result: Int32?
@@ -94,17 +95,17 @@ public final class ProviderMount: @unchecked Sendable {
     public func start() {
         let thread = Thread(block: { [self] in
             let rc = session.run(maxThreads: options.maxThreads)
-            lock.withLock { result = rc }
+            lock.withLock { _ in result = rc }
             finished.signal()
         })
         thread.name = "docfs-mount"
-        lock.withLock { self.thread = thread }
+        lock.withLock { _ in self.thread = thread }
         thread.start()
     }
 
     /// Stops serving, unmounts and waits for a `start()`ed loop to end. Safe to call twice.
     public func unmount() {
-        let (started, first) = lock.withLock { () -> (Bool, Bool) in
+        let (started, first) = lock.withLock { _ -> (Bool, Bool) in
             defer { stopped = true }
             return (thread != nil, !stopped)
         }
@@ -117,7 +118,7 @@ public final class ProviderMount: @unchecked Sendable {
     }
 
     private func finish() {
-        guard lock.withLock({ () -> Bool in defer { shutDown = true }; return !shutDown }) else { return }
+        guard lock.withLock({ _ -> Bool in defer { shutDown = true }; return !shutDown }) else { return }
         session.unmount()
         bridge.shutdown()
     }

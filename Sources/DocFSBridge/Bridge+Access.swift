@@ -8,7 +8,7 @@ extension Bridge {
     /// adding (folders) is allowed, readable only where reading or listing is. The same rules
     /// decide the operations themselves, so the answer agrees with what they then do.
     func access(_ reply: consuming Reply, _ ino: UInt64, _ mask: Int32) {
-        do throws(Failure) {
+        do throws(RequestError) {
             let caller = Caller(reply.req)
             let (owned, item) = try ownership(of: ino)
             var want: UInt16 = 0

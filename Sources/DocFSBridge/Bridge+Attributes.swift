@@ -7,9 +7,9 @@ import DocFSProvider
 extension Bridge {
     func lookup(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>) {
         var cacheable = true
-        do throws(Failure) {
+        do throws(RequestError) {
             let name = try attempt(.ino(parent)) { () throws(ProviderError) in try Bridge.name(cname) }
-            guard let parentID = inodes.identifier(parent) else { throw Failure(ProviderError(.noSuchItem), .ino(parent)) }
+            guard let parentID = inodes.identifier(parent) else { throw RequestError(ProviderError(.noSuchItem), .ino(parent)) }
             // Search permission on the folder, for every caller; names below a folder that not
             // everyone may search are never cached, so each walk through it is checked. A mount
             // only root can reach needs neither the folder nor the check (root searches all).
@@ -58,7 +58,7 @@ extension Bridge {
     }
 
     func getattr(_ reply: consuming Reply, _ ino: UInt64) {
-        do throws(Failure) {
+        do throws(RequestError) {
             var writing = false
             var st = try currentStat(ino, writing: &writing)
             // A file open for writing changes under the kernel: don't let it cache that.
@@ -71,28 +71,28 @@ extension Bridge {
     @inline(__always)
     func hasSession(_ ino: UInt64) -> Bool {
         guard let node = inodes.node(ino) else { return false }
-        node.sessionLock.lock(); defer { node.sessionLock.unlock() }
+        node.sessionLock._unsafeLock(); defer { node.sessionLock._unsafeUnlock() }
         return node.session != nil
     }
 
     /// Attributes as they are now: a file open for writing reports its staged size and times.
-    func currentStat(_ ino: UInt64) throws(Failure) -> stat {
+    func currentStat(_ ino: UInt64) throws(RequestError) -> stat {
         var writing = false
         return try currentStat(ino, writing: &writing)
     }
 
-    func currentStat(_ ino: UInt64, writing: inout Bool) throws(Failure) -> stat {
-        guard let (node, identifier) = inodes.nodeAndIdentifier(ino) else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
+    func currentStat(_ ino: UInt64, writing: inout Bool) throws(RequestError) -> stat {
+        guard let (node, identifier) = inodes.nodeAndIdentifier(ino) else { throw RequestError(ProviderError(.noSuchItem), .ino(ino)) }
         guard let identifier else {
             if let st = stagedStat(node) { writing = true; return st }
-            throw Failure(ProviderError(.noSuchItem), .ino(ino))
+            throw RequestError(ProviderError(.noSuchItem), .ino(ino))
         }
         let item: Item
         var unlinked = false
         do { item = try provider.item(for: identifier) } catch {
             // Deleted or replaced while open: the open file still has attributes, with no links.
             guard error.code == .noSuchItem, let orphan = inodes.orphanedItem(node) else {
-                throw Failure(error, .item(identifier))
+                throw RequestError(error, .item(identifier))
             }
             item = orphan
             unlinked = true
@@ -104,10 +104,10 @@ extension Bridge {
     }
 
     func readlink(_ reply: consuming Reply, _ ino: UInt64) {
-        do throws(Failure) {
+        do throws(RequestError) {
             let item = try self.item(ino)
             guard item.kind == .symlink, let target = item.symlinkTargetPath else {
-                throw Failure(ProviderError(.invalidArgument, "not a symbolic link"), .item(item.identifier))
+                throw RequestError(ProviderError(.invalidArgument, "not a symbolic link"), .item(item.identifier))
             }
             reply.readlink(target)
         } catch {
@@ -136,7 +136,7 @@ extension Bridge {
     func setattr(_ reply: consuming Reply, _ ino: UInt64, _ attr: stat, _ toSet: Int32, _ handle: OpenFile?) {
         let caller = Caller(reply.req)
         let d = reply.deferred()
-        perform("setattr", d) { [self] () async throws(Failure) in
+        perform("setattr", d) { [self] () async throws(RequestError) in
             var narrowed: Item?
             var st = try await applyAttributes(ino, attr, toSet, handle, caller, narrowed: &narrowed)
             d.attr(&st, timeout: hasSession(ino) ? 0 : options.attrTimeout)
@@ -148,8 +148,8 @@ extension Bridge {
     }
 
     private func applyAttributes(_ ino: UInt64, _ attr: stat, _ toSet: Int32, _ handle: OpenFile?, _ caller: Caller,
-                                 narrowed: inout Item?) async throws(Failure) -> stat {
-        guard let node = inodes.node(ino) else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
+                                 narrowed: inout Item?) async throws(RequestError) -> stat {
+        guard let node = inodes.node(ino) else { throw RequestError(ProviderError(.noSuchItem), .ino(ino)) }
         if inodes.orphanedItem(node) != nil {
             // Deleted or replaced while open: only the open file's own staged copy can change.
             if toSet & FUSE_SET_ATTR_SIZE != 0, hasSession(ino) { try? truncate(staged: node, to: Int64(attr.st_size)) }
@@ -206,7 +206,7 @@ extension Bridge {
             // until the import; the staged file holds size and modification time.
             if resizing { try truncate(staged: node, to: Int64(attr.st_size)) }
             _ = try? inodes.updateCopyIn(node) { $0.apply(changes) }
-            node.sessionLock.withLock {
+            node.sessionLock.withLock { _ in
                 guard let session = node.session else { return }
                 if let m = changes.modificationTime { session.setModificationTime(m) }
             }
@@ -222,7 +222,7 @@ extension Bridge {
         if let m = changes.modificationTime {
             // A new version still open for writing takes its time from its staged file at close:
             // give the staged file the time set now (a later write moves it again, as it should).
-            node.sessionLock.withLock {
+            node.sessionLock.withLock { _ in
                 // (A committed copy still open shows its times through getattr until the last close.)
                 guard let session = node.session else { return }
                 session.setModificationTime(m)

@@ -18,13 +18,13 @@ extension Bridge {
     /// EBUSY for a handle the daemon must serve while the file's passthrough readers stay open.
     @discardableResult
     private func install(_ file: OpenFile, in fi: UnsafeMutablePointer<fuse_file_info>,
-                         passthroughFrom fd: Int32? = nil) throws(Failure) -> Int32? {
+                         passthroughFrom fd: Int32? = nil) throws(RequestError) -> Int32? {
         let node = file.node
         let backing = try attempt(.ino(node.ino)) { () throws(ProviderError) in
             try passthrough.admit(ino: node.ino, backing: fd, reading: !file.writable, staged: file.writable, othersOpen: { [inodes] in
                 // Another handle (served by the daemon), or for a reader a staged copy (it must
                 // see the writes; a writer's own staged copy is what it writes).
-                inodes.openCount(node) > 0 || (!file.writable && node.sessionLock.withLock { node.session != nil })
+                inodes.openCount(node) > 0 || (!file.writable && node.sessionLock.withLock { _ in node.session != nil })
             }, retain: { [inodes] in inodes.retainOpen(node) }, log: log)
         }
         file.passthrough = backing != nil
@@ -36,7 +36,7 @@ extension Bridge {
 
     func create(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t,
                 _ fi: UnsafeMutablePointer<fuse_file_info>) {
-        do throws(Failure) {
+        do throws(RequestError) {
             let caller = Caller(reply.req)
             let (parentItem, name, _, attributes) = try admitNewItem(parent, cname, kind: .file, mode: UInt16(mode & 0o7777), caller: caller)
             try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
@@ -55,7 +55,7 @@ extension Bridge {
                 return try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true, created: created)
             }
             let node = inodes.addCopyIn(copyIn)
-            node.sessionLock.withLock { node.session = session }
+            node.sessionLock.withLock { _ in node.session = session }
             try install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
             // A write-only copy (cp, tar, a shell's `>`) writes around the page cache: the kernel's
             // cached write path asks for `security.capability` before the first write of every
@@ -80,8 +80,8 @@ extension Bridge {
     }
 
     func open(_ reply: consuming Reply, _ ino: UInt64, _ fi: UnsafeMutablePointer<fuse_file_info>) {
-        do throws(Failure) {
-            guard let node = inodes.node(ino) else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
+        do throws(RequestError) {
+            guard let node = inodes.node(ino) else { throw RequestError(ProviderError(.noSuchItem), .ino(ino)) }
             let accmode = fi.pointee.flags & O_ACCMODE
             let writing = accmode == O_WRONLY || accmode == O_RDWR
             let truncating = writing && fi.pointee.flags & O_TRUNC != 0
@@ -98,13 +98,13 @@ extension Bridge {
             }
             guard let item = stored else {
                 // A file still being copied in: every handle shares its staging file.
-                guard stagedStat(node) != nil else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
+                guard stagedStat(node) != nil else { throw RequestError(ProviderError(.noSuchItem), .ino(ino)) }
                 if truncating { try truncate(staged: node, to: 0) }
                 let backing = try install(OpenFile(node: node, readFD: -1, writable: writing), in: fi)
                 answerOpen(reply, fi, backing: backing)
                 return
             }
-            if item.kind == .folder { throw Failure(ProviderError(.isDirectory), .item(item.identifier)) }
+            if item.kind == .folder { throw RequestError(ProviderError(.isDirectory), .item(item.identifier)) }
             // Set when the handle joins passthrough readers, or goes passthrough itself.
             var backing: Int32?
             try attempt(.item(item.identifier)) { () throws(ProviderError) in
@@ -119,7 +119,7 @@ extension Bridge {
                     let opened = fi.pointee
                     Thread.detachNewThread { [self] in
                         var info = opened
-                        do throws(Failure) {
+                        do throws(RequestError) {
                             let (backing, drop) = try openForWriting(node, item, truncating: truncating, caller: caller, &info)
                             answerLater(d, info, node, backing: backing, drop: drop)
                         } catch {
@@ -165,7 +165,7 @@ extension Bridge {
     /// the reply: O_TRUNC changes the contents even if nothing is written after it, and a
     /// passthrough writer's writes never reach the daemon.
     private func openForWriting(_ node: InodeNode, _ item: Item, truncating: Bool, caller: Caller,
-                                _ fi: UnsafeMutablePointer<fuse_file_info>) throws(Failure) -> (Int32?, (ItemIdentifier, UInt16)?) {
+                                _ fi: UnsafeMutablePointer<fuse_file_info>) throws(RequestError) -> (Int32?, (ItemIdentifier, UInt16)?) {
         try attempt(.item(item.identifier)) { () throws(ProviderError) in
             try passthrough.waitForReaders(ino: node.ino)
         }
@@ -196,9 +196,9 @@ extension Bridge {
     }
 
     /// Makes sure the node has a live staging file, copying the stored contents unless truncating.
-    private func beginWriting(_ node: InodeNode, item: Item, truncating: Bool) throws(Failure) {
-        node.sessionLock.lock()
-        defer { node.sessionLock.unlock() }
+    private func beginWriting(_ node: InodeNode, item: Item, truncating: Bool) throws(RequestError) {
+        node.sessionLock._unsafeLock()
+        defer { node.sessionLock._unsafeUnlock() }
         if let s = node.session, !s.committed {
             // O_TRUNC moves the times even of an empty file, as on ext4.
             if truncating { _ = s.truncate(to: 0); s.dirty = true }
@@ -209,7 +209,7 @@ extension Bridge {
 
     /// A fresh staging copy of the current contents (of a committed session, or of the store).
     /// Call with the node's sessionLock held.
-    private func restage(_ node: InodeNode, item: Item?, from previous: WriteSession?, truncating: Bool) throws(Failure) -> WriteSession {
+    private func restage(_ node: InodeNode, item: Item?, from previous: WriteSession?, truncating: Bool) throws(RequestError) -> WriteSession {
         let subject: Subject = item.map { .item($0.identifier) } ?? .ino(node.ino)
         return try attempt(subject) { () throws(ProviderError) in
             if let previous {
@@ -253,14 +253,14 @@ extension Bridge {
         var fd = file.readFD
         var session: WriteSession?
         // A file open for writing anywhere reads from its staging file, so readers see writes.
-        file.node.sessionLock.lock()
+        file.node.sessionLock._unsafeLock()
         session = file.node.session
-        file.node.sessionLock.unlock()
+        file.node.sessionLock._unsafeUnlock()
         guard session != nil || fd >= 0 else { reply.error(EBADF); return }
         if session == nil, let arrival = file.arrival {
             // Downloading: wait for this read's range only (bounded; EIO if the server is gone).
             do throws(ProviderError) { try arrival.waitFor(Int64(offset)..<Int64(offset + size)) } catch {
-                reply.error(report("read", Failure(error, .ino(file.node.ino))))
+                reply.error(report("read", RequestError(error, .ino(file.node.ino))))
                 return
             }
         }
@@ -283,12 +283,12 @@ extension Bridge {
     func write(_ reply: consuming Reply, _ source: UnsafeMutablePointer<fuse_bufvec>, _ offset: Int, _ file: OpenFile) {
         guard file.writable else { reply.error(EBADF); return }
         let node = file.node
-        node.sessionLock.lock()
-        defer { node.sessionLock.unlock() }
+        node.sessionLock._unsafeLock()
+        defer { node.sessionLock._unsafeUnlock() }
         if node.session == nil || node.session!.committed {
             // Written again after a commit (another handle, or after flush): stage a fresh copy so
             // the stored version is never changed in place.
-            do throws(Failure) {
+            do throws(RequestError) {
                 node.session = try restage(node, item: nil, from: node.session, truncating: false)
             } catch {
                 reply.error(report("write", error))
@@ -300,7 +300,7 @@ extension Bridge {
         // next write then gets the error.
         let (done, e) = session.put(source, at: offset)
         if done == 0 && e != 0 {
-            reply.error(report("write", Failure(.posix(e, "write to staging file"), .ino(node.ino))))
+            reply.error(report("write", RequestError(.posix(e, "write to staging file"), .ino(node.ino))))
             return
         }
         session.dirty = true
@@ -327,7 +327,7 @@ extension Bridge {
         guard file.writable || copyingIn else { reply.ok(); return }
         let d = reply.deferred()
         let op = copyingIn ? "import" : "flush"
-        perform(op, d) { [self] () async throws(Failure) in
+        perform(op, d) { [self] () async throws(RequestError) in
             try await commit(file.node, durable: false)
             d.ok()
         }
@@ -335,7 +335,7 @@ extension Bridge {
 
     func fsync(_ reply: consuming Reply, _ file: OpenFile) {
         let d = reply.deferred()
-        perform("fsync", d) { [self] () async throws(Failure) in
+        perform("fsync", d) { [self] () async throws(RequestError) in
             try await commit(file.node, durable: true)
             try await attempt(.ino(file.node.ino)) { () async throws(ProviderError) in try await provider.synchronize() }
             d.ok()
@@ -354,7 +354,7 @@ extension Bridge {
         // Normally flush has committed already (the common case: drop the staged copy here,
         // without starting an action); a handle closed without one (e.g. the process was
         // killed) still gets its data kept.
-        let settled: Bool = node.sessionLock.withLock {
+        let settled: Bool = node.sessionLock.withLock { _ in
             guard let s = node.session else { return true }
             if s.backing { return endBacking(node, s) }
             guard s.committed, !s.isCommitting else { return false }
@@ -363,7 +363,7 @@ extension Bridge {
         }
         if settled, inodes.copyIn(of: node)?.placement == nil { return }
         executor.run { [self] in
-            do throws(Failure) { try await commit(node, durable: false) } catch { _ = report("release", error) }
+            do throws(RequestError) { try await commit(node, durable: false) } catch { _ = report("release", error) }
             dropIdleSession(node)
         }
     }
@@ -372,19 +372,19 @@ extension Bridge {
     /// waits to be committed (a failed commit keeps it, for the next close to try again).
     func dropIdleSession(_ node: InodeNode) {
         guard inodes.openCount(node) == 0 else { return }
-        node.sessionLock.withLock {
+        node.sessionLock.withLock { _ in
             if let s = node.session, s.committed || !s.dirty && !s.changedSinceCommit() { node.session = nil }
         }
     }
 
     /// Hands the staged file to the provider when it has news: the import of a new file, or a
     /// new content version of an existing one.
-    func commit(_ node: InodeNode, durable: Bool) async throws(Failure) {
+    func commit(_ node: InodeNode, durable: Bool) async throws(RequestError) {
         let copyIn = inodes.copyIn(of: node)
         let placement = copyIn?.placement
-        node.sessionLock.lock()
+        node.sessionLock._unsafeLock()
         if let s = node.session, !s.committed, s.backing || s.isCommitting {
-            node.sessionLock.unlock()
+            node.sessionLock._unsafeUnlock()
             // The kernel writes this staged file (passthrough): a copy of it goes in. Or such a
             // copy is going in now: wait for it, then see what is left to do.
             guard s.isCommitting else { return try await commitCopy(node, s, durable: durable) }
@@ -393,7 +393,7 @@ extension Bridge {
         }
         guard let session = node.session, !session.committed, session.dirty || placement != nil else {
             let claimed = node.session.flatMap { $0.committed ? $0 : nil }
-            node.sessionLock.unlock()
+            node.sessionLock._unsafeUnlock()
             // Another request (a release racing a truncate by path) is committing this copy: its
             // result is ours too, so wait for it rather than answer with the old contents.
             if let claimed, claimed.isCommitting { await claimed.waitForCommit() }
@@ -403,17 +403,17 @@ extension Bridge {
         session.committed = true
         session.dirty = false
         session.beginCommit()
-        node.sessionLock.unlock()
+        node.sessionLock._unsafeUnlock()
         defer { session.endCommit() }
         if durable { session.sync() }
 
         if let copyIn, let placement {
             guard let parentID = inodes.identifier(placement.parent) else {
                 inodes.dropPending(node)
-                throw Failure(ProviderError(.noSuchItem, "the folder was removed during the copy"), .ino(node.ino))
+                throw RequestError(ProviderError(.noSuchItem, "the folder was removed during the copy"), .ino(node.ino))
             }
             let subject = Subject.child(parentID, placement.name)
-            do throws(Failure) {
+            do throws(RequestError) {
                 let times = stagedTimes(session)
                 let attributes = copyIn.importAttributes(stagedModificationTime: times.modified, stagedChangeTime: times.changed)
                 let item: Item
@@ -434,7 +434,7 @@ extension Bridge {
                         try await provider.importDocument(from: scoped, toParentItemIdentifier: parentID, attributes: attributes)
                     }
                 }
-                node.sessionLock.withLock { session.landed = item.itemVersion }
+                node.sessionLock.withLock { _ in session.landed = item.itemVersion }
                 let landed = inodes.bind(node, to: item.identifier) ?? copyIn
                 await storeExtendedAttributes(of: landed, on: item.identifier, subject: subject)
             } catch {
@@ -449,25 +449,25 @@ extension Bridge {
             // Deleted or replaced while open: what was written goes with the unlinked file, as
             // on a local filesystem; close() succeeds.
             // The staged copy stays readable through the handles still open, and goes at the last.
-            node.sessionLock.withLock { session.committed = false; session.dirty = false }
+            node.sessionLock.withLock { _ in session.committed = false; session.dirty = false }
             return
         }
-        do throws(Failure) {
+        do throws(RequestError) {
             // The staged file becomes the stored contents; keep a name for it so the session
             // (whose path the provider takes) can still be unlinked if the provider refuses.
             let url = URL(fileURLWithPath: try attempt(.item(identifier)) { () throws(ProviderError) in try session.stagedPath() },
                           isDirectory: false)
-            let base = node.sessionLock.withLock { session.base }
+            let base = node.sessionLock.withLock { _ in session.base }
             let item = try await attempt(.item(identifier)) { () async throws(ProviderError) in
                 try await provider.modifyContents(ofItemWithIdentifier: identifier, baseVersion: base, from: url)
             }
-            node.sessionLock.withLock { session.landed = item.itemVersion }
+            node.sessionLock.withLock { _ in session.landed = item.itemVersion }
         } catch {
             // Contents the provider refused (not a valid document, a type the folder does not
             // take) are not kept: the file reads as its stored version again. Any other failure
             // keeps the staged bytes for the next close to try again.
             let refused = error.error.code == .corruptFile || error.error.code == .typeNotAllowed
-            node.sessionLock.withLock {
+            node.sessionLock.withLock { _ in
                 guard node.session === session else { return }
                 session.committed = false
                 if refused { node.session = nil } else { session.dirty = true }
@@ -503,18 +503,18 @@ extension Bridge {
         do throws(ProviderError) {
             _ = try await provider.setAttributes(ofItemWithIdentifier: change.0, changes: AttributeChanges(posixPermissions: change.1))
         } catch {
-            _ = report("write", Failure(error, .item(change.0)))
+            _ = report("write", RequestError(error, .item(change.0)))
         }
         notifier.invalidateAttributesNow(ino: node.ino)
     }
 
     // MARK: Truncation
 
-    func truncate(staged node: InodeNode, to size: Int64) throws(Failure) {
-        node.sessionLock.lock(); defer { node.sessionLock.unlock() }
-        guard let s = node.session else { throw Failure(ProviderError(.noSuchItem), .ino(node.ino)) }
+    func truncate(staged node: InodeNode, to size: Int64) throws(RequestError) {
+        node.sessionLock._unsafeLock(); defer { node.sessionLock._unsafeUnlock() }
+        guard let s = node.session else { throw RequestError(ProviderError(.noSuchItem), .ino(node.ino)) }
         let e = s.truncate(to: size)
-        guard e == 0 else { throw Failure(.posix(e, "truncate"), .ino(node.ino)) }
+        guard e == 0 else { throw RequestError(.posix(e, "truncate"), .ino(node.ino)) }
         s.dirty = true
     }
 
@@ -523,20 +523,20 @@ extension Bridge {
     /// version is committed at once: on the staged copy a closed handle may have left (the kernel
     /// sends its release after close() returned, possibly after this request), or on a fresh one.
     /// A file still being copied in changes its staged copy and is imported at its own close.
-    func truncate(_ node: InodeNode, item: Item?, to size: Int64, throughWritableHandle: Bool) async throws(Failure) {
-        node.sessionLock.lock()
-        do throws(Failure) {
+    func truncate(_ node: InodeNode, item: Item?, to size: Int64, throughWritableHandle: Bool) async throws(RequestError) {
+        node.sessionLock._unsafeLock()
+        do throws(RequestError) {
             if node.session == nil || node.session!.committed {
-                guard let item else { throw Failure(ProviderError(.noSuchItem), .ino(node.ino)) }
+                guard let item else { throw RequestError(ProviderError(.noSuchItem), .ino(node.ino)) }
                 node.session = try restage(node, item: item, from: node.session, truncating: size == 0)
             }
             let session = node.session!
             let e = session.truncate(to: size)
-            guard e == 0 else { throw Failure(.posix(e, "truncate"), .ino(node.ino)) }
+            guard e == 0 else { throw RequestError(.posix(e, "truncate"), .ino(node.ino)) }
             session.dirty = true
-            node.sessionLock.unlock()
+            node.sessionLock._unsafeUnlock()
         } catch {
-            node.sessionLock.unlock()
+            node.sessionLock._unsafeUnlock()
             throw error
         }
         guard item != nil, !throughWritableHandle else { return }

@@ -6,7 +6,7 @@ import DocFSProvider
 // Folders and names: mkdir, symlink, unlink, rmdir, rename, link, mknod, and listings.
 extension Bridge {
     /// A validated child name and its parent item, or a failure about them.
-    private func parentAndName(_ parent: UInt64, _ cname: UnsafePointer<CChar>) throws(Failure) -> (Item, String) {
+    private func parentAndName(_ parent: UInt64, _ cname: UnsafePointer<CChar>) throws(RequestError) -> (Item, String) {
         let name = try attempt(.ino(parent)) { () throws(ProviderError) in try Bridge.name(cname) }
         let parentItem = try item(parent)
         return (parentItem, name)
@@ -20,11 +20,11 @@ extension Bridge {
     }
 
     func mkdir(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t) {
-        do throws(Failure) {
+        do throws(RequestError) {
             let (parentItem, name, subject, attributes) = try admitNewItem(parent, cname, kind: .folder, mode: UInt16(mode & 0o7777),
                                                                           caller: Caller(reply.req))
             let d = reply.deferred()
-            perform("mkdir", d) { [self] () async throws(Failure) in
+            perform("mkdir", d) { [self] () async throws(RequestError) in
                 let item = try await attempt(subject) { () async throws(ProviderError) in
                     try await provider.createDirectory(withName: name, inParentItemIdentifier: parentItem.identifier, attributes: attributes)
                 }
@@ -36,7 +36,7 @@ extension Bridge {
     }
 
     func symlink(_ reply: consuming Reply, _ ctarget: UnsafePointer<CChar>, _ parent: UInt64, _ cname: UnsafePointer<CChar>) {
-        do throws(Failure) {
+        do throws(RequestError) {
             let (parentItem, name, subject, attributes) = try admitNewItem(parent, cname, kind: .symlink, mode: 0o777, caller: Caller(reply.req))
             let target = try attempt(subject) { () throws(ProviderError) in
                 guard let t = String(validatingCString: ctarget) else {
@@ -45,7 +45,7 @@ extension Bridge {
                 return t
             }
             let d = reply.deferred()
-            perform("symlink", d) { [self] () async throws(Failure) in
+            perform("symlink", d) { [self] () async throws(RequestError) in
                 let item = try await attempt(subject) { () async throws(ProviderError) in
                     try await provider.createSymbolicLink(withName: name, target: target, inParentItemIdentifier: parentItem.identifier,
                                                           attributes: attributes)
@@ -62,7 +62,7 @@ extension Bridge {
     /// kernel checks it before asking), as on ext4, and stays inert: the mount is `nodev`, so
     /// the kernel refuses to open it as a device (EACCES) and never asks the bridge.
     func mknod(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t, rdev: UInt64) {
-        do throws(Failure) {
+        do throws(RequestError) {
             let type = mode & S_IFMT
             let kind: ItemKind = switch type {
             case S_IFIFO: .fifo
@@ -76,17 +76,17 @@ extension Bridge {
                                                                         caller: caller)
             var newAttributes = admitted
             guard type == S_IFREG || type == 0 || kind.isSpecial else {
-                throw Failure(ProviderError(.invalidArgument, "mknod of an unknown file type \(String(type, radix: 8))"), subject)
+                throw RequestError(ProviderError(.invalidArgument, "mknod of an unknown file type \(String(type, radix: 8))"), subject)
             }
             if kind.isDevice {
                 guard caller.isRoot else {
-                    throw Failure(ProviderError(.notPermitted, "making a device node needs CAP_MKNOD (root)"), subject)
+                    throw RequestError(ProviderError(.notPermitted, "making a device node needs CAP_MKNOD (root)"), subject)
                 }
                 newAttributes.deviceNumber = rdev
             }
             let attributes = newAttributes
             let d = reply.deferred()
-            perform("mknod", d) { [self] () async throws(Failure) in
+            perform("mknod", d) { [self] () async throws(RequestError) in
                 if kind.isSpecial {
                     let item = try await attempt(subject) { () async throws(ProviderError) in
                         try await createSpecialItem(named: name, kind: kind, in: parentItem.identifier, attributes: attributes)
@@ -114,7 +114,7 @@ extension Bridge {
 
     func unlink(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, folder: Bool) {
         let op = folder ? "rmdir" : "unlink"
-        do throws(Failure) {
+        do throws(RequestError) {
             let (parentItem, name) = try parentAndName(parent, cname)
             let subject = Subject.child(parentItem.identifier, name)
             let caller = Caller(reply.req)
@@ -129,7 +129,7 @@ extension Bridge {
                 }
                 // A file still being copied in: it leaves the tree now and is never imported.
                 inodes.dropPending(pending)
-                pending.sessionLock.withLock { pending.session?.dirty = false }
+                pending.sessionLock.withLock { _ in pending.session?.dirty = false }
                 reply.ok()
                 return
             }
@@ -164,7 +164,7 @@ extension Bridge {
                 return
             }
             let d = reply.deferred()
-            perform(op, d) { [self] () async throws(Failure) in
+            perform(op, d) { [self] () async throws(RequestError) in
                 try await attempt(subject) { () async throws(ProviderError) in
                     try await provider.deleteItem(withIdentifier: item.identifier)
                 }
@@ -178,12 +178,12 @@ extension Bridge {
 
     func rename(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>,
                 _ newParent: UInt64, _ cnewname: UnsafePointer<CChar>, _ flags: UInt32) {
-        do throws(Failure) {
+        do throws(RequestError) {
             let (fromParent, name) = try parentAndName(parent, cname)
             let (toParent, newName) = try parentAndName(newParent, cnewname)
             let subject = Subject.child(fromParent.identifier, name)
             if flags & Bridge.renameExchange != 0 {
-                throw Failure(ProviderError(.invalidArgument, "RENAME_EXCHANGE is not supported"), subject)
+                throw RequestError(ProviderError(.invalidArgument, "RENAME_EXCHANGE is not supported"), subject)
             }
             let noReplace = flags & Bridge.renameNoReplace != 0
             let caller = Caller(reply.req)
@@ -252,7 +252,7 @@ extension Bridge {
                 return
             }
             let d = reply.deferred()
-            perform("rename", d) { [self] () async throws(Failure) in
+            perform("rename", d) { [self] () async throws(RequestError) in
                 _ = try await attempt(subject) { () async throws(ProviderError) in
                     if fromParent.identifier == toParent.identifier, replaced == nil {
                         return try await provider.renameItem(withIdentifier: item.identifier, toName: newName)
@@ -284,7 +284,7 @@ extension Bridge {
     }
 
     func opendir(_ reply: consuming Reply, _ ino: UInt64, _ fi: UnsafeMutablePointer<fuse_file_info>) {
-        do throws(Failure) {
+        do throws(RequestError) {
             let folder = try item(ino)
             let caller = Caller(reply.req)
             let children = try attempt(.item(folder.identifier)) { () throws(ProviderError) in

@@ -11,10 +11,10 @@ extension Bridge {
     /// without hard links, for a folder, and by ext4's protected_hardlinks rule; with EACCES
     /// without write and search on the folder or its `add` capability.
     func link(_ reply: consuming Reply, _ ino: UInt64, _ newParent: UInt64, _ cname: UnsafePointer<CChar>) {
-        do throws(Failure) {
+        do throws(RequestError) {
             let subject: Subject = inodes.identifier(newParent).map { .child($0, String(cString: cname)) } ?? .ino(newParent)
             guard let links = provider as? HardLinkProvider else {
-                throw Failure(ProviderError(.notPermitted, "this provider keeps no hard links"), subject)
+                throw RequestError(ProviderError(.notPermitted, "this provider keeps no hard links"), subject)
             }
             let caller = Caller(reply.req)
             // A file still being copied in (created, not closed) is imported first, as its
@@ -42,9 +42,9 @@ extension Bridge {
                 return (parentItem, name)
             }
             let d = reply.deferred()
-            perform("link", d) { [self] () async throws(Failure) in
+            perform("link", d) { [self] () async throws(RequestError) in
                 if stored == nil, let node = inodes.node(ino) { try await commit(node, durable: false) }
-                guard let identifier = inodes.identifier(ino) else { throw Failure(ProviderError(.noSuchItem, "the file is gone"), subject) }
+                guard let identifier = inodes.identifier(ino) else { throw RequestError(ProviderError(.noSuchItem, "the file is gone"), subject) }
                 let linked = try await attempt(subject) { () async throws(ProviderError) in
                     try await links.linkItem(withIdentifier: identifier, toParentItemIdentifier: parentItem.identifier, name: name)
                 }
@@ -80,7 +80,7 @@ extension Bridge {
     /// and so does the inode.
     func removeName(_ d: DeferredReply, _ links: any HardLinkProvider, op: String, name: String, in parentItem: Item, item: Item,
                     subject: Subject) {
-        perform(op, d) { [self] () async throws(Failure) in
+        perform(op, d) { [self] () async throws(RequestError) in
             try await attempt(subject) { () async throws(ProviderError) in
                 try await links.removeName(name, inParentItemIdentifier: parentItem.identifier, ofItemWithIdentifier: item.identifier)
             }
@@ -92,7 +92,7 @@ extension Bridge {
     /// `rename` of one name of an item with several, or over such a name (checked by the caller).
     func moveName(_ d: DeferredReply, _ links: any HardLinkProvider, name: String, from fromParent: Item, item: Item,
                   to toParent: Item, newName: String, replaced: Item?, subject: Subject) {
-        perform("rename", d) { [self] () async throws(Failure) in
+        perform("rename", d) { [self] () async throws(RequestError) in
             _ = try await attempt(subject) { () async throws(ProviderError) in
                 try await links.moveName(name, inParentItemIdentifier: fromParent.identifier, ofItemWithIdentifier: item.identifier,
                                          toParentItemIdentifier: toParent.identifier, newName: newName)

@@ -12,7 +12,7 @@ extension Bridge {
     /// The node's staged copy as a backing file for a writer: a staged file (not bytes in memory)
     /// the daemon did not hand to the provider.
     func stagedBacking(_ node: InodeNode) -> Int32? {
-        node.sessionLock.withLock {
+        node.sessionLock.withLock { _ in
             guard let s = node.session, !s.committed, !s.isCommitting else { return nil }
             return s.backingFD
         }
@@ -20,7 +20,7 @@ extension Bridge {
 
     /// The kernel took the staged copy as a writer's backing file (called before the open reply).
     func beganBacking(_ node: InodeNode) {
-        node.sessionLock.withLock {
+        node.sessionLock.withLock { _ in
             guard let s = node.session, !s.backing else { return }
             s.backing = true
             // Writes from here on move the stamp; one the daemon had not committed is `dirty`.
@@ -40,26 +40,26 @@ extension Bridge {
 
     /// Commits a copy of a backing file that changed since its last copy: the kernel may write it
     /// again through a dup'd descriptor, which must land in the next version, never in this one.
-    func commitCopy(_ node: InodeNode, _ session: WriteSession, durable: Bool) async throws(Failure) {
-        node.sessionLock.lock()
+    func commitCopy(_ node: InodeNode, _ session: WriteSession, durable: Bool) async throws(RequestError) {
+        node.sessionLock._unsafeLock()
         guard node.session === session, session.backing, !session.isCommitting else {
-            node.sessionLock.unlock()
+            node.sessionLock._unsafeUnlock()
             return try await commit(node, durable: durable)
         }
         let stamp = session.stamp()
-        guard session.dirty || stamp != session.committedStamp else { node.sessionLock.unlock(); return }
+        guard session.dirty || stamp != session.committedStamp else { node.sessionLock._unsafeUnlock(); return }
         session.dirty = false
         session.beginCommit()
         let base = session.base
-        node.sessionLock.unlock()
+        node.sessionLock._unsafeUnlock()
         defer { session.endCommit() }
         guard let identifier = inodes.identifier(node.ino) else { return }
         if inodes.orphanedItem(node) != nil {
             // Deleted or replaced while open: the writes go with the unlinked file.
-            node.sessionLock.withLock { session.committedStamp = stamp }
+            node.sessionLock.withLock { _ in session.committedStamp = stamp }
             return
         }
-        do throws(Failure) {
+        do throws(RequestError) {
             let copy = try attempt(.item(identifier)) { () throws(ProviderError) in
                 try session.copy(in: stagingFiles, durable: durable)
             }
@@ -68,7 +68,7 @@ extension Bridge {
                 try await provider.modifyContents(ofItemWithIdentifier: identifier, baseVersion: base, from: url)
             }
             copy.committed = true  // the provider's now: not unlinked
-            node.sessionLock.withLock {
+            node.sessionLock.withLock { _ in
                 session.base = item.itemVersion
                 session.landed = item.itemVersion
                 session.committedStamp = stamp
@@ -77,13 +77,13 @@ extension Bridge {
         } catch {
             // Any failure but a refusal is tried again at the next close.
             guard error.error.code == .corruptFile || error.error.code == .typeNotAllowed else {
-                node.sessionLock.withLock { session.dirty = true }
+                node.sessionLock.withLock { _ in session.dirty = true }
                 throw error
             }
             // Refused contents are not kept: the file reads as its stored version again at once,
             // as through the daemon. The kernel keeps the staged file while the handle is open,
             // so the stored version is copied back into it (a later write lands on top of that).
-            node.sessionLock.withLock {
+            node.sessionLock.withLock { _ in
                 session.copyRefused = true
                 if let current = try? provider.item(for: identifier), let fd = try? provider.openContents(of: identifier) {
                     defer { close(fd) }

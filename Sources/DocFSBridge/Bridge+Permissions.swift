@@ -11,20 +11,20 @@ extension Bridge {
     }
 
     /// What the mode-bit rules see of a node, and its item when it is stored.
-    func ownership(of ino: UInt64) throws(Failure) -> (Ownership, Item?) {
+    func ownership(of ino: UInt64) throws(RequestError) -> (Ownership, Item?) {
         if inodes.identifier(ino) != nil {
             let item = try self.item(ino)
             return (Ownership(item), item)
         }
         guard let node = inodes.node(ino), let owned = pendingOwnership(node) else {
-            throw Failure(ProviderError(.noSuchItem), .ino(ino))
+            throw RequestError(ProviderError(.noSuchItem), .ino(ino))
         }
         return (owned, nil)
     }
 
     /// Search (execute) permission on a folder, for a lookup in it: EACCES.
     @inline(__always)
-    func requireSearch(_ folder: Item, _ caller: Caller) throws(Failure) {
+    func requireSearch(_ folder: Item, _ caller: Caller) throws(RequestError) {
         if caller.isRoot { return }
         try attempt(.item(folder.identifier)) { () throws(ProviderError) in
             try PermissionCheck.require(PermissionCheck.execute, on: Ownership(folder), for: caller, "searching the folder")

@@ -49,7 +49,7 @@ extension Bridge {
     /// the trash is deleted for good (allowsDeleting). A folder must be empty either way (rm -r
     /// empties it first; trashing it then gathers what was trashed out of it — see LocalStore).
     func trashOrDelete(_ d: DeferredReply, op: String, item: Item, inTrash: Bool, subject: Subject) {
-        perform(op, d) { [self] () async throws(Failure) in
+        perform(op, d) { [self] () async throws(RequestError) in
             if inTrash {
                 try await attempt(subject) { () async throws(ProviderError) in
                     try await provider.deleteItem(withIdentifier: item.identifier)
@@ -91,7 +91,7 @@ extension Bridge {
     /// or out of it (restore: untrashItem into the new folder under the new name), checked now.
     /// Nil when the move does not cross the trash's edge and the ordinary rename rules apply.
     func trashMove(from fromParent: Item, name: String, to toParent: Item, newName: String,
-                   subject: Subject) throws(Failure) -> TrashMove? {
+                   subject: Subject) throws(RequestError) -> TrashMove? {
         let fromTrash = isTrashOrInTrash(fromParent)
         let toTrash = isTrashOrInTrash(toParent)
         guard fromTrash != toTrash else { return nil }
@@ -121,7 +121,7 @@ extension Bridge {
     }
 
     func run(_ move: TrashMove, _ d: DeferredReply, subject: Subject) {
-        perform("rename", d) { [self] () async throws(Failure) in
+        perform("rename", d) { [self] () async throws(RequestError) in
             _ = try await attempt(subject) { () async throws(ProviderError) -> Item in
                 if move.toTrash {
                     return try await provider.reparentItem(withIdentifier: move.item.identifier, toParentItemWithIdentifier: .trashContainer,

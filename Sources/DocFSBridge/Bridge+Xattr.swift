@@ -89,14 +89,14 @@ extension Bridge {
             do throws(ProviderError) {
                 try PermissionCheck.requireUserAttribute(write: false, on: copyIn.ownership, kind: .file, for: caller)
             } catch {
-                reply.error(report("getxattr", Failure(error, .ino(ino))))
+                reply.error(report("getxattr", RequestError(error, .ino(ino))))
                 return
             }
             guard let value = copyIn.extendedAttributes[name] else { reply.error(ENODATA); return }
             replySized(reply, Array(value), size)
             return
         }
-        do throws(Failure) {
+        do throws(RequestError) {
             let item = try self.item(ino)
             try attempt(.item(item.identifier)) { () throws(ProviderError) in
                 try PermissionCheck.requireUserAttribute(write: false, on: Ownership(item), kind: item.kind, for: caller)
@@ -141,7 +141,7 @@ extension Bridge {
             replySized(reply, bytes, size)
             return
         }
-        do throws(Failure) {
+        do throws(RequestError) {
             let item = try self.item(ino)
             var bytes: [UInt8] = []
             for (name, _) in providerAttributes(of: item, typed: false) { bytes += Array(name.utf8) + [0] }
@@ -167,7 +167,7 @@ extension Bridge {
         let mode: ExtendedAttributes.WriteMode = flags & Self.xattrCreate != 0 ? .create : (flags & Self.xattrReplace != 0 ? .replace : .upsert)
         let bytes = Data(value)
         let caller = Caller(reply.req)
-        do throws(Failure) {
+        do throws(RequestError) {
             if let (node, copyIn) = inodes.copyIn(ino) {
                 let kept = try attempt(.ino(ino)) { () throws(ProviderError) -> Bool in
                     if Self.space(of: name) != .refused {
@@ -189,14 +189,14 @@ extension Bridge {
             }
             switch Self.space(of: name) {
             case .refused:
-                throw Failure(ProviderError(.unsupported, "only user.* extended attributes can be set (not \(name))"), subject)
+                throw RequestError(ProviderError(.unsupported, "only user.* extended attributes can be set (not \(name))"), subject)
             case .user:
                 if !remove, bytes.count > ExtendedAttributes.maxValueBytes {
-                    throw Failure(ProviderError(.invalidArgument, "\(name): a value may have at most \(ExtendedAttributes.maxValueBytes) bytes", errno: E2BIG), subject)
+                    throw RequestError(ProviderError(.invalidArgument, "\(name): a value may have at most \(ExtendedAttributes.maxValueBytes) bytes", errno: E2BIG), subject)
                 }
                 let d = reply.deferred()
                 executor.run { [self] in
-                    do throws(Failure) {
+                    do throws(RequestError) {
                         try await attempt(subject) { () async throws(ProviderError) in
                             try await setStoredAttribute(named: name, to: remove ? nil : bytes, mode: mode, of: item.identifier)
                         }
@@ -208,10 +208,10 @@ extension Bridge {
             case .docfs where name == Self.syncAttribute && !remove:
                 // "retry": the item's changes set aside (refused by the server) are tried again.
                 guard String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "retry" else {
-                    throw Failure(ProviderError(.invalidArgument, "\(name) takes only \"retry\""), subject)
+                    throw RequestError(ProviderError(.invalidArgument, "\(name) takes only \"retry\""), subject)
                 }
                 let d = reply.deferred()
-                perform(op, d) { [self] () async throws(Failure) in
+                perform(op, d) { [self] () async throws(RequestError) in
                     try await attempt(subject) { () async throws(ProviderError) in
                         guard let replicaStatus else { throw ProviderError(.unsupported, "this provider has no server to send changes to") }
                         try await replicaStatus.retrySync(of: item.identifier)
@@ -221,7 +221,7 @@ extension Bridge {
             case .docfs where name == Self.pinnedAttribute || name == Self.evictAttribute:
                 if name == Self.evictAttribute && remove { reply.error(ENODATA); return }
                 let d = reply.deferred()
-                perform(op, d) { [self] () async throws(Failure) in
+                perform(op, d) { [self] () async throws(RequestError) in
                     try await attempt(subject) { () async throws(ProviderError) in
                         guard let onDemand else {
                             throw ProviderError(.unsupported, name == Self.evictAttribute
@@ -241,17 +241,17 @@ extension Bridge {
                 switch name {
                 case Self.tagsAttribute: isSet = item.tagData != nil
                 case Self.favoriteRankAttribute: isSet = item.favoriteRank != nil
-                default: throw Failure(ProviderError(.notPermitted, "\(name) is read-only"), subject)
+                default: throw RequestError(ProviderError(.notPermitted, "\(name) is read-only"), subject)
                 }
                 if (remove || mode == .replace) && !isSet { reply.error(ENODATA); return }
-                if mode == .create && isSet { throw Failure(ProviderError(.filenameCollision, "\(name) is already set"), subject) }
+                if mode == .create && isSet { throw RequestError(ProviderError(.filenameCollision, "\(name) is already set"), subject) }
                 let parsed = Int64(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
                 if name == Self.favoriteRankAttribute, !remove, parsed == nil {
-                    throw Failure(ProviderError(.invalidArgument, "favorite rank must be an integer"), subject)
+                    throw RequestError(ProviderError(.invalidArgument, "favorite rank must be an integer"), subject)
                 }
                 let rank = remove ? nil : parsed
                 let d = reply.deferred()
-                perform(op, d) { [self] () async throws(Failure) in
+                perform(op, d) { [self] () async throws(RequestError) in
                     _ = try await attempt(subject) { () async throws(ProviderError) in
                         if name == Self.tagsAttribute {
                             return try await setTagData(remove ? nil : bytes, of: item.identifier)
@@ -277,7 +277,7 @@ extension Bridge {
             do throws(ProviderError) {
                 try await setStoredAttribute(named: name, to: value, mode: .upsert, of: identifier)
             } catch {
-                _ = report("setxattr", Failure(error, subject))
+                _ = report("setxattr", RequestError(error, subject))
             }
         }
     }

@@ -113,9 +113,9 @@ package final class Bridge: @unchecked Sendable {
 
     /// The node and its item; a file still being copied in has no item (throws .noSuchItem).
     @inline(__always)
-    func item(_ ino: UInt64) throws(Failure) -> Item {
-        guard let id = inodes.identifier(ino) else { throw Failure(ProviderError(.noSuchItem), .ino(ino)) }
-        do { return try provider.item(for: id) } catch { throw Failure(error, .item(id)) }
+    func item(_ ino: UInt64) throws(RequestError) -> Item {
+        guard let id = inodes.identifier(ino) else { throw RequestError(ProviderError(.noSuchItem), .ino(ino)) }
+        do { return try provider.item(for: id) } catch { throw RequestError(error, .item(id)) }
     }
 
     /// `cacheName: false` for names in a folder that some caller may not search: the kernel must
@@ -138,7 +138,7 @@ package final class Bridge: @unchecked Sendable {
     @inline(__always)
     func overlayStaged(_ st: inout stat, _ node: InodeNode) -> Bool {
         // Only the staged file's size and times: no owner to look up (a stored file's is its item's).
-        guard let session = node.sessionLock.withLock({ node.session }) else { return false }
+        guard let session = node.sessionLock.withLock({ _ in node.session }) else { return false }
         guard let staged = session.status() else { return false }
         st.st_size = staged.st_size
         st.st_blocks = staged.st_blocks
@@ -150,7 +150,7 @@ package final class Bridge: @unchecked Sendable {
     /// Attributes of a new file being copied in: the staging file's size and times, the owner,
     /// group and mode its creator gave (or set since).
     func stagedStat(_ node: InodeNode) -> stat? {
-        let session = node.sessionLock.withLock { node.session }
+        let session = node.sessionLock.withLock { _ in node.session }
         guard let session else { return nil }
         let copyIn = inodes.copyIn(of: node)
         let owner = copyIn?.ownership ?? Ownership(owner: getuid(), group: getgid(), mode: 0o644, isDirectory: false)
@@ -195,7 +195,7 @@ package final class Bridge: @unchecked Sendable {
     }
 
     /// One line per refused or failed operation, naming the path and the rule; the errno to reply.
-    func report(_ op: String, _ failure: Failure) -> Int32 {
+    func report(_ op: String, _ failure: RequestError) -> Int32 {
         let err = failure.error.errno
         // A missing name is the normal answer to a lookup, not an event.
         if failure.error.code != .noSuchItem || op != "lookup" {
@@ -209,15 +209,15 @@ package final class Bridge: @unchecked Sendable {
         return err
     }
 
-    /// Converts a provider call's error into a Failure about `subject`.
+    /// Converts a provider call's error into a RequestError about `subject`.
     @inline(__always)
-    func attempt<T>(_ subject: @autoclosure () -> Subject, _ body: () throws(ProviderError) -> T) throws(Failure) -> T {
-        do { return try body() } catch { throw Failure(error, subject()) }
+    func attempt<T>(_ subject: @autoclosure () -> Subject, _ body: () throws(ProviderError) -> T) throws(RequestError) -> T {
+        do { return try body() } catch { throw RequestError(error, subject()) }
     }
 
     /// The same for async provider actions.
-    func attempt<T>(_ subject: @autoclosure () -> Subject, _ body: () async throws(ProviderError) -> T) async throws(Failure) -> T {
-        do { return try await body() } catch { throw Failure(error, subject()) }
+    func attempt<T>(_ subject: @autoclosure () -> Subject, _ body: () async throws(ProviderError) -> T) async throws(RequestError) -> T {
+        do { return try await body() } catch { throw RequestError(error, subject()) }
     }
 }
 
@@ -225,9 +225,9 @@ extension Bridge {
     /// Runs a provider action on the executor (never on a FUSE thread): `body` answers on
     /// success; a failure answers with its errno and one log line naming `op`, the path and the
     /// rule.
-    func perform(_ op: String, _ d: DeferredReply, _ body: @escaping @Sendable () async throws(Failure) -> Void) {
+    func perform(_ op: String, _ d: DeferredReply, _ body: @escaping @Sendable () async throws(RequestError) -> Void) {
         executor.run { [self] in
-            do throws(Failure) { try await body() } catch { d.error(report(op, error)) }
+            do throws(RequestError) { try await body() } catch { d.error(report(op, error)) }
         }
     }
 }

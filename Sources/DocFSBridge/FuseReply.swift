@@ -1,5 +1,6 @@
 import CFuse
 import Glibc
+import Synchronization
 
 /// The C reply calls, in one place. Every FUSE request gets exactly one of these.
 enum FuseReplyCall {
@@ -49,13 +50,13 @@ struct Reply: ~Copyable {
 /// ignored, and an object dropped without an answer replies EIO.
 final class DeferredReply: @unchecked Sendable {
     private var req: fuse_req_t?
-    private let lock = Lock()
+    private let lock = Mutex<Void>(())
 
     init(_ req: fuse_req_t) { self.req = req }
     deinit { if let req { FuseReplyCall.error(req, EIO) } }
 
     private func take() -> fuse_req_t? {
-        lock.withLock { let r = req; req = nil; return r }
+        lock.withLock { _ in let r = req; req = nil; return r }
     }
     func error(_ err: Int32) { if let r = take() { FuseReplyCall.error(r, err) } }
     func ok() { error(0) }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import DocFSProvider
+import Synchronization
 
 /// Folders in the provider's staging area where a staged file takes its final name while the
 /// provider imports it (the provider names the item after the file).
@@ -9,7 +10,7 @@ import DocFSProvider
 /// on ext4 (~0.3 ms each on a VM), more than the import itself.
 final class ImportStaging: @unchecked Sendable {
     private let root: URL
-    private let lock = Lock()
+    private let lock = Mutex<Void>(())
     private var free: [String] = []
     private var made = 0
 
@@ -17,8 +18,8 @@ final class ImportStaging: @unchecked Sendable {
 
     /// An empty slot folder (its path), made on first need.
     func acquire() throws(ProviderError) -> String {
-        if let slot = lock.withLock({ free.popLast() }) { return slot }
-        let n = lock.withLock { made += 1; return made }
+        if let slot = lock.withLock({ _ in free.popLast() }) { return slot }
+        let n = lock.withLock { _ in made += 1; return made }
         let slot = root.appendingPathComponent("slot-\(getpid())-\(n)", isDirectory: true).path
         guard mkdir(slot, 0o700) == 0 || errno == EEXIST else {
             throw .posix(errno, "create import staging folder")
@@ -31,13 +32,13 @@ final class ImportStaging: @unchecked Sendable {
     func scoped(sealed sealedPath: String, name: String) throws(ProviderError) -> SecurityScopedURL {
         let slot = try acquire()
         return SecurityScopedURL(sealed: sealedPath, name: name, borrowing: slot) { [self] in
-            lock.withLock { free.append(slot) }
+            lock.withLock { _ in free.append(slot) }
         }
     }
 
     /// Removes the slot folders (at unmount; they are empty between imports).
     func removeAll() {
-        let slots: [String] = lock.withLock { defer { free.removeAll() }; return free }
+        let slots: [String] = lock.withLock { _ in defer { free.removeAll() }; return free }
         for slot in slots { rmdir(slot) }
     }
 }

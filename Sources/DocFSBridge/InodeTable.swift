@@ -1,4 +1,5 @@
 import DocFSProvider
+import Synchronization
 
 /// A FUSE inode: what the kernel holds a number for.
 ///
@@ -23,8 +24,9 @@ package final class InodeNode: @unchecked Sendable {
     /// holds (a million after a `find` over a big tree), to serve the rare unlinked open file.
     private var orphanedBox: OrphanedItem?
 
-    /// Guards `session`; never held together with the table's lock.
-    let sessionLock = Lock()
+    /// Guards `session`; never held together with the table's lock. Where its hold spans branches
+    /// (read, flush, release) it is taken with `_unsafeLock`/`_unsafeUnlock`, `Mutex`'s own.
+    let sessionLock = Mutex<Void>(())
     /// Staged contents while the file is open for writing (or new).
     var session: WriteSession?
 
@@ -47,7 +49,7 @@ package final class InodeTable: @unchecked Sendable {
     static let rootIno: UInt64 = 1
     static let generation: UInt64 = 1
 
-    fileprivate let lock = Lock()
+    fileprivate let lock = Mutex<Void>(())
     private var byIno: [UInt64: InodeNode] = [:]
     private var byIdentifier: [ItemIdentifier: InodeNode] = [:]
     /// New files not yet imported, by parent inode and name, so lookups and listings see them.
@@ -61,25 +63,25 @@ package final class InodeTable: @unchecked Sendable {
         byIdentifier[.rootContainer] = root
     }
 
-    var count: Int { lock.withLock { byIno.count } }
+    var count: Int { lock.withLock { _ in byIno.count } }
 
     @inline(__always) func node(_ ino: UInt64) -> InodeNode? {
-        lock.withLock { byIno[ino] }
+        lock.withLock { _ in byIno[ino] }
     }
 
     /// The identifier behind an inode, or nil (unknown inode, or a file still being copied in).
     @inline(__always) package func identifier(_ ino: UInt64) -> ItemIdentifier? {
-        lock.withLock { byIno[ino]?.identifier }
+        lock.withLock { _ in byIno[ino]?.identifier }
     }
 
     /// The copy-in state of a node not yet imported, if it is one.
     func copyIn(of node: InodeNode) -> CopyIn? {
-        lock.withLock { node.copyIn }
+        lock.withLock { _ in node.copyIn }
     }
 
     /// The copy-in state of an inode not yet imported, if it is one.
     func copyIn(_ ino: UInt64) -> (InodeNode, CopyIn)? {
-        lock.withLock {
+        lock.withLock { _ in
             guard let n = byIno[ino], let c = n.copyIn else { return nil }
             return (n, c)
         }
@@ -88,7 +90,7 @@ package final class InodeTable: @unchecked Sendable {
     /// Changes a copy-in's attributes (chmod, chown, utimensat, setxattr before the import);
     /// nil when the node is not (or no longer) being copied in.
     func updateCopyIn<T>(_ node: InodeNode, _ body: (inout CopyIn) throws(ProviderError) -> T) throws(ProviderError) -> T? {
-        let result: Result<T, ProviderError>? = lock.withLock {
+        let result: Result<T, ProviderError>? = lock.withLock { _ in
             guard node.copyIn != nil else { return nil }
             do throws(ProviderError) { return .success(try body(&node.copyIn!)) } catch { return .failure(error) }
         }
@@ -97,7 +99,7 @@ package final class InodeTable: @unchecked Sendable {
 
     /// The node for an item the kernel is being told about; counts one lookup.
     package func remember(_ identifier: ItemIdentifier) -> InodeNode {
-        lock.withLock {
+        lock.withLock { _ in
             if let n = byIdentifier[identifier] {
                 n.lookups += 1
                 return n
@@ -114,7 +116,7 @@ package final class InodeTable: @unchecked Sendable {
     /// The kernel dropped `count` references.
     /// `remember`, saying whether the node is new and how many nodes the table holds.
     func rememberCounting(_ identifier: ItemIdentifier) -> (node: InodeNode, created: Bool, count: Int) {
-        lock.withLock {
+        lock.withLock { _ in
             if let n = byIdentifier[identifier] {
                 n.lookups += 1
                 return (n, false, byIno.count)
@@ -130,19 +132,19 @@ package final class InodeTable: @unchecked Sendable {
 
     package func forget(_ ino: UInt64, _ count: UInt64) {
         guard ino != Self.rootIno else { return }
-        lock.withLock {
+        lock.withLock { _ in
             guard let n = byIno[ino] else { return }
             n.lookups = n.lookups > count ? n.lookups - count : 0
             dropIfUnused(n)
         }
     }
 
-    func retainOpen(_ node: InodeNode) { lock.withLock { node.opens += 1 } }
+    func retainOpen(_ node: InodeNode) { lock.withLock { _ in node.opens += 1 } }
 
     /// A handle closed; returns true when it was the last one.
     @discardableResult
     func releaseOpen(_ node: InodeNode) -> Bool {
-        lock.withLock {
+        lock.withLock { _ in
             node.opens -= 1
             let last = node.opens == 0
             dropIfUnused(node)
@@ -166,7 +168,7 @@ package final class InodeTable: @unchecked Sendable {
 
     /// A new file at its placement, visible at once; counts one lookup (for the create reply).
     func addCopyIn(_ copyIn: CopyIn) -> InodeNode {
-        lock.withLock {
+        lock.withLock { _ in
             let n = InodeNode(ino: nextIno, identifier: nil)
             nextIno += 1
             n.lookups = 1
@@ -178,12 +180,12 @@ package final class InodeTable: @unchecked Sendable {
     }
 
     func pendingChild(parent: UInt64, name: String) -> InodeNode? {
-        lock.withLock { pendingByParent[parent]?[name] }
+        lock.withLock { _ in pendingByParent[parent]?[name] }
     }
 
     /// Looks up a pending child and counts one kernel lookup on it.
     func rememberPendingChild(parent: UInt64, name: String) -> InodeNode? {
-        lock.withLock {
+        lock.withLock { _ in
             guard let n = pendingByParent[parent]?[name] else { return nil }
             n.lookups += 1
             return n
@@ -191,12 +193,12 @@ package final class InodeTable: @unchecked Sendable {
     }
 
     func pendingChildren(of parent: UInt64) -> [(name: String, node: InodeNode)] {
-        lock.withLock { (pendingByParent[parent] ?? [:]).map { ($0.key, $0.value) } }
+        lock.withLock { _ in (pendingByParent[parent] ?? [:]).map { ($0.key, $0.value) } }
     }
 
     /// rename of a file still being copied in: it will land under the new name.
     func movePending(_ node: InodeNode, toParent parent: UInt64, name: String) {
-        lock.withLock {
+        lock.withLock { _ in
             guard let p = node.copyIn?.placement else { return }
             unindex(p)
             node.copyIn!.placement = CopyIn.Placement(parent: parent, name: name)
@@ -208,7 +210,7 @@ package final class InodeTable: @unchecked Sendable {
     /// was at that moment (the attributes set until then are stored next).
     @discardableResult
     func bind(_ node: InodeNode, to identifier: ItemIdentifier) -> CopyIn? {
-        lock.withLock {
+        lock.withLock { _ in
             let copyIn = node.copyIn
             if let p = copyIn?.placement { unindex(p) }
             node.copyIn = nil
@@ -222,7 +224,7 @@ package final class InodeTable: @unchecked Sendable {
     /// The import was refused or the new file was unlinked: it leaves the tree. Open handles
     /// keep its staged bytes and attributes; a later flush or release imports nothing.
     func dropPending(_ node: InodeNode) {
-        lock.withLock {
+        lock.withLock { _ in
             guard let p = node.copyIn?.placement else { return }
             unindex(p)
             node.copyIn!.placement = nil
@@ -231,23 +233,23 @@ package final class InodeTable: @unchecked Sendable {
 
     /// The item was deleted or replaced: a later item with the same identifier gets a fresh node.
     func detach(_ identifier: ItemIdentifier) {
-        lock.withLock { byIdentifier[identifier] = nil }
+        lock.withLock { _ in byIdentifier[identifier] = nil }
     }
 
     /// The item was deleted or replaced: its inode, if the kernel holds one, lives on as an
     /// orphan (like an unlinked inode on a local filesystem) until it is forgotten.
     func orphan(_ item: Item) {
-        lock.withLock {
+        lock.withLock { _ in
             byIdentifier[item.identifier]?.orphaned = item
             byIdentifier[item.identifier] = nil
         }
     }
 
-    func orphanedItem(_ node: InodeNode) -> Item? { lock.withLock { node.orphaned } }
+    func orphanedItem(_ node: InodeNode) -> Item? { lock.withLock { _ in node.orphaned } }
 
     /// The provider swapped an identifier (temporary → permanent); the inode stays the same.
     func replaceIdentifier(_ old: ItemIdentifier, with new: ItemIdentifier) {
-        lock.withLock {
+        lock.withLock { _ in
             guard let n = byIdentifier[old] else { return }
             byIdentifier[old] = nil
             n.identifier = new
@@ -257,28 +259,28 @@ package final class InodeTable: @unchecked Sendable {
 }
 
 extension InodeTable {
-    func openCount(_ node: InodeNode) -> Int { lock.withLock { node.opens } }
+    func openCount(_ node: InodeNode) -> Int { lock.withLock { _ in node.opens } }
 }
 
 extension InodeTable {
-    func retainLookup(_ node: InodeNode) { lock.withLock { node.lookups += 1 } }
+    func retainLookup(_ node: InodeNode) { lock.withLock { _ in node.lookups += 1 } }
 
     /// The inode number the kernel knows an item by, or a stable stand-in for a plain readdir
     /// (which counts no lookup); never 0, which some tools take for a deleted entry.
     func knownIno(_ identifier: ItemIdentifier) -> UInt64 {
-        lock.withLock { byIdentifier[identifier]?.ino } ?? (UInt64(truncatingIfNeeded: identifier.hashValue) | (1 << 63))
+        lock.withLock { _ in byIdentifier[identifier]?.ino } ?? (UInt64(truncatingIfNeeded: identifier.hashValue) | (1 << 63))
     }
 }
 
 extension InodeTable {
     /// The node of an item the kernel knows, without counting a lookup.
-    func knownNode(_ identifier: ItemIdentifier) -> InodeNode? { lock.withLock { byIdentifier[identifier] } }
+    func knownNode(_ identifier: ItemIdentifier) -> InodeNode? { lock.withLock { _ in byIdentifier[identifier] } }
 }
 
 extension InodeTable {
     /// The node and its identifier in one look (getattr's path).
     @inline(__always)
     func nodeAndIdentifier(_ ino: UInt64) -> (InodeNode, ItemIdentifier?)? {
-        lock.withLock { byIno[ino].map { ($0, $0.identifier) } }
+        lock.withLock { _ in byIno[ino].map { ($0, $0.identifier) } }
     }
 }

@@ -1,3 +1,4 @@
+import Synchronization
 /// Keeps the number of inodes the kernel holds (and so the inode table's size) near a limit.
 ///
 /// The kernel keeps every name and inode it looked up until memory pressure makes it let go, and
@@ -10,7 +11,7 @@
 /// process's working folder) keeps its number.
 final class KernelEntryLimit: @unchecked Sendable {
     let limit: Int
-    private let lock = Lock()
+    private let lock = Mutex<Void>(())
     private var parents: [UInt64] = []
     private var names: [String] = []
     private var head = 0
@@ -20,7 +21,7 @@ final class KernelEntryLimit: @unchecked Sendable {
     /// A lookup made a new node for `name` in `parent`; the table now holds `count` nodes.
     /// Returns the names to invalidate (the oldest, down to 90% of the limit).
     func noteNew(parent: UInt64, name: String, count: Int) -> [(parent: UInt64, name: String)] {
-        lock.withLock {
+        lock.withLock { _ in
             parents.append(parent)
             names.append(name)
             var out: [(parent: UInt64, name: String)] = []

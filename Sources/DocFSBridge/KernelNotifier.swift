@@ -1,5 +1,6 @@
 import CFuse
 import Dispatch
+import Synchronization
 
 /// Tells the kernel to drop what it cached, for changes it did not see happen through a request
 /// of its own (a refused new version, names gathered into a trashed folder).
@@ -8,22 +9,22 @@ import Dispatch
 /// one on the directory the kernel holds locked for that request would deadlock.
 final class KernelNotifier: @unchecked Sendable {
     private let queue = DispatchQueue(label: "docfs.kernel-notify", qos: .utility)
-    private let lock = Lock()
+    private let lock = Mutex<Void>(())
     private var session: OpaquePointer?
 
     /// Set once the session exists, before requests are served.
-    func attach(_ session: OpaquePointer) { lock.withLock { self.session = session } }
+    func attach(_ session: OpaquePointer) { lock.withLock { _ in self.session = session } }
 
     /// Waits for queued notifications and stops sending (before the session is destroyed).
     func detach() {
         queue.sync {}
-        lock.withLock { session = nil }
+        lock.withLock { _ in session = nil }
     }
 
     /// The kernel forgets `name` under `parent` (its dentry, positive or negative).
     func invalidateEntry(parent: UInt64, name: String) {
         queue.async { [self] in
-            lock.withLock {
+            lock.withLock { _ in
                 guard let session else { return }
                 _ = fuse_lowlevel_notify_inval_entry(session, parent, name, name.utf8.count)
             }
@@ -34,7 +35,7 @@ final class KernelNotifier: @unchecked Sendable {
     /// has been answered (until then the kernel holds the folder locked, and this would wait
     /// for it forever).
     func invalidateEntryNow(parent: UInt64, name: String) {
-        lock.withLock {
+        lock.withLock { _ in
             guard let session else { return }
             _ = fuse_lowlevel_notify_inval_entry(session, parent, name, name.utf8.count)
         }
@@ -43,7 +44,7 @@ final class KernelNotifier: @unchecked Sendable {
     /// The kernel drops the cached attributes of `ino`, now: safe inside a request, because
     /// dropping attributes alone takes no lock the request may hold.
     func invalidateAttributesNow(ino: UInt64) {
-        lock.withLock {
+        lock.withLock { _ in
             guard let session else { return }
             _ = fuse_lowlevel_notify_inval_inode(session, ino, -1, 0)
         }
@@ -52,7 +53,7 @@ final class KernelNotifier: @unchecked Sendable {
     /// The kernel drops the cached pages and attributes of `ino`.
     func invalidateContents(ino: UInt64) {
         queue.async { [self] in
-            lock.withLock {
+            lock.withLock { _ in
                 guard let session else { return }
                 _ = fuse_lowlevel_notify_inval_inode(session, ino, 0, 0)
             }

@@ -33,7 +33,7 @@ final class RingTransport: @unchecked Sendable {
     private let serving = Atomic<Bool>(false)
     /// Requests handed to libfuse from the ring, for the log line at the end and tests.
     let served = Atomic<Int>(0)
-    private let lock = Lock()
+    private let lock = Mutex<Void>(())
     /// unique id → (queue, entry) of each request from the ring whose reply is pending.
     private var inFlight: [UInt64: (queue: RingQueue, entry: Int)] = [:]
     private var queues: [RingQueue] = []
@@ -52,7 +52,7 @@ final class RingTransport: @unchecked Sendable {
 
     /// The session and its /dev/fuse descriptor, once mounted (before INIT is read).
     func attach(session: OpaquePointer, fd: Int32) {
-        lock.withLock { self.session = session; fuseFD = fd }
+        lock.withLock { _ in self.session = session; fuseFD = fd }
     }
 
     /// The number of queues the kernel expects: one per possible CPU.
@@ -112,8 +112,8 @@ final class RingTransport: @unchecked Sendable {
 
     /// One queue per possible CPU, each with its io_uring and buffers, not yet registered.
     private func prepareQueues(payloadSize: Int) throws(SetupError) {
-        lock.lock()
-        defer { lock.unlock() }
+        lock._unsafeLock()
+        defer { lock._unsafeUnlock() }
         guard let session else { throw SetupError("no session") }
         guard queues.isEmpty else { return }
         var made: [RingQueue] = []
@@ -133,7 +133,7 @@ final class RingTransport: @unchecked Sendable {
     /// After the INIT reply that asked for the ring was written: the queues register, each on
     /// its thread.
     func start() {
-        let made = lock.withLock { queues }
+        let made = lock.withLock { _ in queues }
         guard !made.isEmpty else { return }
         serving.store(true, ordering: .releasing)
         log.info("io_uring: registering \(made.count) queues of \(entriesPerQueue) entries (payload \(payloadSize >> 10) KiB each)")
@@ -144,7 +144,7 @@ final class RingTransport: @unchecked Sendable {
 
     @inline(__always)
     func willServe(unique: UInt64, queue: RingQueue, entry: Int) {
-        lock.withLock { inFlight[unique] = (queue, entry) }
+        lock.withLock { _ in inFlight[unique] = (queue, entry) }
         served.add(1, ordering: .relaxed)
     }
 
@@ -162,12 +162,12 @@ final class RingTransport: @unchecked Sendable {
             flushCommitsOfThisThread()
             return nil
         }
-        guard let (queue, entry) = lock.withLock({ inFlight.removeValue(forKey: unique) }) else { return nil }
+        guard let (queue, entry) = lock.withLock({ _ in inFlight.removeValue(forKey: unique) }) else { return nil }
         return queue.complete(entry, iov, count: count)
     }
 
     private func flushCommitsOfThisThread() {
-        let all = lock.withLock { queues }
+        let all = lock.withLock { _ in queues }
         for q in all where q.isCurrentThread {
             q.flushCommits()
             return
@@ -194,7 +194,7 @@ final class RingTransport: @unchecked Sendable {
 
     /// After unmounting: ends the queue threads and frees their rings and buffers.
     func stop() {
-        let all = lock.withLock { () -> [RingQueue] in defer { queues = [] }; return queues }
+        let all = lock.withLock { _ -> [RingQueue] in defer { queues = [] }; return queues }
         guard !all.isEmpty else { return }
         for q in all { q.join() }
         serving.store(false, ordering: .releasing)

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import DocFSProvider
+import Synchronization
 
 /// Reads ahead the contents of a folder's small files when one of them is opened for reading.
 ///
@@ -16,7 +17,7 @@ final class SiblingPrefetch: @unchecked Sendable {
     /// A small file kept inside a larger one (`StoredSliceProvider`): its range there is read ahead.
     private let openSlice: (@Sendable (ItemIdentifier) -> StoredSlice?)?
     private let queue = DispatchQueue(label: "docfs.prefetch", qos: .utility)
-    private let lock = Lock()
+    private let lock = Mutex<Void>(())
     /// Folders prefetched lately, with when (CLOCK_MONOTONIC_COARSE, seconds).
     private var recent: [ItemIdentifier: Int] = [:]
     private let window = 30
@@ -48,7 +49,7 @@ final class SiblingPrefetch: @unchecked Sendable {
     func opened(_ item: Item, now: Int? = nil) -> Bool {
         let folder = item.parentIdentifier
         let now = now ?? Self.seconds()
-        let due: Bool = lock.withLock {
+        let due: Bool = lock.withLock { _ in
             if let last = recent[folder], now - last < window { return false }
             if recent.count >= 4096 { recent.removeAll(keepingCapacity: true) }
             recent[folder] = now

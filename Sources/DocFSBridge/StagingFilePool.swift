@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import DocFSProvider
+import Synchronization
 
 /// Empty staging files made ahead of need, so `create` does not wait for the store's filesystem
 /// to allocate an inode (~0.2 ms on ext4 here, most of a small file's copy-in).
@@ -19,7 +20,7 @@ import DocFSProvider
 ///   folder (`chattr +T`), so ext4 spreads the shards over block groups.
 final class StagingFilePool: @unchecked Sendable {
     private let directory: String
-    private let lock = Lock()
+    private let lock = Mutex<Void>(())
     private var ready: [(fd: Int32, path: String)] = []
     private var shards: [String] = []
     private var nextShard = 0
@@ -62,7 +63,7 @@ final class StagingFilePool: @unchecked Sendable {
 
     /// An empty staging file, open read-write, and its path.
     func take() throws(ProviderError) -> (fd: Int32, path: String) {
-        let (file, startRefill): ((fd: Int32, path: String)?, Bool) = lock.withLock {
+        let (file, startRefill): ((fd: Int32, path: String)?, Bool) = lock.withLock { _ in
             // Oldest first: it sits in a shard the refill left a while ago.
             let file = ready.isEmpty ? nil : ready.removeFirst()
             let start = !refilling && !closed && ready.count < target / 4
@@ -76,7 +77,7 @@ final class StagingFilePool: @unchecked Sendable {
     }
 
     private func makeFile() -> (fd: Int32, path: String)? {
-        let shard = lock.withLock { () -> String in
+        let shard = lock.withLock { _ -> String in
             defer { nextShard = (nextShard + 1) % shards.count }
             return shards[nextShard]
         }
@@ -87,28 +88,28 @@ final class StagingFilePool: @unchecked Sendable {
 
     private func refill() {
         while true {
-            let needed = lock.withLock { closed ? 0 : target - ready.count }
+            let needed = lock.withLock { _ in closed ? 0 : target - ready.count }
             guard needed > 0, let file = makeFile() else { break }
-            let keep = lock.withLock { () -> Bool in
+            let keep = lock.withLock { _ -> Bool in
                 guard !closed else { return false }
                 ready.append(file)
                 return true
             }
             if !keep { close(file.fd); unlink(file.path) }
         }
-        lock.withLock { refilling = false }
+        lock.withLock { _ in refilling = false }
     }
 
     /// Removes the files made ahead; later takes make their own.
     func drain() {
-        let files: [(fd: Int32, path: String)] = lock.withLock {
+        let files: [(fd: Int32, path: String)] = lock.withLock { _ in
             closed = true
             defer { ready.removeAll() }
             return ready
         }
         queue.sync {}
         for f in files { close(f.fd); unlink(f.path) }
-        for f in lock.withLock({ ready }) { close(f.fd); unlink(f.path) }
+        for f in lock.withLock({ _ in ready }) { close(f.fd); unlink(f.path) }
         // Only if empty: a file taken from them may still be in use.
         for shard in shards where shard != directory { rmdir(shard) }
         rmdir(directory)
@@ -117,7 +118,7 @@ final class StagingFilePool: @unchecked Sendable {
 
 /// Unique staging names within the process.
 enum StagingCounter {
-    private static let lock = Lock()
+    private static let lock = Mutex<Void>(())
     nonisolated(unsafe) private static var value: UInt64 = 0
-    static func next() -> UInt64 { lock.withLock { value += 1; return value } }
+    static func next() -> UInt64 { lock.withLock { _ in value += 1; return value } }
 }

@@ -18,7 +18,7 @@ final class WriteSession: @unchecked Sendable {
     /// A small new file's bytes and times, kept in the daemon's memory until it grows past its
     /// bound (`spill`); nil once it is (or always was) a staged file. Guarded by `memoryLock`.
     private var memory: InMemoryCopy?
-    private let memoryLock = NSLock()
+    private let memoryLock = Mutex<Void>(())
     /// Where a copy in memory gets its staged file when it spills.
     private let pool: StagingFilePool?
     /// Changed since the last commit (guarded by the node's sessionLock).
@@ -65,7 +65,7 @@ final class WriteSession: @unchecked Sendable {
     }
 
     /// The staged file for the kernel to write (a passthrough writer), or nil for bytes in memory.
-    var backingFD: Int32? { memoryLock.withLock { memory == nil && fd >= 0 ? fd : nil } }
+    var backingFD: Int32? { memoryLock.withLock { _ in memory == nil && fd >= 0 ? fd : nil } }
 
     /// A new staged file holding this one's bytes and modification time, for the provider to
     /// take while the kernel may still write this one.
@@ -171,7 +171,7 @@ final class WriteSession: @unchecked Sendable {
 
     /// The bytes while they are in memory (a copy); nil once the copy is a staged file.
     func memoryContents() -> [UInt8]? {
-        memoryLock.withLock { memory?.bytes }
+        memoryLock.withLock { _ in memory?.bytes }
     }
 
     /// Moves the bytes in memory to a staged file (with the modification time they had); nothing
@@ -194,15 +194,15 @@ final class WriteSession: @unchecked Sendable {
 
     /// A staged file for the provider to take by path (the bytes in memory spill first).
     func stagedPath() throws(ProviderError) -> String {
-        memoryLock.lock()
-        defer { memoryLock.unlock() }
+        memoryLock._unsafeLock()
+        defer { memoryLock._unsafeUnlock() }
         try spillLocked()
         return path
     }
 
     /// `fstat` of the staged file, or the same fields for bytes in memory.
     func status() -> stat? {
-        memoryLock.withLock { () -> stat? in
+        memoryLock.withLock { _ -> stat? in
             var st = stat()
             if let copy = memory {
                 st.st_mode = S_IFREG | 0o600
@@ -221,7 +221,7 @@ final class WriteSession: @unchecked Sendable {
 
     /// Reads up to `size` bytes at `offset` into `buffer`, as `pread`.
     func read(into buffer: UnsafeMutableRawPointer, _ size: Int, at offset: Int) -> Int {
-        let inMemory: Int? = memoryLock.withLock {
+        let inMemory: Int? = memoryLock.withLock { _ in
             guard let copy = memory else { return nil }
             guard offset < copy.bytes.count else { return 0 }
             let n = min(size, copy.bytes.count - offset)
@@ -235,7 +235,7 @@ final class WriteSession: @unchecked Sendable {
     /// Puts a write request's bytes at `offset` (see the static `put`): into memory while the
     /// copy stays within its bounds, else into the staged file (spilling the memory first).
     func put(_ source: UnsafeMutablePointer<fuse_bufvec>, at offset: Int) -> (written: Int, errno: Int32) {
-        memoryLock.lock()
+        memoryLock._unsafeLock()
         if var copy = memory {
             memory = nil  // not shared while it changes (no copy of the bytes)
             let size = fuse_buf_size(source)
@@ -259,22 +259,22 @@ final class WriteSession: @unchecked Sendable {
                 copy.modified = now
                 copy.changed = now
                 memory = copy
-                memoryLock.unlock()
+                memoryLock._unsafeUnlock()
                 return (done, done < size ? EIO : 0)
             }
             memory = copy
             do throws(ProviderError) { try spillLocked() } catch {
-                memoryLock.unlock()
+                memoryLock._unsafeUnlock()
                 return (0, error.errno == 0 ? EIO : error.errno)
             }
         }
-        memoryLock.unlock()
+        memoryLock._unsafeUnlock()
         return Self.put(source, into: fd, at: offset)
     }
 
     /// ftruncate; 0 or the errno.
     func truncate(to size: Int64) -> Int32 {
-        memoryLock.withLock { () -> Int32 in
+        memoryLock.withLock { _ -> Int32 in
             if var copy = memory {
                 memory = nil  // not shared while it changes
                 let previous = copy.bytes.count
@@ -295,7 +295,7 @@ final class WriteSession: @unchecked Sendable {
 
     /// Sets the modification time (futimens; the change time moves to now).
     func setModificationTime(_ time: FileTime) {
-        memoryLock.withLock {
+        memoryLock.withLock { _ in
             if var copy = memory {
                 copy.modified = time
                 copy.changed = FileTime.now()
@@ -310,7 +310,7 @@ final class WriteSession: @unchecked Sendable {
     /// fsync of the staged file (bytes in memory have nothing to sync: the provider's
     /// `synchronize` makes the import durable).
     func sync() {
-        let fd = memoryLock.withLock { memory == nil ? self.fd : -1 }
+        let fd = memoryLock.withLock { _ in memory == nil ? self.fd : -1 }
         if fd >= 0 { Glibc.fsync(fd) }
     }
 

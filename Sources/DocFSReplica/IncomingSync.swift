@@ -169,12 +169,12 @@ actor IncomingSync {
         // A folder this replica deleted and the server kept (another replica put something in it
         // meanwhile) comes back here with what is in it: those children's changes were passed
         // over while their folder was gone here, and the change log will not name them again.
-        var folders = try await database.items(wanted).filter { $0.kind == .directory && !$0.deleted }.map(\.id)
+        var folders = try await database.items(wanted).filter { $0.kind == .folder && !$0.deleted }.map(\.id)
         var subtree: [Int64] = []
         while let folder = folders.popLast(), subtree.count < 100_000 {
             for child in try await database.children(of: folder) {
                 subtree.append(child.id)
-                if child.kind == .directory { folders.append(child.id) }
+                if child.kind == .folder { folders.append(child.id) }
             }
         }
         if !subtree.isEmpty { _ = try await apply(subtree) }
@@ -212,7 +212,7 @@ actor IncomingSync {
                 guard !batch.isEmpty else { continue }
                 for item in try await database.items(batch) {
                     guard let mine = local[item.id] else { continue }
-                    if mine.kind != item.kind.itemKind || mine.createdNs != item.createdNs { lost.insert(item.id) }
+                    if mine.kind != item.kind || mine.createdNs != item.createdNs { lost.insert(item.id) }
                 }
             }
             if !lost.isEmpty {
@@ -309,7 +309,7 @@ actor IncomingSync {
     /// The server's item as the store takes it (the root is row 1); nil for the root itself.
     func incoming(_ item: RemoteItem) -> LocalStore.IncomingItem? {
         guard let parent = item.parentID else { return nil }
-        let kind = item.kind.itemKind
+        let kind = item.kind
         return LocalStore.IncomingItem(
             row: item.id, parentRow: parent == rootID ? LocalStore.rootRow : parent, name: item.name, kind: kind,
             uid: item.uid, gid: item.gid, mode: UInt16(item.mode & 0o7777), createdNs: item.createdNs, modifiedNs: item.modifiedNs,
@@ -374,16 +374,5 @@ enum ServerTags {
         guard !tags.isEmpty else { return nil }
         if tags.count == 1, tags[0].hasPrefix("base64:"), let raw = Data(base64Encoded: String(tags[0].dropFirst(7))) { return raw }
         return Data(tags.joined(separator: ",").utf8)
-    }
-}
-
-extension RemoteItemKind {
-    /// The server's word ("directory", as its column stores it) in the provider's vocabulary.
-    var itemKind: ItemKind {
-        switch self {
-        case .file: return .file
-        case .directory: return .folder
-        case .symlink: return .symlink
-        }
     }
 }

@@ -26,7 +26,7 @@ package enum RemoteSetup {
             _ = try await s3.listObjects(bucket: configuration.bucket, maxKeys: 1)
             try await then()
         } catch let error as S3Error {
-            throw ReplicaConfiguration.Problem(SyncFailure(error, bucket: configuration.bucket).message)
+            throw ReplicaConfiguration.Problem(ServerExchangeError(error, bucket: configuration.bucket).message)
         }
     }
 

@@ -87,13 +87,13 @@ package enum ReplicaBootstrap {
             for item in try await database.children(of: serverID) {
                 if let named = item.linkOf {
                     names.append(LocalStore.IncomingItem(
-                        row: item.id, parentRow: row, name: item.name, kind: item.kind.itemKind, uid: item.uid, gid: item.gid,
+                        row: item.id, parentRow: row, name: item.name, kind: item.kind, uid: item.uid, gid: item.gid,
                         mode: UInt16(item.mode & 0o7777), createdNs: item.createdNs, modifiedNs: item.modifiedNs, tagData: nil,
                         favoriteRank: nil, symlinkTarget: item.symlinkTarget, size: 0, contentVersion: item.contentVersion,
                         contentKey: nil, trashed: false, deleted: false, linkOf: named))
                     continue
                 }
-                let kind = item.kind.itemKind
+                let kind = item.kind
                 if item.kind == .file { summary.bytes += item.size }
                 try store.addServerItem(LocalStore.ServerItem(
                     row: item.id, parentRow: row, name: item.name, kind: kind, createdNs: item.createdNs,
@@ -101,11 +101,12 @@ package enum ReplicaBootstrap {
                     symlinkTarget: item.symlinkTarget, contentKey: item.contentKey, size: item.size,
                     contentVersion: item.contentVersion))
                 switch item.kind {
-                case .directory:
+                case .folder:
                     summary.folders += 1
                     folders.append((item.id, item.id))
                 case .file: summary.files += 1
                 case .symlink: summary.links += 1
+                case .fifo, .socket, .characterDevice, .blockDevice: break  // never on a server (`RemoteItem.kind`)
                 }
                 progress?(summary)
             }
@@ -127,7 +128,7 @@ package enum ReplicaBootstrap {
                 path = path.isEmpty ? component : path + "/" + component
                 if made[path] != nil { continue }
                 let applied = try await database.createItem(
-                    operationID: UUID(), parentID: parent, name: component, kind: .directory,
+                    operationID: UUID(), parentID: parent, name: component, kind: .folder,
                     attributes: RemoteItemAttributes(uid: getuid(), gid: getgid(), mode: 0o755, createdNs: now, modifiedNs: now,
                                                      types: [ContentType.folder.identifier] + ContentTypeRegistry.standard.supertypes(of: .folder).map(\.identifier)))
                 made[path] = applied.itemID

@@ -46,7 +46,7 @@ enum ServerRowChecks {
         if let problem = name(item.name) { return problem }
         if let named = item.linkOf {
             if !identifier(named) || named == item.id { return "a further name of item \(named), out of range" }
-            if item.kind == .directory || item.parentID == nil { return "a further name of a folder or of the root" }
+            if item.kind == .folder || item.parentID == nil { return "a further name of a folder or of the root" }
         }
         if item.size < 0 || item.size > largestSize { return "the size \(item.size) is out of range" }
         if item.contentVersion < 0 || item.metadataVersion < 0 { return "a version below 0" }
@@ -57,8 +57,8 @@ enum ServerRowChecks {
             if target.utf8.contains(0) { return "a link target with a NUL" }
         case .file:
             if let key = item.contentKey, let problem = contentKey(key, prefix: prefix) { return problem }
-        case .directory:
-            break
+        case .folder, .fifo, .socket, .characterDevice, .blockDevice:
+            break  // the server keeps only files, folders and links (`RemoteItem.kind`)
         }
         return nil
     }

@@ -124,9 +124,9 @@ extension SyncEngine {
             progress.completions.append(LocalStore.OutboxCompletion(entry: entry, permanentRow: outcome.permanent,
                                                                    contentKey: outcome.keptContentKey))
         case .failure(let error):
-            let sorted = SyncFailure(error, bucket: configuration.bucket)
+            let sorted = ServerExchangeError(error, bucket: configuration.bucket)
             if sorted.setsAside {
-                setItemAside(entry, sorted.message, waitsOn: (error as? SyncFailure.WaitsFor)?.row)
+                setItemAside(entry, sorted.message, waitsOn: (error as? ServerExchangeError.WaitsFor)?.row)
                 return
             }
             guard sorted.isItemLevel else {
@@ -190,9 +190,9 @@ extension SyncEngine {
         if let create = progress.created[current] { return .createdBy(create) }
         guard current > LocalStore.trashRow, current < LocalStore.temporaryRowBase else {
             if let held = setAside[row] ?? setAside[current] {
-                throw SyncFailure.WaitsFor(row: row, "its folder is set aside (\(held.reason))")
+                throw ServerExchangeError.WaitsFor(row: row, "its folder is set aside (\(held.reason))")
             }
-            throw SyncFailure.Refused(row == entry.row ? "it was never created on the server"
+            throw ServerExchangeError.Refused(row == entry.row ? "it was never created on the server"
                                                         : "its folder was never created on the server")
         }
         return .item(current)
@@ -208,7 +208,7 @@ extension SyncEngine {
         switch entry.kind {
         case .create:
             guard let parent = entry.parent, let name = entry.name, let kind = details.kind else {
-                throw SyncFailure.Refused("the outbox entry is incomplete")
+                throw ServerExchangeError.Refused("the outbox entry is incomplete")
             }
             // Deleted before its upload: nothing to create (its delete is skipped likewise).
             if details.kind == .file, content == nil { return nil }
@@ -216,7 +216,7 @@ extension SyncEngine {
                                                   createdNs: details.createdNs ?? 0, modifiedNs: details.modifiedNs ?? 0,
                                                   tags: ServerTags.array(details.tagData), symlinkTarget: details.symlinkTarget,
                                                   types: typeChain(entry.row))
-            return RemoteOperation(id: entry.id, .create(parent: try target(parent), name: name, kind: Self.remoteKind(kind),
+            return RemoteOperation(id: entry.id, .create(parent: try target(parent), name: name, kind: kind,
                                                          attributes: attributes, content: content))
         case .content:
             guard let content else {
@@ -230,7 +230,7 @@ extension SyncEngine {
             return RemoteOperation(id: entry.id, .content(item: try target(entry.row), expectedVersion: base, content: content,
                                                           modifiedNs: details.modifiedNs ?? 0))
         case .move:
-            guard let parent = entry.parent, let name = entry.name else { throw SyncFailure.Refused("the outbox entry is incomplete") }
+            guard let parent = entry.parent, let name = entry.name else { throw ServerExchangeError.Refused("the outbox entry is incomplete") }
             // Where the replica saw the item: a folder not on the server yet is not checked.
             var expectedParent: Int64?
             if let from = details.fromParent, case .item(let id)? = try? target(from) { expectedParent = id }
@@ -241,7 +241,7 @@ extension SyncEngine {
         case .trash:
             return RemoteOperation(id: entry.id, .trash(item: try target(entry.row)))
         case .untrash:
-            guard let parent = entry.parent, let name = entry.name else { throw SyncFailure.Refused("the outbox entry is incomplete") }
+            guard let parent = entry.parent, let name = entry.name else { throw ServerExchangeError.Refused("the outbox entry is incomplete") }
             return RemoteOperation(id: entry.id, .untrash(item: try target(entry.row), toParent: try target(parent), name: name,
                                                           types: typeChain(entry.row)))
         case .delete:
@@ -260,7 +260,7 @@ extension SyncEngine {
             return RemoteOperation(id: entry.id, .attributes(item: try target(entry.row), changes: changes))
         case .link:
             guard let parent = entry.parent, let name = entry.name, let named = details.linkOf else {
-                throw SyncFailure.Refused("the outbox entry is incomplete")
+                throw ServerExchangeError.Refused("the outbox entry is incomplete")
             }
             // The file went before its create reached the server: nothing to name there.
             let file = progress.assigned[named] ?? store.currentRow(named)
@@ -272,7 +272,7 @@ extension SyncEngine {
             if current >= LocalStore.temporaryRowBase, progress.created[current] == nil { return nil }
             return RemoteOperation(id: entry.id, .unlink(name: try target(entry.row)))
         case .moveName:
-            guard let parent = entry.parent, let name = entry.name else { throw SyncFailure.Refused("the outbox entry is incomplete") }
+            guard let parent = entry.parent, let name = entry.name else { throw ServerExchangeError.Refused("the outbox entry is incomplete") }
             let current = progress.assigned[entry.row] ?? store.currentRow(entry.row)
             if current >= LocalStore.temporaryRowBase, progress.created[current] == nil { return nil }
             var expectedParent: Int64?

@@ -16,7 +16,7 @@ extension SyncEngine {
         }
     }
 
-    func report(_ failure: SyncFailure) {
+    func report(_ failure: ServerExchangeError) {
         let changed = progress.withLock { p -> Bool in
             let changed = p.lastError != failure.message
             p.lastError = failure.message

@@ -186,10 +186,10 @@ package final class SyncEngine: Sendable {
             } catch is CancellationError {
                 break
             } catch {
-                var failure = SyncFailure(error, bucket: configuration.bucket)
+                var failure = ServerExchangeError(error, bucket: configuration.bucket)
                 // No answer: a login the server now refuses says so (a removed replica stalls with that line).
                 if case RemoteError.unreachable = error, let refusal = await database.loginRefusal() {
-                    failure = SyncFailure(refusal, bucket: configuration.bucket)
+                    failure = ServerExchangeError(refusal, bucket: configuration.bucket)
                 }
                 report(failure)
                 // Back after the server was away (a restart, a restore): checked again before
@@ -363,7 +363,7 @@ package final class SyncEngine: Sendable {
         // What this chunk sent so far is committed: the item is read as the server has it now,
         // and the copy made here exists on the server (its own call) before it exists here.
         guard let server = try await database.item(itemID), let parentID = server.parentID else {
-            throw SyncFailure.Refused("the item is gone from the server")
+            throw ServerExchangeError.Refused("the item is gone from the server")
         }
         let row = store.currentRow(entry.row)
         let name = ConflictNames.copy(of: server.name, host: ConflictNames.hostName, date: Date())
@@ -417,12 +417,4 @@ package final class SyncEngine: Sendable {
     /// Content versions of a row this replica made and never sent (the file was gone before its
     /// upload), counted until the row's delete is sent. Only the engine's loop touches it.
     nonisolated(unsafe) var unsentVersions: [Int64: Int] = [:]
-
-    static func remoteKind(_ kind: OutboxDetails.ItemKind) -> RemoteItemKind {
-        switch kind {
-        case .file: return .file
-        case .directory: return .directory
-        case .symlink: return .symlink
-        }
-    }
 }

@@ -13,7 +13,7 @@ extension LocalStore {
     /// Runs an action under the writer lock. When it ends, the working set in memory is brought
     /// back under its limit (`TreeState.trim`): no action is between its reads and its update then.
     func write<T>(_ body: (DatabaseQueue) throws(ProviderError) -> T) throws(ProviderError) -> T {
-        writer.lock()
+        writer._unsafeLock()
         defer { trimAndUnlockWriter() }
         guard let database else { throw ProviderError(.ioError, "store \(url.path) is closed") }
         return try body(database)

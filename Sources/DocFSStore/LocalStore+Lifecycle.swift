@@ -387,8 +387,8 @@ extension LocalStore {
 
     /// Releases the lock and closes the database. Later actions fail; reads answer from memory.
     package func close() {
-        writer.lock()
-        defer { writer.unlock() }
+        writer._unsafeLock()
+        defer { writer._unsafeUnlock() }
         reaper.drain()
         state.withLock { $0.reader?.close() }
         if let database {
@@ -416,8 +416,8 @@ extension LocalStore {
     /// For tests: drops the database and the lock the way a killed process would, without
     /// checkpointing or recording a clean shutdown.
     func abandonForTesting() {
-        writer.lock()
-        defer { writer.unlock() }
+        writer._unsafeLock()
+        defer { writer._unsafeUnlock() }
         state.withLock { $0.reader?.close() }
         try? database?.close()
         database = nil

@@ -85,7 +85,8 @@ package final class LocalStore: Provider, @unchecked Sendable {
     // LocalStore+Lifecycle (`close`); actions reach them through `write`.
 
     /// Serialises actions (check, file moves, commit, memory update). Guards `database` and `lockFD`.
-    let writer = NSLock()
+    /// Held from `write` to `trimAndUnlockWriter`, so taken with `_unsafeLock`/`_unsafeUnlock`.
+    let writer = Mutex<Void>(())
     /// nil once closed.
     var database: DatabaseQueue?
     /// Row changes not yet in SQLite; guarded by `writer`.
@@ -248,7 +249,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// Brings the working set back under its limit, unless an action is running (it may hold
     /// records it read and has not updated yet; it trims itself when it ends).
     func trimCache() {
-        guard writer.try() else { return }
+        guard writer._unsafeTryLock() else { return }
         trimAndUnlockWriter()
     }
 
@@ -260,7 +261,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
             tree.trim()
             return true
         }
-        writer.unlock()
+        writer._unsafeUnlock()
         if trimmed { Self.releaseFreedMemory() }
     }
 

@@ -3,6 +3,7 @@ import Logging
 import DocFS
 import DocFSStore
 import DocFSReplica
+import Synchronization
 
 /// A store mounted on a path — with its sync engine when the store is a replica of a server
 /// (`docfs init --remote`): what `docfs mount STORE MOUNTPOINT` runs, for a library user too.
@@ -39,7 +40,7 @@ public final class StoreMount: @unchecked Sendable {
     }
 
     /// Why a store could not be mounted; `description` is one line for a person.
-    public enum Failure: Error, CustomStringConvertible {
+    public enum MountError: Error, CustomStringConvertible {
         case cannotOpenStore(path: String, reason: String)
         case replicaConfiguration(path: String, server: String, reason: String)
         case cacheSizeWithoutRemote(path: String)
@@ -64,13 +65,13 @@ public final class StoreMount: @unchecked Sendable {
     let store: LocalStore
     let engine: SyncEngine?
     private let logger: Logger
-    private let finished = NSLock()
+    private let finished = Mutex<Void>(())
     private var closed = false
 
     /// Opens the store at `path` and mounts it at `mountpoint` (an existing, empty directory);
     /// live when this returns. A replica's sync starts with `serve` or `start`.
     public init(storeAt path: String, at mountpoint: String, options: Options = Options(),
-                logger: Logger = Logger(label: "docfs")) throws(Failure) {
+                logger: Logger = Logger(label: "docfs")) throws(MountError) {
         self.mountpoint = mountpoint
         self.logger = logger
         let store: LocalStore
@@ -126,8 +127,8 @@ public final class StoreMount: @unchecked Sendable {
 
     /// Changes not on the server yet (0 for a store of its own); once stopped, what was left.
     public var pendingChanges: Int {
-        finished.lock()
-        defer { finished.unlock() }
+        finished._unsafeLock()
+        defer { finished._unsafeUnlock() }
         return closed ? left : (engine == nil ? 0 : store.outboxCounts.pending)
     }
     private var left = 0
@@ -153,8 +154,8 @@ public final class StoreMount: @unchecked Sendable {
     }
 
     private func finish() {
-        finished.lock()
-        defer { finished.unlock() }
+        finished._unsafeLock()
+        defer { finished._unsafeUnlock() }
         guard !closed else { return }
         closed = true
         if let engine {

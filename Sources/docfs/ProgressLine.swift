@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// One line of progress on standard error, redrawn in place at most ten times a second, as
 /// `docfs import` shows its own (ImportProgress): only when standard error is a terminal, so a
@@ -7,7 +8,7 @@ import Glibc
 final class ProgressLine: @unchecked Sendable {
     let enabled: Bool
     private let start = Date()
-    private let lock = NSLock()
+    private let lock = Mutex<Void>(())
     private var lastDraw = Date.distantPast
     private var shown = false
 
@@ -16,7 +17,7 @@ final class ProgressLine: @unchecked Sendable {
     /// Draws `text` (with the seconds since the start) unless one was drawn under 0.1 s ago.
     func update(_ text: @autoclosure () -> String, force: Bool = false) {
         guard enabled else { return }
-        lock.withLock {
+        lock.withLock { _ in
             let now = Date()
             guard force || now.timeIntervalSince(lastDraw) >= 0.1 else { return }
             lastDraw = now
@@ -35,7 +36,7 @@ final class ProgressLine: @unchecked Sendable {
     /// Erases the line, before the command's own output.
     func clear() {
         guard enabled else { return }
-        lock.withLock {
+        lock.withLock { _ in
             guard shown else { return }
             FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
             shown = false

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// `docfs status` without a mountpoint: every docfs mount of the machine from the mount table,
 /// with what each daemon reports of its sync (`user.docfs.status`, replicas only).
@@ -49,10 +50,10 @@ enum StatusList {
 
     /// The status text a thread read, handed back under a lock.
     final class Answer: @unchecked Sendable {
-        private let lock = NSLock()
+        private let lock = Mutex<Void>(())
         private var text: String?
-        func set(_ value: String?) { lock.withLock { text = value } }
-        func get() -> String? { lock.withLock { text } }
+        func set(_ value: String?) { lock.withLock { _ in text = value } }
+        func get() -> String? { lock.withLock { _ in text } }
     }
 
     static func run(json: Bool) {

@@ -101,7 +101,7 @@ final class RemoteDatabaseTests: XCTestCase {
             let ids = try await withThrowingTaskGroup(of: Int64.self) { group in
                 for _ in 0..<6 {
                     group.addTask {
-                        try await db.createItem(operationID: op2, parentID: root, name: "Folder", kind: .directory,
+                        try await db.createItem(operationID: op2, parentID: root, name: "Folder", kind: .folder,
                                                 attributes: folderAttributes).itemID
                     }
                 }
@@ -208,9 +208,9 @@ final class RemoteDatabaseTests: XCTestCase {
     func testRenameMoveTrashDeleteAndAttributes() async throws {
         try await withDatabase { db, _ in
             let root = try await db.rootID()
-            let a = try await db.createItem(operationID: UUID(), parentID: root, name: "A", kind: .directory,
+            let a = try await db.createItem(operationID: UUID(), parentID: root, name: "A", kind: .folder,
                                             attributes: attributes(mode: 0o755)).itemID
-            let b = try await db.createItem(operationID: UUID(), parentID: a, name: "B", kind: .directory,
+            let b = try await db.createItem(operationID: UUID(), parentID: a, name: "B", kind: .folder,
                                             attributes: attributes(mode: 0o755)).itemID
             let f = try await db.createItem(operationID: UUID(), parentID: b, name: "f", kind: .file,
                                             attributes: attributes()).itemID
@@ -279,7 +279,7 @@ final class RemoteDatabaseTests: XCTestCase {
         try await withDatabase { db, _ in
             let root = try await db.rootID()
             var expected: [(RemoteChange.Kind, Int64)] = []
-            let d = try await db.createItem(operationID: UUID(), parentID: root, name: "d", kind: .directory, attributes: attributes())
+            let d = try await db.createItem(operationID: UUID(), parentID: root, name: "d", kind: .folder, attributes: attributes())
             expected.append((.create, d.itemID))
             let f = try await db.createItem(operationID: UUID(), parentID: d.itemID, name: "f", kind: .file, attributes: attributes())
             expected.append((.create, f.itemID))
@@ -491,11 +491,11 @@ extension RemoteDatabaseTests {
             let root = try await db.rootID()
             let other = RemoteDatabase(url: url)
             defer { Task { await other.shutdown() } }
-            let taken = try await db.createItem(operationID: UUID(), parentID: root, name: "taken", kind: .directory,
+            let taken = try await db.createItem(operationID: UUID(), parentID: root, name: "taken", kind: .folder,
                                                 attributes: attributes(mode: 0o755))
             let folder = UUID()
             let answers = try await db.apply([
-                RemoteOperation(id: folder, .create(parent: .item(root), name: "new", kind: .directory,
+                RemoteOperation(id: folder, .create(parent: .item(root), name: "new", kind: .folder,
                                                     attributes: attributes(mode: 0o755), content: nil)),
                 RemoteOperation(id: UUID(), .create(parent: .createdBy(folder), name: "a.txt", kind: .file,
                                                     attributes: attributes(), content: nil)),

@@ -23,7 +23,7 @@ final class ServerCapabilityTests: XCTestCase {
     }
 
     func folder(_ db: RemoteDatabase, _ parent: Int64, _ name: String) async throws -> Int64 {
-        try await db.createItem(operationID: UUID(), parentID: parent, name: name, kind: .directory, attributes: attributes).itemID
+        try await db.createItem(operationID: UUID(), parentID: parent, name: name, kind: .folder, attributes: attributes).itemID
     }
 
     /// Asserts the change is refused by the server's layout with a message containing `words`.
@@ -149,9 +149,9 @@ final class ServerCapabilityTests: XCTestCase {
                                                      {"path":"Odd","allowedContentTypes":["image/x-nobody-resolved"]}]}
                 """#)
             let root = try await db.rootID()
-            let pictures = try await db.createItem(operationID: UUID(), parentID: root, name: "Pictures", kind: .directory,
+            let pictures = try await db.createItem(operationID: UUID(), parentID: root, name: "Pictures", kind: .folder,
                                                    attributes: attributes).itemID
-            let odd = try await db.createItem(operationID: UUID(), parentID: root, name: "Odd", kind: .directory,
+            let odd = try await db.createItem(operationID: UUID(), parentID: root, name: "Odd", kind: .folder,
                                               attributes: attributes).itemID
             let text = ["public.plain-text", "public.text", "public.data"]
             // Before a replica resolved the word, the server leaves it to the replicas.

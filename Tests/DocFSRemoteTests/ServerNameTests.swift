@@ -16,8 +16,8 @@ final class ServerNameTests: XCTestCase {
     func testNamesAreMadeMovedAndRemovedAndADeletePassesTheItemItsOtherName() async throws {
         try await RemoteDatabaseTests.withDatabase { db, url in
             let root = try await db.rootID()
-            let docs = try await db.createItem(operationID: UUID(), parentID: root, name: "docs", kind: .directory, attributes: attributes).itemID
-            _ = try await db.createItem(operationID: UUID(), parentID: docs, name: "b", kind: .directory, attributes: attributes)
+            let docs = try await db.createItem(operationID: UUID(), parentID: root, name: "docs", kind: .folder, attributes: attributes).itemID
+            _ = try await db.createItem(operationID: UUID(), parentID: docs, name: "b", kind: .folder, attributes: attributes)
             let file = try await db.createItem(operationID: UUID(), parentID: root, name: "a", kind: .file, attributes: attributes,
                                                content: try await db.recordedContent("a", size: 1)).itemID
 

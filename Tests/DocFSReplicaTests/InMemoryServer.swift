@@ -51,7 +51,7 @@ final class InMemoryServer: ReplicaServer {
 
     init() {
         state.withLock { s in
-            s.items[Self.rootID] = RemoteItem(id: Self.rootID, parentID: nil, name: "", kind: .directory, size: 0, createdNs: 0,
+            s.items[Self.rootID] = RemoteItem(id: Self.rootID, parentID: nil, name: "", kind: .folder, size: 0, createdNs: 0,
                                               modifiedNs: 0, changedNs: 0, accessedNs: 0, uid: 0, gid: 0, mode: 0o755, tags: [],
                                               favoriteRank: nil, symlinkTarget: nil, contentKey: nil, contentVersion: 1,
                                               metadataVersion: 1, trashedNs: nil, deleted: false)
@@ -93,9 +93,9 @@ final class InMemoryServer: ReplicaServer {
             var out: [String: RemoteItem] = [:]
             func walk(_ id: Int64, _ prefix: String) {
                 for item in s.items.values where item.parentID == id && !item.deleted && item.trashedNs == nil {
-                    let path = prefix + item.name + (item.kind == .directory ? "/" : "")
+                    let path = prefix + item.name + (item.kind == .folder ? "/" : "")
                     out[path] = item
-                    if item.kind == .directory { walk(item.id, path) }
+                    if item.kind == .folder { walk(item.id, path) }
                 }
             }
             walk(Self.rootID, "")
@@ -375,10 +375,10 @@ final class InMemoryServer: ReplicaServer {
     }
 
     /// A file row by hand: `name` under `parent`, contents at `key` (nil: none) of `size` bytes.
-    static func fileRow(id: Int64, name: String, parent: Int64 = rootID, kind: RemoteItemKind = .file, size: Int64 = 0,
+    static func fileRow(id: Int64, name: String, parent: Int64 = rootID, kind: ItemKind = .file, size: Int64 = 0,
                         key: String? = nil, target: String? = nil, contentVersion: Int64 = 1) -> RemoteItem {
         RemoteItem(id: id, parentID: parent, name: name, kind: kind, size: size, createdNs: 1, modifiedNs: 1, changedNs: 1,
-                   accessedNs: 1, uid: 0, gid: 0, mode: kind == .directory ? 0o755 : 0o644, tags: [], favoriteRank: nil,
+                   accessedNs: 1, uid: 0, gid: 0, mode: kind == .folder ? 0o755 : 0o644, tags: [], favoriteRank: nil,
                    symlinkTarget: target, contentKey: key, contentVersion: contentVersion, metadataVersion: 1,
                    trashedNs: nil, deleted: false)
     }
@@ -408,7 +408,7 @@ final class InMemoryServer: ReplicaServer {
     }
 
     private static func folder(_ s: State, _ id: Int64) throws {
-        guard let item = s.items[id], !item.deleted, item.trashedNs == nil, item.kind == .directory else {
+        guard let item = s.items[id], !item.deleted, item.trashedNs == nil, item.kind == .folder else {
             throw RemoteError.invalid("item \(id) is not a live folder")
         }
     }
@@ -427,7 +427,7 @@ final class InMemoryServer: ReplicaServer {
         if let part = s.invalidNamesContaining, name.contains(part) { throw RemoteError.invalid("\"\(name)\" is not a valid item name") }
     }
 
-    private func create(operationID: UUID, parentID: Int64, name: String, kind: RemoteItemKind,
+    private func create(operationID: UUID, parentID: Int64, name: String, kind: ItemKind,
                         attributes: RemoteItemAttributes, content: RemoteContent?) async throws -> AppliedChange {
         try apply("createItem", operationID, .create) { s, position in
             try checkRejected(s, name)
@@ -435,7 +435,7 @@ final class InMemoryServer: ReplicaServer {
             let id = s.nextID
             s.nextID += 1
             if let content, let hash = content.sha256 { s.hashes[content.key] = hash }
-            let free = Self.freeName(s, name, isFolder: kind == .directory, parent: parentID, except: nil)
+            let free = Self.freeName(s, name, isFolder: kind == .folder, parent: parentID, except: nil)
             s.items[id] = RemoteItem(id: id, parentID: parentID, name: free, kind: kind, size: content?.size ?? 0,
                                      createdNs: attributes.createdNs, modifiedNs: attributes.modifiedNs, changedNs: position,
                                      accessedNs: attributes.modifiedNs, uid: attributes.uid, gid: attributes.gid, mode: attributes.mode,
@@ -480,7 +480,7 @@ final class InMemoryServer: ReplicaServer {
                 if id == itemID { throw RemoteError.invalid("item \(itemID) cannot move into itself or its own subfolder") }
                 up = s.items[id]?.parentID
             }
-            item.name = Self.freeName(s, name, isFolder: item.kind == .directory, parent: toParentID, except: itemID)
+            item.name = Self.freeName(s, name, isFolder: item.kind == .folder, parent: toParentID, except: itemID)
             item.parentID = toParentID
             item.metadataVersion += 1
             item.changedNs = position
@@ -495,7 +495,7 @@ final class InMemoryServer: ReplicaServer {
             if let expectedContentVersion, item.kind == .file, item.contentVersion != expectedContentVersion {
                 throw RemoteError.versionConflict(itemID: itemID, expected: expectedContentVersion, current: item.contentVersion)
             }
-            if item.kind == .directory, s.items.values.contains(where: { $0.parentID == itemID && !$0.deleted }) {
+            if item.kind == .folder, s.items.values.contains(where: { $0.parentID == itemID && !$0.deleted }) {
                 throw RemoteError.notEmpty(itemID: itemID)
             }
             item.deleted = true
@@ -521,7 +521,7 @@ final class InMemoryServer: ReplicaServer {
             var item = try Self.live(s, itemID)
             guard item.trashedNs != nil else { throw RemoteError.invalid("item \(itemID) is not in the trash") }
             try Self.folder(s, toParentID)
-            item.name = Self.freeName(s, name, isFolder: item.kind == .directory, parent: toParentID, except: itemID)
+            item.name = Self.freeName(s, name, isFolder: item.kind == .folder, parent: toParentID, except: itemID)
             item.parentID = toParentID
             item.trashedNs = nil
             item.metadataVersion += 1

@@ -62,7 +62,7 @@ final class ServerRowCheckTests: ReplicaTestCase {
             InMemoryServer.fileRow(id: 2, name: "trash-row.txt"),
             InMemoryServer.fileRow(id: LocalStore.temporaryRowBase, name: "temporary-row.txt"),
             InMemoryServer.fileRow(id: 110, name: "parent-is-trash.txt", parent: 2),
-            InMemoryServer.fileRow(id: 111, name: "own-parent", parent: 111, kind: .directory),
+            InMemoryServer.fileRow(id: 111, name: "own-parent", parent: 111, kind: .folder),
             InMemoryServer.fileRow(id: 112, name: "negative.txt", size: -1, key: "tree/objects/x"),
             InMemoryServer.fileRow(id: 113, name: "huge.txt", size: 1 << 62, key: "tree/objects/x"),
             InMemoryServer.fileRow(id: 114, name: "version.txt", size: 1, key: "tree/objects/x", contentVersion: -1),
@@ -73,7 +73,7 @@ final class ServerRowCheckTests: ReplicaTestCase {
             InMemoryServer.fileRow(id: 119, name: "long-target", kind: .symlink, target: String(repeating: "t", count: 4096)),
             InMemoryServer.fileRow(id: 120, name: "nul-target", kind: .symlink, target: "a\u{0}b"),
             // Below a folder set aside: waits for it, never applied alone.
-            InMemoryServer.fileRow(id: 121, name: "bad/folder", kind: .directory),
+            InMemoryServer.fileRow(id: 121, name: "bad/folder", kind: .folder),
             InMemoryServer.fileRow(id: 122, name: "inside.txt", parent: 121),
         ]
         try await plantAndWaitPast(rows, marker: "after.txt")

@@ -208,7 +208,7 @@ final class SyncEngineTests: ReplicaTestCase {
 
     func testAnotherReplicasChangesArriveAndDownloadWhenOpened() async throws {
         startEngine()
-        let folder = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "shared", kind: .directory,
+        let folder = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "shared", kind: .folder,
                                                  attributes: RemoteItemAttributes(mode: 0o755, createdNs: 1, modifiedNs: 1), content: nil)
         objects.put("tree/objects/report", "from elsewhere")
         _ = try await server.createItem(operationID: UUID(), parentID: folder.itemID, name: "report.txt", kind: .file,

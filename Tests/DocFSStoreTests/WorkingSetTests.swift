@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import Logging
 import DocFSProvider
+import Synchronization
 @testable import DocFSStore
 
 /// The bounded working set: a store whose memory holds a few dozen items answers exactly as one
@@ -218,10 +219,10 @@ final class WorkingSetTests: StoreTestCase {
 
 /// Log lines kept for a test to look at.
 final class LogLines: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Mutex<Void>(())
     private var lines: [String] = []
-    var all: [String] { lock.withLock { lines } }
-    func add(_ line: String) { lock.withLock { lines.append(line) } }
+    var all: [String] { lock.withLock { _ in lines } }
+    func add(_ line: String) { lock.withLock { _ in lines.append(line) } }
 
     struct Handler: LogHandler {
         let lines: LogLines

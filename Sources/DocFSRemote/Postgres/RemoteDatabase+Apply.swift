@@ -98,7 +98,7 @@ extension RemoteDatabase: OperationApplier {
             case let .create(parent, name, kind, attributes, content):
                 setParent(parent)
                 self.name = name
-                item_kind = kind.rawValue
+                item_kind = kind.storedName
                 uid = attributes.uid
                 gid = attributes.gid
                 mode = attributes.mode & 0o7777

@@ -256,7 +256,7 @@ package final class RemoteDatabase: Sendable {
             let c = row.makeRandomAccess()
             out.append(RemoteItem(
                 id: try c[0].decode(Int64.self), parentID: try c[1].decode(Int64?.self), name: try c[2].decode(String.self),
-                kind: RemoteItemKind(rawValue: try c[3].decode(String.self)) ?? .file, size: try c[4].decode(Int64.self),
+                kind: RemoteItem.serverKind(try c[3].decode(String.self)), size: try c[4].decode(Int64.self),
                 createdNs: try c[5].decode(Int64.self), modifiedNs: try c[6].decode(Int64.self),
                 changedNs: try c[7].decode(Int64.self), accessedNs: try c[8].decode(Int64.self),
                 uid: UInt32(truncatingIfNeeded: try c[9].decode(Int64.self)),

@@ -1,4 +1,5 @@
 import Foundation
+import DocFSProvider
 
 /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=…&sslrootcert=FILE&sslcert=FILE&sslkey=FILE]`.
 /// The password may also come from `PGPASSWORD`. `description` never shows the password.
@@ -91,8 +92,11 @@ package struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-package enum RemoteItemKind: String, Sendable, Equatable, CaseIterable {
-    case file, directory, symlink
+extension RemoteItem {
+    /// The kind the server's column names; a word other than its three reads as a file.
+    static func serverKind(_ word: String) -> ItemKind {
+        ItemKind(storedName: word).flatMap { $0.isReplicated ? $0 : nil } ?? .file
+    }
 }
 
 /// What a new item carries besides its parent and name. Times are nanoseconds since 1970.
@@ -169,7 +173,9 @@ package struct RemoteItem: Sendable, Equatable {
     package var id: Int64
     package var parentID: Int64?
     package var name: String
-    package var kind: RemoteItemKind
+    /// A file, folder or symbolic link: the server keeps no other kind (its column holds
+    /// `ItemKind.storedName`).
+    package var kind: ItemKind
     package var size: Int64
     package var createdNs: Int64
     package var modifiedNs: Int64

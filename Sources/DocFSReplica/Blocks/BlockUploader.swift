@@ -102,7 +102,7 @@ struct BlockUploader {
         } catch {
             for task in work.inFlight { task.cancel() }
             for task in work.inFlight { _ = try? await task.value }
-            let sorted = SyncFailure(error, bucket: bucket)
+            let sorted = ServerExchangeError(error, bucket: bucket)
             guard sorted.setsAside else { throw error }
             // The storage refused a pack: every file of the chunk waits (a pack is shared).
             var result = Result()

@@ -1,4 +1,5 @@
 import Foundation
+import DocFSProvider
 
 /// One change waiting to go to the server, in the order it was made (`seq`). Written in the
 /// same journal entry (so the same SQLite transaction) as the change it describes; removed when
@@ -59,7 +60,6 @@ package struct OutboxEntry: Sendable, Equatable {
 /// What an entry carries besides its place: the attributes a create sends, the changed ones of
 /// an attributes change (nil: unchanged), and a content change's versions.
 package struct OutboxDetails: Codable, Sendable, Equatable {
-    package enum ItemKind: String, Codable, Sendable { case file, directory, symlink }
     package var kind: ItemKind?
     package var uid: UInt32?
     package var gid: UInt32?

@@ -19,18 +19,10 @@ enum OutboxPlanner {
         var details = OutboxDetails()
     }
 
-    static func replicated(_ kind: ItemKind) -> OutboxDetails.ItemKind? {
-        switch kind {
-        case .file: return .file
-        case .folder: return .directory
-        case .symlink: return .symlink
-        case .fifo, .socket, .characterDevice, .blockDevice: return nil
-        }
-    }
-
     /// The changes from `old` (nil: a new item) to `new`.
     static func plan(old: Record?, new: Record) -> [Planned] {
-        guard let kind = replicated(new.item.kind), let parent = new.parent else { return [] }
+        let kind = new.item.kind
+        guard kind.isReplicated, let parent = new.parent else { return [] }
         if let named = new.linkOf { return planName(old: old, new: new, of: named, parent: parent) }
         let item = new.item
         guard let old else {
@@ -74,7 +66,7 @@ enum OutboxPlanner {
         if item.posixPermissions != old.item.posixPermissions { changes.mode = UInt32(item.posixPermissions); changed = true }
         if item.creationTime != old.item.creationTime { changes.createdNs = item.creationTime.totalNanoseconds; changed = true }
         // A file's modification time alone (touch, utimensat); with new contents it went with them.
-        if kind != .directory, item.modificationTime != old.item.modificationTime,
+        if kind != .folder, item.modificationTime != old.item.modificationTime,
            item.itemVersion.contentVersion == old.item.itemVersion.contentVersion {
             changes.modifiedNs = item.modificationTime.totalNanoseconds
             changed = true
@@ -111,7 +103,7 @@ enum OutboxPlanner {
 
     /// A deleted item.
     static func planDeletion(of old: Record) -> [Planned] {
-        guard replicated(old.item.kind) != nil, old.parent != nil else { return [] }
+        guard old.item.kind.isReplicated, old.parent != nil else { return [] }
         if old.linkOf != nil { return old.parent == LocalStore.trashRow ? [] : [Planned(kind: .unlink, row: old.row)] }
         // The version deleted: a delete of a file another replica has changed since is refused
         // (an edit against a delete keeps the edit).

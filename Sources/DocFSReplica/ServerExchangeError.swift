@@ -2,8 +2,9 @@ import Foundation
 import DocFSProvider
 import DocFSRemote
 
-/// An error of the sync, sorted by what the engine does about it.
-struct SyncFailure: Error {
+/// What went wrong in an exchange with the server, the object storage or the local store
+/// during the sync, sorted by what the engine does about it.
+struct ServerExchangeError: Error {
     /// A change the engine itself will not send (its folder never reached the server, …).
     struct Refused: Error { var message: String; init(_ message: String) { self.message = message } }
     /// A change that waits for an item set aside (its folder's create, refused by the server).

@@ -8,8 +8,9 @@ enum Subject {
     case ino(UInt64)
 }
 
-/// A refused or failed operation: the provider's error plus what it was about.
-struct Failure: Error {
+/// Why a FUSE request was refused or failed: the provider's error plus what it was about
+/// (its errno is the reply, `Bridge.report`).
+struct RequestError: Error {
     var error: ProviderError
     var subject: Subject
     init(_ error: ProviderError, _ subject: Subject) {

@@ -1,0 +1,25 @@
+import XCTest
+import Foundation
+@testable import DocFSRemote
+
+/// The server keeps an item's kind as a word in its `kind` column; the client speaks the
+/// provider's `ItemKind` and must send and read exactly the server's three words.
+final class ServerKindWordTests: XCTestCase {
+    func testCreateSendsTheServersWord() throws {
+        for (kind, word) in [(RemoteItem.serverKind("file"), "file"), (.folder, "directory"), (.symlink, "symlink")] {
+            let operation = RemoteOperation(id: UUID(), .create(parent: .item(1), name: "n", kind: kind,
+                                                                attributes: RemoteItemAttributes(createdNs: 1, modifiedNs: 1), content: nil))
+            let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(RemoteDatabase.WireOperation(operation)))
+            XCTAssertEqual((json as? [String: Any])?["item_kind"] as? String, word)
+        }
+    }
+
+    func testServersWordsRead() {
+        XCTAssertEqual(RemoteItem.serverKind("file"), .file)
+        XCTAssertEqual(RemoteItem.serverKind("directory"), .folder)
+        XCTAssertEqual(RemoteItem.serverKind("symlink"), .symlink)
+        // A word the server never writes reads as a file, as it always did.
+        XCTAssertEqual(RemoteItem.serverKind("fifo"), .file)
+        XCTAssertEqual(RemoteItem.serverKind("folder"), .file)
+    }
+}
