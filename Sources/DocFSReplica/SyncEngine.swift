@@ -289,7 +289,7 @@ package final class SyncEngine: Sendable {
                     heldChanges.withLock { $0.subtract(refresh) }
                     store.clearHeldBack(refresh)
                 } catch {
-                    logger.notice("sync: the server's state of \(refresh.count) item(s) it decided about is fetched again later: \(SyncFailure(error, bucket: configuration.bucket).message)")
+                    logger.notice("sync: the server's state of \(refresh.count) item(s) it decided about is fetched again later: \(ServerExchangeError(error, bucket: configuration.bucket).message)")
                     follower.wake.signal()
                 }
             }
