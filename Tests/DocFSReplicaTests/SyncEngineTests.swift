@@ -393,6 +393,26 @@ extension SyncEngineTests {
         XCTAssertEqual(store.outboxCounts.pending, 0)
     }
 
+    /// A name whose file is not here yet (its folder deleted here by a change the server will
+    /// refuse) waits for the file instead of being passed over: the change log names it once.
+    func testANameWhoseFileIsNotHereWaitsForIt() throws {
+        func row(_ id: Int64, _ parent: Int64, _ name: String, _ kind: ItemKind, linkOf: Int64? = nil) -> LocalStore.IncomingItem {
+            LocalStore.IncomingItem(row: id, parentRow: parent, name: name, kind: kind, uid: 0, gid: 0, mode: 0o644, createdNs: 1,
+                                    modifiedNs: 1, tagData: nil, favoriteRank: nil, symlinkTarget: nil, size: 0, contentVersion: 1,
+                                    contentKey: nil, trashed: false, deleted: false, linkOf: linkOf)
+        }
+        let name = row(402, LocalStore.rootRow, "l.txt", .file, linkOf: 401)
+        var result = try store.applyIncoming([name])
+        XCTAssertEqual(result.deferred, [402], "the name waits for its file")
+        XCTAssertNil(try? store.childItem(named: "l.txt", in: .rootContainer))
+        result = try store.applyIncoming([row(400, LocalStore.rootRow, "d", .folder), row(401, 400, "f.txt", .file)])
+        result = try store.applyIncoming([name])
+        XCTAssertEqual(result.deferred, [])
+        let file = try store.childItem(named: "f.txt", in: LocalStore.identifier(forRow: 400))
+        XCTAssertEqual(try store.childItem(named: "l.txt", in: .rootContainer).identifier, file.identifier)
+        XCTAssertEqual(try store.item(for: file.identifier).linkCount, 2)
+    }
+
     /// The in-memory server refuses what the real one's name checks refuse.
     func testTheInMemoryServerChecksNamesAsTheRealOne() async throws {
         let root = InMemoryServer.rootID
