@@ -35,7 +35,8 @@ extension Bridge {
                 try PermissionCheck.requireChange(in: Ownership(parentItem), for: caller)
                 try CapabilityCheck.add(into: parentItem)
                 try checkTrashRules(addingTo: parentItem, name: name)
-                if options.trash, let stored, stored.parentIdentifier == .trashContainer || isTrashOrInTrash(stored) {
+                // An item whose one name is in the trash (one of several names may be there).
+                if options.trash, let stored, stored.linkCount <= 1, isTrashOrInTrash(stored) {
                     throw ProviderError(.notPermitted, "an item in the trash gets no new names (restore it first)")
                 }
                 try provider.admitItem(named: name, kind: kind, into: parentID)

@@ -85,6 +85,11 @@ extension Bridge {
         var toTrash: Bool
         var toParent: ItemIdentifier
         var newName: String
+        /// One name of an item with several (hard links): that name moves (`moveName`), from
+        /// this folder under `name`; the item keeps its other names and its inode.
+        var names: (any HardLinkProvider)?
+        var fromParent: ItemIdentifier
+        var name: String
     }
 
     /// mv into the trash (trash the item under the name given, remembering where it came from)
@@ -97,7 +102,10 @@ extension Bridge {
         guard fromTrash != toTrash else { return nil }
         return try attempt(subject) { () throws(ProviderError) -> TrashMove in
             let item = try provider.childItem(named: name, in: fromParent.identifier)
-            if item.linkCount > 1 {
+            // One name of several goes to the trash and back alone; a name in the trash still
+            // counts (as in a trash folder on ext4).
+            let names = item.linkCount > 1 ? provider as? HardLinkProvider : nil
+            if item.linkCount > 1, names == nil {
                 throw ProviderError(.notPermitted, "one name of a file with several (hard links) does not go to the trash: rm removes just that name")
             }
             if toTrash {
@@ -116,19 +124,25 @@ extension Bridge {
                 throw ProviderError(.filenameCollision, "'\(newName)' already exists in \(path(of: toParent.identifier))")
             }
             if !toTrash { try provider.admitItem(named: newName, kind: item.kind, into: toParent.identifier) }
-            return TrashMove(item: item, toTrash: toTrash, toParent: toParent.identifier, newName: newName)
+            return TrashMove(item: item, toTrash: toTrash, toParent: toParent.identifier, newName: newName,
+                             names: names, fromParent: fromParent.identifier, name: name)
         }
     }
 
     func run(_ move: TrashMove, _ d: DeferredReply, subject: Subject) {
         perform("rename", d) { [self] () async throws(RequestError) in
             _ = try await attempt(subject) { () async throws(ProviderError) -> Item in
+                if let names = move.names {
+                    return try await names.moveName(move.name, inParentItemIdentifier: move.fromParent, ofItemWithIdentifier: move.item.identifier,
+                                                    toParentItemIdentifier: move.toParent, newName: move.newName)
+                }
                 if move.toTrash {
                     return try await provider.reparentItem(withIdentifier: move.item.identifier, toParentItemWithIdentifier: .trashContainer,
                                                            newName: move.newName, replacing: nil)
                 }
                 return try await untrashItem(move.item.identifier, to: move.toParent, newName: move.newName)
             }
+            if move.names != nil, let node = inodes.knownNode(move.item.identifier) { notifier.invalidateAttributesNow(ino: node.ino) }
             d.ok()
         }
     }

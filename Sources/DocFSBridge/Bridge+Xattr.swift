@@ -50,7 +50,8 @@ extension Bridge {
         if onDemand?.isPinned(item.identifier) == true { list.append((Self.pinnedAttribute, "yes")) }
         if withSync, let conflict = replicaStatus?.conflict(of: item.identifier) { list.append((Self.conflictAttribute, conflict)) }
         if withSync, item.identifier == .rootContainer, let status = replicaStatus?.syncStatus() { list.append((Self.statusAttribute, status)) }
-        if item.parentIdentifier == .trashContainer, let origin = trashOrigin(of: item.identifier) {
+        // An item with several names: where its name at the top of the trash came from, if any.
+        if item.parentIdentifier == .trashContainer || item.linkCount > 1, let origin = trashOrigin(of: item.identifier) {
             let folder = path(of: origin.parentIdentifier)
             list.append(("user.docfs.trashed-from", folder == "/" ? "/" + origin.filename : folder + "/" + origin.filename))
         }

@@ -41,6 +41,12 @@ extension MemoryProvider: HardLinkProvider {
                 throw ProviderError(.noSuchItem, "no '\(name)' of that item in \(tree.path(of: parent))")
             }
             let destination = try tree.folder(newParent)
+            // A name in the trash is still a name of the item (its link count keeps it); it
+            // remembers where it came from, as a trashed item does. As the store does.
+            let intoTrash = newParent == .trashContainer && parent != .trashContainer
+            func origin(_ kept: (ItemIdentifier?, String?)) -> (ItemIdentifier?, String?) {
+                intoTrash ? (parent, name) : newParent == .trashContainer ? kept : (nil, nil)
+            }
             if let existing = destination.children[NameKey(newName)], let existingNode = tree.nodes[existing] {
                 if existing == identifier { throw ProviderError(.filenameCollision, "'\(newName)' already names the item") }
                 if node.item.isFolder && !existingNode.item.isFolder {
@@ -65,9 +71,13 @@ extension MemoryProvider: HardLinkProvider {
                 moved.item.parentIdentifier = newParent
                 moved.item.filename = newName
                 moved.item.noteMetadataChange(at: now)
+                (moved.trashedFrom, moved.trashedName) = origin((moved.trashedFrom, moved.trashedName))
                 tree.attach(moved)
             } else if let index = moved.names.firstIndex(where: { $0.parent == parent && NameKey($0.name) == NameKey(name) }) {
-                moved.names[index] = NamePlace(parent: newParent, name: newName)
+                var place = moved.names[index]
+                (place.parent, place.name) = (newParent, newName)
+                (place.trashedFrom, place.trashedName) = origin((place.trashedFrom, place.trashedName))
+                moved.names[index] = place
                 moved.item.noteMetadataChange(at: now)
                 tree.nodes[identifier] = moved
                 tree.nodes[parent]?.children[NameKey(name)] = nil
@@ -94,6 +104,21 @@ extension MemoryTree {
         return item
     }
 
+    /// A further name of `id` at the top of the trash goes back into `folder` as `newName` (the
+    /// trashed folder it came from takes it along; `MemoryProvider.trashItem`).
+    mutating func gatherName(_ name: String, of id: ItemIdentifier, into folder: ItemIdentifier, as newName: String) {
+        guard var node = nodes[id],
+              let index = node.names.firstIndex(where: { $0.parent == .trashContainer && NameKey($0.name) == NameKey(name) }) else { return }
+        node.names[index] = NamePlace(parent: folder, name: newName)
+        nodes[id] = node
+        nodes[.trashContainer]?.children[NameKey(name)] = nil
+        nodes[folder]?.children[NameKey(newName)] = id
+        for changed in [ItemIdentifier.trashContainer, folder] {
+            sortedCache[changed] = nil
+            recount(changed, folderDelta: 0)
+        }
+    }
+
     /// Takes one name of `id` away: one of several goes alone (the first other name takes the
     /// place of the item's own), the last takes the item.
     mutating func removeName(_ name: String, in parent: ItemIdentifier, of id: ItemIdentifier, at now: FileTime) throws(ProviderError) {
@@ -116,6 +141,8 @@ extension MemoryTree {
             node.parent = next.parent
             node.item.parentIdentifier = next.parent
             node.item.filename = next.name
+            node.trashedFrom = next.trashedFrom
+            node.trashedName = next.trashedName
         }
         node.item.noteMetadataChange(at: now)
         nodes[id] = node

@@ -145,29 +145,40 @@ extension MemoryProvider {
             guard node.parent != nil else { throw ProviderError(.notPermitted, "\(tree.path(of: identifier)) cannot be trashed") }
             if node.parent == .trashContainer { return tree.presented(node) }
             let name = tree.uniqueName(node.item.filename, in: .trashContainer, isFolder: node.item.isFolder)
-            let gathering = Self.gatherTrashed(into: identifier, tree)
-            return try move(&tree, identifier, to: .trashContainer, newName: name, replacing: nil,
-                            trashing: .into(originalName: node.item.filename), gathering: gathering)
+            let (gathering, names) = Self.gatherTrashed(into: identifier, tree)
+            let trashed = try move(&tree, identifier, to: .trashContainer, newName: name, replacing: nil,
+                                   trashing: .into(originalName: node.item.filename), gathering: gathering)
+            for (id, trashedName, newName) in names { tree.gatherName(trashedName, of: id, into: identifier, as: newName) }
+            return trashed
         }
     }
 
     /// Trashing a folder takes along what was trashed out of it and is still at the top of the
     /// trash (`rm -r` trashes the files first, then the emptied folders), each under its original
     /// name unless that is taken in the folder. As the store does.
-    private static func gatherTrashed(into folder: ItemIdentifier, _ tree: MemoryTree) -> [(ItemIdentifier, String)] {
-        guard let folderNode = tree.nodes[folder], folderNode.item.isFolder else { return [] }
+    /// Returns the items, and the names of items with several (hard links), each with the
+    /// name it takes in the folder.
+    private static func gatherTrashed(into folder: ItemIdentifier, _ tree: MemoryTree)
+        -> (items: [(ItemIdentifier, String)], names: [(ItemIdentifier, String, String)]) {
+        guard let folderNode = tree.nodes[folder], folderNode.item.isFolder else { return ([], []) }
         var gathered: [(ItemIdentifier, String)] = []
+        var names: [(ItemIdentifier, String, String)] = []
         var used = Set(folderNode.children.keys)
         let trashed = (tree.nodes[.trashContainer]?.children ?? [:]).sorted { $0.key.name.utf8.lexicographicallyPrecedes($1.key.name.utf8) }
-        for (_, id) in trashed {
-            guard let node = tree.nodes[id], node.trashedFrom == folder else { continue }
-            var name = node.trashedName ?? node.item.filename
-            if used.contains(NameKey(name)) { name = node.item.filename }
+        for (key, id) in trashed {
+            guard let node = tree.nodes[id] else { continue }
+            let own = node.parent == .trashContainer && NameKey(node.item.filename) == key
+            let place = own ? nil : node.names.first { $0.parent == .trashContainer && NameKey($0.name) == key }
+            let (from, trashedName, current) = place.map { ($0.trashedFrom, $0.trashedName, $0.name) }
+                ?? (node.trashedFrom, node.trashedName, node.item.filename)
+            guard from == folder else { continue }
+            var name = trashedName ?? current
+            if used.contains(NameKey(name)) { name = current }
             if used.contains(NameKey(name)) { continue }  // leave it loose rather than rename it twice
             used.insert(NameKey(name))
-            gathered.append((id, name))
+            if place != nil { names.append((id, current, name)) } else { gathered.append((id, name)) }
         }
-        return gathered
+        return (gathered, names)
     }
 
     /// `mv .Trash/x FOLDER/NAME`: restores under the name the move gives, in one step.
@@ -184,11 +195,16 @@ extension MemoryProvider {
         }
     }
 
-    /// The folder and name an item at the top of the trash had before it was trashed.
+    /// The folder and name an item at the top of the trash had before it was trashed; for an item
+    /// with several names, that of its name at the top of the trash (its own first). As the store does.
     public func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? {
         state.withLock { tree -> TrashOrigin? in
-            guard let node = tree.nodes[identifier], node.parent == .trashContainer, let from = node.trashedFrom else { return nil }
-            return TrashOrigin(parentIdentifier: from, filename: node.trashedName ?? node.item.filename)
+            guard let node = tree.nodes[identifier] else { return nil }
+            if node.parent == .trashContainer, let from = node.trashedFrom {
+                return TrashOrigin(parentIdentifier: from, filename: node.trashedName ?? node.item.filename)
+            }
+            guard let place = node.names.first(where: { $0.parent == .trashContainer && $0.trashedFrom != nil }) else { return nil }
+            return TrashOrigin(parentIdentifier: place.trashedFrom!, filename: place.trashedName ?? place.name)
         }
     }
 }

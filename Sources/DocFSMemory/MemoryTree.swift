@@ -25,6 +25,9 @@ struct Node: Sendable {
 struct NamePlace: Sendable, Hashable {
     var parent: ItemIdentifier
     var name: String
+    /// A name at the top of the trash: the folder and name it came from.
+    var trashedFrom: ItemIdentifier? = nil
+    var trashedName: String? = nil
 }
 
 /// The whole tree: nodes by identifier, each folder's children by name. Guarded by the

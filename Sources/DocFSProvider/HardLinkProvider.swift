@@ -13,6 +13,11 @@
 ///   contents once no descriptor holds them, as after `deleteItem`). While an item has several
 ///   names the bridge removes and moves names only with these two calls, never with
 ///   `deleteItem`, `renameItem` or `reparentItem` (which cannot tell which name is meant).
+/// - With a trash (a `TrashProvider`), one name of several goes to the trash and back with
+///   `moveName`: into the top of the trash it remembers where it came from (`trashOrigin` of
+///   the item answers it, its own name first), out of the trash it forgets; a name in the trash
+///   still counts in `linkCount` (as in a trash folder on ext4), and gathers back with a
+///   trashed folder it came from, as a trashed item does.
 /// - Each call is one step: complete or not at all, and a returned call survives the same
 ///   failures an import does.
 /// The bridge checks permissions, capabilities (`add` on the folder that takes the name) and

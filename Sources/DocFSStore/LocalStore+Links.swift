@@ -74,6 +74,10 @@ extension LocalStore: HardLinkProvider {
             let targetRow = try self.itemRow(identifier)
             let destinationRow = try self.parentRow(newParent)
             let (named, target, fromParent) = try namedRecords(name, in: parentRow, of: targetRow)
+            let intoTrash = destinationRow == Self.trashRow && fromParent.row != Self.trashRow
+            if intoTrash, replica != nil {
+                throw ProviderError(.notPermitted, "a replica's server keeps no trashed names: rm removes just that name")
+            }
             let (toParent, existing) = try read { (tree) throws(ProviderError) -> (Record, Record?) in
                 guard let folder = tree.records[tree.resolve(destinationRow)] else {
                     throw ProviderError(.noSuchItem, "no folder with identifier '\(newParent)'")
@@ -117,6 +121,15 @@ extension LocalStore: HardLinkProvider {
             moved.parent = toParent.row
             moved.item.parentIdentifier = toParent.item.identifier
             moved.item.filename = newName
+            // A name in the trash is still a name of the item (the link count keeps it, as a
+            // trash folder on ext4 would); it remembers where it came from, as a trashed item.
+            if intoTrash {
+                moved.trashedFrom = fromParent.row
+                moved.trashedName = name
+            } else if toParent.row != Self.trashRow {
+                moved.trashedFrom = nil
+                moved.trashedName = nil
+            }
             if named.linkOf == nil {
                 moved.item = retyped(target, as: moved.item, name: newName, policy: fromParent.contentsPolicy)
             } else {
@@ -193,6 +206,8 @@ extension LocalStore: HardLinkProvider {
         changed.parent = otherRecord.parent
         changed.item.parentIdentifier = otherRecord.item.parentIdentifier
         changed.item.filename = otherRecord.item.filename
+        changed.trashedFrom = otherRecord.trashedFrom
+        changed.trashedName = otherRecord.trashedName
         plan.deleting.append(other)
         plan.saving.append(changed)
         return plan

@@ -68,12 +68,20 @@ extension LocalStore: TrashProvider {
         }
     }
 
-    /// The folder and name an item at the top of the trash had before it was trashed.
+    /// The folder and name an item at the top of the trash had before it was trashed. For an
+    /// item with several names (hard links), the origin of its name at the top of the trash,
+    /// whichever of its names that is (its own first; a name moved there with `moveName`).
     package func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? {
         guard let row = self.row(for: identifier) else { return nil }
         return state.withLock { tree -> TrashOrigin? in
-            guard let record = tree.records[row], let from = record.trashedFrom, record.parent == Self.trashRow else { return nil }
-            return TrashOrigin(parentIdentifier: Self.identifier(forRow: from), filename: record.trashedName ?? record.item.filename)
+            let row = tree.resolve(row)
+            guard let record = tree.records[row] else { return nil }
+            var trashed = record.parent == Self.trashRow ? record : nil
+            if trashed?.trashedFrom == nil, record.linkOf == nil, record.item.linkCount > 1 {
+                trashed = tree.childRecords(of: Self.trashRow).first { $0.linkOf == row && $0.trashedFrom != nil }
+            }
+            guard let trashed, let from = trashed.trashedFrom else { return nil }
+            return TrashOrigin(parentIdentifier: Self.identifier(forRow: from), filename: trashed.trashedName ?? trashed.item.filename)
         }
     }
 }

@@ -87,4 +87,33 @@ final class MemoryHardLinkTests: XCTestCase {
         XCTAssertEqual(try provider.childItem(named: "loop", in: .rootContainer).deviceNumber, 0x0700)
         XCTAssertThrowsError(try provider.openContents(of: node.identifier))
     }
+
+    /// One name of several in the trash and back, as the store keeps it (HardLinkStoreTests).
+    func testANameGoesToTheTrashAndBack() async throws {
+        let a = try await importFile("a.txt", "alpha")
+        let d = try await provider.createDirectory(withName: "d", inParentItemIdentifier: .rootContainer)
+        _ = try await provider.linkItem(withIdentifier: a.identifier, toParentItemIdentifier: d.identifier, name: "b.txt")
+        let trashed = try await provider.moveName("b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
+                                                  toParentItemIdentifier: .trashContainer, newName: "b.txt")
+        XCTAssertEqual([trashed.parentIdentifier, trashed.identifier], [.trashContainer, a.identifier])
+        XCTAssertEqual(trashed.linkCount, 2, "a name in the trash is still a name")
+        XCTAssertEqual(provider.trashOrigin(of: a.identifier), TrashOrigin(parentIdentifier: d.identifier, filename: "b.txt"))
+        _ = try await provider.trashItem(withIdentifier: d.identifier)
+        XCTAssertEqual(try names(.trashContainer), ["d"])
+        XCTAssertEqual(try provider.childItem(named: "b.txt", in: d.identifier).identifier, a.identifier)
+        XCTAssertNil(provider.trashOrigin(of: a.identifier))
+        _ = try await provider.untrashItem(withIdentifier: d.identifier, toParentItemIdentifier: .rootContainer, newName: "d")
+        _ = try await provider.moveName("a.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: a.identifier,
+                                        toParentItemIdentifier: .trashContainer, newName: "a.txt")
+        _ = try await provider.moveName("b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
+                                        toParentItemIdentifier: .trashContainer, newName: "b2.txt")
+        XCTAssertEqual(provider.trashOrigin(of: a.identifier), TrashOrigin(parentIdentifier: .rootContainer, filename: "a.txt"))
+        try await provider.removeName("a.txt", inParentItemIdentifier: .trashContainer, ofItemWithIdentifier: a.identifier)
+        XCTAssertEqual(try provider.item(for: a.identifier).linkCount, 1)
+        XCTAssertEqual(provider.trashOrigin(of: a.identifier), TrashOrigin(parentIdentifier: d.identifier, filename: "b.txt"))
+        _ = try await provider.untrashItem(withIdentifier: a.identifier, toParentItemIdentifier: d.identifier, newName: "b.txt")
+        XCTAssertNil(provider.trashOrigin(of: a.identifier))
+        XCTAssertEqual(try contents(try provider.childItem(named: "b.txt", in: d.identifier).identifier), "alpha")
+        XCTAssertEqual(try names(.trashContainer), [])
+    }
 }

@@ -281,11 +281,11 @@ final class InMemoryServer: ReplicaServer {
         return answers
     }
 
-    private func resolve(_ target: RemoteOperation.Target) throws -> Int64 {
+    func resolve(_ target: RemoteOperation.Target) throws -> Int64 {
         switch target {
         case .item(let id): return id
         case .createdBy(let operationID):
-            guard let created = state.withLock({ $0.operations[operationID] }), created.kind == .create else {
+            guard let created = state.withLock({ $0.operations[operationID] }), created.kind == .create || created.kind == .link else {
                 throw RemoteError.invalid("its folder or the item itself was never created on the server")
             }
             return created.change.itemID
@@ -313,17 +313,23 @@ final class InMemoryServer: ReplicaServer {
                                      types: types)
         case let .attributes(item, changes):
             return try await attributes(operationID: id, itemID: try resolve(item), changes: changes)
-        case .link, .unlink, .moveName:
-            // Names are the real server's (ReplicaHardLinkMountTests).
-            throw RemoteError.invalid("the in-memory server keeps one name per file")
+        case let .link(item, parent, name):
+            return try await link(operationID: id, itemID: try resolve(item), parentID: try resolve(parent), name: name)
+        case let .unlink(name):
+            return try await unlink(operationID: id, nameID: try resolve(name))
+        case let .moveName(name, toParent, newName, expectedParentID, expectedName):
+            return try await move(operationID: id, itemID: try resolve(name), toParentID: try resolve(toParent), name: newName,
+                                  expectedParentID: expectedParentID, expectedName: expectedName, types: nil, kind: .moveName)
         }
     }
 
-    private typealias Body = (inout State, Int64) throws -> (itemID: Int64, name: String?)
+    typealias Body = (inout State, Int64) throws -> (itemID: Int64, name: String?)
 
     /// One operation: a replay answers what it did the first time; else the body runs, the
-    /// item's versions are read back and the change is logged and announced.
-    private func apply(_ call: String, _ operationID: UUID, _ kind: RemoteChange.Kind, _ body: Body) throws -> AppliedChange {
+    /// item's versions are read back and the change is logged and announced. `target`: the row
+    /// an operation other than create and link changes, which must be a name row for the name
+    /// operations and an item's own row for the others (as `docfs_apply_one`).
+    func apply(_ call: String, _ operationID: UUID, _ kind: RemoteChange.Kind, target: Int64? = nil, _ body: Body) throws -> AppliedChange {
         try enter(call)
         let (change, listeners) = try state.withLock { s -> (AppliedChange, [@Sendable (Int64) -> Void]) in
             if let prior = s.operations[operationID] {
@@ -334,12 +340,19 @@ final class InMemoryServer: ReplicaServer {
                 return (replay, [])
             }
             let position = Self.nextPosition(s)
+            if let target, let row = s.items[target], (row.linkOf != nil) != [.unlink, .moveName].contains(kind) {
+                throw RemoteError.invalid(row.linkOf == nil
+                    ? "item \(target) is an item, not one of its further names (a \(kind.rawValue) takes a name)"
+                    : "item \(target) is a further name of item \(row.linkOf!) (a \(kind.rawValue) takes an item)")
+            }
             let (id, _) = try body(&s, position)
             let item = s.items[id]!
-            Self.log(&s, RemoteChange(position: position, itemID: id, kind: kind, operationID: operationID,
+            // After what the body logged itself (a name passed on by a delete).
+            let logged = Self.nextPosition(s)
+            Self.log(&s, RemoteChange(position: logged, itemID: id, kind: kind, operationID: operationID,
                                       contentVersion: item.contentVersion, metadataVersion: item.metadataVersion, atNs: position))
             let change = AppliedChange(itemID: id, contentVersion: item.contentVersion, metadataVersion: item.metadataVersion,
-                                       position: position, replayed: false, name: item.name)
+                                       position: logged, replayed: false, name: item.name)
             s.operations[operationID] = (kind, change)
             return (change, Array(s.listeners.values))
         }
@@ -350,12 +363,12 @@ final class InMemoryServer: ReplicaServer {
         return change
     }
 
-    private static func nextPosition(_ s: State) -> Int64 {
+    static func nextPosition(_ s: State) -> Int64 {
         (s.log.last { !s.plantedPositions.contains($0.position) }?.position ?? 0) + 1
     }
 
     /// The log stays in position order (a planted position may be past the server's own).
-    private static func log(_ s: inout State, _ change: RemoteChange) {
+    static func log(_ s: inout State, _ change: RemoteChange) {
         s.log.insert(change, at: s.log.firstIndex { $0.position > change.position } ?? s.log.endIndex)
     }
 
@@ -402,26 +415,26 @@ final class InMemoryServer: ReplicaServer {
         for listener in listeners { listener(position) }
     }
 
-    private static func live(_ s: State, _ id: Int64) throws -> RemoteItem {
+    static func live(_ s: State, _ id: Int64) throws -> RemoteItem {
         guard let item = s.items[id], !item.deleted else { throw RemoteError.notFound(itemID: id) }
         return item
     }
 
-    private static func folder(_ s: State, _ id: Int64) throws {
-        guard let item = s.items[id], !item.deleted, item.trashedNs == nil, item.kind == .folder else {
+    static func folder(_ s: State, _ id: Int64) throws {
+        guard let item = s.items[id], !item.deleted, item.trashedNs == nil, item.kind == .folder, item.linkOf == nil else {
             throw RemoteError.invalid("item \(id) is not a live folder")
         }
     }
 
     /// `name`, or "BASE 2.EXT", "BASE 3.EXT", … cut to 255 bytes (as `RemoteDatabase.freeName`).
-    private static func freeName(_ s: State, _ name: String, isFolder: Bool, parent: Int64, except: Int64?) -> String {
+    static func freeName(_ s: State, _ name: String, isFolder: Bool, parent: Int64, except: Int64?) -> String {
         let taken = Set(s.items.values.filter { $0.parentID == parent && !$0.deleted && $0.trashedNs == nil && $0.id != except }.map(\.name))
         return ItemNames.unique(name, isFolder: isFolder) { taken.contains($0) }
     }
 
     /// The real server's name check (`RemoteDatabase.checkName`: over 255 bytes is refused), and
     /// names a test has the server refuse as invalid (an item-level refusal, as that check's).
-    private func checkRejected(_ s: State, _ name: String) throws {
+    func checkRejected(_ s: State, _ name: String) throws {
         if s.rejectedNames.contains(name) { throw RemoteError.rejected("a trigger of the server's own refuses \"\(name)\"") }
         try RemoteDatabase.checkName(name)
         if let part = s.invalidNamesContaining, name.contains(part) { throw RemoteError.invalid("\"\(name)\" is not a valid item name") }
@@ -448,7 +461,7 @@ final class InMemoryServer: ReplicaServer {
     private func newContent(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
                             modifiedNs: Int64) async throws -> AppliedChange {
         await pauseIfHeld("newContentVersion")
-        return try apply("newContentVersion", operationID, .content) { s, position in
+        return try apply("newContentVersion", operationID, .content, target: itemID) { s, position in
             var item = try Self.live(s, itemID)
             guard item.kind == .file else { throw RemoteError.invalid("item \(itemID) is not a file") }
             guard item.contentVersion == expectedVersion else {
@@ -467,8 +480,8 @@ final class InMemoryServer: ReplicaServer {
     }
 
     private func move(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, expectedParentID: Int64?,
-                      expectedName: String?, types: [String]?) async throws -> AppliedChange {
-        try apply("moveItem", operationID, .move) { s, position in
+                      expectedName: String?, types: [String]?, kind: RemoteChange.Kind = .move) async throws -> AppliedChange {
+        try apply(kind == .move ? "moveItem" : "moveName", operationID, kind, target: itemID) { s, position in
             try checkRejected(s, name)
             var item = try Self.live(s, itemID)
             if let expectedParentID, let expectedName, item.parentID != expectedParentID || item.name != expectedName || item.trashedNs != nil {
@@ -490,11 +503,13 @@ final class InMemoryServer: ReplicaServer {
     }
 
     private func delete(operationID: UUID, itemID: Int64, expectedContentVersion: Int64?) async throws -> AppliedChange {
-        try apply("deleteItem", operationID, .delete) { s, position in
+        try apply("deleteItem", operationID, .delete, target: itemID) { s, position in
             var item = try Self.live(s, itemID)
             if let expectedContentVersion, item.kind == .file, item.contentVersion != expectedContentVersion {
                 throw RemoteError.versionConflict(itemID: itemID, expected: expectedContentVersion, current: item.contentVersion)
             }
+            // An item with further names loses the name it had: it takes its oldest other's place.
+            if item.kind != .folder, Self.passName(&s, of: itemID, operationID: operationID, at: position) { return (itemID, nil) }
             if item.kind == .folder, s.items.values.contains(where: { $0.parentID == itemID && !$0.deleted }) {
                 throw RemoteError.notEmpty(itemID: itemID)
             }
@@ -507,7 +522,7 @@ final class InMemoryServer: ReplicaServer {
     }
 
     private func trash(operationID: UUID, itemID: Int64) async throws -> AppliedChange {
-        try apply("trashItem", operationID, .trash) { s, position in
+        try apply("trashItem", operationID, .trash, target: itemID) { s, position in
             var item = try Self.live(s, itemID)
             item.trashedNs = item.trashedNs ?? position
             item.metadataVersion += 1
@@ -517,7 +532,7 @@ final class InMemoryServer: ReplicaServer {
     }
 
     private func untrash(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, types: [String]?) async throws -> AppliedChange {
-        try apply("untrashItem", operationID, .untrash) { s, position in
+        try apply("untrashItem", operationID, .untrash, target: itemID) { s, position in
             var item = try Self.live(s, itemID)
             guard item.trashedNs != nil else { throw RemoteError.invalid("item \(itemID) is not in the trash") }
             try Self.folder(s, toParentID)
@@ -531,7 +546,7 @@ final class InMemoryServer: ReplicaServer {
     }
 
     private func attributes(operationID: UUID, itemID: Int64, changes: RemoteAttributeChanges) async throws -> AppliedChange {
-        try apply("setAttributes", operationID, .attributes) { s, position in
+        try apply("setAttributes", operationID, .attributes, target: itemID) { s, position in
             var item = try Self.live(s, itemID)
             if let uid = changes.uid { item.uid = uid }
             if let gid = changes.gid { item.gid = gid }

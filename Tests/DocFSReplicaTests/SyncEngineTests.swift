@@ -356,3 +356,94 @@ final class ContentChunkerTests: XCTestCase {
         XCTAssertNil(data.withUnsafeBytes { chunker.cut(UnsafeRawBufferPointer(rebasing: $0[0..<1000]), atEnd: false) })
     }
 }
+
+/// Further names of a file (hard links) through the in-memory server, which checks them as the
+/// real one does (`InMemoryServer+Names`; the real server: ServerNameTests, ReplicaHardLinkMountTests).
+extension SyncEngineTests {
+    func testALinkGoesUpAsALinkAndANameFromTheServerComesDownAsASecondName() async throws {
+        startEngine()
+        try await waitUntil("the engine has seen the server's schema") { store.serverSchemaVersion >= LocalStore.serverNamesVersion }
+        let folder = try await store.createDirectory(withName: "docs", inParentItemIdentifier: .rootContainer)
+        let file = try await importFile("a.txt", "one")
+        _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: folder.identifier, name: "b.txt")
+        try await waitForOutbox()
+        XCTAssertEqual(server.state.withLock { $0.log.map(\.kind) }, [.create, .create, .link])
+        let tree = server.tree()
+        XCTAssertEqual(Set(tree.keys), ["docs/", "a.txt", "docs/b.txt"])
+        XCTAssertEqual(tree["docs/b.txt"]?.linkOf, tree["a.txt"]?.id, "one file under two names on the server")
+        XCTAssertEqual(serverText("a.txt"), "one")
+        let a = try store.childItem(named: "a.txt", in: .rootContainer)
+        XCTAssertEqual(a.identifier, ItemIdentifier(String(tree["a.txt"]!.id)))
+
+        // Another replica's name of the same file: a second name here, the same item.
+        let itemID = tree["a.txt"]!.id
+        let c = try await server.applyOne(RemoteOperation(id: UUID(), .link(item: .item(itemID), parent: .item(InMemoryServer.rootID),
+                                                                            name: "c.txt")))
+        try await waitUntil("the name is here") { (try? store.childItem(named: "c.txt", in: .rootContainer)) != nil }
+        XCTAssertEqual(try store.childItem(named: "c.txt", in: .rootContainer).identifier, a.identifier)
+        XCTAssertEqual(try store.item(for: a.identifier).linkCount, 3)
+        XCTAssertEqual(try localText("c.txt"), "one")
+        // Moved and removed there: followed here; nothing is sent back.
+        _ = try await server.applyOne(RemoteOperation(id: UUID(), .moveName(name: .item(c.itemID), toParent: .item(tree["docs/"]!.id),
+                                                                           newName: "d.txt", expectedParentID: nil, expectedName: nil)))
+        try await waitUntil("the move is here") { (try? store.childItem(named: "d.txt", in: folder.identifier)) != nil }
+        _ = try await server.applyOne(RemoteOperation(id: UUID(), .unlink(name: .item(c.itemID))))
+        try await waitUntil("the name is gone here") { (try? store.item(for: a.identifier).linkCount) == 2 }
+        XCTAssertNil(try? store.childItem(named: "d.txt", in: folder.identifier))
+        XCTAssertEqual(store.outboxCounts.pending, 0)
+    }
+
+    /// A name whose file is not here yet (its folder deleted here by a change the server will
+    /// refuse) waits for the file instead of being passed over: the change log names it once.
+    func testANameWhoseFileIsNotHereWaitsForIt() throws {
+        func row(_ id: Int64, _ parent: Int64, _ name: String, _ kind: ItemKind, linkOf: Int64? = nil) -> LocalStore.IncomingItem {
+            LocalStore.IncomingItem(row: id, parentRow: parent, name: name, kind: kind, uid: 0, gid: 0, mode: 0o644, createdNs: 1,
+                                    modifiedNs: 1, tagData: nil, favoriteRank: nil, symlinkTarget: nil, size: 0, contentVersion: 1,
+                                    contentKey: nil, trashed: false, deleted: false, linkOf: linkOf)
+        }
+        let name = row(402, LocalStore.rootRow, "l.txt", .file, linkOf: 401)
+        var result = try store.applyIncoming([name])
+        XCTAssertEqual(result.deferred, [402], "the name waits for its file")
+        XCTAssertNil(try? store.childItem(named: "l.txt", in: .rootContainer))
+        result = try store.applyIncoming([row(400, LocalStore.rootRow, "d", .folder), row(401, 400, "f.txt", .file)])
+        result = try store.applyIncoming([name])
+        XCTAssertEqual(result.deferred, [])
+        let file = try store.childItem(named: "f.txt", in: LocalStore.identifier(forRow: 400))
+        XCTAssertEqual(try store.childItem(named: "l.txt", in: .rootContainer).identifier, file.identifier)
+        XCTAssertEqual(try store.item(for: file.identifier).linkCount, 2)
+    }
+
+    /// The in-memory server refuses what the real one's name checks refuse.
+    func testTheInMemoryServerChecksNamesAsTheRealOne() async throws {
+        let root = InMemoryServer.rootID
+        let attributes = RemoteItemAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1)
+        let folder = try await server.createItem(operationID: UUID(), parentID: root, name: "f", kind: .folder, attributes: attributes)
+        let file = try await server.createItem(operationID: UUID(), parentID: root, name: "a", kind: .file, attributes: attributes)
+        func refused(_ change: RemoteOperation.Change, _ what: String) async {
+            do {
+                _ = try await server.applyOne(RemoteOperation(id: UUID(), change))
+                XCTFail("\(what): applied")
+            } catch {
+                guard case RemoteError.invalid = error else { return XCTFail("\(what): \(error)") }
+            }
+        }
+        await refused(.link(item: .item(folder.itemID), parent: .item(root), name: "g"), "a folder's link")
+        await refused(.link(item: .item(file.itemID), parent: .item(file.itemID), name: "b"), "a link into a file")
+        let name = try await server.applyOne(RemoteOperation(id: UUID(), .link(item: .item(file.itemID), parent: .item(folder.itemID), name: "a")))
+        XCTAssertEqual(name.name, "a")
+        await refused(.link(item: .item(name.itemID), parent: .item(root), name: "c"), "a link of a name")
+        await refused(.unlink(name: .item(file.itemID)), "an unlink of an item")
+        await refused(.move(item: .item(name.itemID), toParent: .item(root), name: "m", expectedParentID: nil, expectedName: nil, types: nil),
+                      "a move of a name")
+        await refused(.trash(item: .item(name.itemID)), "a trash of a name")
+        _ = try await server.trashItem(operationID: UUID(), itemID: folder.itemID)
+        await refused(.link(item: .item(file.itemID), parent: .item(folder.itemID), name: "d"), "a link into a trashed folder")
+        // A delete of the item takes its name's place: the file stays, as "f/a" (in the trashed f).
+        _ = try await server.deleteItem(operationID: UUID(), itemID: file.itemID)
+        let kept = try XCTUnwrap(server.state.withLock { $0.items[file.itemID] })
+        XCTAssertEqual([kept.deleted ? 1 : 0, kept.parentID, kept.trashedNs == nil ? 0 : 1], [0, folder.itemID, 0])
+        XCTAssertEqual(kept.name, "a")
+        XCTAssertEqual(server.state.withLock { $0.items[name.itemID]?.deleted }, true)
+        XCTAssertEqual(server.state.withLock { $0.log.suffix(2).map(\.kind) }, [.unlink, .delete])
+    }
+}

@@ -148,4 +148,44 @@ final class HardLinkStoreTests: StoreTestCase {
         let report = try StoreChecker.check(at: storeURL, repair: false)
         XCTAssertTrue(report.isConsistent, "\(report.problems)")
     }
+
+    /// One name of several goes to the trash with `moveName`: it still counts, remembers where it
+    /// came from (whichever name it is), goes along with a trashed folder it came from, comes
+    /// back, and its removal passes the origin on when it was the item's own name.
+    func testANameGoesToTheTrashAndBack() async throws {
+        try makeStore()
+        let a = try await importFile("a.txt", "alpha")
+        let d = try await mkdir("d")
+        _ = try await store.linkItem(withIdentifier: a.identifier, toParentItemIdentifier: d.identifier, name: "b.txt")
+        let trashed = try await store.moveName("b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
+                                               toParentItemIdentifier: .trashContainer, newName: "b.txt")
+        XCTAssertEqual([trashed.parentIdentifier, trashed.identifier], [.trashContainer, a.identifier])
+        XCTAssertEqual(trashed.linkCount, 2, "a name in the trash is still a name")
+        XCTAssertEqual(store.trashOrigin(of: a.identifier), TrashOrigin(parentIdentifier: d.identifier, filename: "b.txt"))
+        // Trashing its folder takes the name along; restoring the folder brings it back.
+        _ = try await store.trashItem(withIdentifier: d.identifier)
+        XCTAssertEqual(try store.enumerateItems(in: .trashContainer).map(\.filename), ["d"])
+        XCTAssertEqual(try store.childItem(named: "b.txt", in: d.identifier).identifier, a.identifier)
+        XCTAssertNil(store.trashOrigin(of: a.identifier))
+        _ = try await store.untrashItem(withIdentifier: d.identifier, toParentItemIdentifier: .rootContainer, newName: "d")
+        // The item's own name in the trash: the origin is its; removing it passes the place (and
+        // a trashed name's origin) to another name.
+        _ = try await store.moveName("a.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: a.identifier,
+                                     toParentItemIdentifier: .trashContainer, newName: "a.txt")
+        _ = try await store.moveName("b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
+                                     toParentItemIdentifier: .trashContainer, newName: "b2.txt")
+        XCTAssertEqual(store.trashOrigin(of: a.identifier), TrashOrigin(parentIdentifier: .rootContainer, filename: "a.txt"))
+        try await store.removeName("a.txt", inParentItemIdentifier: .trashContainer, ofItemWithIdentifier: a.identifier)
+        XCTAssertEqual(try store.item(for: a.identifier).linkCount, 1)
+        XCTAssertEqual(store.trashOrigin(of: a.identifier), TrashOrigin(parentIdentifier: d.identifier, filename: "b.txt"))
+        _ = try await store.untrashItem(withIdentifier: a.identifier, toParentItemIdentifier: d.identifier, newName: "b.txt")
+        XCTAssertNil(store.trashOrigin(of: a.identifier))
+        try reopen()
+        XCTAssertEqual(try contents(of: try store.childItem(named: "b.txt", in: d.identifier).identifier), "alpha")
+        XCTAssertEqual(try store.enumerateItems(in: .trashContainer).map(\.filename), [])
+        store.close()
+        store = nil
+        let report = try StoreChecker.check(at: storeURL, repair: false)
+        XCTAssertTrue(report.isConsistent, "\(report.problems)")
+    }
 }

@@ -66,6 +66,21 @@ final class OutboxTests: StoreTestCase {
         XCTAssertEqual(try store.item(for: renumbered).linkCount, 1)
     }
 
+    /// The server keeps no trashed names: a replica refuses one of several names into the trash
+    /// (rm removes the name), and sends nothing.
+    func testAReplicaRefusesANameIntoTheTrash() async throws {
+        try makeReplica()
+        store.noteServerSchema(LocalStore.serverNamesVersion)
+        let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: .rootContainer)
+        _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: .rootContainer, name: "b.txt")
+        await expectError(.notPermitted) {
+            try await self.store.moveName("b.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: file.identifier,
+                                          toParentItemIdentifier: .trashContainer, newName: "b.txt")
+        }
+        XCTAssertEqual(summary(try store.outboxEntries(limit: 100)), ["create a.txt", "link b.txt"])
+        XCTAssertEqual(try store.enumerateItems(in: .trashContainer).map(\.filename), [])
+    }
+
     private func summary(_ entries: [OutboxEntry]) -> [String] {
         entries.map { "\($0.kind.rawValue) \($0.name ?? "")" }
     }

@@ -7,13 +7,16 @@ Each seed makes a fresh server (a database and a bucket), two stores of it (`doc
 
 1. PostgreSQL is stopped, so nothing either replica does reaches the other during the phase;
 2. random operations run on both mounts (new files, overwrites, mkdir, renames and moves of files
-   and folders, deletes, rmdir, chmod), each file written with contents of its own (a token);
+   and folders, deletes, rmdir, chmod, hard links), each file written with contents of its own (a
+   token);
 3. PostgreSQL is started again, and the test waits until both replicas have nothing to send and
    nothing to apply;
-4. the two trees must be equal (names, kinds, modes, bytes), and every token a replica wrote in
-   the phase and did not itself overwrite or delete must be in some file of the tree: whatever
-   the other replica did concurrently — edit, delete, rename, rmdir of its folder — the conflict
-   rules keep it (nothing lost).
+4. the two trees must be equal (names, kinds, modes, bytes, and which names are one file), and
+   every token a replica wrote in the phase and did not itself overwrite or delete must be in
+   some file of the tree: whatever the other replica did concurrently — edit, delete, rename,
+   rmdir of its folder — the conflict rules keep it (nothing lost). A file may have several
+   names (`ln`): a write through one is a write of all (it overwrites the tokens held under the
+   others), and removing one name keeps the token under another.
 
     Tests/remote/servers.sh run -- env DOCFS_BIN=.build/debug/docfs python3 Tests/replicas/two_replicas.py
 
@@ -98,6 +101,18 @@ def wait_for_quiet(mounts, timeout=240, fields=("pending", "incoming")):
     raise AssertionError("the replicas did not settle in %d s: %s" % (timeout, last))
 
 
+def linked(root):
+    """The names of each file with several, as a set of frozensets of relative paths."""
+    by_inode = {}
+    for folder, dirs, files in os.walk(root):
+        for name in files:
+            full = os.path.join(folder, name)
+            st = os.lstat(full)
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                by_inode.setdefault(st.st_ino, set()).add(os.path.relpath(full, root))
+    return {frozenset(names) for names in by_inode.values() if len(names) > 1}
+
+
 def tree(root):
     """{relative path: (kind, mode, bytes)} of a mounted tree, read with plain os calls."""
     out = {}
@@ -134,6 +149,18 @@ class Replica:
             files += [os.path.join(rel, f) for f in fs]
         return sorted(files), sorted(dirs)
 
+    def names_of(self, path):
+        """The other names of the file at `path` (hard links), found by inode; none when the
+        path names no file."""
+        try:
+            st = os.lstat(os.path.join(self.mnt, path))
+        except OSError:
+            return []
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink < 2:
+            return []
+        files, _ = self.paths()
+        return [p for p in files if p != path and os.lstat(os.path.join(self.mnt, p)).st_ino == st.st_ino]
+
 
 class Phase:
     def __init__(self, rng, replicas, label):
@@ -148,7 +175,7 @@ class Phase:
         r = rng.choice(self.replicas)
         files, dirs = r.paths()
         op = rng.choice(["new", "new", "new", "overwrite", "overwrite", "mkdir", "mkdir", "mv-file", "mv-dir", "rm", "rmdir",
-                         "chmod"])
+                         "chmod", "ln", "ln"])
         full = lambda p: os.path.join(r.mnt, p)
         try:
             if op == "new" or (op == "overwrite" and not files):
@@ -181,12 +208,21 @@ class Phase:
             elif op == "rm" and files:
                 path = rng.choice(files)
                 self.log.append("%s: rm %s" % (r.name, path))
+                others = r.names_of(path)
                 os.unlink(full(path))
-                r.tokens.pop(path, None)
+                token = r.tokens.pop(path, None)
+                # The file stays under its other names, and so does what this replica wrote in it.
+                if token is not None and others and not any(r.tokens.get(o) == token for o in others):
+                    r.tokens[others[0]] = token
             elif op == "rmdir" and len(dirs) > 1:
                 path = rng.choice(dirs[1:])
                 self.log.append("%s: rmdir %s" % (r.name, path))
                 os.rmdir(full(path))
+            elif op == "ln" and files:
+                src = rng.choice(files)
+                dst = os.path.join(rng.choice(dirs), "l%d.txt" % rng.randrange(4))
+                self.log.append("%s: ln %s %s" % (r.name, src, dst))
+                os.link(full(src), full(dst))  # a new name holds what the file holds: no token of its own
             elif op == "chmod" and files:
                 path = rng.choice(files)
                 mode = rng.choice([0o600, 0o640, 0o644, 0o755])
@@ -203,8 +239,12 @@ class Phase:
         full = os.path.join(r.mnt, path)
         if os.path.isdir(full):
             raise IsADirectoryError(21, "is a directory")
+        others = r.names_of(path)
         with open(full, "w") as f:
             f.write(token)
+        # A write through one name is a write of the file: what its other names held is overwritten.
+        for other in others:
+            r.tokens.pop(other, None)
         r.tokens[path] = token
 
 
@@ -214,6 +254,10 @@ def check_phase(replicas, phase_tokens):
         only_a = {k: v for k, v in a.items() if b.get(k) != v}
         only_b = {k: v for k, v in b.items() if a.get(k) != v}
         raise AssertionError("the replicas differ:\n  A: %s\n  B: %s" % (only_a, only_b))
+    links_a, links_b = (linked(r.mnt) for r in replicas)
+    if links_a != links_b:
+        raise AssertionError("the replicas' hard links differ:\n  A: %s\n  B: %s"
+                             % (sorted(map(sorted, links_a - links_b)), sorted(map(sorted, links_b - links_a))))
     contents = {v[2].decode(errors="replace") for v in a.values() if v[0] == "file"}
     lost = sorted(t for t in phase_tokens if t not in contents)
     if lost:

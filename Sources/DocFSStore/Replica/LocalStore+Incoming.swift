@@ -146,6 +146,14 @@ extension LocalStore {
             }
             for item in live { result.missingParents.insert(item.trashed ? item.parentRow : item.parentRow) }
             result.missingParents.subtract(items.filter { !$0.deleted }.map(\.row))
+            // A name whose file is not here (its folder deleted here by a change still waiting,
+            // which the server may refuse and undo): tried again with the next changes, since
+            // what brings the file back lists its folder, not the names of it elsewhere, and the
+            // change log names the name no more.
+            let absent = try read { (tree) throws(ProviderError) -> Set<Int64> in
+                Set(live.compactMap { item in item.linkOf.flatMap { tree.records[$0] == nil ? item.row : nil } })
+            }
+            result.deferred.formUnion(absent)
 
             var deletions = items.filter { $0.deleted && !namesGone.contains($0.row) }
             progress = true
