@@ -69,10 +69,11 @@ extension Bridge {
             e.attr = self.attributes.stat(ofStaged: session.status(), ino: node.ino, owner: copyIn.ownership,
                                           accessTime: copyIn.attributes.accessTime)
             // The attributes may be cached: every change to the new file comes through the kernel,
-            // which drops them after a write or setattr (this saves cp's fstat a round trip). The
-            // name may not: a refused import takes it away again.
+            // which drops them after a write or setattr (this saves cp's fstat a round trip). So
+            // may the name (an unlink or a stat by path after close needs no lookup): an import
+            // that fails takes it out of the kernel's cache before close() returns (`flush`).
             e.attr_timeout = options.attrTimeout
-            e.entry_timeout = 0
+            e.entry_timeout = options.entryTimeout
             reply.create(&e, fi)
         } catch {
             reply.error(report("create", error))
@@ -326,10 +327,23 @@ extension Bridge {
         let copyingIn = inodes.copyIn(of: file.node) != nil
         guard file.writable || copyingIn else { reply.ok(); return }
         let d = reply.deferred()
-        let op = copyingIn ? "import" : "flush"
-        perform(op, d) { [self] () async throws(RequestError) in
-            try await commit(file.node, durable: false)
-            d.ok()
+        guard copyingIn else {
+            perform("flush", d) { [self] () async throws(RequestError) in
+                try await commit(file.node, durable: false)
+                d.ok()
+            }
+            return
+        }
+        executor.run { [self] in
+            do throws(RequestError) {
+                try await commit(file.node, durable: false)
+                d.ok()
+            } catch {
+                // The failed import queued the invalidation of the name the kernel cached at
+                // create: close() returns once it has been sent, so the file is gone by then.
+                let e = report("import", error)
+                notifier.afterQueued { d.error(e) }
+            }
         }
     }
 
@@ -409,7 +423,7 @@ extension Bridge {
 
         if let copyIn, let placement {
             guard let parentID = inodes.identifier(placement.parent) else {
-                inodes.dropPending(node)
+                dropCopyIn(node, placement)
                 throw RequestError(ProviderError(.noSuchItem, "the folder was removed during the copy"), .ino(node.ino))
             }
             let subject = Subject.child(parentID, placement.name)
@@ -439,7 +453,7 @@ extension Bridge {
                 await storeExtendedAttributes(of: landed, on: item.identifier, subject: subject)
             } catch {
                 // Refused or failed: nothing of it stays in the tree.
-                inodes.dropPending(node)
+                dropCopyIn(node, placement)
                 throw error
             }
             return
@@ -475,6 +489,13 @@ extension Bridge {
             if refused { notifier.invalidateContents(ino: node.ino) }
             throw error
         }
+    }
+
+    /// A new file whose import failed leaves the tree, and the kernel forgets its name (cached
+    /// since the create). Queued: the kernel may hold the folder locked for a request of its own.
+    private func dropCopyIn(_ node: InodeNode, _ placement: CopyIn.Placement) {
+        inodes.dropPending(node)
+        notifier.invalidateEntry(parent: placement.parent, name: placement.name)
     }
 
     /// The staged file's modification time: its last write, or what the program set since.

@@ -31,6 +31,12 @@ final class KernelNotifier: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` on the notification queue, after every notification queued before it has been
+    /// sent (a reply that must reach the program only once the kernel forgot a name).
+    func afterQueued(_ body: @escaping @Sendable () -> Void) {
+        queue.async(execute: body)
+    }
+
     /// The same at once, on the calling thread: only after the request that changed the folder
     /// has been answered (until then the kernel holds the folder locked, and this would wait
     /// for it forever).

@@ -7,7 +7,7 @@ import Glibc
 /// A write-only copy (issue 38): a file created `O_WRONLY` (cp, tar, a shell's `>`) is written
 /// around the page cache, so the kernel asks no `security.capability` before its first write
 /// (one GETXATTR round trip per new file before); its bytes, and what a reader holding the file
-/// open sees while it is written, stay as they were.
+/// open sees while it is written, stay as they were. Its name is cached from the create on.
 final class WriteOnlyCopyMountTests: MountTestCase {
     override class var mountsInSetUp: Bool { false }
 
@@ -32,6 +32,23 @@ final class WriteOnlyCopyMountTests: MountTestCase {
         XCTAssertEqual(write(fd, "x", 1), 1)
         XCTAssertEqual(close(fd), 0)
         XCTAssertEqual(try requests("getxattr") - before, 1)
+    }
+
+    /// The name a create gave is cached like a looked-up one: a stat or unlink by path after
+    /// close asks the daemon nothing more (one LOOKUP per file before: fsbench's churn).
+    func testANewFilesNameNeedsNoLookupAfterClose() throws {
+        try fx.mount(extra: ["-o", "metrics=127.0.0.1:0"])
+        let names = (0..<20).map { "n\($0)" }
+        for name in names {
+            let fd = open(fx.m(name), O_WRONLY | O_CREAT | O_EXCL, 0o644)
+            XCTAssertGreaterThanOrEqual(fd, 0, name)
+            XCTAssertEqual(close(fd), 0, name)
+        }
+        let before = try requests("lookup")
+        for name in names { XCTAssertEqual(fx.stat(fx.m(name)).errno, 0, name) }
+        for name in names { XCTAssertEqual(unlink(fx.m(name)), 0, name) }
+        XCTAssertEqual(try requests("lookup") - before, 0, "a new file's name was looked up again")
+        for name in names { XCTAssertErrno(fx.stat(fx.m(name)).errno, ENOENT) }
     }
 
     func testAReaderSeesEachWriteOfAWriteOnlyFile() throws {
