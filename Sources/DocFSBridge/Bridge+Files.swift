@@ -17,14 +17,15 @@ extension Bridge {
     /// (`Passthrough.admit` decides); returns the backing id for the open reply then. Throws
     /// EBUSY for a handle the daemon must serve while the file's passthrough readers stay open.
     @discardableResult
+    /// `holding`: the caller holds an open of its own on the node meanwhile (not another handle).
     private func install(_ file: OpenFile, in fi: UnsafeMutablePointer<fuse_file_info>,
-                         passthroughFrom fd: Int32? = nil) throws(RequestError) -> Int32? {
+                         passthroughFrom fd: Int32? = nil, holding: Bool = false) throws(RequestError) -> Int32? {
         let node = file.node
         let backing = try attempt(.ino(node.ino)) { () throws(ProviderError) in
             try passthrough.admit(ino: node.ino, backing: fd, reading: !file.writable, staged: file.writable, othersOpen: { [inodes] in
                 // Another handle (served by the daemon), or for a reader a staged copy (it must
                 // see the writes; a writer's own staged copy is what it writes).
-                inodes.openCount(node) > 0 || (!file.writable && node.sessionLock.withLock { _ in node.session != nil })
+                inodes.openCount(node) > (holding ? 1 : 0) || (!file.writable && node.sessionLock.withLock { _ in node.session != nil })
             }, retain: { [inodes] in inodes.retainOpen(node) }, log: log)
         }
         file.passthrough = backing != nil
@@ -170,9 +171,14 @@ extension Bridge {
         try attempt(.item(item.identifier)) { () throws(ProviderError) in
             try passthrough.waitForReaders(ino: node.ino)
         }
+        // Held from the staged copy's choice to the handle's own: the release of the last handle
+        // before this one, racing it, would drop the staged copy this handle writes (a kernel
+        // writer's bytes in it never committed: a cat-then-append loop lost appends).
+        inodes.retainOpen(node)
+        defer { if inodes.releaseOpen(node) { dropIdleSession(node) } }
         try beginWriting(node, item: item, truncating: truncating)
         let backing = try install(OpenFile(node: node, readFD: -1, writable: true), in: fi,
-                                  passthroughFrom: passthrough.active ? stagedBacking(node) : nil)
+                                  passthroughFrom: passthrough.active ? stagedBacking(node) : nil, holding: true)
         if backing != nil { beganBacking(node) }
         return (backing, truncating || backing != nil ? setIDToDrop(item, writer: caller) : nil)
     }
