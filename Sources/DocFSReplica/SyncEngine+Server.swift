@@ -22,10 +22,11 @@ extension SyncEngine {
         try await incoming.rebuildIfRestored()
     }
 
-    /// A server without names (schema 11) is asked again while idle: once its owner has run
-    /// `docfs remote setup`, links are taken without a remount.
+    /// An older server (without names, schema 11, or without trashed names, 12) is asked again
+    /// while idle: once its owner has run `docfs remote setup`, links and a trashed name are
+    /// taken without a remount.
     func recheckOlderServer() async throws {
-        guard store.serverSchemaVersion < RemoteSchema.linksVersion else { return }
+        guard store.serverSchemaVersion < RemoteSchema.latest else { return }
         store.noteServerSchema(try await database.schemaVersion())
     }
 

@@ -75,8 +75,8 @@ extension LocalStore: HardLinkProvider {
             let destinationRow = try self.parentRow(newParent)
             let (named, target, fromParent) = try namedRecords(name, in: parentRow, of: targetRow)
             let intoTrash = destinationRow == Self.trashRow && fromParent.row != Self.trashRow
-            if intoTrash, replica != nil {
-                throw ProviderError(.notPermitted, "a replica's server keeps no trashed names: rm removes just that name")
+            if intoTrash, replica != nil, knownServerSchema() < Self.serverTrashedNamesVersion {
+                throw ProviderError(.notPermitted, "the server's docfs schema keeps no trashed names (version \(Self.serverTrashedNamesVersion) does: its owner runs `docfs remote setup`); rm removes just that name")
             }
             let (toParent, existing) = try read { (tree) throws(ProviderError) -> (Record, Record?) in
                 guard let folder = tree.records[tree.resolve(destinationRow)] else {

@@ -8,6 +8,7 @@ import Glibc
 /// further name of the same file on the other (one inode, `st_nlink` 2), an edit through either
 /// name is that file's, a name removed or renamed on one is so on the other; the server refuses
 /// a name no replica could have made and the tree stays whole; an older server refuses links.
+/// One name of several goes to the trash and back on one replica and so on the other (schema 13).
 final class ReplicaHardLinkMountTests: ReplicaTestCase {
     func inode(_ path: String) -> (ino: UInt64, links: UInt64)? {
         var st = stat()
@@ -61,6 +62,45 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
         try waitForQuiet(r, b)
         assertSameTrees(r, b)
         XCTAssertEqual(Set(try r.serverTree().keys), ["/d", "/e", "/d/c"])
+    }
+
+    func testOneNameTrashedOnOneReplicaIsTrashedAndRestoredOnTheOther() throws {
+        let r = try makeRemote(mount: false)
+        try r.fx.mount(extra: ["--trash"])
+        let b = try makeSecond(r, extra: ["--trash"])
+        XCTAssertEqual(r.fx.sh("mkdir mnt/d && printf one > mnt/d/a && ln mnt/d/a mnt/d/b").status, 0)
+        try waitForQuiet(r, b)
+
+        let trashed = r.fx.sh("mv mnt/d/b mnt/.Trash/")
+        XCTAssertEqual(trashed.status, 0, "\(trashed)\n\(r.logTail())")
+        eventually("B shows the name in its trash, the same file as the other name", timeout: 60) {
+            guard let kept = inode(b.mnt + "/d/a"), let inTrash = inode(b.mnt + "/.Trash/b") else { return false }
+            return !exists(b.mnt + "/d/b") && kept.ino == inTrash.ino && kept.links == 2 && inTrash.links == 2
+        }
+        XCTAssertEqual(contents(b.mnt + "/.Trash/b"), "one")
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_items WHERE link_of IS NOT NULL AND trashed_ns IS NOT NULL AND NOT deleted"), 1,
+                       "the server keeps the name in its trash")
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_items WHERE name = 'a' AND trashed_ns IS NULL AND NOT deleted"), 1,
+                       "the item stays where it is")
+
+        // B restores it: A has it back, the same file under both names.
+        let restored = r.fx.sh("mv '\(b.mnt)/.Trash/b' '\(b.mnt)/d/b'")
+        XCTAssertEqual(restored.status, 0, "\(restored)")
+        eventually("A has the name back", timeout: 60) {
+            guard let first = inode(r.mnt + "/d/a"), let back = inode(r.mnt + "/d/b") else { return false }
+            return !exists(r.mnt + "/.Trash/b") && first.ino == back.ino && back.links == 2
+        }
+
+        // Trashed again and removed from the trash: only the name goes, everywhere.
+        XCTAssertEqual(r.fx.sh("mv mnt/d/b mnt/.Trash/ && rm mnt/.Trash/b").status, 0)
+        eventually("B drops just the name", timeout: 60) {
+            !exists(b.mnt + "/.Trash/b") && !exists(b.mnt + "/d/b") && inode(b.mnt + "/d/a")?.links == 1
+        }
+        XCTAssertEqual(contents(b.mnt + "/d/a"), "one")
+        try waitForQuiet(r, b)
+        assertSameTrees(r, b)
+        XCTAssertEqual(Set(try r.serverTree().keys), ["/d", "/d/a"])
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_items WHERE link_of IS NOT NULL AND NOT deleted"), 0)
     }
 
     /// Links made on a replica away from the server meet what another replica did meanwhile: a
@@ -148,7 +188,7 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
         XCTAssertEqual(try r.unmount().status, 0)
         XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15), "the daemon is still running after docfs unmount")
         // The server as schema 11 left it (before names).
-        _ = try servers.psql(r.databaseURL, "DELETE FROM docfs_schema_migrations WHERE version = 12")
+        _ = try servers.psql(r.databaseURL, "DELETE FROM docfs_schema_migrations WHERE version >= 12")
         try r.fx.mount()
         XCTAssertEqual(r.fx.sh("printf two > mnt/b").status, 0)
         try r.waitUntilUploaded()

@@ -14,14 +14,14 @@ class ReplicaTestCase: RemoteMountTestCase {
         var mnt: String
     }
 
-    func makeSecond(_ r: RemoteMount, env: [String: String] = [:], name: String = "second") throws -> Second {
+    func makeSecond(_ r: RemoteMount, env: [String: String] = [:], name: String = "second", extra: [String] = []) throws -> Second {
         let second = Second(store: r.fx.dir + "/" + name, mnt: r.fx.dir + (name == "second" ? "/mnt2" : "/mnt-" + name))
         XCTAssertEqual(mkdir(second.mnt, 0o755), 0)
         let env = r.awsEnvironment(secret: r.servers.secretKey)
         // Each replica logs in as a role of its own (`docfs remote add-replica`).
         let initResult = r.fx.docfs(["init", second.store] + (try r.replicaArguments(role: name)), env: env)
         guard initResult.status == 0 else { throw FixtureError("init of the second replica: \(initResult)") }
-        try mountSecond(r, second, env: env)
+        try mountSecond(r, second, env: env, extra: extra)
         addTeardownBlock {
             _ = r.fx.docfs(["unmount", "--no-wait", second.mnt], timeout: 30)
             MountFixture.lazyUnmount(second.mnt)
@@ -29,9 +29,9 @@ class ReplicaTestCase: RemoteMountTestCase {
         return second
     }
 
-    func mountSecond(_ r: RemoteMount, _ second: Second, env: [String: String] = [:]) throws {
+    func mountSecond(_ r: RemoteMount, _ second: Second, env: [String: String] = [:], extra: [String] = []) throws {
         let environment = r.awsEnvironment(secret: r.servers.secretKey).merging(env) { _, given in given }
-        let mount = r.fx.docfs(["mount", second.store, second.mnt], env: environment)
+        let mount = r.fx.docfs(["mount", second.store, second.mnt] + extra, env: environment)
         guard mount.status == 0 else { throw FixtureError("mount of the second replica: \(mount)") }
     }
 

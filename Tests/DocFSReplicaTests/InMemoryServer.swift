@@ -340,7 +340,9 @@ final class InMemoryServer: ReplicaServer {
                 return (replay, [])
             }
             let position = Self.nextPosition(s)
-            if let target, let row = s.items[target], (row.linkOf != nil) != [.unlink, .moveName].contains(kind) {
+            // A name row takes the name operations and (schema 13) trash and untrash; an item the others.
+            if let target, let row = s.items[target],
+               row.linkOf != nil ? ![.unlink, .moveName, .trash, .untrash].contains(kind) : [.unlink, .moveName].contains(kind) {
                 throw RemoteError.invalid(row.linkOf == nil
                     ? "item \(target) is an item, not one of its further names (a \(kind.rawValue) takes a name)"
                     : "item \(target) is a further name of item \(row.linkOf!) (a \(kind.rawValue) takes an item)")

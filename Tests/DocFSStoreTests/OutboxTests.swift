@@ -66,7 +66,7 @@ final class OutboxTests: StoreTestCase {
         XCTAssertEqual(try store.item(for: renumbered).linkCount, 1)
     }
 
-    /// The server keeps no trashed names: a replica refuses one of several names into the trash
+    /// A server of schema 12 keeps no trashed names: a replica refuses one of several names into the trash
     /// (rm removes the name), and sends nothing.
     func testAReplicaRefusesANameIntoTheTrash() async throws {
         try makeReplica()
@@ -79,6 +79,27 @@ final class OutboxTests: StoreTestCase {
         }
         XCTAssertEqual(summary(try store.outboxEntries(limit: 100)), ["create a.txt", "link b.txt"])
         XCTAssertEqual(try store.enumerateItems(in: .trashContainer).map(\.filename), [])
+    }
+
+    /// A server of schema 13 keeps a trashed name: its trash, restore and removal from the trash
+    /// go out as the name's own entries.
+    func testANameIntoTheTrashAndBackLeavesItsEntries() async throws {
+        try makeReplica()
+        store.noteServerSchema(LocalStore.serverTrashedNamesVersion)
+        let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: .rootContainer)
+        _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: .rootContainer, name: "b.txt")
+        let trashed = try await store.moveName("b.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: file.identifier,
+                                               toParentItemIdentifier: .trashContainer, newName: "b.txt")
+        XCTAssertEqual(store.trashOrigin(of: trashed.identifier)?.filename, "b.txt")
+        _ = try await store.moveName("b.txt", inParentItemIdentifier: .trashContainer, ofItemWithIdentifier: file.identifier,
+                                     toParentItemIdentifier: .rootContainer, newName: "c.txt")
+        _ = try await store.moveName("c.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: file.identifier,
+                                     toParentItemIdentifier: .trashContainer, newName: "c.txt")
+        try await store.removeName("c.txt", inParentItemIdentifier: .trashContainer, ofItemWithIdentifier: file.identifier)
+        let entries = try store.outboxEntries(limit: 100)
+        XCTAssertEqual(summary(entries), ["create a.txt", "link b.txt", "trash ", "untrash c.txt", "trash ", "unlink "])
+        XCTAssertEqual(Set(entries.dropFirst().map(\.row)).count, 1, "all of them the name's")
+        XCTAssertEqual(try store.item(for: file.identifier).linkCount, 1)
     }
 
     private func summary(_ entries: [OutboxEntry]) -> [String] {

@@ -16,7 +16,17 @@
 ///   move of that name, as `move`.
 /// `delete` of an item that still has names (a replica that never saw them) removes the name it
 /// had: the item takes the place of its oldest other name, which goes, as a replica's store does.
+///
+/// Version 13: one name in the trash. `trash` and `untrash` take a name row as they take an
+/// item (`docfs_op_name_trash`): a trashed name keeps its folder and name with `trashed_ns` set,
+/// as a trashed item does, so a replica shows it at the top of its trash remembering where it
+/// came from; `untrash` puts it in a live folder (not deleted, not in the trash, not a name: a
+/// name never brings a folder back) under a free name; `unlink` of a trashed name removes it.
 extension RemoteSchema {
+    /// The first schema that keeps a trashed name (a replica refuses `mv NAME .Trash/` of one
+    /// name of several against an older server).
+    package static let trashedNamesVersion = 13
+
     /// The first schema with names (a replica refuses `link(2)` against an older server).
     package static let linksVersion = 12
     /// The oldest schema a replica works with (one without names: links are refused then).
@@ -47,7 +57,7 @@ extension RemoteSchema {
         END
         $fn$
         """,
-        linkFunction, passNameFunction, applyOneWithNames,
+        linkFunction, passNameFunction, applyOne(trashingNames: false),
         // The new functions are the owner's (PostgreSQL lets PUBLIC execute new ones; replicas call docfs_apply).
         """
         REVOKE ALL ON FUNCTION docfs_op_link(jsonb, uuid, text), docfs_pass_name(bigint, uuid, text) FROM PUBLIC
@@ -117,8 +127,67 @@ extension RemoteSchema {
         $fn$
         """
 
-    /// `docfs_apply_one` of version 11 (`RemoteSchema+Operations`), with the name operations.
-    static let applyOneWithNames = """
+    static let trashedNameStatements: [String] = [
+        nameTrashFunction, applyOne(trashingNames: true),
+        "REVOKE ALL ON FUNCTION docfs_op_name_trash(jsonb, uuid, text, boolean) FROM PUBLIC",
+    ]
+
+    /// `trash` and `untrash` of a name row (version 13). Trashing a trashed name answers it as it
+    /// is (another replica trashed it first), as for items.
+    static let nameTrashFunction = """
+        CREATE OR REPLACE FUNCTION docfs_op_name_trash(p_op jsonb, p_id uuid, p_me text, p_untrash boolean) RETURNS bigint[]
+        LANGUAGE plpgsql AS $fn$
+        #variable_conflict use_variable
+        DECLARE
+            name_id bigint := docfs_target(p_op, 'item', p_me);
+            it docfs_items := docfs_live(name_id);
+            named docfs_items;
+            parent bigint;
+            wanted text;
+            folder docfs_items;
+            cv bigint;
+            mv bigint;
+        BEGIN
+            SELECT * INTO named FROM docfs_items WHERE id = it.link_of AND NOT deleted;
+            IF NOT FOUND THEN PERFORM docfs_fail('DF011', format('item %s, named by %s, is not on the server', it.link_of, name_id)); END IF;
+            IF NOT p_untrash THEN
+                IF p_op->>'parent' IS NOT NULL OR p_op->>'parent_op' IS NOT NULL OR p_op->>'name' IS NOT NULL THEN
+                    PERFORM docfs_fail('DF014', 'a trash takes no folder or name: a trashed name keeps where it came from');
+                END IF;
+                UPDATE docfs_items SET trashed_ns = coalesce(trashed_ns, docfs_now()), metadata_version = metadata_version + 1,
+                       changed_ns = docfs_now()
+                WHERE id = name_id RETURNING content_version, metadata_version INTO cv, mv;
+                RETURN ARRAY[name_id, cv, mv];
+            END IF;
+            IF it.trashed_ns IS NULL THEN PERFORM docfs_fail('DF014', format('name %s is not in the trash', name_id)); END IF;
+            parent := docfs_target(p_op, 'parent', p_me);
+            wanted := docfs_valid_name(p_op->>'name');
+            SELECT * INTO folder FROM docfs_items WHERE id = parent FOR UPDATE;
+            IF NOT FOUND OR folder.deleted THEN
+                PERFORM docfs_fail('DF011', format('folder %s is not on the server', parent), parent::text);
+            END IF;
+            IF folder.kind <> 'directory' OR folder.link_of IS NOT NULL THEN
+                PERFORM docfs_fail('DF014', format('item %s is not a directory', parent));
+            END IF;
+            IF folder.trashed_ns IS NOT NULL THEN PERFORM docfs_fail('DF014', format('folder %s is in the trash', parent)); END IF;
+            UPDATE docfs_items SET parent_id = parent, name = docfs_free_name(wanted, false, parent, name_id), trashed_ns = NULL,
+                   metadata_version = metadata_version + 1, changed_ns = docfs_now()
+            WHERE id = name_id RETURNING content_version, metadata_version INTO cv, mv;
+            RETURN ARRAY[name_id, cv, mv];
+        END
+        $fn$
+        """
+
+    /// `docfs_apply_one` of version 11 (`RemoteSchema+Operations`), with the name operations;
+    /// from version 13 (`trashingNames`) `trash` and `untrash` take a name row too.
+    static func applyOne(trashingNames: Bool) -> String {
+        let nameKinds = trashingNames ? "('unlink', 'move_name', 'trash', 'untrash')" : "('unlink', 'move_name')"
+        let trashing = !trashingNames ? "" : """
+            IF kind IN ('trash', 'untrash') AND target_of IS NOT NULL THEN
+                done := docfs_op_name_trash(p_op, op_id, p_me, kind = 'untrash');
+            END IF;
+            """
+        return """
         CREATE OR REPLACE FUNCTION docfs_apply_one(p_op jsonb, p_me text) RETURNS jsonb LANGUAGE plpgsql AS $fn$
         DECLARE
             op_id uuid := (p_op->>'op')::uuid;
@@ -153,7 +222,7 @@ extension RemoteSchema {
             IF kind NOT IN ('create', 'link') THEN
                 target_id := docfs_target(p_op, 'item', p_me);
                 SELECT link_of INTO target_of FROM docfs_items WHERE id = target_id;
-                IF FOUND AND (target_of IS NOT NULL) <> (kind IN ('unlink', 'move_name')) THEN
+                IF FOUND AND ((target_of IS NOT NULL AND kind NOT IN \(nameKinds)) OR (target_of IS NULL AND kind IN ('unlink', 'move_name'))) THEN
                     PERFORM docfs_fail('DF014', CASE WHEN target_of IS NULL
                         THEN format('item %s is an item, not one of its further names (a %s takes a name)', target_id, kind)
                         ELSE format('item %s is a further name of item %s (a %s takes an item)', target_id, target_of, kind) END);
@@ -166,6 +235,7 @@ extension RemoteSchema {
                     SELECT ARRAY[id, content_version, metadata_version] INTO done FROM docfs_items WHERE id = target_id;
                 END IF;
             END IF;
+            \(trashing)
             IF done IS NULL THEN
                 done := CASE kind
                     WHEN 'create' THEN docfs_op_create(p_op, op_id, p_me)
@@ -186,4 +256,5 @@ extension RemoteSchema {
         END
         $fn$
         """
+    }
 }

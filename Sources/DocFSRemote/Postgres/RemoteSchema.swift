@@ -72,8 +72,11 @@
 ///
 /// Version 12 (`RemoteSchema+Links.swift`): hard links, a file's further names as name rows
 /// (`docfs_items.link_of`) with operations of their own.
+///
+/// Version 13 (`RemoteSchema+Links.swift`): one name of several in the trash (`trash`/`untrash`
+/// of a name row).
 package enum RemoteSchema {
-    package static let latest = 12
+    package static let latest = 13
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -195,6 +198,7 @@ package enum RemoteSchema {
         (10, manifestStatements),
         (11, doorTables + operationStatements + doorFunctions),
         (12, linkStatements),
+        (13, trashedNameStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the

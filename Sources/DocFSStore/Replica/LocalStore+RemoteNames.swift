@@ -3,13 +3,15 @@ import DocFSProvider
 import GRDB
 
 // A replica's hard links (`LocalStore+Links`): made here while the server keeps names (its
-// schema 12, `RemoteSchema+Links`), sent as `link`/`unlink`/`moveName` entries (OutboxPlanner);
-// another replica's names applied as this store's name rows of the same item; a name the server
-// refused dropped here, whole.
+// schema 12, `RemoteSchema+Links`), sent as `link`/`unlink`/`moveName` entries, and, from schema
+// 13, `trash`/`untrash` of one name (OutboxPlanner); another replica's names applied as this
+// store's name rows of the same item; a name the server refused dropped here, whole.
 extension LocalStore {
     static let serverSchemaKey = "serverSchema"
     /// The first server schema that keeps names (`RemoteSchema.linksVersion`).
     package static let serverNamesVersion = 12
+    /// The first server schema that keeps trashed names (`RemoteSchema.trashedNamesVersion`).
+    package static let serverTrashedNamesVersion = 13
 
     /// The server's schema as the sync engine found it at its connection; kept for the next mount.
     package func noteServerSchema(_ version: Int) {
@@ -26,15 +28,22 @@ extension LocalStore {
     /// The server's schema as the sync engine last found it (0: not yet, or no remote).
     package var serverSchemaVersion: Int { replica?.serverSchema.load(ordering: .relaxed) ?? 0 }
 
-    /// Why this replica refuses `link(2)` (nil: it does not): a server that keeps one name per
-    /// file would refuse the name, and a name made here only would be half-done.
-    func linkRefusal() -> String? {
-        guard let replica else { return nil }
+    /// The server's schema as last found, from the store's meta table before the first sync.
+    func knownServerSchema() -> Int {
+        guard let replica else { return 0 }
         var version = replica.serverSchema.load(ordering: .relaxed)
         if version == 0 {
             version = state.withLock { tree in tree.reader?.count("SELECT CAST(value AS INTEGER) FROM meta WHERE key = '\(Self.serverSchemaKey)'") } ?? 0
             if version > 0 { replica.serverSchema.store(version, ordering: .relaxed) }
         }
+        return version
+    }
+
+    /// Why this replica refuses `link(2)` (nil: it does not): a server that keeps one name per
+    /// file would refuse the name, and a name made here only would be half-done.
+    func linkRefusal() -> String? {
+        guard replica != nil else { return nil }
+        let version = knownServerSchema()
         if version >= Self.serverNamesVersion { return nil }
         if version == 0 {
             return "this replica has not reached its server since it was made, so it cannot tell whether the server keeps hard links (schema \(Self.serverNamesVersion)); try again once it has synced"
@@ -95,19 +104,25 @@ extension LocalStore {
         return path
     }
 
-    /// Another replica's further name (`item.linkOf`), made or moved here as a name row of the
-    /// same local item. Needs the item and the folder here first.
+    /// Another replica's further name (`item.linkOf`), made, moved, trashed or restored here as a
+    /// name row of the same local item. Needs the item and the folder here first. A trashed name
+    /// (schema 13) sits at the top of the trash, remembering where it came from, as locally.
     func applyIncomingName(_ item: IncomingItem, of itemRow: Int64, database: DatabaseQueue,
                            result: inout IncomingResult, changes: inout [ProviderChange]) throws(ProviderError) -> Bool {
-        // The server keeps no trashed names: a name row in its trash is nothing here.
-        guard !item.trashed else { return true }
-        struct Plan { var local: Record?; var parent: Record; var target: Record; var occupant: Record? }
+        let parentRow = item.trashed ? Self.trashRow : item.parentRow
+        struct Plan { var local: Record?; var parent: Record; var target: Record; var occupant: Record?; var name: String }
         let plan = try read { (tree) throws(ProviderError) -> Plan? in
-            guard let parent = tree.records[item.parentRow], parent.item.isFolder else { return nil }
+            guard let parent = tree.records[parentRow], parent.item.isFolder else { return nil }
             guard let target = tree.records[itemRow], target.linkOf == nil else { return nil }
+            let local = tree.records[item.row]
+            var name = item.name
+            if item.trashed {
+                if let local, local.parent == Self.trashRow { name = local.item.filename }
+                else { name = tree.uniqueName(item.name, in: Self.trashRow, isFolder: false) }
+            }
             var occupant: Record?
-            if let other = tree.children[item.parentRow]?[NameKey(item.name)], other != item.row { occupant = tree.records[other] }
-            return Plan(local: tree.records[item.row], parent: parent, target: target, occupant: occupant)
+            if let other = tree.children[parentRow]?[NameKey(name)], other != item.row { occupant = tree.records[other] }
+            return Plan(local: local, parent: parent, target: target, occupant: occupant, name: name)
         }
         guard let plan else {
             result.missingParents.insert(itemRow)
@@ -115,10 +130,11 @@ extension LocalStore {
         }
         // Identifiers never change what they are: an item here stays one.
         if let local = plan.local, local.linkOf != itemRow { return true }
-        if let local = plan.local, local.parent == item.parentRow, local.item.filename.utf8.elementsEqual(item.name.utf8) { return true }
+        if let local = plan.local, local.parent == parentRow, local.item.filename.utf8.elementsEqual(plan.name.utf8),
+           !item.trashed || local.trashedFrom == item.parentRow { return true }
         guard !plan.target.item.isFolder else { return true }
         if let occupant = plan.occupant {
-            if try moveAside(occupant, in: item.parentRow, database: database, changes: &changes) { result.movedAside.insert(occupant.row) }
+            if try moveAside(occupant, in: parentRow, database: database, changes: &changes) { result.movedAside.insert(occupant.row) }
         }
         let now = FileTime.now()
         var target = plan.target
@@ -138,8 +154,10 @@ extension LocalStore {
         }
         name.parent = plan.parent.row
         name.item.parentIdentifier = plan.parent.item.identifier
-        name.item.filename = item.name
-        try commit(database, saving: [name, target], replicated: false, "apply the name \(item.name) of item \(itemRow) from another replica")
+        name.item.filename = plan.name
+        name.trashedFrom = item.trashed ? item.parentRow : nil
+        name.trashedName = item.trashed ? item.name : nil
+        try commit(database, saving: [name, target], replicated: false, "apply the name \(plan.name) of item \(itemRow) from another replica")
         state.withLock { tree in
             if plan.local == nil { tree.insert(name) } else { tree.move(name.row, to: name) }
             tree.move(target.row, to: target)
@@ -147,7 +165,7 @@ extension LocalStore {
         if let local = plan.local, let oldParent = local.parent {
             changes.append(.nameChanged(parent: Self.identifier(forRow: oldParent), name: local.item.filename))
         }
-        changes.append(.nameChanged(parent: Self.identifier(forRow: item.parentRow), name: item.name))
+        changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: plan.name))
         changes.append(.modified(target.item.identifier))
         result.applied += 1
         return true

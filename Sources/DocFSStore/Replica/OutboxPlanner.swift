@@ -81,9 +81,10 @@ enum OutboxPlanner {
         return planned
     }
 
-    /// A further name (hard link, `LocalStore+Links`): made, moved or renamed; into the trash it
-    /// leaves the server (the server keeps no trashed names), and nothing of it comes back.
-    /// Nothing else of a name row is its own (the item's changes are planned on the item).
+    /// A further name (hard link, `LocalStore+Links`): made, moved, renamed, trashed or restored
+    /// (a server of schema 13 keeps a trashed name where it came from, as an item; the store
+    /// trashes names only against such a server). Nothing else of a name row is its own (the
+    /// item's changes are planned on the item).
     static func planName(old: Record?, new: Record, of named: Int64, parent: Int64) -> [Planned] {
         let trash = LocalStore.trashRow
         guard let old else {
@@ -92,8 +93,12 @@ enum OutboxPlanner {
             details.linkOf = named
             return [Planned(kind: .link, row: new.row, parent: parent, name: new.item.filename, details: details)]
         }
-        guard old.parent != trash else { return [] }
-        if parent == trash { return [Planned(kind: .unlink, row: new.row)] }
+        switch (old.parent == trash, parent == trash) {
+        case (false, true): return [Planned(kind: .trash, row: new.row)]
+        case (true, false): return [Planned(kind: .untrash, row: new.row, parent: parent, name: new.item.filename)]
+        case (true, true): return []  // a rename inside the trash: the server keeps where it came from
+        case (false, false): break
+        }
         guard old.parent != parent || !old.item.filename.utf8.elementsEqual(new.item.filename.utf8) else { return [] }
         var details = OutboxDetails()
         details.fromParent = old.parent
@@ -104,7 +109,7 @@ enum OutboxPlanner {
     /// A deleted item.
     static func planDeletion(of old: Record) -> [Planned] {
         guard old.item.kind.isReplicated, old.parent != nil else { return [] }
-        if old.linkOf != nil { return old.parent == LocalStore.trashRow ? [] : [Planned(kind: .unlink, row: old.row)] }
+        if old.linkOf != nil { return [Planned(kind: .unlink, row: old.row)] }
         // The version deleted: a delete of a file another replica has changed since is refused
         // (an edit against a delete keeps the edit).
         var details = OutboxDetails()
