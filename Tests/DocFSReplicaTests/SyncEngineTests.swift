@@ -435,7 +435,15 @@ extension SyncEngineTests {
         await refused(.unlink(name: .item(file.itemID)), "an unlink of an item")
         await refused(.move(item: .item(name.itemID), toParent: .item(root), name: "m", expectedParentID: nil, expectedName: nil, types: nil),
                       "a move of a name")
-        await refused(.trash(item: .item(name.itemID)), "a trash of a name")
+        // One name in the trash (schema 13): only out of it into a live folder.
+        await refused(.untrash(item: .item(name.itemID), toParent: .item(root), name: "u", types: nil), "an untrash of a live name")
+        _ = try await server.applyOne(RemoteOperation(id: UUID(), .trash(item: .item(name.itemID))))
+        XCTAssertNotNil(server.state.withLock { $0.items[name.itemID]?.trashedNs })
+        await refused(.untrash(item: .item(name.itemID), toParent: .item(file.itemID), name: "u", types: nil), "an untrash into a file")
+        await refused(.untrash(item: .item(name.itemID), toParent: .item(name.itemID), name: "u", types: nil), "an untrash into a name")
+        let back = try await server.applyOne(RemoteOperation(id: UUID(), .untrash(item: .item(name.itemID), toParent: .item(folder.itemID),
+                                                                                 name: "a", types: nil)))
+        XCTAssertEqual(back.name, "a")
         _ = try await server.trashItem(operationID: UUID(), itemID: folder.itemID)
         await refused(.link(item: .item(file.itemID), parent: .item(folder.itemID), name: "d"), "a link into a trashed folder")
         // A delete of the item takes its name's place: the file stays, as "f/a" (in the trashed f).
