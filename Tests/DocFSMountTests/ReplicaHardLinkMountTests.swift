@@ -91,6 +91,18 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
             return !exists(r.mnt + "/.Trash/b") && first.ino == back.ino && back.links == 2
         }
 
+        // The file's own (first) name goes to the trash and back the same way.
+        XCTAssertEqual(r.fx.sh("mv mnt/d/a mnt/.Trash/").status, 0)
+        eventually("B shows the first name in its trash, the same file as the other", timeout: 60) {
+            guard let kept = inode(b.mnt + "/d/b"), let inTrash = inode(b.mnt + "/.Trash/a") else { return false }
+            return !exists(b.mnt + "/d/a") && kept.ino == inTrash.ino && kept.links == 2
+        }
+        XCTAssertEqual(r.fx.sh("mv '\(b.mnt)/.Trash/a' '\(b.mnt)/d/a'").status, 0)
+        eventually("A has the first name back", timeout: 60) {
+            guard let first = inode(r.mnt + "/d/a"), let other = inode(r.mnt + "/d/b") else { return false }
+            return !exists(r.mnt + "/.Trash/a") && first.ino == other.ino && first.links == 2
+        }
+
         // Trashed again and removed from the trash: only the name goes, everywhere.
         XCTAssertEqual(r.fx.sh("mv mnt/d/b mnt/.Trash/ && rm mnt/.Trash/b").status, 0)
         eventually("B drops just the name", timeout: 60) {
