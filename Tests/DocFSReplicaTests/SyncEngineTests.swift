@@ -350,7 +350,9 @@ final class ContentChunkerTests: XCTestCase {
         let after = blocks(edited, chunker)
         let changed = Set(after.map { $0.withUnsafeBytes { BlockHash.of($0) } })
             .subtracting(before.map { $0.withUnsafeBytes { BlockHash.of($0) } })
-        XCTAssertLessThanOrEqual(changed.count, 2, "\(changed.count) of \(after.count) blocks changed")
+        // Usually one or two; a block cut at the maximum (no content boundary in it) passes the
+        // shift on to the next, so random data now and then gives three: a few of ~45 is the property.
+        XCTAssertLessThanOrEqual(changed.count, 4, "\(changed.count) of \(after.count) blocks changed")
 
         // More bytes needed: no cut is decided before the minimum.
         XCTAssertNil(data.withUnsafeBytes { chunker.cut(UnsafeRawBufferPointer(rebasing: $0[0..<1000]), atEnd: false) })
