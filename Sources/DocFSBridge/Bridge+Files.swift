@@ -72,9 +72,10 @@ extension Bridge {
             // The attributes may be cached: every change to the new file comes through the kernel,
             // which drops them after a write or setattr (this saves cp's fstat a round trip). So
             // may the name (an unlink or a stat by path after close needs no lookup): an import
-            // that fails takes it out of the kernel's cache before close() returns (`flush`).
+            // that fails takes it out of the kernel's cache before close() returns (`flush`). Not
+            // in a folder some caller may not search, as for any name (`cachesNames`).
             e.attr_timeout = options.attrTimeout
-            e.entry_timeout = options.entryTimeout
+            e.entry_timeout = cachesNames(below: Ownership(parentItem)) ? options.entryTimeout : 0
             reply.create(&e, fi)
         } catch {
             reply.error(report("create", error))
