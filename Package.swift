@@ -102,7 +102,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "docfs", dependencies: [
-            "CFuse", "DocFS", "DocFSProvider", "DocFSStore", "DocFSMemory", "DocFSBridge", "DocFSReplica", "DocFSRemote", "DocFSStoreMount",
+            "DocFS", "DocFSProvider", "DocFSStore", "DocFSMemory", "DocFSReplica", "DocFSRemote", "DocFSStoreMount",
             "DocFSMetrics",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
