@@ -128,7 +128,7 @@ let package = Package(
         // Signer unit tests (AWS's published examples) and integration tests against the PostgreSQL
         // and moto servers `make test` starts (skipped without DOCFS_TEST_PG_URL / DOCFS_TEST_S3_ENDPOINT).
         .testTarget(name: "DocFSRemoteTests", dependencies: [
-            "DocFSRemote",
+            "DocFSRemote", "DocFSProvider",
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -360,19 +360,3 @@ actor IncomingSync {
         return (results, refused)
     }
 }
-
-/// Tags between the server's text array and the provider's bytes (UTF-8, comma-separated, as
-/// `docfs tag` writes them); bytes that were not UTF-8 travel as one "base64:" element.
-enum ServerTags {
-    static func array(_ data: Data?) -> [String] {
-        guard let data, !data.isEmpty else { return [] }
-        guard let text = String(data: data, encoding: .utf8) else { return ["base64:" + data.base64EncodedString()] }
-        return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-    }
-
-    static func data(_ tags: [String]) -> Data? {
-        guard !tags.isEmpty else { return nil }
-        if tags.count == 1, tags[0].hasPrefix("base64:"), let raw = Data(base64Encoded: String(tags[0].dropFirst(7))) { return raw }
-        return Data(tags.joined(separator: ",").utf8)
-    }
-}

@@ -129,7 +129,7 @@ package enum ReplicaBootstrap {
                 if made[path] != nil { continue }
                 let applied = try await database.createItem(
                     operationID: UUID(), parentID: parent, name: component, kind: .folder,
-                    attributes: RemoteItemAttributes(uid: getuid(), gid: getgid(), mode: 0o755, createdNs: now, modifiedNs: now,
+                    attributes: ReplicatedAttributes(uid: getuid(), gid: getgid(), mode: 0o755, createdNs: now, modifiedNs: now,
                                                      types: [ContentType.folder.identifier] + ContentTypeRegistry.standard.supertypes(of: .folder).map(\.identifier)))
                 made[path] = applied.itemID
             }

@@ -212,10 +212,9 @@ extension SyncEngine {
             }
             // Deleted before its upload: nothing to create (its delete is skipped likewise).
             if details.kind == .file, content == nil { return nil }
-            let attributes = RemoteItemAttributes(uid: details.uid ?? 0, gid: details.gid ?? 0, mode: details.mode ?? 0o644,
-                                                  createdNs: details.createdNs ?? 0, modifiedNs: details.modifiedNs ?? 0,
-                                                  tags: ServerTags.array(details.tagData), symlinkTarget: details.symlinkTarget,
-                                                  types: typeChain(entry.row))
+            // As the outbox recorded it; a create without attributes sends what it always has (0, 0, 0644, times 0).
+            var attributes = details.newItem ?? ReplicatedAttributes(createdNs: 0, modifiedNs: 0)
+            attributes.types = typeChain(entry.row)
             return RemoteOperation(id: entry.id, .create(parent: try target(parent), name: name, kind: kind,
                                                          attributes: attributes, content: content))
         case .content:

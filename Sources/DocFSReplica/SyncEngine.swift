@@ -368,7 +368,7 @@ package final class SyncEngine: Sendable {
         let row = store.currentRow(entry.row)
         let name = ConflictNames.copy(of: server.name, host: ConflictNames.hostName, date: Date())
         let local = try? store.item(for: LocalStore.identifier(forRow: row))
-        let attributes = RemoteItemAttributes(uid: local?.ownerID ?? server.uid, gid: local?.groupID ?? server.gid,
+        let attributes = ReplicatedAttributes(uid: local?.ownerID ?? server.uid, gid: local?.groupID ?? server.gid,
                                               mode: UInt32(local?.posixPermissions ?? UInt16(server.mode & 0o7777)),
                                               createdNs: local?.creationTime.totalNanoseconds ?? server.createdNs,
                                               modifiedNs: entry.details.modifiedNs ?? server.modifiedNs)

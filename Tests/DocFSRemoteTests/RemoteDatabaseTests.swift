@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import DocFSProvider
 import DocFSRemote
 import Foundation
 import Logging
@@ -43,8 +44,8 @@ final class RemoteDatabaseTests: XCTestCase {
         }
     }
 
-    func attributes(mode: UInt32 = 0o644) -> RemoteItemAttributes {
-        RemoteItemAttributes(uid: 1000, gid: 1000, mode: mode, createdNs: 1_700_000_000_123_456_789,
+    func attributes(mode: UInt32 = 0o644) -> ReplicatedAttributes {
+        ReplicatedAttributes(uid: 1000, gid: 1000, mode: mode, createdNs: 1_700_000_000_123_456_789,
                              modifiedNs: 1_700_000_001_987_654_321, tags: ["red", "work"])
     }
 

@@ -1,3 +1,4 @@
+import DocFSProvider
 import DocFSRemote
 import Foundation
 import XCTest
@@ -13,7 +14,7 @@ final class ServerCapabilityTests: XCTestCase {
                     {"path":"Movable","contents":["read","reparent"]}]}
         """#
 
-    let attributes = RemoteItemAttributes(uid: 1000, gid: 1000, mode: 0o644, createdNs: 1, modifiedNs: 1)
+    let attributes = ReplicatedAttributes(uid: 1000, gid: 1000, mode: 0o644, createdNs: 1, modifiedNs: 1)
 
     func file(_ db: RemoteDatabase, _ parent: Int64, _ name: String, types: [String]? = nil) async throws -> Int64 {
         var attributes = self.attributes

@@ -1,5 +1,6 @@
 import XCTest
 import Foundation
+import DocFSProvider
 @testable import DocFSRemote
 
 /// The server keeps an item's kind as a word in its `kind` column; the client speaks the
@@ -8,7 +9,7 @@ final class ServerKindWordTests: XCTestCase {
     func testCreateSendsTheServersWord() throws {
         for (kind, word) in [(RemoteItem.serverKind("file"), "file"), (.folder, "directory"), (.symlink, "symlink")] {
             let operation = RemoteOperation(id: UUID(), .create(parent: .item(1), name: "n", kind: kind,
-                                                                attributes: RemoteItemAttributes(createdNs: 1, modifiedNs: 1), content: nil))
+                                                                attributes: ReplicatedAttributes(createdNs: 1, modifiedNs: 1), content: nil))
             let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(RemoteDatabase.WireOperation(operation)))
             XCTAssertEqual((json as? [String: Any])?["item_kind"] as? String, word)
         }

@@ -443,7 +443,7 @@ final class InMemoryServer: ReplicaServer {
     }
 
     private func create(operationID: UUID, parentID: Int64, name: String, kind: ItemKind,
-                        attributes: RemoteItemAttributes, content: RemoteContent?) async throws -> AppliedChange {
+                        attributes: ReplicatedAttributes, content: RemoteContent?) async throws -> AppliedChange {
         try apply("createItem", operationID, .create) { s, position in
             try checkRejected(s, name)
             try Self.folder(s, parentID)

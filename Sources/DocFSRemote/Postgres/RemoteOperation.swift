@@ -12,7 +12,7 @@ package struct RemoteOperation: Sendable, Equatable {
     }
 
     package enum Change: Sendable, Equatable {
-        case create(parent: Target, name: String, kind: ItemKind, attributes: RemoteItemAttributes, content: RemoteContent?)
+        case create(parent: Target, name: String, kind: ItemKind, attributes: ReplicatedAttributes, content: RemoteContent?)
         /// A new content version if the file is still at `expectedVersion` (compare-and-swap).
         case content(item: Target, expectedVersion: Int64, content: RemoteContent, modifiedNs: Int64)
         /// With where the replica saw it (`expectedParentID`, `expectedName`), a move made
@@ -76,7 +76,7 @@ extension OperationApplier {
     /// Creates an item and returns its permanent id (`AppliedChange.itemID`). A name another
     /// item took first gets a suffix (`AppliedChange.name`); a folder deleted meanwhile comes back.
     package func createItem(operationID: UUID, parentID: Int64, name: String, kind: ItemKind,
-                            attributes: RemoteItemAttributes, content: RemoteContent? = nil) async throws -> AppliedChange {
+                            attributes: ReplicatedAttributes, content: RemoteContent? = nil) async throws -> AppliedChange {
         try await applyOne(RemoteOperation(id: operationID, .create(parent: .item(parentID), name: name, kind: kind,
                                                                     attributes: attributes, content: content)))
     }

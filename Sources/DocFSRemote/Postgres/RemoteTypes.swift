@@ -99,33 +99,6 @@ extension RemoteItem {
     }
 }
 
-/// What a new item carries besides its parent and name. Times are nanoseconds since 1970.
-package struct RemoteItemAttributes: Sendable, Equatable {
-    package var uid: UInt32
-    package var gid: UInt32
-    /// Permission bits, set-ID and sticky included (07777); the kind is separate.
-    package var mode: UInt32
-    package var createdNs: Int64
-    package var modifiedNs: Int64
-    package var tags: [String]
-    package var symlinkTarget: String?
-    /// The item's content type and what it conforms to, nearest first: the server checks its
-    /// layout's rules against them (`RemoteSchema` version 3). nil: not given.
-    package var types: [String]?
-
-    package init(uid: UInt32 = 0, gid: UInt32 = 0, mode: UInt32 = 0o644, createdNs: Int64, modifiedNs: Int64,
-                tags: [String] = [], symlinkTarget: String? = nil, types: [String]? = nil) {
-        self.types = types
-        self.uid = uid
-        self.gid = gid
-        self.mode = mode
-        self.createdNs = createdNs
-        self.modifiedNs = modifiedNs
-        self.tags = tags
-        self.symlinkTarget = symlinkTarget
-    }
-}
-
 /// A content version's object in the bucket.
 package struct RemoteContent: Sendable, Equatable {
     package var key: String

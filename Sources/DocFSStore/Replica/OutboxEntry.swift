@@ -57,10 +57,18 @@ package struct OutboxEntry: Sendable, Equatable {
     }
 }
 
-/// What an entry carries besides its place: the attributes a create sends, the changed ones of
-/// an attributes change (nil: unchanged), and a content change's versions.
-package struct OutboxDetails: Codable, Sendable, Equatable {
+/// What an entry carries besides its place: a create's new item (`kind`, `newItem`), the changed
+/// attributes of an attributes change (nil: unchanged), and a content change's versions.
+///
+/// Stored as JSON with flat keys (the `Codable` extension below), the form every docfs has
+/// written: a create's attributes sit under the same keys as an attributes change's, so that
+/// entries already in a store's outbox, and SQL that edits them (`json_set`), read as before.
+package struct OutboxDetails: Sendable, Equatable {
+    /// Create: the new item's kind.
     package var kind: ItemKind?
+    /// Create: what the new item carries, as it is sent (its `types` are worked out when sent).
+    package var newItem: ReplicatedAttributes?
+    // Attributes: what changed (nil: unchanged). Content: `modifiedNs`.
     package var uid: UInt32?
     package var gid: UInt32?
     package var mode: UInt32?
@@ -70,9 +78,9 @@ package struct OutboxDetails: Codable, Sendable, Equatable {
     /// Tags as the provider keeps them (opaque bytes), base64 on the server.
     package var tagData: Data?
     package var tagsChanged: Bool?
+    /// Attributes, and a create's (recorded, not sent: the server's create takes no rank).
     package var favoriteRank: Int64?
     package var favoriteRankChanged: Bool?
-    package var symlinkTarget: String?
     /// Content: the local content version this change made (the server's expected version is
     /// one less: every local content version is one outbox entry, so the two count alike).
     package var contentVersion: UInt64?
@@ -87,11 +95,12 @@ package struct OutboxDetails: Codable, Sendable, Equatable {
     /// numbers a temporary one).
     package var linkOf: Int64?
 
-    package init(kind: ItemKind? = nil, uid: UInt32? = nil, gid: UInt32? = nil, mode: UInt32? = nil,
-                createdNs: Int64? = nil, modifiedNs: Int64? = nil, accessedNs: Int64? = nil,
+    package init(kind: ItemKind? = nil, newItem: ReplicatedAttributes? = nil, uid: UInt32? = nil, gid: UInt32? = nil,
+                mode: UInt32? = nil, createdNs: Int64? = nil, modifiedNs: Int64? = nil, accessedNs: Int64? = nil,
                 tagData: Data? = nil, tagsChanged: Bool? = nil, favoriteRank: Int64? = nil,
-                favoriteRankChanged: Bool? = nil, symlinkTarget: String? = nil, contentVersion: UInt64? = nil) {
+                favoriteRankChanged: Bool? = nil, contentVersion: UInt64? = nil) {
         self.kind = kind
+        self.newItem = newItem
         self.uid = uid
         self.gid = gid
         self.mode = mode
@@ -102,7 +111,81 @@ package struct OutboxDetails: Codable, Sendable, Equatable {
         self.tagsChanged = tagsChanged
         self.favoriteRank = favoriteRank
         self.favoriteRankChanged = favoriteRankChanged
-        self.symlinkTarget = symlinkTarget
         self.contentVersion = contentVersion
+    }
+}
+
+/// The flat JSON form. An entry with a `kind` is a create: its uid, gid, mode, times, tags and
+/// link target are its `newItem` (absent ones as a create has always sent them: 0, 0, 0644,
+/// 0, 0, none); any other entry's are what changed.
+extension OutboxDetails: Codable {
+    private enum Key: String, CodingKey {
+        case kind, uid, gid, mode, createdNs, modifiedNs, accessedNs, tagData, tagsChanged, favoriteRank,
+             favoriteRankChanged, symlinkTarget, types, contentVersion, baseVersion, fromParent, fromName, linkOf
+    }
+
+    package init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: Key.self)
+        kind = try c.decodeIfPresent(ItemKind.self, forKey: .kind)
+        let uid = try c.decodeIfPresent(UInt32.self, forKey: .uid)
+        let gid = try c.decodeIfPresent(UInt32.self, forKey: .gid)
+        let mode = try c.decodeIfPresent(UInt32.self, forKey: .mode)
+        let createdNs = try c.decodeIfPresent(Int64.self, forKey: .createdNs)
+        let modifiedNs = try c.decodeIfPresent(Int64.self, forKey: .modifiedNs)
+        let tagData = try c.decodeIfPresent(Data.self, forKey: .tagData)
+        let tagsChanged = try c.decodeIfPresent(Bool.self, forKey: .tagsChanged)
+        if kind != nil {
+            newItem = ReplicatedAttributes(uid: uid ?? 0, gid: gid ?? 0, mode: mode ?? 0o644, createdNs: createdNs ?? 0,
+                                           modifiedNs: modifiedNs ?? 0, tags: ServerTags.array(tagData),
+                                           symlinkTarget: try c.decodeIfPresent(String.self, forKey: .symlinkTarget),
+                                           types: try c.decodeIfPresent([String].self, forKey: .types))
+        } else {
+            (self.uid, self.gid, self.mode, self.createdNs, self.modifiedNs) = (uid, gid, mode, createdNs, modifiedNs)
+            (self.tagData, self.tagsChanged) = (tagData, tagsChanged)
+        }
+        accessedNs = try c.decodeIfPresent(Int64.self, forKey: .accessedNs)
+        favoriteRank = try c.decodeIfPresent(Int64.self, forKey: .favoriteRank)
+        favoriteRankChanged = try c.decodeIfPresent(Bool.self, forKey: .favoriteRankChanged)
+        contentVersion = try c.decodeIfPresent(UInt64.self, forKey: .contentVersion)
+        baseVersion = try c.decodeIfPresent(UInt64.self, forKey: .baseVersion)
+        fromParent = try c.decodeIfPresent(Int64.self, forKey: .fromParent)
+        fromName = try c.decodeIfPresent(String.self, forKey: .fromName)
+        linkOf = try c.decodeIfPresent(Int64.self, forKey: .linkOf)
+    }
+
+    package func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encodeIfPresent(kind, forKey: .kind)
+        if let newItem {
+            try c.encode(newItem.uid, forKey: .uid)
+            try c.encode(newItem.gid, forKey: .gid)
+            try c.encode(newItem.mode, forKey: .mode)
+            try c.encode(newItem.createdNs, forKey: .createdNs)
+            try c.encode(newItem.modifiedNs, forKey: .modifiedNs)
+            // The server's words joined as the provider keeps tags: `ServerTags.array` reads
+            // back the same words (bytes that were not UTF-8 as their one "base64:" word).
+            if !newItem.tags.isEmpty {
+                try c.encode(Data(newItem.tags.joined(separator: ",").utf8), forKey: .tagData)
+                try c.encode(true, forKey: .tagsChanged)
+            }
+            try c.encodeIfPresent(newItem.symlinkTarget, forKey: .symlinkTarget)
+            try c.encodeIfPresent(newItem.types, forKey: .types)
+        } else {
+            try c.encodeIfPresent(uid, forKey: .uid)
+            try c.encodeIfPresent(gid, forKey: .gid)
+            try c.encodeIfPresent(mode, forKey: .mode)
+            try c.encodeIfPresent(createdNs, forKey: .createdNs)
+            try c.encodeIfPresent(modifiedNs, forKey: .modifiedNs)
+            try c.encodeIfPresent(tagData, forKey: .tagData)
+            try c.encodeIfPresent(tagsChanged, forKey: .tagsChanged)
+        }
+        try c.encodeIfPresent(accessedNs, forKey: .accessedNs)
+        try c.encodeIfPresent(favoriteRank, forKey: .favoriteRank)
+        try c.encodeIfPresent(favoriteRankChanged, forKey: .favoriteRankChanged)
+        try c.encodeIfPresent(contentVersion, forKey: .contentVersion)
+        try c.encodeIfPresent(baseVersion, forKey: .baseVersion)
+        try c.encodeIfPresent(fromParent, forKey: .fromParent)
+        try c.encodeIfPresent(fromName, forKey: .fromName)
+        try c.encodeIfPresent(linkOf, forKey: .linkOf)
     }
 }

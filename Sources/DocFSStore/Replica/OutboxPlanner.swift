@@ -26,12 +26,11 @@ enum OutboxPlanner {
         if let named = new.linkOf { return planName(old: old, new: new, of: named, parent: parent) }
         let item = new.item
         guard let old else {
-            var details = OutboxDetails(kind: kind, uid: item.ownerID, gid: item.groupID, mode: UInt32(item.posixPermissions),
-                                        createdNs: item.creationTime.totalNanoseconds,
-                                        modifiedNs: item.modificationTime.totalNanoseconds,
-                                        symlinkTarget: item.symlinkTargetPath,
-                                        contentVersion: item.itemVersion.contentVersion)
-            if let tags = item.tagData { details.tagData = tags; details.tagsChanged = true }
+            let newItem = ReplicatedAttributes(uid: item.ownerID, gid: item.groupID, mode: UInt32(item.posixPermissions),
+                                               createdNs: item.creationTime.totalNanoseconds,
+                                               modifiedNs: item.modificationTime.totalNanoseconds,
+                                               tags: ServerTags.array(item.tagData), symlinkTarget: item.symlinkTargetPath)
+            var details = OutboxDetails(kind: kind, newItem: newItem, contentVersion: item.itemVersion.contentVersion)
             if let rank = item.favoriteRank { details.favoriteRank = rank; details.favoriteRankChanged = true }
             return [Planned(kind: .create, row: new.row, parent: parent, name: item.filename,
                             bytes: kind == .file ? item.documentSize : 0, details: details)]
