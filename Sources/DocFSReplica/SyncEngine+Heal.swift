@@ -71,7 +71,7 @@ extension SyncEngine {
         let result = try await uploader.upload(files, only: hashes)
         progress.withLock { $0.noteUploaded(result.uploadedBytes) }
         let healed = try await database.knownBlocks(Array(hashes))
-        let paths = held.prefix(3).map { store.path(of: LocalStore.identifier(forRow: $0.row)) }.joined(separator: ", ")
+        let paths = held.prefix(3).map { store.path(ofRow: $0.row) }.joined(separator: ", ")
         logger.notice("sync: sent again \(healed.count) of \(hashes.count) block(s) the server marked damaged (\(result.uploadedBytes) bytes), from this replica's copies of \(paths)\(held.count > 3 ? " and \(held.count - 3) more" : "")")
         // Those whose blocks stayed damaged hold other bytes here (or were marked again while
         // this ran): not tried again for a while.
