@@ -322,9 +322,8 @@ final class InMemoryReplicaStore: ReplicaStore {
 
     func dropRefusedName(row: Int64) throws(ProviderError) -> String? { nil }
 
-    // MARK: Open writers and healing
+    // MARK: Open writers
 
     func heldBackRows() -> [Int64] { [] }
     func clearHeldBack(_ rows: [Int64]) {}
-    func heldContents(_ wanted: [(row: Int64, key: String)]) -> [(row: Int64, path: String)] { [] }
 }

@@ -91,13 +91,11 @@ package protocol ReplicaStore: AnyObject, Sendable {
     /// A further name the server refused is removed here; its path.
     func dropRefusedName(row: Int64) throws(ProviderError) -> String?
 
-    // MARK: Open writers and healing
+    // MARK: Open writers
 
     /// Items whose other replicas' changes wait for a writer to let go (from the last mount).
     func heldBackRows() -> [Int64]
     func clearHeldBack(_ rows: [Int64])
-    /// Of the blocks wanted, the files here that still hold them, by row.
-    func heldContents(_ wanted: [(row: Int64, key: String)]) -> [(row: Int64, path: String)]
 }
 
 /// What the engine hands the store while it runs.
