@@ -298,8 +298,6 @@ final class InMemoryReplicaStore: ReplicaStore {
         state.withLock { $0.items.keys.filter(ReplicaRows.isPermanent).sorted() }
     }
 
-    func keepRecovered(rows: [Int64], folder: String) -> [String] { [] }
-
     // MARK: What the server decided otherwise
 
     /// The copy takes this replica's contents; the item keeps its row for the server's version.

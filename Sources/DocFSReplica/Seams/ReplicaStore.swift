@@ -80,8 +80,6 @@ package protocol ReplicaStore: AnyObject, Sendable {
     /// Items this replica had from the server, with what tells a restored server's rows apart.
     func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, createdNs: Int64)]
     func permanentRows() throws(ProviderError) -> [Int64]
-    /// Copies the contents of items a restored server lost into `recovered/folder`; their paths.
-    func keepRecovered(rows: [Int64], folder: String) -> [String]
 
     // MARK: What the server decided otherwise
 
