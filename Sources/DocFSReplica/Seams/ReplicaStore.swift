@@ -103,7 +103,7 @@ package struct ReplicaStoreHooks: Sendable {
     /// The status JSON (`user.docfs.status`).
     package var status: @Sendable () -> String
     /// Downloads a file not here when it is opened.
-    package var transfers: LocalStore.TransferMaker
+    package var transfers: ContentTransferMaker
     /// A writer let go of items whose other replicas' changes were held back.
     package var heldChanges: @Sendable ([Int64]) -> Void
     /// `docfs sync --retry` of an item set aside.
