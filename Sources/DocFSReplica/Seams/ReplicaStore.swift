@@ -110,11 +110,6 @@ package struct ReplicaStoreHooks: Sendable {
     package var retry: @Sendable (Int64) -> Void
 }
 
-package typealias IncomingItem = LocalStore.IncomingItem
-package typealias IncomingResult = LocalStore.IncomingResult
-package typealias ServerItem = LocalStore.ServerItem
-package typealias OutboxCompletion = LocalStore.OutboxCompletion
-
 /// The store's fixed rows, and where temporary ones start.
 package enum ReplicaRows {
     package static let root = LocalStore.rootRow
