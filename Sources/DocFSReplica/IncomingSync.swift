@@ -8,11 +8,11 @@ import DocFSStore
 
 /// Brings other replicas' changes into this one: reads the change log after the store's anchor,
 /// fetches the items it names as the server has them now, downloads the contents they need, and
-/// applies them (`LocalStore.applyIncoming`); then moves the anchor. An actor, so that the
+/// applies them (`ReplicaStore.applyIncoming`); then moves the anchor. An actor, so that the
 /// follower's catch-up and the engine's refresh of an item the server decided about never apply
 /// an older state over a newer one (each fetches, then applies, one at a time).
 actor IncomingSync {
-    let store: LocalStore
+    let store: any ReplicaStore
     let database: any ReplicaServer
     let s3: any ObjectStore
     let bucket: String
@@ -53,7 +53,7 @@ actor IncomingSync {
 
     let verifier: DownloadVerifier?
 
-    init(store: LocalStore, database: any ReplicaServer, s3: any ObjectStore, bucket: String, prefix: String, logger: Logger,
+    init(store: any ReplicaStore, database: any ReplicaServer, s3: any ObjectStore, bucket: String, prefix: String, logger: Logger,
          verifier: DownloadVerifier? = nil) {
         self.prefix = prefix
         self.verifier = verifier
@@ -164,7 +164,7 @@ actor IncomingSync {
     /// decided otherwise about: a rename that lost, a name suffixed, a refused move).
     func refresh(_ ids: [Int64]) async throws {
         if rootID == nil { rootID = try await database.rootID() }
-        let wanted = ids.filter { $0 != rootID && $0 > LocalStore.trashRow && $0 < LocalStore.temporaryRowBase }
+        let wanted = ids.filter { $0 != rootID && ReplicaRows.isPermanent($0) }
         _ = try await apply(wanted)
         // A folder this replica deleted and the server kept (another replica put something in it
         // meanwhile) comes back here with what is in it: those children's changes were passed
@@ -248,11 +248,11 @@ actor IncomingSync {
 
     /// Removes these items here, as deletions from the server (children before their folders).
     private func forget(_ rows: [Int64]) throws -> Int {
-        let gone = rows.map { LocalStore.IncomingItem(row: $0, parentRow: 1, name: "", kind: .file, uid: 0, gid: 0, mode: 0,
+        let gone = rows.map { IncomingItem(row: $0, parentRow: 1, name: "", kind: .file, uid: 0, gid: 0, mode: 0,
                                                        createdNs: 0, modifiedNs: 0, tagData: nil, favoriteRank: nil,
                                                        symlinkTarget: nil, size: 0, contentVersion: 0, contentKey: nil,
                                                        trashed: false, deleted: true) }
-        return try store.applyIncoming(gone).applied
+        return try store.applyIncoming(gone, contents: [:]).applied
     }
 
     /// Fetches, downloads and applies; fetches what was missing (folders not here yet, items
@@ -282,7 +282,7 @@ actor IncomingSync {
             deferred.formUnion(result.deferred)
             var next = result.missingParents.union(result.movedAside)
             if !result.missingParents.isEmpty { next.formUnion(ids) }
-            next = next.filter { $0 != rootID && $0 > LocalStore.trashRow }
+            next = next.filter { $0 != rootID && $0 > ReplicaRows.trash }
             if next == wanted { break }
             wanted = next
         }
@@ -307,11 +307,11 @@ actor IncomingSync {
     }
 
     /// The server's item as the store takes it (the root is row 1); nil for the root itself.
-    func incoming(_ item: RemoteItem) -> LocalStore.IncomingItem? {
+    func incoming(_ item: RemoteItem) -> IncomingItem? {
         guard let parent = item.parentID else { return nil }
         let kind = item.kind
-        return LocalStore.IncomingItem(
-            row: item.id, parentRow: parent == rootID ? LocalStore.rootRow : parent, name: item.name, kind: kind,
+        return IncomingItem(
+            row: item.id, parentRow: parent == rootID ? ReplicaRows.root : parent, name: item.name, kind: kind,
             uid: item.uid, gid: item.gid, mode: UInt16(item.mode & 0o7777), createdNs: item.createdNs, modifiedNs: item.modifiedNs,
             tagData: ServerTags.data(item.tags), favoriteRank: item.favoriteRank, symlinkTarget: item.symlinkTarget,
             size: item.size, contentVersion: item.contentVersion, contentKey: item.contentKey,
@@ -320,7 +320,7 @@ actor IncomingSync {
 
     /// Downloads contents into the store's staging folder, four at a time; paths by row, and the
     /// rows whose manifests were refused (`ServerRowChecks`), with the rule.
-    private func download(_ items: [LocalStore.IncomingItem]) async throws -> ([Int64: String], [Int64: String]) {
+    private func download(_ items: [IncomingItem]) async throws -> ([Int64: String], [Int64: String]) {
         guard !items.isEmpty else { return ([:], [:]) }
         let staging = store.stagingDirectory.path
         let bucket = self.bucket

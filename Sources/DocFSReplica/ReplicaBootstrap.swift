@@ -77,16 +77,24 @@ package enum ReplicaBootstrap {
         let witness = anchor > 0 ? try await database.change(at: anchor)?.operationID : nil
         guard try await !database.children(of: rootID).isEmpty else { return summary }
 
-        // The server's tree, folder by folder, under its own identifiers.
         let store = try LocalStore.open(at: url, logger: logger)
         defer { store.close() }
-        var folders: [(serverID: Int64, row: Int64)] = [(rootID, 1)]
+        try await copyTree(into: store, from: database, rootID: rootID, anchor: anchor, witness: witness,
+                           summary: &summary, progress: progress)
+        return summary
+    }
+
+    /// The server's tree, folder by folder, under its own identifiers, into a new replica's store,
+    /// and the anchor its changes are followed from.
+    static func copyTree(into store: any ReplicaStore, from database: any ReplicaServer, rootID: Int64, anchor: Int64,
+                         witness: UUID?, summary: inout Summary, progress: (@Sendable (Summary) -> Void)?) async throws {
+        var folders: [(serverID: Int64, row: Int64)] = [(rootID, ReplicaRows.root)]
         // Further names of files (hard links) once every item is here.
-        var names: [LocalStore.IncomingItem] = []
+        var names: [IncomingItem] = []
         while let (serverID, row) = folders.popLast() {
             for item in try await database.children(of: serverID) {
                 if let named = item.linkOf {
-                    names.append(LocalStore.IncomingItem(
+                    names.append(IncomingItem(
                         row: item.id, parentRow: row, name: item.name, kind: item.kind, uid: item.uid, gid: item.gid,
                         mode: UInt16(item.mode & 0o7777), createdNs: item.createdNs, modifiedNs: item.modifiedNs, tagData: nil,
                         favoriteRank: nil, symlinkTarget: item.symlinkTarget, size: 0, contentVersion: item.contentVersion,
@@ -95,7 +103,7 @@ package enum ReplicaBootstrap {
                 }
                 let kind = item.kind
                 if item.kind == .file { summary.bytes += item.size }
-                try store.addServerItem(LocalStore.ServerItem(
+                try store.addServerItem(ServerItem(
                     row: item.id, parentRow: row, name: item.name, kind: kind, createdNs: item.createdNs,
                     modifiedNs: item.modifiedNs, uid: item.uid, gid: item.gid, mode: UInt16(item.mode & 0o7777),
                     symlinkTarget: item.symlinkTarget, contentKey: item.contentKey, size: item.size,
@@ -111,10 +119,9 @@ package enum ReplicaBootstrap {
                 progress?(summary)
             }
         }
-        if !names.isEmpty { _ = try store.applyIncoming(names) }
+        if !names.isEmpty { _ = try store.applyIncoming(names, contents: [:]) }
         try store.setSyncAnchor(anchor, witness: witness)
         try store.synchronizeSync()
-        return summary
     }
 
     /// The layout's folders (and the folders on their paths), made on a server without a tree.

@@ -33,7 +33,7 @@ enum ServerRowChecks {
 
     /// An identifier the store can take for a server item (rows 1 and 2 are its root and trash,
     /// rows from `temporaryRowBase` its own new items).
-    static func identifier(_ id: Int64) -> Bool { id > LocalStore.trashRow && id < LocalStore.temporaryRowBase }
+    static func identifier(_ id: Int64) -> Bool { ReplicaRows.isPermanent(id) }
 
     /// An item row (the root is not checked: it is never applied).
     static func item(_ item: RemoteItem, rootID: Int64?, prefix: String) -> String? {

@@ -11,7 +11,7 @@ import DocFSStore
 extension SyncEngine {
     /// What the chunk's changes came to so far.
     struct ChunkProgress {
-        var completions: [LocalStore.OutboxCompletion] = []
+        var completions: [OutboxCompletion] = []
         /// Permanent identifiers the chunk's creates got, by outbox row.
         var assigned: [Int64: Int64] = [:]
         /// Rows whose create is in the call being put together (later changes name that create).
@@ -77,7 +77,7 @@ extension SyncEngine {
             case .setAside(let reason):
                 setItemAside(entry, reason)
             case .complete:
-                progress.completions.append(LocalStore.OutboxCompletion(entry: entry))
+                progress.completions.append(OutboxCompletion(entry: entry))
             case .outcome(let outcome):
                 decide(entry, .success(outcome), &progress)
             case .failed(let error):
@@ -121,7 +121,7 @@ extension SyncEngine {
         case .success(let outcome):
             if let permanent = outcome.permanent { progress.assigned[entry.row] = permanent }
             if let follow = outcome.follow { progress.refresh.append(follow) }
-            progress.completions.append(LocalStore.OutboxCompletion(entry: entry, permanentRow: outcome.permanent,
+            progress.completions.append(OutboxCompletion(entry: entry, permanentRow: outcome.permanent,
                                                                    contentKey: outcome.keptContentKey))
         case .failure(let error):
             let sorted = ServerExchangeError(error, bucket: configuration.bucket)
@@ -138,15 +138,15 @@ extension SyncEngine {
             // refuses the copy too), is set aside with its contents: undone or dropped, this
             // replica would keep bytes the server never gets, with nothing pending. (A file whose
             // create was refused is marked with that refusal already.)
-            if entry.kind == .content, row > LocalStore.trashRow, row < LocalStore.temporaryRowBase {
+            if entry.kind == .content, ReplicaRows.isPermanent(row) {
                 setItemAside(entry, sorted.message)
                 return
             }
             // The server decided otherwise (another replica's change came first, a move it
             // refuses): the change is dropped and the item follows the server's state.
-            var path = store.path(of: LocalStore.identifier(forRow: row))
+            var path = store.path(ofRow: row)
             if path.hasSuffix("?") { path = "item \(row) (deleted here)" }
-            if row > LocalStore.trashRow, row < LocalStore.temporaryRowBase {
+            if ReplicaRows.isPermanent(row) {
                 progress.refresh.append(row)
                 store.noteConflict("this replica's \(entry.kind.rawValue) was undone: \(sorted.message)", row: row,
                                    summary: "\(path): \(entry.kind.rawValue) undone (\(sorted.message))")
@@ -157,7 +157,7 @@ extension SyncEngine {
                 logger.error("sync: \(path): the server refused the \(entry.kind.rawValue): \(sorted.message); kept locally, not sent")
                 self.progress.withLock { $0.failedItems += 1 }
             }
-            progress.completions.append(LocalStore.OutboxCompletion(entry: entry))
+            progress.completions.append(OutboxCompletion(entry: entry))
         }
     }
 
@@ -186,9 +186,9 @@ extension SyncEngine {
     /// The server's item for an outbox row: its identifier, or the create sent for it.
     private func target(_ row: Int64, of entry: OutboxEntry, rootID: Int64, progress: ChunkProgress) throws -> RemoteOperation.Target {
         let current = progress.assigned[row] ?? store.currentRow(row)
-        if current == LocalStore.rootRow { return .item(rootID) }
+        if current == ReplicaRows.root { return .item(rootID) }
         if let create = progress.created[current] { return .createdBy(create) }
-        guard current > LocalStore.trashRow, current < LocalStore.temporaryRowBase else {
+        guard ReplicaRows.isPermanent(current) else {
             if let held = setAside[row] ?? setAside[current] {
                 throw ServerExchangeError.WaitsFor(row: row, "its folder is set aside (\(held.reason))")
             }
@@ -246,7 +246,7 @@ extension SyncEngine {
         case .delete:
             let current = progress.assigned[entry.row] ?? store.currentRow(entry.row)
             // Never on the server (deleted before its create went): nothing to delete there.
-            if current >= LocalStore.temporaryRowBase, progress.created[current] == nil { return nil }
+            if current >= ReplicaRows.temporaryBase, progress.created[current] == nil { return nil }
             // Kept until the server has answered about this delete (a retry needs it again).
             let unsent = Int64(unsentVersions[current] ?? 0)
             return RemoteOperation(id: entry.id, .delete(item: try target(entry.row),
@@ -263,17 +263,17 @@ extension SyncEngine {
             }
             // The file went before its create reached the server: nothing to name there.
             let file = progress.assigned[named] ?? store.currentRow(named)
-            if file >= LocalStore.temporaryRowBase, progress.created[file] == nil { return nil }
+            if file >= ReplicaRows.temporaryBase, progress.created[file] == nil { return nil }
             return RemoteOperation(id: entry.id, .link(item: try target(named), parent: try target(parent), name: name))
         case .unlink:
             let current = progress.assigned[entry.row] ?? store.currentRow(entry.row)
             // A name that never reached the server (refused, or removed before its link went).
-            if current >= LocalStore.temporaryRowBase, progress.created[current] == nil { return nil }
+            if current >= ReplicaRows.temporaryBase, progress.created[current] == nil { return nil }
             return RemoteOperation(id: entry.id, .unlink(name: try target(entry.row)))
         case .moveName:
             guard let parent = entry.parent, let name = entry.name else { throw ServerExchangeError.Refused("the outbox entry is incomplete") }
             let current = progress.assigned[entry.row] ?? store.currentRow(entry.row)
-            if current >= LocalStore.temporaryRowBase, progress.created[current] == nil { return nil }
+            if current >= ReplicaRows.temporaryBase, progress.created[current] == nil { return nil }
             var expectedParent: Int64?
             if let from = details.fromParent, case .item(let id)? = try? target(from) { expectedParent = id }
             return RemoteOperation(id: entry.id, .moveName(name: try target(entry.row), toParent: try target(parent), newName: name,

@@ -1,4 +1,5 @@
 import Foundation
+import DocFSProvider
 import DocFSRemote
 import DocFSStore
 
@@ -61,7 +62,7 @@ extension SyncEngine {
         }
         let attempt = { (d: DamagedContent) in "\(d.itemID) \(d.key) \(d.hashes.joined(separator: ","))" }
         let wanted = damaged.filter { tried[attempt($0)] == nil }
-        let held = store.heldContents(wanted.map { ($0.itemID, $0.key) })
+        let held = heldContents(wanted.map(\.itemID))
         guard !held.isEmpty else { return }
         let heldRows = Set(held.map(\.row))
         let sending = wanted.filter { heldRows.contains(store.currentRow($0.itemID)) }
@@ -71,11 +72,25 @@ extension SyncEngine {
         let result = try await uploader.upload(files, only: hashes)
         progress.withLock { $0.noteUploaded(result.uploadedBytes) }
         let healed = try await database.knownBlocks(Array(hashes))
-        let paths = held.prefix(3).map { store.path(of: LocalStore.identifier(forRow: $0.row)) }.joined(separator: ", ")
+        let paths = held.prefix(3).map { store.path(ofRow: $0.row) }.joined(separator: ", ")
         logger.notice("sync: sent again \(healed.count) of \(hashes.count) block(s) the server marked damaged (\(result.uploadedBytes) bytes), from this replica's copies of \(paths)\(held.count > 3 ? " and \(held.count - 3) more" : "")")
         // Those whose blocks stayed damaged hold other bytes here (or were marked again while
         // this ran): not tried again for a while.
         let stuck = sending.filter { !Set($0.hashes).isSubset(of: healed) }
         if !stuck.isEmpty { healState.withLock { h in for d in stuck { h.tried[attempt(d)] = now } } }
+    }
+
+    /// Of these items (server identifiers), the ones whose contents are here (downloaded or
+    /// written here, not evicted), with the path of their content file (a file kept in a segment
+    /// gets one). A file whose recorded key is not the damaged one (its completion lost to a
+    /// crash, a copy kept under a key of its own) is offered too: the uploader sends only blocks
+    /// whose hashes are the damaged ones, so bytes that differ send nothing.
+    func heldContents(_ rows: [Int64]) -> [(row: Int64, path: String)] {
+        rows.compactMap { wanted in
+            let row = store.currentRow(wanted)
+            guard let item = store.item(ofRow: row), item.kind == .file, item.isDownloaded,
+                  let url = store.contentURL(ofRow: row) else { return nil }
+            return (row, url.path)
+        }
     }
 }

@@ -13,7 +13,7 @@ extension SyncEngine {
         setAside[entry.row] = SetAside(reason: reason, latest: latest, waitsOn: waitsOn)
         let row = store.currentRow(entry.row)
         store.setSyncError(reason, row: row)
-        let path = store.path(of: LocalStore.identifier(forRow: row))
+        let path = store.path(ofRow: row)
         progress.withLock { $0.failedItems += 1 }
         logger.error("sync: \(path): the \(entry.kind.rawValue) is set aside: \(reason); the item's changes wait (a later change of it, or docfs sync --retry, tries again), the others go on")
     }
@@ -32,7 +32,7 @@ extension SyncEngine {
             while let row = released.popLast() {
                 guard setAside.removeValue(forKey: row) != nil else { continue }
                 store.setSyncError(nil, row: store.currentRow(row))
-                logger.notice("sync: \(store.path(of: LocalStore.identifier(forRow: store.currentRow(row)))): trying its changes set aside again")
+                logger.notice("sync: \(store.path(ofRow: store.currentRow(row))): trying its changes set aside again")
                 released += setAside.filter { $0.value.waitsOn == row }.map(\.key)
             }
         }

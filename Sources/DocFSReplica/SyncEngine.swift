@@ -9,7 +9,7 @@ import DocFSStore
 /// The daemon's background sync of a replica: sends the store's outbox to the server in order,
 /// while every FUSE request keeps answering from the local store.
 ///
-/// One loop: read the oldest entries (`LocalStore.outboxEntries`), send them in chunks —
+/// One loop: read the oldest entries (`ReplicaStore.outboxEntries`), send them in chunks —
 /// contents uploaded to the bucket a few at a time (`PREFIX/objects/<operation id>`, multipart
 /// for large files, streamed), then the metadata operations applied on PostgreSQL one by one in
 /// order — and complete each chunk in the store in one transaction (temporary rows become the
@@ -22,7 +22,7 @@ import DocFSStore
 /// will not take, a version conflict) marks its item (`user.docfs.sync`) and is skipped, its local
 /// copy kept. Each new error is logged once.
 package final class SyncEngine: Sendable {
-    let store: LocalStore
+    let store: any ReplicaStore
     let configuration: ReplicaConfiguration
     let database: any ReplicaServer
     let s3: any ObjectStore
@@ -56,7 +56,7 @@ package final class SyncEngine: Sendable {
         package init() {}
     }
 
-    package convenience init(store: LocalStore, configuration: ReplicaConfiguration, logger: Logger) {
+    package convenience init(store: any ReplicaStore, configuration: ReplicaConfiguration, logger: Logger) {
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .warning)
         self.init(store: store, configuration: configuration, logger: logger,
@@ -71,7 +71,7 @@ package final class SyncEngine: Sendable {
 
     /// With the servers given: `incomingServer` is a connection pool of its own for other
     /// replicas' changes (the tests give in-memory ones).
-    package init(store: LocalStore, configuration: ReplicaConfiguration, logger: Logger,
+    package init(store: any ReplicaStore, configuration: ReplicaConfiguration, logger: Logger,
                  server: any ReplicaServer, incomingServer: any ReplicaServer, objects: any ObjectStore,
                  timing: RetryTiming = RetryTiming()) {
         self.timing = timing
@@ -90,33 +90,35 @@ package final class SyncEngine: Sendable {
 
     package func start() {
         let wake = self.wake
-        store.setSyncHooks(wake: { wake.signal() }, status: { [weak self] in self?.statusJSON() ?? "{}" })
         // Files on the server only are downloaded when opened, by this engine's client.
         let (s3, bucket) = (self.s3, configuration.bucket)
         let verifier = self.verifier
         // A damaged block this replica marked: it looks whether it holds the bytes.
         let fetcher = ContentFetcher(server: incomingDatabase, objects: s3, bucket: bucket, prefix: configuration.prefix, logger: logger,
                                      reported: { [weak self] in self?.requestHeal() })
-        store.setContentTransfers { request, ended in
-            ContentDownload(row: request.row, key: request.key, contentVersion: request.contentVersion, size: request.size,
-                            path: request.path,
-                            fetch: { range, progress in
-                                try await fetcher.fetch(key: request.key, range: range, intoFileAt: FilePath(request.path), progress: progress)
-                            },
-                            verify: { path in await verifier.check(path, key: request.key) },
-                            ended: { download, failure in ended(download, failure) })
-        }
-        // A file's writer let go: what other replicas did to it meanwhile, kept aside, is fetched
-        // and applied by the loop, between chunks (never while a create of this replica is on the
-        // server and not yet completed here, which a fetch would take for another replica's item).
-        store.setHeldChangesHandler { [weak self] rows in
-            self?.heldChanges.withLock { $0.formUnion(rows) }
-            wake.signal()
-        }
-        store.setRetryHandler { [weak self] row in
-            self?.retryRequests.withLock { _ = $0.insert(row) }
-            wake.signal()
-        }
+        store.attach(ReplicaStoreHooks(
+            wake: { wake.signal() },
+            status: { [weak self] in self?.statusJSON() ?? "{}" },
+            transfers: { request, ended in
+                ContentDownload(row: request.row, key: request.key, contentVersion: request.contentVersion, size: request.size,
+                                path: request.path,
+                                fetch: { range, progress in
+                                    try await fetcher.fetch(key: request.key, range: range, intoFileAt: FilePath(request.path), progress: progress)
+                                },
+                                verify: { path in await verifier.check(path, key: request.key) },
+                                ended: { download, failure in ended(download, failure) })
+            },
+            // A file's writer let go: what other replicas did to it meanwhile, kept aside, is fetched
+            // and applied by the loop, between chunks (never while a create of this replica is on the
+            // server and not yet completed here, which a fetch would take for another replica's item).
+            heldChanges: { [weak self] rows in
+                self?.heldChanges.withLock { $0.formUnion(rows) }
+                wake.signal()
+            },
+            retry: { [weak self] row in
+                self?.retryRequests.withLock { _ = $0.insert(row) }
+                wake.signal()
+            }))
         // Changes kept aside for writers when the last daemon stopped: no writer survives it.
         heldChanges.withLock { $0.formUnion(store.heldBackRows()) }
         task.withLock { $0 = Task { await self.run() } }
@@ -130,10 +132,7 @@ package final class SyncEngine: Sendable {
         running?.cancel()
         await running?.value
         await follower.stop()
-        store.setSyncHooks(wake: nil, status: nil)
-        store.setHeldChangesHandler(nil)
-        store.setRetryHandler(nil)
-        store.setContentTransfers(nil)
+        store.attach(nil)
         await database.shutdown()
         await incomingDatabase.shutdown()
         try? await s3.shutdown()
@@ -238,7 +237,7 @@ package final class SyncEngine: Sendable {
             var bytes: Int64 = 0
             for index in start..<end where entries[index].kind == .create || entries[index].kind == .content {
                 var st = stat()
-                if let url = store.contentURL(of: LocalStore.identifier(forRow: store.currentRow(entries[index].row))),
+                if let url = store.contentURL(ofRow: store.currentRow(entries[index].row)),
                    stat(url.path, &st) == 0 {
                     bytes += Int64(st.st_size)
                 }
@@ -316,7 +315,7 @@ package final class SyncEngine: Sendable {
             byRow[row, default: []].append(entry)
         }
         let files = order.compactMap { row -> BlockUploader.File? in
-            guard let entries = byRow[row], let url = store.contentURL(of: LocalStore.identifier(forRow: row)) else { return nil }
+            guard let entries = byRow[row], let url = store.contentURL(ofRow: row) else { return nil }
             return BlockUploader.File(seqs: entries.map(\.seq), operationID: entries[0].id, path: url.path)
         }
         let uploader = BlockUploader(server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix, logger: logger)
@@ -329,9 +328,7 @@ package final class SyncEngine: Sendable {
     /// The item's content type and what it conforms to, nearest first, for the server's check of
     /// its layout's rules; nil when the item is gone here.
     func typeChain(_ row: Int64) -> [String]? {
-        guard let item = try? store.item(for: LocalStore.identifier(forRow: store.currentRow(row))) else { return nil }
-        let type = store.contentType(of: item)
-        return [type.identifier] + store.supertypes(of: type).map(\.identifier)
+        store.typeChain(ofRow: store.currentRow(row))
     }
 
     /// What applying an entry gave: the permanent identifier a create got, and an item whose
@@ -347,7 +344,7 @@ package final class SyncEngine: Sendable {
     /// first): the item is renamed here to match, and the conflict noted.
     func renamed(_ applied: AppliedChange, _ entry: OutboxEntry, _ asked: String, row: Int64) -> Int64? {
         guard let name = applied.name, name != asked, !applied.replayed else { return nil }
-        let path = store.path(of: LocalStore.identifier(forRow: entry.row))
+        let path = store.path(ofRow: entry.row)
         store.noteConflict("named \"\(name)\": another replica had already put an item named \"\(asked)\" there", row: row,
                            summary: "\(path): renamed to \"\(name)\" (another replica's \"\(asked)\" came first)")
         logger.warning("sync: \(path): another replica's item is named \"\(asked)\" there already; this one is \"\(name)\" now")
@@ -367,20 +364,20 @@ package final class SyncEngine: Sendable {
         }
         let row = store.currentRow(entry.row)
         let name = ConflictNames.copy(of: server.name, host: ConflictNames.hostName, date: Date())
-        let local = try? store.item(for: LocalStore.identifier(forRow: row))
+        let local = store.item(ofRow: row)
         let attributes = ReplicatedAttributes(uid: local?.ownerID ?? server.uid, gid: local?.groupID ?? server.gid,
                                               mode: UInt32(local?.posixPermissions ?? UInt16(server.mode & 0o7777)),
                                               createdNs: local?.creationTime.totalNanoseconds ?? server.createdNs,
                                               modifiedNs: entry.details.modifiedNs ?? server.modifiedNs)
         let applied = try await database.createItem(operationID: ConflictNames.copyOperation(entry.id), parentID: parentID, name: name,
                                                     kind: .file, attributes: attributes, content: content)
-        let parentRow = parentID == rootID ? LocalStore.rootRow : parentID
+        let parentRow = parentID == rootID ? ReplicaRows.root : parentID
         // The server's name for the copy, if a folder can hold it (`ServerRowChecks`); else the one asked for.
         let given = applied.name.flatMap { ServerRowChecks.name($0) == nil ? $0 : nil }
         try store.forkConflictedCopy(of: row, as: applied.itemID, name: given ?? name, parentRow: parentRow, sending: entry.seq,
                                      contentKey: content.key)
         conflicted.insert(row)
-        let path = store.path(of: LocalStore.identifier(forRow: row))
+        let path = store.path(ofRow: row)
         let copyName = given ?? name
         if let refusal {
             store.noteConflict("conflicted copy of \"\(server.name)\": \(refusal); the server's version kept the name",

@@ -87,3 +87,21 @@ final class InMemoryObjects: ObjectStore {
     func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws {}
     func shutdown() async throws {}
 }
+
+extension InMemoryObjects {
+    /// The server's object for a live item at `path`, as text.
+    func text(of path: String, on server: InMemoryServer) -> String? {
+        guard let key = server.tree()[path]?.contentKey else { return nil }
+        // A version made of blocks: its manifest's blocks, cut from their packs.
+        if let manifest = server.state.withLock({ s in s.manifests[key].map { m in m.hashes.compactMap { s.blocks[$0] } } }) {
+            var bytes = Data()
+            for block in manifest {
+                guard let pack = self[block.pack] else { return nil }
+                bytes.append(pack.subdata(in: Int(block.offset)..<Int(block.offset + block.length)))
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        guard let data = self[key] else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+}

@@ -89,20 +89,7 @@ class ReplicaTestCase: XCTestCase {
     }
 
     /// The server's object for a live item at `path`, as text.
-    func serverText(_ path: String) -> String? {
-        guard let key = server.tree()[path]?.contentKey else { return nil }
-        // A version made of blocks: its manifest's blocks, cut from their packs.
-        if let manifest = server.state.withLock({ s in s.manifests[key].map { m in m.hashes.compactMap { s.blocks[$0] } } }) {
-            var bytes = Data()
-            for block in manifest {
-                guard let pack = objects[block.pack] else { return nil }
-                bytes.append(pack.subdata(in: Int(block.offset)..<Int(block.offset + block.length)))
-            }
-            return String(decoding: bytes, as: UTF8.self)
-        }
-        guard let data = objects[key] else { return nil }
-        return String(decoding: data, as: UTF8.self)
-    }
+    func serverText(_ path: String) -> String? { objects.text(of: path, on: server) }
 
     /// Another replica's "report.txt" ("from elsewhere", one block in a pack of its own), listed
     /// here; then its pack is damaged in the bucket, so that reading it here is EIO. The block's hash.

@@ -166,7 +166,7 @@ final class ServerRowCheckTests: ReplicaTestCase {
 
     /// A lost item's name from before these checks (`..`, a name with `/`) stays inside recovered/.
     func testRecoveredNamesStayInsideRecovered() throws {
-        _ = try store.applyIncoming([LocalStore.IncomingItem(
+        _ = try store.applyIncoming([IncomingItem(
             row: 400, parentRow: LocalStore.rootRow, name: "..", kind: .file, uid: 0, gid: 0, mode: 0o644, createdNs: 1,
             modifiedNs: 1, tagData: nil, favoriteRank: nil, symlinkTarget: nil, size: 0, contentVersion: 1, contentKey: nil,
             trashed: false, deleted: false)])

@@ -398,8 +398,8 @@ extension SyncEngineTests {
     /// A name whose file is not here yet (its folder deleted here by a change the server will
     /// refuse) waits for the file instead of being passed over: the change log names it once.
     func testANameWhoseFileIsNotHereWaitsForIt() throws {
-        func row(_ id: Int64, _ parent: Int64, _ name: String, _ kind: ItemKind, linkOf: Int64? = nil) -> LocalStore.IncomingItem {
-            LocalStore.IncomingItem(row: id, parentRow: parent, name: name, kind: kind, uid: 0, gid: 0, mode: 0o644, createdNs: 1,
+        func row(_ id: Int64, _ parent: Int64, _ name: String, _ kind: ItemKind, linkOf: Int64? = nil) -> IncomingItem {
+            IncomingItem(row: id, parentRow: parent, name: name, kind: kind, uid: 0, gid: 0, mode: 0o644, createdNs: 1,
                                     modifiedNs: 1, tagData: nil, favoriteRank: nil, symlinkTarget: nil, size: 0, contentVersion: 1,
                                     contentKey: nil, trashed: false, deleted: false, linkOf: linkOf)
         }

@@ -53,7 +53,7 @@ final class OutboxTests: StoreTestCase {
         XCTAssertEqual(entries[2].details.linkOf, LocalStore.row(for: file.identifier))
         XCTAssertEqual(entries[2].parent, LocalStore.row(for: folder.identifier))
 
-        try store.completeOutbox([LocalStore.OutboxCompletion(entry: entries[1], permanentRow: 40)])
+        try store.completeOutbox([OutboxCompletion(entry: entries[1], permanentRow: 40)])
         entries = try store.outboxEntries(limit: 100)
         XCTAssertEqual(entries.first { $0.kind == .link }?.details.linkOf, 40, "the waiting link names the file by its number")
         let renumbered = LocalStore.identifier(forRow: 40)

@@ -16,19 +16,17 @@ package protocol ContentTransfer: AnyObject, Sendable {
     func start()
 }
 
-extension LocalStore {
-    /// What to download: the object `key` (`size` bytes, the item's `contentVersion`) into the
-    /// existing empty file at `path`.
-    package struct TransferRequest: Sendable {
-        package var row: Int64
-        package var key: String
-        package var contentVersion: UInt64
-        package var size: Int64
-        package var path: String
-    }
-
-    /// Makes the transfer of one file's contents; it calls `ended` once when it ends (nil: every
-    /// byte is in; else why not).
-    package typealias TransferMaker = @Sendable (_ request: TransferRequest,
-                                                 _ ended: @escaping @Sendable (any ContentTransfer, String?) -> Void) -> any ContentTransfer
+/// What to download: the object `key` (`size` bytes, the item's `contentVersion`) into the
+/// existing empty file at `path`.
+package struct ContentTransferRequest: Sendable {
+    package var row: Int64
+    package var key: String
+    package var contentVersion: UInt64
+    package var size: Int64
+    package var path: String
 }
+
+/// Makes the transfer of one file's contents; it calls `ended` once when it ends (nil: every
+/// byte is in; else why not).
+package typealias ContentTransferMaker = @Sendable (_ request: ContentTransferRequest,
+                                                    _ ended: @escaping @Sendable (any ContentTransfer, String?) -> Void) -> any ContentTransfer

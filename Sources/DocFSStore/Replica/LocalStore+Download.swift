@@ -1,52 +1,52 @@
 import Foundation
 import DocFSProvider
 
+/// An item as the server has it, for `addServerItem`.
+package struct ServerItem: Sendable {
+    package var row: Int64
+    /// The parent's row; 1 for the root.
+    package var parentRow: Int64
+    package var name: String
+    /// A file, a folder or a symbolic link (the server keeps no special items).
+    package var kind: ItemKind
+    package var createdNs: Int64
+    package var modifiedNs: Int64
+    package var uid: UInt32
+    package var gid: UInt32
+    package var mode: UInt16
+    package var symlinkTarget: String?
+    /// A file's downloaded contents (moved into the store); nil for an empty file, or for one
+    /// left on the server (`contentKey`), downloaded when first opened.
+    package var contentFile: String?
+    /// A file's object on the server, its size and content version.
+    package var contentKey: String?
+    package var size: Int64
+    package var contentVersion: Int64
+
+    package init(row: Int64, parentRow: Int64, name: String, kind: ItemKind, createdNs: Int64, modifiedNs: Int64,
+                uid: UInt32, gid: UInt32, mode: UInt16, symlinkTarget: String? = nil, contentFile: String? = nil,
+                contentKey: String? = nil, size: Int64 = 0, contentVersion: Int64 = 1) {
+        self.contentKey = contentKey
+        self.size = size
+        self.contentVersion = contentVersion
+        self.row = row
+        self.parentRow = parentRow
+        self.name = name
+        self.kind = kind
+        self.createdNs = createdNs
+        self.modifiedNs = modifiedNs
+        self.uid = uid
+        self.gid = gid
+        self.mode = mode
+        self.symlinkTarget = symlinkTarget
+        self.contentFile = contentFile
+    }
+}
+
 // Items that come from the server (`docfs init --remote` of a tree the server already has):
 // stored under the server's identifiers, and not sent back (no outbox entry); files as metadata,
 // their contents downloaded when first opened.
 extension LocalStore {
-    /// An item as the server has it, for `addServerItem`.
-    package struct ServerItem: Sendable {
-        package var row: Int64
-        /// The parent's row; 1 for the root.
-        package var parentRow: Int64
-        package var name: String
-        /// A file, a folder or a symbolic link (the server keeps no special items).
-        package var kind: ItemKind
-        package var createdNs: Int64
-        package var modifiedNs: Int64
-        package var uid: UInt32
-        package var gid: UInt32
-        package var mode: UInt16
-        package var symlinkTarget: String?
-        /// A file's downloaded contents (moved into the store); nil for an empty file, or for one
-        /// left on the server (`contentKey`), downloaded when first opened.
-        package var contentFile: String?
-        /// A file's object on the server, its size and content version.
-        package var contentKey: String?
-        package var size: Int64
-        package var contentVersion: Int64
-
-        package init(row: Int64, parentRow: Int64, name: String, kind: ItemKind, createdNs: Int64, modifiedNs: Int64,
-                    uid: UInt32, gid: UInt32, mode: UInt16, symlinkTarget: String? = nil, contentFile: String? = nil,
-                    contentKey: String? = nil, size: Int64 = 0, contentVersion: Int64 = 1) {
-            self.contentKey = contentKey
-            self.size = size
-            self.contentVersion = contentVersion
-            self.row = row
-            self.parentRow = parentRow
-            self.name = name
-            self.kind = kind
-            self.createdNs = createdNs
-            self.modifiedNs = modifiedNs
-            self.uid = uid
-            self.gid = gid
-            self.mode = mode
-            self.symlinkTarget = symlinkTarget
-            self.contentFile = contentFile
-        }
-    }
-
     /// Stores one item from the server under its permanent identifier; its parent first.
     package func addServerItem(_ server: ServerItem) throws(ProviderError) {
         guard server.row > Self.trashRow, server.row < Self.temporaryRowBase else {

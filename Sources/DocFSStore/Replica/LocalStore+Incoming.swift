@@ -2,76 +2,76 @@ import Foundation
 import DocFSProvider
 import GRDB
 
+/// An item as the server has it now (deleted and trashed ones included).
+package struct IncomingItem: Sendable, Equatable {
+    package var row: Int64
+    /// The parent's row (1: the root); for a trashed item, the folder it was trashed from.
+    package var parentRow: Int64
+    package var name: String
+    package var kind: ItemKind
+    package var uid: UInt32
+    package var gid: UInt32
+    package var mode: UInt16
+    package var createdNs: Int64
+    package var modifiedNs: Int64
+    package var tagData: Data?
+    package var favoriteRank: Int64?
+    package var symlinkTarget: String?
+    package var size: Int64
+    package var contentVersion: Int64
+    /// The content object; nil for a file without contents (empty).
+    package var contentKey: String?
+    package var trashed: Bool
+    package var deleted: Bool
+    /// A further name of the item with this row (a hard link, `LocalStore+RemoteNames`).
+    package var linkOf: Int64?
+
+    package init(row: Int64, parentRow: Int64, name: String, kind: ItemKind, uid: UInt32, gid: UInt32,
+                mode: UInt16, createdNs: Int64, modifiedNs: Int64, tagData: Data?, favoriteRank: Int64?,
+                symlinkTarget: String?, size: Int64, contentVersion: Int64, contentKey: String?,
+                trashed: Bool, deleted: Bool, linkOf: Int64? = nil) {
+        self.linkOf = linkOf
+        self.row = row
+        self.parentRow = parentRow
+        self.name = name
+        self.kind = kind
+        self.uid = uid
+        self.gid = gid
+        self.mode = mode
+        self.createdNs = createdNs
+        self.modifiedNs = modifiedNs
+        self.tagData = tagData
+        self.favoriteRank = favoriteRank
+        self.symlinkTarget = symlinkTarget
+        self.size = size
+        self.contentVersion = contentVersion
+        self.contentKey = contentKey
+        self.trashed = trashed
+        self.deleted = deleted
+    }
+}
+
+/// What `applyIncoming` did and what it could not do yet.
+package struct IncomingResult: Sendable, Equatable {
+    package var applied = 0
+    /// Items left as they are because this replica's own changes to them are still waiting.
+    package var pending: Set<Int64> = []
+    /// Folders the items need that this replica does not have: fetch them and apply again.
+    package var missingParents: Set<Int64> = []
+    /// Items of this replica moved aside from a name an incoming item takes; their own state
+    /// on the server is worth applying too.
+    package var movedAside: Set<Int64> = []
+    /// Folders not moved because here they would go below themselves (another move not
+    /// applied yet, this replica's own still waiting): apply them again later.
+    package var deferred: Set<Int64> = []
+    package init() {}
+}
+
 // Changes other replicas made, as the server has them now, applied to this replica's tree (not
 // sent back: no outbox entry). An item with changes of this replica still waiting is left as it
 // is: those changes go to the server first, which decides (see SyncEngine), and the item is
 // applied again once they are in. The mount is told what moved so that the kernel forgets it.
 extension LocalStore {
-    /// An item as the server has it now (deleted and trashed ones included).
-    package struct IncomingItem: Sendable, Equatable {
-        package var row: Int64
-        /// The parent's row (1: the root); for a trashed item, the folder it was trashed from.
-        package var parentRow: Int64
-        package var name: String
-        package var kind: ItemKind
-        package var uid: UInt32
-        package var gid: UInt32
-        package var mode: UInt16
-        package var createdNs: Int64
-        package var modifiedNs: Int64
-        package var tagData: Data?
-        package var favoriteRank: Int64?
-        package var symlinkTarget: String?
-        package var size: Int64
-        package var contentVersion: Int64
-        /// The content object; nil for a file without contents (empty).
-        package var contentKey: String?
-        package var trashed: Bool
-        package var deleted: Bool
-        /// A further name of the item with this row (a hard link, `LocalStore+RemoteNames`).
-        package var linkOf: Int64?
-
-        package init(row: Int64, parentRow: Int64, name: String, kind: ItemKind, uid: UInt32, gid: UInt32,
-                    mode: UInt16, createdNs: Int64, modifiedNs: Int64, tagData: Data?, favoriteRank: Int64?,
-                    symlinkTarget: String?, size: Int64, contentVersion: Int64, contentKey: String?,
-                    trashed: Bool, deleted: Bool, linkOf: Int64? = nil) {
-            self.linkOf = linkOf
-            self.row = row
-            self.parentRow = parentRow
-            self.name = name
-            self.kind = kind
-            self.uid = uid
-            self.gid = gid
-            self.mode = mode
-            self.createdNs = createdNs
-            self.modifiedNs = modifiedNs
-            self.tagData = tagData
-            self.favoriteRank = favoriteRank
-            self.symlinkTarget = symlinkTarget
-            self.size = size
-            self.contentVersion = contentVersion
-            self.contentKey = contentKey
-            self.trashed = trashed
-            self.deleted = deleted
-        }
-    }
-
-    /// What `applyIncoming` did and what it could not do yet.
-    package struct IncomingResult: Sendable, Equatable {
-        package var applied = 0
-        /// Items left as they are because this replica's own changes to them are still waiting.
-        package var pending: Set<Int64> = []
-        /// Folders the items need that this replica does not have: fetch them and apply again.
-        package var missingParents: Set<Int64> = []
-        /// Items of this replica moved aside from a name an incoming item takes; their own state
-        /// on the server is worth applying too.
-        package var movedAside: Set<Int64> = []
-        /// Folders not moved because here they would go below themselves (another move not
-        /// applied yet, this replica's own still waiting): apply them again later.
-        package var deferred: Set<Int64> = []
-        package init() {}
-    }
-
     /// The files among `items` whose contents this replica fetches before applying them: new
     /// here, or at another content version, with no change of this replica waiting, in a pinned
     /// folder (or pinned themselves). Other files arrive as metadata and download when opened.

@@ -11,7 +11,7 @@ import GRDB
 // opened first, to keep the contents under `--cache-size`; pinned items stay downloaded.
 extension LocalStore {
     /// Set by the sync engine while it runs: without it, an evicted file cannot be read (EIO).
-    package func setContentTransfers(_ maker: TransferMaker?) {
+    package func setContentTransfers(_ maker: ContentTransferMaker?) {
         replica?.onDemand.state.withLock { $0.transfers = maker }
     }
 
@@ -79,7 +79,7 @@ extension LocalStore {
     func startDownload(_ record: Record) throws(ProviderError) -> any ContentTransfer {
         guard let onDemand = replica?.onDemand else { throw ProviderError(.ioError, "\(path(of: record.item.identifier)) has no contents here") }
         let version = record.item.itemVersion.contentVersion
-        let existing = onDemand.state.withLock { d -> ((any ContentTransfer)?, TransferMaker?) in
+        let existing = onDemand.state.withLock { d -> ((any ContentTransfer)?, ContentTransferMaker?) in
             if let running = d.downloads[record.row], running.contentVersion == version { return (running, d.transfers) }
             return (nil, d.transfers)
         }
@@ -96,7 +96,7 @@ extension LocalStore {
         let fd = sysOpen(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ProviderError.posix(errno, "make a file to download \(where_) into") }
         sysClose(fd)
-        let download = makeTransfer(TransferRequest(row: record.row, key: key, contentVersion: version, size: record.item.documentSize,
+        let download = makeTransfer(ContentTransferRequest(row: record.row, key: key, contentVersion: version, size: record.item.documentSize,
                                                     path: path),
                                     { [self] download, failure in finishDownload(download, failure: failure) })
         let chosen = onDemand.state.withLock { d -> any ContentTransfer in

@@ -7,6 +7,21 @@ import Foundation
 import DocFSProvider
 import GRDB
 
+/// An entry the server has (or that can never be sent), and for a create the permanent
+/// identifier the server gave the item.
+package struct OutboxCompletion: Sendable {
+    package var entry: OutboxEntry
+    package var permanentRow: Int64?
+    /// The object the entry's contents went up as: the file's bytes can be evicted and
+    /// downloaded from it again, while it has no newer contents.
+    package var contentKey: String?
+    package init(entry: OutboxEntry, permanentRow: Int64? = nil, contentKey: String? = nil) {
+        self.entry = entry
+        self.permanentRow = permanentRow
+        self.contentKey = contentKey
+    }
+}
+
 // A replica's outbox: the changes the sync engine sends to the server, written with the actions
 // that make them (`commit`), read and completed by the engine, and the replacement of a
 // temporary row by the server's permanent identifier.
@@ -81,21 +96,6 @@ extension LocalStore {
             } catch {
                 throw ProviderError(.ioError, "read the outbox: \(error)")
             }
-        }
-    }
-
-    /// An entry the server has (or that can never be sent), and for a create the permanent
-    /// identifier the server gave the item.
-    package struct OutboxCompletion: Sendable {
-        package var entry: OutboxEntry
-        package var permanentRow: Int64?
-        /// The object the entry's contents went up as: the file's bytes can be evicted and
-        /// downloaded from it again, while it has no newer contents.
-        package var contentKey: String?
-        package init(entry: OutboxEntry, permanentRow: Int64? = nil, contentKey: String? = nil) {
-            self.entry = entry
-            self.permanentRow = permanentRow
-            self.contentKey = contentKey
         }
     }
 

@@ -6,7 +6,7 @@ import Synchronization
 /// holding each file open (never evicted), and the pinned items. A leaf lock, never held across I/O.
 final class OnDemandContents: Sendable {
     struct State {
-        var transfers: LocalStore.TransferMaker?
+        var transfers: ContentTransferMaker?
         var downloads: [Int64: any ContentTransfer] = [:]
         /// Row → a counter at the last open (higher: more recent).
         var lastUse: [Int64: UInt64] = [:]

@@ -1,0 +1,26 @@
+import Foundation
+import DocFSProvider
+import DocFSStore
+
+/// The replica's local store as the engine sees it (`ReplicaStore`): most requirements are the
+/// store's own methods; these few put together what the engine always asks for at once.
+extension LocalStore: ReplicaStore {
+    package func attach(_ hooks: ReplicaStoreHooks?) {
+        setSyncHooks(wake: hooks?.wake, status: hooks?.status)
+        setContentTransfers(hooks?.transfers)
+        setHeldChangesHandler(hooks?.heldChanges)
+        setRetryHandler(hooks?.retry)
+    }
+
+    package func path(ofRow row: Int64) -> String { path(of: Self.identifier(forRow: row)) }
+
+    package func contentURL(ofRow row: Int64) -> URL? { contentURL(of: Self.identifier(forRow: row)) }
+
+    package func item(ofRow row: Int64) -> Item? { try? item(for: Self.identifier(forRow: row)) }
+
+    package func typeChain(ofRow row: Int64) -> [String]? {
+        guard let item = item(ofRow: row) else { return nil }
+        let type = contentType(of: item)
+        return [type.identifier] + supertypes(of: type).map(\.identifier)
+    }
+}

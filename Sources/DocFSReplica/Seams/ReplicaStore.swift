@@ -1,0 +1,120 @@
+import Foundation
+import DocFSProvider
+import DocFSStore
+
+/// What the sync engine, the incoming sync, the change follower, the bootstrap, the heal and the
+/// status ask of the replica's local store (`LocalStore` in a mount, `LocalStore+ReplicaStore`),
+/// so that the engine can be tested against a store in memory (Tests/DocFSReplicaTests), as it
+/// is against `ReplicaServer` and `ObjectStore`. Rows are the store's: the server's identifiers
+/// for items it has, temporary ones (`ReplicaRows.temporaryBase` and above) for items not sent yet.
+package protocol ReplicaStore: AnyObject, Sendable {
+    // MARK: The replica
+
+    /// The replica's folder (its name tells versions apart; `recovered/` is below it).
+    var url: URL { get }
+    /// Where downloads are written before the store takes them.
+    var stagingDirectory: URL { get }
+    /// Hands the store the engine's hooks while it runs (nil: the engine stopped).
+    func attach(_ hooks: ReplicaStoreHooks?)
+    /// Makes what was stored so far durable (the bootstrap's end).
+    func synchronizeSync() throws(ProviderError)
+
+    // MARK: Items, read
+
+    /// The row an entry's row is now (a create completed since gives its permanent identifier).
+    func currentRow(_ row: Int64) -> Int64
+    /// The item's path in the tree, for log lines.
+    func path(ofRow row: Int64) -> String
+    /// The item's content file, nil when its contents are not here.
+    func contentURL(ofRow row: Int64) -> URL?
+    /// The item's attributes, nil when it is gone.
+    func item(ofRow row: Int64) -> Item?
+    /// The item's content type and what it conforms to, nearest first; nil when it is gone.
+    func typeChain(ofRow row: Int64) -> [String]?
+    /// The content types the layout's MIME words name (`publishLayoutMIMETypes`).
+    func contentTypeIdentifiers(forMIMEWords words: [String]) -> [String: String]
+
+    // MARK: The outbox
+
+    /// The oldest entries, in order.
+    func outboxEntries(limit: Int, skipping: Set<Int64>) throws(ProviderError) -> [OutboxEntry]
+    /// Entries done with (sent, or never sendable) leave the outbox in one transaction; creates'
+    /// temporary rows become the permanent identifiers; `refetch` is noted to be fetched again.
+    func completeOutbox(_ completions: [OutboxCompletion], refetch: [Int64]) throws(ProviderError)
+    /// Entries of items the server lost (a restored server): dropped, their contents kept aside.
+    func forgetOutboxEntries(rows: [Int64]) throws(ProviderError)
+    /// Per row: entries waiting and the latest one's seq.
+    func outboxWaiting(rows: Set<Int64>) -> [Int64: (count: Int, latest: Int64)]
+    /// Which of these operation ids are still waiting here.
+    func outboxEntryIDs(among ids: [UUID]) -> Set<UUID>
+    func outboxHasEntry(id: UUID) -> Bool
+    var outboxCounts: (pending: Int, pendingBytes: Int64) { get }
+    /// How long ago an action last added to the outbox (nil: none since the mount).
+    var outboxQuietFor: Duration? { get }
+    /// The engine is about to wait: the next entry wakes it.
+    func outboxIdle()
+
+    // MARK: Sync state shown to the user
+
+    func syncError(of row: Int64) -> String?
+    /// Marks (nil: clears) an item's sync error (`user.docfs.sync`).
+    func setSyncError(_ message: String?, row: Int64)
+    /// A conflict on the item, and its one line for `docfs status`.
+    func noteConflict(_ message: String, row: Int64, summary: String)
+    var conflictSummary: (count: Int, recent: [String]) { get }
+    var cacheFigures: (limit: Int64?, local: Int64?, downloading: Int) { get }
+    var serverSchemaVersion: Int { get }
+    func noteServerSchema(_ version: Int)
+
+    // MARK: Incoming changes
+
+    /// The change log position applied up to, and the operation seen there.
+    func syncAnchor() throws(ProviderError) -> (position: Int64, witness: UUID?)
+    func setSyncAnchor(_ position: Int64, witness: UUID?) throws(ProviderError)
+    /// The files among `items` whose contents come before they are applied (pinned, or here).
+    func contentsNeeded(_ items: [IncomingItem]) -> [IncomingItem]
+    /// Applies the server's state of items in one transaction (`contents`: downloaded files by row).
+    func applyIncoming(_ items: [IncomingItem], contents: [Int64: String]) throws(ProviderError) -> IncomingResult
+    /// One item of a new replica's first copy of the tree (the bootstrap).
+    func addServerItem(_ server: ServerItem) throws(ProviderError)
+    /// Items this replica had from the server, with what tells a restored server's rows apart.
+    func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, createdNs: Int64)]
+    func permanentRows() throws(ProviderError) -> [Int64]
+
+    // MARK: What the server decided otherwise
+
+    /// This replica's version of `row` becomes the item `copyRow` (the conflicted copy) beside it.
+    func forkConflictedCopy(of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64,
+                            contentKey: String?) throws(ProviderError)
+    /// A further name the server refused is removed here; its path.
+    func dropRefusedName(row: Int64) throws(ProviderError) -> String?
+
+    // MARK: Open writers
+
+    /// Items whose other replicas' changes wait for a writer to let go (from the last mount).
+    func heldBackRows() -> [Int64]
+    func clearHeldBack(_ rows: [Int64])
+}
+
+/// What the engine hands the store while it runs.
+package struct ReplicaStoreHooks: Sendable {
+    /// An action added to the outbox.
+    package var wake: @Sendable () -> Void
+    /// The status JSON (`user.docfs.status`).
+    package var status: @Sendable () -> String
+    /// Downloads a file not here when it is opened.
+    package var transfers: ContentTransferMaker
+    /// A writer let go of items whose other replicas' changes were held back.
+    package var heldChanges: @Sendable ([Int64]) -> Void
+    /// `docfs sync --retry` of an item set aside.
+    package var retry: @Sendable (Int64) -> Void
+}
+
+/// The store's fixed rows, and where temporary ones start.
+package enum ReplicaRows {
+    package static let root = LocalStore.rootRow
+    package static let trash = LocalStore.trashRow
+    package static let temporaryBase = LocalStore.temporaryRowBase
+    /// An identifier the server gave (not the root, the trash or a temporary row).
+    package static func isPermanent(_ row: Int64) -> Bool { row > trash && row < temporaryBase }
+}

@@ -1,0 +1,327 @@
+import Foundation
+import Synchronization
+import DocFSProvider
+@testable import DocFSStore
+@testable import DocFSReplica
+
+/// The replica's store as plain rows in memory (`ReplicaStore`): no SQLite, no journal, no
+/// mount. Items by row (temporary rows for those made here until the server numbers them), an
+/// outbox in order, contents as files in a folder of its own (the engine uploads from a path),
+/// and what the engine noted (errors, conflicts, conflicted copies), for tests to read.
+/// Every file of the server is kept here (`contentsNeeded` asks for all of them).
+final class InMemoryReplicaStore: ReplicaStore {
+    struct Fork: Equatable { var row: Int64; var copyRow: Int64; var name: String; var parentRow: Int64 }
+
+    struct State {
+        var items: [Int64: IncomingItem] = [:]
+        var outbox: [OutboxEntry] = []
+        var nextSeq: Int64 = 1
+        var nextTemporary = ReplicaRows.temporaryBase
+        /// Temporary rows and the permanent identifiers the server gave them.
+        var resolved: [Int64: Int64] = [:]
+        var lastAppend: ContinuousClock.Instant?
+        var anchor: (position: Int64, witness: UUID?) = (0, nil)
+        var schema = 0
+        var errors: [Int64: String] = [:]
+        var conflicts: [(row: Int64, message: String, summary: String)] = []
+        var forks: [Fork] = []
+        var hooks: ReplicaStoreHooks?
+    }
+    let state = Mutex(State())
+    let url: URL
+    let stagingDirectory: URL
+    private let contents: URL
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("docfs-fake-store-\(UUID().uuidString)")
+        stagingDirectory = url.appendingPathComponent("staging")
+        contents = url.appendingPathComponent("contents")
+        for folder in [stagingDirectory, contents] {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        }
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: url) }
+
+    // MARK: What a test does here (as the bridge's actions would)
+
+    /// A new folder or file made here: a temporary row and its create in the outbox.
+    @discardableResult
+    func create(_ name: String, _ text: String? = nil, in parent: Int64 = ReplicaRows.root) throws -> Int64 {
+        let kind: ItemKind = text == nil ? .folder : .file
+        let now = Int64(Date().timeIntervalSince1970 * 1e9)
+        let row = state.withLock { s -> Int64 in
+            defer { s.nextTemporary += 1 }
+            return s.nextTemporary
+        }
+        if let text { try Data(text.utf8).write(to: contentFile(row)) }
+        state.withLock { s in
+            s.items[row] = IncomingItem(row: row, parentRow: parent, name: name, kind: kind, uid: 0, gid: 0, mode: 0o644,
+                                        createdNs: now, modifiedNs: now, tagData: nil, favoriteRank: nil, symlinkTarget: nil,
+                                        size: Int64(text?.utf8.count ?? 0), contentVersion: 1, contentKey: nil,
+                                        trashed: false, deleted: false)
+        }
+        append(.create, row: row, parent: parent, name: name, bytes: Int64(text?.utf8.count ?? 0),
+               details: OutboxDetails(kind: kind, newItem: ReplicatedAttributes(mode: 0o644, createdNs: now, modifiedNs: now)))
+        return row
+    }
+
+    /// New contents of a file here, based on content version `base`.
+    func write(_ text: String, to row: Int64, base: UInt64) throws {
+        let row = currentRow(row)
+        try Data(text.utf8).write(to: contentFile(row))
+        var details = OutboxDetails(modifiedNs: Int64(Date().timeIntervalSince1970 * 1e9), contentVersion: base + 1)
+        details.baseVersion = base
+        append(.content, row: row, bytes: Int64(text.utf8.count), details: details)
+    }
+
+    /// `docfs sync --retry` of an item set aside.
+    func retry(_ row: Int64) {
+        let hook = state.withLock { $0.hooks?.retry }
+        hook?(currentRow(row))
+    }
+
+    func text(ofRow row: Int64) -> String? {
+        guard let data = FileManager.default.contents(atPath: contentFile(currentRow(row)).path) else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    func incomingItem(_ row: Int64) -> IncomingItem? { state.withLock { $0.items[row] } }
+    var forks: [Fork] { state.withLock { $0.forks } }
+    var conflictRows: [Int64] { state.withLock { $0.conflicts.map(\.row) } }
+
+    private func contentFile(_ row: Int64) -> URL { contents.appendingPathComponent(String(row)) }
+
+    private func append(_ kind: OutboxEntry.Kind, row: Int64, parent: Int64? = nil, name: String? = nil, bytes: Int64 = 0,
+                        details: OutboxDetails) {
+        let wake = state.withLock { s -> (@Sendable () -> Void)? in
+            s.outbox.append(OutboxEntry(seq: s.nextSeq, id: UUID(), kind: kind, row: row, parent: parent, name: name, bytes: bytes,
+                                        enqueuedNs: Int64(Date().timeIntervalSince1970 * 1e9), details: details))
+            s.nextSeq += 1
+            s.lastAppend = .now
+            return s.hooks?.wake
+        }
+        wake?()
+    }
+
+    // MARK: ReplicaStore: the replica
+
+    func attach(_ hooks: ReplicaStoreHooks?) { state.withLock { $0.hooks = hooks } }
+    func synchronizeSync() throws(ProviderError) {}
+
+    // MARK: Items, read
+
+    func currentRow(_ row: Int64) -> Int64 { state.withLock { $0.resolved[row] ?? row } }
+
+    func path(ofRow row: Int64) -> String {
+        state.withLock { s in
+            var names: [String] = []
+            var current = s.resolved[row] ?? row
+            while current != ReplicaRows.root, let item = s.items[current], names.count < 256 {
+                names.insert(item.name, at: 0)
+                current = item.parentRow
+            }
+            return "/" + names.joined(separator: "/")
+        }
+    }
+
+    func contentURL(ofRow row: Int64) -> URL? {
+        let file = contentFile(row)
+        return FileManager.default.fileExists(atPath: file.path) ? file : nil
+    }
+
+    /// Nil: a conflicted copy takes the server's attributes.
+    func item(ofRow row: Int64) -> Item? { nil }
+
+    func typeChain(ofRow row: Int64) -> [String]? {
+        guard let item = state.withLock({ $0.items[row] }) else { return nil }
+        return item.kind == .folder ? ["public.folder", "public.item"] : ["public.data", "public.item"]
+    }
+
+    func contentTypeIdentifiers(forMIMEWords words: [String]) -> [String: String] { [:] }
+
+    // MARK: The outbox
+
+    func outboxEntries(limit: Int, skipping: Set<Int64>) throws(ProviderError) -> [OutboxEntry] {
+        state.withLock { Array($0.outbox.filter { !skipping.contains($0.row) }.prefix(limit)) }
+    }
+
+    func completeOutbox(_ completions: [OutboxCompletion], refetch: [Int64]) throws(ProviderError) {
+        var moves: [(Int64, Int64)] = []
+        state.withLock { s in
+            let done = Set(completions.map(\.entry.seq))
+            s.outbox.removeAll { done.contains($0.seq) }
+            for completion in completions {
+                guard let permanent = completion.permanentRow, completion.entry.row != permanent else { continue }
+                let temporary = completion.entry.row
+                s.resolved[temporary] = permanent
+                if var item = s.items.removeValue(forKey: temporary) {
+                    item.row = permanent
+                    s.items[permanent] = item
+                }
+                for (row, item) in s.items where item.parentRow == temporary { s.items[row]?.parentRow = permanent }
+                for index in s.outbox.indices {
+                    if s.outbox[index].row == temporary { s.outbox[index].row = permanent }
+                    if s.outbox[index].parent == temporary { s.outbox[index].parent = permanent }
+                }
+                moves.append((temporary, permanent))
+            }
+            for completion in completions {
+                guard let key = completion.contentKey else { continue }
+                let row = s.resolved[completion.entry.row] ?? completion.entry.row
+                s.items[row]?.contentKey = key
+            }
+        }
+        for (from, to) in moves where FileManager.default.fileExists(atPath: contentFile(from).path) {
+            try? FileManager.default.moveItem(at: contentFile(from), to: contentFile(to))
+        }
+    }
+
+    func forgetOutboxEntries(rows: [Int64]) throws(ProviderError) {
+        let gone = Set(rows)
+        state.withLock { $0.outbox.removeAll { gone.contains($0.row) } }
+    }
+
+    func outboxWaiting(rows: Set<Int64>) -> [Int64: (count: Int, latest: Int64)] {
+        state.withLock { s in
+            var waiting: [Int64: (count: Int, latest: Int64)] = [:]
+            for entry in s.outbox where rows.contains(entry.row) {
+                let now = waiting[entry.row] ?? (0, 0)
+                waiting[entry.row] = (now.count + 1, max(now.latest, entry.seq))
+            }
+            return waiting
+        }
+    }
+
+    func outboxEntryIDs(among ids: [UUID]) -> Set<UUID> {
+        state.withLock { s in Set(s.outbox.map(\.id)).intersection(ids) }
+    }
+
+    func outboxHasEntry(id: UUID) -> Bool { state.withLock { $0.outbox.contains { $0.id == id } } }
+
+    var outboxCounts: (pending: Int, pendingBytes: Int64) {
+        state.withLock { ($0.outbox.count, $0.outbox.reduce(0) { $0 + $1.bytes }) }
+    }
+
+    var outboxQuietFor: Duration? { state.withLock { $0.lastAppend.map { ContinuousClock.now - $0 } } }
+
+    func outboxIdle() {}
+
+    // MARK: Sync state shown to the user
+
+    func syncError(of row: Int64) -> String? { state.withLock { $0.errors[row] } }
+
+    func setSyncError(_ message: String?, row: Int64) { state.withLock { $0.errors[row] = message } }
+
+    func noteConflict(_ message: String, row: Int64, summary: String) {
+        state.withLock { $0.conflicts.append((row, message, summary)) }
+    }
+
+    var conflictSummary: (count: Int, recent: [String]) {
+        state.withLock { ($0.conflicts.count, $0.conflicts.suffix(5).map(\.summary)) }
+    }
+
+    var cacheFigures: (limit: Int64?, local: Int64?, downloading: Int) { (nil, nil, 0) }
+    var serverSchemaVersion: Int { state.withLock { $0.schema } }
+    func noteServerSchema(_ version: Int) { state.withLock { $0.schema = version } }
+
+    // MARK: Incoming changes
+
+    func syncAnchor() throws(ProviderError) -> (position: Int64, witness: UUID?) { state.withLock { $0.anchor } }
+
+    func setSyncAnchor(_ position: Int64, witness: UUID?) throws(ProviderError) {
+        state.withLock { $0.anchor = (position, witness) }
+    }
+
+    func contentsNeeded(_ items: [IncomingItem]) -> [IncomingItem] {
+        state.withLock { s in
+            items.filter { item in
+                item.kind == .file && !item.deleted && item.contentKey != nil && !s.outbox.contains { $0.row == item.row }
+                    && s.items[item.row]?.contentKey != item.contentKey
+            }
+        }
+    }
+
+    /// Items with changes of this replica waiting are left as they are (the server decides
+    /// those first); a downloaded file's bytes are taken from its staging path.
+    func applyIncoming(_ items: [IncomingItem], contents: [Int64: String]) throws(ProviderError) -> IncomingResult {
+        var result = IncomingResult()
+        var taken: [(Int64, String)] = []
+        state.withLock { s in
+            for item in items {
+                if s.outbox.contains(where: { $0.row == item.row }) {
+                    result.pending.insert(item.row)
+                    continue
+                }
+                if item.deleted {
+                    if s.items.removeValue(forKey: item.row) != nil { result.applied += 1 }
+                    continue
+                }
+                if item.parentRow != ReplicaRows.root, s.items[item.parentRow] == nil,
+                   !items.contains(where: { $0.row == item.parentRow }) {
+                    result.missingParents.insert(item.parentRow)
+                    continue
+                }
+                if s.items[item.row] != item {
+                    s.items[item.row] = item
+                    result.applied += 1
+                }
+                if let path = contents[item.row] { taken.append((item.row, path)) }
+            }
+        }
+        for (row, path) in taken {
+            try? FileManager.default.removeItem(at: contentFile(row))
+            try? FileManager.default.copyItem(atPath: path, toPath: contentFile(row).path)
+        }
+        return result
+    }
+
+    func addServerItem(_ server: ServerItem) throws(ProviderError) {
+        state.withLock { s in
+            s.items[server.row] = IncomingItem(row: server.row, parentRow: server.parentRow, name: server.name, kind: server.kind,
+                                               uid: server.uid, gid: server.gid, mode: server.mode, createdNs: server.createdNs,
+                                               modifiedNs: server.modifiedNs, tagData: nil, favoriteRank: nil,
+                                               symlinkTarget: server.symlinkTarget, size: server.size,
+                                               contentVersion: server.contentVersion, contentKey: server.contentKey,
+                                               trashed: false, deleted: false)
+        }
+        if let file = server.contentFile { try? FileManager.default.copyItem(atPath: file, toPath: contentFile(server.row).path) }
+    }
+
+    func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, createdNs: Int64)] {
+        state.withLock { s in
+            s.items.filter { ReplicaRows.isPermanent($0.key) }.mapValues { ($0.kind, $0.createdNs) }
+        }
+    }
+
+    func permanentRows() throws(ProviderError) -> [Int64] {
+        state.withLock { $0.items.keys.filter(ReplicaRows.isPermanent).sorted() }
+    }
+
+    // MARK: What the server decided otherwise
+
+    /// The copy takes this replica's contents; the item keeps its row for the server's version.
+    func forkConflictedCopy(of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64,
+                            contentKey: String?) throws(ProviderError) {
+        state.withLock { s in
+            s.forks.append(Fork(row: row, copyRow: copyRow, name: name, parentRow: parentRow))
+            if var copy = s.items[row] {
+                copy.row = copyRow
+                copy.name = name
+                copy.parentRow = parentRow
+                copy.contentKey = contentKey
+                s.items[copyRow] = copy
+            }
+            // The item's own version is the server's from now on: fetched again.
+            s.items[row]?.contentKey = nil
+        }
+        try? FileManager.default.moveItem(at: contentFile(row), to: contentFile(copyRow))
+    }
+
+    func dropRefusedName(row: Int64) throws(ProviderError) -> String? { nil }
+
+    // MARK: Open writers
+
+    func heldBackRows() -> [Int64] { [] }
+    func clearHeldBack(_ rows: [Int64]) {}
+}
