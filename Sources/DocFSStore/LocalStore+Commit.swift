@@ -95,10 +95,7 @@ extension LocalStore {
                 return dirty
             }
             do throws(ProviderError) {
-                for row in dirty where segments.location(of: row) == nil { try sysFsync(path: contentPath(row), directory: false) }
-                try segments.synchronize()
-                try sysFsync(path: contentsPath, directory: true)
-                try sysFsync(path: url.path, directory: true)
+                try contents.synchronize(dirty)
             } catch {
                 state.withLock { $0.dirty.formUnion(dirty) }
                 throw error

@@ -59,60 +59,18 @@ extension LocalStore {
                                            lazily: attributes != nil)
             for index in plan.indices { plan[index].record = admitted[index] }
             // Move the contents in first, then commit the rows: a crash in between leaves only
-            // content files without rows, which the next open removes.
-            // A staged file on another filesystem (EXDEV) is copied instead, and the original
-            // removed once the rows are committed. A small file's bytes are appended to a segment
-            // (`storesInSegment`) and the staged file removed once the rows are committed.
-            enum Move { case renamed, copied, segment }
-            var moved: [(item: PlannedItem, how: Move)] = []
-            func undoMoves() {
-                for done in moved.reversed() {
-                    switch done.how {
-                    case .copied: sysUnlink(contentPath(done.item.record.row))
-                    case .renamed: try? sysRename(contentPath(done.item.record.row), done.item.source, "")
-                    case .segment: segments.remove(done.item.record.row)
-                    }
-                }
-            }
-            for planned in plan where planned.record.item.kind == .file {
-                let target = contentPath(planned.record.row)
-                do throws(ProviderError) {
-                    if let contents {
-                        if storesInSegment(size: Int64(contents.count)) {
-                            try segments.append(planned.record.row, contents)
-                            moved.append((planned, .segment))
-                        } else {
-                            try writeContentFile(planned.record.row, contents)
-                            moved.append((planned, .copied))
-                        }
-                        continue
-                    }
-                    if storesInSegment(size: planned.record.item.documentSize) {
-                        try appendToSegment(planned.record.row, from: planned.source, size: planned.record.item.documentSize)
-                        moved.append((planned, .segment))
-                        continue
-                    }
-                    do throws(ProviderError) {
-                        try sysRename(planned.source, target, "rename staged file \(planned.source) into the store")
-                        moved.append((planned, .renamed))
-                    } catch where error.errno == EXDEV {
-                        try sysCopyFile(planned.source, to: target)
-                        moved.append((planned, .copied))
-                    }
-                } catch {
-                    undoMoves()
-                    throw error
-                }
-            }
+            // content files without rows, which the next open removes (`StoreContents.placeNew`).
+            let placed = try self.contents.placeNew(plan.lazy.filter { $0.record.item.kind == .file }
+                .map { (row: $0.record.row, source: $0.source, size: $0.record.item.documentSize) }, contents: contents)
             FaultInjection.point(.importCommit)  // test-only crash point (DOCFS_FAULT)
             let newParent = Self.touched(parentRecord, entry: attributes?.entryTime ?? now)
             do throws(ProviderError) {
                 try commit(database, saving: plan.map(\.record) + [newParent], "import \(name)")
             } catch {
-                undoMoves()
+                self.contents.undo(placed)
                 throw error
             }
-            if contents == nil { for done in moved where done.how != .renamed { sysUnlink(done.item.source) } }
+            self.contents.finish(placed, staged: contents == nil)
             // Committed: the staged directories (and symlinks) are no longer needed.
             if status.kind != .file, contents == nil { removeTree(sourcePath) }
             let top = state.withLock { tree -> Item in

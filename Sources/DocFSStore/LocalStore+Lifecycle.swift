@@ -116,8 +116,10 @@ extension LocalStore {
                 reader.close()
                 throw error
             }
+            // Segments never for a replica, whose rows the server renumbers.
+            let contents = StoreContents(store: url, segments: segments, smallFileLimit: replica == nil ? smallFileLimit : 0, logger: logger)
             let store = LocalStore(url: url, layout: loadedLayout, database: queue, journal: journal, lockFD: fd, state: tree, logger: logger,
-                                   replica: replica, segments: segments, smallFileLimit: smallFileLimit)
+                                   replica: replica, contents: contents)
             openedQueue = nil
             try store.finishOpening(wasClean: wasClean)
             return store
@@ -283,24 +285,10 @@ extension LocalStore {
     private func finishOpening(wasClean: Bool) throws {
         let path = url.path
         guard let database else { return }
-        // Staging leftovers: files a bridge staged but never imported.
-        if !FileManager.default.fileExists(atPath: stagingPath) {
-            try FileManager.default.createDirectory(atPath: stagingPath, withIntermediateDirectories: false)
-        }
-        let staged = try directoryEntries(stagingPath)
-        for name in staged {
-            removeTree(stagingPath + "/" + name)
-        }
-        if !staged.isEmpty {
-            logger.notice("store \(path): removed \(staged.count) leftover staged file(s): \(staged.prefix(10).joined(separator: ", "))\(staged.count > 10 ? ", …" : "")")
-        }
-        if !FileManager.default.fileExists(atPath: contentsPath) {
-            try FileManager.default.createDirectory(atPath: contentsPath, withIntermediateDirectories: false)
-        }
-        try openSegments(database)
+        try contents.prepare(database)
         var fixes: [Record] = []
         if !wasClean {
-            fixes = try reconcileContents()
+            fixes = try correctSizes(contents.reconcile(database))
         }
         let fixesToSave = fixes
         try database.inDatabase { db in
@@ -315,56 +303,10 @@ extension LocalStore {
         if let fault = FaultInjection.describeArmed() { logger.warning("\(fault)") }
     }
 
-    /// After an unclean shutdown: removes content files without a file item (an import
-    /// interrupted before its commit), warns of file items without contents, and returns the file
-    /// items whose recorded size is not their content file's (a modify may have landed without
-    /// its row), corrected.
-    private func reconcileContents() throws -> [Record] {
+    /// After an unclean shutdown: the file items whose recorded size is not their content
+    /// file's (`StoreContents.reconcile`), corrected.
+    private func correctSizes(_ fixes: [(row: Int64, size: Int64)]) -> [Record] {
         let path = url.path
-        guard let database else { return [] }
-        // Content files by name, then file items by row: both sorted, walked side by side.
-        var contentRows: [Int64] = []
-        var removed: [String] = []
-        for name in try directoryEntries(contentsPath) {
-            if let row = Int64(name), String(row) == name, row > Self.trashRow {
-                contentRows.append(row)
-            } else {
-                removeTree(contentsPath + "/" + name)
-                removed.append(name)
-            }
-        }
-        contentRows.sort()
-        var missing: [Int64] = []
-        var fixes: [(row: Int64, size: Int64)] = []
-        var orphans: [Int64] = []
-        try database.inDatabase { db in
-            let cursor = try Row.fetchCursor(db, sql: "SELECT id, size FROM item WHERE kind = 0 AND absent = 0 AND linkOf IS NULL ORDER BY id")
-            var next = 0
-            while let row = try cursor.next() {
-                let id: Int64 = row[0]
-                let size: Int64 = row[1]
-                while next < contentRows.count, contentRows[next] < id { orphans.append(contentRows[next]); next += 1 }
-                guard next < contentRows.count, contentRows[next] == id else {
-                    if segments.location(of: id) == nil { missing.append(id) }
-                    continue
-                }
-                next += 1
-                if case .success(let status) = fileStatus(contentPath(id)), status.size != size {
-                    fixes.append((id, status.size))
-                }
-            }
-            orphans.append(contentsOf: contentRows[next...])
-        }
-        for row in orphans {
-            removeTree(contentPath(row))
-            removed.append(String(row))
-        }
-        if !removed.isEmpty {
-            logger.notice("store \(path): removed \(removed.count) content file(s) with no item: \(removed.prefix(10).joined(separator: ", "))\(removed.count > 10 ? ", …" : "")")
-        }
-        if !missing.isEmpty {
-            logger.warning("store \(path): \(missing.count) file item(s) have no contents (ids \(missing.prefix(10).map(String.init).joined(separator: ", "))); they read as empty")
-        }
         // The corrected records: each item as stored, with the content file's size and new versions.
         var corrected: [Record] = []
         for fix in fixes {
@@ -389,7 +331,7 @@ extension LocalStore {
     package func close() {
         writer._unsafeLock()
         defer { writer._unsafeUnlock() }
-        reaper.drain()
+        contents.drain()
         state.withLock { $0.reader?.close() }
         if let database {
             do {

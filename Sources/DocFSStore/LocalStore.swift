@@ -55,6 +55,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
     static let databaseName = "store.sqlite"
     static let contentsName = "contents"
     static let stagingName = "staging"
+    static let segmentsName = "segments"
     static let lockName = "lock"
     static let formatVersion = "2"
 
@@ -72,14 +73,19 @@ package final class LocalStore: Provider, @unchecked Sendable {
     package let url: URL
     /// The layout as declared at `docfs init`.
     package let layout: Layout
-    package let stagingDirectory: URL
-    /// `stagingDirectory` as a path, kept (`URL.path` decodes the URL on every call).
-    let stagingPath: String
-    let contentsPath: String
     let logger: Logger
-    /// Removes unowned content files after actions answer.
-    let reaper: ContentReaper
     let types: ContentTypeTable
+
+    /// The bytes of file items: content files, segments, staging, removal (`StoreContents`).
+    let contents: StoreContents
+    package var stagingDirectory: URL { contents.stagingDirectory }
+    /// For the replica's files (Replica/), which reach the contents by row.
+    var stagingPath: String { contents.stagingPath }
+    var reaper: ContentReaper { contents.reaper }
+    func contentPath(_ row: Int64) -> String { contents.path(row) }
+    /// Files imported with at most this many bytes go to a segment; 0: none do (the default, and
+    /// always for a replica, whose rows the server renumbers).
+    package var smallFileLimit: Int { contents.smallFileLimit }
 
     // The write side: used only by LocalStore+Commit (`write`, `commit`, `flushJournal`) and
     // LocalStore+Lifecycle (`close`); actions reach them through `write`.
@@ -97,29 +103,19 @@ package final class LocalStore: Provider, @unchecked Sendable {
     let state: Mutex<TreeState>
     /// A replica's sync state (`docfs init --remote`); nil for a store of its own.
     let replica: ReplicaState?
-    /// Small files' bytes (`segments/`, see `ContentSegments` and LocalStore+Segments).
-    let segments: ContentSegments
-    /// Files imported with at most this many bytes go to a segment; 0: none do (the default, and
-    /// always for a replica, whose rows the server renumbers).
-    package let smallFileLimit: Int
 
     /// Called by `open(at:logger:)` only (LocalStore+Lifecycle).
     init(url: URL, layout: Layout, database: DatabaseQueue, journal: StoreJournal, lockFD: Int32, state: TreeState, logger: Logger,
-         replica: ReplicaState? = nil, segments: ContentSegments, smallFileLimit: Int = 0) {
+         replica: ReplicaState? = nil, contents: StoreContents) {
         self.replica = replica
-        self.segments = segments
-        self.smallFileLimit = replica == nil ? max(smallFileLimit, 0) : 0
+        self.contents = contents
         self.url = url
         self.journal = journal
         self.layout = layout
-        self.stagingDirectory = url.appendingPathComponent(Self.stagingName, isDirectory: true)
-        self.stagingPath = stagingDirectory.path
-        self.contentsPath = url.appendingPathComponent(Self.contentsName, isDirectory: true).path
         self.database = database
         self.lockFD = lockFD
         self.state = Mutex(state)
         self.logger = logger
-        self.reaper = ContentReaper(logger: logger)
         self.types = ContentTypeTable(layout: layout)
     }
 
@@ -151,8 +147,6 @@ package final class LocalStore: Provider, @unchecked Sendable {
         guard row >= Self.temporaryRowBase, replica != nil else { return row }
         return state.withLock { $0.resolve(row) }
     }
-
-    func contentPath(_ row: Int64) -> String { contentsPath + "/" + String(row) }
 
     /// The content file of a file item, for `docfs check`, tests and a replica's upload: a file
     /// kept in a segment is given a content file of its own first (`readablePath(of:)`).
