@@ -36,30 +36,9 @@ extension LocalStore {
         }
 
         // The lock: one mount per store.
-        let lockPath = path + "/" + lockName
-        let fd = sysOpen(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw ProviderError.posix(errno, "store \(path): cannot open \(lockName)") }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let err = errno
-            var holder = "unknown"
-            var buffer = [UInt8](repeating: 0, count: 32)
-            let count = pread(fd, &buffer, buffer.count, 0)
-            if count > 0 {
-                let text = String(decoding: buffer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-                if !text.isEmpty { holder = text }
-            }
-            sysClose(fd)
-            if err == EWOULDBLOCK || err == EAGAIN {
-                throw ProviderError(.busy, "store \(path) is already mounted by another docfs (pid \(holder))")
-            }
-            throw ProviderError.posix(err, "store \(path): cannot lock \(lockName)")
-        }
+        let fd = try StoreWriter.takeLock(storePath: path)
         var openedQueue: DatabaseQueue?
         do {
-            let pid = "\(getpid())\n"
-            _ = ftruncate(fd, 0)
-            _ = pid.withCString { pwrite(fd, $0, strlen($0), 0) }
-
             var config = Configuration()
             config.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = NORMAL")
@@ -118,15 +97,15 @@ extension LocalStore {
             }
             // Segments never for a replica, whose rows the server renumbers.
             let contents = StoreContents(store: url, segments: segments, smallFileLimit: replica == nil ? smallFileLimit : 0, logger: logger)
-            let store = LocalStore(url: url, layout: loadedLayout, database: queue, journal: journal, lockFD: fd, state: tree, logger: logger,
+            let writer = StoreWriter(storePath: path, database: queue, journal: journal, lockFD: fd, logger: logger)
+            let store = LocalStore(url: url, layout: loadedLayout, writer: writer, state: tree, logger: logger,
                                    replica: replica, contents: contents)
             openedQueue = nil
             try store.finishOpening(wasClean: wasClean)
             return store
         } catch {
             try? openedQueue?.close()
-            _ = ftruncate(fd, 0)  // a refused open leaves the lock file as it found it (no stale pid)
-            sysClose(fd)
+            StoreWriter.releaseLock(fd)  // a refused open leaves the lock file as it found it (no stale pid)
             if let error = error as? ProviderError { throw error }
             throw ProviderError(.ioError, "store \(path): \(Self.describe(error))")
         }
@@ -162,12 +141,7 @@ extension LocalStore {
         }
     }
 
-    private static func describe(_ error: any Error) -> String {
-        if let error = error as? DatabaseError {
-            return error.message ?? "\(error.resultCode)"
-        }
-        return "\(error)"
-    }
+    private static func describe(_ error: any Error) -> String { StoreWriter.describe(error) }
 
     /// Checks that the database is a docfs store of a known format, without changing it.
     private static func validate(_ queue: DatabaseQueue, path: String) throws -> (Layout, Bool) {
@@ -284,7 +258,7 @@ extension LocalStore {
     /// reads nothing of the tree, whatever its size.
     private func finishOpening(wasClean: Bool) throws {
         let path = url.path
-        guard let database else { return }
+        guard let database = writer.database else { return }
         try contents.prepare(database)
         var fixes: [Record] = []
         if !wasClean {
@@ -329,40 +303,19 @@ extension LocalStore {
 
     /// Releases the lock and closes the database. Later actions fail; reads answer from memory.
     package func close() {
-        writer._unsafeLock()
-        defer { writer._unsafeUnlock() }
+        writer.lock._unsafeLock()
+        defer { writer.lock._unsafeUnlock() }
         contents.drain()
         state.withLock { $0.reader?.close() }
-        if let database {
-            do {
-                try flushJournal(database)
-                try database.inDatabase { db in
-                    try Schema.setMeta(db, "cleanShutdown", "1")
-                    _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
-                }
-            } catch {
-                logger.warning("store \(url.path): could not record a clean shutdown: \(Self.describe(error))")
-            }
-            do { try database.close() } catch {
-                logger.warning("store \(url.path): closing the database: \(Self.describe(error))")
-            }
-            self.database = nil
-        }
-        if lockFD >= 0 {
-            _ = ftruncate(lockFD, 0)
-            sysClose(lockFD)
-            lockFD = -1
-        }
+        writer.close { didFlush() }
     }
 
     /// For tests: drops the database and the lock the way a killed process would, without
     /// checkpointing or recording a clean shutdown.
     func abandonForTesting() {
-        writer._unsafeLock()
-        defer { writer._unsafeUnlock() }
+        writer.lock._unsafeLock()
+        defer { writer.lock._unsafeUnlock() }
         state.withLock { $0.reader?.close() }
-        try? database?.close()
-        database = nil
-        if lockFD >= 0 { sysClose(lockFD); lockFD = -1 }
+        writer.abandon()
     }
 }

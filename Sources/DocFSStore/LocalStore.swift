@@ -87,17 +87,9 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// always for a replica, whose rows the server renumbers).
     package var smallFileLimit: Int { contents.smallFileLimit }
 
-    // The write side: used only by LocalStore+Commit (`write`, `commit`, `flushJournal`) and
-    // LocalStore+Lifecycle (`close`); actions reach them through `write`.
-
-    /// Serialises actions (check, file moves, commit, memory update). Guards `database` and `lockFD`.
-    /// Held from `write` to `trimAndUnlockWriter`, so taken with `_unsafeLock`/`_unsafeUnlock`.
-    let writer = Mutex<Void>(())
-    /// nil once closed.
-    var database: DatabaseQueue?
-    /// Row changes not yet in SQLite; guarded by `writer`.
-    let journal: StoreJournal
-    var lockFD: Int32
+    /// The write side: writer lock, database, journal and the store's lock file (`StoreWriter`).
+    /// Actions reach it through `write` and `commit` (LocalStore+Commit).
+    let writer: StoreWriter
 
     /// The tree in memory. Held only for short lookups and updates, never across I/O.
     let state: Mutex<TreeState>
@@ -105,15 +97,13 @@ package final class LocalStore: Provider, @unchecked Sendable {
     let replica: ReplicaState?
 
     /// Called by `open(at:logger:)` only (LocalStore+Lifecycle).
-    init(url: URL, layout: Layout, database: DatabaseQueue, journal: StoreJournal, lockFD: Int32, state: TreeState, logger: Logger,
+    init(url: URL, layout: Layout, writer: StoreWriter, state: TreeState, logger: Logger,
          replica: ReplicaState? = nil, contents: StoreContents) {
         self.replica = replica
         self.contents = contents
         self.url = url
-        self.journal = journal
         self.layout = layout
-        self.database = database
-        self.lockFD = lockFD
+        self.writer = writer
         self.state = Mutex(state)
         self.logger = logger
         self.types = ContentTypeTable(layout: layout)
@@ -243,7 +233,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// Brings the working set back under its limit, unless an action is running (it may hold
     /// records it read and has not updated yet; it trims itself when it ends).
     func trimCache() {
-        guard writer._unsafeTryLock() else { return }
+        guard writer.lock._unsafeTryLock() else { return }
         trimAndUnlockWriter()
     }
 
@@ -255,7 +245,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
             tree.trim()
             return true
         }
-        writer._unsafeUnlock()
+        writer.lock._unsafeUnlock()
         if trimmed { Self.releaseFreedMemory() }
     }
 
