@@ -12,9 +12,9 @@ import GRDB
 extension LocalStore {
     /// Imports a staged file, link or folder tree (see `Provider`): typed from its bytes, checked
     /// against the folder's rules, moved (renamed) into `contents/` and committed in one journal
-    /// entry. The staged file is reached only inside its access window, which spans the move into
-    /// storage: the store takes it by its sealed name (`withSealedPath`), so there is no rename
-    /// into the window first. `attributes`: see `importSync`.
+    /// entry. The store takes the staged file by its sealed name (`withSealedPath`), so there is
+    /// no rename into the access window first. The bridge and `docfs import --store` hand files
+    /// over by path instead (`importStagedFile`). `attributes`: see `importSync`.
     package func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
                                attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         try file.withSealedPath { (path) throws(ProviderError) -> Item in
@@ -22,6 +22,14 @@ extension LocalStore {
             file.noteMovedAway()  // an import that succeeded has taken (or removed) the staged file
             return item
         }
+    }
+
+    /// The store's own hand-over (`StagedFileImportProvider`): the staged file at `path` in
+    /// `staging/` becomes the item `name`, with no scope in between. On success the file is
+    /// taken; on a refusal it is where it was.
+    package func importStagedFile(at path: String, named name: String, toParentItemIdentifier parent: ItemIdentifier,
+                                  attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+        try importSync(path: path, name: name, toParent: parent, attributes: attributes)
     }
 
     /// Without `attributes` (`docfs import --store` of a user's files, the plain API), the items keep the
@@ -141,3 +149,5 @@ extension LocalStore {
         }
     }
 }
+
+extension LocalStore: StagedFileImportProvider {}
