@@ -91,8 +91,11 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// Actions reach it through `write` and `commit` (LocalStore+Commit).
     let writer: StoreWriter
 
-    /// The tree in memory. Held only for short lookups and updates, never across I/O.
-    let state: Mutex<TreeState>
+    /// The tree: records in memory, identifiers, rows, names and paths (`StoreTree`).
+    let tree: StoreTree
+    /// The tree's lock and what it guards (`StoreTree.state`), as actions and the replica's
+    /// files reach it. Held only for short lookups and updates, never across I/O.
+    var state: StoreTree.Lock { StoreTree.Lock(tree: tree) }
     /// A replica's sync state (`docfs init --remote`); nil for a store of its own.
     let replica: ReplicaState?
 
@@ -104,7 +107,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
         self.url = url
         self.layout = layout
         self.writer = writer
-        self.state = Mutex(state)
+        self.tree = StoreTree(state, replica: replica != nil)
         self.logger = logger
         self.types = ContentTypeTable(layout: layout)
     }
@@ -113,30 +116,14 @@ package final class LocalStore: Provider, @unchecked Sendable {
         close()
     }
 
-    // MARK: - Identifiers, rows, names and paths
+    // MARK: - Identifiers, rows, names and paths (the tree's)
 
-    package static func identifier(forRow row: Int64) -> ItemIdentifier {
-        switch row {
-        case rootRow: return .rootContainer
-        case trashRow: return .trashContainer
-        default: return ItemIdentifier(String(row))
-        }
-    }
+    package static func identifier(forRow row: Int64) -> ItemIdentifier { StoreTree.identifier(forRow: row) }
 
-    static func row(for identifier: ItemIdentifier) -> Int64? {
-        if identifier == .rootContainer { return rootRow }
-        if identifier == .trashContainer { return trashRow }
-        guard let row = Int64(identifier.rawValue), row > trashRow, String(row) == identifier.rawValue else { return nil }
-        return row
-    }
+    static func row(for identifier: ItemIdentifier) -> Int64? { StoreTree.row(for: identifier) }
 
-    /// The row an identifier names now: a temporary row the server replaced answers as its
-    /// permanent one (a request may still carry the old identifier).
-    func row(for identifier: ItemIdentifier) -> Int64? {
-        guard let row = Self.row(for: identifier) else { return nil }
-        guard row >= Self.temporaryRowBase, replica != nil else { return row }
-        return state.withLock { $0.resolve(row) }
-    }
+    /// The row an identifier names now (a replica's temporary row answers as its permanent one).
+    func row(for identifier: ItemIdentifier) -> Int64? { tree.row(for: identifier) }
 
     /// The content file of a file item, for `docfs check`, tests and a replica's upload: a file
     /// kept in a segment is given a content file of its own first (`readablePath(of:)`).
@@ -148,9 +135,8 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// The mount path of an item, for messages (`/Projects/a.txt`, `/.Trash/x`).
     package func path(of identifier: ItemIdentifier) -> String {
         guard let row = self.row(for: identifier) else { return "?" }
-        return state.withLock { $0.path(of: row) }
+        return tree.path(of: row)
     }
-
 
     func parentRow(_ identifier: ItemIdentifier) throws(ProviderError) -> Int64 {
         guard let row = self.row(for: identifier) else {
@@ -168,19 +154,16 @@ package final class LocalStore: Provider, @unchecked Sendable {
 
     // MARK: - Reading the tree (memory only)
 
-    /// Reads the tree under the state lock; the closure may throw a ProviderError.
+    /// Reads the tree under its lock; the closure may throw a ProviderError.
     func read<T>(_ body: (borrowing TreeState) throws(ProviderError) -> T) throws(ProviderError) -> T {
-        let result: Result<T, ProviderError> = state.withLock { tree in
-            do throws(ProviderError) { return .success(try body(tree)) } catch { return .failure(error) }
-        }
-        return try result.get()
+        try tree.read(body)
     }
 
     package func item(for identifier: ItemIdentifier) throws(ProviderError) -> Item {
         guard let row = self.row(for: identifier) else {
             throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'")
         }
-        let (found, full): (Item?, Bool) = state.withLock { tree in (tree.record(tree.resolve(row)).map { tree.presented($0) }, tree.needsTrim) }
+        let (found, full) = tree.item(row)
         if full { trimCache() }
         guard let found else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
         return found
@@ -190,20 +173,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
         guard let parentRow = self.row(for: parent) else {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(parent)'")
         }
-        let (result, full): (Result<Item, ProviderError>, Bool) = state.withLock { tree in
-            let parentRow = tree.resolve(parentRow)
-            guard let folder = tree.record(parentRow) else {
-                return (.failure(ProviderError(.noSuchItem, "no folder with identifier '\(parent)'")), false)
-            }
-            guard folder.item.isFolder else {
-                return (.failure(ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder")), false)
-            }
-            guard let child = tree.childRecord(named: name, in: parentRow) else {
-                // A miss is the common answer (every create looks first): no message to build.
-                return (.failure(ProviderError(.noSuchItem)), tree.needsTrim)
-            }
-            return (.success(tree.presented(child)), tree.needsTrim)
-        }
+        let (result, full) = tree.childItem(named: name, in: parentRow, parent)
         if full { trimCache() }
         return try result.get()
     }
@@ -212,20 +182,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
         guard let parentRow = self.row(for: container) else {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(container)'")
         }
-        let (result, full): (Result<[Item], ProviderError>, Bool) = state.withLock { tree in
-            let parentRow = tree.resolve(parentRow)
-            guard let folder = tree.record(parentRow) else {
-                return (.failure(ProviderError(.noSuchItem, "no folder with identifier '\(container)'")), false)
-            }
-            guard folder.item.isFolder else {
-                return (.failure(ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder")), false)
-            }
-            let records = tree.childRecords(of: parentRow)
-            var items: [Item] = []
-            items.reserveCapacity(records.count)
-            for record in records { items.append(tree.presented(record)) }
-            return (.success(items), tree.needsTrim)
-        }
+        let (result, full) = tree.childItems(of: parentRow, container)
         if full { trimCache() }
         return try result.get()
     }
@@ -240,11 +197,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// With the writer lock held: trims the working set if it is over its limit, lets go of the
     /// lock, then hands freed pages back (outside the lock).
     func trimAndUnlockWriter() {
-        let trimmed = state.withLock { tree -> Bool in
-            guard tree.needsTrim else { return false }
-            tree.trim()
-            return true
-        }
+        let trimmed = tree.trimIfFull()
         writer.lock._unsafeUnlock()
         if trimmed { Self.releaseFreedMemory() }
     }
@@ -296,6 +249,6 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// The working set: records and folder index entries in memory, and how many of the records
     /// are pinned until the journal's batch lands (for tests and `make bench-scale`).
     package var cacheStatistics: (records: Int, indexEntries: Int, pinned: Int, limit: Int) {
-        state.withLock { ($0.cachedRecords, $0.cachedIndexEntries, $0.pinnedCount, $0.cacheLimit) }
+        tree.statistics
     }
 }
