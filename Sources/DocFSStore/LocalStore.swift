@@ -12,12 +12,17 @@ import Synchronization
 /// The embedded default provider: a store directory holding item metadata in SQLite
 /// (`store.sqlite`, WAL mode) and file contents as plain files (`contents/<id>`).
 ///
-/// Reads (`item`, `childItem`, `enumerateItems`) answer from a bounded working set in memory
-/// (`TreeState`: records, folder indexes, and what the journal has not yet applied to SQLite) and
-/// read SQLite on a miss through a connection of their own (`TreeReader`); nothing is loaded at
-/// open, so any size of tree mounts at once. Actions are serialised by one writer lock;
-/// each action appends its row changes to the journal before it returns, and the journal goes to
-/// SQLite in batches of about a thousand changes, one transaction each (`StoreJournal`).
+/// The type is a front over parts it owns, each a type with files of its own:
+/// - the tree (`StoreTree`, `Tree/`): a bounded working set in memory (`TreeState`: records,
+///   folder indexes, and what the journal has not yet applied to SQLite), read from SQLite on a
+///   miss through a connection of its own (`TreeReader`); identifiers, rows and paths. Nothing
+///   is loaded at open, so any size of tree mounts at once. Reads (`item`, `childItem`,
+///   `enumerateItems`) answer from it under its one lock.
+/// - the contents (`StoreContents`, `Contents/`): content files, segments and their compaction,
+///   the staging folder, the removal of contents no item owns.
+/// - the journal and commit (`StoreWriter`, `Journal/`): actions are serialised by its writer
+///   lock; each appends its row changes to the journal before it returns, and the journal goes
+///   to SQLite in batches of about a thousand changes, one transaction each (`StoreJournal`).
 ///
 /// On disk (format 2; a format-1 store is migrated when it is first opened, `Schema.migrate`):
 /// - `store.sqlite` — tables `meta(key, value)` (`format`, `layout` as JSON, `cleanShutdown`,
@@ -41,14 +46,16 @@ import Synchronization
 /// and the store directory, and runs `PRAGMA wal_checkpoint(FULL)`, so everything acknowledged
 /// survives a power cut.
 ///
-/// The type is spread over files by role: this file holds the stored properties, identifiers,
-/// rows and names, and the reads; `+NewStore` makes a store (`docfs init`), `+Lifecycle` opens
-/// and closes one, `+Commit` is the write path every action shares (writer lock, journal,
-/// `synchronize`), `+Create` new folders, links and special items, `+Import` imports,
-/// `+Contents` the bytes of files, `+Moves` renames, moves and deletes, `+Trash` the trash,
-/// `+Attributes` item metadata, `+ExtendedAttributes` stored `user.*` attributes and
-/// `+ContentTypes` content types and the folders' rules. docs/ARCHITECTURE.md shows where the
-/// store sits between the bridge and the disk.
+/// The front is spread over files by role: this file holds the parts, identifiers, and the
+/// reads; `+NewStore` makes a store (`docfs init`), `+Lifecycle` opens one (making the parts)
+/// and closes it, `+Commit` is what every action commits (records and a replica's outbox
+/// entries into the writer's journal, `synchronize`), `+Create` new folders, links and special
+/// items, `+Import` imports, `+Contents` the provider's side of file bytes, `+Moves` renames,
+/// moves and deletes, `+Trash` the trash, `+Attributes` item metadata, `+ExtendedAttributes`
+/// stored `user.*` attributes and `+ContentTypes` content types and the folders' rules; a
+/// replica's outbox and incoming changes are in `Replica/`. Each action checks items and plans
+/// rows, has the contents put bytes in place, commits, then updates the tree.
+/// docs/ARCHITECTURE.md shows where the store sits between the bridge and the disk.
 package final class LocalStore: Provider, @unchecked Sendable {
     // MARK: Files of a store
 

@@ -16,7 +16,7 @@ import Logging
 /// the rows; this part puts the bytes in place before the commit (`placeNew`, `replace`), undoes
 /// that when the commit fails, and finishes it (removes what is left over) when it succeeded.
 /// Everything that changes files runs under the store's writer lock (the caller holds it);
-/// `path`, `slice` and `openSegmentContents` take no lock beyond the segments' own.
+/// `path`, the segments' reads and `openSegmentContents` take no lock beyond the segments' own.
 final class StoreContents: @unchecked Sendable {
     /// `staging/` as a URL, for the bridge (`Provider.stagingDirectory`).
     let stagingDirectory: URL
