@@ -445,14 +445,11 @@ extension Bridge {
                                                             attributes: attributes)
                     }
                 } else {
-                    // The staged file is handed over security-scoped: readable only while the
-                    // provider has access, and gone (whatever the provider left) once it returns.
-                    let scoped = try attempt(subject) { () throws(ProviderError) in
-                        try importSlots.scoped(sealed: session.stagedPath(), name: placement.name)
-                    }
-                    defer { scoped.finish() }
+                    // The staged file is handed over (by path to the store, security-scoped to
+                    // another provider) and gone, whatever the provider left, once it returns.
+                    let sealed = try attempt(subject) { () throws(ProviderError) in try session.stagedPath() }
                     item = try await attempt(subject) { () async throws(ProviderError) in
-                        try await provider.importDocument(from: scoped, toParentItemIdentifier: parentID, attributes: attributes)
+                        try await importStaged(sealed: sealed, name: placement.name, into: parentID, attributes: attributes)
                     }
                 }
                 node.sessionLock.withLock { _ in session.landed = item.itemVersion }

@@ -97,13 +97,9 @@ extension Bridge {
                 let session = try attempt(subject) { () throws(ProviderError) in
                     try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true)
                 }
-                let scoped = try attempt(subject) { () throws(ProviderError) in
-                    try importSlots.scoped(sealed: session.path, name: name)
-                }
                 session.committed = true
-                defer { scoped.finish() }
                 let item = try await attempt(subject) { () async throws(ProviderError) in
-                    try await provider.importDocument(from: scoped, toParentItemIdentifier: parentItem.identifier, attributes: attributes)
+                    try await importStaged(sealed: session.path, name: name, into: parentItem.identifier, attributes: attributes)
                 }
                 replyEntry(d, item, in: parentItem)
             }

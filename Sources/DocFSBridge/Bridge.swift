@@ -26,6 +26,9 @@ package final class Bridge: @unchecked Sendable {
     let smallFiles: (any SmallFileImportProvider)?
     /// A provider that keeps small files inside larger ones, read in place (`StoredSliceProvider`).
     let storedSlices: (any StoredSliceProvider)?
+    /// A provider that takes a staged file by its path (`StagedFileImportProvider`, the embedded
+    /// store): imports then need no `SecurityScopedURL` and no slot folder (`importStaged`).
+    let stagedImports: (any StagedFileImportProvider)?
     let inodes = InodeTable()
     let attributes: Attributes
     let executor = ProviderExecutor()
@@ -60,6 +63,7 @@ package final class Bridge: @unchecked Sendable {
         self.onDemand = provider as? any OnDemandProvider
         self.smallFiles = (provider as? any SmallFileImportProvider).flatMap { $0.smallFileLimit > 0 ? $0 : nil }
         self.storedSlices = provider as? any StoredSliceProvider
+        self.stagedImports = provider as? any StagedFileImportProvider
         self.log = logger
         self.options = options
         self.entryLimit = options.inodeLimit.map(KernelEntryLimit.init(limit:))

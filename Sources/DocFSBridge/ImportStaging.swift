@@ -42,3 +42,29 @@ final class ImportStaging: @unchecked Sendable {
         for slot in slots { rmdir(slot) }
     }
 }
+
+extension Bridge {
+    /// Hands the staged file at `sealedPath` to the provider as a new item `name` in `parent`: by
+    /// its path to a provider that takes it so (`StagedFileImportProvider`, the embedded store),
+    /// otherwise security-scoped in a borrowed slot folder. Either way the staged file is gone
+    /// afterwards: taken by the provider, or removed.
+    func importStaged(sealed sealedPath: String, name: String, into parent: ItemIdentifier,
+                      attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+        if let stagedImports {
+            do {
+                return try await stagedImports.importStagedFile(at: sealedPath, named: name, toParentItemIdentifier: parent,
+                                                                attributes: attributes)
+            } catch {
+                _ = Glibc.unlink(sealedPath)  // refused: the file is where it was
+                throw error
+            }
+        }
+        let scoped: SecurityScopedURL
+        do { scoped = try importSlots.scoped(sealed: sealedPath, name: name) } catch {
+            _ = Glibc.unlink(sealedPath)
+            throw error
+        }
+        defer { scoped.finish() }
+        return try await provider.importDocument(from: scoped, toParentItemIdentifier: parent, attributes: attributes)
+    }
+}

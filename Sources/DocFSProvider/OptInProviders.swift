@@ -75,6 +75,19 @@ public protocol StoredSliceProvider: Provider {
     func openStoredSlice(of identifier: ItemIdentifier) throws(ProviderError) -> StoredSlice?
 }
 
+/// A provider that moves a staged file straight into its own storage, taking it by its path in
+/// the provider's `stagingDirectory` (opt in by conforming; the bridge finds it with a cast).
+/// Package-internal: the embedded store's hand-over, with no `SecurityScopedURL` and no slot
+/// folder in between; a third-party provider takes `importDocument(from:…)`'s scoped file.
+/// The contract is `importDocument(from:toParentItemIdentifier:attributes:)`'s, the file given by
+/// its path and the item's name apart: on success the provider has taken the file (moved it into
+/// storage, or removed it once copied); on a refusal the file is where it was, and the caller
+/// removes it.
+package protocol StagedFileImportProvider: Provider {
+    func importStagedFile(at path: String, named name: String, toParentItemIdentifier parent: ItemIdentifier,
+                          attributes: NewItemAttributes?) async throws(ProviderError) -> Item
+}
+
 /// A file's bytes inside a larger file (`StoredSliceProvider.openStoredSlice`).
 public struct StoredSlice: Sendable {
     public var fd: Int32

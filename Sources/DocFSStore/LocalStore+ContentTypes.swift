@@ -226,7 +226,7 @@ extension LocalStore {
         let name = record.item.filename
         do throws(ProviderError) {
             if record.item.documentSize == 0 { return types.detector.detect(name: name, contents: []).type }
-            if let bytes = try segments.read(record.row) { return types.detector.detect(name: name, contents: bytes).type }
+            if let bytes = try contents.segments.read(record.row) { return types.detector.detect(name: name, contents: bytes).type }
             return try types.detector.detect(regularFileAt: contentPath(record.row), name: name, size: record.item.documentSize).type
         } catch {
             // Contents not here (a replica's evicted file): the name alone.

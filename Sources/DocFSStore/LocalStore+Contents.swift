@@ -7,7 +7,10 @@ import Foundation
 import DocFSProvider
 import GRDB
 
-// The bytes of file items: opening them for reading, and new content versions.
+// The bytes of file items as the provider hands them out and takes them in: opening them for
+// reading, small files read in place or imported from memory, and new content versions. The
+// files themselves are the contents part's (`StoreContents`); these actions check the items and
+// commit the rows.
 extension LocalStore {
     package func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 {
         let found = try item(for: identifier)
@@ -18,7 +21,7 @@ extension LocalStore {
         case .file: break
         }
         let row = self.row(for: identifier)!
-        if let fd = try openSegmentContents(row) { return fd }
+        if let fd = try contents.openSegmentContents(row) { return fd }
         var path = contentPath(row)
         if !found.isDownloaded, let record = state.withLock({ $0.record(currentRow(row)) }), !record.item.isDownloaded {
             path = try downloadedPath(of: record)  // a replica's file on the server only
@@ -57,13 +60,9 @@ extension LocalStore {
                 throw ProviderError(.invalidArgument, "new contents for \(record.item.filename) must be a regular file")
             }
             record = try admitModified(record, from: sourcePath)
-            // Keep the old contents reachable until the row is committed, to undo a failed commit.
-            let target = contentPath(row)
-            // Named per version: the old backup of this item may still be waiting for the reaper.
-            let backup = stagingPath + "/.previous-\(row)-\(record.item.itemVersion.contentVersion)"
-            _ = sysUnlink(backup)
-            let hasBackup = sysLink(target, backup)
-            try sysRename(sourcePath, target, "rename staged file over the contents of \(record.item.filename)")
+            // The old contents stay reachable until the row is committed, to undo a failed commit.
+            let replacement = try contents.replace(row, version: record.item.itemVersion.contentVersion, with: sourcePath,
+                                                   record.item.filename)
             record.item.documentSize = status.size
             // The staged file's time: the last write, or what the program set (futimens) after it.
             record.item.modificationTime = status.modificationTime
@@ -78,18 +77,10 @@ extension LocalStore {
             do throws(ProviderError) {
                 try commit(database, saving: [record], "modify \(record.item.filename)")
             } catch {
-                if hasBackup {
-                    try? sysRename(target, sourcePath, "")
-                    try? sysRename(backup, target, "")
-                }
+                contents.undo(replacement)
                 throw error
             }
-            if hasBackup { reaper.remove(backup) { "the previous contents of item \(row)" } }
-            // A small file kept in a segment has a content file of its own from now on.
-            if segments.location(of: row) != nil {
-                segments.remove(row)
-                scheduleCompaction()
-            }
+            contents.finish(replacement)
             return .modified(state.withLock { tree -> Item in
                 tree.replaceKeepingCounts(record)
                 tree.dirty.insert(row)
@@ -119,4 +110,30 @@ extension LocalStore {
         logger.warning("\(path): written while another replica's version \(record.item.itemVersion.contentVersion) arrived (the writer began at \(base)): the new version keeps the name, this one is \"\(place)\"")
         return try item(for: record.item.identifier)
     }
+
+    /// A new file from the bridge's memory (`SmallFileImportProvider`): imported like a staged file,
+    /// its bytes appended to a segment (or, past `smallFileLimit`, written to a content file).
+    package func importDocument(contents: [UInt8], named name: String, toParentItemIdentifier parent: ItemIdentifier,
+                                attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+        try importSync(path: "", contents: contents, name: name, toParent: parent, attributes: attributes)
+    }
+
+    /// A file kept in a segment, to be read in place (`StoredSliceProvider`); nil for a file with a
+    /// content file of its own.
+    package func openStoredSlice(of identifier: ItemIdentifier) throws(ProviderError) -> StoredSlice? {
+        guard let row = self.row(for: identifier) else { return nil }
+        return try contents.segments.slice(row)
+    }
+
+    /// A path to read a file item's bytes from, for whoever needs one (a replica's upload): a
+    /// segment-stored file is given its content file first.
+    package func readablePath(of identifier: ItemIdentifier) throws(ProviderError) -> String? {
+        guard let row = self.row(for: identifier) else { return nil }
+        if contents.segments.location(of: row) != nil {
+            try write { (_) throws(ProviderError) in try contents.moveOutOfSegment(row) }
+        }
+        return contentPath(row)
+    }
 }
+
+extension LocalStore: SmallFileImportProvider, StoredSliceProvider {}

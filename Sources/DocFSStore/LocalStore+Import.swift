@@ -12,9 +12,9 @@ import GRDB
 extension LocalStore {
     /// Imports a staged file, link or folder tree (see `Provider`): typed from its bytes, checked
     /// against the folder's rules, moved (renamed) into `contents/` and committed in one journal
-    /// entry. The staged file is reached only inside its access window, which spans the move into
-    /// storage: the store takes it by its sealed name (`withSealedPath`), so there is no rename
-    /// into the window first. `attributes`: see `importSync`.
+    /// entry. The store takes the staged file by its sealed name (`withSealedPath`), so there is
+    /// no rename into the access window first. The bridge and `docfs import --store` hand files
+    /// over by path instead (`importStagedFile`). `attributes`: see `importSync`.
     package func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
                                attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
         try file.withSealedPath { (path) throws(ProviderError) -> Item in
@@ -22,6 +22,14 @@ extension LocalStore {
             file.noteMovedAway()  // an import that succeeded has taken (or removed) the staged file
             return item
         }
+    }
+
+    /// The store's own hand-over (`StagedFileImportProvider`): the staged file at `path` in
+    /// `staging/` becomes the item `name`, with no scope in between. On success the file is
+    /// taken; on a refusal it is where it was.
+    package func importStagedFile(at path: String, named name: String, toParentItemIdentifier parent: ItemIdentifier,
+                                  attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+        try importSync(path: path, name: name, toParent: parent, attributes: attributes)
     }
 
     /// Without `attributes` (`docfs import --store` of a user's files, the plain API), the items keep the
@@ -59,60 +67,18 @@ extension LocalStore {
                                            lazily: attributes != nil)
             for index in plan.indices { plan[index].record = admitted[index] }
             // Move the contents in first, then commit the rows: a crash in between leaves only
-            // content files without rows, which the next open removes.
-            // A staged file on another filesystem (EXDEV) is copied instead, and the original
-            // removed once the rows are committed. A small file's bytes are appended to a segment
-            // (`storesInSegment`) and the staged file removed once the rows are committed.
-            enum Move { case renamed, copied, segment }
-            var moved: [(item: PlannedItem, how: Move)] = []
-            func undoMoves() {
-                for done in moved.reversed() {
-                    switch done.how {
-                    case .copied: sysUnlink(contentPath(done.item.record.row))
-                    case .renamed: try? sysRename(contentPath(done.item.record.row), done.item.source, "")
-                    case .segment: segments.remove(done.item.record.row)
-                    }
-                }
-            }
-            for planned in plan where planned.record.item.kind == .file {
-                let target = contentPath(planned.record.row)
-                do throws(ProviderError) {
-                    if let contents {
-                        if storesInSegment(size: Int64(contents.count)) {
-                            try segments.append(planned.record.row, contents)
-                            moved.append((planned, .segment))
-                        } else {
-                            try writeContentFile(planned.record.row, contents)
-                            moved.append((planned, .copied))
-                        }
-                        continue
-                    }
-                    if storesInSegment(size: planned.record.item.documentSize) {
-                        try appendToSegment(planned.record.row, from: planned.source, size: planned.record.item.documentSize)
-                        moved.append((planned, .segment))
-                        continue
-                    }
-                    do throws(ProviderError) {
-                        try sysRename(planned.source, target, "rename staged file \(planned.source) into the store")
-                        moved.append((planned, .renamed))
-                    } catch where error.errno == EXDEV {
-                        try sysCopyFile(planned.source, to: target)
-                        moved.append((planned, .copied))
-                    }
-                } catch {
-                    undoMoves()
-                    throw error
-                }
-            }
+            // content files without rows, which the next open removes (`StoreContents.placeNew`).
+            let placed = try self.contents.placeNew(plan.lazy.filter { $0.record.item.kind == .file }
+                .map { (row: $0.record.row, source: $0.source, size: $0.record.item.documentSize) }, contents: contents)
             FaultInjection.point(.importCommit)  // test-only crash point (DOCFS_FAULT)
             let newParent = Self.touched(parentRecord, entry: attributes?.entryTime ?? now)
             do throws(ProviderError) {
                 try commit(database, saving: plan.map(\.record) + [newParent], "import \(name)")
             } catch {
-                undoMoves()
+                self.contents.undo(placed)
                 throw error
             }
-            if contents == nil { for done in moved where done.how != .renamed { sysUnlink(done.item.source) } }
+            self.contents.finish(placed, staged: contents == nil)
             // Committed: the staged directories (and symlinks) are no longer needed.
             if status.kind != .file, contents == nil { removeTree(sourcePath) }
             let top = state.withLock { tree -> Item in
@@ -183,3 +149,5 @@ extension LocalStore {
         }
     }
 }
+
+extension LocalStore: StagedFileImportProvider {}

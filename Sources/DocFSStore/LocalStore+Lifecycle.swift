@@ -36,30 +36,9 @@ extension LocalStore {
         }
 
         // The lock: one mount per store.
-        let lockPath = path + "/" + lockName
-        let fd = sysOpen(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw ProviderError.posix(errno, "store \(path): cannot open \(lockName)") }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let err = errno
-            var holder = "unknown"
-            var buffer = [UInt8](repeating: 0, count: 32)
-            let count = pread(fd, &buffer, buffer.count, 0)
-            if count > 0 {
-                let text = String(decoding: buffer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-                if !text.isEmpty { holder = text }
-            }
-            sysClose(fd)
-            if err == EWOULDBLOCK || err == EAGAIN {
-                throw ProviderError(.busy, "store \(path) is already mounted by another docfs (pid \(holder))")
-            }
-            throw ProviderError.posix(err, "store \(path): cannot lock \(lockName)")
-        }
+        let fd = try StoreWriter.takeLock(storePath: path)
         var openedQueue: DatabaseQueue?
         do {
-            let pid = "\(getpid())\n"
-            _ = ftruncate(fd, 0)
-            _ = pid.withCString { pwrite(fd, $0, strlen($0), 0) }
-
             var config = Configuration()
             config.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = NORMAL")
@@ -116,15 +95,17 @@ extension LocalStore {
                 reader.close()
                 throw error
             }
-            let store = LocalStore(url: url, layout: loadedLayout, database: queue, journal: journal, lockFD: fd, state: tree, logger: logger,
-                                   replica: replica, segments: segments, smallFileLimit: smallFileLimit)
+            // Segments never for a replica, whose rows the server renumbers.
+            let contents = StoreContents(store: url, segments: segments, smallFileLimit: replica == nil ? smallFileLimit : 0, logger: logger)
+            let writer = StoreWriter(storePath: path, database: queue, journal: journal, lockFD: fd, logger: logger)
+            let store = LocalStore(url: url, layout: loadedLayout, writer: writer, state: tree, logger: logger,
+                                   replica: replica, contents: contents)
             openedQueue = nil
             try store.finishOpening(wasClean: wasClean)
             return store
         } catch {
             try? openedQueue?.close()
-            _ = ftruncate(fd, 0)  // a refused open leaves the lock file as it found it (no stale pid)
-            sysClose(fd)
+            StoreWriter.releaseLock(fd)  // a refused open leaves the lock file as it found it (no stale pid)
             if let error = error as? ProviderError { throw error }
             throw ProviderError(.ioError, "store \(path): \(Self.describe(error))")
         }
@@ -160,12 +141,7 @@ extension LocalStore {
         }
     }
 
-    private static func describe(_ error: any Error) -> String {
-        if let error = error as? DatabaseError {
-            return error.message ?? "\(error.resultCode)"
-        }
-        return "\(error)"
-    }
+    private static func describe(_ error: any Error) -> String { StoreWriter.describe(error) }
 
     /// Checks that the database is a docfs store of a known format, without changing it.
     private static func validate(_ queue: DatabaseQueue, path: String) throws -> (Layout, Bool) {
@@ -282,25 +258,11 @@ extension LocalStore {
     /// reads nothing of the tree, whatever its size.
     private func finishOpening(wasClean: Bool) throws {
         let path = url.path
-        guard let database else { return }
-        // Staging leftovers: files a bridge staged but never imported.
-        if !FileManager.default.fileExists(atPath: stagingPath) {
-            try FileManager.default.createDirectory(atPath: stagingPath, withIntermediateDirectories: false)
-        }
-        let staged = try directoryEntries(stagingPath)
-        for name in staged {
-            removeTree(stagingPath + "/" + name)
-        }
-        if !staged.isEmpty {
-            logger.notice("store \(path): removed \(staged.count) leftover staged file(s): \(staged.prefix(10).joined(separator: ", "))\(staged.count > 10 ? ", …" : "")")
-        }
-        if !FileManager.default.fileExists(atPath: contentsPath) {
-            try FileManager.default.createDirectory(atPath: contentsPath, withIntermediateDirectories: false)
-        }
-        try openSegments(database)
+        guard let database = writer.database else { return }
+        try contents.prepare(database)
         var fixes: [Record] = []
         if !wasClean {
-            fixes = try reconcileContents()
+            fixes = try correctSizes(contents.reconcile(database))
         }
         let fixesToSave = fixes
         try database.inDatabase { db in
@@ -315,56 +277,10 @@ extension LocalStore {
         if let fault = FaultInjection.describeArmed() { logger.warning("\(fault)") }
     }
 
-    /// After an unclean shutdown: removes content files without a file item (an import
-    /// interrupted before its commit), warns of file items without contents, and returns the file
-    /// items whose recorded size is not their content file's (a modify may have landed without
-    /// its row), corrected.
-    private func reconcileContents() throws -> [Record] {
+    /// After an unclean shutdown: the file items whose recorded size is not their content
+    /// file's (`StoreContents.reconcile`), corrected.
+    private func correctSizes(_ fixes: [(row: Int64, size: Int64)]) -> [Record] {
         let path = url.path
-        guard let database else { return [] }
-        // Content files by name, then file items by row: both sorted, walked side by side.
-        var contentRows: [Int64] = []
-        var removed: [String] = []
-        for name in try directoryEntries(contentsPath) {
-            if let row = Int64(name), String(row) == name, row > Self.trashRow {
-                contentRows.append(row)
-            } else {
-                removeTree(contentsPath + "/" + name)
-                removed.append(name)
-            }
-        }
-        contentRows.sort()
-        var missing: [Int64] = []
-        var fixes: [(row: Int64, size: Int64)] = []
-        var orphans: [Int64] = []
-        try database.inDatabase { db in
-            let cursor = try Row.fetchCursor(db, sql: "SELECT id, size FROM item WHERE kind = 0 AND absent = 0 AND linkOf IS NULL ORDER BY id")
-            var next = 0
-            while let row = try cursor.next() {
-                let id: Int64 = row[0]
-                let size: Int64 = row[1]
-                while next < contentRows.count, contentRows[next] < id { orphans.append(contentRows[next]); next += 1 }
-                guard next < contentRows.count, contentRows[next] == id else {
-                    if segments.location(of: id) == nil { missing.append(id) }
-                    continue
-                }
-                next += 1
-                if case .success(let status) = fileStatus(contentPath(id)), status.size != size {
-                    fixes.append((id, status.size))
-                }
-            }
-            orphans.append(contentsOf: contentRows[next...])
-        }
-        for row in orphans {
-            removeTree(contentPath(row))
-            removed.append(String(row))
-        }
-        if !removed.isEmpty {
-            logger.notice("store \(path): removed \(removed.count) content file(s) with no item: \(removed.prefix(10).joined(separator: ", "))\(removed.count > 10 ? ", …" : "")")
-        }
-        if !missing.isEmpty {
-            logger.warning("store \(path): \(missing.count) file item(s) have no contents (ids \(missing.prefix(10).map(String.init).joined(separator: ", "))); they read as empty")
-        }
         // The corrected records: each item as stored, with the content file's size and new versions.
         var corrected: [Record] = []
         for fix in fixes {
@@ -387,40 +303,19 @@ extension LocalStore {
 
     /// Releases the lock and closes the database. Later actions fail; reads answer from memory.
     package func close() {
-        writer._unsafeLock()
-        defer { writer._unsafeUnlock() }
-        reaper.drain()
+        writer.lock._unsafeLock()
+        defer { writer.lock._unsafeUnlock() }
+        contents.drain()
         state.withLock { $0.reader?.close() }
-        if let database {
-            do {
-                try flushJournal(database)
-                try database.inDatabase { db in
-                    try Schema.setMeta(db, "cleanShutdown", "1")
-                    _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
-                }
-            } catch {
-                logger.warning("store \(url.path): could not record a clean shutdown: \(Self.describe(error))")
-            }
-            do { try database.close() } catch {
-                logger.warning("store \(url.path): closing the database: \(Self.describe(error))")
-            }
-            self.database = nil
-        }
-        if lockFD >= 0 {
-            _ = ftruncate(lockFD, 0)
-            sysClose(lockFD)
-            lockFD = -1
-        }
+        writer.close { didFlush() }
     }
 
     /// For tests: drops the database and the lock the way a killed process would, without
     /// checkpointing or recording a clean shutdown.
     func abandonForTesting() {
-        writer._unsafeLock()
-        defer { writer._unsafeUnlock() }
+        writer.lock._unsafeLock()
+        defer { writer.lock._unsafeUnlock() }
         state.withLock { $0.reader?.close() }
-        try? database?.close()
-        database = nil
-        if lockFD >= 0 { sysClose(lockFD); lockFD = -1 }
+        writer.abandon()
     }
 }

@@ -228,7 +228,7 @@ extension LocalStore: HardLinkProvider {
     /// Memory after a plan's commit: deleted rows out, saved records in their places, dropped
     /// contents to the reaper.
     private func finish(_ plan: Plan) {
-        for row in plan.dropped { dropContents(row) { "the contents of deleted item \(row)" } }
+        for row in plan.dropped { contents.drop(row) { "the contents of deleted item \(row)" } }
         state.withLock { tree in
             for row in plan.deleting { tree.remove(row) }
             // Folders here are the folders a name left or entered (their counts follow the

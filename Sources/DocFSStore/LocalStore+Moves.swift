@@ -132,7 +132,7 @@ extension LocalStore {
         try commit(database, saving: gathering + saving, deleting: deleting, "move \(plan.record.item.filename)")
         if let replaced = plan.replaced, replaced.item.kind == .file {
             let replacedRow = replaced.row
-            dropContents(replacedRow) { "the contents of replaced item \(replacedRow)" }
+            contents.drop(replacedRow) { "the contents of replaced item \(replacedRow)" }
         }
         return state.withLock { tree -> Item in
             if let replaced = plan.replaced { tree.remove(replaced.row) }
@@ -161,7 +161,7 @@ extension LocalStore {
             let names = record.item.linkCount > 1 ? try nameRows(of: row, database) : []
             try commit(database, saving: [newParent], deleting: names + [row], "delete \(record.item.filename)")
             if record.item.kind == .file {
-                dropContents(row) { "the contents of deleted item \(row)" }
+                contents.drop(row) { "the contents of deleted item \(row)" }
             }
             state.withLock { tree in
                 for name in names { tree.remove(name) }

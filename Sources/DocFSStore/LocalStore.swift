@@ -12,12 +12,17 @@ import Synchronization
 /// The embedded default provider: a store directory holding item metadata in SQLite
 /// (`store.sqlite`, WAL mode) and file contents as plain files (`contents/<id>`).
 ///
-/// Reads (`item`, `childItem`, `enumerateItems`) answer from a bounded working set in memory
-/// (`TreeState`: records, folder indexes, and what the journal has not yet applied to SQLite) and
-/// read SQLite on a miss through a connection of their own (`TreeReader`); nothing is loaded at
-/// open, so any size of tree mounts at once. Actions are serialised by one writer lock;
-/// each action appends its row changes to the journal before it returns, and the journal goes to
-/// SQLite in batches of about a thousand changes, one transaction each (`StoreJournal`).
+/// The type is a front over parts it owns, each a type with files of its own:
+/// - the tree (`StoreTree`, `Tree/`): a bounded working set in memory (`TreeState`: records,
+///   folder indexes, and what the journal has not yet applied to SQLite), read from SQLite on a
+///   miss through a connection of its own (`TreeReader`); identifiers, rows and paths. Nothing
+///   is loaded at open, so any size of tree mounts at once. Reads (`item`, `childItem`,
+///   `enumerateItems`) answer from it under its one lock.
+/// - the contents (`StoreContents`, `Contents/`): content files, segments and their compaction,
+///   the staging folder, the removal of contents no item owns.
+/// - the journal and commit (`StoreWriter`, `Journal/`): actions are serialised by its writer
+///   lock; each appends its row changes to the journal before it returns, and the journal goes
+///   to SQLite in batches of about a thousand changes, one transaction each (`StoreJournal`).
 ///
 /// On disk (format 2; a format-1 store is migrated when it is first opened, `Schema.migrate`):
 /// - `store.sqlite` — tables `meta(key, value)` (`format`, `layout` as JSON, `cleanShutdown`,
@@ -41,20 +46,23 @@ import Synchronization
 /// and the store directory, and runs `PRAGMA wal_checkpoint(FULL)`, so everything acknowledged
 /// survives a power cut.
 ///
-/// The type is spread over files by role: this file holds the stored properties, identifiers,
-/// rows and names, and the reads; `+NewStore` makes a store (`docfs init`), `+Lifecycle` opens
-/// and closes one, `+Commit` is the write path every action shares (writer lock, journal,
-/// `synchronize`), `+Create` new folders, links and special items, `+Import` imports,
-/// `+Contents` the bytes of files, `+Moves` renames, moves and deletes, `+Trash` the trash,
-/// `+Attributes` item metadata, `+ExtendedAttributes` stored `user.*` attributes and
-/// `+ContentTypes` content types and the folders' rules. docs/ARCHITECTURE.md shows where the
-/// store sits between the bridge and the disk.
+/// The front is spread over files by role: this file holds the parts, identifiers, and the
+/// reads; `+NewStore` makes a store (`docfs init`), `+Lifecycle` opens one (making the parts)
+/// and closes it, `+Commit` is what every action commits (records and a replica's outbox
+/// entries into the writer's journal, `synchronize`), `+Create` new folders, links and special
+/// items, `+Import` imports, `+Contents` the provider's side of file bytes, `+Moves` renames,
+/// moves and deletes, `+Trash` the trash, `+Attributes` item metadata, `+ExtendedAttributes`
+/// stored `user.*` attributes and `+ContentTypes` content types and the folders' rules; a
+/// replica's outbox and incoming changes are in `Replica/`. Each action checks items and plans
+/// rows, has the contents put bytes in place, commits, then updates the tree.
+/// docs/ARCHITECTURE.md shows where the store sits between the bridge and the disk.
 package final class LocalStore: Provider, @unchecked Sendable {
     // MARK: Files of a store
 
     static let databaseName = "store.sqlite"
     static let contentsName = "contents"
     static let stagingName = "staging"
+    static let segmentsName = "segments"
     static let lockName = "lock"
     static let formatVersion = "2"
 
@@ -72,54 +80,42 @@ package final class LocalStore: Provider, @unchecked Sendable {
     package let url: URL
     /// The layout as declared at `docfs init`.
     package let layout: Layout
-    package let stagingDirectory: URL
-    /// `stagingDirectory` as a path, kept (`URL.path` decodes the URL on every call).
-    let stagingPath: String
-    let contentsPath: String
     let logger: Logger
-    /// Removes unowned content files after actions answer.
-    let reaper: ContentReaper
     let types: ContentTypeTable
 
-    // The write side: used only by LocalStore+Commit (`write`, `commit`, `flushJournal`) and
-    // LocalStore+Lifecycle (`close`); actions reach them through `write`.
-
-    /// Serialises actions (check, file moves, commit, memory update). Guards `database` and `lockFD`.
-    /// Held from `write` to `trimAndUnlockWriter`, so taken with `_unsafeLock`/`_unsafeUnlock`.
-    let writer = Mutex<Void>(())
-    /// nil once closed.
-    var database: DatabaseQueue?
-    /// Row changes not yet in SQLite; guarded by `writer`.
-    let journal: StoreJournal
-    var lockFD: Int32
-
-    /// The tree in memory. Held only for short lookups and updates, never across I/O.
-    let state: Mutex<TreeState>
-    /// A replica's sync state (`docfs init --remote`); nil for a store of its own.
-    let replica: ReplicaState?
-    /// Small files' bytes (`segments/`, see `ContentSegments` and LocalStore+Segments).
-    let segments: ContentSegments
+    /// The bytes of file items: content files, segments, staging, removal (`StoreContents`).
+    let contents: StoreContents
+    package var stagingDirectory: URL { contents.stagingDirectory }
+    /// For the replica's files (Replica/), which reach the contents by row.
+    var stagingPath: String { contents.stagingPath }
+    var reaper: ContentReaper { contents.reaper }
+    func contentPath(_ row: Int64) -> String { contents.path(row) }
     /// Files imported with at most this many bytes go to a segment; 0: none do (the default, and
     /// always for a replica, whose rows the server renumbers).
-    package let smallFileLimit: Int
+    package var smallFileLimit: Int { contents.smallFileLimit }
+
+    /// The write side: writer lock, database, journal and the store's lock file (`StoreWriter`).
+    /// Actions reach it through `write` and `commit` (LocalStore+Commit).
+    let writer: StoreWriter
+
+    /// The tree: records in memory, identifiers, rows, names and paths (`StoreTree`).
+    let tree: StoreTree
+    /// The tree's lock and what it guards (`StoreTree.state`), as actions and the replica's
+    /// files reach it. Held only for short lookups and updates, never across I/O.
+    var state: StoreTree.Lock { StoreTree.Lock(tree: tree) }
+    /// A replica's sync state (`docfs init --remote`); nil for a store of its own.
+    let replica: ReplicaState?
 
     /// Called by `open(at:logger:)` only (LocalStore+Lifecycle).
-    init(url: URL, layout: Layout, database: DatabaseQueue, journal: StoreJournal, lockFD: Int32, state: TreeState, logger: Logger,
-         replica: ReplicaState? = nil, segments: ContentSegments, smallFileLimit: Int = 0) {
+    init(url: URL, layout: Layout, writer: StoreWriter, state: TreeState, logger: Logger,
+         replica: ReplicaState? = nil, contents: StoreContents) {
         self.replica = replica
-        self.segments = segments
-        self.smallFileLimit = replica == nil ? max(smallFileLimit, 0) : 0
+        self.contents = contents
         self.url = url
-        self.journal = journal
         self.layout = layout
-        self.stagingDirectory = url.appendingPathComponent(Self.stagingName, isDirectory: true)
-        self.stagingPath = stagingDirectory.path
-        self.contentsPath = url.appendingPathComponent(Self.contentsName, isDirectory: true).path
-        self.database = database
-        self.lockFD = lockFD
-        self.state = Mutex(state)
+        self.writer = writer
+        self.tree = StoreTree(state, replica: replica != nil)
         self.logger = logger
-        self.reaper = ContentReaper(logger: logger)
         self.types = ContentTypeTable(layout: layout)
     }
 
@@ -127,32 +123,14 @@ package final class LocalStore: Provider, @unchecked Sendable {
         close()
     }
 
-    // MARK: - Identifiers, rows, names and paths
+    // MARK: - Identifiers, rows, names and paths (the tree's)
 
-    package static func identifier(forRow row: Int64) -> ItemIdentifier {
-        switch row {
-        case rootRow: return .rootContainer
-        case trashRow: return .trashContainer
-        default: return ItemIdentifier(String(row))
-        }
-    }
+    package static func identifier(forRow row: Int64) -> ItemIdentifier { StoreTree.identifier(forRow: row) }
 
-    static func row(for identifier: ItemIdentifier) -> Int64? {
-        if identifier == .rootContainer { return rootRow }
-        if identifier == .trashContainer { return trashRow }
-        guard let row = Int64(identifier.rawValue), row > trashRow, String(row) == identifier.rawValue else { return nil }
-        return row
-    }
+    static func row(for identifier: ItemIdentifier) -> Int64? { StoreTree.row(for: identifier) }
 
-    /// The row an identifier names now: a temporary row the server replaced answers as its
-    /// permanent one (a request may still carry the old identifier).
-    func row(for identifier: ItemIdentifier) -> Int64? {
-        guard let row = Self.row(for: identifier) else { return nil }
-        guard row >= Self.temporaryRowBase, replica != nil else { return row }
-        return state.withLock { $0.resolve(row) }
-    }
-
-    func contentPath(_ row: Int64) -> String { contentsPath + "/" + String(row) }
+    /// The row an identifier names now (a replica's temporary row answers as its permanent one).
+    func row(for identifier: ItemIdentifier) -> Int64? { tree.row(for: identifier) }
 
     /// The content file of a file item, for `docfs check`, tests and a replica's upload: a file
     /// kept in a segment is given a content file of its own first (`readablePath(of:)`).
@@ -164,9 +142,8 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// The mount path of an item, for messages (`/Projects/a.txt`, `/.Trash/x`).
     package func path(of identifier: ItemIdentifier) -> String {
         guard let row = self.row(for: identifier) else { return "?" }
-        return state.withLock { $0.path(of: row) }
+        return tree.path(of: row)
     }
-
 
     func parentRow(_ identifier: ItemIdentifier) throws(ProviderError) -> Int64 {
         guard let row = self.row(for: identifier) else {
@@ -184,19 +161,16 @@ package final class LocalStore: Provider, @unchecked Sendable {
 
     // MARK: - Reading the tree (memory only)
 
-    /// Reads the tree under the state lock; the closure may throw a ProviderError.
+    /// Reads the tree under its lock; the closure may throw a ProviderError.
     func read<T>(_ body: (borrowing TreeState) throws(ProviderError) -> T) throws(ProviderError) -> T {
-        let result: Result<T, ProviderError> = state.withLock { tree in
-            do throws(ProviderError) { return .success(try body(tree)) } catch { return .failure(error) }
-        }
-        return try result.get()
+        try tree.read(body)
     }
 
     package func item(for identifier: ItemIdentifier) throws(ProviderError) -> Item {
         guard let row = self.row(for: identifier) else {
             throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'")
         }
-        let (found, full): (Item?, Bool) = state.withLock { tree in (tree.record(tree.resolve(row)).map { tree.presented($0) }, tree.needsTrim) }
+        let (found, full) = tree.item(row)
         if full { trimCache() }
         guard let found else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
         return found
@@ -206,20 +180,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
         guard let parentRow = self.row(for: parent) else {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(parent)'")
         }
-        let (result, full): (Result<Item, ProviderError>, Bool) = state.withLock { tree in
-            let parentRow = tree.resolve(parentRow)
-            guard let folder = tree.record(parentRow) else {
-                return (.failure(ProviderError(.noSuchItem, "no folder with identifier '\(parent)'")), false)
-            }
-            guard folder.item.isFolder else {
-                return (.failure(ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder")), false)
-            }
-            guard let child = tree.childRecord(named: name, in: parentRow) else {
-                // A miss is the common answer (every create looks first): no message to build.
-                return (.failure(ProviderError(.noSuchItem)), tree.needsTrim)
-            }
-            return (.success(tree.presented(child)), tree.needsTrim)
-        }
+        let (result, full) = tree.childItem(named: name, in: parentRow, parent)
         if full { trimCache() }
         return try result.get()
     }
@@ -228,20 +189,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
         guard let parentRow = self.row(for: container) else {
             throw ProviderError(.noSuchItem, "no folder with identifier '\(container)'")
         }
-        let (result, full): (Result<[Item], ProviderError>, Bool) = state.withLock { tree in
-            let parentRow = tree.resolve(parentRow)
-            guard let folder = tree.record(parentRow) else {
-                return (.failure(ProviderError(.noSuchItem, "no folder with identifier '\(container)'")), false)
-            }
-            guard folder.item.isFolder else {
-                return (.failure(ProviderError(.notDirectory, "\(tree.path(of: parentRow)) is not a folder")), false)
-            }
-            let records = tree.childRecords(of: parentRow)
-            var items: [Item] = []
-            items.reserveCapacity(records.count)
-            for record in records { items.append(tree.presented(record)) }
-            return (.success(items), tree.needsTrim)
-        }
+        let (result, full) = tree.childItems(of: parentRow, container)
         if full { trimCache() }
         return try result.get()
     }
@@ -249,19 +197,15 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// Brings the working set back under its limit, unless an action is running (it may hold
     /// records it read and has not updated yet; it trims itself when it ends).
     func trimCache() {
-        guard writer._unsafeTryLock() else { return }
+        guard writer.lock._unsafeTryLock() else { return }
         trimAndUnlockWriter()
     }
 
     /// With the writer lock held: trims the working set if it is over its limit, lets go of the
     /// lock, then hands freed pages back (outside the lock).
     func trimAndUnlockWriter() {
-        let trimmed = state.withLock { tree -> Bool in
-            guard tree.needsTrim else { return false }
-            tree.trim()
-            return true
-        }
-        writer._unsafeUnlock()
+        let trimmed = tree.trimIfFull()
+        writer.lock._unsafeUnlock()
         if trimmed { Self.releaseFreedMemory() }
     }
 
@@ -312,6 +256,6 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// The working set: records and folder index entries in memory, and how many of the records
     /// are pinned until the journal's batch lands (for tests and `make bench-scale`).
     package var cacheStatistics: (records: Int, indexEntries: Int, pinned: Int, limit: Int) {
-        state.withLock { ($0.cachedRecords, $0.cachedIndexEntries, $0.pinnedCount, $0.cacheLimit) }
+        tree.statistics
     }
 }

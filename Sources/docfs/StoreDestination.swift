@@ -56,16 +56,12 @@ final class StoreDestination: ImportDestination {
             try? FileManager.default.removeItem(atPath: sealed)
             return problem
         }
-        let scoped: SecurityScopedURL
-        do { scoped = try SecurityScopedURL(sealed: sealed, name: name, in: store.stagingDirectory) } catch {
-            try? FileManager.default.removeItem(atPath: sealed)
-            return .refused(error.reason)
-        }
-        defer { scoped.finish() }
+        // Handed to the store by path (`StagedFileImportProvider`): taken on success, left on a refusal.
         let store = self.store, parent = folder.identifier
         let result = Self.blocking { () async throws(ProviderError) -> Item in
-            try await store.importDocument(from: scoped, toParentItemIdentifier: parent)
+            try await store.importStagedFile(at: sealed, named: name, toParentItemIdentifier: parent, attributes: nil)
         }
+        if case .failure = result { try? FileManager.default.removeItem(atPath: sealed) }
         switch result {
         case .success(let item):
             progress.fileDone()

@@ -248,7 +248,7 @@ final class SegmentStoreTests: StoreTestCase {
         let modified = try await store.modifyContents(ofItemWithIdentifier: small.identifier, from: staged)
         XCTAssertEqual(modified.documentSize, 13)
         XCTAssertEqual(try contentFiles(), [small.identifier.rawValue])
-        XCTAssertNil(store.segments.location(of: Int64(small.identifier.rawValue)!))
+        XCTAssertNil(store.contents.segments.location(of: Int64(small.identifier.rawValue)!))
         XCTAssertEqual(try contents(of: small.identifier), "after, longer")
         try reopen()
         XCTAssertEqual(try contents(of: small.identifier), "after, longer", "the content file wins over the old entry")
@@ -266,7 +266,7 @@ final class SegmentStoreTests: StoreTestCase {
         var items: [Item] = []
         for index in 0..<40 { items.append(try await importFile("f\(index).txt", String(repeating: "\(index % 10)", count: 500))) }
         for item in items.dropFirst(4) { try await store.deleteItem(withIdentifier: item.identifier) }
-        XCTAssertEqual(store.segments.usage.live, Int64(4 * (ContentSegments.headerSize + 500)))
+        XCTAssertEqual(store.contents.segments.usage.live, Int64(4 * (ContentSegments.headerSize + 500)))
         for (index, item) in items.prefix(4).enumerated() {
             XCTAssertEqual(try contents(of: item.identifier), String(repeating: "\(index % 10)", count: 500))
         }
@@ -291,8 +291,8 @@ final class SegmentStoreTests: StoreTestCase {
         for (index, (item, _)) in items.enumerated() where index % 6 != 0 {
             try await store.deleteItem(withIdentifier: item.identifier)
         }
-        store.reaper.drain()  // waits for the compaction the deletes scheduled
-        XCTAssertTrue(store.segments.mostlyDead().isEmpty)
+        store.contents.reaper.drain()  // waits for the compaction the deletes scheduled
+        XCTAssertTrue(store.contents.segments.mostlyDead().isEmpty)
         let after = try FileManager.default.contentsOfDirectory(atPath: segmentsDir).count
         XCTAssertLessThan(after, before, "mostly dead segments were removed")
         let kept = items.enumerated().filter { $0.offset % 6 == 0 }.map(\.element)
@@ -310,12 +310,12 @@ final class SegmentStoreTests: StoreTestCase {
         try makeSegmentStore()
         let kept = try await importFile("kept.txt", "kept")
         // An append whose import never committed (a crash between the two).
-        try store.segments.append(9999, Array("orphan".utf8))
+        try store.contents.segments.append(9999, Array("orphan".utf8))
         store.abandonForTesting()
         store = nil
         try openWithSegments()
         XCTAssertEqual(try contents(of: kept.identifier), "kept")
-        XCTAssertNil(store.segments.location(of: 9999), "no item 9999: its entry is dead")
+        XCTAssertNil(store.contents.segments.location(of: 9999), "no item 9999: its entry is dead")
         let next = try await importFile("next.txt", "next")
         XCTAssertEqual(try contents(of: next.identifier), "next")
     }
@@ -324,7 +324,7 @@ final class SegmentStoreTests: StoreTestCase {
         try makeSegmentStore()
         let a = try await importFile("a.txt", "alpha")
         let b = try await importFile("b.txt", "bravo")
-        let bLocation = try XCTUnwrap(store.segments.location(of: Int64(b.identifier.rawValue)!))
+        let bLocation = try XCTUnwrap(store.contents.segments.location(of: Int64(b.identifier.rawValue)!))
         store.close()
         store = nil
         // b's entry torn (as a crash mid-append, or a bad disk, leaves it).
