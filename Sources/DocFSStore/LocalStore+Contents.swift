@@ -96,7 +96,7 @@ extension LocalStore {
     /// The writer's bytes beside the item, which keeps its newer version; answers the item.
     private func keepAsConflictedCopy(_ record: Record, from sourcePath: String, base: UInt64) throws(ProviderError) -> Item {
         guard let parent = record.parent else { throw ProviderError(.noSuchItem, "\(record.item.filename) has no folder") }
-        let name = ConflictNames.copy(of: record.item.filename, host: ConflictNames.hostName, date: Date())
+        let name = conflictCopyName(of: record.item.filename)
         let place = state.withLock { $0.uniqueName(name, in: parent, isFolder: false) }
         let copy = try importSync(path: sourcePath, name: place, toParent: Self.identifier(forRow: parent),
                                   attributes: NewItemAttributes(ownerID: record.item.ownerID, groupID: record.item.groupID,
@@ -109,6 +109,21 @@ extension LocalStore {
                      row: copyRow, summary: "\(path): conflicted copy \"\(place)\"")
         logger.warning("\(path): written while another replica's version \(record.item.itemVersion.contentVersion) arrived (the writer began at \(base)): the new version keeps the name, this one is \"\(place)\"")
         return try item(for: record.item.identifier)
+    }
+
+    /// Set by whoever mounts the store (and the sync engine while it runs): how a conflicted
+    /// copy is named. Kept when the engine stops: a writer open then may still close over a
+    /// newer version that arrived while it ran.
+    package func setConflictCopyNames(_ names: @escaping @Sendable (String) -> String) {
+        conflictCopyNames.withLock { $0 = names }
+    }
+
+    /// The conflicted copy's name; without a namer set (a store not mounted), the name marked
+    /// as a conflicted copy, its extension kept last.
+    private func conflictCopyName(of name: String) -> String {
+        if let names = conflictCopyNames.withLock({ $0 }) { return names(name) }
+        let (base, ext) = ItemNames.split(name)
+        return ItemNames.fitted(base: base, marker: " (conflicted copy)", ext: ext)
     }
 
     /// A new file from the bridge's memory (`SmallFileImportProvider`): imported like a staged file,

@@ -82,6 +82,9 @@ package final class LocalStore: Provider, @unchecked Sendable {
     package let layout: Layout
     let logger: Logger
     let types: ContentTypeTable
+    /// Names a writer's conflicted copy from the item's name (`setConflictCopyNames`): the
+    /// replica's side chooses it (DocFSReplica's `ConflictNames`), not the store.
+    let conflictCopyNames = Mutex<(@Sendable (String) -> String)?>(nil)
 
     /// The bytes of file items: content files, segments, staging, removal (`StoreContents`).
     let contents: StoreContents

@@ -10,6 +10,7 @@ extension LocalStore: ReplicaStore {
         setContentTransfers(hooks?.transfers)
         setHeldChangesHandler(hooks?.heldChanges)
         setRetryHandler(hooks?.retry)
+        if let hooks { setConflictCopyNames(hooks.conflictCopyNames) }
     }
 
     package func path(ofRow row: Int64) -> String { path(of: Self.identifier(forRow: row)) }

@@ -108,6 +108,9 @@ package struct ReplicaStoreHooks: Sendable {
     package var heldChanges: @Sendable ([Int64]) -> Void
     /// `docfs sync --retry` of an item set aside.
     package var retry: @Sendable (Int64) -> Void
+    /// Names a writer's conflicted copy (`ConflictNames.copyNamer`); the store keeps it after
+    /// the engine stops.
+    package var conflictCopyNames: @Sendable (String) -> String = ConflictNames.copyNamer
 }
 
 /// The store's fixed rows, and where temporary ones start.

@@ -1,7 +1,7 @@
 import XCTest
 import Foundation
 import DocFSProvider
-@testable import DocFSStore
+@testable import DocFSReplica
 
 /// Conflicted-copy and suffixed names fit 255 bytes whole, extension included, and are cut
 /// between characters: a longer name is one the server refuses, and the edit in it would never

@@ -1,7 +1,8 @@
 import Foundation
 import DocFSProvider
 
-/// Names and operation ids of conflicted copies.
+/// Names and operation ids of conflicted copies, chosen on the replica's side: the store is
+/// handed `copyNamer` (`LocalStore.setConflictCopyNames`) for a writer's conflicted copy.
 package enum ConflictNames {
     /// "NAME (conflicted copy from HOST YYYY-MM-DD).EXT" (the extension stays last, so the copy
     /// keeps its type); cut to 255 bytes whole, extension included (`ItemNames.fitted`): a
@@ -11,6 +12,11 @@ package enum ConflictNames {
         let day = Calendar.current.dateComponents([.year, .month, .day], from: date)
         let stamp = String(format: "%04d-%02d-%02d", day.year ?? 1970, day.month ?? 1, day.day ?? 1)
         return ItemNames.fitted(base: base, marker: " (conflicted copy from \(host) \(stamp))", ext: ext)
+    }
+
+    /// Names a conflicted copy made here now, on this machine.
+    package static let copyNamer: @Sendable (String) -> String = { name in
+        copy(of: name, host: hostName, date: Date())
     }
 
     /// The conflicted copy's create gets an operation id of its own, derived from the content
