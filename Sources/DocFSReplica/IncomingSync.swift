@@ -255,6 +255,23 @@ actor IncomingSync {
         return try store.applyIncoming(gone, contents: [:]).applied
     }
 
+    /// The files among `items` whose contents this replica fetches before applying them: in a
+    /// pinned folder (or pinned themselves), new here or at another content version, with no
+    /// change of this replica waiting. Other files arrive as metadata and download when opened.
+    func contentsNeeded(_ items: [IncomingItem]) -> [IncomingItem] {
+        let pinned = items.filter { item in
+            item.kind == .file && !item.deleted && !item.trashed && item.contentKey != nil
+                && (store.isPinnedRow(item.row) || store.isPinnedRow(item.parentRow))
+        }
+        guard !pinned.isEmpty else { return [] }
+        let waiting = store.outboxWaiting(rows: Set(pinned.map(\.row)))
+        return pinned.filter { item in
+            guard waiting[item.row] == nil else { return false }
+            guard let here = store.contentVersion(ofRow: item.row) else { return true }
+            return here != UInt64(item.contentVersion)
+        }
+    }
+
     /// Fetches, downloads and applies; fetches what was missing (folders not here yet, items
     /// moved aside) and applies again, a bounded number of rounds.
     private func apply(_ ids: [Int64]) async throws -> Int {
@@ -267,7 +284,7 @@ actor IncomingSync {
         while !wanted.isEmpty, rounds < 64 {
             rounds += 1
             var items = checked(try await database.items(Array(wanted))).compactMap(incoming)
-            let needed = store.contentsNeeded(items)
+            let needed = contentsNeeded(items)
             let (contents, refused) = try await download(needed)
             defer { for path in contents.values { unlink(path) } }
             if !refused.isEmpty {

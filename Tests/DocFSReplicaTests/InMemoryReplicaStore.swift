@@ -8,7 +8,7 @@ import DocFSProvider
 /// mount. Items by row (temporary rows for those made here until the server numbers them), an
 /// outbox in order, contents as files in a folder of its own (the engine uploads from a path),
 /// and what the engine noted (errors, conflicts, conflicted copies), for tests to read.
-/// Every file of the server is kept here (`contentsNeeded` asks for all of them).
+/// Every file of the server is kept here (every row reads as pinned: `IncomingSync.contentsNeeded` asks for all of them).
 final class InMemoryReplicaStore: ReplicaStore {
     struct Fork: Equatable { var row: Int64; var copyRow: Int64; var name: String; var parentRow: Int64 }
 
@@ -233,13 +233,11 @@ final class InMemoryReplicaStore: ReplicaStore {
         state.withLock { $0.anchor = (position, witness) }
     }
 
-    func contentsNeeded(_ items: [IncomingItem]) -> [IncomingItem] {
-        state.withLock { s in
-            items.filter { item in
-                item.kind == .file && !item.deleted && item.contentKey != nil && !s.outbox.contains { $0.row == item.row }
-                    && s.items[item.row]?.contentKey != item.contentKey
-            }
-        }
+    /// Every file is kept here: all are pinned.
+    func isPinnedRow(_ row: Int64) -> Bool { true }
+
+    func contentVersion(ofRow row: Int64) -> UInt64? {
+        state.withLock { s in s.items[row].map { UInt64($0.contentVersion) } }
     }
 
     /// Items with changes of this replica waiting are left as they are (the server decides

@@ -71,8 +71,10 @@ package protocol ReplicaStore: AnyObject, Sendable {
     /// The change log position applied up to, and the operation seen there.
     func syncAnchor() throws(ProviderError) -> (position: Int64, witness: UUID?)
     func setSyncAnchor(_ position: Int64, witness: UUID?) throws(ProviderError)
-    /// The files among `items` whose contents come before they are applied (pinned, or here).
-    func contentsNeeded(_ items: [IncomingItem]) -> [IncomingItem]
+    /// The row, or a folder above it, is pinned (its files' contents stay here).
+    func isPinnedRow(_ row: Int64) -> Bool
+    /// The content version of the item here; nil when it is not here.
+    func contentVersion(ofRow row: Int64) -> UInt64?
     /// Applies the server's state of items in one transaction (`contents`: downloaded files by row).
     func applyIncoming(_ items: [IncomingItem], contents: [Int64: String]) throws(ProviderError) -> IncomingResult
     /// One item of a new replica's first copy of the tree (the bootstrap).

@@ -72,28 +72,13 @@ package struct IncomingResult: Sendable, Equatable {
 // is: those changes go to the server first, which decides (see SyncEngine), and the item is
 // applied again once they are in. The mount is told what moved so that the kernel forgets it.
 extension LocalStore {
-    /// The files among `items` whose contents this replica fetches before applying them: new
-    /// here, or at another content version, with no change of this replica waiting, in a pinned
-    /// folder (or pinned themselves). Other files arrive as metadata and download when opened.
-    package func contentsNeeded(_ items: [IncomingItem]) -> [IncomingItem] {
-        guard let pins = replica?.onDemand.state.withLock({ $0.pins }), !pins.isEmpty else { return [] }
-        let pending = (try? pendingRows()) ?? []
-        let changed = state.withLock { tree in
-            items.filter { item in
-                guard item.kind == .file, !item.deleted, !item.trashed, item.contentKey != nil, !pending.contains(item.row) else { return false }
-                guard let local = tree.records[item.row] else { return true }
-                return local.item.itemVersion.contentVersion != UInt64(item.contentVersion)
-            }
-        }
-        return changed.filter { isPinnedRow($0.row) || isPinnedRow($0.parentRow) }
+    /// The content version of the item here (nil: no such item), for the replica's choice of
+    /// what to fetch before applying (DocFSReplica's `IncomingSync.contentsNeeded`).
+    package func contentVersion(ofRow row: Int64) -> UInt64? {
+        state.withLock { $0.records[row]?.item.itemVersion.contentVersion }
     }
 
-    /// Rows with outbox entries still waiting.
-    func pendingRows() throws(ProviderError) -> Set<Int64> {
-        try write { (database) throws(ProviderError) -> Set<Int64> in try pendingRows(database) }
-    }
-
-    /// The same, under the writer lock: the journal goes to SQLite first.
+    /// Rows with outbox entries still waiting, under the writer lock: the journal goes to SQLite first.
     func pendingRows(_ database: DatabaseQueue) throws(ProviderError) -> Set<Int64> {
         try flushJournal(database)
         do {

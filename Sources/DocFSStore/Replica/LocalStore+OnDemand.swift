@@ -391,7 +391,7 @@ extension LocalStore {
     }
 
     /// The row or a folder above it is pinned.
-    func isPinnedRow(_ row: Int64) -> Bool {
+    package func isPinnedRow(_ row: Int64) -> Bool {
         guard let onDemand = replica?.onDemand else { return false }
         let pins = onDemand.state.withLock { $0.pins }
         guard !pins.isEmpty else { return false }
