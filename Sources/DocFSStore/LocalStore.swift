@@ -105,6 +105,9 @@ package final class LocalStore: Provider, @unchecked Sendable {
     var state: StoreTree.Lock { StoreTree.Lock(tree: tree) }
     /// A replica's sync state (`docfs init --remote`); nil for a store of its own.
     let replica: ReplicaState?
+    /// A replica's outbox (`StoreOutbox`, `Outbox/`), the changes waiting for the server; nil for
+    /// a store of its own.
+    var outbox: StoreOutbox? { replica?.outbox }
 
     /// Called by `open(at:logger:)` only (LocalStore+Lifecycle).
     init(url: URL, layout: Layout, writer: StoreWriter, state: TreeState, logger: Logger,
