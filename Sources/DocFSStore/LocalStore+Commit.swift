@@ -50,10 +50,6 @@ extension LocalStore {
         outbox?.didFlush()
     }
 
-    static func providerError(_ error: DatabaseError, _ what: String) -> ProviderError {
-        StoreWriter.providerError(error, what)
-    }
-
     package func synchronize() async throws(ProviderError) {
         try synchronizeSync()
     }

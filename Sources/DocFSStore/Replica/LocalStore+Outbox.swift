@@ -61,10 +61,10 @@ extension LocalStore {
                 renumbers.append((completion.entry.row, permanent))
             }
             // In memory before SQLite changes: `TreeState.renumber` moves what memory holds.
-            state.withLock { tree in for (old, _) in renumbers { _ = tree.records[old] } }
+            tree.state.withLock { tree in for (old, _) in renumbers { _ = tree.records[old] } }
             // The content file under both names until the transaction is in: a crash in between
             // leaves one unowned name, which the next open removes.
-            for (old, new) in renumbers where !sysLink(contentPath(old), contentPath(new)) {
+            for (old, new) in renumbers where !sysLink(contents.path(old), contents.path(new)) {
                 let err = errno
                 if err != ENOENT && err != EEXIST { throw ProviderError.posix(err, "link the contents of item \(old) as \(new)") }
             }
@@ -72,20 +72,20 @@ extension LocalStore {
                 try replica.outbox.complete(database, completions, renumbering: renumbers,
                                             noteRefetch: refetch.isEmpty ? nil : { db in try Self.noteRefetch(refetch, db) })
             } catch {
-                for (_, new) in renumbers { _ = sysUnlink(contentPath(new)) }
-                if let error = error as? DatabaseError { throw Self.providerError(error, "complete \(completions.count) outbox entries") }
+                for (_, new) in renumbers { _ = sysUnlink(contents.path(new)) }
+                if let error = error as? DatabaseError { throw StoreWriter.providerError(error, "complete \(completions.count) outbox entries") }
                 throw ProviderError(.ioError, "complete \(completions.count) outbox entries: \(error)")
             }
             // Memory (which also forwards the old rows) first, the old content name last: a
             // reader that resolved the old identifier a moment ago still finds a file to open.
-            state.withLock { tree in for (old, new) in renumbers { tree.renumber(old, to: new) } }
+            tree.state.withLock { tree in for (old, new) in renumbers { tree.renumber(old, to: new) } }
             replica.onDemand.state.withLock { d in
                 for (old, new) in renumbers where d.pins.remove(old) != nil { d.pins.insert(new) }
             }
             for (old, new) in renumbers {
                 replica.moveError(from: old, to: new)
                 replica.writers.rename(old, to: new)
-                _ = sysUnlink(contentPath(old))
+                _ = sysUnlink(contents.path(old))
             }
             renumbered = renumbers
         }
@@ -110,7 +110,7 @@ extension LocalStore {
 
     /// The row an entry's row is now (after a replacement the engine has not seen yet).
     package func currentRow(_ row: Int64) -> Int64 {
-        row >= Self.temporaryRowBase ? state.withLock { $0.resolve(row) } : row
+        row >= Self.temporaryRowBase ? tree.state.withLock { $0.resolve(row) } : row
     }
 
     /// The sync engine's hooks: woken when an action adds to the outbox; asked for the status
@@ -145,7 +145,7 @@ extension LocalStore {
         guard let replica, let row = row(for: identifier), row != Self.trashRow else { return nil }
         if let error = replica.error(of: row) { return "error: " + error }
         if row >= Self.temporaryRowBase || replica.outbox.isRecent(row) { return "pending" }
-        let waiting = state.withLock { StoreOutbox.waitingCount(row: row, $0.reader) }
+        let waiting = tree.state.withLock { StoreOutbox.waitingCount(row: row, $0.reader) }
         return waiting > 0 ? "pending" : "uploaded"
     }
 
@@ -178,6 +178,6 @@ extension LocalStore {
     /// multipart upload of it left behind is aborted and made again, not leaked).
     package func outboxHasEntry(id: UUID) -> Bool {
         guard replica != nil else { return false }
-        return state.withLock { StoreOutbox.count(id: id, $0.reader) } > 0
+        return tree.state.withLock { StoreOutbox.count(id: id, $0.reader) } > 0
     }
 }
