@@ -31,10 +31,10 @@ extension LocalStore {
         for row in deletions { changes.append(.delete(row)) }
         for record in records { changes.append(.upsert(Schema.values(of: record))) }
         // A replica's outbox entries go in the same journal entry: applied together or not at all.
-        let outbox = replicated ? replica.map { plannedOutbox($0, saving: records, deleting: deletions) } : nil
-        if let outbox { changes.append(contentsOf: outbox.changes) }
+        let planned = replicated ? outbox.map { $0.plan(tree, saving: records, deleting: deletions) } : nil
+        if let planned { changes.append(contentsOf: planned.changes) }
         try writer.append(changes, what())
-        if let outbox, outbox.count > 0 { replica?.didAppend(count: outbox.count, bytes: outbox.bytes) }
+        if let planned, planned.count > 0 { outbox?.didAppend(count: planned.count, bytes: planned.bytes) }
         writer.flushIfFull(database) { didFlush() }
     }
 
@@ -47,11 +47,7 @@ extension LocalStore {
     /// What memory pinned for a batch is in SQLite now.
     func didFlush() {
         state.withLock { $0.didFlush() }
-        replica?.didFlush()
-    }
-
-    static func providerError(_ error: DatabaseError, _ what: String) -> ProviderError {
-        StoreWriter.providerError(error, what)
+        outbox?.didFlush()
     }
 
     package func synchronize() async throws(ProviderError) {

@@ -53,7 +53,7 @@ extension LocalStore: ExtendedAttributeProvider {
             } catch let error as ProviderError {
                 throw error
             } catch let error as DatabaseError {
-                throw Self.providerError(error, "set attribute \(name)")
+                throw StoreWriter.providerError(error, "set attribute \(name)")
             } catch {
                 throw ProviderError(.ioError, "set attribute \(name): \(error)")
             }

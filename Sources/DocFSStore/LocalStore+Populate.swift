@@ -77,7 +77,7 @@ extension LocalStore {
                         }
                     }
                 } catch let error as DatabaseError {
-                    throw Self.providerError(error, "populate")
+                    throw StoreWriter.providerError(error, "populate")
                 } catch {
                     throw ProviderError(.ioError, "populate: \(error)")
                 }

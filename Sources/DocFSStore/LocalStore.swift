@@ -23,6 +23,8 @@ import Synchronization
 /// - the journal and commit (`StoreWriter`, `Journal/`): actions are serialised by its writer
 ///   lock; each appends its row changes to the journal before it returns, and the journal goes
 ///   to SQLite in batches of about a thousand changes, one transaction each (`StoreJournal`).
+/// - a replica's outbox (`StoreOutbox`, `Outbox/`, held by `ReplicaState`): the entries each
+///   action commits with its rows, their counts, and the outbox's rows in SQLite.
 ///
 /// On disk (format 2; a format-1 store is migrated when it is first opened, `Schema.migrate`):
 /// - `store.sqlite` — tables `meta(key, value)` (`format`, `layout` as JSON, `cleanShutdown`,
@@ -52,8 +54,8 @@ import Synchronization
 /// entries into the writer's journal, `synchronize`), `+Create` new folders, links and special
 /// items, `+Import` imports, `+Contents` the provider's side of file bytes, `+Moves` renames,
 /// moves and deletes, `+Trash` the trash, `+Attributes` item metadata, `+ExtendedAttributes`
-/// stored `user.*` attributes and `+ContentTypes` content types and the folders' rules; a
-/// replica's outbox and incoming changes are in `Replica/`. Each action checks items and plans
+/// stored `user.*` attributes and `+ContentTypes` content types and the folders' rules; what the
+/// sync engine asks of the outbox, and a replica's incoming changes, are in `Replica/`. Each action checks items and plans
 /// rows, has the contents put bytes in place, commits, then updates the tree.
 /// docs/ARCHITECTURE.md shows where the store sits between the bridge and the disk.
 package final class LocalStore: Provider, @unchecked Sendable {
@@ -108,6 +110,9 @@ package final class LocalStore: Provider, @unchecked Sendable {
     var state: StoreTree.Lock { StoreTree.Lock(tree: tree) }
     /// A replica's sync state (`docfs init --remote`); nil for a store of its own.
     let replica: ReplicaState?
+    /// A replica's outbox (`StoreOutbox`, `Outbox/`), the changes waiting for the server; nil for
+    /// a store of its own.
+    var outbox: StoreOutbox? { replica?.outbox }
 
     /// Called by `open(at:logger:)` only (LocalStore+Lifecycle).
     init(url: URL, layout: Layout, writer: StoreWriter, state: TreeState, logger: Logger,
