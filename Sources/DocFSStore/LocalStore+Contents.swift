@@ -111,9 +111,9 @@ extension LocalStore {
         return try item(for: record.item.identifier)
     }
 
-    /// Set by whoever mounts the store (and the sync engine while it runs): how a conflicted
-    /// copy is named. Kept when the engine stops: a writer open then may still close over a
-    /// newer version that arrived while it ran.
+    /// Set by the sync engine when it starts (`ReplicaStoreHooks.conflictCopyNames`), before any
+    /// other replica's version can arrive: how a conflicted copy is named. Kept when the engine
+    /// stops: a writer open then may still close over a newer version that arrived while it ran.
     package func setConflictCopyNames(_ names: @escaping @Sendable (String) -> String) {
         conflictCopyNames.withLock { $0 = names }
     }

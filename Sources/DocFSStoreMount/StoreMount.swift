@@ -81,8 +81,6 @@ public final class StoreMount: @unchecked Sendable {
         } catch {
             throw .cannotOpenStore(path: path, reason: "\(error)")
         }
-        // A writer's conflicted copy is named as the replica's sync names its own.
-        store.setConflictCopyNames(ConflictNames.copyNamer)
         var engine: SyncEngine?
         if let link = store.remoteLink {
             do {
