@@ -86,6 +86,8 @@ package final class SyncEngine: Sendable {
                                 prefix: configuration.prefix, logger: logger,
                                 verifier: verifier)
         follower = ChangeFollower(incoming: incoming, database: incomingServer, logger: logger)
+        // Made before the mount answers (the engine is made first), kept by the store after.
+        writers = HeldWriters.watching(store)
     }
 
     package func start() {
@@ -108,17 +110,17 @@ package final class SyncEngine: Sendable {
                                 verify: { path in await verifier.check(path, key: request.key) },
                                 ended: { download, failure in ended(download, failure) })
             },
-            // A file's writer let go: what other replicas did to it meanwhile, kept aside, is fetched
-            // and applied by the loop, between chunks (never while a create of this replica is on the
-            // server and not yet completed here, which a fetch would take for another replica's item).
-            heldChanges: { [weak self] rows in
-                self?.heldChanges.withLock { $0.formUnion(rows) }
-                wake.signal()
-            },
             retry: { [weak self] row in
                 self?.retryRequests.withLock { _ = $0.insert(row) }
                 wake.signal()
             }))
+        // A file's writer let go: what other replicas did to it meanwhile, kept aside, is fetched
+        // and applied by the loop, between chunks (never while a create of this replica is on the
+        // server and not yet completed here, which a fetch would take for another replica's item).
+        writers.setRefresh { [weak self] rows in
+            self?.heldChanges.withLock { $0.formUnion(rows) }
+            wake.signal()
+        }
         // Changes kept aside for writers when the last daemon stopped: no writer survives it.
         heldChanges.withLock { $0.formUnion(store.heldBackRows()) }
         task.withLock { $0 = Task { await self.run() } }
@@ -133,6 +135,7 @@ package final class SyncEngine: Sendable {
         await running?.value
         await follower.stop()
         store.attach(nil)
+        writers.setRefresh(nil)
         await database.shutdown()
         await incomingDatabase.shutdown()
         try? await s3.shutdown()
@@ -168,7 +171,7 @@ package final class SyncEngine: Sendable {
                 if !held.isEmpty {
                     try await incoming.refresh(held)
                     heldChanges.withLock { $0.subtract(held) }
-                    store.clearHeldBack(held)
+                    writers.clearFetched(held)
                 }
                 let entries = try store.outboxEntries(limit: Self.batchSize, skipping: Set(setAside.keys))
                 guard let first = entries.first else {
@@ -286,7 +289,7 @@ package final class SyncEngine: Sendable {
                 do {
                     try await incoming.refresh(refresh)
                     heldChanges.withLock { $0.subtract(refresh) }
-                    store.clearHeldBack(refresh)
+                    writers.clearFetched(refresh)
                 } catch {
                     logger.notice("sync: the server's state of \(refresh.count) item(s) it decided about is fetched again later: \(ServerExchangeError(error, bucket: configuration.bucket).message)")
                     follower.wake.signal()
@@ -410,6 +413,8 @@ package final class SyncEngine: Sendable {
     /// folders), or whose fetch after the server decided about their change was cut short:
     /// fetched and applied by the loop (from any thread).
     let heldChanges = Mutex<Set<Int64>>([])
+    /// The files open for writing and the changes kept aside for them (the store's, `HeldWriters.watching`).
+    let writers: HeldWriters
 
     /// Content versions of a row this replica made and never sent (the file was gone before its
     /// upload), counted until the row's delete is sent. Only the engine's loop touches it.

@@ -20,7 +20,11 @@ final class InMemoryReplicaStore: ReplicaStore {
         /// Temporary rows and the permanent identifiers the server gave them.
         var resolved: [Int64: Int64] = [:]
         var lastAppend: ContinuousClock.Instant?
-        var anchor: (position: Int64, witness: UUID?) = (0, nil)
+        /// The replica's keys in `meta` (the anchor's, `SyncAnchor`).
+        var meta: [String: String] = [:]
+        /// Rows noted to be fetched again (`held-back`).
+        var heldBack: Set<Int64> = []
+        var writerWatch: (any OpenWriterWatch)?
         var schema = 0
         var errors: [Int64: String] = [:]
         var conflicts: [(row: Int64, message: String, summary: String)] = []
@@ -175,6 +179,8 @@ final class InMemoryReplicaStore: ReplicaStore {
         for (from, to) in moves where FileManager.default.fileExists(atPath: contentFile(from).path) {
             try? FileManager.default.moveItem(at: contentFile(from), to: contentFile(to))
         }
+        // A writer's hold follows its row, as in the store.
+        if let watch = state.withLock({ $0.writerWatch }) { for (from, to) in moves { watch.renamed(from, to: to) } }
     }
 
     func forgetOutboxEntries(rows: [Int64]) throws(ProviderError) {
@@ -227,10 +233,15 @@ final class InMemoryReplicaStore: ReplicaStore {
 
     // MARK: Incoming changes
 
-    func syncAnchor() throws(ProviderError) -> (position: Int64, witness: UUID?) { state.withLock { $0.anchor } }
+    func replicaMeta(_ keys: [String]) throws(ProviderError) -> [String: String] {
+        state.withLock { s in s.meta.filter { keys.contains($0.key) } }
+    }
 
-    func setSyncAnchor(_ position: Int64, witness: UUID?) throws(ProviderError) {
-        state.withLock { $0.anchor = (position, witness) }
+    func setReplicaMeta(_ values: [String: String], removing: [String]) throws(ProviderError) {
+        state.withLock { s in
+            s.meta.merge(values) { $1 }
+            for key in removing { s.meta[key] = nil }
+        }
     }
 
     /// Every file is kept here: all are pinned.
@@ -320,6 +331,37 @@ final class InMemoryReplicaStore: ReplicaStore {
 
     // MARK: Open writers
 
-    func heldBackRows() -> [Int64] { [] }
-    func clearHeldBack(_ rows: [Int64]) {}
+    func heldBackRows() -> [Int64] { state.withLock { $0.heldBack.sorted() } }
+    func clearHeldBack(_ rows: [Int64]) { state.withLock { $0.heldBack.subtract(rows) } }
+
+    func watchOpenWriters(_ make: () -> any OpenWriterWatch) -> (any OpenWriterWatch)? {
+        state.withLock { s in
+            if let watch = s.writerWatch { return watch }
+            let made = make()
+            s.writerWatch = made
+            return made
+        }
+    }
+
+    func folderRows(above row: Int64) -> [Int64] {
+        state.withLock { s in
+            var up: [Int64] = []
+            var cursor = s.items[s.resolved[row] ?? row]?.parentRow
+            while let current = cursor, current > ReplicaRows.trash {
+                up.append(current)
+                cursor = s.items[current]?.parentRow
+            }
+            return up
+        }
+    }
+
+    /// What the bridge does when a file is opened or closed for writing.
+    func openForWriting(_ row: Int64) { state.withLock { $0.writerWatch }?.opened(row) }
+    func closeForWriting(_ row: Int64) { state.withLock { $0.writerWatch }?.closed(row) }
+    /// What the store's incoming apply asks of a change of `row` (and notes, as the store does).
+    func keepAsideForWriter(_ row: Int64) -> Bool {
+        guard let watch = state.withLock({ $0.writerWatch }), watch.holdForWriter(row) else { return false }
+        state.withLock { _ = $0.heldBack.insert(row) }
+        return true
+    }
 }

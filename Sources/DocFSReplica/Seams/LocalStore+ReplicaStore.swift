@@ -8,7 +8,6 @@ extension LocalStore: ReplicaStore {
     package func attach(_ hooks: ReplicaStoreHooks?) {
         setSyncHooks(wake: hooks?.wake, status: hooks?.status)
         setContentTransfers(hooks?.transfers)
-        setHeldChangesHandler(hooks?.heldChanges)
         setRetryHandler(hooks?.retry)
         if let hooks { setConflictCopyNames(hooks.conflictCopyNames) }
     }

@@ -68,9 +68,10 @@ package protocol ReplicaStore: AnyObject, Sendable {
 
     // MARK: Incoming changes
 
-    /// The change log position applied up to, and the operation seen there.
-    func syncAnchor() throws(ProviderError) -> (position: Int64, witness: UUID?)
-    func setSyncAnchor(_ position: Int64, witness: UUID?) throws(ProviderError)
+    /// The values of these replica keys in the store's `meta` that are set (`SyncAnchor`).
+    func replicaMeta(_ keys: [String]) throws(ProviderError) -> [String: String]
+    /// Sets and removes replica keys in `meta` together, in one transaction after the journal.
+    func setReplicaMeta(_ values: [String: String], removing: [String]) throws(ProviderError)
     /// The row, or a folder above it, is pinned (its files' contents stay here).
     func isPinnedRow(_ row: Int64) -> Bool
     /// The content version of the item here; nil when it is not here.
@@ -95,7 +96,13 @@ package protocol ReplicaStore: AnyObject, Sendable {
 
     /// Items whose other replicas' changes wait for a writer to let go (from the last mount).
     func heldBackRows() -> [Int64]
+    /// These rows leave that list (`HeldWriters.clearFetched` decides which may).
     func clearHeldBack(_ rows: [Int64])
+    /// The watch of files open for writing: `make`'s the first time, the same one after (nil:
+    /// the store holds nothing back). `HeldWriters.watching` asks.
+    func watchOpenWriters(_ make: () -> any OpenWriterWatch) -> (any OpenWriterWatch)?
+    /// The folders above `row`, nearest first, up to the root or the trash (not included).
+    func folderRows(above row: Int64) -> [Int64]
 }
 
 /// What the engine hands the store while it runs.
@@ -106,8 +113,6 @@ package struct ReplicaStoreHooks: Sendable {
     package var status: @Sendable () -> String
     /// Downloads a file not here when it is opened.
     package var transfers: ContentTransferMaker
-    /// A writer let go of items whose other replicas' changes were held back.
-    package var heldChanges: @Sendable ([Int64]) -> Void
     /// `docfs sync --retry` of an item set aside.
     package var retry: @Sendable (Int64) -> Void
     /// Names a writer's conflicted copy (`ConflictNames.copyNamer`); the store keeps it after

@@ -84,7 +84,7 @@ extension LocalStore {
             }
             for (old, new) in renumbers {
                 replica.moveError(from: old, to: new)
-                replica.writers.rename(old, to: new)
+                replica.writers?.renamed(old, to: new)
                 _ = sysUnlink(contents.path(old))
             }
             renumbered = renumbers

@@ -2,24 +2,51 @@ import Foundation
 import DocFSProvider
 import GRDB
 
+/// What watches a replica's files open for writing: DocFSReplica's `HeldWriters`, which decides
+/// what a writer holds back and what its close releases. The store only forwards the bridge's
+/// opens and closes to it, by row; it is handed to the store once (`watchOpenWriters`) before the
+/// mount answers, and stays across sync engine restarts.
+package protocol OpenWriterWatch: AnyObject, Sendable {
+    /// A writer opened the file `row`.
+    func opened(_ row: Int64)
+    /// A writer of the file `row` let go.
+    func closed(_ row: Int64)
+    /// Whether an incoming change of `row` waits for its writer (if so, it is noted kept aside).
+    func holdForWriter(_ row: Int64) -> Bool
+    /// A temporary row became permanent while held.
+    func renamed(_ old: Int64, to new: Int64)
+}
+
 // Files open for writing on a replica: other replicas' versions and deletes of them wait for the
 // writer's close (`applyIncoming` keeps them aside), which then decides: a new version based on
 // the one the writer saw (the server takes it, or keeps it as a conflicted copy when another
 // replica's came first), or, when nothing was written, the change kept aside is applied.
 extension LocalStore {
+    /// The watch of this replica's writers: `make`'s the first time, the same one after (nil for
+    /// a store of its own, which holds nothing back).
+    package func watchOpenWriters(_ make: () -> any OpenWriterWatch) -> (any OpenWriterWatch)? {
+        replica?.writerWatch.withLock { watch in
+            if let watch { return watch }
+            let made = make()
+            watch = made
+            return made
+        }
+    }
+
     package func contentsOpenedForWriting(of identifier: ItemIdentifier) {
-        guard let replica, let row = row(for: identifier) else { return }
-        replica.writers.open(row)
+        guard let writers = replica?.writers, let row = row(for: identifier) else { return }
+        writers.opened(row)
         logger.debug("\(path(of: identifier)): open for writing; other replicas' changes to it wait for its close")
     }
 
     package func contentsClosedForWriting(of identifier: ItemIdentifier) {
-        guard let replica, let row = row(for: identifier) else { return }
-        var rows = replica.writers.close(row)
-        guard !rows.isEmpty else { return }
-        // A delete kept aside may have left folders above the file (not empty here): their
-        // server state is fetched again too, children first.
-        rows += state.withLock { tree -> [Int64] in
+        guard let writers = replica?.writers, let row = row(for: identifier) else { return }
+        writers.closed(row)
+    }
+
+    /// The folders above `row`, nearest first, up to (not including) the root and the trash.
+    package func folderRows(above row: Int64) -> [Int64] {
+        tree.state.withLock { tree -> [Int64] in
             var up: [Int64] = []
             var cursor = tree.records[row]?.parent
             while let current = cursor, current > Self.trashRow {
@@ -28,21 +55,19 @@ extension LocalStore {
             }
             return up
         }
-        replica.writers.requestRefresh(rows)
     }
 
     /// Whether an incoming change of `row` must wait for its writer (noted, to apply at its close,
     /// and in `meta` in the same transaction: the anchor moves past the change, so a daemon that
     /// dies while the writer holds it fetches it again at its next start).
     func keepAsideForWriter(_ row: Int64, _ database: DatabaseQueue) throws(ProviderError) -> Bool {
-        guard let writers = replica?.writers, writers.isHeld(row) else { return false }
-        writers.keptAside(row)
+        guard let writers = replica?.writers, writers.holdForWriter(row) else { return false }
         do {
             try database.inDatabase { db in try Self.noteRefetch([row], db) }
         } catch {
             throw ProviderError(.ioError, "note a change kept aside: \(error)")
         }
-        logger.info("\(state.withLock { $0.path(of: row) }): another replica's change waits until this replica's writer closes the file")
+        logger.info("\(tree.path(of: row)): another replica's change waits until this replica's writer closes the file")
         return true
     }
 
@@ -71,23 +96,16 @@ extension LocalStore {
         }) ?? []
     }
 
-    /// These rows' server state was applied again: forget them (but for a row whose newer change
-    /// a writer, opened again meanwhile, keeps aside: that one is still to fetch after a crash).
+    /// These rows' server state was applied again: they leave the `held-back` list (which rows
+    /// may, `HeldWriters.clearFetched` decides).
     package func clearHeldBack(_ rows: [Int64]) {
-        guard let writers = replica?.writers else { return }
-        let rows = rows.filter { !writers.isKeptAside($0) }
-        guard !rows.isEmpty else { return }
+        guard replica != nil, !rows.isEmpty else { return }
         try? write { (database) throws(ProviderError) in
             try? database.inDatabase { db in
                 let left = Set(Self.heldBack(db)).subtracting(rows)
                 try Schema.setMeta(db, Self.heldBackKey, left.sorted().map(String.init).joined(separator: ","))
             }
         }
-    }
-
-    /// The sync engine's handler for rows whose kept-aside changes should be fetched again.
-    package func setHeldChangesHandler(_ handler: (@Sendable ([Int64]) -> Void)?) {
-        replica?.writers.setRefresh(handler)
     }
 }
 

@@ -17,8 +17,10 @@ final class ReplicaState: Sendable {
 
     /// Contents on demand: downloads, the cache limit, pins.
     let onDemand: OnDemandContents
-    /// Files open for writing, whose incoming changes wait for the writer's close.
-    let writers = HeldWriters()
+    /// What watches files open for writing, whose incoming changes wait for the writer's close
+    /// (DocFSReplica's `HeldWriters`, set once by `LocalStore.watchOpenWriters`).
+    let writerWatch = Mutex<(any OpenWriterWatch)?>(nil)
+    var writers: (any OpenWriterWatch)? { writerWatch.withLock { $0 } }
 
     init(link: RemoteLink, pending: Int, pendingBytes: Int64, nextSeq: Int64, pins: Set<Int64> = []) {
         self.link = link
