@@ -46,7 +46,7 @@ extension LocalStore {
 
     /// What memory pinned for a batch is in SQLite now.
     func didFlush() {
-        state.withLock { $0.didFlush() }
+        tree.state.withLock { $0.didFlush() }
         outbox?.didFlush()
     }
 
@@ -58,7 +58,7 @@ extension LocalStore {
     /// since the last call and of the store's directories, then a full WAL checkpoint.
     package func synchronizeSync() throws(ProviderError) {
         try write { (database) throws(ProviderError) in
-            let dirty = state.withLock { tree -> Set<Int64> in
+            let dirty = tree.state.withLock { tree -> Set<Int64> in
                 let dirty = tree.dirty
                 tree.dirty.removeAll()
                 return dirty
@@ -66,7 +66,7 @@ extension LocalStore {
             do throws(ProviderError) {
                 try contents.synchronize(dirty)
             } catch {
-                state.withLock { $0.dirty.formUnion(dirty) }
+                tree.state.withLock { $0.dirty.formUnion(dirty) }
                 throw error
             }
             try flushJournal(database)

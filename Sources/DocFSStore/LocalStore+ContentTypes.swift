@@ -42,7 +42,7 @@ extension LocalStore {
 
     private func contentRule(forFolder row: Int64) -> ContentTypeTable.FolderRule? {
         guard types.hasRules else { return nil }
-        return state.withLock { tree in contentRule(forFolder: row, in: tree) }
+        return tree.state.withLock { tree in contentRule(forFolder: row, in: tree) }
     }
 
     // MARK: - Admission by name
@@ -208,7 +208,7 @@ extension LocalStore {
     package func contentType(of item: Item) -> ContentType {
         guard item.contentType == Self.undetectedType else { return item.contentType }
         guard let row = self.row(for: item.identifier),
-              let record = state.withLock({ tree -> Record? in
+              let record = tree.state.withLock({ tree -> Record? in
                   // A file's other name reads as the file (its bytes are the target row's).
                   let found = tree.record(tree.resolve(row))
                   return found?.linkOf.flatMap { tree.record($0) } ?? found
@@ -227,7 +227,7 @@ extension LocalStore {
         do throws(ProviderError) {
             if record.item.documentSize == 0 { return types.detector.detect(name: name, contents: []).type }
             if let bytes = try contents.segments.read(record.row) { return types.detector.detect(name: name, contents: bytes).type }
-            return try types.detector.detect(regularFileAt: contentPath(record.row), name: name, size: record.item.documentSize).type
+            return try types.detector.detect(regularFileAt: contents.path(record.row), name: name, size: record.item.documentSize).type
         } catch {
             // Contents not here (a replica's evicted file): the name alone.
             logger.notice("\(name): type from the name alone: \(error.reason)")

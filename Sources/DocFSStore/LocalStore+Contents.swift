@@ -22,8 +22,8 @@ extension LocalStore {
         }
         let row = self.row(for: identifier)!
         if let fd = try contents.openSegmentContents(row) { return fd }
-        var path = contentPath(row)
-        if !found.isDownloaded, let record = state.withLock({ $0.record(currentRow(row)) }), !record.item.isDownloaded {
+        var path = contents.path(row)
+        if !found.isDownloaded, let record = tree.state.withLock({ $0.record(currentRow(row)) }), !record.item.isDownloaded {
             path = try downloadedPath(of: record)  // a replica's file on the server only
         }
         let fd = sysOpen(path, O_RDONLY | O_CLOEXEC)
@@ -81,7 +81,7 @@ extension LocalStore {
                 throw error
             }
             contents.finish(replacement)
-            return .modified(state.withLock { tree -> Item in
+            return .modified(tree.state.withLock { tree -> Item in
                 tree.replaceKeepingCounts(record)
                 tree.dirty.insert(row)
                 return tree.records[row]!.item
@@ -97,7 +97,7 @@ extension LocalStore {
     private func keepAsConflictedCopy(_ record: Record, from sourcePath: String, base: UInt64) throws(ProviderError) -> Item {
         guard let parent = record.parent else { throw ProviderError(.noSuchItem, "\(record.item.filename) has no folder") }
         let name = conflictCopyName(of: record.item.filename)
-        let place = state.withLock { $0.uniqueName(name, in: parent, isFolder: false) }
+        let place = tree.state.withLock { $0.uniqueName(name, in: parent, isFolder: false) }
         let copy = try importSync(path: sourcePath, name: place, toParent: Self.identifier(forRow: parent),
                                   attributes: NewItemAttributes(ownerID: record.item.ownerID, groupID: record.item.groupID,
                                                                 posixPermissions: record.item.posixPermissions))
@@ -147,7 +147,7 @@ extension LocalStore {
         if contents.segments.location(of: row) != nil {
             try write { (_) throws(ProviderError) in try contents.moveOutOfSegment(row) }
         }
-        return contentPath(row)
+        return contents.path(row)
     }
 }
 

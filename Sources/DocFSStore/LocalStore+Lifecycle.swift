@@ -285,7 +285,7 @@ extension LocalStore {
         var corrected: [Record] = []
         for fix in fixes {
             let size = fix.size
-            let mended: Record? = state.withLock { tree in
+            let mended: Record? = tree.state.withLock { tree in
                 guard var record = tree.record(fix.row) else { return nil }
                 record.item.documentSize = size
                 record.item.itemVersion.contentVersion += 1
@@ -306,7 +306,7 @@ extension LocalStore {
         writer.lock._unsafeLock()
         defer { writer.lock._unsafeUnlock() }
         contents.drain()
-        state.withLock { $0.reader?.close() }
+        tree.state.withLock { $0.reader?.close() }
         writer.close { didFlush() }
     }
 
@@ -315,7 +315,7 @@ extension LocalStore {
     func abandonForTesting() {
         writer.lock._unsafeLock()
         defer { writer.lock._unsafeUnlock() }
-        state.withLock { $0.reader?.close() }
+        tree.state.withLock { $0.reader?.close() }
         writer.abandon()
     }
 }

@@ -57,7 +57,7 @@ extension LocalStore {
                 }
                 return root
             }
-            var nextRow = state.withLock { $0.nextRow }
+            var nextRow = tree.state.withLock { $0.nextRow }
             let now = FileTime.now()
             let attributes = NewItemAttributes(ownerID: getuid(), groupID: getgid(), posixPermissions: 0o644)
             let folderAttributes = NewItemAttributes(ownerID: getuid(), groupID: getgid(), posixPermissions: 0o755)
@@ -91,7 +91,7 @@ extension LocalStore {
                                        attributes: kind == .folder ? folderAttributes : attributes)
                 nextRow += 1
                 if kind == .file {
-                    let fd = sysOpen(contentPath(record.row), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+                    let fd = sysOpen(contents.path(record.row), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
                     guard fd >= 0 else { throw ProviderError.posix(errno, "create contents of \(name)") }
                     if !payload.isEmpty { _ = payload.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) } }
                     sysClose(fd)
@@ -127,7 +127,7 @@ extension LocalStore {
             } catch {
                 throw ProviderError(.ioError, "populate: \(error)")
             }
-            state.withLock { tree in
+            self.tree.state.withLock { tree in
                 tree.nextRow = nextRow
                 tree.forget(Self.rootRow)
                 _ = tree.record(Self.rootRow)

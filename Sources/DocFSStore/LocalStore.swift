@@ -105,8 +105,8 @@ package final class LocalStore: Provider, @unchecked Sendable {
 
     /// The tree: records in memory, identifiers, rows, names and paths (`StoreTree`).
     let tree: StoreTree
-    /// The tree's lock and what it guards (`StoreTree.state`), as actions and the replica's
-    /// files reach it. Held only for short lookups and updates, never across I/O.
+    /// The tree's lock and what it guards (`StoreTree.state`), as the replica's
+    /// files reach it (the actions use `tree.state`). Held only for short lookups and updates, never across I/O.
     var state: StoreTree.Lock { StoreTree.Lock(tree: tree) }
     /// A replica's sync state (`docfs init --remote`); nil for a store of its own.
     let replica: ReplicaState?
@@ -242,7 +242,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// applying the journal's batch).
     package var itemCount: Int {
         try? write { (database) throws(ProviderError) in try flushJournal(database) }
-        return state.withLock { $0.reader?.count("SELECT COUNT(*) FROM item") ?? $0.cachedRecords }
+        return tree.state.withLock { $0.reader?.count("SELECT COUNT(*) FROM item") ?? $0.cachedRecords }
     }
 
     /// Items (root and trash included) and the bytes of every file's contents as the items
