@@ -87,6 +87,8 @@ public final class StoreMount: @unchecked Sendable {
                 var configuration = try ReplicaConfiguration.resolve(link: link, store: URL(fileURLWithPath: path))
                 configuration.uploadLimit = options.uploadLimit
                 configuration.downloadLimit = options.downloadLimit
+                // Before the mount: its init hands the store the watch of files open for
+                // writing (`HeldWriters`), which the store keeps after the engine stops.
                 engine = SyncEngine(store: store, configuration: configuration, logger: logger)
             } catch {
                 store.close()

@@ -139,3 +139,26 @@ final class SyncAnchorTests: XCTestCase {
         XCTAssertNil(anchor.witness)
     }
 }
+
+/// The watch a mounted replica's store forwards writers to: set by the engine's init (before the
+/// mount answers, `StoreMount`), the same after the engine stops and another starts.
+final class HeldWritersInStoreTests: ReplicaTestCase {
+    func testTheEngineHandsTheStoreItsWatchOnceAcrossRestarts() async throws {
+        XCTAssertNil(store.replica?.writers, "no watch before an engine")
+        let first = SyncEngine(store: store, configuration: Self.configuration, logger: logger,
+                               server: server, incomingServer: server, objects: objects, timing: Self.fastTiming)
+        XCTAssertTrue(store.replica?.writers === first.writers, "set at the engine's init, before it starts")
+        first.start()
+        let file = try await store.importDocument(contents: Array("mine".utf8), named: "a.txt", toParentItemIdentifier: .rootContainer,
+                                                  attributes: NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o644))
+        let row = try XCTUnwrap(store.row(for: file.identifier))
+        store.contentsOpenedForWriting(of: file.identifier)
+        await first.stop()
+
+        startEngine()
+        XCTAssertTrue(engine?.writers === first.writers)
+        XCTAssertTrue(first.writers.isHeld(row), "the writer's hold outlives the engine")
+        store.contentsClosedForWriting(of: file.identifier)
+        XCTAssertFalse(first.writers.isHeld(row))
+    }
+}
