@@ -7,7 +7,6 @@ import DocFSStore
 extension LocalStore: ReplicaStore {
     package func attach(_ hooks: ReplicaStoreHooks?) {
         setSyncHooks(wake: hooks?.wake, status: hooks?.status)
-        setContentTransfers(hooks?.transfers)
         setHeldChangesHandler(hooks?.heldChanges)
         setRetryHandler(hooks?.retry)
         if let hooks { setConflictCopyNames(hooks.conflictCopyNames) }
