@@ -24,3 +24,11 @@ extension LocalStore: ReplicaStore {
         return [type.identifier] + supertypes(of: type).map(\.identifier)
     }
 }
+
+/// Contents on demand's passes (`OnDemandStore`, which `ReplicaStore` takes in): the store's
+/// `OnDemandPass` under its writer lock.
+extension LocalStore {
+    package func onDemandPass<T>(_ body: (any OnDemandPassing) throws(ProviderError) -> T) throws(ProviderError) -> T {
+        try withOnDemandPass { (pass) throws(ProviderError) -> T in try body(pass) }
+    }
+}

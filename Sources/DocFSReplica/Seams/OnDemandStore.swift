@@ -45,9 +45,3 @@ package protocol OnDemandPassing {
 }
 
 extension OnDemandPass: OnDemandPassing {}
-
-extension LocalStore: OnDemandStore {
-    package func onDemandPass<T>(_ body: (any OnDemandPassing) throws(ProviderError) -> T) throws(ProviderError) -> T {
-        try withOnDemandPass { (pass) throws(ProviderError) -> T in try body(pass) }
-    }
-}
