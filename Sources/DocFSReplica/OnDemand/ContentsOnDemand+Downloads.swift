@@ -9,6 +9,8 @@ extension ContentsOnDemand {
         guard let file = store.onDemandFile(row: row) else {
             throw ProviderError(.noSuchItem, "no item with identifier '\(row)'")
         }
+        // Placed since the caller looked.
+        if file.isDownloaded { return store.onDemandContentPath(row: row) }
         let download = try startDownload(file)
         try download.arrival.waitForAll()
         var st = stat()
