@@ -52,7 +52,7 @@ extension SyncEngine {
         status.anchor = positions.anchor
         status.conflicts = conflicts.count
         status.recentConflicts = conflicts.recent
-        let cache = store.cacheFigures
+        let cache = onDemand.cacheFigures
         status.cacheLimit = cache.limit
         status.cachedBytes = cache.local
         status.downloading = cache.downloading

@@ -39,6 +39,9 @@ package final class SyncEngine: Sendable {
     let follower: ChangeFollower
     /// Every download checked against the SHA-256 its uploader recorded.
     let verifier: DownloadVerifier
+    /// Files downloaded when opened, evicted under the limit, pinned: the store's, made by its
+    /// first engine (handed to the store before any FUSE op; a later engine takes it over).
+    package let onDemand: ContentsOnDemand
     /// Entries read at a time, and sent per chunk (a chunk's blocks share packs).
     static let batchSize = 128
     static let chunkSize = 128
@@ -88,6 +91,7 @@ package final class SyncEngine: Sendable {
         follower = ChangeFollower(incoming: incoming, database: incomingServer, logger: logger)
         // Made before the mount answers (the engine is made first), kept by the store after.
         writers = HeldWriters.watching(store)
+        onDemand = ContentsOnDemand.attached(to: store, logger: logger)
     }
 
     package func start() {
@@ -98,18 +102,18 @@ package final class SyncEngine: Sendable {
         // A damaged block this replica marked: it looks whether it holds the bytes.
         let fetcher = ContentFetcher(server: incomingDatabase, objects: s3, bucket: bucket, prefix: configuration.prefix, logger: logger,
                                      reported: { [weak self] in self?.requestHeal() })
+        onDemand.setTransfers { request, ended in
+            ContentDownload(row: request.row, key: request.key, contentVersion: request.contentVersion, size: request.size,
+                            path: request.path,
+                            fetch: { range, progress in
+                                try await fetcher.fetch(key: request.key, range: range, intoFileAt: FilePath(request.path), progress: progress)
+                            },
+                            verify: { path in await verifier.check(path, key: request.key) },
+                            ended: { download, failure in ended(download, failure) })
+        }
         store.attach(ReplicaStoreHooks(
             wake: { wake.signal() },
             status: { [weak self] in self?.statusJSON() ?? "{}" },
-            transfers: { request, ended in
-                ContentDownload(row: request.row, key: request.key, contentVersion: request.contentVersion, size: request.size,
-                                path: request.path,
-                                fetch: { range, progress in
-                                    try await fetcher.fetch(key: request.key, range: range, intoFileAt: FilePath(request.path), progress: progress)
-                                },
-                                verify: { path in await verifier.check(path, key: request.key) },
-                                ended: { download, failure in ended(download, failure) })
-            },
             retry: { [weak self] row in
                 self?.retryRequests.withLock { _ = $0.insert(row) }
                 wake.signal()
@@ -136,6 +140,7 @@ package final class SyncEngine: Sendable {
         await follower.stop()
         store.attach(nil)
         writers.setRefresh(nil)
+        onDemand.setTransfers(nil)
         await database.shutdown()
         await incomingDatabase.shutdown()
         try? await s3.shutdown()

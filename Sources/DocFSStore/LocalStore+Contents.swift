@@ -13,6 +13,14 @@ import GRDB
 // commit the rows.
 extension LocalStore {
     package func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 {
+        let fd = try openStoredContents(of: identifier)
+        if let onDemand = replica?.onDemand, let row = row(for: identifier) { onDemand.contentsOpened(row: currentRow(row)) }
+        return fd
+    }
+
+    /// The file's contents opened for reading, downloaded first when only the server has them;
+    /// contents on demand is not told (`openContents` tells it).
+    package func openStoredContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 {
         let found = try item(for: identifier)
         switch found.kind {
         case .folder: throw ProviderError(.isDirectory, "\(path(of: identifier)) is a folder")
@@ -28,7 +36,6 @@ extension LocalStore {
         }
         let fd = sysOpen(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 { throw ProviderError.posix(errno, "open contents of \(self.path(of: identifier))") }
-        replica?.onDemand.noteOpen(currentRow(row))
         return fd
     }
 

@@ -191,8 +191,7 @@ extension LocalStore {
                 let bytes: Int64 = row?[1] ?? 0
                 let last: Int64 = row?[2] ?? 0
                 try Schema.createPinnedTable(db)
-                let pins = Set(try Int64.fetchAll(db, sql: "SELECT row FROM pinned"))
-                return ReplicaState(link: link, pending: count, pendingBytes: bytes, nextSeq: last + 1, pins: pins)
+                return ReplicaState(link: link, pending: count, pendingBytes: bytes, nextSeq: last + 1)
             }
         } catch {
             throw ProviderError(.corruptFile, "store \(path): cannot read its remote and outbox: \(describe(error))")
@@ -308,6 +307,8 @@ extension LocalStore {
         contents.drain()
         tree.state.withLock { $0.reader?.close() }
         writer.close { didFlush() }
+        // Its contents on demand hold the store: let go of each other.
+        replica?.setOnDemand(nil)
     }
 
     /// For tests: drops the database and the lock the way a killed process would, without

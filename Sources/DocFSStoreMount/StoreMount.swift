@@ -94,7 +94,7 @@ public final class StoreMount: @unchecked Sendable {
                 store.close()
                 throw .replicaConfiguration(path: path, server: link.postgres, reason: "\(error)")
             }
-            store.setCacheLimit(options.cacheSize)
+            engine?.onDemand.setCacheLimit(options.cacheSize)
         } else if options.cacheSize != nil {
             store.close()
             throw .cacheSizeWithoutRemote(path: path)
@@ -124,7 +124,7 @@ public final class StoreMount: @unchecked Sendable {
     /// The store's figures for metrics: items and their contents' bytes, a replica's transfers.
     package var storeFigures: (items: Int, contentBytes: Int64)? { store.figures() }
     package var transferFigures: (downloadedFiles: Int, downloadedBytes: Int64, evictedFiles: Int, evictedBytes: Int64) {
-        store.transferFigures
+        engine?.onDemand.transferFigures ?? (downloadedFiles: 0, downloadedBytes: 0, evictedFiles: 0, evictedBytes: 0)
     }
 
     /// Changes not on the server yet (0 for a store of its own); once stopped, what was left.

@@ -32,6 +32,9 @@ final class InMemoryReplicaStore: ReplicaStore {
         var hooks: ReplicaStoreHooks?
     }
     let state = Mutex(State())
+    /// Contents on demand's side of the fake (`InMemoryReplicaStore+OnDemand`).
+    let onDemandState = Mutex(OnDemandFakeState())
+    let passLock = NSLock()
     let url: URL
     let stagingDirectory: URL
     private let contents: URL
@@ -94,7 +97,7 @@ final class InMemoryReplicaStore: ReplicaStore {
     var forks: [Fork] { state.withLock { $0.forks } }
     var conflictRows: [Int64] { state.withLock { $0.conflicts.map(\.row) } }
 
-    private func contentFile(_ row: Int64) -> URL { contents.appendingPathComponent(String(row)) }
+    func contentFile(_ row: Int64) -> URL { contents.appendingPathComponent(String(row)) }
 
     private func append(_ kind: OutboxEntry.Kind, row: Int64, parent: Int64? = nil, name: String? = nil, bytes: Int64 = 0,
                         details: OutboxDetails) {
@@ -227,7 +230,6 @@ final class InMemoryReplicaStore: ReplicaStore {
         state.withLock { ($0.conflicts.count, $0.conflicts.suffix(5).map(\.summary)) }
     }
 
-    var cacheFigures: (limit: Int64?, local: Int64?, downloading: Int) { (nil, nil, 0) }
     var serverSchemaVersion: Int { state.withLock { $0.schema } }
     func noteServerSchema(_ version: Int) { state.withLock { $0.schema = version } }
 

@@ -7,7 +7,6 @@ import DocFSStore
 extension LocalStore: ReplicaStore {
     package func attach(_ hooks: ReplicaStoreHooks?) {
         setSyncHooks(wake: hooks?.wake, status: hooks?.status)
-        setContentTransfers(hooks?.transfers)
         setRetryHandler(hooks?.retry)
         if let hooks { setConflictCopyNames(hooks.conflictCopyNames) }
     }
@@ -22,5 +21,13 @@ extension LocalStore: ReplicaStore {
         guard let item = item(ofRow: row) else { return nil }
         let type = contentType(of: item)
         return [type.identifier] + supertypes(of: type).map(\.identifier)
+    }
+}
+
+/// Contents on demand's passes (`OnDemandStore`, which `ReplicaStore` takes in): the store's
+/// `OnDemandPass` under its writer lock.
+extension LocalStore {
+    package func onDemandPass<T>(_ body: (any OnDemandPassing) throws(ProviderError) -> T) throws(ProviderError) -> T {
+        try withOnDemandPass { (pass) throws(ProviderError) -> T in try body(pass) }
     }
 }

@@ -7,7 +7,7 @@ import DocFSStore
 /// so that the engine can be tested against a store in memory (Tests/DocFSReplicaTests), as it
 /// is against `ReplicaServer` and `ObjectStore`. Rows are the store's: the server's identifiers
 /// for items it has, temporary ones (`ReplicaRows.temporaryBase` and above) for items not sent yet.
-package protocol ReplicaStore: AnyObject, Sendable {
+package protocol ReplicaStore: OnDemandStore {
     // MARK: The replica
 
     /// The replica's folder (its name tells versions apart; `recovered/` is below it).
@@ -62,7 +62,6 @@ package protocol ReplicaStore: AnyObject, Sendable {
     /// A conflict on the item, and its one line for `docfs status`.
     func noteConflict(_ message: String, row: Int64, summary: String)
     var conflictSummary: (count: Int, recent: [String]) { get }
-    var cacheFigures: (limit: Int64?, local: Int64?, downloading: Int) { get }
     var serverSchemaVersion: Int { get }
     func noteServerSchema(_ version: Int)
 
@@ -111,8 +110,6 @@ package struct ReplicaStoreHooks: Sendable {
     package var wake: @Sendable () -> Void
     /// The status JSON (`user.docfs.status`).
     package var status: @Sendable () -> String
-    /// Downloads a file not here when it is opened.
-    package var transfers: ContentTransferMaker
     /// `docfs sync --retry` of an item set aside.
     package var retry: @Sendable (Int64) -> Void
     /// Names a writer's conflicted copy (`ConflictNames.copyNamer`); the store keeps it after

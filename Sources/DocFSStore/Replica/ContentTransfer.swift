@@ -24,6 +24,14 @@ package struct ContentTransferRequest: Sendable {
     package var contentVersion: UInt64
     package var size: Int64
     package var path: String
+
+    package init(row: Int64, key: String, contentVersion: UInt64, size: Int64, path: String) {
+        self.row = row
+        self.key = key
+        self.contentVersion = contentVersion
+        self.size = size
+        self.path = path
+    }
 }
 
 /// Makes the transfer of one file's contents; it calls `ended` once when it ends (nil: every

@@ -79,9 +79,7 @@ extension LocalStore {
             // Memory (which also forwards the old rows) first, the old content name last: a
             // reader that resolved the old identifier a moment ago still finds a file to open.
             tree.state.withLock { tree in for (old, new) in renumbers { tree.renumber(old, to: new) } }
-            replica.onDemand.state.withLock { d in
-                for (old, new) in renumbers where d.pins.remove(old) != nil { d.pins.insert(new) }
-            }
+            if !renumbers.isEmpty { replica.onDemand?.rowsRenumbered(renumbers) }
             for (old, new) in renumbers {
                 replica.moveError(from: old, to: new)
                 replica.writers?.renamed(old, to: new)

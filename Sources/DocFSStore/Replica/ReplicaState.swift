@@ -15,16 +15,18 @@ final class ReplicaState: Sendable {
     private let observers = Mutex<[@Sendable ([ProviderChange]) -> Void]>([])
     private let status = Mutex<(@Sendable () -> String)?>(nil)
 
-    /// Contents on demand: downloads, the cache limit, pins.
-    let onDemand: OnDemandContents
+    /// Contents on demand (DocFSReplica's `ContentsOnDemand`: downloads, the cache limit, pins),
+    /// handed over when the replica is opened; nil before that and after the store closes.
+    private let onDemandHandler = Mutex<(any OnDemandHandler)?>(nil)
+    var onDemand: (any OnDemandHandler)? { onDemandHandler.withLock { $0 } }
+    func setOnDemand(_ handler: (any OnDemandHandler)?) { onDemandHandler.withLock { $0 = handler } }
     /// What watches files open for writing, whose incoming changes wait for the writer's close
     /// (DocFSReplica's `HeldWriters`, set once by `LocalStore.watchOpenWriters`).
     let writerWatch = Mutex<(any OpenWriterWatch)?>(nil)
     var writers: (any OpenWriterWatch)? { writerWatch.withLock { $0 } }
 
-    init(link: RemoteLink, pending: Int, pendingBytes: Int64, nextSeq: Int64, pins: Set<Int64> = []) {
+    init(link: RemoteLink, pending: Int, pendingBytes: Int64, nextSeq: Int64) {
         self.link = link
-        onDemand = OnDemandContents(pins: pins)
         outbox = StoreOutbox(pending: pending, pendingBytes: pendingBytes, nextSeq: nextSeq)
     }
 
