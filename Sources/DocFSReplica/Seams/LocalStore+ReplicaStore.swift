@@ -25,3 +25,12 @@ extension LocalStore: ReplicaStore {
         return [type.identifier] + supertypes(of: type).map(\.identifier)
     }
 }
+
+// The incoming apply's edits of the tree (`IncomingTreeEdit`) are the store's `ReplicaTreeEdit`.
+extension LocalStore {
+    package func editIncoming<T>(_ body: (any IncomingTreeEdit) throws(ProviderError) -> T) throws(ProviderError) -> T? {
+        try editReplicaTree { (edit) throws(ProviderError) -> T in try body(edit) }
+    }
+}
+
+extension ReplicaTreeEdit: IncomingTreeEdit {}

@@ -51,26 +51,10 @@ package struct IncomingItem: Sendable, Equatable {
     }
 }
 
-/// What `applyIncoming` did and what it could not do yet.
-package struct IncomingResult: Sendable, Equatable {
-    package var applied = 0
-    /// Items left as they are because this replica's own changes to them are still waiting.
-    package var pending: Set<Int64> = []
-    /// Folders the items need that this replica does not have: fetch them and apply again.
-    package var missingParents: Set<Int64> = []
-    /// Items of this replica moved aside from a name an incoming item takes; their own state
-    /// on the server is worth applying too.
-    package var movedAside: Set<Int64> = []
-    /// Folders not moved because here they would go below themselves (another move not
-    /// applied yet, this replica's own still waiting): apply them again later.
-    package var deferred: Set<Int64> = []
-    package init() {}
-}
-
-// Changes other replicas made, as the server has them now, applied to this replica's tree (not
-// sent back: no outbox entry). An item with changes of this replica still waiting is left as it
-// is: those changes go to the server first, which decides (see SyncEngine), and the item is
-// applied again once they are in. The mount is told what moved so that the kernel forgets it.
+// Changes other replicas made, as the server has them now, written to this replica's tree (not
+// sent back: no outbox entry) as DocFSReplica's `IncomingApply` decided them, through a
+// `ReplicaTreeEdit`: these are the mechanics (records, contents, commit, memory, the changes the
+// kernel is told of).
 extension LocalStore {
     /// The content version of the item here (nil: no such item), for the replica's choice of
     /// what to fetch before applying (DocFSReplica's `IncomingSync.contentsNeeded`).
@@ -88,146 +72,29 @@ extension LocalStore {
         }
     }
 
-    /// Applies the server's state of these items; `contents` holds downloaded files (moved into
-    /// the store) by row. Folders first (an item's parent before it), deletions last, children
-    /// before their folder.
-    package func applyIncoming(_ items: [IncomingItem], contents: [Int64: String] = [:]) throws(ProviderError) -> IncomingResult {
-        guard replica != nil else { return IncomingResult() }
-        var result = IncomingResult()
-        var changes: [ProviderChange] = []
-        try write { (database) throws(ProviderError) in
-            let pending = try pendingRows(database)
-            // Names removed go first: the item may take one's place (the server passed it its name).
-            var namesGone = Set<Int64>()
-            for item in items where item.deleted && !pending.contains(item.row) {
-                if try applyIncomingUnlink(item.row, database: database, changes: &changes) {
-                    namesGone.insert(item.row)
-                    result.applied += 1
-                }
+    /// The server's state of an item at the place the replica decided (DocFSReplica's
+    /// `IncomingApply`): created, moved, renamed, re-owned, or given new contents here.
+    func put(_ item: IncomingItem, as kind: ItemKind, at place: ReplicaPlace, contents: ReplicaNewContents?,
+             database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
+        let parentRow = place.parentRow
+        let (local, parent) = try read { (tree) throws(ProviderError) -> (Record?, Record) in
+            guard let parent = tree.records[parentRow], parent.item.isFolder else {
+                throw ProviderError(.noSuchItem, "no folder \(parentRow) for \(place.name) from another replica")
             }
-            var live = items.filter { !$0.deleted }
-            var progress = true
-            while progress && !live.isEmpty {
-                progress = false
-                var waiting: [IncomingItem] = []
-                for item in live {
-                    if pending.contains(item.row) { result.pending.insert(item.row); progress = true; continue }
-                    // Open for writing here: another replica's version waits for the writer's close.
-                    if item.kind == .file, try keepAsideForWriter(item.row, database) { result.pending.insert(item.row); progress = true; continue }
-                    if let named = item.linkOf {
-                        if try applyIncomingName(item, of: named, database: database, result: &result, changes: &changes) {
-                            progress = true
-                        } else {
-                            waiting.append(item)
-                        }
-                        continue
-                    }
-                    switch try applyLive(item, contents: contents, database: database, result: &result, changes: &changes) {
-                    case .done: progress = true
-                    case .needsParent: waiting.append(item)
-                    }
-                }
-                live = waiting
-            }
-            for item in live { result.missingParents.insert(item.trashed ? item.parentRow : item.parentRow) }
-            result.missingParents.subtract(items.filter { !$0.deleted }.map(\.row))
-            // A name whose file is not here (its folder deleted here by a change still waiting,
-            // which the server may refuse and undo): tried again with the next changes, since
-            // what brings the file back lists its folder, not the names of it elsewhere, and the
-            // change log names the name no more.
-            let absent = try read { (tree) throws(ProviderError) -> Set<Int64> in
-                Set(live.compactMap { item in item.linkOf.flatMap { tree.records[$0] == nil ? item.row : nil } })
-            }
-            result.deferred.formUnion(absent)
-
-            var deletions = items.filter { $0.deleted && !namesGone.contains($0.row) }
-            progress = true
-            while progress && !deletions.isEmpty {
-                progress = false
-                var waiting: [IncomingItem] = []
-                for item in deletions {
-                    if pending.contains(item.row) { result.pending.insert(item.row); continue }
-                    // Open for writing here: the edit wins if the writer changes it (its close
-                    // restores the file on the server); otherwise the delete applies at its close.
-                    if try keepAsideForWriter(item.row, database) { result.pending.insert(item.row); continue }
-                    let outcome = try read { (tree) throws(ProviderError) -> (Record, Bool)? in
-                        guard let record = tree.records[item.row] else { return nil }
-                        return (record, tree.children[item.row]?.isEmpty ?? true)
-                    }
-                    guard let (record, empty) = outcome else { progress = true; continue }
-                    // A folder that still holds something of this replica's stays (its children go first,
-                    // or are this replica's new items, which bring it back on the server).
-                    guard empty else { waiting.append(item); continue }
-                    // An item goes with every name it still has here.
-                    let names = record.linkOf == nil && record.item.linkCount > 1 ? try nameRows(of: item.row, database) : []
-                    try commit(database, saving: [], deleting: names + [item.row], replicated: false, "delete \(record.item.filename) (deleted on another replica)")
-                    if record.item.kind == .file { reaper.remove(contentPath(item.row)) { "the contents of item \(item.row), deleted on another replica" } }
-                    state.withLock { tree in for name in names { tree.remove(name) }; tree.remove(item.row) }
-                    if let parent = record.parent {
-                        changes.append(.nameChanged(parent: Self.identifier(forRow: parent), name: record.item.filename))
-                    }
-                    changes.append(.modified(record.item.identifier))
-                    result.applied += 1
-                    progress = true
-                }
-                deletions = waiting
-            }
+            return (tree.records[item.row], parent)
         }
-        if !changes.isEmpty { replica?.notify(changes) }
-        return result
-    }
-
-    private enum LiveOutcome { case done, needsParent }
-
-    /// One live (or trashed) item: created, moved, renamed, re-owned or given new contents here.
-    private func applyLive(_ item: IncomingItem, contents: [Int64: String], database: DatabaseQueue,
-                           result: inout IncomingResult, changes: inout [ProviderChange]) throws(ProviderError) -> LiveOutcome {
-        let parentRow = item.trashed ? Self.trashRow : item.parentRow
-        struct Plan { var local: Record?; var parent: Record; var name: String; var occupant: Record?; var cycle: Bool }
-        let plan = try read { (tree) throws(ProviderError) -> Plan? in
-            guard let parent = tree.records[parentRow], parent.item.isFolder else { return nil }
-            let local = tree.records[item.row]
-            var name = item.name
-            if item.trashed {
-                if let local, local.parent == Self.trashRow { name = local.item.filename }
-                else { name = tree.uniqueName(item.name, in: Self.trashRow, isFolder: item.kind == .folder) }
-            }
-            var occupant: Record?
-            if let other = tree.children[parentRow]?[NameKey(name)], other != item.row { occupant = tree.records[other] }
-            // A folder moved below itself here (another move not applied yet): wait for that one.
-            var cycle = false
-            if item.kind == .folder {
-                var cursor: Int64? = parentRow
-                while let current = cursor, current != Self.rootRow {
-                    if current == item.row { cycle = true; break }
-                    cursor = tree.records[current]?.parent
-                }
-            }
-            return Plan(local: local, parent: parent, name: name, occupant: occupant, cycle: cycle)
-        }
-        guard let plan else { return .needsParent }
-        if plan.cycle { result.deferred.insert(item.row); return .done }
-        let kind: ItemKind = item.kind == .file ? .file : item.kind == .folder ? .folder : .symlink
-        if let local = plan.local, local.item.kind != kind { return .done }  // identifiers never change kind
-
-        // The name is this replica's for another item: that one steps aside (a new item of this
-        // replica keeps its place in the outbox under its new name; the server suffixes the same way).
-        if let occupant = plan.occupant {
-            if try moveAside(occupant, in: parentRow, database: database, changes: &changes) { result.movedAside.insert(occupant.row) }
-        }
-
         let now = FileTime.now()
-        var record = plan.local ?? newRecord(row: item.row, parent: plan.parent, name: plan.name, kind: kind, size: 0,
-                                             now: FileTime(totalNanoseconds: item.createdNs),
-                                             modified: FileTime(totalNanoseconds: item.modifiedNs),
-                                             attributes: nil, mode: item.mode, target: item.symlinkTarget)
-        let before = plan.local
+        var record = local ?? newRecord(row: item.row, parent: parent, name: place.name, kind: kind, size: 0,
+                                        now: FileTime(totalNanoseconds: item.createdNs),
+                                        modified: FileTime(totalNanoseconds: item.modifiedNs),
+                                        attributes: nil, mode: item.mode, target: item.symlinkTarget)
+        let before = local
         record.parent = parentRow
-        record.item.parentIdentifier = plan.parent.item.identifier
-        if !record.item.filename.utf8.elementsEqual(plan.name.utf8) || before?.parent != parentRow {
+        record.item.parentIdentifier = parent.item.identifier
+        if !record.item.filename.utf8.elementsEqual(place.name.utf8) || before?.parent != parentRow {
             let renamedFrom = record
-            record.item.filename = plan.name
-            record.item = retyped(renamedFrom, as: record.item, name: plan.name, policy: plan.parent.contentsPolicy)
+            record.item.filename = place.name
+            record.item = retyped(renamedFrom, as: record.item, name: place.name, policy: parent.contentsPolicy)
         }
         record.item.ownerID = item.uid
         record.item.groupID = item.gid
@@ -236,38 +103,33 @@ extension LocalStore {
         if kind != .folder { record.item.modificationTime = FileTime(totalNanoseconds: item.modifiedNs) }
         record.item.tagData = item.tagData
         record.item.favoriteRank = item.favoriteRank
-        record.trashedFrom = item.trashed ? item.parentRow : nil
-        record.trashedName = item.trashed ? item.name : nil
+        record.trashedFrom = place.trashedFrom
+        record.trashedName = place.trashedName
         if kind == .symlink {
             record.item.symlinkTargetPath = item.symlinkTarget
             record.item.documentSize = Int64(item.symlinkTarget?.utf8.count ?? 0)
         }
-        var newContents: String?
-        var contentsChanged = false
-        if kind == .file, before == nil || before!.item.itemVersion.contentVersion != UInt64(item.contentVersion) {
-            // Downloaded now only when given (pinned); otherwise on the server only, fetched on open.
-            newContents = item.contentKey == nil ? nil : contents[item.row]
-            record.item.isDownloaded = item.contentKey == nil || newContents != nil || item.size == 0
+        let contentsChanged = kind == .file && contents != nil
+        if kind == .file, let contents {
+            record.item.isDownloaded = contents.downloaded
             record.remoteKey = item.contentKey
             record.item.documentSize = item.size
             record.item.itemVersion.contentVersion = UInt64(item.contentVersion)
-            contentsChanged = true
         }
-        if let before, !contentsChanged, Self.sameAsServer(before, record) { return .done }
         record.item.noteMetadataChange(at: now)
 
         // New contents replace the file by a rename: a reader that has it open keeps the old one.
-        if kind == .file && contentsChanged && record.item.isDownloaded {
-            if let newContents {
-                try sysRename(newContents, contentPath(item.row), "move the contents of \(plan.name) from the server into the store")
+        if contentsChanged && record.item.isDownloaded {
+            if let newContents = contents?.staged {
+                try sysRename(newContents, contentPath(item.row), "move the contents of \(place.name) from the server into the store")
             } else {
                 let fd = sysOpen(contentPath(item.row) + ".empty", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-                guard fd >= 0 else { throw ProviderError.posix(errno, "create the contents of \(plan.name)") }
+                guard fd >= 0 else { throw ProviderError.posix(errno, "create the contents of \(place.name)") }
                 sysClose(fd)
-                try sysRename(contentPath(item.row) + ".empty", contentPath(item.row), "empty the contents of \(plan.name)")
+                try sysRename(contentPath(item.row) + ".empty", contentPath(item.row), "empty the contents of \(place.name)")
             }
         }
-        try commit(database, saving: [record], replicated: false, "apply \(plan.name) from another replica")
+        try commit(database, saving: [record], replicated: false, "apply \(place.name) from another replica")
         state.withLock { tree in
             if before == nil { tree.insert(record) } else { tree.move(item.row, to: record) }
             if contentsChanged && record.item.isDownloaded { tree.dirty.insert(item.row) }
@@ -275,15 +137,26 @@ extension LocalStore {
         }
         // The older version's bytes go once the item says they are on the server only (a reader
         // that has them open keeps them).
-        if kind == .file && contentsChanged && !record.item.isDownloaded { _ = sysUnlink(contentPath(item.row)) }
+        if contentsChanged && !record.item.isDownloaded { _ = sysUnlink(contentPath(item.row)) }
         if let before, let oldParent = before.parent,
-           oldParent != parentRow || !before.item.filename.utf8.elementsEqual(plan.name.utf8) {
+           oldParent != parentRow || !before.item.filename.utf8.elementsEqual(place.name.utf8) {
             changes.append(.nameChanged(parent: Self.identifier(forRow: oldParent), name: before.item.filename))
         }
-        changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: plan.name))
+        changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: place.name))
         if before != nil { changes.append(.modified(record.item.identifier)) }
-        result.applied += 1
-        return .done
+    }
+
+    /// An item another replica deleted goes here, with every name it still has and its contents.
+    func deleteReplicated(_ row: Int64, database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
+        guard let record = try read({ (tree) throws(ProviderError) -> Record? in tree.records[row] }) else { return }
+        let names = record.linkOf == nil && record.item.linkCount > 1 ? try nameRows(of: row, database) : []
+        try commit(database, saving: [], deleting: names + [row], replicated: false, "delete \(record.item.filename) (deleted on another replica)")
+        if record.item.kind == .file { reaper.remove(contentPath(row)) { "the contents of item \(row), deleted on another replica" } }
+        state.withLock { tree in for name in names { tree.remove(name) }; tree.remove(row) }
+        if let parent = record.parent {
+            changes.append(.nameChanged(parent: Self.identifier(forRow: parent), name: record.item.filename))
+        }
+        changes.append(.modified(record.item.identifier))
     }
 
     /// The name an item of the server takes here is this replica's for another item: that one
@@ -295,12 +168,20 @@ extension LocalStore {
         let aside = try read { (tree) throws(ProviderError) -> String in
             tree.uniqueName(occupant.item.filename, in: parentRow, isFolder: occupant.item.isFolder)
         }
+        let onServer = occupant.row < Self.temporaryRowBase
+        try rename(occupant, in: parentRow, to: aside, waitingCreate: !onServer, database: database, changes: &changes)
+        return onServer
+    }
+
+    /// An item takes another name in its folder (`aside`); `waitingCreate`: its create (or link)
+    /// waiting in the outbox takes the name too.
+    func rename(_ occupant: Record, in parentRow: Int64, to aside: String, waitingCreate: Bool, database: DatabaseQueue,
+                changes: inout [ProviderChange]) throws(ProviderError) {
         var moved = occupant
         moved.item.filename = aside
         moved.item.noteMetadataChange(at: FileTime.now())
         try commit(database, saving: [moved], replicated: false, "move \(occupant.item.filename) aside for an item of another replica")
-        let onServer = occupant.row < Self.temporaryRowBase
-        if !onServer {
+        if waitingCreate {
             do {
                 try database.inDatabase { db in
                     try db.execute(sql: "UPDATE outbox SET name = ? WHERE row = ? AND kind IN ('create', 'link')", arguments: [aside, occupant.row])
@@ -312,18 +193,6 @@ extension LocalStore {
         state.withLock { tree in tree.move(occupant.row, to: moved) }
         changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: occupant.item.filename))
         changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: aside))
-        return onServer
-    }
-
-    /// Whether the local record already shows what the server has (a change of this replica
-    /// coming back, or one applied before).
-    static func sameAsServer(_ a: Record, _ b: Record) -> Bool {
-        a.parent == b.parent && a.item.filename.utf8.elementsEqual(b.item.filename.utf8)
-            && a.item.ownerID == b.item.ownerID && a.item.groupID == b.item.groupID
-            && a.item.posixPermissions == b.item.posixPermissions && a.item.creationTime == b.item.creationTime
-            && a.item.modificationTime == b.item.modificationTime && a.item.tagData == b.item.tagData
-            && a.item.favoriteRank == b.item.favoriteRank && a.item.symlinkTargetPath == b.item.symlinkTargetPath
-            && a.trashedFrom == b.trashedFrom
     }
 }
 
