@@ -74,8 +74,8 @@ extension LocalStore {
 
     /// The server's state of an item at the place the replica decided (DocFSReplica's
     /// `IncomingApply`): created, moved, renamed, re-owned, or given new contents here.
-    func put(_ item: IncomingItem, as kind: ItemKind, at place: ReplicaPlace, contents: ReplicaNewContents?,
-             database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
+    func putIncoming(_ item: IncomingItem, as kind: ItemKind, at place: ReplicaPlace, contents: ReplicaNewContents?,
+                             database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
         let parentRow = place.parentRow
         let (local, parent) = try read { (tree) throws(ProviderError) -> (Record?, Record) in
             guard let parent = tree.records[parentRow], parent.item.isFolder else {
@@ -147,7 +147,7 @@ extension LocalStore {
     }
 
     /// An item another replica deleted goes here, with every name it still has and its contents.
-    func deleteReplicated(_ row: Int64, database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
+    func deleteIncoming(_ row: Int64, database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
         guard let record = try read({ (tree) throws(ProviderError) -> Record? in tree.records[row] }) else { return }
         let names = record.linkOf == nil && record.item.linkCount > 1 ? try nameRows(of: row, database) : []
         try commit(database, saving: [], deleting: names + [row], replicated: false, "delete \(record.item.filename) (deleted on another replica)")
@@ -169,14 +169,14 @@ extension LocalStore {
             tree.uniqueName(occupant.item.filename, in: parentRow, isFolder: occupant.item.isFolder)
         }
         let onServer = occupant.row < Self.temporaryRowBase
-        try rename(occupant, in: parentRow, to: aside, waitingCreate: !onServer, database: database, changes: &changes)
+        try renameAside(occupant, in: parentRow, to: aside, waitingCreate: !onServer, database: database, changes: &changes)
         return onServer
     }
 
     /// An item takes another name in its folder (`aside`); `waitingCreate`: its create (or link)
     /// waiting in the outbox takes the name too.
-    func rename(_ occupant: Record, in parentRow: Int64, to aside: String, waitingCreate: Bool, database: DatabaseQueue,
-                changes: inout [ProviderChange]) throws(ProviderError) {
+    func renameAside(_ occupant: Record, in parentRow: Int64, to aside: String, waitingCreate: Bool, database: DatabaseQueue,
+                     changes: inout [ProviderChange]) throws(ProviderError) {
         var moved = occupant
         moved.item.filename = aside
         moved.item.noteMetadataChange(at: FileTime.now())

@@ -108,8 +108,8 @@ extension LocalStore {
     /// here as a name row of the same local item, at the place the replica decided
     /// (DocFSReplica's `IncomingApply`). A trashed name (schema 13) sits at the top of the trash,
     /// remembering where it came from, as locally.
-    func putName(_ row: Int64, of itemRow: Int64, at place: ReplicaPlace, database: DatabaseQueue,
-                 changes: inout [ProviderChange]) throws(ProviderError) {
+    func putIncomingName(_ row: Int64, of itemRow: Int64, at place: ReplicaPlace, database: DatabaseQueue,
+                         changes: inout [ProviderChange]) throws(ProviderError) {
         let (local, parent, found) = try read { (tree) throws(ProviderError) -> (Record?, Record, Record) in
             guard let parent = tree.records[place.parentRow], parent.item.isFolder, let target = tree.records[itemRow] else {
                 throw ProviderError(.noSuchItem, "no folder \(place.parentRow) or item \(itemRow) for the name \(place.name)")
@@ -151,7 +151,7 @@ extension LocalStore {
 
     /// A further name another replica removed (or the name the server passed to the item): it
     /// goes, and its item counts one name less. Nothing when `row` is not a name row here.
-    func removeName(_ row: Int64, database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
+    func removeIncomingName(_ row: Int64, database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
         let found = try read { (tree) throws(ProviderError) -> (Record, Record?)? in
             guard let named = tree.records[row], let of = named.linkOf else { return nil }
             return (named, tree.records[of])

@@ -136,29 +136,29 @@ package final class ReplicaTreeEdit {
     /// the outbox takes the name too.
     package func rename(_ row: Int64, to name: String, waitingCreate: Bool) throws(ProviderError) {
         guard let record = try store.read({ (tree) throws(ProviderError) in tree.records[row] }), let parent = record.parent else { return }
-        try store.rename(record, in: parent, to: name, waitingCreate: waitingCreate, database: database, changes: &changes)
+        try store.renameAside(record, in: parent, to: name, waitingCreate: waitingCreate, database: database, changes: &changes)
     }
 
     /// The server's state of an item (new here, or changed), at `place`; `contents`: its new
     /// contents (nil: unchanged).
     package func put(_ item: IncomingItem, as kind: ItemKind, at place: ReplicaPlace,
                      contents: ReplicaNewContents?) throws(ProviderError) {
-        try store.put(item, as: kind, at: place, contents: contents, database: database, changes: &changes)
+        try store.putIncoming(item, as: kind, at: place, contents: contents, database: database, changes: &changes)
     }
 
     /// A further name `row` of the item `itemRow`, made or moved to `place`.
     package func putName(_ row: Int64, of itemRow: Int64, at place: ReplicaPlace) throws(ProviderError) {
-        try store.putName(row, of: itemRow, at: place, database: database, changes: &changes)
+        try store.putIncomingName(row, of: itemRow, at: place, database: database, changes: &changes)
     }
 
     /// A further name goes; its item counts one name less.
     package func removeName(_ row: Int64) throws(ProviderError) {
-        try store.removeName(row, database: database, changes: &changes)
+        try store.removeIncomingName(row, database: database, changes: &changes)
     }
 
     /// An item goes, with every name it has here, and its contents.
     package func delete(_ row: Int64) throws(ProviderError) {
-        try store.deleteReplicated(row, database: database, changes: &changes)
+        try store.deleteIncoming(row, database: database, changes: &changes)
     }
 }
 
