@@ -72,10 +72,23 @@ extension LocalStore {
         }
     }
 
+    /// Runs the replica's edits of the tree under the writer lock; the kernel is told what they
+    /// changed afterwards. Nil for a store without a remote.
+    package func editReplicaTree<T>(_ body: (ReplicaTreeEdit) throws(ProviderError) -> T) throws(ProviderError) -> T? {
+        guard replica != nil else { return nil }
+        let (result, changes) = try write { (database) throws(ProviderError) -> (T, [ProviderChange]) in
+            let edit = ReplicaTreeEdit(store: self, database: database)
+            let result = try body(edit)
+            return (result, edit.changes)
+        }
+        if !changes.isEmpty { replica?.notify(changes) }
+        return result
+    }
+
     /// The server's state of an item at the place the replica decided (DocFSReplica's
     /// `IncomingApply`): created, moved, renamed, re-owned, or given new contents here.
     func putIncoming(_ item: IncomingItem, as kind: ItemKind, at place: ReplicaPlace, contents: ReplicaNewContents?,
-                             database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
+                     database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
         let parentRow = place.parentRow
         let (local, parent) = try read { (tree) throws(ProviderError) -> (Record?, Record) in
             guard let parent = tree.records[parentRow], parent.item.isFolder else {

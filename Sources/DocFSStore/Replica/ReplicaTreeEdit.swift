@@ -161,18 +161,3 @@ package final class ReplicaTreeEdit {
         try store.deleteIncoming(row, database: database, changes: &changes)
     }
 }
-
-extension LocalStore {
-    /// Runs the replica's edits of the tree under the writer lock; the kernel is told what they
-    /// changed afterwards. Nil for a store without a remote.
-    package func editReplicaTree<T>(_ body: (ReplicaTreeEdit) throws(ProviderError) -> T) throws(ProviderError) -> T? {
-        guard replica != nil else { return nil }
-        let (result, changes) = try write { (database) throws(ProviderError) -> (T, [ProviderChange]) in
-            let edit = ReplicaTreeEdit(store: self, database: database)
-            let result = try body(edit)
-            return (result, edit.changes)
-        }
-        if !changes.isEmpty { replica?.notify(changes) }
-        return result
-    }
-}
