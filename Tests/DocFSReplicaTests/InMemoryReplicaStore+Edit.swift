@@ -105,5 +105,23 @@ extension InMemoryReplicaStore {
             }
             try? FileManager.default.removeItem(at: store.contentFile(row))
         }
+
+        /// The copy takes this replica's contents; the item keeps its row for the server's version.
+        func forkConflictedCopy(of row: Int64, as copyRow: Int64, at place: ReplicaPlace, asked: String, sending seq: Int64,
+                                contentKey: String?) throws(ProviderError) {
+            store.state.withLock { s in
+                s.forks.append(Fork(row: row, copyRow: copyRow, name: place.name, parentRow: place.parentRow))
+                if var copy = s.items[row] {
+                    copy.row = copyRow
+                    copy.name = place.name
+                    copy.parentRow = place.parentRow
+                    copy.contentKey = contentKey
+                    s.items[copyRow] = copy
+                }
+                // The item's own version is the server's from now on: fetched again.
+                s.items[row]?.contentKey = nil
+            }
+            try? FileManager.default.moveItem(at: store.contentFile(row), to: store.contentFile(copyRow))
+        }
     }
 }

@@ -277,24 +277,6 @@ final class InMemoryReplicaStore: ReplicaStore {
 
     // MARK: What the server decided otherwise
 
-    /// The copy takes this replica's contents; the item keeps its row for the server's version.
-    func forkConflictedCopy(of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64,
-                            contentKey: String?) throws(ProviderError) {
-        state.withLock { s in
-            s.forks.append(Fork(row: row, copyRow: copyRow, name: name, parentRow: parentRow))
-            if var copy = s.items[row] {
-                copy.row = copyRow
-                copy.name = name
-                copy.parentRow = parentRow
-                copy.contentKey = contentKey
-                s.items[copyRow] = copy
-            }
-            // The item's own version is the server's from now on: fetched again.
-            s.items[row]?.contentKey = nil
-        }
-        try? FileManager.default.moveItem(at: contentFile(row), to: contentFile(copyRow))
-    }
-
     func dropRefusedName(row: Int64) throws(ProviderError) -> String? { nil }
 
     // MARK: Open writers

@@ -103,4 +103,28 @@ final class IncomingApplyTests: XCTestCase {
         XCTAssertEqual(try store.applyIncoming([server(70, "same.txt")]).applied, 0)
         XCTAssertEqual(try store.applyIncoming([server(70, "other.txt")]).applied, 1)
     }
+
+    // MARK: Conflicted copies (`ConflictedCopy`)
+
+    func testAConflictedCopyTakesItsNameFromANewItemHereNotFromOneOnTheServer() throws {
+        try have(80, "doc.txt")
+        let mine = try store.create("doc (copy).txt", "mine")
+        try store.forkConflictedCopy(of: 80, as: 81, name: "doc (copy).txt", parentRow: ReplicaRows.root, sending: 1)
+        XCTAssertEqual(store.forks.last?.name, "doc (copy).txt")
+        let aside = try XCTUnwrap(store.incomingItem(mine)?.name)
+        XCTAssertNotEqual(aside, "doc (copy).txt", "the new item here steps aside")
+        XCTAssertEqual(store.state.withLock { $0.outbox.first { $0.row == mine }?.name }, aside)
+
+        try have(82, "other.txt")
+        try store.forkConflictedCopy(of: 80, as: 83, name: "other.txt", parentRow: ReplicaRows.root, sending: 2)
+        XCTAssertNotEqual(store.forks.last?.name, "other.txt", "the copy is suffixed here")
+        XCTAssertEqual(store.incomingItem(82)?.name, "other.txt", "an item on the server keeps its name")
+    }
+
+    func testAConflictedCopyAlreadyHereKeepsItsName() throws {
+        try have(90, "a.txt")
+        try have(91, "a (copy).txt")
+        try store.forkConflictedCopy(of: 90, as: 91, name: "a (copy).txt", parentRow: ReplicaRows.root, sending: 1)
+        XCTAssertEqual(store.forks, [InMemoryReplicaStore.Fork(row: 90, copyRow: 91, name: "a (copy).txt", parentRow: ReplicaRows.root)])
+    }
 }

@@ -34,4 +34,9 @@ package protocol IncomingTreeEdit: AnyObject {
     func removeName(_ row: Int64) throws(ProviderError)
     /// An item goes, with every name it has here and its contents.
     func delete(_ row: Int64) throws(ProviderError)
+    /// This replica's version of `row` becomes the item `copyRow` (on the server already) at
+    /// `place`, sharing its contents; the item waits for the server's version, its later content
+    /// changes go to the copy. `asked`: the server's name for the copy.
+    func forkConflictedCopy(of row: Int64, as copyRow: Int64, at place: ReplicaPlace, asked: String, sending seq: Int64,
+                            contentKey: String?) throws(ProviderError)
 }

@@ -86,9 +86,7 @@ package protocol ReplicaStore: AnyObject, Sendable {
 
     // MARK: What the server decided otherwise
 
-    /// This replica's version of `row` becomes the item `copyRow` (the conflicted copy) beside it.
-    func forkConflictedCopy(of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64,
-                            contentKey: String?) throws(ProviderError)
+    // (A conflicted copy is forked through `editIncoming`: `ConflictedCopy`.)
     /// A further name the server refused is removed here; its path.
     func dropRefusedName(row: Int64) throws(ProviderError) -> String?
 

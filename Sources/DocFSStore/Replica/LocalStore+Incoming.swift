@@ -172,20 +172,6 @@ extension LocalStore {
         changes.append(.modified(record.item.identifier))
     }
 
-    /// The name an item of the server takes here is this replica's for another item: that one
-    /// steps aside (a new item of this replica keeps its place in the outbox under its new name;
-    /// the server suffixes the same way). True when the occupant is on the server already (its
-    /// own state there is worth applying).
-    func moveAside(_ occupant: Record, in parentRow: Int64, database: DatabaseQueue,
-                   changes: inout [ProviderChange]) throws(ProviderError) -> Bool {
-        let aside = try read { (tree) throws(ProviderError) -> String in
-            tree.uniqueName(occupant.item.filename, in: parentRow, isFolder: occupant.item.isFolder)
-        }
-        let onServer = occupant.row < Self.temporaryRowBase
-        try renameAside(occupant, in: parentRow, to: aside, waitingCreate: !onServer, database: database, changes: &changes)
-        return onServer
-    }
-
     /// An item takes another name in its folder (`aside`); `waitingCreate`: its create (or link)
     /// waiting in the outbox takes the name too.
     func renameAside(_ occupant: Record, in parentRow: Int64, to aside: String, waitingCreate: Bool, database: DatabaseQueue,
@@ -224,78 +210,63 @@ extension LocalStore {
     package var conflictSummary: (count: Int, recent: [String]) { replica?.conflictSummary ?? (0, []) }
 
     /// Concurrent edits: this replica's version of `row` becomes a new item `copyRow` (already on
-    /// the server under `name` in the folder `parentRow`), sharing the contents file; the item itself
-    /// is set to be replaced by the server's version (its content version no longer matches any),
-    /// and its waiting content changes are dropped (the copy holds them).
+    /// the server) at `place`, as DocFSReplica's `ConflictedCopy` chose it, sharing the contents
+    /// file; the item itself is set to be replaced by the server's version (its content version no
+    /// longer matches any), and its waiting content changes are dropped (the copy holds them).
     /// `contentKey`: the server's object holding the copy's contents (what `seq` sent), kept as
     /// the copy's, so that it is evictable and a damaged block of it is sent again from here.
-    package func forkConflictedCopy(of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64,
-                                    contentKey: String? = nil) throws(ProviderError) {
-        try write { (database) throws(ProviderError) in
-            try flushJournal(database)
-            let (original, parent) = try read { (tree) throws(ProviderError) -> (Record, Record) in
-                guard let original = tree.records[row] else { throw ProviderError(.noSuchItem, "no item \(row) to copy") }
-                let parent = tree.records[parentRow] ?? original.parent.flatMap { tree.records[$0] }
-                guard let parent, parent.item.isFolder else { throw ProviderError(.noSuchItem, "no folder for the conflicted copy of \(original.item.filename)") }
-                return (original, parent)
+    /// `asked`: the name the server gave the copy (logged when the copy has another here).
+    func forkConflictedCopy(of row: Int64, as copyRow: Int64, at place: ReplicaPlace, asked name: String, sending seq: Int64,
+                            contentKey: String?, database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
+        let (original, parent) = try read { (tree) throws(ProviderError) -> (Record, Record) in
+            guard let original = tree.records[row] else { throw ProviderError(.noSuchItem, "no item \(row) to copy") }
+            guard let parent = tree.records[place.parentRow], parent.item.isFolder else {
+                throw ProviderError(.noSuchItem, "no folder for the conflicted copy of \(original.item.filename)")
             }
-            // The copy takes the name the server gave it. A local item holding that name that is
-            // not on the server yet (its create waits) steps aside, as for any item of the server;
-            // one that is there already keeps it and the copy is suffixed here (logged). The copy
-            // itself may be here already: its create on the server was announced, and applied
-            // as another replica's item, before this ran; it is the same item and keeps its name.
-            var changes: [ProviderChange] = []
-            let occupant = try read { (tree) throws(ProviderError) -> Record? in
-                tree.children[parent.row]?[NameKey(name)].flatMap { tree.records[$0] }
-            }
-            if let occupant, occupant.row >= Self.temporaryRowBase {
-                _ = try moveAside(occupant, in: parent.row, database: database, changes: &changes)
-            }
-            let place = try read { (tree) throws(ProviderError) -> String in
-                occupant?.row == copyRow ? name : tree.uniqueName(name, in: parent.row, isFolder: false)
-            }
-            if place != name {
-                logger.warning("conflicted copy of \(original.item.filename): \"\(name)\" is taken here by an item the server has; the copy is \"\(place)\" here")
-            }
-            var copy = newRecord(row: copyRow, parent: parent, name: place, kind: .file, size: original.item.documentSize,
-                                 now: original.item.creationTime, modified: original.item.modificationTime,
-                                 attributes: NewItemAttributes(ownerID: original.item.ownerID, groupID: original.item.groupID,
-                                                               posixPermissions: original.item.posixPermissions),
-                                 mode: original.item.posixPermissions)
-            copy.item.changeTime = FileTime.now()
-            copy.remoteKey = contentKey
-            if !sysLink(contentPath(row), contentPath(copyRow)) && errno != EEXIST {
-                throw ProviderError.posix(errno, "keep the contents of \(original.item.filename) as its conflicted copy")
-            }
-            var stale = original
-            stale.item.itemVersion.contentVersion = 0
-            try commit(database, saving: [copy, stale], replicated: false, "conflicted copy of \(original.item.filename)")
-            state.withLock { tree in
-                tree.move(copyRow, to: copy)  // the copy may have arrived already (above)
-                tree.move(row, to: stale)
-            }
-            let later = try laterContents(of: row, than: seq, database)
-            if later.count > 0 {
-                // The file was written again after the upload being sent read it: the copy here
-                // holds those bytes, so they go to the server's copy as its next version (dropped,
-                // they would stay on this replica alone). Journaled before the entries go.
-                var newer = copy
-                newer.item.itemVersion.contentVersion += 1
-                newer.remoteKey = nil  // those bytes are not on the server yet
-                try commit(database, saving: [newer], "the newer contents of the conflicted copy of \(original.item.filename)")
-                state.withLock { $0.move(copyRow, to: newer) }
-            }
-            do {
-                // The entry being sent is completed by the engine; the later ones are dropped here.
-                try database.inDatabase { db in
-                    try db.execute(sql: "DELETE FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?", arguments: [row, seq])
-                }
-                replica?.didComplete(count: later.count, bytes: later.bytes)  // counted above, under the same writer lock
-            } catch {
-                throw ProviderError(.ioError, "drop the waiting contents of \(original.item.filename): \(error)")
-            }
-            replica?.notify(changes + [.nameChanged(parent: parent.item.identifier, name: place)])
+            return (original, parent)
         }
+        let place = place.name
+        if place != name {
+            logger.warning("conflicted copy of \(original.item.filename): \"\(name)\" is taken here by an item the server has; the copy is \"\(place)\" here")
+        }
+        var copy = newRecord(row: copyRow, parent: parent, name: place, kind: .file, size: original.item.documentSize,
+                             now: original.item.creationTime, modified: original.item.modificationTime,
+                             attributes: NewItemAttributes(ownerID: original.item.ownerID, groupID: original.item.groupID,
+                                                           posixPermissions: original.item.posixPermissions),
+                             mode: original.item.posixPermissions)
+        copy.item.changeTime = FileTime.now()
+        copy.remoteKey = contentKey
+        if !sysLink(contentPath(row), contentPath(copyRow)) && errno != EEXIST {
+            throw ProviderError.posix(errno, "keep the contents of \(original.item.filename) as its conflicted copy")
+        }
+        var stale = original
+        stale.item.itemVersion.contentVersion = 0
+        try commit(database, saving: [copy, stale], replicated: false, "conflicted copy of \(original.item.filename)")
+        state.withLock { tree in
+            tree.move(copyRow, to: copy)  // the copy may be here already (its create applied as another replica's)
+            tree.move(row, to: stale)
+        }
+        let later = try laterContents(of: row, than: seq, database)
+        if later.count > 0 {
+            // The file was written again after the upload being sent read it: the copy here
+            // holds those bytes, so they go to the server's copy as its next version (dropped,
+            // they would stay on this replica alone). Journaled before the entries go.
+            var newer = copy
+            newer.item.itemVersion.contentVersion += 1
+            newer.remoteKey = nil  // those bytes are not on the server yet
+            try commit(database, saving: [newer], "the newer contents of the conflicted copy of \(original.item.filename)")
+            state.withLock { $0.move(copyRow, to: newer) }
+        }
+        do {
+            // The entry being sent is completed by the engine; the later ones are dropped here.
+            try database.inDatabase { db in
+                try db.execute(sql: "DELETE FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?", arguments: [row, seq])
+            }
+            replica?.didComplete(count: later.count, bytes: later.bytes)  // counted above, under the same writer lock
+        } catch {
+            throw ProviderError(.ioError, "drop the waiting contents of \(original.item.filename): \(error)")
+        }
+        changes.append(.nameChanged(parent: parent.item.identifier, name: place))
     }
 }
 

@@ -160,4 +160,13 @@ package final class ReplicaTreeEdit {
     package func delete(_ row: Int64) throws(ProviderError) {
         try store.deleteIncoming(row, database: database, changes: &changes)
     }
+
+    /// This replica's version of `row` becomes the item `copyRow` (on the server already) at
+    /// `place`, sharing its contents; the item waits for the server's version, its later content
+    /// changes go to the copy (`LocalStore.forkConflictedCopy`). `asked`: the server's name for it.
+    package func forkConflictedCopy(of row: Int64, as copyRow: Int64, at place: ReplicaPlace, asked: String, sending seq: Int64,
+                                    contentKey: String?) throws(ProviderError) {
+        try store.forkConflictedCopy(of: row, as: copyRow, at: place, asked: asked, sending: seq, contentKey: contentKey,
+                                     database: database, changes: &changes)
+    }
 }
