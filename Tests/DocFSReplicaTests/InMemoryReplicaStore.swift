@@ -30,11 +30,17 @@ final class InMemoryReplicaStore: ReplicaStore {
         var conflicts: [(row: Int64, message: String, summary: String)] = []
         var forks: [Fork] = []
         var hooks: ReplicaStoreHooks?
+        /// Trashed items here: the folder each came from.
+        var trashedFrom: [Int64: Int64] = [:]
+        /// Items open for writing here: other replicas' changes to them wait (`holdForWriter`).
+        var held: Set<Int64> = []
     }
     let state = Mutex(State())
     /// Contents on demand's side of the fake (`InMemoryReplicaStore+OnDemand`).
     let onDemandState = Mutex(OnDemandFakeState())
     let passLock = NSLock()
+    /// One incoming apply at a time, as under the store's writer lock.
+    private let editing = NSLock()
     let url: URL
     let stagingDirectory: URL
     private let contents: URL
@@ -253,38 +259,11 @@ final class InMemoryReplicaStore: ReplicaStore {
         state.withLock { s in s.items[row].map { UInt64($0.contentVersion) } }
     }
 
-    /// Items with changes of this replica waiting are left as they are (the server decides
-    /// those first); a downloaded file's bytes are taken from its staging path.
-    func applyIncoming(_ items: [IncomingItem], contents: [Int64: String]) throws(ProviderError) -> IncomingResult {
-        var result = IncomingResult()
-        var taken: [(Int64, String)] = []
-        state.withLock { s in
-            for item in items {
-                if s.outbox.contains(where: { $0.row == item.row }) {
-                    result.pending.insert(item.row)
-                    continue
-                }
-                if item.deleted {
-                    if s.items.removeValue(forKey: item.row) != nil { result.applied += 1 }
-                    continue
-                }
-                if item.parentRow != ReplicaRows.root, s.items[item.parentRow] == nil,
-                   !items.contains(where: { $0.row == item.parentRow }) {
-                    result.missingParents.insert(item.parentRow)
-                    continue
-                }
-                if s.items[item.row] != item {
-                    s.items[item.row] = item
-                    result.applied += 1
-                }
-                if let path = contents[item.row] { taken.append((item.row, path)) }
-            }
-        }
-        for (row, path) in taken {
-            try? FileManager.default.removeItem(at: contentFile(row))
-            try? FileManager.default.copyItem(atPath: path, toPath: contentFile(row).path)
-        }
-        return result
+    /// The real incoming apply (`IncomingApply`) runs over the rows here (`Edit`), one at a time.
+    func editIncoming<T>(_ body: (any IncomingTreeEdit) throws(ProviderError) -> T) throws(ProviderError) -> T? {
+        editing.lock()
+        defer { editing.unlock() }
+        return try body(Edit(store: self))
     }
 
     func addServerItem(_ server: ServerItem) throws(ProviderError) {
@@ -310,24 +289,6 @@ final class InMemoryReplicaStore: ReplicaStore {
     }
 
     // MARK: What the server decided otherwise
-
-    /// The copy takes this replica's contents; the item keeps its row for the server's version.
-    func forkConflictedCopy(of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64,
-                            contentKey: String?) throws(ProviderError) {
-        state.withLock { s in
-            s.forks.append(Fork(row: row, copyRow: copyRow, name: name, parentRow: parentRow))
-            if var copy = s.items[row] {
-                copy.row = copyRow
-                copy.name = name
-                copy.parentRow = parentRow
-                copy.contentKey = contentKey
-                s.items[copyRow] = copy
-            }
-            // The item's own version is the server's from now on: fetched again.
-            s.items[row]?.contentKey = nil
-        }
-        try? FileManager.default.moveItem(at: contentFile(row), to: contentFile(copyRow))
-    }
 
     func dropRefusedName(row: Int64) throws(ProviderError) -> String? { nil }
 

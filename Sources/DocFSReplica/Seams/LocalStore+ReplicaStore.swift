@@ -31,3 +31,12 @@ extension LocalStore {
         try withOnDemandPass { (pass) throws(ProviderError) -> T in try body(pass) }
     }
 }
+
+// The incoming apply's edits of the tree (`IncomingTreeEdit`) are the store's `ReplicaTreeEdit`.
+extension LocalStore {
+    package func editIncoming<T>(_ body: (any IncomingTreeEdit) throws(ProviderError) -> T) throws(ProviderError) -> T? {
+        try editReplicaTree { (edit) throws(ProviderError) -> T in try body(edit) }
+    }
+}
+
+extension ReplicaTreeEdit: IncomingTreeEdit {}

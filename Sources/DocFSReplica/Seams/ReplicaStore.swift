@@ -75,8 +75,9 @@ package protocol ReplicaStore: OnDemandStore {
     func isPinnedRow(_ row: Int64) -> Bool
     /// The content version of the item here; nil when it is not here.
     func contentVersion(ofRow row: Int64) -> UInt64?
-    /// Applies the server's state of items in one transaction (`contents`: downloaded files by row).
-    func applyIncoming(_ items: [IncomingItem], contents: [Int64: String]) throws(ProviderError) -> IncomingResult
+    /// Runs the incoming apply's reads and writes (`IncomingApply`) as one action under the
+    /// store's writer lock; the kernel is told what changed once it ends. Nil: not a replica.
+    func editIncoming<T>(_ body: (any IncomingTreeEdit) throws(ProviderError) -> T) throws(ProviderError) -> T?
     /// One item of a new replica's first copy of the tree (the bootstrap).
     func addServerItem(_ server: ServerItem) throws(ProviderError)
     /// Items this replica had from the server, with what tells a restored server's rows apart.
@@ -85,9 +86,7 @@ package protocol ReplicaStore: OnDemandStore {
 
     // MARK: What the server decided otherwise
 
-    /// This replica's version of `row` becomes the item `copyRow` (the conflicted copy) beside it.
-    func forkConflictedCopy(of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64,
-                            contentKey: String?) throws(ProviderError)
+    // (A conflicted copy is forked through `editIncoming`: `ConflictedCopy`.)
     /// A further name the server refused is removed here; its path.
     func dropRefusedName(row: Int64) throws(ProviderError) -> String?
 

@@ -104,47 +104,27 @@ extension LocalStore {
         return path
     }
 
-    /// Another replica's further name (`item.linkOf`), made, moved, trashed or restored here as a
-    /// name row of the same local item. Needs the item and the folder here first. A trashed name
-    /// (schema 13) sits at the top of the trash, remembering where it came from, as locally.
-    func applyIncomingName(_ item: IncomingItem, of itemRow: Int64, database: DatabaseQueue,
-                           result: inout IncomingResult, changes: inout [ProviderChange]) throws(ProviderError) -> Bool {
-        let parentRow = item.trashed ? Self.trashRow : item.parentRow
-        struct Plan { var local: Record?; var parent: Record; var target: Record; var occupant: Record?; var name: String }
-        let plan = try read { (tree) throws(ProviderError) -> Plan? in
-            guard let parent = tree.records[parentRow], parent.item.isFolder else { return nil }
-            guard let target = tree.records[itemRow], target.linkOf == nil else { return nil }
-            let local = tree.records[item.row]
-            var name = item.name
-            if item.trashed {
-                if let local, local.parent == Self.trashRow { name = local.item.filename }
-                else { name = tree.uniqueName(item.name, in: Self.trashRow, isFolder: false) }
+    /// Another replica's further name `row` of the item `itemRow`, made, moved, trashed or restored
+    /// here as a name row of the same local item, at the place the replica decided
+    /// (DocFSReplica's `IncomingApply`). A trashed name (schema 13) sits at the top of the trash,
+    /// remembering where it came from, as locally.
+    func putIncomingName(_ row: Int64, of itemRow: Int64, at place: ReplicaPlace, database: DatabaseQueue,
+                         changes: inout [ProviderChange]) throws(ProviderError) {
+        let (local, parent, found) = try read { (tree) throws(ProviderError) -> (Record?, Record, Record) in
+            guard let parent = tree.records[place.parentRow], parent.item.isFolder, let target = tree.records[itemRow] else {
+                throw ProviderError(.noSuchItem, "no folder \(place.parentRow) or item \(itemRow) for the name \(place.name)")
             }
-            var occupant: Record?
-            if let other = tree.children[parentRow]?[NameKey(name)], other != item.row { occupant = tree.records[other] }
-            return Plan(local: local, parent: parent, target: target, occupant: occupant, name: name)
-        }
-        guard let plan else {
-            result.missingParents.insert(itemRow)
-            return false
-        }
-        // Identifiers never change what they are: an item here stays one.
-        if let local = plan.local, local.linkOf != itemRow { return true }
-        if let local = plan.local, local.parent == parentRow, local.item.filename.utf8.elementsEqual(plan.name.utf8),
-           !item.trashed || local.trashedFrom == item.parentRow { return true }
-        guard !plan.target.item.isFolder else { return true }
-        if let occupant = plan.occupant {
-            if try moveAside(occupant, in: parentRow, database: database, changes: &changes) { result.movedAside.insert(occupant.row) }
+            return (tree.records[row], parent, target)
         }
         let now = FileTime.now()
-        var target = plan.target
+        var target = found
         target.item.noteMetadataChange(at: now)
         var name: Record
-        if let local = plan.local {
+        if let local {
             name = local
         } else {
-            name = Record(row: item.row, parent: plan.parent.row, item: plan.target.item)
-            name.item.identifier = Self.identifier(forRow: item.row)
+            name = Record(row: row, parent: parent.row, item: found.item)
+            name.item.identifier = Self.identifier(forRow: row)
             name.item.documentSize = 0
             name.item.linkCount = 1
             name.item.tagData = nil
@@ -152,33 +132,31 @@ extension LocalStore {
             name.linkOf = itemRow
             target.item.linkCount += 1
         }
-        name.parent = plan.parent.row
-        name.item.parentIdentifier = plan.parent.item.identifier
-        name.item.filename = plan.name
-        name.trashedFrom = item.trashed ? item.parentRow : nil
-        name.trashedName = item.trashed ? item.name : nil
-        try commit(database, saving: [name, target], replicated: false, "apply the name \(plan.name) of item \(itemRow) from another replica")
+        name.parent = parent.row
+        name.item.parentIdentifier = parent.item.identifier
+        name.item.filename = place.name
+        name.trashedFrom = place.trashedFrom
+        name.trashedName = place.trashedName
+        try commit(database, saving: [name, target], replicated: false, "apply the name \(place.name) of item \(itemRow) from another replica")
         state.withLock { tree in
-            if plan.local == nil { tree.insert(name) } else { tree.move(name.row, to: name) }
+            if local == nil { tree.insert(name) } else { tree.move(name.row, to: name) }
             tree.move(target.row, to: target)
         }
-        if let local = plan.local, let oldParent = local.parent {
+        if let local, let oldParent = local.parent {
             changes.append(.nameChanged(parent: Self.identifier(forRow: oldParent), name: local.item.filename))
         }
-        changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: plan.name))
+        changes.append(.nameChanged(parent: Self.identifier(forRow: place.parentRow), name: place.name))
         changes.append(.modified(target.item.identifier))
-        result.applied += 1
-        return true
     }
 
     /// A further name another replica removed (or the name the server passed to the item): it
-    /// goes, and its item counts one name less. False: not a name row here.
-    func applyIncomingUnlink(_ row: Int64, database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) -> Bool {
+    /// goes, and its item counts one name less. Nothing when `row` is not a name row here.
+    func removeIncomingName(_ row: Int64, database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
         let found = try read { (tree) throws(ProviderError) -> (Record, Record?)? in
             guard let named = tree.records[row], let of = named.linkOf else { return nil }
             return (named, tree.records[of])
         }
-        guard let (named, target) = found else { return false }
+        guard let (named, target) = found else { return }
         var saving: [Record] = []
         if var changed = target {
             changed.item.linkCount = max(changed.item.linkCount - 1, 1)
@@ -192,6 +170,5 @@ extension LocalStore {
         }
         if let parent = named.parent { changes.append(.nameChanged(parent: Self.identifier(forRow: parent), name: named.item.filename)) }
         if let target { changes.append(.modified(target.item.identifier)) }
-        return true
     }
 }
