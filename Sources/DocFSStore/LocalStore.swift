@@ -91,10 +91,6 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// The bytes of file items: content files, segments, staging, removal (`StoreContents`).
     let contents: StoreContents
     package var stagingDirectory: URL { contents.stagingDirectory }
-    /// For the replica's files (Replica/), which reach the contents by row.
-    var stagingPath: String { contents.stagingPath }
-    var reaper: ContentReaper { contents.reaper }
-    func contentPath(_ row: Int64) -> String { contents.path(row) }
     /// Files imported with at most this many bytes go to a segment; 0: none do (the default, and
     /// always for a replica, whose rows the server renumbers).
     package var smallFileLimit: Int { contents.smallFileLimit }
@@ -105,9 +101,6 @@ package final class LocalStore: Provider, @unchecked Sendable {
 
     /// The tree: records in memory, identifiers, rows, names and paths (`StoreTree`).
     let tree: StoreTree
-    /// The tree's lock and what it guards (`StoreTree.state`), as the replica's
-    /// files reach it (the actions use `tree.state`). Held only for short lookups and updates, never across I/O.
-    var state: StoreTree.Lock { StoreTree.Lock(tree: tree) }
     /// A replica's sync state (`docfs init --remote`); nil for a store of its own.
     let replica: ReplicaState?
     /// A replica's outbox (`StoreOutbox`, `Outbox/`), the changes waiting for the server; nil for

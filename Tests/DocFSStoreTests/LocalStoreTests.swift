@@ -527,7 +527,7 @@ final class LocalStoreActionTests: StoreTestCase {
         XCTAssertEqual(try store.childItem(named: "a.txt", in: dir.identifier).identifier, a.identifier)
         XCTAssertEqual(try contents(of: a.identifier), "new")
         await expectError(.noSuchItem) { try store.item(for: old.identifier) }
-        store.reaper.drain()  // replaced contents are removed in the background
+        store.contents.reaper.drain()  // replaced contents are removed in the background
         XCTAssertFalse(FileManager.default.fileExists(atPath: oldContent.path), "the replaced contents are removed")
         XCTAssertEqual(try store.item(for: dir.identifier).childItemCount, 1)
 
@@ -580,7 +580,7 @@ final class LocalStoreActionTests: StoreTestCase {
         let content = try XCTUnwrap(store.contentURL(of: file.identifier))
         await expectError(.directoryNotEmpty) { try await store.deleteItem(withIdentifier: dir.identifier) }
         try await store.deleteItem(withIdentifier: file.identifier)
-        store.reaper.drain()  // contents are removed in the background, after the action answers
+        store.contents.reaper.drain()  // contents are removed in the background, after the action answers
         XCTAssertFalse(FileManager.default.fileExists(atPath: content.path))
         await expectError(.noSuchItem) { try store.item(for: file.identifier) }
         try await store.deleteItem(withIdentifier: dir.identifier)
@@ -665,7 +665,7 @@ final class LocalStoreActionTests: StoreTestCase {
         var buffer = [UInt8](repeating: 0, count: 64)
         let count = pread(oldFD, &buffer, buffer.count, 0)
         XCTAssertEqual(String(decoding: buffer[0..<max(count, 0)], as: UTF8.self), "version one")
-        store.reaper.drain()  // the old version is removed in the background
+        store.contents.reaper.drain()  // the old version is removed in the background
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: store.stagingDirectory.path).filter { $0.hasPrefix(".previous") }, [])
         let dir = try await mkdir("d")
         await expectError(.isDirectory) { try await store.modifyContents(ofItemWithIdentifier: dir.identifier, from: staged) }

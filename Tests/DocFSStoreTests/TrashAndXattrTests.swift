@@ -80,7 +80,7 @@ final class LocalStoreTrashTests: StoreTestCase {
         let content = store.contentURL(of: a.identifier)!.path
         XCTAssertTrue(FileManager.default.fileExists(atPath: content))
         try await store.deleteItem(withIdentifier: a.identifier)
-        store.reaper.drain()  // contents are removed in the background
+        store.contents.reaper.drain()  // contents are removed in the background
         XCTAssertFalse(FileManager.default.fileExists(atPath: content))
         try reopen()
         XCTAssertEqual(try names(in: .trashContainer), [])

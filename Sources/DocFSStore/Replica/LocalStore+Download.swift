@@ -92,15 +92,15 @@ extension LocalStore {
             }
             if kind == .file, record.item.isDownloaded {
                 if let file = server.contentFile {
-                    try sysRename(file, contentPath(server.row), "move the downloaded contents of \(server.name) into the store")
+                    try sysRename(file, contents.path(server.row), "move the downloaded contents of \(server.name) into the store")
                 } else {
-                    let fd = sysOpen(contentPath(server.row), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+                    let fd = sysOpen(contents.path(server.row), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
                     guard fd >= 0 else { throw ProviderError.posix(errno, "create the contents of \(server.name)") }
                     sysClose(fd)
                 }
             }
             try commit(database, saving: [record], replicated: false, "add \(server.name) from the server")
-            state.withLock { tree in
+            self.tree.state.withLock { tree in
                 tree.insert(record)
                 if kind == .file && record.item.isDownloaded { tree.dirty.insert(server.row) }
             }

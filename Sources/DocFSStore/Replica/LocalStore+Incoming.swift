@@ -59,7 +59,7 @@ extension LocalStore {
     /// The content version of the item here (nil: no such item), for the replica's choice of
     /// what to fetch before applying (DocFSReplica's `IncomingSync.contentsNeeded`).
     package func contentVersion(ofRow row: Int64) -> UInt64? {
-        state.withLock { $0.records[row]?.item.itemVersion.contentVersion }
+        self.tree.state.withLock { $0.records[row]?.item.itemVersion.contentVersion }
     }
 
     /// Rows with outbox entries still waiting, under the writer lock: the journal goes to SQLite first.
@@ -134,23 +134,23 @@ extension LocalStore {
         // New contents replace the file by a rename: a reader that has it open keeps the old one.
         if contentsChanged && record.item.isDownloaded {
             if let newContents = contents?.staged {
-                try sysRename(newContents, contentPath(item.row), "move the contents of \(place.name) from the server into the store")
+                try sysRename(newContents, self.contents.path(item.row), "move the contents of \(place.name) from the server into the store")
             } else {
-                let fd = sysOpen(contentPath(item.row) + ".empty", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+                let fd = sysOpen(self.contents.path(item.row) + ".empty", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
                 guard fd >= 0 else { throw ProviderError.posix(errno, "create the contents of \(place.name)") }
                 sysClose(fd)
-                try sysRename(contentPath(item.row) + ".empty", contentPath(item.row), "empty the contents of \(place.name)")
+                try sysRename(self.contents.path(item.row) + ".empty", self.contents.path(item.row), "empty the contents of \(place.name)")
             }
         }
         try commit(database, saving: [record], replicated: false, "apply \(place.name) from another replica")
-        state.withLock { tree in
+        self.tree.state.withLock { tree in
             if before == nil { tree.insert(record) } else { tree.move(item.row, to: record) }
             if contentsChanged && record.item.isDownloaded { tree.dirty.insert(item.row) }
             if !record.item.isDownloaded { tree.dirty.remove(item.row) }
         }
         // The older version's bytes go once the item says they are on the server only (a reader
         // that has them open keeps them).
-        if contentsChanged && !record.item.isDownloaded { _ = sysUnlink(contentPath(item.row)) }
+        if contentsChanged && !record.item.isDownloaded { _ = sysUnlink(self.contents.path(item.row)) }
         if let before, let oldParent = before.parent,
            oldParent != parentRow || !before.item.filename.utf8.elementsEqual(place.name.utf8) {
             changes.append(.nameChanged(parent: Self.identifier(forRow: oldParent), name: before.item.filename))
@@ -164,8 +164,8 @@ extension LocalStore {
         guard let record = try read({ (tree) throws(ProviderError) -> Record? in tree.records[row] }) else { return }
         let names = record.linkOf == nil && record.item.linkCount > 1 ? try nameRows(of: row, database) : []
         try commit(database, saving: [], deleting: names + [row], replicated: false, "delete \(record.item.filename) (deleted on another replica)")
-        if record.item.kind == .file { reaper.remove(contentPath(row)) { "the contents of item \(row), deleted on another replica" } }
-        state.withLock { tree in for name in names { tree.remove(name) }; tree.remove(row) }
+        if record.item.kind == .file { contents.reaper.remove(contents.path(row)) { "the contents of item \(row), deleted on another replica" } }
+        self.tree.state.withLock { tree in for name in names { tree.remove(name) }; tree.remove(row) }
         if let parent = record.parent {
             changes.append(.nameChanged(parent: Self.identifier(forRow: parent), name: record.item.filename))
         }
@@ -189,7 +189,7 @@ extension LocalStore {
                 throw ProviderError(.ioError, "rename a waiting create in the outbox: \(error)")
             }
         }
-        state.withLock { tree in tree.move(occupant.row, to: moved) }
+        self.tree.state.withLock { tree in tree.move(occupant.row, to: moved) }
         changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: occupant.item.filename))
         changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: aside))
     }
@@ -236,13 +236,13 @@ extension LocalStore {
                              mode: original.item.posixPermissions)
         copy.item.changeTime = FileTime.now()
         copy.remoteKey = contentKey
-        if !sysLink(contentPath(row), contentPath(copyRow)) && errno != EEXIST {
+        if !sysLink(contents.path(row), contents.path(copyRow)) && errno != EEXIST {
             throw ProviderError.posix(errno, "keep the contents of \(original.item.filename) as its conflicted copy")
         }
         var stale = original
         stale.item.itemVersion.contentVersion = 0
         try commit(database, saving: [copy, stale], replicated: false, "conflicted copy of \(original.item.filename)")
-        state.withLock { tree in
+        self.tree.state.withLock { tree in
             tree.move(copyRow, to: copy)  // the copy may be here already (its create applied as another replica's)
             tree.move(row, to: stale)
         }
@@ -255,14 +255,14 @@ extension LocalStore {
             newer.item.itemVersion.contentVersion += 1
             newer.remoteKey = nil  // those bytes are not on the server yet
             try commit(database, saving: [newer], "the newer contents of the conflicted copy of \(original.item.filename)")
-            state.withLock { $0.move(copyRow, to: newer) }
+            self.tree.state.withLock { $0.move(copyRow, to: newer) }
         }
         do {
             // The entry being sent is completed by the engine; the later ones are dropped here.
             try database.inDatabase { db in
                 try db.execute(sql: "DELETE FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?", arguments: [row, seq])
             }
-            replica?.didComplete(count: later.count, bytes: later.bytes)  // counted above, under the same writer lock
+            replica?.outbox.didComplete(count: later.count, bytes: later.bytes)  // counted above, under the same writer lock
         } catch {
             throw ProviderError(.ioError, "drop the waiting contents of \(original.item.filename): \(error)")
         }

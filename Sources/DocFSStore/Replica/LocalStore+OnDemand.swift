@@ -65,7 +65,7 @@ extension LocalStore {
 
     /// The item at `row` as contents on demand sees it (nil: gone).
     package func onDemandFile(row: Int64) -> OnDemandFile? {
-        guard let record = state.withLock({ $0.record(row) }) else { return nil }
+        guard let record = self.tree.state.withLock({ $0.record(row) }) else { return nil }
         return Self.onDemandFile(record)
     }
 
@@ -78,7 +78,7 @@ extension LocalStore {
 
     /// A new empty file in staging/ for the download of `row`'s contents.
     package func newDownloadFile(row: Int64) throws(ProviderError) -> String {
-        let path = stagingPath + "/download-\(row)-\(UUID().uuidString)"
+        let path = contents.stagingPath + "/download-\(row)-\(UUID().uuidString)"
         let fd = sysOpen(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ProviderError.posix(errno, "make a file to download \(self.path(of: Self.identifier(forRow: row))) into") }
         sysClose(fd)
@@ -86,7 +86,7 @@ extension LocalStore {
     }
 
     /// Where `row`'s contents are kept once here.
-    package func onDemandContentPath(row: Int64) -> String { contentPath(row) }
+    package func onDemandContentPath(row: Int64) -> String { contents.path(row) }
 
     /// A finished download's file goes into contents/ if the item still wants that version and
     /// object (moved, then committed; the item reads as downloaded); false when it changed
@@ -94,14 +94,14 @@ extension LocalStore {
     /// (`noteContentsPlaced`), once the readers waiting on the download went on.
     package func placeDownloadedContents(row: Int64, from path: String, contentVersion: UInt64, key: String) throws(ProviderError) -> Bool {
         try write { (database) throws(ProviderError) -> Bool in
-            guard var record = state.withLock({ $0.record(row) }), record.item.kind == .file, !record.item.isDownloaded,
+            guard var record = self.tree.state.withLock({ $0.record(row) }), record.item.kind == .file, !record.item.isDownloaded,
                   record.item.itemVersion.contentVersion == contentVersion, record.remoteKey == key else {
                 return false  // changed meanwhile: this version is no one's now
             }
-            try sysRename(path, contentPath(row), "move the downloaded contents of \(record.item.filename) into the store")
+            try sysRename(path, contents.path(row), "move the downloaded contents of \(record.item.filename) into the store")
             record.item.isDownloaded = true
             try commit(database, saving: [record], replicated: false, "note \(record.item.filename) downloaded")
-            state.withLock { $0.replaceKeepingCounts(record) }
+            self.tree.state.withLock { $0.replaceKeepingCounts(record) }
             return true
         }
     }
@@ -127,14 +127,14 @@ extension LocalStore {
         try write { (database) throws(ProviderError) in
             var saving: [Record] = []
             for (row, key, version) in keyed {
-                guard var record = state.withLock({ $0.record(row) }), record.item.kind == .file,
+                guard var record = self.tree.state.withLock({ $0.record(row) }), record.item.kind == .file,
                       record.item.itemVersion.contentVersion == version, record.remoteKey != key else { continue }
                 record.remoteKey = key
                 saving.append(record)
             }
             guard !saving.isEmpty else { return }
             try commit(database, saving: saving, replicated: false, "note the uploaded contents of \(saving.count) file(s)")
-            state.withLock { tree in for record in saving { tree.replaceKeepingCounts(record) } }
+            self.tree.state.withLock { tree in for record in saving { tree.replaceKeepingCounts(record) } }
         }
         replica?.onDemand?.contentsUploaded()
     }
@@ -191,7 +191,7 @@ package struct OnDemandPass {
         var evicting: [Record] = []
         for row in rows {
             if let enough, bytes >= enough { break }
-            guard var record = store.state.withLock({ $0.record(row) }) else { continue }
+            guard var record = store.tree.state.withLock({ $0.record(row) }) else { continue }
             if let reason = blocker(LocalStore.onDemandFile(record, waiting: pending.contains(row))) {
                 kept.append((row, reason))
                 continue
@@ -202,14 +202,14 @@ package struct OnDemandPass {
         }
         guard !evicting.isEmpty else { return ([], 0, kept) }
         try store.commit(database, saving: evicting, replicated: false, "evict the contents of \(evicting.count) file(s)")
-        store.state.withLock { tree in
+        store.tree.state.withLock { tree in
             for record in evicting {
                 tree.replaceKeepingCounts(record)
                 tree.dirty.remove(record.row)
             }
         }
         // Open descriptors (none: the blocker checked, or a reader racing in) keep the old inode.
-        for record in evicting { _ = sysUnlink(store.contentPath(record.row)) }
+        for record in evicting { _ = sysUnlink(store.contents.path(record.row)) }
         store.replica?.notify(evicting.map { .modified($0.item.identifier) })
         return (evicting.map(\.row), bytes, kept)
     }

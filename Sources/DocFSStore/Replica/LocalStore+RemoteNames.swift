@@ -33,7 +33,7 @@ extension LocalStore {
         guard let replica else { return 0 }
         var version = replica.serverSchema.load(ordering: .relaxed)
         if version == 0 {
-            version = state.withLock { tree in tree.reader?.count("SELECT CAST(value AS INTEGER) FROM meta WHERE key = '\(Self.serverSchemaKey)'") } ?? 0
+            version = self.tree.state.withLock { tree in tree.reader?.count("SELECT CAST(value AS INTEGER) FROM meta WHERE key = '\(Self.serverSchemaKey)'") } ?? 0
             if version > 0 { replica.serverSchema.store(version, ordering: .relaxed) }
         }
         return version
@@ -88,7 +88,7 @@ extension LocalStore {
             } catch {
                 throw ProviderError(.ioError, "drop the waiting changes of \(path): \(error)")
             }
-            state.withLock { tree in
+            self.tree.state.withLock { tree in
                 tree.remove(named.row)
                 if let changedTarget { tree.move(changedTarget.row, to: changedTarget) }
                 if let folder { tree.replaceKeepingCounts(Self.touched(folder, now: now)) }
@@ -99,7 +99,7 @@ extension LocalStore {
             if let changedTarget { changes.append(.modified(changedTarget.item.identifier)) }
             return path
         }
-        if dropped.count > 0 { replica.didComplete(count: dropped.count, bytes: dropped.bytes) }
+        if dropped.count > 0 { replica.outbox.didComplete(count: dropped.count, bytes: dropped.bytes) }
         if !changes.isEmpty { replica.notify(changes) }
         return path
     }
@@ -138,7 +138,7 @@ extension LocalStore {
         name.trashedFrom = place.trashedFrom
         name.trashedName = place.trashedName
         try commit(database, saving: [name, target], replicated: false, "apply the name \(place.name) of item \(itemRow) from another replica")
-        state.withLock { tree in
+        self.tree.state.withLock { tree in
             if local == nil { tree.insert(name) } else { tree.move(name.row, to: name) }
             tree.move(target.row, to: target)
         }
@@ -164,7 +164,7 @@ extension LocalStore {
             saving.append(changed)
         }
         try commit(database, saving: saving, deleting: [row], replicated: false, "remove the name \(named.item.filename) (removed on another replica)")
-        state.withLock { tree in
+        self.tree.state.withLock { tree in
             tree.remove(row)
             for record in saving { tree.move(record.row, to: record) }
         }

@@ -33,8 +33,6 @@ final class ReplicaState: Sendable {
     /// The server's schema version at the engine's last connection (0: not known yet).
     let serverSchema = Atomic<Int>(0)
 
-    /// Entries the incoming sync dropped (`StoreOutbox.didComplete`).
-    func didComplete(count: Int, bytes: Int64) { outbox.didComplete(count: count, bytes: bytes) }
 
     func setError(_ message: String?, row: Int64) {
         rowErrors.withLock { $0[row] = message }

@@ -103,17 +103,6 @@ final class StoreTree: @unchecked Sendable {
         }
     }
 
-    /// `state.withLock` for those that reach the tree through the store (`LocalStore.state`):
-    /// a `Mutex` is reached only where it is stored, so this hands the call on.
-    struct Lock {
-        let tree: StoreTree
-
-        @inline(__always)
-        func withLock<Result, E: Error>(_ body: (inout sending TreeState) throws(E) -> sending Result) throws(E) -> sending Result {
-            try tree.state.withLock(body)
-        }
-    }
-
     // MARK: - The working set
 
     /// Trims the working set if it is over its limit; true when it did. Under the writer lock

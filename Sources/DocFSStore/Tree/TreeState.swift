@@ -18,7 +18,7 @@ import DocFSProvider
 /// whose children changed since the last flush is itself pinned (every action saves the parents
 /// whose children it changes), so its SQLite counts are never used while they are stale.
 ///
-/// Concurrency: the tree is used under `LocalStore.state`'s lock, reads of SQLite included.
+/// Concurrency: the tree is used under its `StoreTree.state` lock, reads of SQLite included.
 /// Eviction runs only while no action is between its reads and its memory update (the store calls
 /// `trim` holding the writer lock), so the records an action read stay until it updates them.
 final class TreeState: @unchecked Sendable {
