@@ -13,7 +13,7 @@ struct OnDemandFakeState {
 }
 
 /// The fake's contents on demand mechanics (`OnDemandStore`): a file is downloaded when its
-/// content file exists; every file allows evicting; a pass holds `passLock` as the store holds
+/// content file exists; every file allows evicting; a pass holds the fake's `writer` lock as the store holds
 /// its writer lock.
 extension InMemoryReplicaStore {
     var onDemandHandler: (any OnDemandHandler)? { onDemandState.withLock { $0.handler } }
@@ -53,8 +53,8 @@ extension InMemoryReplicaStore {
     }
 
     func placeDownloadedContents(row: Int64, from path: String, contentVersion: UInt64, key: String) throws(ProviderError) -> Bool {
-        passLock.lock()
-        defer { passLock.unlock() }
+        writer._unsafeLock()
+        defer { writer._unsafeUnlock() }
         guard let file = onDemandFile(row: row), file.isFile, !file.isDownloaded,
               file.contentVersion == contentVersion, file.remoteKey == key else { return false }
         guard rename(path, contentFile(row).path) == 0 else { throw ProviderError.posix(errno, "place \(path)") }
@@ -66,8 +66,8 @@ extension InMemoryReplicaStore {
     func onDemandContentPath(row: Int64) -> String { contentFile(row).path }
 
     func onDemandPass<T>(_ body: (any OnDemandPassing) throws(ProviderError) -> T) throws(ProviderError) -> T {
-        passLock.lock()
-        defer { passLock.unlock() }
+        writer._unsafeLock()
+        defer { writer._unsafeUnlock() }
         return try body(InMemoryOnDemandPass(store: self))
     }
 
@@ -104,7 +104,7 @@ extension InMemoryReplicaStore {
     var placedRows: [Int64] { onDemandState.withLock { $0.placed } }
 }
 
-/// A pass over the fake, under its `passLock`.
+/// A pass over the fake, under its `writer` lock.
 struct InMemoryOnDemandPass: OnDemandPassing {
     let store: InMemoryReplicaStore
 

@@ -38,9 +38,9 @@ final class InMemoryReplicaStore: ReplicaStore {
     let state = Mutex(State())
     /// Contents on demand's side of the fake (`InMemoryReplicaStore+OnDemand`).
     let onDemandState = Mutex(OnDemandFakeState())
-    let passLock = NSLock()
-    /// One incoming apply at a time, as under the store's writer lock.
-    private let editing = NSLock()
+    /// One incoming apply or contents-on-demand pass at a time, as under the store's writer lock
+    /// (the same `Mutex`, held across the body as `LocalStore.write` holds it).
+    let writer = Mutex<Void>(())
     let url: URL
     let stagingDirectory: URL
     private let contents: URL
@@ -261,8 +261,8 @@ final class InMemoryReplicaStore: ReplicaStore {
 
     /// The real incoming apply (`IncomingApply`) runs over the rows here (`Edit`), one at a time.
     func editIncoming<T>(_ body: (any IncomingTreeEdit) throws(ProviderError) -> T) throws(ProviderError) -> T? {
-        editing.lock()
-        defer { editing.unlock() }
+        writer._unsafeLock()
+        defer { writer._unsafeUnlock() }
         return try body(Edit(store: self))
     }
 
