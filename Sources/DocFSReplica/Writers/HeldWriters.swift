@@ -4,7 +4,7 @@ import Synchronization
 
 /// Files open for writing through the mount, by row, and the rows whose incoming changes were
 /// kept aside while they were (another replica's version or delete of a file being written:
-/// the writer's close decides, see `LocalStore.applyIncoming`). The store forwards the bridge's
+/// the writer's close decides, see `IncomingApply`). The store forwards the bridge's
 /// opens and closes here (`OpenWriterWatch`); the sync engine fetches what a close releases
 /// (`setRefresh`). One per store (`watching`), so it outlives a sync engine. A leaf lock.
 package final class HeldWriters: OpenWriterWatch {

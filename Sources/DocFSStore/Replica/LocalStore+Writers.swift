@@ -18,7 +18,7 @@ package protocol OpenWriterWatch: AnyObject, Sendable {
 }
 
 // Files open for writing on a replica: other replicas' versions and deletes of them wait for the
-// writer's close (`applyIncoming` keeps them aside), which then decides: a new version based on
+// writer's close (`IncomingApply` keeps them aside through `holdForWriter`), which then decides: a new version based on
 // the one the writer saw (the server takes it, or keeps it as a conflicted copy when another
 // replica's came first), or, when nothing was written, the change kept aside is applied.
 extension LocalStore {
