@@ -51,7 +51,6 @@ extension LocalStore {
     /// so that a fetch the server's absence or a crash cuts short is tried again, never dropped.
     package func completeOutbox(_ completions: [OutboxCompletion], refetch: [Int64] = []) throws(ProviderError) {
         guard let replica, !completions.isEmpty else { return }
-        var renumbered: [(old: Int64, new: Int64)] = []
         try write { (database) throws(ProviderError) in
             try flushJournal(database)
             var renumbers: [(old: Int64, new: Int64)] = []
@@ -79,19 +78,21 @@ extension LocalStore {
             // Memory (which also forwards the old rows) first, the old content name last: a
             // reader that resolved the old identifier a moment ago still finds a file to open.
             tree.state.withLock { tree in for (old, new) in renumbers { tree.renumber(old, to: new) } }
-            if !renumbers.isEmpty { replica.onDemand?.rowsRenumbered(renumbers) }
+            if !renumbers.isEmpty {
+                // The mount keeps each inode under its permanent identifier at once, before the
+                // outbox's count drops: a lookup after the tree changed, or after `docfs status`
+                // shows nothing pending, would otherwise give the new identifier an inode of its own.
+                replica.notify(renumbers.map { .identifierReplaced(old: Self.identifier(forRow: $0.old), new: Self.identifier(forRow: $0.new)) })
+                replica.onDemand?.rowsRenumbered(renumbers)
+            }
             for (old, new) in renumbers {
                 replica.moveError(from: old, to: new)
                 replica.writers?.renamed(old, to: new)
                 _ = sysUnlink(contents.path(old))
             }
-            renumbered = renumbers
         }
         try noteUploadedContents(completions)
         replica.outbox.didComplete(count: completions.count, bytes: completions.reduce(0) { $0 + $1.entry.bytes })
-        if !renumbered.isEmpty {
-            replica.notify(renumbered.map { .identifierReplaced(old: Self.identifier(forRow: $0.old), new: Self.identifier(forRow: $0.new)) })
-        }
     }
 
     /// Drops the changes waiting for these items (a restored server gave their identifiers to
