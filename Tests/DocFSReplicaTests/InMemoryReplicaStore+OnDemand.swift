@@ -26,8 +26,8 @@ extension InMemoryReplicaStore {
 
     func onDemandFile(row: Int64) -> OnDemandFile? {
         guard let item = incomingItem(row) else { return nil }
-        return OnDemandFile(row: row, parent: row == ReplicaRows.root ? nil : item.parentRow, isFile: item.kind == .file,
-                            isFolder: item.kind == .folder, isDownloaded: FileManager.default.fileExists(atPath: contentFile(row).path),
+        return OnDemandFile(row: row, parent: row == ReplicaRows.root ? nil : item.parentRow, kind: item.kind,
+                            isDownloaded: FileManager.default.fileExists(atPath: contentFile(row).path),
                             size: item.size, contentVersion: UInt64(item.contentVersion), remoteKey: item.contentKey, allowsEvicting: true,
                             waiting: state.withLock { $0.outbox.contains { $0.row == row } })
     }

@@ -70,7 +70,7 @@ extension LocalStore {
     }
 
     static func onDemandFile(_ record: Record, waiting: Bool = false) -> OnDemandFile {
-        OnDemandFile(row: record.row, parent: record.parent, isFile: record.item.kind == .file, isFolder: record.item.kind == .folder,
+        OnDemandFile(row: record.row, parent: record.parent, kind: record.item.kind,
                      isDownloaded: record.item.isDownloaded,
                      size: record.item.documentSize, contentVersion: record.item.itemVersion.contentVersion,
                      remoteKey: record.remoteKey, allowsEvicting: record.item.capabilities.contains(.allowsEvicting), waiting: waiting)

@@ -26,8 +26,9 @@ package protocol OnDemandHandler: AnyObject, Sendable {
 package struct OnDemandFile: Sendable, Equatable {
     package var row: Int64
     package var parent: Int64?
-    package var isFile: Bool
-    package var isFolder: Bool
+    package var kind: ItemKind
+    package var isFile: Bool { kind == .file }
+    package var isFolder: Bool { kind == .folder }
     package var isDownloaded: Bool
     package var size: Int64
     package var contentVersion: UInt64
@@ -38,12 +39,11 @@ package struct OnDemandFile: Sendable, Equatable {
     /// Changes to it wait in the outbox (known in an eviction pass only).
     package var waiting = false
 
-    package init(row: Int64, parent: Int64?, isFile: Bool, isFolder: Bool = false, isDownloaded: Bool, size: Int64, contentVersion: UInt64,
+    package init(row: Int64, parent: Int64?, kind: ItemKind, isDownloaded: Bool, size: Int64, contentVersion: UInt64,
                  remoteKey: String?, allowsEvicting: Bool, waiting: Bool = false) {
         self.row = row
         self.parent = parent
-        self.isFile = isFile
-        self.isFolder = isFolder
+        self.kind = kind
         self.isDownloaded = isDownloaded
         self.size = size
         self.contentVersion = contentVersion
