@@ -16,8 +16,6 @@ extension ReplicaStore {
     package func forkConflictedCopy(of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64,
                                     contentKey: String? = nil) throws(ProviderError) {
         _ = try editIncoming { (edit) throws(ProviderError) in
-            // The journal's batch goes to SQLite first (`waitingRows`): the outbox's rows are edited there.
-            _ = try edit.waitingRows()
             guard let original = try edit.node(row) else { throw ProviderError(.noSuchItem, "no item \(row) to copy") }
             var folder = try edit.node(parentRow)
             if folder == nil, let up = original.parent { folder = try edit.node(up) }

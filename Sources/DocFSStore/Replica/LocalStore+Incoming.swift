@@ -77,6 +77,8 @@ extension LocalStore {
     package func editReplicaTree<T>(_ body: (ReplicaTreeEdit) throws(ProviderError) -> T) throws(ProviderError) -> T? {
         guard replica != nil else { return nil }
         let (result, changes) = try write { (database) throws(ProviderError) -> (T, [ProviderChange]) in
+            // The journal's batch goes to SQLite first: edits read and rewrite the outbox's rows there.
+            try flushJournal(database)
             let edit = ReplicaTreeEdit(store: self, database: database)
             let result = try body(edit)
             return (result, edit.changes)
