@@ -119,6 +119,7 @@ let package = Package(
         // `make bench-scale`: builds a big store through the store's own API (never part of the tests).
         .executableTarget(name: "docfs-scale", dependencies: [
             "DocFSStore",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "DocFSProviderTests", dependencies: ["DocFSProvider"]),
