@@ -135,7 +135,7 @@ let package = Package(
         ]),
         // The sync engine against an in-memory server and object store (no PostgreSQL, no S3).
         .testTarget(name: "DocFSReplicaTests", dependencies: [
-            "DocFSReplica", "DocFSStore", "DocFSRemote", "DocFSProvider",
+            "DocFSReplica", "DocFSStore", "DocFSRemote", "DocFSProvider", "DocFSTesting",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "SystemPackage", package: "swift-system"),
             .product(name: "Crypto", package: "swift-crypto"),
