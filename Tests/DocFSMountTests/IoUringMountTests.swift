@@ -4,7 +4,7 @@ import XCTest
 import Glibc
 #endif
 
-/// FUSE over io_uring (`RingTransport`, on by default where the kernel offers it): everyday tools
+/// FUSE over io_uring (`RingTransport`, off by default, `-o io_uring`): everyday tools
 /// byte-exact through the ring, proof that requests went through it (the daemon's count at
 /// unmount), the fallback with one log line when the kernel does not offer it, `-o no_io_uring`. The fuse module's `enable_uring` is set
 /// for each test and restored after it, pass or fail; without the parameter or root, skipped.
@@ -89,14 +89,18 @@ final class IoUringMountTests: MountTestCase {
         XCTAssertTrue(lines.first?.contains("does not offer FUSE over io_uring") ?? false, "\(lines)")
     }
 
-    func testOnByDefaultWhereTheKernelOffersIt() throws {
+    /// Off by default even where the kernel offers it: it measured slower than /dev/fuse
+    /// (issue 50, docs/PERFORMANCE.md). Not in `make test-io-uring`'s pass, whose mounts all ask for it.
+    func testOffByDefaultEvenWhereTheKernelOffersIt() throws {
+        guard !MountFixture.forcesIoUring else { throw XCTSkip("every mount asks for io_uring in this pass") }
         try Self.setParameter("Y")
         try fx.mount()
         try fx.writeSource("a.bin", testBytes(2 << 20, seed: 7))
         let r = fx.sh("cp src/a.bin mnt/ && cmp src/a.bin mnt/a.bin && ls -l mnt > /dev/null")
         XCTAssertEqual(r.status, 0, "\(r)")
         XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
-        XCTAssertGreaterThan(ringServed() ?? 0, 5, "the default mount did not use the ring:\n\(fx.log)")
+        XCTAssertNil(ringServed(), "the default mount used the ring:\n\(fx.log)")
+        XCTAssertFalse(fx.log.contains("io_uring:"), "the default mount registered a ring:\n\(fx.log)")
     }
 
     func testOffByOption() throws {
