@@ -77,6 +77,33 @@ final class IoUringMountTests: MountTestCase {
                       "the kernel refused ring entries:\n\(fx.log)")
     }
 
+    /// A chmod that narrows a folder makes the kernel forget the names below it (inval_entry,
+    /// which waits for the folder's lock). Sent from a ring queue's thread, it waited for a
+    /// lookup or create holding that lock, queued unserved behind it on the same CPU: the mount
+    /// hung (issue 50). chmod 700/755 in a loop beside 8 processes creating and stat-ing in the
+    /// folder must finish well within the deadline.
+    func testChmodLoopBesideCreatesFinishes() throws {
+        try Self.setParameter("Y")
+        try fx.mount(extra: ["-o", "io_uring"])
+        let r = fx.sh("""
+            mkdir mnt/d || exit 1
+            pids=
+            for w in 1 2 3 4 5 6 7 8; do
+                ( i=0; while [ $i -lt 150 ]; do : > mnt/d/w$w.$i && stat mnt/d/w$w.$i > /dev/null || exit 1; i=$((i+1)); done ) &
+                pids="$pids $!"
+            done
+            ( n=0; while [ $n -lt 300 ]; do chmod 700 mnt/d && chmod 755 mnt/d || exit 1; n=$((n+1)); done ) &
+            pids="$pids $!"
+            fails=0
+            for p in $pids; do wait $p || fails=$((fails+1)); done
+            echo "failed: $fails, names: $(ls mnt/d | wc -l)"
+            test $fails = 0 && test "$(ls mnt/d | wc -l)" = 1200
+            """, timeout: 90)
+        XCTAssertEqual(r.status, 0, "\(r)\nlog:\n\(fx.log)")
+        XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
+        XCTAssertGreaterThan(ringServed() ?? 0, 1000, "the requests did not go through the ring:\n\(fx.log)")
+    }
+
     func testWithoutTheKernelFeatureFallsBackWithOneLogLine() throws {
         try Self.setParameter("N")
         try fx.mount(extra: ["-o", "io_uring"])
