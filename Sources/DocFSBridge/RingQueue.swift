@@ -22,6 +22,8 @@ final class RingQueue: @unchecked Sendable {
     private static let headerSize = MemoryLayout<docfs_fuse_uring_req_header>.size
     /// user_data of the eventfd read that wakes the thread (entries use their index).
     private static let wakeTag = UInt64.max
+    /// user_data of the deliberately refused REGISTER (`refuseRegistration`).
+    private static let refuseTag = UInt64.max - 1
 
     private var ring = io_uring()
     private let eventFD: Int32
@@ -92,18 +94,35 @@ final class RingQueue: @unchecked Sendable {
 
     // MARK: The thread
 
-    func start() {
+    /// Starts the thread; `failing` (a fault hook for tests) makes it fail as if it could not.
+    func start(failing: Bool = false) {
         let box = Unmanaged.passRetained(self).toOpaque()
         var tid = pthread_t()
-        let rc = pthread_create(&tid, nil, { arg in
+        let rc = failing ? EAGAIN : pthread_create(&tid, nil, { arg in
             let queue = Unmanaged<RingQueue>.fromOpaque(arg!).takeRetainedValue()
             queue.run()
             return nil
         }, box)
         if rc == 0 { thread = tid } else {
             Unmanaged<RingQueue>.fromOpaque(box).release()
-            transport.queueFailed(qid, "pthread_create failed: \(String(cString: strerror(rc)))")
+            transport.queueCouldNotStart(self, "pthread_create failed: \(String(cString: strerror(rc)))")
         }
+    }
+
+    /// A REGISTER the kernel must refuse (a queue id no CPU has), sent from the calling thread
+    /// on this queue's ring while its own thread does not run: a refused registration turns the
+    /// ring off for the connection and the kernel serves through /dev/fuse, where it would
+    /// otherwise hold every request until this queue had an entry. The kernel's answer, or nil
+    /// when it could not be sent.
+    func refuseRegistration() -> Int32? {
+        guard docfs_uring_prep_fuse_cmd(&ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_REGISTER), UInt16.max, 0,
+                                        iovecs, Self.refuseTag) == 0 else { return nil }
+        guard docfs_uring_submit_and_wait(&ring, 1) >= 0 else { return nil }
+        var tag: UInt64 = 0, res: Int32 = 0
+        while docfs_uring_reap(&ring, &tag, &res, 1) == 1 {
+            if tag == Self.refuseTag { return res }
+        }
+        return nil
     }
 
     /// Asks the thread to end (at its next wake-up) and waits for it.
@@ -130,7 +149,7 @@ final class RingQueue: @unchecked Sendable {
         // Registered once submitted: a refusal comes back as a completion with an error.
         let submitted = docfs_uring_submit_and_wait(&ring, 0)
         guard submitted >= 0 else {
-            transport.queueFailed(qid, "io_uring_enter failed: \(String(cString: strerror(-submitted)))")
+            transport.queueCouldNotStart(self, "io_uring_enter failed: \(String(cString: strerror(-submitted)))")
             transport.queueEnded(qid)
             return
         }

@@ -137,7 +137,9 @@ final class RingTransport: @unchecked Sendable {
         guard !made.isEmpty else { return }
         serving.store(true, ordering: .releasing)
         log.info("io_uring: registering \(made.count) queues of \(entriesPerQueue) entries (payload \(payloadSize >> 10) KiB each)")
-        for q in made { q.start() }
+        // Fault hook for tests only: DOCFS_TEST_RING_QUEUE_FAILS=QID makes that queue fail to start.
+        let failing = getenv("DOCFS_TEST_RING_QUEUE_FAILS").flatMap { UInt16(String(cString: $0)) }
+        for q in made { q.start(failing: q.qid == failing) }
     }
 
     // MARK: Requests and replies
@@ -178,6 +180,18 @@ final class RingTransport: @unchecked Sendable {
 
     func queueRegistered(_ qid: UInt16) {
         log.debug("io_uring: queue \(qid) registered")
+    }
+
+    /// A queue that never registered: the kernel would hold every request until it had, so a
+    /// registration it must refuse turns the ring off and /dev/fuse serves (one log line).
+    func queueCouldNotStart(_ queue: RingQueue, _ reason: String) {
+        if let res = queue.refuseRegistration(), res < 0 {
+            log.warning("io_uring: queue \(queue.qid) could not start (\(reason)); serving through /dev/fuse")
+        } else {
+            // Nothing else turns the ring off: requests of this CPU would wait for ever.
+            log.critical("io_uring: queue \(queue.qid) could not start (\(reason)) and the kernel could not be told to serve through /dev/fuse; unmounting")
+            lock.withLock { _ in session }.map { fuse_session_exit($0) }
+        }
     }
 
     func queueFailed(_ qid: UInt16, _ message: String) {

@@ -104,6 +104,25 @@ final class IoUringMountTests: MountTestCase {
         XCTAssertGreaterThan(ringServed() ?? 0, 1000, "the requests did not go through the ring:\n\(fx.log)")
     }
 
+    /// Once INIT asked for the ring, the kernel holds every request until each CPU's queue has
+    /// an entry: a queue that cannot start (the fault hook fails the last one) must make a
+    /// registration fail, so that the kernel serves through /dev/fuse, with one log line.
+    func testQueueThatCannotStartFallsBackToDevFuse() throws {
+        try Self.setParameter("Y")
+        let cpus = try String(contentsOfFile: "/sys/devices/system/cpu/possible", encoding: .utf8)
+            .split(whereSeparator: { $0 == "," || $0 == "-" || $0 == "\n" }).compactMap { Int($0) }.max() ?? 0
+        try fx.mount(extra: ["-o", "io_uring"], env: ["DOCFS_TEST_RING_QUEUE_FAILS": "\(cpus)"])
+        try fx.writeSource("a.bin", testBytes(300_000, seed: 11))
+        let r = fx.sh("cp src/a.bin mnt/ && cmp src/a.bin mnt/a.bin && ls mnt > /dev/null", timeout: 30)
+        XCTAssertEqual(r.status, 0, "\(r)\nlog:\n\(fx.log)")
+        XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
+        let lines = fx.log.split(separator: "\n").filter { $0.contains("could not start") }
+        XCTAssertEqual(lines.count, 1, "expected one line for the queue:\n\(fx.log)")
+        XCTAssertTrue(lines.first?.contains("queue \(cpus) could not start") == true
+                      && lines.first?.contains("serving through /dev/fuse") == true, "\(lines)")
+        XCTAssertEqual(ringServed() ?? 0, 0, "requests went through the ring:\n\(fx.log)")
+    }
+
     func testWithoutTheKernelFeatureFallsBackWithOneLogLine() throws {
         try Self.setParameter("N")
         try fx.mount(extra: ["-o", "io_uring"])
