@@ -31,6 +31,8 @@ final class RingTransport: @unchecked Sendable {
     private let offered = Atomic<Bool>(false)
     /// Whether replies may belong to ring entries (set before the first registration).
     private let serving = Atomic<Bool>(false)
+    /// Replies being copied into an entry (`reply`): `stop` frees the buffers only once none is.
+    private let completing = Atomic<Int>(0)
     /// Requests handed to libfuse from the ring, for the log line at the end and tests.
     let served = Atomic<Int>(0)
     private let lock = Mutex<Void>(())
@@ -154,7 +156,11 @@ final class RingTransport: @unchecked Sendable {
     /// the bytes taken are returned); nil: write it to /dev/fuse.
     @inline(__always)
     func reply(_ iov: UnsafeMutablePointer<iovec>, count: Int32) -> Int? {
-        guard serving.load(ordering: .acquiring), count >= 1, let header = iov[0].iov_base,
+        // Counted before `serving` is read, as `stop` clears it before waiting for the count:
+        // a reply that saw the ring serving finishes with its entry before the buffers go.
+        completing.add(1, ordering: .sequentiallyConsistent)
+        defer { completing.subtract(1, ordering: .sequentiallyConsistent) }
+        guard serving.load(ordering: .sequentiallyConsistent), count >= 1, let header = iov[0].iov_base,
               iov[0].iov_len >= MemoryLayout<fuse_out_header>.size else { return nil }
         let unique = header.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
         guard unique != 0 else {
@@ -211,7 +217,11 @@ final class RingTransport: @unchecked Sendable {
         let all = lock.withLock { _ -> [RingQueue] in defer { queues = [] }; return queues }
         guard !all.isEmpty else { return }
         for q in all { q.join() }
-        serving.store(false, ordering: .releasing)
+        serving.store(false, ordering: .sequentiallyConsistent)
+        // A reply given on an executor's thread may still be inside `complete` (copying into an
+        // entry, waking the eventfd): wait for it before the buffers and the eventfd go.
+        while completing.load(ordering: .sequentiallyConsistent) != 0 { sched_yield() }
+        lock.withLock { _ in inFlight.removeAll() }
         for q in all { q.release() }
         log.info("io_uring: \(served.load(ordering: .relaxed)) requests served through the ring")
     }
