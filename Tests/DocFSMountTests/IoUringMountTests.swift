@@ -68,6 +68,15 @@ final class IoUringMountTests: MountTestCase {
             rm -r mnt/tree && test "$(ls mnt)" = "$(printf 'big.bin\\nd3')"
             """)
         XCTAssertEqual(r.status, 0, "\(r)\nlog:\n\(fx.log)")
+        // Each queue's thread is pinned to its CPU (the queues of online CPUs at least).
+        let pid = try XCTUnwrap(fx.daemonPID)
+        let pinned = Set(((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []).compactMap { task -> String? in
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
+            return status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") }
+                .map { $0.dropFirst("Cpus_allowed_list:".count).trimmingCharacters(in: .whitespaces) }
+        })
+        let online = ProcessInfo.processInfo.activeProcessorCount
+        for cpu in 0..<online { XCTAssertTrue(pinned.contains("\(cpu)"), "no thread pinned to CPU \(cpu): \(pinned)") }
         XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
         let served = ringServed()
         XCTAssertNotNil(served, "no count of ring-served requests in the log:\n\(fx.log)")
