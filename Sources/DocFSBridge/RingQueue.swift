@@ -162,6 +162,11 @@ final class RingQueue: @unchecked Sendable {
         defer { tags.deallocate(); results.deallocate() }
         var pending: [Int] = []
         pending.reserveCapacity(entries)
+        // Entries the kernel refused (not the connection's end): with none left, this CPU's
+        // requests would wait for ever.
+        var refused = 0
+        // Fault hook for tests only: this queue's first completed request counts as refused.
+        let loseEntries = getenv("DOCFS_TEST_RING_ENTRIES_LOST").flatMap { UInt16(String(cString: $0)) } == qid
         while live > 0 {
             let rc = docfs_uring_submit_and_wait(&ring, 1)
             if rc < 0, rc != -EINTR, rc != -EAGAIN, rc != -EBUSY {
@@ -178,11 +183,17 @@ final class RingQueue: @unchecked Sendable {
                     continue
                 }
                 let index = Int(tag)
+                if loseEntries, res >= 0 {
+                    // Lost as the kernel would lose it: never answered by this queue again.
+                    live -= 1; refused += 1
+                    continue
+                }
                 if res < 0 {
                     // ENOTCONN/ECANCELED: the connection ends; anything else: the kernel refused
                     // the entry (a refused registration turns the ring off for the connection).
                     live -= 1
                     if res != -ENOTCONN, res != -ECANCELED {
+                        refused += 1
                         transport.queueFailed(qid, "the kernel refused ring entry \(index): \(String(cString: strerror(-res)))")
                     }
                     continue
@@ -195,6 +206,10 @@ final class RingQueue: @unchecked Sendable {
             ready.withLock { swap(&pending, &$0) }
             for index in pending { prepCommit(index) }
             pending.removeAll(keepingCapacity: true)
+            if live == 0, refused > 0, !stopping.load(ordering: .relaxed) {
+                transport.queueLostItsEntries(qid)
+                break
+            }
         }
         transport.queueEnded(qid)
     }

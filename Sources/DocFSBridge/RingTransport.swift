@@ -200,6 +200,14 @@ final class RingTransport: @unchecked Sendable {
         }
     }
 
+    /// A queue the kernel took every entry from while the connection lives: its CPU's requests
+    /// would wait for ever, so the session ends as on SIGTERM (the executable's handler ends the
+    /// loop; the daemon unmounts, and closing /dev/fuse ends the requests still held).
+    func queueLostItsEntries(_ qid: UInt16) {
+        log.critical("io_uring: queue \(qid) lost all its entries; its CPU's requests cannot be served: ending the session")
+        kill(getpid(), SIGTERM)
+    }
+
     func queueFailed(_ qid: UInt16, _ message: String) {
         log.warning("io_uring: queue \(qid): \(message)")
     }

@@ -132,6 +132,24 @@ final class IoUringMountTests: MountTestCase {
         XCTAssertEqual(ringServed() ?? 0, 0, "requests went through the ring:\n\(fx.log)")
     }
 
+    /// A queue whose entries are all gone (the fault hook loses queue 0's entry at each request
+    /// it receives) would leave its CPU's requests waiting for ever: the session ends instead,
+    /// with one log line, and the callers get an error rather than hanging.
+    func testQueueThatLosesItsEntriesEndsTheSession() throws {
+        guard ProcessInfo.processInfo.activeProcessorCount >= 2 else { throw XCTSkip("needs two online CPUs") }
+        try Self.setParameter("Y")
+        try fx.mount(extra: ["-o", "io_uring"], env: ["DOCFS_TEST_RING_ENTRIES_LOST": "0"])
+        // From CPU 1 (queue 1, which serves): the files, their names cached.
+        let setup = fx.sh("taskset -c 1 sh -c 'for k in 1 2 3 4 5 6 7 8 9 10 11 12; do echo $k > mnt/f$k && cat mnt/f$k > /dev/null || exit 1; done'", timeout: 30)
+        XCTAssertEqual(setup.status, 0, "\(setup)\nlog:\n\(fx.log)")
+        // From CPU 0: twelve opens at once, each a request in queue 0, which loses its entries.
+        _ = fx.sh("for k in 1 2 3 4 5 6 7 8 9 10 11 12; do taskset -c 0 cat mnt/f$k > /dev/null 2>&1 & done; wait", timeout: 60)
+        let status = fx.waitForDaemonExit(seconds: 30)
+        XCTAssertNotNil(status, "the daemon did not end; log:\n\(fx.log)")
+        let lines = fx.log.split(separator: "\n").filter { $0.contains("lost all its entries") }
+        XCTAssertEqual(lines.count, 1, "expected one line for the queue:\n\(fx.log)")
+    }
+
     func testWithoutTheKernelFeatureFallsBackWithOneLogLine() throws {
         try Self.setParameter("N")
         try fx.mount(extra: ["-o", "io_uring"])
