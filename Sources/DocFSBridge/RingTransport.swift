@@ -195,8 +195,9 @@ final class RingTransport: @unchecked Sendable {
             log.warning("io_uring: queue \(queue.qid) could not start (\(reason)); serving through /dev/fuse")
         } else {
             // Nothing else turns the ring off: requests of this CPU would wait for ever.
-            log.critical("io_uring: queue \(queue.qid) could not start (\(reason)) and the kernel could not be told to serve through /dev/fuse; unmounting")
-            lock.withLock { _ in session }.map { fuse_session_exit($0) }
+            // As queueLostItsEntries: fuse_session_exit alone would leave the loop's read waiting.
+            log.critical("io_uring: queue \(queue.qid) could not start (\(reason)) and the kernel could not be told to serve through /dev/fuse; ending the session")
+            kill(getpid(), SIGTERM)
         }
     }
 
