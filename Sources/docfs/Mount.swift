@@ -52,8 +52,8 @@ struct Mount: ParsableCommand {
             io_uring / no_io_uring: serve requests through FUSE over io_uring (per-CPU rings, \
             one submission per reply and next request) where the kernel offers it (Linux 6.14+, \
             as root: echo Y > /sys/module/fuse/parameters/enable_uring); without it, /dev/fuse \
-            serves as before (the log says so when io_uring was given; default on where the \
-            kernel offers it; io_uring=off is the same as no_io_uring).
+            serves as before (the log says so when io_uring was given; default off: it measured \
+            slower than /dev/fuse; io_uring=off is the same as no_io_uring).
 
             cache_items=N: how many items (and as many folder-index entries) the store keeps in \
             memory; the rest of the tree stays in its database and is read on demand (default \
