@@ -149,8 +149,8 @@ final class ServerDoorMountTests: ReplicaTestCase {
             XCTAssert(settings.contains(name + "="), "\(name) is set: \(settings)")
         }
         // The writers' lock is no key and no row a replica may take itself.
-        XCTAssert(answer(r, hostile, "SELECT 1 FROM docfs_writers FOR UPDATE").contains("permission denied"))
-        XCTAssert(answer(r, hostile, "BEGIN; LOCK TABLE docfs_writers IN ACCESS EXCLUSIVE MODE; COMMIT").contains("permission denied"))
+        XCTAssert(answer(r, hostile, "SELECT 1 FROM docfs_locks FOR UPDATE").contains("permission denied"))
+        XCTAssert(answer(r, hostile, "BEGIN; LOCK TABLE docfs_locks IN ACCESS EXCLUSIVE MODE; COMMIT").contains("permission denied"))
 
         // (pg_locks, not pg_stat_activity's state: the owner may not read another role's state.)
         // Everything it can take, in one transaction left open and idle: the old advisory key, a

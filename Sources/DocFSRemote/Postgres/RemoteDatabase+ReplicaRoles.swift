@@ -37,7 +37,7 @@ extension RemoteDatabase {
         let logger = self.logger
         let created = try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> Bool in
-                try await conn.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
+                try await Self.lockMigrations(conn, logger: logger)
                 // The group and its grants (a migration run by an owner without CREATEROLE made none).
                 try await conn.query(PostgresQuery(unsafeSQL: """
                     DO $do$ BEGIN

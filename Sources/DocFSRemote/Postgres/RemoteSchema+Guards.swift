@@ -5,10 +5,11 @@
 ///   out, `pg_temp` is searched *first* for tables, and a replica's TEMP table named like one of
 ///   the server's would stand in for it inside the checks. The database's TEMP and CONNECT are
 ///   taken from PUBLIC; CONNECT is the replicas group's (and the owner's).
-/// - The writers' lock is a row of `docfs_writers`, a table only the owner may read or lock
-///   (`SELECT … FOR UPDATE` needs UPDATE on it): `docfs_apply`, `docfs_set_layout` and gc take it,
-///   and no advisory key decides anything a replica could take itself. Change-log positions
-///   commit in increasing order as before (one writer appends at a time).
+/// - The writers' lock is a row of `docfs_locks`, a table only the owner may read or lock
+///   (`SELECT … FOR UPDATE` needs UPDATE on it): `docfs_apply`, `docfs_set_layout` and gc's trims
+///   take it; gc's run holds another row of it; migrations lock `docfs_schema_migrations`. No
+///   advisory key decides anything a replica could take itself. Change-log positions commit in
+///   increasing order as before (one writer appends at a time).
 /// - Each replica role gets a connection limit and `statement_timeout`, `lock_timeout`,
 ///   `idle_in_transaction_session_timeout` in this database (unless the owner set its own): a
 ///   session that holds the writers' lock (a call inside a transaction left open) or another lock
@@ -21,9 +22,11 @@ extension RemoteSchema {
     /// The writers' lock before version 14 (an advisory key: any role could take it).
     static let advisoryWritersLock = "PERFORM pg_advisory_xact_lock(\(RemoteDatabase.writeLock));"
     /// The writers' lock since version 14: a row replicas have no privilege on.
-    static let writersLock = "PERFORM 1 FROM docfs_writers WHERE id = 1 FOR UPDATE;"
+    static let writersLock = "PERFORM 1 FROM docfs_locks WHERE name = 'writers' FOR UPDATE;"
     /// The same, as a statement of a client's transaction (gc, the owner's).
-    static let writersLockQuery = "SELECT 1 FROM docfs_writers WHERE id = 1 FOR UPDATE"
+    static let writersLockQuery = "SELECT 1 FROM docfs_locks WHERE name = 'writers' FOR UPDATE"
+    /// gc's lock since version 14, asked on a connection of its own and held by its transaction.
+    static let garbageLockQuery = "SELECT count(*) FROM (SELECT 1 FROM docfs_locks WHERE name = 'gc' FOR UPDATE SKIP LOCKED) AS taken"
 
     /// What a replica role gets unless its owner set otherwise (docs/REMOTE.md says how).
     package static let replicaConnectionLimit = 16
@@ -32,9 +35,9 @@ extension RemoteSchema {
     ]
 
     static let guardStatements: [String] = [
-        "CREATE TABLE IF NOT EXISTS docfs_writers (id integer PRIMARY KEY CHECK (id = 1))",
-        "INSERT INTO docfs_writers (id) VALUES (1) ON CONFLICT (id) DO NOTHING",
-        "REVOKE ALL ON docfs_writers FROM PUBLIC",
+        "CREATE TABLE IF NOT EXISTS docfs_locks (name text PRIMARY KEY)",
+        "INSERT INTO docfs_locks (name) VALUES ('writers'), ('gc') ON CONFLICT (name) DO NOTHING",
+        "REVOKE ALL ON docfs_locks FROM PUBLIC",
         applyFunction(lock: writersLock),
         setLayoutFunction(lock: writersLock),
         // Every function, the trigger functions and the helpers the definer functions call among
