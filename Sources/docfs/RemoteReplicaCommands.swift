@@ -111,7 +111,13 @@ struct RemoteRemoveReplica: ParsableCommand {
 
     func run() throws {
         let name = self.name
-        try ReplicaRoleCommand.withDatabase(server, "remove-replica") { try await $0.removeReplica(name) }
-        print("docfs: replica \(name) removed: it may no longer log in")
+        let removal = try ReplicaRoleCommand.withDatabase(server, "remove-replica") { try await $0.removeReplica(name) }
+        guard removal.survivors.isEmpty else {
+            throw UserFacingError("docfs: replica \(name) may no longer log in or call the server, but \(removal.survivors.count) "
+                + "session(s) of it could not be ended (pids \(removal.survivors.map(String.init).joined(separator: ", "))): "
+                + (removal.why ?? "still running")
+                + "; a superuser can end them, or GRANT pg_signal_backend TO the owner and run remove-replica again")
+        }
+        print("docfs: replica \(name) removed: it may no longer log in (\(removal.ended) session(s) ended)")
     }
 }

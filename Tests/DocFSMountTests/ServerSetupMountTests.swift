@@ -176,12 +176,13 @@ final class ServerSetupMountTests: ReplicaTestCase {
     func testASecondGCRunIsRefusedWhileOneHoldsTheLock() throws {
         let r = try makeRemote(mount: false)
         let env = r.awsEnvironment(secret: servers.secretKey)
-        let key: Int64 = 0x646f_6366_7303  // RemoteDatabase.garbageLockKey
-        let release = try r.holdInAPsqlSession("SELECT pg_advisory_lock(\(key)); SELECT pg_sleep(300)",
+        // The gc lock is a row of the owner's docfs_locks (schema 14), held by a transaction.
+        let release = try r.holdInAPsqlSession("BEGIN; SELECT 1 FROM docfs_locks WHERE name = 'gc' FOR UPDATE; SELECT pg_sleep(300)",
                                                name: "docfs-test-gc-holder-\(getpid())")
         addTeardownBlock(release)
         eventually("the psql session holds the gc lock") {
-            (try? self.servers.psql(r.databaseURL, "SELECT pg_try_advisory_lock(\(key))"))?.first?.first == "f"
+            (try? self.servers.psql(r.databaseURL,
+                "SELECT count(*) FROM (SELECT 1 FROM docfs_locks WHERE name = 'gc' FOR UPDATE SKIP LOCKED) AS free"))?.first?.first == "0"
         }
 
         let refused = r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0"], env: env)
@@ -191,6 +192,14 @@ final class ServerSetupMountTests: ReplicaTestCase {
         XCTAssertEqual(refused.stdout, "", "no report: nothing was done")
 
         release()
+        // The advisory key of earlier versions, which any role may take, decides nothing now.
+        let key: Int64 = 0x646f_6366_7303  // RemoteDatabase.garbageLockKey
+        let oldKey = try r.holdInAPsqlSession("SELECT pg_advisory_lock(\(key)); SELECT pg_sleep(300)",
+                                              name: "docfs-test-old-gc-key-\(getpid())")
+        addTeardownBlock(oldKey)
+        eventually("the psql session holds the old key") {
+            (try? self.servers.psql(r.databaseURL, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"))?.first?.first == "1"
+        }
         let ran = r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0"], env: env)
         XCTAssertEqual(ran.status, 0, "\(ran)")
     }

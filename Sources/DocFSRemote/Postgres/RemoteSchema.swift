@@ -75,8 +75,12 @@
 ///
 /// Version 13 (`RemoteSchema+Links.swift`): one name of several in the trash (`trash`/`untrash`
 /// of a name row).
+///
+/// Version 14 (`RemoteSchema+Guards.swift`): `search_path` with `pg_temp` last for every function,
+/// no TEMP or CONNECT for PUBLIC, the writers' lock a row replicas cannot lock, replica roles
+/// with a connection limit and timeouts.
 package enum RemoteSchema {
-    package static let latest = 13
+    package static let latest = 14
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -199,6 +203,7 @@ package enum RemoteSchema {
         (11, doorTables + operationStatements + doorFunctions),
         (12, linkStatements),
         (13, trashedNameStatements),
+        (14, guardStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the
@@ -214,7 +219,7 @@ package enum RemoteSchema {
             allowed := ARRAY(SELECT CASE WHEN a LIKE '%/%' THEN coalesce(mime->>a, a) ELSE a END FROM unnest(allowed) a);
             """
         return """
-        CREATE OR REPLACE FUNCTION docfs_admission() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        CREATE OR REPLACE FUNCTION docfs_admission() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $fn$
         DECLARE
             layout jsonb;
             names text[] := '{}';
