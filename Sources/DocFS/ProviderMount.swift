@@ -69,7 +69,10 @@ public final class ProviderMount: @unchecked Sendable {
         }
         bridge = Bridge(provider: provider, logger: logger, options: bridgeOptions)
         let fsname = options.sourceName.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ",", with: "\\,")
-        let fuse = ["fsname=\(fsname)", "subtype=docfs", "auto_unmount"] + options.fuseOptions.filter { $0 != "auto_unmount" }
+        // nosuid unless asked for explicitly (libfuse's default too, said here so no default of
+        // a helper's changes it): set-ID bits may come from other machines (docs/REMOTE.md).
+        let setID = options.fuseOptions.contains("suid") ? [] : ["nosuid"]
+        let fuse = ["fsname=\(fsname)", "subtype=docfs", "auto_unmount"] + setID + options.fuseOptions.filter { $0 != "auto_unmount" }
         session = try FuseSession(bridge: bridge, mountpoint: mountpoint, options: fuse)
         if options.signals { signalHandlers = session.installSignalHandlers() }
         try session.mount()

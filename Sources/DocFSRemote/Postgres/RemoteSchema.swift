@@ -75,8 +75,11 @@
 ///
 /// Version 13 (`RemoteSchema+Links.swift`): one name of several in the trash (`trash`/`untrash`
 /// of a name row).
+///
+/// Version 15 (`RemoteSchema+Bounds.swift`): every argument bounded and checked (the layout's MIME
+/// words the owner's alone, calls and manifests capped), and per-role quotas.
 package enum RemoteSchema {
-    package static let latest = 13
+    package static let latest = 15
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -199,6 +202,7 @@ package enum RemoteSchema {
         (11, doorTables + operationStatements + doorFunctions),
         (12, linkStatements),
         (13, trashedNameStatements),
+        (15, boundStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the
