@@ -187,8 +187,20 @@ extension RemoteSchema {
         CREATE TRIGGER docfs_manifest_blocks_bounds AFTER INSERT ON docfs_manifest_blocks
         REFERENCING NEW TABLE AS fresh FOR EACH STATEMENT EXECUTE FUNCTION docfs_manifest_bounds()
         """,
-        // The call's bounds before the call itself (whatever it became since: renamed, not rewritten).
-        "ALTER FUNCTION docfs_apply(jsonb) RENAME TO docfs_apply_unbounded",
+        // The call's bounds before the call itself (whatever it became since: renamed, not
+        // rewritten). Applied again (the migrations' rows gone), an earlier migration may have
+        // made docfs_apply unbounded again: that one is renamed; the bounded one never is.
+        """
+        DO $do$
+        BEGIN
+            IF NOT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                            WHERE n.nspname = 'public' AND p.proname = 'docfs_apply' AND p.prosrc LIKE '%docfs_apply_unbounded(p_ops)%') THEN
+                DROP FUNCTION IF EXISTS docfs_apply_unbounded(jsonb);
+                ALTER FUNCTION docfs_apply(jsonb) RENAME TO docfs_apply_unbounded;
+            END IF;
+        END
+        $do$
+        """,
         "REVOKE ALL ON FUNCTION docfs_apply_unbounded(jsonb) FROM PUBLIC",
         """
         CREATE OR REPLACE FUNCTION docfs_apply(p_ops jsonb) RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER
