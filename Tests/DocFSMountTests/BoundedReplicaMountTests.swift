@@ -112,6 +112,13 @@ final class BoundedReplicaMountTests: ReplicaTestCase {
             #"{"op":"\#(UUID())","kind":"create","parent":\#(shared),"name":"tagged","item_kind":"directory","tags":[\#((0...256).map { "\"t\($0)\"" }.joined(separator: ","))]}"#,
             "at most 256 words")
         assertRefused(r, url: hostile, "the unbounded call behind it", "SELECT docfs_apply_unbounded('[]')", "permission denied")
+        assertRefused(r, url: hostile, "10001 intents in one call",
+                      "SELECT docfs_record_intents(ARRAY(SELECT 'replica/packs/' || gen_random_uuid() FROM generate_series(1, 10001)))",
+                      "at most 10000 intents")
+        assertRefused(r, url: hostile, "4097 manifests in one call", """
+            SELECT docfs_record_manifests((SELECT jsonb_agg(jsonb_build_object('key', 'replica/manifests/' || gen_random_uuid() || '-0123456789abcdef',
+                'size', 0, 'hashes', '[]'::jsonb)) FROM generate_series(1, 4097)), '{}')
+            """, "at most 4096 manifests")
 
         // Manifests: one block per 64 KiB of the size (plus 16), one hash at most 262144 times.
         let pack = newKey("packs")
