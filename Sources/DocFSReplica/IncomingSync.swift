@@ -36,8 +36,9 @@ actor IncomingSync {
     /// Their number, counted in `incoming` of `docfs status`: the tree here is not the server's
     /// until they are applied.
     nonisolated let deferredCount = Atomic<Int>(0)
-    /// The latest change log position seen on the server (a notification carries it) and the
-    /// anchor applied, for `incoming` in the status (read without waiting for the actor).
+    /// The latest change log position the server's log holds (read by each catch-up, never
+    /// taken from a notification) and the anchor applied, for `incoming` in the status (read
+    /// without waiting for the actor).
     nonisolated let positions = Mutex<(latest: Int64, anchor: Int64)>((0, 0))
     var latestKnown: Int64 {
         get { positions.withLock { $0.latest } }
@@ -49,7 +50,9 @@ actor IncomingSync {
     }
     /// What the last restore of the server's database meant here, for `docfs status` (`restore`).
     nonisolated let restoreReport = Mutex<String?>(nil)
-    nonisolated func noteLatest(_ position: Int64) { positions.withLock { $0.latest = max($0.latest, position) } }
+    /// Set-ID bits of incoming files are kept (the mount's explicit `-o suid`), else cleared
+    /// (`SetIDBits`).
+    nonisolated let keepsSetID = Atomic<Bool>(false)
 
     let verifier: DownloadVerifier?
 
@@ -72,6 +75,9 @@ actor IncomingSync {
         // the anchor may be other replicas' new ones.
         var applied = try await rebuildIfRestored()
         anchor = try store.syncAnchor().position
+        // What is still to come, as the log says (a restore may have lowered it).
+        let logEnd = try await database.latestPosition()
+        positions.withLock { $0.latest = max(logEnd, $0.anchor) }
         // (A log start below 1 is no trimmed log's; never `- 1` on it: Int64.min would trap.)
         let logStart = try await database.logStart()
         if logStart > 1, anchor < logStart - 1 {
@@ -351,9 +357,14 @@ actor IncomingSync {
     func incoming(_ item: RemoteItem) -> IncomingItem? {
         guard let parent = item.parentID else { return nil }
         let kind = item.kind
+        let sent = UInt16(item.mode & 0o7777)
+        let mode = SetIDBits.applied(sent, kind: kind, keep: keepsSetID.load(ordering: .relaxed))
+        if mode != sent, !item.deleted {
+            logger.warning("sync: cleared the set-user-ID/set-group-ID bits of the server's item \(item.id) (\(String(reflecting: String(item.name.prefix(64)))), mode \(String(sent, radix: 8)) from the server, uid \(item.uid)): set-ID bits from other replicas are kept only on a mount with -o suid")
+        }
         return IncomingItem(
             row: item.id, parentRow: parent == rootID ? ReplicaRows.root : parent, name: item.name, kind: kind,
-            uid: item.uid, gid: item.gid, mode: UInt16(item.mode & 0o7777), createdNs: item.createdNs, modifiedNs: item.modifiedNs,
+            uid: item.uid, gid: item.gid, mode: mode, createdNs: item.createdNs, modifiedNs: item.modifiedNs,
             tagData: ServerTags.data(item.tags), favoriteRank: item.favoriteRank, symlinkTarget: item.symlinkTarget,
             size: item.size, contentVersion: item.contentVersion, contentKey: item.contentKey,
             trashed: item.trashedNs != nil, deleted: item.deleted, linkOf: item.linkOf)

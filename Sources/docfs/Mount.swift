@@ -70,7 +70,9 @@ struct Mount: ParsableCommand {
             nofail, _netdev, x-*, comment=*) are accepted and ignored, so the same option list \
             works here, with `mount -t fuse.docfs` and in /etc/fstab.
 
-            auto_unmount is always on, so a daemon that dies leaves no dead mountpoint.
+            auto_unmount is always on, so a daemon that dies leaves no dead mountpoint; and \
+            the mount is nosuid, unless suid is given explicitly (as root: then without \
+            auto_unmount, and a replica keeps set-ID bits of files from the server).
 
             STORE may be `memory:` instead of a store: the in-memory provider, a tree kept in \
             the daemon's memory that starts empty, allows everything and is gone at unmount \

@@ -84,12 +84,18 @@ struct RemoteReplicas: ParsableCommand {
     var json = false
 
     func run() throws {
-        let list = try ReplicaRoleCommand.withDatabase(server, "replicas") { try await $0.replicas() }
-        if json { return JSONOutput.print(list) }
-        print("NAME\tSTATE\tLAST SEEN\tOPERATIONS\tVERSIONS\tBYTES")
+        let (list, quotas) = try ReplicaRoleCommand.withDatabase(server, "replicas") { database in
+            let list = try await database.replicas()
+            return (list, try await database.quotas(of: list.map(\.name)))
+        }
+        if json { return JSONOutput.print(list.map { ReplicaListing(replica: $0, quota: quotas[$0.name]) }) }
+        print("NAME\tSTATE\tLAST SEEN\tOPERATIONS\tVERSIONS\tBYTES\tINTENTS (QUOTA)\tPACK BYTES 24H (QUOTA)")
         for replica in list {
             let seen = replica.lastSeenNs.map { ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double($0) / 1e9)) } ?? "never"
-            print("\(replica.name)\t\(replica.active ? "active" : "removed")\t\(seen)\t\(replica.operations)\t\(replica.versions)\t\(Status.bytesText(replica.bytes))")
+            print("\(replica.name)\t\(replica.active ? "active" : "removed")\t\(seen)\t\(replica.operations)\t\(replica.versions)\t\(Status.bytesText(replica.bytes))\t\(ReplicaListing.usage(quotas[replica.name]))")
+        }
+        if let all = quotas[RemoteDatabase.defaultQuotaRole] {
+            print("default quotas (docfs remote quota default): \(all.liveIntents.map(String.init) ?? "no limit") intents, \(all.bytesPerDay.map(Status.bytesText) ?? "no limit") of packs per 24 hours")
         }
     }
 }

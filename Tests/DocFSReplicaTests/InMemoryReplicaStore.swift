@@ -151,7 +151,6 @@ final class InMemoryReplicaStore: ReplicaStore {
         return item.kind == .folder ? ["public.folder", "public.item"] : ["public.data", "public.item"]
     }
 
-    func contentTypeIdentifiers(forMIMEWords words: [String]) -> [String: String] { [:] }
 
     // MARK: The outbox
 

@@ -187,9 +187,10 @@ package final class RemoteDatabase: Sendable {
         }
     }
 
-    /// The MIME words of the server's layout as this replica resolves them (`{"image/png":
+    /// The MIME words of the server's layout as the owner resolves them (`{"image/png":
     /// "public.png"}`): the server's rules compare identifiers only, and cannot read the
-    /// shared-mime-info database a replica resolves them with.
+    /// shared-mime-info database a replica resolves them with. The owner's alone since schema 15
+    /// (`RemoteSchema+Bounds`): a replica role is refused (notPermitted).
     package func setLayoutMIMETypes(json: String) async throws {
         let logger = self.logger
         try await mapped { [self] in

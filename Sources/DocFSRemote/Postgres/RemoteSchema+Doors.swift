@@ -312,7 +312,7 @@ extension RemoteSchema {
                                'docfs_schema_migrations, docfs_blocks, docfs_manifests, docfs_manifest_blocks TO %I', t);
                 EXECUTE format('GRANT EXECUTE ON FUNCTION docfs_apply(jsonb), docfs_record_intents(text[]), docfs_drop_intents(text[]), '
                                'docfs_record_pack(text, bigint, text[], bigint[], bigint[]), docfs_record_manifests(jsonb, text[]), '
-                               'docfs_mark_block_damaged(text, text), docfs_set_layout_mime(text), docfs_hello() TO %I', t);
+                               'docfs_mark_block_damaged(text, text), docfs_hello() TO %I', t);
             END LOOP;
         END
         $do$

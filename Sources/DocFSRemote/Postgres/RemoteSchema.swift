@@ -79,8 +79,11 @@
 /// Version 14 (`RemoteSchema+Guards.swift`): `search_path` with `pg_temp` last for every function,
 /// no TEMP or CONNECT for PUBLIC, the writers' lock a row replicas cannot lock, replica roles
 /// with a connection limit and timeouts.
+///
+/// Version 15 (`RemoteSchema+Bounds.swift`): every argument bounded and checked (the layout's MIME
+/// words the owner's alone, calls and manifests capped), and per-role quotas.
 package enum RemoteSchema {
-    package static let latest = 14
+    package static let latest = 15
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -204,6 +207,7 @@ package enum RemoteSchema {
         (12, linkStatements),
         (13, trashedNameStatements),
         (14, guardStatements),
+        (15, boundStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the

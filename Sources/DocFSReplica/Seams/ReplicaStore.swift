@@ -31,8 +31,6 @@ package protocol ReplicaStore: OnDemandStore {
     func item(ofRow row: Int64) -> Item?
     /// The item's content type and what it conforms to, nearest first; nil when it is gone.
     func typeChain(ofRow row: Int64) -> [String]?
-    /// The content types the layout's MIME words name (`publishLayoutMIMETypes`).
-    func contentTypeIdentifiers(forMIMEWords words: [String]) -> [String: String]
 
     // MARK: The outbox
 
