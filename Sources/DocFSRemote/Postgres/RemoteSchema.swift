@@ -75,8 +75,12 @@
 ///
 /// Version 13 (`RemoteSchema+Links.swift`): one name of several in the trash (`trash`/`untrash`
 /// of a name row).
+///
+/// Version 16 (`RemoteSchema+Places.swift`): blocks keep their places. A mark is a report; a
+/// block has one or more places, dropped only when confirmed damaged and never the last; a
+/// place whose length is not its block's is refused.
 package enum RemoteSchema {
-    package static let latest = 13
+    package static let latest = 16
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -199,6 +203,7 @@ package enum RemoteSchema {
         (11, doorTables + operationStatements + doorFunctions),
         (12, linkStatements),
         (13, trashedNameStatements),
+        (16, placeStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the
