@@ -20,11 +20,13 @@ package struct BlockCheckReport: Sendable, Codable, Equatable {
     package var isClean: Bool { damaged.isEmpty && refused.isEmpty }
 }
 
-/// Reads every pack the server's blocks are in and checks every block against its SHA-256
-/// (the owner's `docfs remote check`): a block whose bytes do not match, or whose pack or range
-/// is gone, is marked damaged on the server (so the next upload of its bytes sends them, and a
-/// replica holding them sends them again); a marked block found sound (a pack mended) loses its
-/// mark. The answer lists the damaged blocks and the versions (by path) that name them.
+/// Reads every pack the server's blocks are in and checks every place of every block against
+/// its SHA-256 (the owner's `docfs remote check`): a place whose bytes do not match, or whose
+/// pack or range is gone, is confirmed damaged on the server (schema 16: dropped when its block
+/// has another place, else flagged, so that the next upload of its bytes sends them and a
+/// replica holding them sends them again); a flagged place found sound (a pack mended, a false
+/// report) loses its flag and its reports. The answer lists the damaged places and the versions
+/// (by path) whose blocks have no sound place.
 package struct BlockChecker: Sendable {
     let configuration: ReplicaConfiguration
     let logger: Logger
@@ -40,7 +42,7 @@ package struct BlockChecker: Sendable {
                 try await TreeMarker.check(tree: tree, configuration: configuration, objects: s3)
             }
             var report = BlockCheckReport()
-            let marked = Set(try await database.damagedBlocks().map(\.hash))
+            let marked = Set(try await database.damagedBlocks().map { "\($0.hash) \($0.pack)" })
             for pack in try await database.packUsage().keys.sorted() {
                 // Rows no replica could have written are named and left out (their ranges would trap).
                 let blocks = try await database.blocks(inPack: pack).filter { block in
@@ -65,14 +67,17 @@ package struct BlockChecker: Sendable {
                     let range = Int(block.offset)..<Int(block.offset + block.length)
                     let sound = range.upperBound <= bytes.count
                         && bytes.withUnsafeBytes({ BlockHash.of(UnsafeRawBufferPointer(rebasing: $0[range])) }) == block.hash
+                    let wasMarked = marked.contains("\(block.hash) \(pack)")
                     if sound {
-                        if marked.contains(block.hash) {
+                        // A place a reader reported (or a false report) read sound here: cleared.
+                        if wasMarked {
                             try await database.clearDamage(hash: block.hash, pack: pack)
                             report.cleared += 1
                         }
-                    } else if !marked.contains(block.hash) {
-                        // Marked where it was read: a block gc moved meanwhile is not.
-                        if try await database.markBlockDamaged(hash: block.hash, pack: pack) { report.newlyDamaged += 1 }
+                    } else if try await database.confirmDamagedPlace(hash: block.hash, pack: pack), !wasMarked {
+                        // Confirmed where it was read (a place gc moved meanwhile is not): dropped
+                        // when the block has another place, else kept flagged until one comes.
+                        report.newlyDamaged += 1
                     }
                 }
             }

@@ -208,6 +208,15 @@ final class InMemoryServer: ReplicaServer {
             s.manifests[key].map { m in (m.size, m.hashes.compactMap { s.blocks[$0] }) }
         }
     }
+    /// One place per block here: the one `manifest` gives.
+    func places(of hashes: [String]) async throws -> [String: [StoredBlock]] {
+        try enter("places")
+        return state.withLock { s in
+            var out: [String: [StoredBlock]] = [:]
+            for hash in hashes { if let block = s.blocks[hash] { out[hash] = [block] } }
+            return out
+        }
+    }
     func markBlockDamaged(hash: String, pack: String) async throws -> Bool {
         try enter("markBlockDamaged")
         return state.withLock { s in

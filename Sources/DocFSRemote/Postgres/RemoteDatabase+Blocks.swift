@@ -86,14 +86,18 @@ extension RemoteDatabase {
         }
     }
 
-    /// A version's size and blocks in order, with where each is; nil when `key` names no
-    /// manifest (a whole object, uploaded before schema 8).
+    /// A version's size and blocks in order, each at its soundest place (schema 16: not
+    /// flagged first, then the fewest reports, then the oldest); nil when `key` names no
+    /// manifest (a whole object, uploaded before schema 8). A reader that finds a place damaged
+    /// reports it and asks `places` for the block's others.
     package func manifest(key: String) async throws -> (size: Int64, blocks: [StoredBlock])? {
         try await mapped { [self] in
             let rows = try await client.query("""
                 SELECT m.size, b.hash, b.pack_key, b.pack_offset, b.length
                 FROM docfs_manifests m LEFT JOIN docfs_manifest_blocks mb ON mb.key = m.key
-                     LEFT JOIN docfs_blocks b ON b.hash = mb.hash
+                     LEFT JOIN LATERAL (SELECT p.hash, p.pack_key, p.pack_offset, p.length FROM docfs_blocks p
+                                        WHERE p.hash = mb.hash
+                                        ORDER BY p.damaged_ns IS NOT NULL, p.reports, p.created_ns, p.pack_key LIMIT 1) b ON true
                 WHERE m.key = \(key) ORDER BY mb.ordinal
                 """, logger: logger)
             var size: Int64?
@@ -105,6 +109,22 @@ extension RemoteDatabase {
                 }
             }
             return size.map { ($0, blocks) }
+        }
+    }
+
+    /// Every place of these blocks, soundest first (as `manifest` orders them).
+    package func places(of hashes: [String]) async throws -> [String: [StoredBlock]] {
+        guard !hashes.isEmpty else { return [:] }
+        return try await mapped { [self] in
+            let rows = try await client.query("""
+                SELECT hash, pack_key, pack_offset, length FROM docfs_blocks WHERE hash = ANY(\(hashes))
+                ORDER BY hash, damaged_ns IS NOT NULL, reports, created_ns, pack_key
+                """, logger: logger)
+            var out: [String: [StoredBlock]] = [:]
+            for try await (hash, pack, offset, length) in rows.decode((String, String, Int64, Int64).self) {
+                out[hash, default: []].append(StoredBlock(hash: hash, pack: pack, offset: offset, length: length))
+            }
+            return out
         }
     }
 }
@@ -119,16 +139,20 @@ extension RemoteDatabase {
         }
     }
 
-    /// Drops blocks no manifest names, recorded before `cutoffNs` (a replica records a pack's
-    /// blocks as soon as it is in, before the manifests), but for those of a pack an upload still
-    /// runs for (its intent, renewed while it runs); returns how many and their bytes.
+    /// Drops blocks no manifest names, with their places, recorded before `cutoffNs` (a replica
+    /// records a pack's blocks as soon as it is in, before the manifests), but for those with a
+    /// place in a pack an upload still runs for (its intent, renewed while it runs); returns
+    /// how many and their bytes. The block row goes (schema 16), its places with it: a manifest
+    /// naming it meanwhile makes the delete fail on its foreign key, as before.
     package func dropUnnamedBlocks(before cutoffNs: Int64) async throws -> (count: Int, bytes: Int64) {
         try await mapped { [self] in
             let rows = try await client.query("""
-                WITH gone AS (DELETE FROM docfs_blocks b
-                              WHERE b.created_ns < \(cutoffNs)
-                                AND NOT EXISTS (SELECT 1 FROM docfs_manifest_blocks mb WHERE mb.hash = b.hash)
-                                AND NOT EXISTS (SELECT 1 FROM docfs_upload_intents u WHERE u.key = b.pack_key)
+                WITH gone AS (DELETE FROM docfs_block_ids i
+                              WHERE i.created_ns < \(cutoffNs)
+                                AND NOT EXISTS (SELECT 1 FROM docfs_manifest_blocks mb WHERE mb.hash = i.hash)
+                                AND NOT EXISTS (SELECT 1 FROM docfs_blocks p WHERE p.hash = i.hash
+                                                AND (p.created_ns >= \(cutoffNs)
+                                                     OR EXISTS (SELECT 1 FROM docfs_upload_intents u WHERE u.key = p.pack_key)))
                               RETURNING length)
                 SELECT count(*), coalesce(sum(length), 0)::bigint FROM gone
                 """, logger: logger)
@@ -191,16 +215,21 @@ extension RemoteDatabase {
         }
     }
 
-    /// Points blocks at their copies in a new pack (gc's repacking), those still in `from`; each
-    /// was checked against its hash, so a mark of damage goes.
+    /// Points places at their copies in a new pack (gc's repacking), those still in `from`; each
+    /// was checked against its hash, so the reports of damage go.
     package func moveBlocks(_ moved: [StoredBlock], from pack: String) async throws {
         guard !moved.isEmpty else { return }
         try await mapped { [self] in
-            try await client.query("""
-                UPDATE docfs_blocks b SET pack_key = m.p, pack_offset = m.o, damaged_ns = NULL
-                FROM unnest(\(moved.map(\.hash))::text[], \(moved.map(\.pack))::text[], \(moved.map(\.offset))::bigint[]) AS m(h, p, o)
-                WHERE b.hash = m.h AND b.pack_key = \(pack)
-                """, logger: logger)
+            try await client.withTransaction(logger: logger) { conn in
+                try await conn.query("""
+                    DELETE FROM docfs_block_reports r WHERE r.pack_key = \(pack) AND r.hash = ANY(\(moved.map(\.hash)))
+                    """, logger: logger)
+                try await conn.query("""
+                    UPDATE docfs_blocks b SET pack_key = m.p, pack_offset = m.o, damaged_ns = NULL, reports = 0, confirmed = false
+                    FROM unnest(\(moved.map(\.hash))::text[], \(moved.map(\.pack))::text[], \(moved.map(\.offset))::bigint[]) AS m(h, p, o)
+                    WHERE b.hash = m.h AND b.pack_key = \(pack)
+                    """, logger: logger)
+            }
         }
     }
 }

@@ -45,8 +45,10 @@ package struct DamagedVersion: Sendable, Codable, Equatable {
 // Damaged blocks (schema 9, `RemoteSchema+Damage`): a reader marks what it found damaged, the
 // replicas ask which of their files need sending again, the owner's check lists the harm.
 extension RemoteDatabase {
-    /// Marks a block damaged at the place it was read; false when no block is there (moved or
-    /// gone since). Through the server's function: the replica role may not UPDATE blocks.
+    /// Reports the place of a block where it was read as damaged (schema 16: a report flags
+    /// the place; two roles' reports drop it unless it is the block's only one); false when no
+    /// such place is there (moved or gone since). Through the server's function: the replica
+    /// role may not UPDATE blocks.
     @discardableResult
     package func markBlockDamaged(hash: String, pack: String) async throws -> Bool {
         try await mapped { [self] in
@@ -56,7 +58,8 @@ extension RemoteDatabase {
         }
     }
 
-    /// Live items whose current contents name a damaged block, with those blocks.
+    /// Live items whose current contents name a block without a sound place (every place
+    /// flagged: schema 16), with those blocks. A block with a sound place needs nothing sent.
     package func damagedContents() async throws -> [DamagedContent] {
         try await mapped { [self] in
             let rows = try await client.query("""
@@ -64,6 +67,7 @@ extension RemoteDatabase {
                 FROM docfs_blocks b JOIN docfs_manifest_blocks mb ON mb.hash = b.hash
                      JOIN docfs_items i ON i.content_key = mb.key AND NOT i.deleted
                 WHERE b.damaged_ns IS NOT NULL
+                  AND NOT EXISTS (SELECT 1 FROM docfs_blocks s WHERE s.hash = b.hash AND s.damaged_ns IS NULL)
                 GROUP BY i.id, i.content_key ORDER BY i.id
                 """, logger: logger)
             var out: [DamagedContent] = []
@@ -74,7 +78,8 @@ extension RemoteDatabase {
         }
     }
 
-    /// Every block marked damaged.
+    /// Every place flagged damaged (reported by a reader or the owner's check), each with
+    /// whether a manifest names its block.
     package func damagedBlocks() async throws -> [DamagedBlock] {
         try await mapped { [self] in
             let rows = try await client.query("""
@@ -90,17 +95,18 @@ extension RemoteDatabase {
         }
     }
 
-    /// Versions not collected whose manifests name a damaged block, by path.
+    /// Versions not collected whose manifests name a block without a sound place, by path.
     package func damagedVersions() async throws -> [DamagedVersion] {
         try await mapped { [self] in
             let rows = try await client.query("""
+                WITH unsound AS (SELECT b.hash FROM docfs_blocks b GROUP BY b.hash HAVING bool_and(b.damaged_ns IS NOT NULL))
                 SELECT v.item_id, docfs_item_path(v.item_id), v.content_version,
                        i.content_version = v.content_version AND NOT i.deleted, i.deleted, v.content_key,
-                       (SELECT count(DISTINCT mb.hash) FROM docfs_manifest_blocks mb JOIN docfs_blocks b ON b.hash = mb.hash
-                         WHERE mb.key = v.content_key AND b.damaged_ns IS NOT NULL)
+                       (SELECT count(DISTINCT mb.hash) FROM docfs_manifest_blocks mb JOIN unsound u ON u.hash = mb.hash
+                         WHERE mb.key = v.content_key)
                 FROM docfs_versions v JOIN docfs_items i ON i.id = v.item_id
                 WHERE v.collected_ns IS NULL AND v.content_key IN (
-                    SELECT mb.key FROM docfs_manifest_blocks mb JOIN docfs_blocks b ON b.hash = mb.hash WHERE b.damaged_ns IS NOT NULL)
+                    SELECT mb.key FROM docfs_manifest_blocks mb JOIN unsound u ON u.hash = mb.hash)
                 ORDER BY 2, v.content_version
                 """, logger: logger)
             var out: [DamagedVersion] = []
@@ -113,11 +119,29 @@ extension RemoteDatabase {
         }
     }
 
-    /// Clears the mark of a block found sound where it is (the owner's check: a pack mended).
+    /// Clears the reports of a place found sound where it is (the owner's check: a pack
+    /// mended, or a false report).
     package func clearDamage(hash: String, pack: String) async throws {
+        let logger = self.logger
         try await mapped { [self] in
-            try await client.query("UPDATE docfs_blocks SET damaged_ns = NULL WHERE hash = \(hash) AND pack_key = \(pack)",
-                                   logger: logger)
+            try await client.withTransaction(logger: logger) { conn in
+                try await conn.query("DELETE FROM docfs_block_reports WHERE hash = \(hash) AND pack_key = \(pack)", logger: logger)
+                try await conn.query("""
+                    UPDATE docfs_blocks SET damaged_ns = NULL, reports = 0, confirmed = false WHERE hash = \(hash) AND pack_key = \(pack)
+                    """, logger: logger)
+            }
+        }
+    }
+
+    /// The owner's check read this place and found it damaged: it is dropped, unless it is its
+    /// block's only place (then it stays flagged, until a sound place is recorded). False when
+    /// no such place is there.
+    @discardableResult
+    package func confirmDamagedPlace(hash: String, pack: String) async throws -> Bool {
+        try await mapped { [self] in
+            let rows = try await client.query("SELECT docfs_confirm_damaged_place(\(hash), \(pack))", logger: logger)
+            for try await (found) in rows.decode(Bool.self) { return found }
+            return false
         }
     }
 }

@@ -82,8 +82,12 @@
 ///
 /// Version 15 (`RemoteSchema+Bounds.swift`): every argument bounded and checked (the layout's MIME
 /// words the owner's alone, calls and manifests capped), and per-role quotas.
+///
+/// Version 16 (`RemoteSchema+Places.swift`): blocks keep their places. A mark is a report; a
+/// block has one or more places, dropped only when confirmed damaged and never the last; a
+/// place whose length is not its block's is refused.
 package enum RemoteSchema {
-    package static let latest = 15
+    package static let latest = 16
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -208,6 +212,7 @@ package enum RemoteSchema {
         (13, trashedNameStatements),
         (14, guardStatements),
         (15, boundStatements),
+        (16, placeStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the

@@ -13,10 +13,11 @@ import DocFSRemote
 /// reach the file. The block locations are asked for at every call, so a retry after gc moved a
 /// block to a new pack finds it there.
 ///
-/// A block found damaged, or whose pack or range is gone, is reported to the server, which marks
-/// it (schema 9): no upload counts on it any more, so the next upload of its bytes sends them,
-/// and a replica that holds them sends them again (`SyncEngine.healDamagedBlocks`). The reader
-/// still gets EIO.
+/// A block found damaged, or whose pack or range is gone, is reported to the server, which flags
+/// that place (schema 16): a block none of whose places is sound is not counted on by uploads,
+/// so the next upload of its bytes sends them, and a replica that holds them sends them again
+/// (`SyncEngine.healDamagedBlocks`). The read goes on from the block's other places (`places`),
+/// soundest first, each checked the same way; the reader gets EIO only when none holds it.
 struct ContentFetcher: Sendable {
     let server: any ReplicaServer
     let objects: any ObjectStore
@@ -59,13 +60,16 @@ struct ContentFetcher: Sendable {
         return manifest
     }
 
-    private func fetch(_ blocks: [StoredBlock], range: Range<Int64>, intoFileAt path: FilePath,
+    private func fetch(_ manifestBlocks: [StoredBlock], range: Range<Int64>, intoFileAt path: FilePath,
                        progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64 {
+        var blocks = manifestBlocks
         let fd = try FileDescriptor.open(path, .writeOnly, options: [.closeOnExec])
         defer { try? fd.close() }
         var written: Int64 = 0
         var fileOffset: Int64 = 0
         var index = 0
+        // Places found damaged in this read ("hash pack"): another place of the block is tried.
+        var bad: Set<String> = []
         // The first block holding `range`'s start.
         while index < blocks.count, fileOffset + blocks[index].length <= range.lowerBound {
             fileOffset += blocks[index].length
@@ -82,40 +86,67 @@ struct ContentFetcher: Sendable {
                 end += 1
             }
             let first = blocks[index]
-            let bytes: [UInt8]
+            var failed: [StoredBlock] = []
+            var failure = ""
+            var bytes: [UInt8] = []
             do {
                 bytes = try await objects.getObjectBytes(bucket: bucket, key: first.pack,
                                                          range: first.offset...(first.offset + runLength - 1), upTo: Int(runLength))
             } catch let error as S3Error where error.kind == .notFound || error.kind == .invalidRange {
                 // The pack, or the range its blocks are said to be at, is gone from the bucket.
                 await report(blocks[index..<end], "its pack \(first.pack) or its range there is gone (\(error.kind))")
-                throw DownloadVerifier.Mismatch(message: "the pack \(first.pack) or the range of its blocks at \(first.offset) is gone from the bucket")
+                failed = Array(blocks[index..<end])
+                failure = "the pack \(first.pack) or the range of its blocks at \(first.offset) is gone from the bucket"
             }
-            guard Int64(bytes.count) == runLength else {
+            if failed.isEmpty, Int64(bytes.count) != runLength {
                 var whole = Int64(0)
                 let cut = blocks[index..<end].filter { whole += $0.length; return whole > Int64(bytes.count) }
                 await report(cut[...], "its pack \(first.pack) is shorter than its blocks")
-                throw DownloadVerifier.Mismatch(message: "the pack \(first.pack) is shorter than its blocks (\(bytes.count) of \(runLength) bytes at \(first.offset))")
+                failed = cut
+                failure = "the pack \(first.pack) is shorter than its blocks (\(bytes.count) of \(runLength) bytes at \(first.offset))"
             }
-            // Every block of the run checked before a byte is written: all the damaged ones are marked.
-            var at = 0
-            var damaged: [StoredBlock] = []
-            for block in blocks[index..<end] {
-                let length = Int(block.length)
-                let actual = bytes.withUnsafeBytes { BlockHash.of(UnsafeRawBufferPointer(rebasing: $0[at..<at + length])) }
-                if actual != block.hash {
-                    if damaged.isEmpty {
-                        logger.error("sync: block \(block.hash.prefix(12))… in the pack \(block.pack) at \(block.offset) does not match its SHA-256 (\(actual.prefix(12))…): replaced or damaged in the bucket; not used")
+            if failed.isEmpty {
+                // Every block of the run checked before a byte is written: all the damaged ones are marked.
+                var at = 0
+                for block in blocks[index..<end] {
+                    let length = Int(block.length)
+                    let actual = bytes.withUnsafeBytes { BlockHash.of(UnsafeRawBufferPointer(rebasing: $0[at..<at + length])) }
+                    if actual != block.hash {
+                        if failed.isEmpty {
+                            logger.error("sync: block \(block.hash.prefix(12))… in the pack \(block.pack) at \(block.offset) does not match its SHA-256 (\(actual.prefix(12))…): replaced or damaged in the bucket; not used")
+                        }
+                        failed.append(block)
                     }
-                    damaged.append(block)
+                    at += length
                 }
-                at += length
+                if let block = failed.first {
+                    await report(failed[...], "their bytes do not match their SHA-256")
+                    failure = "the pack \(block.pack) does not match the SHA-256 of its block at \(block.offset) (replaced or damaged in the bucket)"
+                }
             }
-            if let block = damaged.first {
-                await report(damaged[...], "their bytes do not match their SHA-256")
-                throw DownloadVerifier.Mismatch(message: "the pack \(block.pack) does not match the SHA-256 of its block at \(block.offset) (replaced or damaged in the bucket)")
+            if !failed.isEmpty {
+                // Another place of each failed block, if the block has one not tried yet: the run
+                // is read again from there (schema 16: a block may have several places).
+                for block in failed { bad.insert("\(block.hash) \(block.pack)") }
+                guard let others = try? await server.places(of: Array(Set(failed.map(\.hash)))) else {
+                    throw DownloadVerifier.Mismatch(message: failure)
+                }
+                var replaced = 0
+                for i in index..<blocks.count where bad.contains("\(blocks[i].hash) \(blocks[i].pack)") {
+                    guard let next = others[blocks[i].hash]?.first(where: {
+                        !bad.contains("\($0.hash) \($0.pack)") && $0.length == blocks[i].length
+                            && ServerRowChecks.block($0, prefix: prefix) == nil
+                    }) else { continue }
+                    blocks[i] = next
+                    replaced += 1
+                }
+                guard replaced > 0, !blocks[index..<end].contains(where: { bad.contains("\($0.hash) \($0.pack)") }) else {
+                    throw DownloadVerifier.Mismatch(message: failure)
+                }
+                logger.notice("sync: read \(replaced) block(s) from another place on the server (\(failure))")
+                continue
             }
-            at = 0
+            var at = 0
             for block in blocks[index..<end] {
                 let length = Int(block.length)
                 // Only what `range` asks for (a stream starting inside a block skips its head).

@@ -33,6 +33,8 @@ package protocol ReplicaServer: OperationApplier {
     func recordPack(_ key: String, size: Int64, blocks: [StoredBlock]) async throws
     func recordManifests(_ manifests: [BlockManifest], donePacks: [String]) async throws -> Set<String>
     func manifest(key: String) async throws -> (size: Int64, blocks: [StoredBlock])?
+    /// Every place of these blocks, soundest first (schema 16: a block may have several).
+    func places(of hashes: [String]) async throws -> [String: [StoredBlock]]
     /// Damaged blocks (schema 9): a reader marks one it found damaged or gone where it read it
     /// (false: no block there now); the live items whose current contents name damaged blocks.
     @discardableResult
