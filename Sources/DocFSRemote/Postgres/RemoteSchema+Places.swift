@@ -43,12 +43,25 @@ extension RemoteSchema {
         END
         $do$
         """,
+        // (Each step may run again: `docfs remote setup` reapplies versions a restored or
+        // hand-edited docfs_schema_migrations no longer lists.)
+        "ALTER TABLE docfs_manifest_blocks DROP CONSTRAINT IF EXISTS docfs_manifest_blocks_block",
         """
         ALTER TABLE docfs_manifest_blocks ADD CONSTRAINT docfs_manifest_blocks_block
             FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash)
         """,
-        "ALTER TABLE docfs_blocks DROP CONSTRAINT IF EXISTS docfs_blocks_pkey",
-        "ALTER TABLE docfs_blocks ADD PRIMARY KEY (hash, pack_key)",
+        """
+        DO $do$
+        BEGIN
+            IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'docfs_blocks'::regclass AND contype = 'p'
+                           AND array_length(conkey, 1) = 2) THEN
+                ALTER TABLE docfs_blocks DROP CONSTRAINT IF EXISTS docfs_blocks_pkey;
+                ALTER TABLE docfs_blocks ADD PRIMARY KEY (hash, pack_key);
+            END IF;
+        END
+        $do$
+        """,
+        "ALTER TABLE docfs_blocks DROP CONSTRAINT IF EXISTS docfs_blocks_block",
         """
         ALTER TABLE docfs_blocks ADD CONSTRAINT docfs_blocks_block
             FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash) ON DELETE CASCADE
@@ -57,7 +70,7 @@ extension RemoteSchema {
         "ALTER TABLE docfs_blocks ADD COLUMN IF NOT EXISTS reports integer NOT NULL DEFAULT 0",
         "ALTER TABLE docfs_blocks ADD COLUMN IF NOT EXISTS confirmed boolean NOT NULL DEFAULT false",
         // A mark before this version: one report, by nobody known.
-        "UPDATE docfs_blocks SET reports = 1 WHERE damaged_ns IS NOT NULL",
+        "UPDATE docfs_blocks SET reports = 1 WHERE damaged_ns IS NOT NULL AND reports = 0",
         """
         CREATE TABLE IF NOT EXISTS docfs_block_reports (
             hash        text NOT NULL,
