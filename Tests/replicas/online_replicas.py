@@ -551,9 +551,10 @@ class Round:
         self.gc_ended(wait=300)
 
 
-def wait_for_quiet(mounts, timeout=300):
-    """Nothing to send or apply on any mount, and nothing set aside."""
-    return shared_wait_for_quiet(mounts, timeout, fields=("pending", "incoming", "setAside"))
+def wait_for_quiet(mounts, database, timeout=300):
+    """Nothing to send or apply on any mount, nothing set aside, and every anchor at the server's
+    last position."""
+    return shared_wait_for_quiet(mounts, timeout, fields=("pending", "incoming", "setAside"), database=database)
 
 
 def server_contents(database, bucket):
@@ -614,7 +615,7 @@ def heal(replicas, server):
     else:
         raise AssertionError("damaged blocks of current versions not sent again in 180 s (item hash): %s\ncheck: %s\n%s"
                              % (named, first, holders(replicas, server, [n.split(" ")[0] for n in named])))
-    wait_for_quiet([r.mnt for r in replicas])
+    wait_for_quiet([r.mnt for r in replicas], server.database)
     second = check_once()
     current = [v for v in second.get("versions", []) if v.get("current")]
     if current:
@@ -835,7 +836,7 @@ def one_seed(seed):
                     rnd.step()
                     time.sleep(rng.uniform(0, 0.05))  # the point: operations spaced so the syncs interleave with them
                 rnd.settle()
-                wait_for_quiet([r.mnt for r in replicas])
+                wait_for_quiet([r.mnt for r in replicas], server.database)
                 if rnd.damaged:
                     found, left = heal(replicas, server)
                     healed = "; check found %d damaged block(s), %d left after the heal (older versions only)" % (found, left)

@@ -82,23 +82,34 @@ def status(mnt):
         return None
 
 
-def wait_for_quiet(mounts, timeout=240, fields=("pending", "incoming")):
+def wait_for_quiet(mounts, timeout=240, fields=("pending", "incoming"), database=None):
     """Waits, with a deadline, until every mount's status shows 0 for `fields` three times in a
     row half a second apart: the spacing is the point (a sync between two looks would otherwise
-    pass for quiet)."""
+    pass for quiet). With `database`, each mount's anchor must also have reached the server's
+    last change-log position: a replica whose connection died with PostgreSQL's restart does not
+    know yet what it has to apply (its status says 0 to apply until its next catch-up answers)."""
     deadline = time.monotonic() + timeout
     quiet = 0
     last = None
     while time.monotonic() < deadline:
+        head = server_head(database) if database else None
         last = [status(m) for m in mounts]
-        if all(s is not None and all(s.get(f, 0) == 0 for f in fields) for s in last):
+        if all(s is not None and all(s.get(f, 0) == 0 for f in fields) and (head is None or s.get("anchor", 0) >= head)
+               for s in last):
             quiet += 1
             if quiet >= 3:
                 return
         else:
             quiet = 0
         time.sleep(0.5)  # the spacing between looks (see above), within the deadline
-    raise AssertionError("the replicas did not settle in %d s: %s" % (timeout, last))
+    raise AssertionError("the replicas did not settle in %d s (server's last position %s): %s" % (timeout, head, last))
+
+
+def server_head(database):
+    """The server's last change-log position (0: none yet)."""
+    out = run([PSQL, "-X", "-q", "-A", "-t", "-d", database_url(database), "-c",
+               "SELECT coalesce(max(position), 0) FROM docfs_changes"]).stdout.strip()
+    return int(out or 0)
 
 
 def linked(root):
@@ -337,7 +348,7 @@ def one_seed(seed):
                 run(SERVERS[:1] + ["pg-start"] + SERVERS[1:])
             written = [t for r in replicas for t in r.tokens.values()]
             try:
-                wait_for_quiet(mounts)
+                wait_for_quiet(mounts, database=database)
                 entries = check_phase(replicas, written)
             except AssertionError as e:
                 keep = ENV.get("REPLICA_MODEL_KEEP_LOGS")
