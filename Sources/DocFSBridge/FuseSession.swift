@@ -52,7 +52,7 @@ package final class FuseSession {
         mounted = true
         bridge.passthrough.deviceFD.store(fuse_session_fd(session), ordering: .relaxed)
         // The same descriptor, read and written through InitNegotiation (see there for why). Only
-        // a speed-up: if libfuse refused, its own read/writev serve as before.
+        // a speed-up: if libfuse refused, its own read/writev serve.
         var io = InitNegotiation.customIO()
         if fuse_session_custom_io(session, &io, fuse_session_fd(session)) == 0 {
             bridge.ring?.attach(session: session, fd: fuse_session_fd(session))

@@ -21,7 +21,7 @@ import Synchronization
 /// in place (writes through a mapping after the last close are lost with the staged file;
 /// through the daemon they would come as write requests). Attributes
 /// are the staged file's fstat, as for any file open for writing. Not passthrough, through the
-/// daemon as before: a new file (create: small files stay in memory and go into segments) and any
+/// daemon: a new file (create: small files stay in memory and go into segments) and any
 /// open while the file has a handle the daemon serves. Set-user/group-ID bits a write must clear
 /// are cleared at the open of a passthrough writer (the kernel clears them on the staged file,
 /// not on the item, and the daemon sees no write).

@@ -12,7 +12,7 @@ import Synchronization
 /// How, on top of libfuse 3.14 (which knows nothing of it):
 /// - INIT: the custom read (`InitNegotiation.customIO`) shows this the INIT request; if the kernel
 ///   offers FUSE_OVER_IO_URING (flags2), the INIT reply asks for it. Without the offer (the module
-///   parameter is N) one log line says so and /dev/fuse serves as before.
+///   parameter is N) one log line says so and /dev/fuse serves.
 /// - Once the INIT reply is written, one `RingQueue` per possible CPU (the kernel's queue count)
 ///   registers its entries, each on a thread of its own. The kernel holds back every request until
 ///   all queues have an entry, then sends requests through the ring.

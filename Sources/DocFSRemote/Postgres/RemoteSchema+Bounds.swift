@@ -10,7 +10,7 @@ import Foundation
 ///   are content-type identifiers, none of the abstract words every item conforms to. What a
 ///   replica wrote there before is dropped: the owner's next setup writes it again.
 /// - `docfs_apply(ops)`: at most 1024 operations, 32768 tags and 16 MiB of JSON per call, then
-///   the call as before (`docfs_apply_unbounded`, which no replica may call itself).
+///   the call itself (`docfs_apply_unbounded`, which no replica may call directly).
 /// - A manifest lists at most 4,194,304 blocks, one block per 64 KiB of its size (plus 16), and
 ///   one hash at most 262,144 times (a checked trigger on `docfs_manifest_blocks`, whoever
 ///   records it).

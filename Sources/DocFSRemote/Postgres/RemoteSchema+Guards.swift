@@ -9,7 +9,7 @@
 ///   (`SELECT … FOR UPDATE` needs UPDATE on it): `docfs_apply`, `docfs_set_layout` and gc's trims
 ///   take it; gc's run holds another row of it; migrations lock `docfs_schema_migrations`. No
 ///   advisory key decides anything a replica could take itself. Change-log positions commit in
-///   increasing order as before (one writer appends at a time).
+///   increasing order (one writer appends at a time).
 /// - Each replica role gets a connection limit and `statement_timeout`, `lock_timeout`,
 ///   `idle_in_transaction_session_timeout` in this database (unless the owner set its own): a
 ///   session that holds the writers' lock (a call inside a transaction left open) or another lock

@@ -60,9 +60,9 @@ package struct OutboxEntry: Sendable, Equatable {
 /// What an entry carries besides its place: a create's new item (`kind`, `newItem`), the changed
 /// attributes of an attributes change (nil: unchanged), and a content change's versions.
 ///
-/// Stored as JSON with flat keys (the `Codable` extension below), the form every docfs has
-/// written: a create's attributes sit under the same keys as an attributes change's, so that
-/// entries already in a store's outbox, and SQL that edits them (`json_set`), read as before.
+/// Stored as JSON with flat keys (the `Codable` extension below): a create's attributes sit under
+/// the same keys as an attributes change's, so that the entries stores keep in their outbox, and
+/// SQL that edits them (`json_set`), read one way whatever their kind.
 package struct OutboxDetails: Sendable, Equatable {
     /// Create: the new item's kind.
     package var kind: ItemKind?

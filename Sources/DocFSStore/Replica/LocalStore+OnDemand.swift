@@ -8,7 +8,7 @@ import GRDB
 // A replica's contents on demand, the store's side: the provider's on-demand actions go to the
 // handler the replica hands over (DocFSReplica's `ContentsOnDemand`, which decides what to
 // download, evict and keep); the store answers with mechanics: a file's snapshot, a download's
-// staging file, placing it, evicting rows and pinning them, each in one transaction as before.
+// staging file, placing it, evicting rows and pinning them, each in one transaction.
 extension LocalStore {
     /// Set once when the replica is opened (the sync engine's `ContentsOnDemand`), before any
     /// FUSE op; ignored for a store without a server.
