@@ -71,8 +71,9 @@ final class ServerSetupMountTests: ReplicaTestCase {
         assertRefusedToReplica(url, "SELECT docfs_mark_block_damaged('ABC', \(nowhere))", "not a block hash")
         assertRefusedToReplica(url, "SELECT docfs_mark_block_damaged(repeat('a', 64), 'elsewhere/packs/00000000-0000-0000-0000-000000000000')",
                                "not a pack of this tree")
+        // (Gone since schema 16: it let a marked block take another place.)
         assertRefusedToReplica(url, "SELECT docfs_record_blocks(ARRAY[repeat('b', 64)], ARRAY[\(nowhere)], ARRAY[0::bigint], ARRAY[1::bigint])",
-                               "permission denied")
+                               "does not exist")
         assertRefusedToReplica(url, "SELECT docfs_record_pack('\(r.prefix)/objects/x', 1, ARRAY[repeat('b', 64)], ARRAY[0::bigint], ARRAY[1::bigint])",
                                "not a pack of this tree")
         XCTAssertEqual(try asReplica(url, "SELECT docfs_mark_block_damaged(repeat('a', 64), \(nowhere))").first?.first, "f",

@@ -43,21 +43,32 @@ extension RemoteSchema {
         END
         $do$
         """,
+        // Each step once (a set-up run again over a schema whose record of versions was lost).
         """
-        ALTER TABLE docfs_manifest_blocks ADD CONSTRAINT docfs_manifest_blocks_block
-            FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash)
-        """,
-        "ALTER TABLE docfs_blocks DROP CONSTRAINT IF EXISTS docfs_blocks_pkey",
-        "ALTER TABLE docfs_blocks ADD PRIMARY KEY (hash, pack_key)",
-        """
-        ALTER TABLE docfs_blocks ADD CONSTRAINT docfs_blocks_block
-            FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash) ON DELETE CASCADE
+        DO $do$
+        BEGIN
+            IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'docfs_manifest_blocks_block'
+                           AND conrelid = 'docfs_manifest_blocks'::regclass) THEN
+                ALTER TABLE docfs_manifest_blocks ADD CONSTRAINT docfs_manifest_blocks_block
+                    FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash);
+            END IF;
+            IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'docfs_blocks'::regclass AND contype = 'p'
+                           AND cardinality(conkey) = 2) THEN
+                ALTER TABLE docfs_blocks DROP CONSTRAINT IF EXISTS docfs_blocks_pkey;
+                ALTER TABLE docfs_blocks ADD PRIMARY KEY (hash, pack_key);
+            END IF;
+            IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'docfs_blocks_block' AND conrelid = 'docfs_blocks'::regclass) THEN
+                ALTER TABLE docfs_blocks ADD CONSTRAINT docfs_blocks_block
+                    FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash) ON DELETE CASCADE;
+            END IF;
+        END
+        $do$
         """,
         "ALTER TABLE docfs_blocks ADD COLUMN IF NOT EXISTS role text",
         "ALTER TABLE docfs_blocks ADD COLUMN IF NOT EXISTS reports integer NOT NULL DEFAULT 0",
         "ALTER TABLE docfs_blocks ADD COLUMN IF NOT EXISTS confirmed boolean NOT NULL DEFAULT false",
         // A mark before this version: one report, by nobody known.
-        "UPDATE docfs_blocks SET reports = 1 WHERE damaged_ns IS NOT NULL",
+        "UPDATE docfs_blocks SET reports = 1 WHERE damaged_ns IS NOT NULL AND reports = 0",
         """
         CREATE TABLE IF NOT EXISTS docfs_block_reports (
             hash        text NOT NULL,
@@ -70,6 +81,66 @@ extension RemoteSchema {
         """,
         // The record of schema 9, for replicas before 11, replaced places: gone.
         "DROP FUNCTION IF EXISTS docfs_record_blocks(text[], text[], bigint[], bigint[])",
+        // Packs under the folder of the role that writes them (PREFIX/packs/<role>/<uuid>); the
+        // flat folder is the owner's (gc's rewritten packs, and packs written before).
+        """
+        CREATE OR REPLACE FUNCTION docfs_pack_key_ok(p_pack text) RETURNS boolean LANGUAGE plpgsql STABLE
+        SET search_path = pg_catalog, public, pg_temp AS $fn$
+        DECLARE
+            folder text;
+        BEGIN
+            IF p_pack IS NULL THEN RETURN false; END IF;
+            SELECT m.value INTO folder FROM docfs_meta m WHERE m.key = 'packs_folder';
+            IF folder IS NULL THEN
+                RETURN p_pack ~ '(^|/)packs/([A-Za-z0-9_.-]{1,63}/)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                   AND p_pack !~ '/packs/\\.\\.?/';
+            END IF;
+            RETURN left(p_pack, length(folder)) = folder
+               AND substr(p_pack, length(folder) + 1) ~ '^([A-Za-z0-9_.-]{1,63}/)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+               AND substr(p_pack, length(folder) + 1) !~ '^\\.\\.?/';
+        END
+        $fn$
+        """,
+        // Whether the calling role may write this pack: one under its own folder, or the owner
+        // (the definer functions' role) one in the flat folder. Called from definer functions.
+        """
+        CREATE OR REPLACE FUNCTION docfs_pack_is_callers(p_pack text) RETURNS boolean LANGUAGE plpgsql STABLE
+        SET search_path = pg_catalog, public, pg_temp AS $fn$
+        DECLARE
+            rest text := substring(p_pack from '/packs/(.*)$');
+        BEGIN
+            IF rest IS NULL THEN RETURN false; END IF;
+            IF position('/' IN rest) = 0 THEN RETURN session_user = current_user; END IF;
+            RETURN split_part(rest, '/', 1) = session_user;
+        END
+        $fn$
+        """,
+        """
+        CREATE OR REPLACE FUNCTION docfs_record_intents(p_keys text[]) RETURNS void LANGUAGE plpgsql
+        SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $fn$
+        DECLARE
+            bad text;
+        BEGIN
+            IF coalesce(cardinality(p_keys), 0) > 10000 THEN
+                RAISE EXCEPTION 'at most 10000 intents at once' USING ERRCODE = 'DF014';
+            END IF;
+            SELECT k INTO bad FROM unnest(p_keys) k WHERE NOT (docfs_pack_key_ok(k) OR docfs_manifest_key_ok(k)) LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'not a pack or manifest of this tree: %', left(coalesce(bad, 'NULL'), 300) USING ERRCODE = 'DF014';
+            END IF;
+            SELECT k INTO bad FROM unnest(p_keys) k WHERE docfs_pack_key_ok(k) AND NOT docfs_pack_is_callers(k) LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'the pack % is not under this replica''s folder (packs/%/)', left(bad, 300), session_user
+                    USING ERRCODE = 'DF014';
+            END IF;
+            IF EXISTS (SELECT 1 FROM docfs_upload_intents u WHERE u.key = ANY(p_keys) AND u.role IS DISTINCT FROM session_user) THEN
+                RAISE EXCEPTION 'an intent of another replica' USING ERRCODE = 'DF003';
+            END IF;
+            INSERT INTO docfs_upload_intents (key, created_ns, role) SELECT DISTINCT k, docfs_now(), session_user FROM unnest(p_keys) k
+            ON CONFLICT (key) DO UPDATE SET created_ns = excluded.created_ns;
+        END
+        $fn$
+        """,
         // Every place is a place of its block: the block is made by its first place, and a
         // place of another length is refused (a block's identity is its hash and its length).
         """
@@ -149,6 +220,10 @@ extension RemoteSchema {
         BEGIN
             IF NOT docfs_pack_key_ok(p_pack) THEN
                 RAISE EXCEPTION 'not a pack of this tree: %', left(coalesce(p_pack, 'NULL'), 300) USING ERRCODE = 'DF014';
+            END IF;
+            IF NOT docfs_pack_is_callers(p_pack) THEN
+                RAISE EXCEPTION 'the pack % is not under this replica''s folder (packs/%/)', left(p_pack, 300), session_user
+                    USING ERRCODE = 'DF014';
             END IF;
             -- Under this replica's live intent: gc may have taken a pack whose intent expired.
             PERFORM 1 FROM docfs_upload_intents u WHERE u.key = p_pack AND u.role IS NOT DISTINCT FROM session_user FOR KEY SHARE;
@@ -283,6 +358,9 @@ extension RemoteSchema {
         $fn$
         """,
         "REVOKE ALL ON FUNCTION docfs_block_place() FROM PUBLIC",
+        "REVOKE ALL ON FUNCTION docfs_pack_key_ok(text) FROM PUBLIC",
+        "REVOKE ALL ON FUNCTION docfs_pack_is_callers(text) FROM PUBLIC",
+        "REVOKE ALL ON FUNCTION docfs_record_intents(text[]) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_confirm_damaged_place(text, text) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_mark_block_damaged(text, text) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_record_pack(text, bigint, text[], bigint[], bigint[]) FROM PUBLIC",
