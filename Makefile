@@ -110,7 +110,7 @@ test: deps clean-mounts
 	$(MAKE) --no-print-directory test-io-uring-if-offered
 
 # The mounted tests once more with every mount over FUSE over io_uring (`-o io_uring`,
-# DOCFS_TEST_IO_URING=1 in MountFixture; docfs's default where the kernel offers it). The fuse module's enable_uring is set to Y for the run
+# DOCFS_TEST_IO_URING=1 in MountFixture; off by default in docfs). The fuse module's enable_uring is set to Y for the run
 # and put back as it was, pass or fail (as root; without the parameter the target says so and stops).
 IO_URING_PARAM = /sys/module/fuse/parameters/enable_uring
 IO_URING_TEST_FILTER ?= DocFSMountTests

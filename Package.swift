@@ -119,6 +119,7 @@ let package = Package(
         // `make bench-scale`: builds a big store through the store's own API (never part of the tests).
         .executableTarget(name: "docfs-scale", dependencies: [
             "DocFSStore",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "DocFSProviderTests", dependencies: ["DocFSProvider"]),
@@ -134,7 +135,7 @@ let package = Package(
         ]),
         // The sync engine against an in-memory server and object store (no PostgreSQL, no S3).
         .testTarget(name: "DocFSReplicaTests", dependencies: [
-            "DocFSReplica", "DocFSStore", "DocFSRemote", "DocFSProvider",
+            "DocFSReplica", "DocFSStore", "DocFSRemote", "DocFSProvider", "DocFSTesting",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "SystemPackage", package: "swift-system"),
             .product(name: "Crypto", package: "swift-crypto"),

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <stdint.h>
 #include <sys/uio.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 
 // FUSE_OVER_IO_URING is bit 41 of the INIT flags: bit 9 of flags2, which the kernel reads only
 // when FUSE_INIT_EXT (bit 30 of flags) is set.
@@ -100,4 +102,13 @@ static inline unsigned docfs_uring_reap(struct io_uring *ring, uint64_t *data, i
     }
     io_uring_cq_advance(ring, n);
     return n;
+}
+
+/// Pins the calling thread to one CPU (sched_setaffinity through the raw system call, which
+/// Swift's Glibc module does not declare). 0, or -1 with errno (a CPU that is offline).
+static inline int docfs_pin_thread_to_cpu(unsigned cpu) {
+    unsigned long mask[16] = {0};
+    if (cpu >= sizeof(mask) * 8) return -1;
+    mask[cpu / (8 * sizeof(unsigned long))] |= 1ul << (cpu % (8 * sizeof(unsigned long)));
+    return (int)syscall(SYS_sched_setaffinity, 0, sizeof(mask), mask);
 }

@@ -14,8 +14,9 @@ import Synchronization
 public struct MountOptions: Sendable {
     /// The kernel cache and the bridge's own knobs (timeouts, trash, xattrs, read-ahead).
     public var bridge = BridgeOptions()
-    /// libfuse / mount(8) options such as `allow_other`, `ro`, `noexec`. `auto_unmount` is
-    /// always added: a process that dies leaves no dead mountpoint.
+    /// libfuse / mount(8) options such as `allow_other`, `ro`, `noexec`. `auto_unmount` and
+    /// `nosuid` are added (a process that dies leaves no dead mountpoint) unless `suid` is given:
+    /// that mount is made by libfuse itself (as root), which auto_unmount does not allow.
     public var fuseOptions: [String] = []
     /// What `mount` and `df` show as the source (`fsname=`).
     public var sourceName = "docfs"
@@ -69,7 +70,12 @@ public final class ProviderMount: @unchecked Sendable {
         }
         bridge = Bridge(provider: provider, logger: logger, options: bridgeOptions)
         let fsname = options.sourceName.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ",", with: "\\,")
-        let fuse = ["fsname=\(fsname)", "subtype=docfs", "auto_unmount"] + options.fuseOptions.filter { $0 != "auto_unmount" }
+        // nosuid unless asked for explicitly: set-ID bits may come from other machines
+        // (docs/REMOTE.md). libfuse passes no `suid` on to fusermount3, which auto_unmount needs,
+        // so an explicit `suid` is a mount libfuse makes itself (root only), without auto_unmount.
+        let suid = options.fuseOptions.contains("suid")
+        let fuse = ["fsname=\(fsname)", "subtype=docfs"] + (suid ? [] : ["auto_unmount", "nosuid"])
+            + options.fuseOptions.filter { $0 != "auto_unmount" }
         session = try FuseSession(bridge: bridge, mountpoint: mountpoint, options: fuse)
         if options.signals { signalHandlers = session.installSignalHandlers() }
         try session.mount()

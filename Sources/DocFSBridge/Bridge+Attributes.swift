@@ -141,8 +141,9 @@ extension Bridge {
             var st = try await applyAttributes(ino, attr, toSet, handle, caller, narrowed: &narrowed)
             d.attr(&st, timeout: hasSession(ino) ? 0 : options.attrTimeout)
             // A folder some caller may no longer search: the kernel forgets the names it cached
-            // below it, from this thread right after the reply (the kernel held the folder locked
-            // until then), so that the next walk through it is checked.
+            // below it, right after the reply (the kernel held the folder locked until then), so
+            // that the next walk through it is checked: from this thread over /dev/fuse, from the
+            // notifier's queue over io_uring (see forgetNamesBelow).
             if let narrowed { forgetNamesBelow(narrowed, ino: ino) }
         }
     }

@@ -34,8 +34,15 @@ extension Bridge {
     /// A folder that some caller may no longer search: the kernel drops the names it cached
     /// below it, so the next walk through it asks (and is checked) again.
     /// Call only after the request that changed the folder was answered (see KernelNotifier).
+    /// Over io_uring they go out from the notifier's queue instead: `inval_entry` waits for the
+    /// folder's lock, which a lookup or create in it may hold while it waits, unserved, behind a
+    /// queue's thread (a chmod loop beside creates hung so when this thread was that queue's).
     func forgetNamesBelow(_ folder: Item, ino: UInt64) {
         guard let children = try? provider.enumerateItems(in: folder.identifier) else { return }
+        if ring != nil {
+            for child in children { notifier.invalidateEntry(parent: ino, name: child.filename) }
+            return
+        }
         for child in children { notifier.invalidateEntryNow(parent: ino, name: child.filename) }
     }
 }

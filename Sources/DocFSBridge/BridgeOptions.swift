@@ -51,10 +51,10 @@ public struct BridgeOptions: Sendable {
     /// which ext4 never does.
     public var passthrough: Bool = false
     /// Serve requests through FUSE over io_uring where the kernel offers it (`RingTransport`;
-    /// `-o no_io_uring` turns it off). On by default: it measured faster on every workload but
-    /// one, which was within its noise (docs/PERFORMANCE.md). The kernel offers it only once
-    /// root has set the fuse module's `enable_uring`.
-    public var ioUring: Bool = true
+    /// `-o io_uring` turns it on). Off by default: on a quiet machine it measured slower than
+    /// `/dev/fuse` on 14 of 15 fsbench metrics (issue 50; docs/PERFORMANCE.md). The kernel
+    /// offers it only once root has set the fuse module's `enable_uring`.
+    public var ioUring: Bool = false
     /// Whether `-o io_uring` was given: then a kernel that does not offer the ring is reported
     /// with a notice, else at debug level (most kernels do not, by default).
     public var ioUringAsked: Bool = false

@@ -15,19 +15,23 @@ final class KernelNotifier: @unchecked Sendable {
     /// Set once the session exists, before requests are served.
     func attach(_ session: OpaquePointer) { lock.withLock { _ in self.session = session } }
 
-    /// Waits for queued notifications and stops sending (before the session is destroyed).
+    /// Stops sending and waits for the notification in flight (before the session is destroyed).
     func detach() {
-        queue.sync {}
         lock.withLock { _ in session = nil }
+        queue.sync {}
     }
+
+    /// The session for the notification queue, read under the lock but used outside it: an
+    /// entry invalidation may wait for a folder's lock, and a request thread must not then wait
+    /// for this lock to drop attributes (over io_uring that request may be what the folder's
+    /// holder waits behind). `detach` waits for the queue, so the session outlives the call.
+    private var queuedSession: OpaquePointer? { lock.withLock { _ in session } }
 
     /// The kernel forgets `name` under `parent` (its dentry, positive or negative).
     func invalidateEntry(parent: UInt64, name: String) {
         queue.async { [self] in
-            lock.withLock { _ in
-                guard let session else { return }
-                _ = fuse_lowlevel_notify_inval_entry(session, parent, name, name.utf8.count)
-            }
+            guard let session = queuedSession else { return }
+            _ = fuse_lowlevel_notify_inval_entry(session, parent, name, name.utf8.count)
         }
     }
 
@@ -59,10 +63,8 @@ final class KernelNotifier: @unchecked Sendable {
     /// The kernel drops the cached pages and attributes of `ino`.
     func invalidateContents(ino: UInt64) {
         queue.async { [self] in
-            lock.withLock { _ in
-                guard let session else { return }
-                _ = fuse_lowlevel_notify_inval_inode(session, ino, 0, 0)
-            }
+            guard let session = queuedSession else { return }
+            _ = fuse_lowlevel_notify_inval_inode(session, ino, 0, 0)
         }
     }
 }

@@ -22,6 +22,8 @@ final class RingQueue: @unchecked Sendable {
     private static let headerSize = MemoryLayout<docfs_fuse_uring_req_header>.size
     /// user_data of the eventfd read that wakes the thread (entries use their index).
     private static let wakeTag = UInt64.max
+    /// user_data of the deliberately refused REGISTER (`refuseRegistration`).
+    private static let refuseTag = UInt64.max - 1
 
     private var ring = io_uring()
     private let eventFD: Int32
@@ -92,18 +94,35 @@ final class RingQueue: @unchecked Sendable {
 
     // MARK: The thread
 
-    func start() {
+    /// Starts the thread; `failing` (a fault hook for tests) makes it fail as if it could not.
+    func start(failing: Bool = false) {
         let box = Unmanaged.passRetained(self).toOpaque()
         var tid = pthread_t()
-        let rc = pthread_create(&tid, nil, { arg in
+        let rc = failing ? EAGAIN : pthread_create(&tid, nil, { arg in
             let queue = Unmanaged<RingQueue>.fromOpaque(arg!).takeRetainedValue()
             queue.run()
             return nil
         }, box)
         if rc == 0 { thread = tid } else {
             Unmanaged<RingQueue>.fromOpaque(box).release()
-            transport.queueFailed(qid, "pthread_create failed: \(String(cString: strerror(rc)))")
+            transport.queueCouldNotStart(self, "pthread_create failed: \(String(cString: strerror(rc)))")
         }
+    }
+
+    /// A REGISTER the kernel must refuse (a queue id no CPU has), sent from the calling thread
+    /// on this queue's ring while its own thread does not run: a refused registration turns the
+    /// ring off for the connection and the kernel serves through /dev/fuse, where it would
+    /// otherwise hold every request until this queue had an entry. The kernel's answer, or nil
+    /// when it could not be sent.
+    func refuseRegistration() -> Int32? {
+        guard docfs_uring_prep_fuse_cmd(&ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_REGISTER), UInt16.max, 0,
+                                        iovecs, Self.refuseTag) == 0 else { return nil }
+        guard docfs_uring_submit_and_wait(&ring, 1) >= 0 else { return nil }
+        var tag: UInt64 = 0, res: Int32 = 0
+        while docfs_uring_reap(&ring, &tag, &res, 1) == 1 {
+            if tag == Self.refuseTag { return res }
+        }
+        return nil
     }
 
     /// Asks the thread to end (at its next wake-up) and waits for it.
@@ -121,6 +140,7 @@ final class RingQueue: @unchecked Sendable {
 
     private func run() {
         threadID.store(UInt(pthread_self()), ordering: .relaxed)
+        pinToCPU()
         let entries = headers.count
         for i in 0..<entries {
             _ = docfs_uring_prep_fuse_cmd(&ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_REGISTER), qid, 0,
@@ -130,7 +150,7 @@ final class RingQueue: @unchecked Sendable {
         // Registered once submitted: a refusal comes back as a completion with an error.
         let submitted = docfs_uring_submit_and_wait(&ring, 0)
         guard submitted >= 0 else {
-            transport.queueFailed(qid, "io_uring_enter failed: \(String(cString: strerror(-submitted)))")
+            transport.queueCouldNotStart(self, "io_uring_enter failed: \(String(cString: strerror(-submitted)))")
             transport.queueEnded(qid)
             return
         }
@@ -142,6 +162,11 @@ final class RingQueue: @unchecked Sendable {
         defer { tags.deallocate(); results.deallocate() }
         var pending: [Int] = []
         pending.reserveCapacity(entries)
+        // Entries the kernel refused (not the connection's end): with none left, this CPU's
+        // requests would wait for ever.
+        var refused = 0
+        // Fault hook for tests only: this queue's first completed request counts as refused.
+        let loseEntries = getenv("DOCFS_TEST_RING_ENTRIES_LOST").flatMap { UInt16(String(cString: $0)) } == qid
         while live > 0 {
             let rc = docfs_uring_submit_and_wait(&ring, 1)
             if rc < 0, rc != -EINTR, rc != -EAGAIN, rc != -EBUSY {
@@ -158,11 +183,17 @@ final class RingQueue: @unchecked Sendable {
                     continue
                 }
                 let index = Int(tag)
+                if loseEntries, res >= 0 {
+                    // Lost as the kernel would lose it: never answered by this queue again.
+                    live -= 1; refused += 1
+                    continue
+                }
                 if res < 0 {
                     // ENOTCONN/ECANCELED: the connection ends; anything else: the kernel refused
                     // the entry (a refused registration turns the ring off for the connection).
                     live -= 1
                     if res != -ENOTCONN, res != -ECANCELED {
+                        refused += 1
                         transport.queueFailed(qid, "the kernel refused ring entry \(index): \(String(cString: strerror(-res)))")
                     }
                     continue
@@ -175,6 +206,10 @@ final class RingQueue: @unchecked Sendable {
             ready.withLock { swap(&pending, &$0) }
             for index in pending { prepCommit(index) }
             pending.removeAll(keepingCapacity: true)
+            if live == 0, refused > 0, !stopping.load(ordering: .relaxed) {
+                transport.queueLostItsEntries(qid)
+                break
+            }
         }
         transport.queueEnded(qid)
     }
@@ -207,6 +242,13 @@ final class RingQueue: @unchecked Sendable {
         buf.size = length
         buf.mem = start
         fuse_session_process_buf(session, &buf)
+    }
+
+    /// The kernel puts a request in the queue of the CPU its caller runs on: serving it on the
+    /// same CPU keeps the caller's data in that CPU's cache and saves a cross-CPU wake-up. A CPU
+    /// that is possible but offline refuses the mask; the thread then runs anywhere.
+    private func pinToCPU() {
+        _ = docfs_pin_thread_to_cpu(UInt32(qid))
     }
 
     var isCurrentThread: Bool { threadID.load(ordering: .relaxed) == UInt(pthread_self()) }

@@ -31,6 +31,8 @@ final class RingTransport: @unchecked Sendable {
     private let offered = Atomic<Bool>(false)
     /// Whether replies may belong to ring entries (set before the first registration).
     private let serving = Atomic<Bool>(false)
+    /// Replies being copied into an entry (`reply`): `stop` frees the buffers only once none is.
+    private let completing = Atomic<Int>(0)
     /// Requests handed to libfuse from the ring, for the log line at the end and tests.
     let served = Atomic<Int>(0)
     private let lock = Mutex<Void>(())
@@ -137,7 +139,9 @@ final class RingTransport: @unchecked Sendable {
         guard !made.isEmpty else { return }
         serving.store(true, ordering: .releasing)
         log.info("io_uring: registering \(made.count) queues of \(entriesPerQueue) entries (payload \(payloadSize >> 10) KiB each)")
-        for q in made { q.start() }
+        // Fault hook for tests only: DOCFS_TEST_RING_QUEUE_FAILS=QID makes that queue fail to start.
+        let failing = getenv("DOCFS_TEST_RING_QUEUE_FAILS").flatMap { UInt16(String(cString: $0)) }
+        for q in made { q.start(failing: q.qid == failing) }
     }
 
     // MARK: Requests and replies
@@ -152,7 +156,11 @@ final class RingTransport: @unchecked Sendable {
     /// the bytes taken are returned); nil: write it to /dev/fuse.
     @inline(__always)
     func reply(_ iov: UnsafeMutablePointer<iovec>, count: Int32) -> Int? {
-        guard serving.load(ordering: .acquiring), count >= 1, let header = iov[0].iov_base,
+        // Counted before `serving` is read, as `stop` clears it before waiting for the count:
+        // a reply that saw the ring serving finishes with its entry before the buffers go.
+        completing.add(1, ordering: .sequentiallyConsistent)
+        defer { completing.subtract(1, ordering: .sequentiallyConsistent) }
+        guard serving.load(ordering: .sequentiallyConsistent), count >= 1, let header = iov[0].iov_base,
               iov[0].iov_len >= MemoryLayout<fuse_out_header>.size else { return nil }
         let unique = header.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
         guard unique != 0 else {
@@ -180,6 +188,27 @@ final class RingTransport: @unchecked Sendable {
         log.debug("io_uring: queue \(qid) registered")
     }
 
+    /// A queue that never registered: the kernel would hold every request until it had, so a
+    /// registration it must refuse turns the ring off and /dev/fuse serves (one log line).
+    func queueCouldNotStart(_ queue: RingQueue, _ reason: String) {
+        if let res = queue.refuseRegistration(), res < 0 {
+            log.warning("io_uring: queue \(queue.qid) could not start (\(reason)); serving through /dev/fuse")
+        } else {
+            // Nothing else turns the ring off: requests of this CPU would wait for ever.
+            // As queueLostItsEntries: fuse_session_exit alone would leave the loop's read waiting.
+            log.critical("io_uring: queue \(queue.qid) could not start (\(reason)) and the kernel could not be told to serve through /dev/fuse; ending the session")
+            kill(getpid(), SIGTERM)
+        }
+    }
+
+    /// A queue the kernel took every entry from while the connection lives: its CPU's requests
+    /// would wait for ever, so the session ends as on SIGTERM (the executable's handler ends the
+    /// loop; the daemon unmounts, and closing /dev/fuse ends the requests still held).
+    func queueLostItsEntries(_ qid: UInt16) {
+        log.critical("io_uring: queue \(qid) lost all its entries; its CPU's requests cannot be served: ending the session")
+        kill(getpid(), SIGTERM)
+    }
+
     func queueFailed(_ qid: UInt16, _ message: String) {
         log.warning("io_uring: queue \(qid): \(message)")
     }
@@ -197,7 +226,11 @@ final class RingTransport: @unchecked Sendable {
         let all = lock.withLock { _ -> [RingQueue] in defer { queues = [] }; return queues }
         guard !all.isEmpty else { return }
         for q in all { q.join() }
-        serving.store(false, ordering: .releasing)
+        serving.store(false, ordering: .sequentiallyConsistent)
+        // A reply given on an executor's thread may still be inside `complete` (copying into an
+        // entry, waking the eventfd): wait for it before the buffers and the eventfd go.
+        while completing.load(ordering: .sequentiallyConsistent) != 0 { sched_yield() }
+        lock.withLock { _ in inFlight.removeAll() }
         for q in all { q.release() }
         log.info("io_uring: \(served.load(ordering: .relaxed)) requests served through the ring")
     }

@@ -6,7 +6,8 @@ import DocFSRemote
 /// Follows the server's change log for the daemon: one connection LISTENs on the server's change
 /// channel and wakes the catch-up at once when any replica commits a change; the catch-up also
 /// runs every few seconds (every second while LISTEN is down), so that a lost notification or a
-/// broken listening connection delays a change by at most that long.
+/// broken listening connection delays a change by at most that long. A notification is a hint
+/// to look now, nothing more: positions come from the change log only.
 final class ChangeFollower: Sendable {
     let incoming: IncomingSync
     let database: any ReplicaServer
@@ -53,8 +54,9 @@ final class ChangeFollower: Sendable {
                     // Changes committed before LISTEN took effect are caught by this first wake.
                     wake.signal()
                     serverBack.signal()
-                }, notified: { [self] position in
-                    incoming.noteLatest(position)
+                }, notified: { [self] _ in
+                    // A hint only: any role may NOTIFY this channel with any payload, so the
+                    // position it carries is never used; the catch-up reads the change log.
                     wake.signal()
                 })
             } catch {}

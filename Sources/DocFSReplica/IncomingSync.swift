@@ -36,8 +36,9 @@ actor IncomingSync {
     /// Their number, counted in `incoming` of `docfs status`: the tree here is not the server's
     /// until they are applied.
     nonisolated let deferredCount = Atomic<Int>(0)
-    /// The latest change log position seen on the server (a notification carries it) and the
-    /// anchor applied, for `incoming` in the status (read without waiting for the actor).
+    /// The latest change log position the server's log holds (read by each catch-up, never
+    /// taken from a notification) and the anchor applied, for `incoming` in the status (read
+    /// without waiting for the actor).
     nonisolated let positions = Mutex<(latest: Int64, anchor: Int64)>((0, 0))
     var latestKnown: Int64 {
         get { positions.withLock { $0.latest } }
@@ -49,7 +50,9 @@ actor IncomingSync {
     }
     /// What the last restore of the server's database meant here, for `docfs status` (`restore`).
     nonisolated let restoreReport = Mutex<String?>(nil)
-    nonisolated func noteLatest(_ position: Int64) { positions.withLock { $0.latest = max($0.latest, position) } }
+    /// Set-ID bits of incoming files are kept (the mount's explicit `-o suid`), else cleared
+    /// (`SetIDBits`).
+    nonisolated let keepsSetID = Atomic<Bool>(false)
 
     let verifier: DownloadVerifier?
 
@@ -72,6 +75,9 @@ actor IncomingSync {
         // the anchor may be other replicas' new ones.
         var applied = try await rebuildIfRestored()
         anchor = try store.syncAnchor().position
+        // What is still to come, as the log says (a restore may have lowered it).
+        let logEnd = try await database.latestPosition()
+        positions.withLock { $0.latest = max(logEnd, $0.anchor) }
         // (A log start below 1 is no trimmed log's; never `- 1` on it: Int64.min would trap.)
         let logStart = try await database.logStart()
         if logStart > 1, anchor < logStart - 1 {
@@ -200,13 +206,18 @@ actor IncomingSync {
         var applied = 0
         // One folder of recovered/ for everything this rebuild keeps.
         let folder = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "-")
+        // Items of this replica's the restored server does not know at all: made again at their
+        // paths once the server's tree is here (`RestoredItems`).
+        var toPutBack: [LostItem] = []
+        var kept: [Int64: String] = [:]
         if restored {
             // Before anything of the server's is applied: this replica's items that the restored
             // server lost, or whose identifiers it has given to other items since (another kind,
             // another birth), are kept in recovered/ and go from the tree with the changes
             // waiting for them; the server's items then take those identifiers here.
             let local = try store.permanentIdentities()
-            var lost = Set(local.keys).subtracting(ids)
+            let absent = Set(local.keys).subtracting(ids)
+            var lost = absent
             for start in stride(from: 0, to: ids.count, by: 1000) {
                 let batch = ids[start..<min(start + 1000, ids.count)].filter { local[$0] != nil }
                 guard !batch.isEmpty else { continue }
@@ -216,14 +227,10 @@ actor IncomingSync {
                 }
             }
             if !lost.isEmpty {
-                let kept = store.keepRecovered(rows: Array(lost), folder: folder)
+                kept = store.keepRecovered(rows: Array(lost), folder: folder)
+                toPutBack = RestoredItems.lostItems(rows: absent, store: store, kept: kept)
                 try store.forgetOutboxEntries(rows: Array(lost))
                 applied += try forget(Array(lost))
-                let message = "the server's database was restored to an earlier point; \(kept.count) file(s) of this replica it lost are kept in \(store.url.path)/recovered/\(folder)"
-                restoreReport.withLock { $0 = message + " (\(Date().formatted(.iso8601)))" }
-                logger.warning("sync: \(message)")
-            } else {
-                restoreReport.withLock { $0 = "the server's database was restored to an earlier point; it had everything of this replica's (\(Date().formatted(.iso8601)))" }
             }
         }
         for start in stride(from: 0, to: ids.count, by: 1000) {
@@ -233,17 +240,40 @@ actor IncomingSync {
         let stray = try store.permanentRows().filter { !known.contains($0) }
         if !stray.isEmpty {
             if restored {
-                let kept = store.keepRecovered(rows: stray, folder: folder)
-                if !kept.isEmpty {
-                    logger.warning("sync: the restored server lost \(kept.count) file(s) this replica had sent; their contents are kept in \(store.url.path)/recovered/\(folder)")
+                let strays = store.keepRecovered(rows: stray, folder: folder)
+                if !strays.isEmpty {
+                    logger.warning("sync: the restored server lost \(strays.count) file(s) this replica had sent; their contents are kept in \(store.url.path)/recovered/\(folder)")
                 }
+                kept.merge(strays) { first, _ in first }
             }
             applied += try forget(stray)
         }
         try store.setSyncAnchor(position, witness: witness)
         anchor = position
         logger.notice("sync: this replica's anchor was older than the server's change log; rebuilt from a full listing (\(ids.count) items)")
+        if restored { await reportRestore(putting: toPutBack, kept: kept, folder: folder) }
         return applied
+    }
+
+    /// Puts back what the restored server lost and can take again, and says in `docfs status`
+    /// how many items went back and how many files stay in recovered/.
+    private func reportRestore(putting items: [LostItem], kept: [Int64: String], folder: String) async {
+        let outcome = await RestoredItems(store: store, logger: logger, copyName: ConflictNames.copyNamer).putBack(items, kept: kept)
+        let left = kept.values.filter { FileManager.default.fileExists(atPath: $0) }.count
+        if left == 0 { RestoredItems.removeIfEmpty(folder, in: store) }
+        let stamp = " (\(Date().formatted(.iso8601)))"
+        guard !kept.isEmpty || !items.isEmpty else {
+            restoreReport.withLock { $0 = "the server's database was restored to an earlier point; it had everything of this replica's" + stamp }
+            return
+        }
+        var message = "the server's database was restored to an earlier point"
+        if outcome.putBack > 0 {
+            message += "; \(outcome.putBack) item(s) of this replica it lost are put back at their paths"
+            if outcome.renamed > 0 { message += " (\(outcome.renamed) under a conflicted-copy name)" }
+        }
+        if left > 0 { message += "; \(left) file(s) of this replica it lost are kept in \(store.url.path)/recovered/\(folder)" }
+        restoreReport.withLock { $0 = message + stamp }
+        logger.warning("sync: \(message)")
     }
 
     /// Removes these items here, as deletions from the server (children before their folders).
@@ -327,9 +357,14 @@ actor IncomingSync {
     func incoming(_ item: RemoteItem) -> IncomingItem? {
         guard let parent = item.parentID else { return nil }
         let kind = item.kind
+        let sent = UInt16(item.mode & 0o7777)
+        let mode = SetIDBits.applied(sent, kind: kind, keep: keepsSetID.load(ordering: .relaxed))
+        if mode != sent, !item.deleted {
+            logger.warning("sync: cleared the set-user-ID/set-group-ID bits of the server's item \(item.id) (\(String(reflecting: String(item.name.prefix(64)))), mode \(String(sent, radix: 8)) from the server, uid \(item.uid)): set-ID bits from other replicas are kept only on a mount with -o suid")
+        }
         return IncomingItem(
             row: item.id, parentRow: parent == rootID ? ReplicaRows.root : parent, name: item.name, kind: kind,
-            uid: item.uid, gid: item.gid, mode: UInt16(item.mode & 0o7777), createdNs: item.createdNs, modifiedNs: item.modifiedNs,
+            uid: item.uid, gid: item.gid, mode: mode, createdNs: item.createdNs, modifiedNs: item.modifiedNs,
             tagData: ServerTags.data(item.tags), favoriteRank: item.favoriteRank, symlinkTarget: item.symlinkTarget,
             size: item.size, contentVersion: item.contentVersion, contentKey: item.contentKey,
             trashed: item.trashedNs != nil, deleted: item.deleted, linkOf: item.linkOf)

@@ -4,9 +4,9 @@ extension ReplicaStore {
     /// Items about to be removed because the server no longer has them although this replica
     /// sent them (its database was restored to an earlier point): their contents here are kept
     /// under `STORE/recovered/<folder>/PATH` (hard links, no copy), so that no file a close()
-    /// accepted is lost. Returns the paths kept.
-    func keepRecovered(rows: [Int64], folder: String) -> [String] {
-        var kept: [String] = []
+    /// accepted is lost. Returns the paths kept, by row.
+    func keepRecovered(rows: [Int64], folder: String) -> [Int64: String] {
+        var kept: [Int64: String] = [:]
         let base = url.path + "/recovered/" + folder
         for row in rows {
             guard let source = contentURL(ofRow: row)?.path, FileManager.default.fileExists(atPath: source) else { continue }
@@ -22,7 +22,7 @@ extension ReplicaStore {
             try? FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent,
                                                      withIntermediateDirectories: true)
             if link(source, target) == 0 || (try? FileManager.default.copyItem(atPath: source, toPath: target)) != nil {
-                kept.append(target)
+                kept[row] = target
             }
         }
         return kept

@@ -38,6 +38,7 @@ package enum RemoteSetup {
             if let given, given != server {
                 throw ReplicaConfiguration.Problem("the server has a layout of its own already; leave out --layout to use it")
             }
+            try await publishMIMEWords(server, database)
             return (server, false)
         }
         guard let given else { return (nil, false) }
@@ -45,7 +46,19 @@ package enum RemoteSetup {
         do { _ = try await database.setLayout(operationID: UUID(), json: json) } catch RemoteError.notPermitted {
             throw ReplicaConfiguration.Problem("the server has no layout and this role may not give it one: its owner runs `docfs init --remote … --layout FILE` or sets it up with `docfs remote setup --layout FILE`")
         }
+        try await publishMIMEWords(given, database)
         return (given, true)
+    }
+
+    /// The owner gives the server the layout's MIME words as its content-type table resolves
+    /// them, so that the server checks them too (`docfs_set_layout_mime`, the owner's alone since
+    /// schema 15; a replica role's init skips it). A word that resolves to no concrete type is
+    /// left out: the server leaves it to the replicas, as before any was given.
+    static func publishMIMEWords(_ layout: Layout, _ database: RemoteDatabase) async throws {
+        let resolved = layout.mimeWords.filter { RemoteSchema.isConcreteIdentifier($0.value) }
+        guard !resolved.isEmpty else { return }
+        let json = String(decoding: try JSONEncoder().encode(resolved), as: UTF8.self)
+        do { try await database.setLayoutMIMETypes(json: json) } catch RemoteError.notPermitted {}
     }
 
     /// `progress` is told each step as it starts (for `docfs remote setup` on a terminal).

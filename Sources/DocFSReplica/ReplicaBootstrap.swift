@@ -96,7 +96,7 @@ package enum ReplicaBootstrap {
                 if let named = item.linkOf {
                     names.append(IncomingItem(
                         row: item.id, parentRow: row, name: item.name, kind: item.kind, uid: item.uid, gid: item.gid,
-                        mode: UInt16(item.mode & 0o7777), createdNs: item.createdNs, modifiedNs: item.modifiedNs, tagData: nil,
+                        mode: SetIDBits.applied(UInt16(item.mode & 0o7777), kind: item.kind, keep: false), createdNs: item.createdNs, modifiedNs: item.modifiedNs, tagData: nil,
                         favoriteRank: nil, symlinkTarget: item.symlinkTarget, size: 0, contentVersion: item.contentVersion,
                         contentKey: nil, trashed: false, deleted: false, linkOf: named))
                     continue
@@ -105,7 +105,9 @@ package enum ReplicaBootstrap {
                 if item.kind == .file { summary.bytes += item.size }
                 try store.addServerItem(ServerItem(
                     row: item.id, parentRow: row, name: item.name, kind: kind, createdNs: item.createdNs,
-                    modifiedNs: item.modifiedNs, uid: item.uid, gid: item.gid, mode: UInt16(item.mode & 0o7777),
+                    modifiedNs: item.modifiedNs, uid: item.uid, gid: item.gid,
+                    // `docfs init` is no mount: set-ID bits from the server are never kept (`SetIDBits`).
+                    mode: SetIDBits.applied(UInt16(item.mode & 0o7777), kind: item.kind, keep: false),
                     symlinkTarget: item.symlinkTarget, contentKey: item.contentKey, size: item.size,
                     contentVersion: item.contentVersion))
                 switch item.kind {

@@ -30,19 +30,6 @@ extension SyncEngine {
         store.noteServerSchema(try await database.schemaVersion())
     }
 
-    /// The server's layout names allowed types by MIME type: it gets them as identifiers, as
-    /// this replica resolves them, so that it can check them itself (every replica sends the
-    /// same unless their shared-mime-info databases differ; the last one's stays).
-    func publishLayoutMIMETypes() async throws {
-        guard let json = try await database.layout(),
-              let layout = try? JSONDecoder().decode(Layout.self, from: Data(json.utf8)) else { return }
-        let words = layout.folders.flatMap { $0.allowedContentTypes ?? [] }.filter { $0.contains("/") }
-        guard !words.isEmpty else { return }
-        let resolved = store.contentTypeIdentifiers(forMIMEWords: words)
-        let text = String(decoding: try JSONEncoder().encode(resolved), as: UTF8.self)
-        try await database.setLayoutMIMETypes(json: text)
-    }
-
     /// After a restart: multipart uploads this replica started for entries still waiting are
     /// aborted (their entries upload again), so none is left behind in the bucket.
     func abortStaleUploads() async throws {

@@ -47,8 +47,9 @@ extension SyncEngine {
             remote: "\(configuration.postgres) + s3://\(configuration.bucket)/\(configuration.prefix) at \(configuration.endpoint.hostHeader)")
         let positions = incoming.positions.withLock { $0 }
         let conflicts = store.conflictSummary
-        status.incoming = max(0, positions.latest - positions.anchor) + Int64(incoming.deferredCount.load(ordering: .relaxed))
-            + Int64(heldChanges.withLock { $0.count })
+        status.incoming = Self.incomingCount(latest: positions.latest, anchor: positions.anchor,
+                                             deferred: incoming.deferredCount.load(ordering: .relaxed),
+                                             held: heldChanges.withLock { $0.count })
         status.anchor = positions.anchor
         status.conflicts = conflicts.count
         status.recentConflicts = conflicts.recent
@@ -63,6 +64,19 @@ extension SyncEngine {
         if status.lastError == nil, let error = follower.lastError.withLock({ $0 }) { status.lastError = error }
         status.lastSyncAt = snapshot.lastSyncAt.map { $0.formatted(.iso8601) }
         return status
+    }
+
+    /// Changes to come for `docfs status`: the log's positions past the anchor, plus items
+    /// deferred and changes held. Saturating: a position near Int64.max (a hand-written row)
+    /// shows as a large count, never traps the daemon.
+    static func incomingCount(latest: Int64, anchor: Int64, deferred: Int, held: Int) -> Int64 {
+        let (gap, over) = latest.subtractingReportingOverflow(anchor)
+        var total = over ? Int64.max : max(0, gap)
+        for extra in [Int64(deferred), Int64(held)] {
+            let (sum, overflow) = total.addingReportingOverflow(extra)
+            total = overflow ? Int64.max : sum
+        }
+        return total
     }
 }
 

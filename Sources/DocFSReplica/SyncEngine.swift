@@ -94,6 +94,10 @@ package final class SyncEngine: Sendable {
         onDemand = ContentsOnDemand.attached(to: store, logger: logger)
     }
 
+    /// Set-ID bits of files from the server are kept (a mount with an explicit `-o suid`), else
+    /// cleared on apply (`SetIDBits`).
+    package func keepSetIDBits(_ keep: Bool) { incoming.keepsSetID.store(keep, ordering: .relaxed) }
+
     package func start() {
         let wake = self.wake
         // Files on the server only are downloaded when opened, by this engine's client.
@@ -160,7 +164,6 @@ package final class SyncEngine: Sendable {
                 // that belongs to another tree, stalls the sync with one line saying so.
                 if !checkedServer {
                     try await checkServer()
-                    try await publishLayoutMIMETypes()
                     checkedServer = true
                 }
                 if rootID == nil { rootID = try await database.rootID() }

@@ -127,3 +127,19 @@ struct ContentTypeTable: Sendable {
         ProviderError(.typeNotAllowed, "type \(type.identifier) is not among the folder's allowed types \(rule.allowedList) (rule of /\(rule.path))\(detail)")
     }
 }
+
+extension Layout {
+    /// The MIME words of the allowed types (`image/png`), each as the content type a store with
+    /// this layout resolves it to: what the owner gives the server to check them by
+    /// (`docfs_set_layout_mime`), the same rules as every replica's own.
+    package var mimeWords: [String: String] {
+        let words = folders.flatMap { $0.allowedContentTypes ?? [] }.filter { $0.contains("/") }
+        guard !words.isEmpty else { return [:] }
+        let table = ContentTypeTable(layout: self)
+        var resolved: [String: String] = [:]
+        for word in words {
+            resolved[word] = ContentTypeTable.resolve(word, registry: table.registry, detector: table.detector).identifier
+        }
+        return resolved
+    }
+}

@@ -314,15 +314,3 @@ extension TreeState {
         return total
     }
 }
-
-extension LocalStore {
-    /// MIME words of a layout's allowed types (`image/png`) as this store's rules resolve them
-    /// (the shared-mime-info database and the layout's own types), for the server's own check.
-    package func contentTypeIdentifiers(forMIMEWords words: [String]) -> [String: String] {
-        var resolved: [String: String] = [:]
-        for word in words where word.contains("/") {
-            resolved[word] = ContentTypeTable.resolve(word, registry: types.registry, detector: types.detector).identifier
-        }
-        return resolved
-    }
-}

@@ -150,19 +150,19 @@ extension LocalStore {
                 guard try db.tableExists("meta"), try db.tableExists("item") else {
                     throw ProviderError(.corruptFile, "\(path) is not a docfs store: \(databaseName) has no docfs tables")
                 }
-                let format = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'format'")
+                let format = try Schema.meta(db, "format")
                 guard format == formatVersion || format == "1" else {
                     throw ProviderError(.corruptFile, "store \(path) has format \(format ?? "none"); this docfs reads formats 1 and \(formatVersion)")
                 }
                 let layout: Layout
-                if let json = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'layout'") {
+                if let json = try Schema.meta(db, "layout") {
                     do { layout = try JSONDecoder().decode(Layout.self, from: Data(json.utf8)) } catch {
                         throw ProviderError(.corruptFile, "store \(path): the stored layout is unreadable: \(error)")
                     }
                 } else {
                     layout = Layout()
                 }
-                let clean = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'cleanShutdown'") == "1"
+                let clean = try Schema.meta(db, "cleanShutdown") == "1"
                 let roots = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item WHERE id IN (1, 2) AND kind = 1") ?? 0
                 guard roots == 2 else {
                     throw ProviderError(.corruptFile, "store \(path) is damaged: its root or trash folder is missing (try `docfs check --repair`)")
@@ -181,7 +181,7 @@ extension LocalStore {
     private static func openReplica(_ queue: DatabaseQueue, path: String) throws -> ReplicaState? {
         do {
             return try queue.inDatabase { db -> ReplicaState? in
-                guard let json = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [RemoteLink.metaKey]) else {
+                guard let json = try Schema.meta(db, RemoteLink.metaKey) else {
                     return nil
                 }
                 let link = try JSONDecoder().decode(RemoteLink.self, from: Data(json.utf8))
@@ -210,7 +210,7 @@ extension LocalStore {
         let queue = try DatabaseQueue(path: path, configuration: configuration)
         defer { try? queue.close() }
         return try queue.read { db -> RemoteLink? in
-            guard let json = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [RemoteLink.metaKey]) else {
+            guard let json = try Schema.meta(db, RemoteLink.metaKey) else {
                 return nil
             }
             return try JSONDecoder().decode(RemoteLink.self, from: Data(json.utf8))

@@ -128,7 +128,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
 
     package static func identifier(forRow row: Int64) -> ItemIdentifier { StoreTree.identifier(forRow: row) }
 
-    static func row(for identifier: ItemIdentifier) -> Int64? { StoreTree.row(for: identifier) }
+    package static func row(for identifier: ItemIdentifier) -> Int64? { StoreTree.row(for: identifier) }
 
     /// The row an identifier names now (a replica's temporary row answers as its permanent one).
     func row(for identifier: ItemIdentifier) -> Int64? { tree.row(for: identifier) }

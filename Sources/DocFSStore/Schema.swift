@@ -59,7 +59,7 @@ enum Schema {
     /// mounting user, so they go to him). Returns the number of items migrated, nil when the
     /// store was current already.
     static func migrate(_ db: Database, owner: UInt32, group: UInt32) throws -> Int? {
-        let format = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'format'")
+        let format = try Schema.meta(db, "format")
         guard format == "1" else { return nil }
         var count = 0
         try db.inTransaction {
@@ -100,6 +100,26 @@ enum Schema {
                 PRIMARY KEY (item, name)
             ) WITHOUT ROWID
             """)
+    }
+
+    /// The value of `key` in `meta`, nil when it is not set.
+    static func meta(_ db: Database, _ key: String) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key])
+    }
+
+    /// The values of these keys in `meta` that are set.
+    static func meta(_ db: Database, _ keys: [String]) throws -> [String: String] {
+        guard !keys.isEmpty else { return [:] }
+        let marks = Array(repeating: "?", count: keys.count).joined(separator: ", ")
+        var values: [String: String] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT key, value FROM meta WHERE key IN (\(marks))", arguments: StatementArguments(keys)) {
+            values[row[0]] = row[1] as String
+        }
+        return values
+    }
+
+    static func removeMeta(_ db: Database, _ key: String) throws {
+        try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [key])
     }
 
     static func setMeta(_ db: Database, _ key: String, _ value: String) throws {

@@ -121,7 +121,7 @@ package enum StoreChecker {
         guard try db.tableExists("meta"), try db.tableExists("item") else {
             throw ProviderError(.corruptFile, "\(path) is not a docfs store: \(LocalStore.databaseName) has no docfs tables")
         }
-        let format = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'format'")
+        let format = try Schema.meta(db, "format")
         guard format == LocalStore.formatVersion else {
             throw ProviderError(.corruptFile, "store \(path) has format \(format ?? "none"); this docfs reads format \(LocalStore.formatVersion)")
         }

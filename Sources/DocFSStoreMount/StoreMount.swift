@@ -95,6 +95,7 @@ public final class StoreMount: @unchecked Sendable {
                 throw .replicaConfiguration(path: path, server: link.postgres, reason: "\(error)")
             }
             engine?.onDemand.setCacheLimit(options.cacheSize)
+            engine?.keepSetIDBits(options.mount.fuseOptions.contains("suid"))
         } else if options.cacheSize != nil {
             store.close()
             throw .cacheSizeWithoutRemote(path: path)

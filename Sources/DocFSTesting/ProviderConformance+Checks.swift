@@ -8,13 +8,17 @@ extension ConformanceRun {
     func all() {
         check("child counts, parents and identities agree", treeAgrees)
         check("the mount lists and stats the tree as the provider has it", mountShowsTree)
+        check("statfs gives the provider's storage statistics", statisticsAgree)
         let writable = try? writableFolder()
         guard let folder = writable ?? nil else {
             check("contents read through the mount are the provider's", contentsAgree)
             for name in ["a new file is the provider's", "identifiers stay across renames and moves",
                          "a refusal leaves nothing half-done", "a change the provider signals shows through the kernel's caches",
                          "a refused modification keeps the old version", "the trash round trip keeps the item",
-                         "extended attributes round trip", "hard links share one item"] {
+                         "extended attributes round trip", "hard links share one item",
+                         "chmod, chown and utimens reach the provider", "truncate changes the provider's contents",
+                         "unlink and rmdir remove the provider's items", "special items are the provider's",
+                         "tags and favourite rank round trip"] {
                 check(name) { throw CheckStop.skipped("no folder allows adding: a read-only tree") }
             }
             return
@@ -28,6 +32,11 @@ extension ConformanceRun {
         check("the trash round trip keeps the item") { try trashRoundTrip(in: folder) }
         check("extended attributes round trip") { try extendedAttributes(in: folder) }
         check("hard links share one item") { try hardLinks(in: folder) }
+        check("chmod, chown and utimens reach the provider") { try attributeChanges(in: folder) }
+        check("truncate changes the provider's contents") { try truncation(in: folder) }
+        check("unlink and rmdir remove the provider's items") { try removal(in: folder) }
+        check("special items are the provider's") { try specialItems(in: folder) }
+        check("tags and favourite rank round trip") { try appleMetadata(in: folder) }
         removeWhatThisRunMade(in: folder)
     }
 

@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import Logging
 import DocFSStore
@@ -5,33 +6,79 @@ import DocFSStore
 // `make bench-scale`'s store builder: adds a generated tree to a store made by `docfs init`,
 // through the store's own API (LocalStore.populate: large transactions, no FUSE), so that a
 // million items take a minute, not hours. Never part of the tests' assertions about speed.
-//
-//   docfs-scale populate STORE --items N [--big-folder N] [--per-folder N] [--file-size BYTES]
-//   docfs-scale native DIR --items N [...]    the same shape as plain files and folders in DIR
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("docfs-scale: \(message)\n".utf8))
     exit(2)
 }
 
-var arguments = Array(CommandLine.arguments.dropFirst())
-guard arguments.first == "populate" || arguments.first == "native", arguments.count >= 2 else {
-    fail("usage: docfs-scale populate|native STORE --items N [--big-folder N] [--per-folder N] [--file-size BYTES]")
-}
-let storePath = arguments[1]
-var options: [String: Int] = [:]
-var index = 2
-while index < arguments.count {
-    let name = arguments[index]
-    guard ["--items", "--big-folder", "--per-folder", "--file-size"].contains(name), index + 1 < arguments.count,
-          let value = Int(arguments[index + 1].replacingOccurrences(of: "_", with: "")), value >= 0 else {
-        fail("unknown or incomplete option \(name)")
+/// The tree's shape, the same options for both commands.
+struct ShapeOptions: ParsableArguments {
+    @Option(help: "Items in all (folders and files).", transform: count)
+    var items = 1_000_000
+    @Option(name: .customLong("big-folder"), help: "Files in one big folder (default: a tenth of the items).", transform: count)
+    var bigFolder: Int?
+    @Option(name: .customLong("per-folder"), help: "Files per folder of the rest of the tree.", transform: count)
+    var perFolder = 1000
+    @Option(name: .customLong("file-size"), help: "Bytes per file.", transform: count)
+    var fileSize = 0
+
+    var shape: ScaleShape {
+        ScaleShape(items: items, bigFolderFiles: bigFolder, filesPerFolder: perFolder, fileSize: fileSize)
     }
-    options[name] = value
-    index += 2
 }
-let shape = ScaleShape(items: options["--items"] ?? 1_000_000, bigFolderFiles: options["--big-folder"],
-                       filesPerFolder: options["--per-folder"] ?? 1000, fileSize: options["--file-size"] ?? 0)
+
+/// A count, `_` allowed between digits (1_000_000), never negative.
+func count(_ text: String) throws -> Int {
+    guard let value = Int(text.replacingOccurrences(of: "_", with: "")), value >= 0 else {
+        throw ValidationError("'\(text)' is not a count")
+    }
+    return value
+}
+
+struct DocFSScale: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "docfs-scale",
+        abstract: "Builds large trees for `make bench-scale`: in a store through its own API, or as plain files.",
+        subcommands: [Populate.self, Native.self])
+}
+
+struct Populate: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Adds a generated tree to a store made by `docfs init`.")
+    @Argument(help: "The store's folder.") var store: String
+    @OptionGroup var shape: ShapeOptions
+
+    func run() throws {
+        var logger = Logger(label: "docfs-scale")
+        logger.logLevel = .warning
+        let start = Date()
+        let terminal = isatty(2) != 0
+        let shape = self.shape.shape
+        do {
+            let added = try LocalStore.populate(at: URL(fileURLWithPath: store), shape: shape, logger: logger) { done in
+                if terminal { FileHandle.standardError.write(Data("\r\(done) items…".utf8)) }
+            }
+            if terminal { FileHandle.standardError.write(Data("\r".utf8)) }
+            print(String(format: "populated %@ with %d items (a folder of %d files, the rest in a tree) in %.1f s",
+                         store, added, shape.bigFolderFiles, Date().timeIntervalSince(start)))
+        } catch {
+            fail("\(error)")
+        }
+    }
+}
+
+struct Native: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Makes the same shape as plain files and folders in a folder.")
+    @Argument(help: "The folder.") var folder: String
+    @OptionGroup var shape: ShapeOptions
+
+    func run() {
+        let start = Date()
+        let made = makeNative(at: folder, shape.shape)
+        print(String(format: "made %d items in %@ in %.1f s", made, folder, Date().timeIntervalSince(start)))
+    }
+}
+
 /// The shape of LocalStore.populate as plain files (the native side of `make bench-scale`).
 func makeNative(at root: String, _ shape: ScaleShape) -> Int {
     let payload = [UInt8](repeating: UInt8(ascii: "x"), count: shape.fileSize)
@@ -64,24 +111,4 @@ func makeNative(at root: String, _ shape: ScaleShape) -> Int {
     return made
 }
 
-if arguments[0] == "native" {
-    let start = Date()
-    let made = makeNative(at: storePath, shape)
-    print(String(format: "made %d items in %@ in %.1f s", made, storePath, Date().timeIntervalSince(start)))
-    exit(0)
-}
-
-var logger = Logger(label: "docfs-scale")
-logger.logLevel = .warning
-let start = Date()
-let terminal = isatty(2) != 0
-do {
-    let added = try LocalStore.populate(at: URL(fileURLWithPath: storePath), shape: shape, logger: logger) { done in
-        if terminal { FileHandle.standardError.write(Data("\r\(done) items…".utf8)) }
-    }
-    if terminal { FileHandle.standardError.write(Data("\r".utf8)) }
-    print(String(format: "populated %@ with %d items (a folder of %d files, the rest in a tree) in %.1f s",
-                 storePath, added, shape.bigFolderFiles, Date().timeIntervalSince(start)))
-} catch {
-    fail("\(error)")
-}
+DocFSScale.main()

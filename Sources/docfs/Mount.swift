@@ -52,8 +52,8 @@ struct Mount: ParsableCommand {
             io_uring / no_io_uring: serve requests through FUSE over io_uring (per-CPU rings, \
             one submission per reply and next request) where the kernel offers it (Linux 6.14+, \
             as root: echo Y > /sys/module/fuse/parameters/enable_uring); without it, /dev/fuse \
-            serves as before (the log says so when io_uring was given; default on where the \
-            kernel offers it; io_uring=off is the same as no_io_uring).
+            serves as before (the log says so when io_uring was given; default off: it measured \
+            slower than /dev/fuse; io_uring=off is the same as no_io_uring).
 
             cache_items=N: how many items (and as many folder-index entries) the store keeps in \
             memory; the rest of the tree stays in its database and is read on demand (default \
@@ -70,7 +70,9 @@ struct Mount: ParsableCommand {
             nofail, _netdev, x-*, comment=*) are accepted and ignored, so the same option list \
             works here, with `mount -t fuse.docfs` and in /etc/fstab.
 
-            auto_unmount is always on, so a daemon that dies leaves no dead mountpoint.
+            auto_unmount is always on, so a daemon that dies leaves no dead mountpoint; and \
+            the mount is nosuid, unless suid is given explicitly (as root: then without \
+            auto_unmount, and a replica keeps set-ID bits of files from the server).
 
             STORE may be `memory:` instead of a store: the in-memory provider, a tree kept in \
             the daemon's memory that starts empty, allows everything and is gone at unmount \

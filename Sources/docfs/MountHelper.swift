@@ -10,7 +10,9 @@ import Glibc
 ///   knows it by its name, argv[0]).
 /// - `docfs STORE MNT -o OPTS` — what mount.fuse3 runs (through `/bin/sh` and PATH) for the type
 ///   `fuse.docfs` when no `mount.fuse.docfs` exists. Recognised only when the first word is not a
-///   subcommand and an `-o` follows, which mount.fuse3 always passes (it adds `dev,suid`).
+///   subcommand and an `-o` follows, which mount.fuse3 always passes (it adds `dev,suid`, which
+///   are dropped: a docfs mount is nosuid unless `-o suid` is given to `docfs mount` or to
+///   `mount.fuse.docfs`).
 ///
 /// mount(8)'s `-f` is a fake mount (do nothing), not docfs's foreground flag.
 enum MountHelper {
@@ -51,11 +53,16 @@ enum MountHelper {
                   !subcommands.contains(first), first != "help", args.dropFirst(2).contains(where: { $0 == "-o" || $0.hasPrefix("-o") })
             else { return .command }
         }
-        return try translate(args)
+        // mount.fuse3 adds `dev,suid` to every mount it runs (mount(8)'s defaults), asked for or
+        // not: from it they do not count, and the mount stays nosuid and nodev.
+        return try translate(args, implicitDevSUID: name != helperName)
     }
 
+    /// What mount.fuse3 passes on its own to every mount.
+    static let mountFuse3Defaults: Set<String> = ["dev", "suid"]
+
     /// mount(8)'s helper arguments → `docfs mount …` arguments.
-    static func translate(_ args: [String]) throws -> Invocation {
+    static func translate(_ args: [String], implicitDevSUID: Bool = false) throws -> Invocation {
         var positionals: [String] = []
         var options: [String] = []
         var fake = false
@@ -116,6 +123,7 @@ enum MountHelper {
                 guard kv.count == 2 else { throw usage("-o \(opt): expected log_file=PATH") }
                 docfsArgs += ["--log-file", kv[1]]
             default:
+                if implicitDevSUID, mountFuse3Defaults.contains(opt) { continue }
                 if !isMountOnlyOption(opt) { passed.append(opt) }
             }
         }

@@ -110,12 +110,18 @@ struct RemoteReplicas: ParsableCommand {
     var json = false
 
     func run() throws {
-        let list = try ReplicaRoleCommand.withDatabase(server, "replicas") { try await $0.replicas() }
-        if json { return JSONOutput.print(list) }
-        print("NAME\tSTATE\tLAST SEEN\tOPERATIONS\tVERSIONS\tBYTES")
+        let (list, quotas) = try ReplicaRoleCommand.withDatabase(server, "replicas") { database in
+            let list = try await database.replicas()
+            return (list, try await database.quotas(of: list.map(\.name)))
+        }
+        if json { return JSONOutput.print(list.map { ReplicaListing(replica: $0, quota: quotas[$0.name]) }) }
+        print("NAME\tSTATE\tLAST SEEN\tOPERATIONS\tVERSIONS\tBYTES\tINTENTS (QUOTA)\tPACK BYTES 24H (QUOTA)")
         for replica in list {
             let seen = replica.lastSeenNs.map { ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double($0) / 1e9)) } ?? "never"
-            print("\(replica.name)\t\(replica.active ? "active" : "removed")\t\(seen)\t\(replica.operations)\t\(replica.versions)\t\(Status.bytesText(replica.bytes))")
+            print("\(replica.name)\t\(replica.active ? "active" : "removed")\t\(seen)\t\(replica.operations)\t\(replica.versions)\t\(Status.bytesText(replica.bytes))\t\(ReplicaListing.usage(quotas[replica.name]))")
+        }
+        if let all = quotas[RemoteDatabase.defaultQuotaRole] {
+            print("default quotas (docfs remote quota default): \(all.liveIntents.map(String.init) ?? "no limit") intents, \(all.bytesPerDay.map(Status.bytesText) ?? "no limit") of packs per 24 hours")
         }
     }
 }
@@ -137,7 +143,13 @@ struct RemoteRemoveReplica: ParsableCommand {
 
     func run() throws {
         let name = self.name
-        try ReplicaRoleCommand.withDatabase(server, "remove-replica") { try await $0.removeReplica(name) }
-        print("docfs: replica \(name) removed: it may no longer log in")
+        let removal = try ReplicaRoleCommand.withDatabase(server, "remove-replica") { try await $0.removeReplica(name) }
+        guard removal.survivors.isEmpty else {
+            throw UserFacingError("docfs: replica \(name) may no longer log in or call the server, but \(removal.survivors.count) "
+                + "session(s) of it could not be ended (pids \(removal.survivors.map(String.init).joined(separator: ", "))): "
+                + (removal.why ?? "still running")
+                + "; a superuser can end them, or GRANT pg_signal_backend TO the owner and run remove-replica again")
+        }
+        print("docfs: replica \(name) removed: it may no longer log in (\(removal.ended) session(s) ended)")
     }
 }

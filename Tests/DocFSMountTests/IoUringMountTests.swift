@@ -4,7 +4,7 @@ import XCTest
 import Glibc
 #endif
 
-/// FUSE over io_uring (`RingTransport`, on by default where the kernel offers it): everyday tools
+/// FUSE over io_uring (`RingTransport`, off by default, `-o io_uring`): everyday tools
 /// byte-exact through the ring, proof that requests went through it (the daemon's count at
 /// unmount), the fallback with one log line when the kernel does not offer it, `-o no_io_uring`. The fuse module's `enable_uring` is set
 /// for each test and restored after it, pass or fail; without the parameter or root, skipped.
@@ -68,6 +68,15 @@ final class IoUringMountTests: MountTestCase {
             rm -r mnt/tree && test "$(ls mnt)" = "$(printf 'big.bin\\nd3')"
             """)
         XCTAssertEqual(r.status, 0, "\(r)\nlog:\n\(fx.log)")
+        // Each queue's thread is pinned to its CPU (the queues of online CPUs at least).
+        let pid = try XCTUnwrap(fx.daemonPID)
+        let pinned = Set(((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []).compactMap { task -> String? in
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
+            return status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") }
+                .map { $0.dropFirst("Cpus_allowed_list:".count).trimmingCharacters(in: .whitespaces) }
+        })
+        let online = ProcessInfo.processInfo.activeProcessorCount
+        for cpu in 0..<online { XCTAssertTrue(pinned.contains("\(cpu)"), "no thread pinned to CPU \(cpu): \(pinned)") }
         XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
         let served = ringServed()
         XCTAssertNotNil(served, "no count of ring-served requests in the log:\n\(fx.log)")
@@ -75,6 +84,70 @@ final class IoUringMountTests: MountTestCase {
         XCTAssertGreaterThan(served ?? 0, 100, "too few requests through the ring")
         XCTAssertTrue(fx.log.split(separator: "\n").filter { $0.contains("io_uring: queue") && $0.contains("refused") }.isEmpty,
                       "the kernel refused ring entries:\n\(fx.log)")
+    }
+
+    /// A chmod that narrows a folder makes the kernel forget the names below it (inval_entry,
+    /// which waits for the folder's lock). Sent from a ring queue's thread, it waited for a
+    /// lookup or create holding that lock, queued unserved behind it on the same CPU: the mount
+    /// hung (issue 50). chmod 700/755 in a loop beside 8 processes creating and stat-ing in the
+    /// folder must finish well within the deadline.
+    func testChmodLoopBesideCreatesFinishes() throws {
+        try Self.setParameter("Y")
+        try fx.mount(extra: ["-o", "io_uring"])
+        let r = fx.sh("""
+            mkdir mnt/d || exit 1
+            pids=
+            for w in 1 2 3 4 5 6 7 8; do
+                ( i=0; while [ $i -lt 150 ]; do : > mnt/d/w$w.$i && stat mnt/d/w$w.$i > /dev/null || exit 1; i=$((i+1)); done ) &
+                pids="$pids $!"
+            done
+            ( n=0; while [ $n -lt 300 ]; do chmod 700 mnt/d && chmod 755 mnt/d || exit 1; n=$((n+1)); done ) &
+            pids="$pids $!"
+            fails=0
+            for p in $pids; do wait $p || fails=$((fails+1)); done
+            echo "failed: $fails, names: $(ls mnt/d | wc -l)"
+            test $fails = 0 && test "$(ls mnt/d | wc -l)" = 1200
+            """, timeout: 90)
+        XCTAssertEqual(r.status, 0, "\(r)\nlog:\n\(fx.log)")
+        XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
+        XCTAssertGreaterThan(ringServed() ?? 0, 1000, "the requests did not go through the ring:\n\(fx.log)")
+    }
+
+    /// Once INIT asked for the ring, the kernel holds every request until each CPU's queue has
+    /// an entry: a queue that cannot start (the fault hook fails the last one) must make a
+    /// registration fail, so that the kernel serves through /dev/fuse, with one log line.
+    func testQueueThatCannotStartFallsBackToDevFuse() throws {
+        try Self.setParameter("Y")
+        let cpus = try String(contentsOfFile: "/sys/devices/system/cpu/possible", encoding: .utf8)
+            .split(whereSeparator: { $0 == "," || $0 == "-" || $0 == "\n" }).compactMap { Int($0) }.max() ?? 0
+        try fx.mount(extra: ["-o", "io_uring"], env: ["DOCFS_TEST_RING_QUEUE_FAILS": "\(cpus)"])
+        try fx.writeSource("a.bin", testBytes(300_000, seed: 11))
+        let r = fx.sh("cp src/a.bin mnt/ && cmp src/a.bin mnt/a.bin && ls mnt > /dev/null", timeout: 30)
+        XCTAssertEqual(r.status, 0, "\(r)\nlog:\n\(fx.log)")
+        XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
+        let lines = fx.log.split(separator: "\n").filter { $0.contains("could not start") }
+        XCTAssertEqual(lines.count, 1, "expected one line for the queue:\n\(fx.log)")
+        XCTAssertTrue(lines.first?.contains("queue \(cpus) could not start") == true
+                      && lines.first?.contains("serving through /dev/fuse") == true, "\(lines)")
+        XCTAssertEqual(ringServed() ?? 0, 0, "requests went through the ring:\n\(fx.log)")
+    }
+
+    /// A queue whose entries are all gone (the fault hook loses queue 0's entry at each request
+    /// it receives) would leave its CPU's requests waiting for ever: the session ends instead,
+    /// with one log line, and the callers get an error rather than hanging.
+    func testQueueThatLosesItsEntriesEndsTheSession() throws {
+        guard ProcessInfo.processInfo.activeProcessorCount >= 2 else { throw XCTSkip("needs two online CPUs") }
+        try Self.setParameter("Y")
+        try fx.mount(extra: ["-o", "io_uring"], env: ["DOCFS_TEST_RING_ENTRIES_LOST": "0"])
+        // From CPU 1 (queue 1, which serves): the files, their names cached.
+        let setup = fx.sh("taskset -c 1 sh -c 'for k in 1 2 3 4 5 6 7 8 9 10 11 12; do echo $k > mnt/f$k && cat mnt/f$k > /dev/null || exit 1; done'", timeout: 30)
+        XCTAssertEqual(setup.status, 0, "\(setup)\nlog:\n\(fx.log)")
+        // From CPU 0: twelve opens at once, each a request in queue 0, which loses its entries.
+        _ = fx.sh("for k in 1 2 3 4 5 6 7 8 9 10 11 12; do taskset -c 0 cat mnt/f$k > /dev/null 2>&1 & done; wait", timeout: 60)
+        let status = fx.waitForDaemonExit(seconds: 30)
+        XCTAssertNotNil(status, "the daemon did not end; log:\n\(fx.log)")
+        let lines = fx.log.split(separator: "\n").filter { $0.contains("lost all its entries") }
+        XCTAssertEqual(lines.count, 1, "expected one line for the queue:\n\(fx.log)")
     }
 
     func testWithoutTheKernelFeatureFallsBackWithOneLogLine() throws {
@@ -89,14 +162,18 @@ final class IoUringMountTests: MountTestCase {
         XCTAssertTrue(lines.first?.contains("does not offer FUSE over io_uring") ?? false, "\(lines)")
     }
 
-    func testOnByDefaultWhereTheKernelOffersIt() throws {
+    /// Off by default even where the kernel offers it: it measured slower than /dev/fuse
+    /// (issue 50, docs/PERFORMANCE.md). Not in `make test-io-uring`'s pass, whose mounts all ask for it.
+    func testOffByDefaultEvenWhereTheKernelOffersIt() throws {
+        guard !MountFixture.forcesIoUring else { throw XCTSkip("every mount asks for io_uring in this pass") }
         try Self.setParameter("Y")
         try fx.mount()
         try fx.writeSource("a.bin", testBytes(2 << 20, seed: 7))
         let r = fx.sh("cp src/a.bin mnt/ && cmp src/a.bin mnt/a.bin && ls -l mnt > /dev/null")
         XCTAssertEqual(r.status, 0, "\(r)")
         XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
-        XCTAssertGreaterThan(ringServed() ?? 0, 5, "the default mount did not use the ring:\n\(fx.log)")
+        XCTAssertNil(ringServed(), "the default mount used the ring:\n\(fx.log)")
+        XCTAssertFalse(fx.log.contains("io_uring:"), "the default mount registered a ring:\n\(fx.log)")
     }
 
     func testOffByOption() throws {

@@ -280,10 +280,8 @@ final class MountFixture {
     /// `DOCFS_TEST_IO_URING=1` (`make test-io-uring`): every mount asks for FUSE over io_uring
     /// (`-o io_uring`); the fuse module's enable_uring must then be Y (the Makefile target sets it).
     static let forcesIoUring = ProcessInfo.processInfo.environment["DOCFS_TEST_IO_URING"] == "1"
-    /// Whether mounts may be served over io_uring (docfs's default where the kernel offers it).
-    static var ringMayServe: Bool {
-        forcesIoUring || (try? String(contentsOfFile: "/sys/module/fuse/parameters/enable_uring", encoding: .utf8))?.hasPrefix("Y") == true
-    }
+    /// Whether mounts may be served over io_uring (only when asked for: off by default).
+    static var ringMayServe: Bool { forcesIoUring }
     /// Mounts made by this fixture so far.
     private var mountCount = 0
 

@@ -162,7 +162,7 @@ final class OperatorMountTests: MountTestCase {
         XCTAssertEqual(build["schema"] as? Int, Int(fx.docfs(["--version"]).stdout.split(separator: "\n").last!.split(separator: " ").last!))
 
         // A daemon that does not answer (stopped here) is listed as such; the others still are.
-        // Not over io_uring (on by default where the kernel offers it): there the kernel hands a request to a free
+        // Not over io_uring (`make test-io-uring`'s pass): there the kernel hands a request to a free
         // ring entry at once, even of a stopped daemon, and a request already handed over waits
         // for its answer without being killable, so the probing `docfs status` cannot end
         // before the daemon continues (through /dev/fuse it stays queued, and killable).

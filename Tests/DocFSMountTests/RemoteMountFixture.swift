@@ -142,7 +142,20 @@ final class RemoteMount {
     private(set) var fx: MountFixture!
     private var tornDown = false
 
-    var databaseURL: String { servers.databaseURL(database) }
+    /// The tree's owner as docs/REMOTE.md deploys it: a login role with CREATEROLE that owns the
+    /// database and is no superuser (it runs the set-up and add-replica; the first replica here
+    /// logs in as it). The cluster's superuser only makes and drops the database and the role.
+    let owner: String
+
+    /// The tree's database URL, as its owner.
+    var databaseURL: String { Self.url(servers.databaseURL(database), user: owner) }
+    /// The tree's database URL as the cluster's superuser (for what only it may do: a restore).
+    var superuserDatabaseURL: String { servers.databaseURL(database) }
+
+    /// `url` with `user` as its user.
+    static func url(_ url: String, user: String) -> String {
+        url.replacingOccurrences(of: "//\(URLComponents(string: url)?.user ?? "")@", with: "//\(user)@")
+    }
     var mnt: String { fx.mnt }
 
     /// `docfs init STORE --remote ... --objects s3://BUCKET/replica --s3-endpoint ...` with the
@@ -156,7 +169,9 @@ final class RemoteMount {
         let unique = String(UInt64.random(in: 0...UInt64.max), radix: 36)
         database = "docfs_mount_\(unique)"
         bucket = "docfs-mount-\(unique)"
-        _ = try servers.psql(servers.adminURL, "CREATE DATABASE \(database)")
+        owner = "owner_\(unique)"
+        _ = try servers.psql(servers.adminURL, "CREATE ROLE \(owner) LOGIN CREATEROLE")
+        _ = try servers.psql(servers.adminURL, "CREATE DATABASE \(database) OWNER \(owner)")
         do {
             if createBucket { _ = try servers.s3check(["create-bucket", bucket]) }
             fx = try MountFixture(initArguments: remoteArguments + extraInitArguments,
@@ -212,7 +227,7 @@ final class RemoteMount {
 
     /// This tree's database URL with `role` as the user.
     func roleURL(_ role: String) -> String {
-        databaseURL.replacingOccurrences(of: "//\(URLComponents(string: databaseURL)?.user ?? "")@", with: "//\(role)@")
+        Self.url(databaseURL, user: role)
     }
 
     /// The S3 variables docfs reads, with `secret` as the secret key.
@@ -228,6 +243,7 @@ final class RemoteMount {
         // next test without a server.
         try? servers.startPostgres()
         _ = try? servers.psql(servers.adminURL, "DROP DATABASE IF EXISTS \(database) WITH (FORCE)")
+        _ = try? servers.psql(servers.adminURL, "DROP ROLE IF EXISTS \(owner)")
         // moto keeps every object in memory: give it back (the 200 MiB test's object among them).
         _ = try? servers.s3check(["delete-bucket", bucket])
     }
@@ -573,7 +589,7 @@ final class RemoteMount {
     /// and change log positions go back to the backup's. Mounts of it should be unmounted first.
     func restoreDatabase(from dump: String) throws {
         _ = try servers.psql(servers.adminURL, "DROP DATABASE \(database) WITH (FORCE)")
-        _ = try servers.psql(servers.adminURL, "CREATE DATABASE \(database)")
+        _ = try servers.psql(servers.adminURL, "CREATE DATABASE \(database) OWNER \(owner)")
         let restored = runProcess(servers.pgBin + "/pg_restore", ["-d", databaseURL, dump], cwd: "/", timeout: 60, outDir: "/tmp")
         guard restored.status == 0 else { throw FixtureError("pg_restore: \(restored)") }
     }

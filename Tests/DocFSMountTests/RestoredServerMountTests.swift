@@ -56,4 +56,42 @@ final class RestoredServerMountTests: ReplicaTestCase {
         XCTAssertEqual(contents(c.mnt + "/c3.txt"), "c3 from C")
         XCTAssertEqual(contents(b.mnt + "/b1.txt"), "b1 from B")
     }
+
+    /// What the restored server lost, where no other item took its identifier, goes back to the
+    /// server at its path: another replica sees it again; a name taken there since gets the
+    /// conflicted-copy treatment; recovered/ is left empty.
+    func testWhatTheRestoredServerLostIsPutBackAtItsPaths() throws {
+        let r = try makeRemote()
+        XCTAssertEqual(r.fx.sh("printf 'in the backup' > mnt/f0.txt && printf 'g0 in the backup' > mnt/g0.txt").status, 0)
+        try r.waitUntilUploaded()
+        let dump = try r.dumpDatabase()
+        XCTAssertEqual(r.fx.sh("mkdir mnt/docs && printf 'inside a lost folder' > mnt/docs/inner.txt && printf 'mine, after the backup' > mnt/clash.txt").status, 0)
+        try r.waitUntilUploaded()
+        XCTAssertEqual(try r.unmount().status, 0)
+        XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15))
+
+        try r.restoreDatabase(from: dump)
+
+        // B takes the name clash.txt by a rename (no new identifier that could be one of A's).
+        let b = try makeSecond(r, name: "b")
+        XCTAssertEqual(r.fx.sh("mv '\(b.mnt)'/g0.txt '\(b.mnt)'/clash.txt").status, 0)
+        eventually("B has sent its rename", timeout: 120) { (self.statusFields(r, b.mnt)?["pending"] as? NSNumber)?.intValue == 0 }
+
+        try r.fx.mount()
+        let status = try r.waitForStatus("the restore reported", timeout: 120) { $0.raw.contains("\"restore\":\"") && $0.pending == 0 }
+        XCTAssertTrue(status.raw.contains("3 item(s) of this replica it lost are put back at their paths (1 under a conflicted-copy name)"), status.raw)
+        XCTAssertFalse(status.raw.contains("kept in"), status.raw)
+        eventually("B sees A's lost items again", timeout: 120) {
+            self.contents(b.mnt + "/docs/inner.txt") == "inside a lost folder"
+                && ((try? FileManager.default.contentsOfDirectory(atPath: b.mnt)) ?? []).contains { $0.hasPrefix("clash (conflicted copy") }
+        }
+        let copy = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: b.mnt).first { $0.hasPrefix("clash (conflicted copy") })
+        XCTAssertEqual(contents(b.mnt + "/" + copy), "mine, after the backup")
+        XCTAssertEqual(contents(r.mnt + "/" + copy), "mine, after the backup")
+        XCTAssertEqual(contents(b.mnt + "/clash.txt"), "g0 in the backup")
+        XCTAssertEqual(contents(r.mnt + "/clash.txt"), "g0 in the backup")
+        XCTAssertEqual(contents(r.mnt + "/docs/inner.txt"), "inside a lost folder")
+        XCTAssertEqual(contents(b.mnt + "/f0.txt"), "in the backup")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: r.fx.store + "/recovered"), "recovered/ keeps only what could not be put back")
+    }
 }

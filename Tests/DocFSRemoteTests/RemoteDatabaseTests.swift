@@ -18,9 +18,13 @@ final class RemoteDatabaseTests: XCTestCase {
     static func withDatabase(migrated: Bool = true, _ body: (RemoteDatabase, PostgresURL) async throws -> Void) async throws {
         let admin = try RemoteTestEnvironment.postgres()
         let name = RemoteTestEnvironment.uniqueName("docfs_test")
-        try await Self.adminQuery(admin, "CREATE DATABASE \(name)")
+        // The tree's owner as docs/REMOTE.md deploys it: CREATEROLE, the database's owner, no superuser.
+        let owner = name + "_owner"
+        try await Self.adminQuery(admin, "CREATE ROLE \(owner) LOGIN CREATEROLE")
+        try await Self.adminQuery(admin, "CREATE DATABASE \(name) OWNER \(owner)")
         var url = admin
         url.database = name
+        url.user = owner
         let db = RemoteDatabase(url: url)
         do {
             if migrated { try await db.migrate() }
@@ -28,10 +32,12 @@ final class RemoteDatabaseTests: XCTestCase {
         } catch {
             await db.shutdown()
             try? await Self.adminQuery(admin, "DROP DATABASE \(name) WITH (FORCE)")
+            try? await Self.adminQuery(admin, "DROP ROLE IF EXISTS \(owner)")
             throw error
         }
         await db.shutdown()
         try await Self.adminQuery(admin, "DROP DATABASE \(name) WITH (FORCE)")
+        try? await Self.adminQuery(admin, "DROP ROLE IF EXISTS \(owner)")
     }
 
     static func adminQuery(_ url: PostgresURL, _ sql: String) async throws {

@@ -151,7 +151,6 @@ final class InMemoryReplicaStore: ReplicaStore {
         return item.kind == .folder ? ["public.folder", "public.item"] : ["public.data", "public.item"]
     }
 
-    func contentTypeIdentifiers(forMIMEWords words: [String]) -> [String: String] { [:] }
 
     // MARK: The outbox
 
@@ -286,6 +285,32 @@ final class InMemoryReplicaStore: ReplicaStore {
 
     func permanentRows() throws(ProviderError) -> [Int64] {
         state.withLock { $0.items.keys.filter(ReplicaRows.isPermanent).sorted() }
+    }
+
+    func putBack(_ lost: LostItem, in folder: [String], as name: String) async throws(ProviderError) -> PutBackResult {
+        let found = state.withLock { s -> (parent: Int64?, taken: IncomingItem?) in
+            func child(_ name: String, of parent: Int64) -> (row: Int64, item: IncomingItem)? {
+                s.items.first { $0.value.parentRow == parent && $0.value.name == name && !$0.value.deleted && !$0.value.trashed }
+                    .map { ($0.key, $0.value) }
+            }
+            var current = ReplicaRows.root
+            for part in folder {
+                guard let next = child(part, of: current), next.item.kind == .folder else { return (nil, nil) }
+                current = next.row
+            }
+            return (current, child(name, of: current)?.item)
+        }
+        guard let parent = found.parent else { return .noFolder }
+        if let taken = found.taken { return .nameTaken(byFolder: taken.kind == .folder) }
+        let text = lost.contents.flatMap { FileManager.default.contents(atPath: $0) }.map { String(decoding: $0, as: UTF8.self) }
+        guard lost.kind == .folder || (lost.kind == .file && text != nil) else {
+            throw ProviderError(.invalidArgument, "the fake store puts back folders and files with contents")
+        }
+        do {
+            return .made(row: try create(name, lost.kind == .folder ? nil : text, in: parent))
+        } catch {
+            throw ProviderError(.noSuchItem, "\(error)")
+        }
     }
 
     // MARK: What the server decided otherwise

@@ -152,7 +152,6 @@ final class InMemoryServer: ReplicaServer {
     func latestPosition() async throws -> Int64 { try enter("latestPosition"); return state.withLock { $0.log.last?.position ?? 0 } }
     func logStart() async throws -> Int64 { try enter("logStart"); return state.withLock { $0.log.first?.position ?? 1 } }
     func layout() async throws -> String? { try enter("layout"); return state.withLock { $0.layoutJSON } }
-    func setLayoutMIMETypes(json: String) async throws { try enter("setLayoutMIMETypes") }
     func expectedSHA256(key: String) async throws -> String? {
         try enter("expectedSHA256")
         return state.withLock { $0.hashes[key] }

@@ -65,6 +65,51 @@ final class RestoredServerTests: ReplicaTestCase {
         XCTAssertTrue((status["restore"] as? String)?.contains("3 file(s)") == true, "\(status)")
     }
 
+    /// What the restored server lost and nobody's item took the identifier of is made again on the
+    /// server at its path: a lost folder goes into a folder of the same name made since, a file
+    /// whose name is taken there now gets a conflicted copy's name; nothing stays in recovered/.
+    func testWhatTheRestoredServerLostIsPutBackAtItsPaths() async throws {
+        startEngine()
+        _ = try await importFile("f0.txt", "kept by the backup")
+        try await waitForOutbox()
+        let backup = server.backup()
+        let docs = try await store.createDirectory(withName: "docs", inParentItemIdentifier: .rootContainer)
+        _ = try await importFile("inner.txt", "inside a lost folder", into: docs.identifier)
+        _ = try await importFile("clash.txt", "mine, after the backup")
+        _ = try await importFile("alone.txt", "no one took this name")
+        try await waitForOutbox()
+        await engine!.stop()
+        engine = nil
+
+        server.restore(backup)
+        // Another replica made a folder and a file of the same names since, under identifiers none
+        // of this replica's items had.
+        server.plant(InMemoryServer.fileRow(id: 100, name: "docs", kind: .folder))
+        server.plant(InMemoryServer.fileRow(id: 101, name: "clash.txt"))
+
+        startEngine()
+        try await waitUntil("what the server lost is on the server again") {
+            let tree = server.tree()
+            return tree["docs/inner.txt"] != nil && tree["alone.txt"] != nil
+                && tree.keys.contains { $0.hasPrefix("clash (conflicted copy") }
+        }
+        try await waitForOutbox()
+        let tree = server.tree()
+        XCTAssertEqual(tree["docs/"]?.id, 100, "the lost folder went into the one made since: \(tree.keys.sorted())")
+        XCTAssertEqual(tree["clash.txt"]?.id, 101, "the other replica's file keeps its name")
+        XCTAssertEqual(try localText("docs/inner.txt"), "inside a lost folder")
+        XCTAssertEqual(try localText("alone.txt"), "no one took this name")
+        XCTAssertEqual(try localText("f0.txt"), "kept by the backup")
+        let copy = try XCTUnwrap(tree.keys.first { $0.hasPrefix("clash (conflicted copy") })
+        XCTAssertEqual(try localText(copy), "mine, after the backup")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: store.url.appendingPathComponent("recovered").path),
+                       "recovered/ keeps only what could not be put back")
+        let status = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(engine!.statusJSON().utf8)) as? [String: Any])
+        let restore = try XCTUnwrap(status["restore"] as? String, "\(status)")
+        XCTAssertTrue(restore.contains("4 item(s) of this replica it lost are put back at their paths (1 under a conflicted-copy name)"), restore)
+        XCTAssertFalse(restore.contains("kept in"), restore)
+    }
+
     func testTheSameHistoryIsNoRestore() async throws {
         startEngine()
         _ = try await importFile("one.txt", "1")

@@ -172,7 +172,7 @@ final class ServerRowCheckTests: ReplicaTestCase {
             trashed: false, deleted: false)])
         let kept = store.keepRecovered(rows: [400], folder: "f")
         let base = store.url.path + "/recovered/f/"
-        XCTAssertEqual(kept, [base + "item-400"])
+        XCTAssertEqual(kept, [400: base + "item-400"])
         XCTAssertFalse(FileManager.default.fileExists(atPath: store.url.path + "/recovered/item-400"))
     }
 

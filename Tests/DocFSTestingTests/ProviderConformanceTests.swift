@@ -29,11 +29,14 @@ final class ProviderConformanceTests: XCTestCase {
 
     let writingChecks = ["a new file is the provider's", "identifiers stay across renames and moves", "a refusal leaves nothing half-done",
                          "a change the provider signals shows through the kernel's caches", "a refused modification keeps the old version",
-                         "the trash round trip keeps the item", "extended attributes round trip", "hard links share one item"]
+                         "the trash round trip keeps the item", "extended attributes round trip", "hard links share one item",
+                         "chmod, chown and utimens reach the provider", "truncate changes the provider's contents",
+                         "unlink and rmdir remove the provider's items", "special items are the provider's",
+                         "tags and favourite rank round trip"]
 
     func assertRan(_ report: ProviderConformance.Report, skipping skipped: Set<String>, file: StaticString = #filePath, line: UInt = #line) {
         XCTAssert(report.passed, "\n\(report)", file: file, line: line)
-        XCTAssertEqual(report.outcomes.count, 3 + writingChecks.count, "\(report)", file: file, line: line)
+        XCTAssertEqual(report.outcomes.count, 4 + writingChecks.count, "\(report)", file: file, line: line)
         for outcome in report.outcomes {
             XCTAssertEqual(outcome.status, skipped.contains(outcome.check) ? .skipped : .passed, "\(outcome)", file: file, line: line)
         }
@@ -98,6 +101,22 @@ final class ProviderConformanceTests: XCTestCase {
         let report = try ProviderConformance.check(MiscountingProvider())
         XCTAssertEqual(report["child counts, parents and identities agree"], .failed, "\(report)")
         XCTAssert(report.failures.first?.detail.contains("childItemCount 3, 2 enumerated") == true, "\(report)")
+    }
+}
+
+extension ProviderConformanceTests {
+    /// Each check of the calls beyond create, read and move fails against a provider that says
+    /// yes and keeps nothing (`LyingProvider`), by name; the checks before them still pass.
+    func testAProviderThatKeepsNothingFailsEachCallCheck() throws {
+        let inner = try MemoryProvider(folders: [.init(path: "Projects", capabilities: .all)], stagingParent: work)
+        let report = try ProviderConformance.check(LyingProvider(inner))
+        for check in ["statfs gives the provider's storage statistics", "chmod, chown and utimens reach the provider",
+                      "truncate changes the provider's contents", "unlink and rmdir remove the provider's items",
+                      "special items are the provider's", "tags and favourite rank round trip"] {
+            XCTAssertEqual(report[check], .failed, "\(check)\n\(report)")
+        }
+        XCTAssertEqual(report["child counts, parents and identities agree"], .passed, "\(report)")
+        XCTAssertEqual(report["a new file is the provider's"], .passed, "\(report)")
     }
 }
 

@@ -244,9 +244,10 @@ extension RemoteDatabase {
     /// came, and the committed version named a manifest gone.)
     package func dropOrphanManifests(before cutoffNs: Int64) async throws -> Int {
         let logger = self.logger
+        let lock = try await writersLockQuery()
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> Int in
-                try await conn.query("SELECT pg_advisory_xact_lock(\(Self.writeLock))", logger: logger)
+                try await conn.query(PostgresQuery(unsafeSQL: lock), logger: logger)
                 let rows = try await conn.query("""
                     WITH gone AS (DELETE FROM docfs_manifests m WHERE m.created_ns < \(cutoffNs)
                                     AND NOT EXISTS (SELECT 1 FROM docfs_versions v WHERE v.content_key = m.key)

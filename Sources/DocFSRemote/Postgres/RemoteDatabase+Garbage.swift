@@ -109,12 +109,13 @@ extension RemoteDatabase {
     /// rebuilds from a full listing, where items the server no longer has are gone.
     package func trimHistory(before cutoffNs: Int64) async throws -> TrimmedHistory {
         let logger = self.logger
+        let lock = try await writersLockQuery()
         // A file's tombstone goes after those of its names (schema 12: they refer to it).
         let names = try await schemaVersion() >= RemoteSchema.linksVersion
             ? "AND NOT EXISTS (SELECT 1 FROM docfs_items n WHERE n.link_of = i.id)" : ""
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> TrimmedHistory in
-                try await conn.query("SELECT pg_advisory_xact_lock(\(Self.writeLock))", logger: logger)
+                try await conn.query(PostgresQuery(unsafeSQL: lock), logger: logger)
                 func count(_ query: PostgresQuery) async throws -> Int {
                     var n: Int64 = 0
                     for try await (c) in try await conn.query(query, logger: logger).decode(Int64.self) { n = c }
@@ -151,10 +152,11 @@ extension RemoteDatabase {
     @discardableResult
     package func trimChangeLog(before cutoffNs: Int64) async throws -> Int {
         let logger = self.logger
+        let lock = try await writersLockQuery()
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> Int in
                 // Writers hold this lock while they append: the newest position is stable here.
-                try await conn.query("SELECT pg_advisory_xact_lock(\(Self.writeLock))", logger: logger)
+                try await conn.query(PostgresQuery(unsafeSQL: lock), logger: logger)
                 let last = try await conn.query("""
                     SELECT max(position) FROM docfs_changes
                     WHERE at_ns < \(cutoffNs) AND position < (SELECT max(position) FROM docfs_changes)

@@ -2,9 +2,10 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// What a `docfs remote gc` run holds for its whole length: a session advisory lock on a
-/// connection of its own, so two runs never decide at once; a run that dies (kill -9, a cut
-/// connection) lets go with its session.
+/// What a `docfs remote gc` run holds for its whole length: the `gc` row of `docfs_locks` (schema
+/// 14; an advisory key before, which any role could take) in a transaction of a connection of its
+/// own, so two runs never decide at once; a run that dies (kill -9, a cut connection) lets go
+/// with its session.
 package final class GarbageLock: Sendable {
     let connection: PostgresConnection
     init(_ connection: PostgresConnection) { self.connection = connection }
@@ -12,7 +13,7 @@ package final class GarbageLock: Sendable {
 }
 
 extension RemoteDatabase {
-    /// The advisory lock key of gc runs (beside `writeLock` and `migrationLock`).
+    /// The advisory lock key of gc runs before schema 14 (beside `writeLock` and `migrationLock`).
     package static let garbageLockKey: Int64 = 0x646f_6366_7303
 
     /// The gc lock, or nil when another run holds it (asked, never waited for).
@@ -21,8 +22,14 @@ extension RemoteDatabase {
             let connection = try await connectAlone()
             var taken = false
             do {
-                let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.garbageLockKey))", logger: logger)
-                for try await (got) in rows.decode(Bool.self) { taken = got }
+                if try await schemaVersion() >= RemoteSchema.guardsVersion {
+                    try await connection.query("BEGIN", logger: logger)
+                    let rows = try await connection.query(PostgresQuery(unsafeSQL: RemoteSchema.garbageLockQuery), logger: logger)
+                    for try await (n) in rows.decode(Int64.self) { taken = n == 1 }
+                } else {
+                    let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.garbageLockKey))", logger: logger)
+                    for try await (got) in rows.decode(Bool.self) { taken = got }
+                }
             } catch {
                 try? await connection.close()
                 throw error

@@ -45,13 +45,18 @@ extension RemoteDatabase {
 
 extension RemoteDatabase {
     /// Why calls find no answer, when the server refuses this role's login (a replica removed
-    /// with `docfs remote remove-replica`, a password changed): the pool keeps retrying its
+    /// with `docfs remote remove-replica`, a password changed) or has no connection slot for it
+    /// (max_connections or the role's connection limit reached): the pool keeps retrying its
     /// connections and a call only times out, so one connection of its own asks. Nil otherwise.
     package func loginRefusal() async -> RemoteError? {
         do {
             try await Self.probe(url, timeout: .seconds(5), logger: logger)
         } catch let error as RemoteError {
-            if case .authentication = error { return error }
+            switch error {
+            case .authentication: return error
+            case .unreachable(let message) where message.hasPrefix(Self.noConnectionSlot): return error
+            default: break
+            }
         } catch {}
         return nil
     }

@@ -37,7 +37,7 @@ extension RemoteDatabase {
         let logger = self.logger
         let created = try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> Bool in
-                try await conn.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
+                try await Self.lockMigrations(conn, logger: logger)
                 // The group and its grants (a migration run by an owner without CREATEROLE made none).
                 try await conn.query(PostgresQuery(unsafeSQL: """
                     DO $do$ BEGIN
@@ -53,15 +53,23 @@ extension RemoteDatabase {
                 var statement = (exists ? "ALTER ROLE " : "CREATE ROLE ") + RemoteSchema.quoteIdentifier(name) + " LOGIN"
                 if let password { statement += " PASSWORD \(RemoteSchema.quoteLiteral(password))" }
                 try await conn.query(PostgresQuery(unsafeSQL: statement), logger: logger)
-                var database = ""
-                for try await (n) in try await conn.query("SELECT current_database()", logger: logger).decode(String.self) { database = n }
-                try await conn.query(PostgresQuery(unsafeSQL: """
-                    GRANT CONNECT ON DATABASE \(RemoteSchema.quoteIdentifier(database)) TO \(RemoteSchema.quoteIdentifier(name))
-                    """), logger: logger)
                 try await conn.query(PostgresQuery(unsafeSQL: """
                     GRANT \(RemoteSchema.quoteIdentifier(group)) TO \(RemoteSchema.quoteIdentifier(name))
                     """), logger: logger)
                 try await conn.query("INSERT INTO docfs_replicas (role) VALUES (\(name)) ON CONFLICT (role) DO NOTHING", logger: logger)
+                // CONNECT through the group only (a role made before schema 14 had its own: taken
+                // back, so that leaving the group leaves the database), limits and timeouts of its
+                // own unless the owner set others, and the owner's right to end its sessions.
+                for statement in [RemoteSchema.databaseGrants, RemoteSchema.signalGrant,
+                                  RemoteSchema.replicaLimits(rolesSQL: "SELECT \(RemoteSchema.quoteLiteral(name))::text")] {
+                    try await conn.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                try await conn.query(PostgresQuery(unsafeSQL: """
+                    DO $do$ BEGIN
+                        EXECUTE format('REVOKE CONNECT ON DATABASE %I FROM %I', current_database(), \(RemoteSchema.quoteLiteral(name)));
+                    EXCEPTION WHEN insufficient_privilege THEN NULL;
+                    END $do$
+                    """), logger: logger)
                 return !exists
             }
         }
@@ -80,12 +88,34 @@ extension RemoteDatabase {
         if canCreate {
             throw RemoteError.invalid("role \(name) may create tables in schema public: its owner runs REVOKE CREATE ON SCHEMA public FROM PUBLIC")
         }
+        // No temporary tables, no other tree's database (`RemoteSchema+Guards`).
+        let publicMayConnect = try await mapped { [self] in
+            var open = false
+            for try await (v) in try await client.query(PostgresQuery(unsafeSQL: RemoteSchema.publicMayConnectQuery),
+                                                        logger: logger).decode(Bool.self) { open = v }
+            return open
+        }
+        if publicMayConnect {
+            throw RemoteError.invalid("every role may connect to this database or make TEMP tables in it: its owner runs "
+                + "REVOKE TEMPORARY, CONNECT ON DATABASE <db> FROM PUBLIC; GRANT CONNECT ON DATABASE <db> TO \(group)")
+        }
         return created
     }
 
-    /// Revokes a replica: out of the group, no login, its sessions on this database ended. Its
-    /// mount stops syncing (its changes stay in its outbox); nothing of the others changes.
-    package func removeReplica(_ name: String) async throws {
+    /// What `removeReplica` could not do: the sessions of the role still running afterwards.
+    package struct Removal: Sendable {
+        /// Sessions ended.
+        package var ended = 0
+        /// Process ids of the sessions that survived, and why.
+        package var survivors: [Int32] = []
+        package var why: String?
+    }
+
+    /// Revokes a replica: out of the group and no login, committed first (so a reconnect meanwhile
+    /// is refused), then its sessions ended (with `pg_signal_backend`, which a CREATEROLE owner
+    /// has from set-up; a superuser needs none). Its mount stops syncing (its changes stay in its
+    /// outbox); nothing of the others changes. Says which sessions it could not end.
+    package func removeReplica(_ name: String) async throws -> Removal {
         try Self.checkRoleName(name)
         let group = try await replicasGroup()
         let logger = self.logger
@@ -101,10 +131,44 @@ extension RemoteDatabase {
                     REVOKE \(RemoteSchema.quoteIdentifier(group)) FROM \(RemoteSchema.quoteIdentifier(name))
                     """), logger: logger)
                 try await conn.query(PostgresQuery(unsafeSQL: "ALTER ROLE \(RemoteSchema.quoteIdentifier(name)) NOLOGIN"), logger: logger)
-                try await conn.query("""
-                    SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = \(name) AND datname = current_database()
-                    """, logger: logger)
             }
+        }
+        // Best effort: an owner set up before schema 14 may make itself a member now.
+        _ = try? await mapped { [self] in
+            try await client.query(PostgresQuery(unsafeSQL: RemoteSchema.signalGrant), logger: logger)
+        }
+        var removal = Removal()
+        // A session may log in between the commit and this list only with a login started before it.
+        for _ in 0..<3 {
+            let sessions = try await sessions(of: name)
+            if sessions.isEmpty { break }
+            removal.survivors = []
+            for pid in sessions {
+                do {
+                    let ended = try await mapped { [self] in
+                        var done = false
+                        for try await (v) in try await client.query("SELECT pg_terminate_backend(\(pid), 5000)",
+                                                                    logger: logger).decode(Bool.self) { done = v }
+                        return done
+                    }
+                    if ended { removal.ended += 1 } else { removal.survivors.append(pid) }
+                } catch {
+                    removal.survivors.append(pid)
+                    removal.why = "\(error)"
+                }
+            }
+        }
+        removal.survivors = try await sessions(of: name)
+        return removal
+    }
+
+    /// The process ids of `role`'s sessions on the cluster.
+    func sessions(of role: String) async throws -> [Int32] {
+        try await mapped { [self] in
+            var pids: [Int32] = []
+            for try await (pid) in try await client.query("SELECT pid FROM pg_stat_activity WHERE usename = \(role)",
+                                                          logger: logger).decode(Int32.self) { pids.append(pid) }
+            return pids
         }
     }
 

@@ -11,14 +11,15 @@ import NIOSSL
 /// A replica reads the tables and writes only through the server's functions, which check what
 /// it sends (`RemoteSchema+Operations`, `RemoteSchema+Doors`): a chunk of operations is one call
 /// of `docfs_apply` (`RemoteDatabase+Apply`), each operation idempotent by its client-supplied
-/// id (the outbox entry's UUID), applied under a global advisory lock so that change log
+/// id (the outbox entry's UUID), applied under a global lock (a row of `docfs_locks`) so that change log
 /// positions commit in increasing order: a reader that has seen position N never later finds a
 /// smaller position appear (a plain bigserial does not promise that).
 ///
 /// The client's `run()` runs in a task for the database object's whole life; call `shutdown()`.
 package final class RemoteDatabase: Sendable {
     package static let notificationChannel = "docfs_changes"
-    /// The advisory lock key that serializes writers (and migrations, with another key).
+    /// The advisory key that serialized writers before schema 14 (now a row of `docfs_locks`, which
+    /// no replica may lock: `RemoteSchema+Guards`), and the one of migrations.
     static let writeLock: Int64 = 0x646f_6366_7301
     static let migrationLock: Int64 = 0x646f_6366_7302
 
@@ -84,7 +85,7 @@ package final class RemoteDatabase: Sendable {
         let logger = self.logger
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> Int in
-                try await conn.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
+                try await Self.lockMigrations(conn, logger: logger)
                 try await conn.query("""
                     CREATE TABLE IF NOT EXISTS docfs_schema_migrations (
                         version    integer PRIMARY KEY,
@@ -186,9 +187,10 @@ package final class RemoteDatabase: Sendable {
         }
     }
 
-    /// The MIME words of the server's layout as this replica resolves them (`{"image/png":
+    /// The MIME words of the server's layout as the owner resolves them (`{"image/png":
     /// "public.png"}`): the server's rules compare identifiers only, and cannot read the
-    /// shared-mime-info database a replica resolves them with.
+    /// shared-mime-info database a replica resolves them with. The owner's alone since schema 15
+    /// (`RemoteSchema+Bounds`): a replica role is refused (notPermitted).
     package func setLayoutMIMETypes(json: String) async throws {
         let logger = self.logger
         try await mapped { [self] in

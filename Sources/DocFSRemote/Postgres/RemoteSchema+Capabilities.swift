@@ -52,7 +52,7 @@ extension RemoteSchema {
         """,
         // A new item's capabilities: its folder's contents words, or a layout folder's own.
         """
-        CREATE FUNCTION docfs_item_caps() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        CREATE FUNCTION docfs_item_caps() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $fn$
         DECLARE
             layout jsonb;
             inherited jsonb;
@@ -86,7 +86,7 @@ extension RemoteSchema {
         // program wrote (`docfs.initial_contents` set for the transaction) are let in, as on a
         // replica, where the program that creates a file writes it whatever its capabilities.
         """
-        CREATE FUNCTION docfs_item_rules() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        CREATE FUNCTION docfs_item_rules() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $fn$
         DECLARE
             layout jsonb;
             refused text;

@@ -24,7 +24,7 @@ extension RemoteSchema {
         "CREATE INDEX IF NOT EXISTS docfs_items_content_key ON docfs_items (content_key)",
         """
         CREATE OR REPLACE FUNCTION docfs_pack_key_ok(p_pack text) RETURNS boolean LANGUAGE plpgsql STABLE
-        SET search_path = pg_catalog, public AS $fn$
+        SET search_path = pg_catalog, public, pg_temp AS $fn$
         DECLARE
             folder text;
         BEGIN
@@ -39,7 +39,7 @@ extension RemoteSchema {
         """,
         """
         CREATE OR REPLACE FUNCTION docfs_mark_block_damaged(p_hash text, p_pack text) RETURNS boolean LANGUAGE plpgsql
-        SECURITY DEFINER SET search_path = pg_catalog, public AS $fn$
+        SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $fn$
         BEGIN
             IF p_hash IS NULL OR p_hash !~ '\(hashPattern)' THEN
                 RAISE EXCEPTION 'not a block hash: %', p_hash USING ERRCODE = 'invalid_parameter_value';
@@ -56,7 +56,7 @@ extension RemoteSchema {
         """,
         """
         CREATE OR REPLACE FUNCTION docfs_record_blocks(p_hashes text[], p_packs text[], p_offsets bigint[], p_lengths bigint[])
-        RETURNS integer LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $fn$
+        RETURNS integer LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $fn$
         DECLARE
             n integer := coalesce(cardinality(p_hashes), 0);
             changed integer;

@@ -46,7 +46,7 @@ extension RemoteSchema {
     static let doorFunctions: [String] = [
         """
         CREATE OR REPLACE FUNCTION docfs_manifest_key_ok(p_key text) RETURNS boolean LANGUAGE plpgsql STABLE
-        SET search_path = pg_catalog, public AS $fn$
+        SET search_path = pg_catalog, public, pg_temp AS $fn$
         DECLARE
             folder text;
         BEGIN
@@ -62,7 +62,7 @@ extension RemoteSchema {
         """,
         """
         CREATE OR REPLACE FUNCTION docfs_record_intents(p_keys text[]) RETURNS void LANGUAGE plpgsql
-        SECURITY DEFINER SET search_path = pg_catalog, public AS $fn$
+        SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $fn$
         DECLARE
             bad text;
         BEGIN
@@ -83,13 +83,13 @@ extension RemoteSchema {
         """,
         """
         CREATE OR REPLACE FUNCTION docfs_drop_intents(p_keys text[]) RETURNS void LANGUAGE sql
-        SECURITY DEFINER SET search_path = pg_catalog, public AS $fn$
+        SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $fn$
             DELETE FROM docfs_upload_intents WHERE key = ANY(p_keys) AND role IS NOT DISTINCT FROM session_user
         $fn$
         """,
         """
         CREATE OR REPLACE FUNCTION docfs_record_pack(p_pack text, p_size bigint, p_hashes text[], p_offsets bigint[], p_lengths bigint[])
-        RETURNS integer LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public
+        RETURNS integer LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
         SET plan_cache_mode = force_custom_plan AS $fn$
         DECLARE
             n integer := coalesce(cardinality(p_hashes), 0);
@@ -139,7 +139,7 @@ extension RemoteSchema {
         """,
         """
         CREATE OR REPLACE FUNCTION docfs_record_manifests(p_manifests jsonb, p_done_packs text[]) RETURNS text[] LANGUAGE plpgsql
-        SECURITY DEFINER SET search_path = pg_catalog, public
+        SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
         SET plan_cache_mode = force_custom_plan AS $fn$
         DECLARE
             folder text;
@@ -217,35 +217,13 @@ extension RemoteSchema {
         """,
         """
         CREATE OR REPLACE FUNCTION docfs_hello() RETURNS void LANGUAGE sql
-        SECURITY DEFINER SET search_path = pg_catalog, public AS $fn$
+        SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $fn$
             INSERT INTO docfs_replicas AS r (role, last_seen_ns) VALUES (session_user, docfs_now())
             ON CONFLICT (role) DO UPDATE SET last_seen_ns = excluded.last_seen_ns
         $fn$
         """,
         // Owners' work only (no replica is granted these).
-        """
-        CREATE OR REPLACE FUNCTION docfs_set_layout(p_op uuid, p_json text) RETURNS bigint LANGUAGE plpgsql AS $fn$
-        DECLARE
-            root docfs_items;
-            pos bigint;
-        BEGIN
-            PERFORM pg_advisory_xact_lock(\(RemoteDatabase.writeLock));
-            SELECT position INTO pos FROM docfs_operations WHERE operation_id = p_op;
-            IF FOUND THEN RETURN pos; END IF;
-            INSERT INTO docfs_layout (id, layout, updated_ns) VALUES (1, p_json::jsonb, docfs_now())
-            ON CONFLICT (id) DO UPDATE SET layout = excluded.layout, updated_ns = excluded.updated_ns;
-            UPDATE docfs_items SET metadata_version = metadata_version + 1, changed_ns = docfs_now() WHERE parent_id IS NULL
-            RETURNING * INTO root;
-            INSERT INTO docfs_changes (item_id, kind, operation_id, content_version, metadata_version, at_ns, role)
-            VALUES (root.id, 'layout', p_op, root.content_version, root.metadata_version, docfs_now(), session_user)
-            RETURNING position INTO pos;
-            INSERT INTO docfs_operations (operation_id, kind, item_id, content_version, metadata_version, position, applied_ns, role)
-            VALUES (p_op, 'layout', root.id, root.content_version, root.metadata_version, pos, docfs_now(), session_user);
-            PERFORM pg_notify('\(RemoteDatabase.notificationChannel)', pos::text);
-            RETURN pos;
-        END
-        $fn$
-        """,
+        setLayoutFunction(lock: advisoryWritersLock),
         // Every function is the owner's unless granted below (PostgreSQL lets PUBLIC execute new ones).
         """
         DO $do$
@@ -268,6 +246,34 @@ extension RemoteSchema {
         """,
         replicasGroupGrants,
     ]
+
+    /// `docfs_set_layout`: the owner's layout, a change of the root, under the writers' `lock`.
+    static func setLayoutFunction(lock: String) -> String {
+        """
+        CREATE OR REPLACE FUNCTION docfs_set_layout(p_op uuid, p_json text) RETURNS bigint LANGUAGE plpgsql
+        SET search_path = pg_catalog, public, pg_temp AS $fn$
+        DECLARE
+            root docfs_items;
+            pos bigint;
+        BEGIN
+            \(lock)
+            SELECT position INTO pos FROM docfs_operations WHERE operation_id = p_op;
+            IF FOUND THEN RETURN pos; END IF;
+            INSERT INTO docfs_layout (id, layout, updated_ns) VALUES (1, p_json::jsonb, docfs_now())
+            ON CONFLICT (id) DO UPDATE SET layout = excluded.layout, updated_ns = excluded.updated_ns;
+            UPDATE docfs_items SET metadata_version = metadata_version + 1, changed_ns = docfs_now() WHERE parent_id IS NULL
+            RETURNING * INTO root;
+            INSERT INTO docfs_changes (item_id, kind, operation_id, content_version, metadata_version, at_ns, role)
+            VALUES (root.id, 'layout', p_op, root.content_version, root.metadata_version, docfs_now(), session_user)
+            RETURNING position INTO pos;
+            INSERT INTO docfs_operations (operation_id, kind, item_id, content_version, metadata_version, position, applied_ns, role)
+            VALUES (p_op, 'layout', root.id, root.content_version, root.metadata_version, pos, docfs_now(), session_user);
+            PERFORM pg_notify('\(RemoteDatabase.notificationChannel)', pos::text);
+            RETURN pos;
+        END
+        $fn$
+        """
+    }
 
     /// Makes the replicas group if this role may (else `docfs remote add-replica` says so), gives
     /// it exactly a replica's privileges, and moves every replica role made before version 11
@@ -306,7 +312,7 @@ extension RemoteSchema {
                                'docfs_schema_migrations, docfs_blocks, docfs_manifests, docfs_manifest_blocks TO %I', t);
                 EXECUTE format('GRANT EXECUTE ON FUNCTION docfs_apply(jsonb), docfs_record_intents(text[]), docfs_drop_intents(text[]), '
                                'docfs_record_pack(text, bigint, text[], bigint[], bigint[]), docfs_record_manifests(jsonb, text[]), '
-                               'docfs_mark_block_damaged(text, text), docfs_set_layout_mime(text), docfs_hello() TO %I', t);
+                               'docfs_mark_block_damaged(text, text), docfs_hello() TO %I', t);
             END LOOP;
         END
         $do$

@@ -11,7 +11,7 @@ extension RemoteSchema {
     static let manifestStatements: [String] = [
         """
         CREATE OR REPLACE FUNCTION docfs_version_names_contents() RETURNS trigger LANGUAGE plpgsql
-        SECURITY DEFINER SET search_path = pg_catalog, public AS $fn$
+        SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $fn$
         DECLARE
             recorded bigint;
         BEGIN

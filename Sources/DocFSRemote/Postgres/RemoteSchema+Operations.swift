@@ -449,9 +449,11 @@ extension RemoteSchema {
 
     /// A chunk of operations in order, each in its own subtransaction; stops at the first refused
     /// (its error is the last result). Drops this replica's intents of the contents now named.
-    static let applyFunction = """
+    static let applyFunction = applyFunction(lock: advisoryWritersLock)
+
+    static func applyFunction(lock: String) -> String { """
         CREATE OR REPLACE FUNCTION docfs_apply(p_ops jsonb) RETURNS jsonb LANGUAGE plpgsql
-        SECURITY DEFINER SET search_path = pg_catalog, public
+        SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
         SET plan_cache_mode = force_custom_plan AS $fn$
         DECLARE
             me text := session_user;
@@ -466,7 +468,7 @@ extension RemoteSchema {
             IF jsonb_typeof(p_ops) IS DISTINCT FROM 'array' OR jsonb_array_length(p_ops) > 4096 THEN
                 RAISE EXCEPTION 'docfs_apply takes a list of at most 4096 operations' USING ERRCODE = 'DF014';
             END IF;
-            PERFORM pg_advisory_xact_lock(\(RemoteDatabase.writeLock));
+            \(lock)
             FOR i IN 0 .. jsonb_array_length(p_ops) - 1 LOOP
                 BEGIN
                     result := docfs_apply_one(p_ops->i, me);
@@ -487,4 +489,5 @@ extension RemoteSchema {
         END
         $fn$
         """
+    }
 }

@@ -43,26 +43,28 @@ extension RemoteSchema {
         END
         $do$
         """,
-        // Each step once (a set-up run again over a schema whose record of versions was lost).
+        // (Each step may run again: `docfs remote setup` reapplies versions a restored or
+        // hand-edited docfs_schema_migrations no longer lists.)
+        "ALTER TABLE docfs_manifest_blocks DROP CONSTRAINT IF EXISTS docfs_manifest_blocks_block",
+        """
+        ALTER TABLE docfs_manifest_blocks ADD CONSTRAINT docfs_manifest_blocks_block
+            FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash)
+        """,
         """
         DO $do$
         BEGIN
-            IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'docfs_manifest_blocks_block'
-                           AND conrelid = 'docfs_manifest_blocks'::regclass) THEN
-                ALTER TABLE docfs_manifest_blocks ADD CONSTRAINT docfs_manifest_blocks_block
-                    FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash);
-            END IF;
             IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'docfs_blocks'::regclass AND contype = 'p'
-                           AND cardinality(conkey) = 2) THEN
+                           AND array_length(conkey, 1) = 2) THEN
                 ALTER TABLE docfs_blocks DROP CONSTRAINT IF EXISTS docfs_blocks_pkey;
                 ALTER TABLE docfs_blocks ADD PRIMARY KEY (hash, pack_key);
             END IF;
-            IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'docfs_blocks_block' AND conrelid = 'docfs_blocks'::regclass) THEN
-                ALTER TABLE docfs_blocks ADD CONSTRAINT docfs_blocks_block
-                    FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash) ON DELETE CASCADE;
-            END IF;
         END
         $do$
+        """,
+        "ALTER TABLE docfs_blocks DROP CONSTRAINT IF EXISTS docfs_blocks_block",
+        """
+        ALTER TABLE docfs_blocks ADD CONSTRAINT docfs_blocks_block
+            FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash) ON DELETE CASCADE
         """,
         "ALTER TABLE docfs_blocks ADD COLUMN IF NOT EXISTS role text",
         "ALTER TABLE docfs_blocks ADD COLUMN IF NOT EXISTS reports integer NOT NULL DEFAULT 0",

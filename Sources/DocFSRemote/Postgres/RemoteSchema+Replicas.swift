@@ -16,7 +16,7 @@
 extension RemoteSchema {
     static let replicaRuleStatements: [String] = [
         """
-        CREATE OR REPLACE FUNCTION docfs_item_rules() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        CREATE OR REPLACE FUNCTION docfs_item_rules() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $fn$
         DECLARE
             layout jsonb;
             refused text;
@@ -78,7 +78,7 @@ extension RemoteSchema {
         """,
         """
         CREATE OR REPLACE FUNCTION docfs_set_layout_mime(p_json text) RETURNS void LANGUAGE sql SECURITY DEFINER
-        SET search_path = pg_catalog, public AS $fn$
+        SET search_path = pg_catalog, public, pg_temp AS $fn$
             INSERT INTO docfs_meta (key, value) VALUES ('layout_mime', p_json)
             ON CONFLICT (key) DO UPDATE SET value = excluded.value
         $fn$

@@ -76,6 +76,13 @@
 /// Version 13 (`RemoteSchema+Links.swift`): one name of several in the trash (`trash`/`untrash`
 /// of a name row).
 ///
+/// Version 14 (`RemoteSchema+Guards.swift`): `search_path` with `pg_temp` last for every function,
+/// no TEMP or CONNECT for PUBLIC, the writers' lock a row replicas cannot lock, replica roles
+/// with a connection limit and timeouts.
+///
+/// Version 15 (`RemoteSchema+Bounds.swift`): every argument bounded and checked (the layout's MIME
+/// words the owner's alone, calls and manifests capped), and per-role quotas.
+///
 /// Version 16 (`RemoteSchema+Places.swift`): blocks keep their places. A mark is a report; a
 /// block has one or more places, dropped only when confirmed damaged and never the last; a
 /// place whose length is not its block's is refused.
@@ -203,6 +210,8 @@ package enum RemoteSchema {
         (11, doorTables + operationStatements + doorFunctions),
         (12, linkStatements),
         (13, trashedNameStatements),
+        (14, guardStatements),
+        (15, boundStatements),
         (16, placeStatements),
     ]
 
@@ -219,7 +228,7 @@ package enum RemoteSchema {
             allowed := ARRAY(SELECT CASE WHEN a LIKE '%/%' THEN coalesce(mime->>a, a) ELSE a END FROM unnest(allowed) a);
             """
         return """
-        CREATE OR REPLACE FUNCTION docfs_admission() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        CREATE OR REPLACE FUNCTION docfs_admission() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $fn$
         DECLARE
             layout jsonb;
             names text[] := '{}';

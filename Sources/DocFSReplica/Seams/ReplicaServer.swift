@@ -21,7 +21,6 @@ package protocol ReplicaServer: OperationApplier {
     func latestPosition() async throws -> Int64
     func logStart() async throws -> Int64
     func layout() async throws -> String?
-    func setLayoutMIMETypes(json: String) async throws
 
     /// The SHA-256 (hex) the uploading replica recorded for the object `key` (nil: none).
     func expectedSHA256(key: String) async throws -> String?

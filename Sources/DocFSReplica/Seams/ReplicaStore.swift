@@ -31,8 +31,6 @@ package protocol ReplicaStore: OnDemandStore {
     func item(ofRow row: Int64) -> Item?
     /// The item's content type and what it conforms to, nearest first; nil when it is gone.
     func typeChain(ofRow row: Int64) -> [String]?
-    /// The content types the layout's MIME words name (`publishLayoutMIMETypes`).
-    func contentTypeIdentifiers(forMIMEWords words: [String]) -> [String: String]
 
     // MARK: The outbox
 
@@ -83,6 +81,9 @@ package protocol ReplicaStore: OnDemandStore {
     /// Items this replica had from the server, with what tells a restored server's rows apart.
     func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, createdNs: Int64)]
     func permanentRows() throws(ProviderError) -> [Int64]
+    /// Makes an item a restored server lost again, as a new item of this replica's (sent like any
+    /// other): named `name` in the folder at `folder` (names from the root). `RestoredItems` asks.
+    func putBack(_ item: LostItem, in folder: [String], as name: String) async throws(ProviderError) -> PutBackResult
 
     // MARK: What the server decided otherwise
 
@@ -101,6 +102,39 @@ package protocol ReplicaStore: OnDemandStore {
     func watchOpenWriters(_ make: () -> any OpenWriterWatch) -> (any OpenWriterWatch)?
     /// The folders above `row`, nearest first, up to the root or the trash (not included).
     func folderRows(above row: Int64) -> [Int64]
+}
+
+/// An item of this replica's that a restored server no longer has (its identifier unknown there):
+/// what it takes to make it again at its path (`ReplicaStore.putBack`).
+package struct LostItem: Sendable {
+    package var row: Int64
+    /// Names from the root to the item, its own last.
+    package var path: [String]
+    package var kind: ItemKind
+    package var attributes: NewItemAttributes
+    /// A file's bytes: the copy kept in `recovered/`.
+    package var contents: String?
+    package var symlinkTarget: String?
+
+    package init(row: Int64, path: [String], kind: ItemKind, attributes: NewItemAttributes, contents: String?,
+                 symlinkTarget: String?) {
+        self.row = row
+        self.path = path
+        self.kind = kind
+        self.attributes = attributes
+        self.contents = contents
+        self.symlinkTarget = symlinkTarget
+    }
+}
+
+/// What became of one `putBack`.
+package enum PutBackResult: Equatable, Sendable {
+    /// A new item (its row, temporary until the server numbers it).
+    case made(row: Int64)
+    /// The name is taken there: by a folder (a folder put back goes into it) or by another item.
+    case nameTaken(byFolder: Bool)
+    /// The folder is not here (or is not a folder).
+    case noFolder
 }
 
 /// What the engine hands the store while it runs.

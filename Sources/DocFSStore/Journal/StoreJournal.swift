@@ -137,7 +137,7 @@ final class StoreJournal {
         let committed: UInt64
         do {
             committed = try database.inDatabase { db in
-                UInt64(try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [generationKey]) ?? "0") ?? 0
+                UInt64(try Schema.meta(db, generationKey) ?? "0") ?? 0
             }
         } catch {
             throw ProviderError(.corruptFile, "store \(storePath): cannot read the journal generation: \(error)")

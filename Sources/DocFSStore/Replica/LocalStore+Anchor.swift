@@ -10,14 +10,7 @@ extension LocalStore {
         guard replica != nil, !keys.isEmpty else { return [:] }
         return try write { (database) throws(ProviderError) -> [String: String] in
             do {
-                return try database.inDatabase { db in
-                    let marks = Array(repeating: "?", count: keys.count).joined(separator: ", ")
-                    let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM meta WHERE key IN (\(marks))",
-                                                arguments: StatementArguments(keys))
-                    var values: [String: String] = [:]
-                    for row in rows { values[row[0]] = row[1] as String }
-                    return values
-                }
+                return try database.inDatabase { db in try Schema.meta(db, keys) }
             } catch {
                 throw ProviderError(.ioError, "read \(keys.joined(separator: ", ")) in meta: \(error)")
             }
@@ -34,7 +27,7 @@ extension LocalStore {
                 try database.inDatabase { db in
                     try db.inTransaction {
                         for (key, value) in values.sorted(by: { $0.key < $1.key }) { try Schema.setMeta(db, key, value) }
-                        for key in removing { try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [key]) }
+                        for key in removing { try Schema.removeMeta(db, key) }
                         return .commit
                     }
                 }

@@ -33,7 +33,7 @@ extension LocalStore {
         guard let replica else { return 0 }
         var version = replica.serverSchema.load(ordering: .relaxed)
         if version == 0 {
-            version = self.tree.state.withLock { tree in tree.reader?.count("SELECT CAST(value AS INTEGER) FROM meta WHERE key = '\(Self.serverSchemaKey)'") } ?? 0
+            version = self.tree.state.withLock { tree in tree.reader?.meta(Self.serverSchemaKey) }.flatMap { Int($0) } ?? 0
             if version > 0 { replica.serverSchema.store(version, ordering: .relaxed) }
         }
         return version

@@ -83,7 +83,7 @@ extension LocalStore {
     }
 
     static func heldBack(_ db: Database) -> [Int64] {
-        ((try? String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [heldBackKey])) ?? nil)?
+        ((try? Schema.meta(db, heldBackKey)) ?? nil)?
             .split(separator: ",").compactMap { Int64($0) } ?? []
     }
 

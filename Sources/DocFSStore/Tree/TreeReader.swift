@@ -89,6 +89,11 @@ final class TreeReader: @unchecked Sendable {
         } ?? [:]
     }
 
+    /// The value of `key` in `meta` (`Schema.meta`), nil when it is not set.
+    func meta(_ key: String) -> String? {
+        run { db in try Schema.meta(db, key) }
+    }
+
     func count(_ sql: String) -> Int {
         run { db in try Int.fetchOne(db, sql: sql) } ?? 0
     }
