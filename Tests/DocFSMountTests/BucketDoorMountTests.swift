@@ -76,4 +76,46 @@ final class BucketDoorMountTests: ReplicaTestCase {
         XCTAssertEqual(contents(b.mnt + "/a.txt"), "from A")
         assertSameTrees(r, b)
     }
+
+    /// Dedup never counts on another replica's pack, whose bytes that replica's keys may still
+    /// overwrite (IAM has no portable "no overwrite"): the same bytes written on a third replica
+    /// go into its own pack, and read byte-exact after the first writer overwrote its packs.
+    func testDedupNeverCountsOnAnotherReplicasPack() throws {
+        let r = try makeRemote()
+        let second = r.roleName("second"), other = r.roleName("other")
+        let secondKeys = try replicaKeys(r, role: second)
+        let otherKeys = try replicaKeys(r, role: other)
+        let b = try makeSecond(r, env: secondKeys, name: "second")
+        let c = try makeSecond(r, env: otherKeys, name: "other")
+        XCTAssertEqual(r.fx.sh("head -c 300000 /dev/urandom > src.bin && cp src.bin '\(b.mnt)/b.bin'").status, 0)
+        try waitForQuiet(r, b, others: [c])
+        XCTAssertEqual(r.fx.sh("cp src.bin '\(c.mnt)/c.bin'").status, 0)
+        try waitForQuiet(r, b, others: [c])
+
+        func blocks(_ name: String, outside folder: String) throws -> (all: Int, outside: Int) {
+            let rows = try r.servers.psql(r.databaseURL, """
+                SELECT count(*), count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM docfs_blocks p WHERE p.hash = mb.hash
+                                                                 AND p.pack_key LIKE '\(r.prefix)/packs/\(folder)/%'))
+                FROM docfs_items i JOIN docfs_manifest_blocks mb ON mb.key = i.content_key
+                WHERE i.name = '\(name)' AND NOT i.deleted
+                """)
+            let row = try XCTUnwrap(rows.first)
+            return (Int(row[0] ?? "") ?? -1, Int(row[1] ?? "") ?? -1)
+        }
+        let bBlocks = try blocks("b.bin", outside: second), cBlocks = try blocks("c.bin", outside: other)
+        XCTAssertGreaterThan(bBlocks.all, 0)
+        XCTAssertEqual(cBlocks.all, bBlocks.all, "the same bytes, the same blocks")
+        XCTAssertEqual(cBlocks.outside, 0, "every block of c.bin has a place in the third replica's own folder")
+
+        // The second replica overwrites its own packs with garbage, as its keys allow.
+        let packs = try r.servers.psql(r.databaseURL, "SELECT DISTINCT pack_key FROM docfs_blocks WHERE pack_key LIKE '\(r.prefix)/packs/\(second)/%'")
+            .compactMap { $0.first ?? nil }
+        XCTAssertFalse(packs.isEmpty)
+        for pack in packs { XCTAssertNil(refusal(r, secondKeys, ["put", r.bucket, pack, "garbage"]), "its own folder: \(pack)") }
+
+        // The third replica's file still reads byte-exact from the bucket on the first replica.
+        XCTAssertEqual(r.fx.docfs(["evict", r.mnt + "/c.bin"]).status, 0)
+        let cmp = r.fx.sh("cmp src.bin mnt/c.bin", timeout: 90)
+        XCTAssertEqual(cmp.status, 0, "c.bin byte-exact after the second replica overwrote its packs: \(cmp)\n\(r.logTail())")
+    }
 }

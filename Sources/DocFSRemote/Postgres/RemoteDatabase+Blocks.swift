@@ -43,8 +43,17 @@ extension RemoteDatabase {
     package func knownBlocks(_ hashes: [String]) async throws -> Set<String> {
         guard !hashes.isEmpty else { return [] }
         return try await mapped { [self] in
-            let rows = try await client.query("SELECT hash FROM docfs_blocks WHERE hash = ANY(\(hashes)) AND damaged_ns IS NULL",
-                                              logger: logger)
+            // Schema 16's `docfs_place_vouched`, inline so that an older server answers too
+            // (there every pack is in the flat folder, which counts): a place in another
+            // replica's folder is bytes its keys may still overwrite; `docfs_record_manifests`
+            // holds the same rule.
+            let rows = try await client.query("""
+                SELECT DISTINCT b.hash FROM docfs_blocks b
+                WHERE b.hash = ANY(\(hashes)) AND b.damaged_ns IS NULL
+                  AND (strpos(substring(b.pack_key from '(?:^|/)packs/(.*)$'), '/') = 0
+                       OR split_part(substring(b.pack_key from '(?:^|/)packs/(.*)$'), '/', 1)
+                          IN (session_user::text, pg_get_userbyid((SELECT c.relowner FROM pg_class c WHERE c.oid = 'docfs_blocks'::regclass))))
+                """, logger: logger)
             var out: Set<String> = []
             for try await (hash) in rows.decode(String.self) { out.insert(hash) }
             return out

@@ -15,8 +15,9 @@
 ///   the owner's `docfs remote check` (`docfs_confirm_damaged_place`), and never while it is
 ///   the block's only place (then it stays, `confirmed`, until a sound place is recorded).
 /// - Dedup (`knownBlocks`, `docfs_record_manifests`) counts a block as had only where a place
-///   is sound (not flagged); a block without one is healed by the next upload of its bytes,
-///   which adds a place.
+///   is sound (not flagged) and in a pack the caller may count on (`docfs_place_vouched`: the
+///   owner's, or the caller's own folder, never another replica's); a block without one is
+///   healed by the next upload of its bytes, which adds a place.
 /// - `docfs_blocks.reports`: how many roles reported the place; readers try the places of a
 ///   block soundest first (`RemoteDatabase.places`).
 extension RemoteSchema {
@@ -100,6 +101,30 @@ extension RemoteSchema {
             RETURN left(p_pack, length(folder)) = folder
                AND substr(p_pack, length(folder) + 1) ~ '^([A-Za-z0-9_.-]{1,63}/)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
                AND substr(p_pack, length(folder) + 1) !~ '^\\.\\.?/';
+        END
+        $fn$
+        """,
+        // Whether the calling role's dedup may count on a place in this pack: one in the owner's
+        // flat folder (gc's) or the owner's own folder, or one under the caller's folder. Another
+        // replica's pack is the bytes its S3 keys may still overwrite (IAM has no portable "no
+        // overwrite"), so a block had only there is uploaded again into the caller's own pack.
+        """
+        CREATE OR REPLACE FUNCTION docfs_place_vouched(p_pack text) RETURNS boolean LANGUAGE plpgsql STABLE
+        SET search_path = pg_catalog, public, pg_temp AS $fn$
+        DECLARE
+            folder text;
+            rest text;
+        BEGIN
+            SELECT m.value INTO folder FROM docfs_meta m WHERE m.key = 'packs_folder';
+            IF folder IS NULL THEN
+                rest := substring(p_pack from '(?:^|/)packs/(.*)$');
+            ELSIF left(p_pack, length(folder)) = folder THEN
+                rest := substr(p_pack, length(folder) + 1);
+            END IF;
+            IF rest IS NULL THEN RETURN false; END IF;
+            IF strpos(rest, '/') = 0 THEN RETURN true; END IF;
+            RETURN split_part(rest, '/', 1) IN (session_user::text,
+                pg_get_userbyid((SELECT c.relowner FROM pg_class c WHERE c.oid = 'public.docfs_blocks'::regclass)));
         END
         $fn$
         """,
@@ -264,13 +289,16 @@ extension RemoteSchema {
             IF FOUND THEN
                 RAISE EXCEPTION 'block %: a place whose length is not the block''s', bad USING ERRCODE = 'DF014';
             END IF;
-            -- A new place for a block that has no sound one (a block another replica sent
-            -- meanwhile keeps its place; these bytes go with gc); never in place of another.
+            -- A new place for a block that has no sound one this replica may count on (a block
+            -- another replica sent meanwhile into a vouched pack keeps its place; these bytes go
+            -- with gc); never in place of another. One in another replica's pack does not count
+            -- (`docfs_place_vouched`): this one is added beside it.
             -- A place of another length than its block's is refused (docfs_block_place).
             INSERT INTO docfs_blocks (hash, pack_key, pack_offset, length, created_ns, role)
             SELECT DISTINCT ON (h) h, p_pack, o, l, docfs_now(), session_user
               FROM unnest(p_hashes, p_offsets, p_lengths) AS b(h, o, l)
-             WHERE NOT EXISTS (SELECT 1 FROM docfs_blocks s WHERE s.hash = b.h AND s.damaged_ns IS NULL)
+             WHERE NOT EXISTS (SELECT 1 FROM docfs_blocks s WHERE s.hash = b.h AND s.damaged_ns IS NULL
+                               AND docfs_place_vouched(s.pack_key))
             ON CONFLICT (hash, pack_key) DO NOTHING;
             GET DIAGNOSTICS added = ROW_COUNT;
             -- Places confirmed damaged were kept while they were their block's only one.
@@ -314,8 +342,10 @@ extension RemoteSchema {
             PERFORM 1 FROM docfs_blocks b
              WHERE b.hash IN (SELECT jsonb_array_elements_text(e->'hashes') FROM jsonb_array_elements(p_manifests) e)
                AND b.damaged_ns IS NULL FOR KEY SHARE;
+            -- Had: a sound place this caller may count on (`docfs_place_vouched`).
             missing := ARRAY(SELECT DISTINCT h FROM jsonb_array_elements(p_manifests) e, jsonb_array_elements_text(e->'hashes') h
-                             WHERE NOT EXISTS (SELECT 1 FROM docfs_blocks b WHERE b.hash = h AND b.damaged_ns IS NULL));
+                             WHERE NOT EXISTS (SELECT 1 FROM docfs_blocks b WHERE b.hash = h AND b.damaged_ns IS NULL
+                                               AND docfs_place_vouched(b.pack_key)));
             IF cardinality(missing) > 0 THEN RETURN missing; END IF;
             SELECT e->>'key' INTO bad FROM jsonb_array_elements(p_manifests) e
              WHERE (e->>'size')::bigint <> (SELECT coalesce(sum(i.length), 0) FROM jsonb_array_elements_text(e->'hashes') h
@@ -362,6 +392,7 @@ extension RemoteSchema {
         "REVOKE ALL ON FUNCTION docfs_block_place() FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_pack_key_ok(text) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_pack_is_callers(text) FROM PUBLIC",
+        "REVOKE ALL ON FUNCTION docfs_place_vouched(text) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_record_intents(text[]) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_confirm_damaged_place(text, text) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_mark_block_damaged(text, text) FROM PUBLIC",
