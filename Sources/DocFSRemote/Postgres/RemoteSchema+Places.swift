@@ -104,6 +104,22 @@ extension RemoteSchema {
         END
         $fn$
         """,
+        // What follows the tree's packs folder in a pack's key (`<uuid>`, or `<writer>/<uuid>`);
+        // NULL for a key outside it. The folder is `docfs_meta.packs_folder` (PREFIX/packs/,
+        // `packs/` for a tree at the bucket's root), else found by its name.
+        """
+        CREATE OR REPLACE FUNCTION docfs_pack_rest(p_pack text) RETURNS text LANGUAGE plpgsql STABLE
+        SET search_path = pg_catalog, public, pg_temp AS $fn$
+        DECLARE
+            folder text;
+        BEGIN
+            SELECT m.value INTO folder FROM docfs_meta m WHERE m.key = 'packs_folder';
+            IF folder IS NULL THEN RETURN substring(p_pack from '(?:^|/)packs/(.*)$'); END IF;
+            IF left(p_pack, length(folder)) <> folder THEN RETURN NULL; END IF;
+            RETURN substr(p_pack, length(folder) + 1);
+        END
+        $fn$
+        """,
         // Whether the calling role's dedup may count on a place in this pack: one in the owner's
         // flat folder (gc's) or the owner's own folder, or one under the caller's folder. Another
         // replica's pack is the bytes its S3 keys may still overwrite (IAM has no portable "no
@@ -112,15 +128,8 @@ extension RemoteSchema {
         CREATE OR REPLACE FUNCTION docfs_place_vouched(p_pack text) RETURNS boolean LANGUAGE plpgsql STABLE
         SET search_path = pg_catalog, public, pg_temp AS $fn$
         DECLARE
-            folder text;
-            rest text;
+            rest text := docfs_pack_rest(p_pack);
         BEGIN
-            SELECT m.value INTO folder FROM docfs_meta m WHERE m.key = 'packs_folder';
-            IF folder IS NULL THEN
-                rest := substring(p_pack from '(?:^|/)packs/(.*)$');
-            ELSIF left(p_pack, length(folder)) = folder THEN
-                rest := substr(p_pack, length(folder) + 1);
-            END IF;
             IF rest IS NULL THEN RETURN false; END IF;
             IF strpos(rest, '/') = 0 THEN RETURN true; END IF;
             RETURN split_part(rest, '/', 1) IN (session_user::text,
@@ -134,7 +143,7 @@ extension RemoteSchema {
         CREATE OR REPLACE FUNCTION docfs_pack_is_callers(p_pack text) RETURNS boolean LANGUAGE plpgsql STABLE
         SET search_path = pg_catalog, public, pg_temp AS $fn$
         DECLARE
-            rest text := substring(p_pack from '/packs/(.*)$');
+            rest text := docfs_pack_rest(p_pack);
         BEGIN
             IF rest IS NULL THEN RETURN false; END IF;
             IF position('/' IN rest) = 0 THEN RETURN session_user = current_user; END IF;
@@ -393,6 +402,7 @@ extension RemoteSchema {
         "REVOKE ALL ON FUNCTION docfs_pack_key_ok(text) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_pack_is_callers(text) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_place_vouched(text) FROM PUBLIC",
+        "REVOKE ALL ON FUNCTION docfs_pack_rest(text) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_record_intents(text[]) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_confirm_damaged_place(text, text) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_mark_block_damaged(text, text) FROM PUBLIC",
