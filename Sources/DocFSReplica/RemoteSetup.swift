@@ -19,11 +19,16 @@ package enum RemoteSetup {
 
     /// The bucket answers with these credentials (one list, no prefix in the query: some
     /// S3-compatible servers check the signature of `/` in query values wrongly), then `then`;
-    /// an S3 refusal of either is one line.
+    /// an S3 refusal of either is one line. Keys that may not list the bucket (a replica's own,
+    /// with the policy `docfs remote add-replica` prints) answer by reading the tree's marker.
     static func checkBucket(_ configuration: ReplicaConfiguration, _ s3: S3Client,
                             then: () async throws -> Void) async throws {
         do {
-            _ = try await s3.listObjects(bucket: configuration.bucket, maxKeys: 1)
+            do {
+                _ = try await s3.listObjects(bucket: configuration.bucket, maxKeys: 1)
+            } catch let error as S3Error where error.code == "AccessDenied" {
+                guard try await TreeMarker.isThere(configuration, s3) else { throw error }
+            }
             try await then()
         } catch let error as S3Error {
             throw ReplicaConfiguration.Problem(ServerExchangeError(error, bucket: configuration.bucket).message)

@@ -68,9 +68,14 @@ enum ServerRowChecks {
         under(prefix: prefix, ["objects/", "manifests/"], key, what: "content key")
     }
 
-    /// A pack of this tree.
+    /// A pack of this tree: `PREFIX/packs/<name>`, or `PREFIX/packs/<writer>/<name>` (schema 16).
     static func packKey(_ key: String, prefix: String) -> String? {
-        under(prefix: prefix, ["packs/"], key, what: "pack")
+        let folder = ContentObjectKey.packFolder(prefix: prefix)
+        let parts = key.hasPrefix(folder) ? key.dropFirst(folder.count).split(separator: "/", omittingEmptySubsequences: false) : []
+        if parts.count == 2, ContentObjectKey.isWriter(String(parts[0])) {
+            return under(prefix: prefix, ["packs/" + parts[0] + "/"], key, what: "pack")
+        }
+        return under(prefix: prefix, ["packs/"], key, what: "pack")
     }
 
     private static func under(prefix: String, _ folders: [String], _ key: String, what: String) -> String? {

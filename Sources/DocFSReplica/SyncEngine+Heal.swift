@@ -68,7 +68,8 @@ extension SyncEngine {
         let sending = wanted.filter { heldRows.contains(store.currentRow($0.itemID)) }
         let hashes = Set(sending.flatMap(\.hashes))
         let files = held.map { BlockUploader.File(seqs: [], operationID: UUID(), path: $0.path) }
-        let uploader = BlockUploader(server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix, logger: logger)
+        let uploader = BlockUploader(server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix,
+                                     writer: configuration.postgres.user, logger: logger)
         let result = try await uploader.upload(files, only: hashes)
         progress.withLock { $0.noteUploaded(result.uploadedBytes) }
         let healed = try await database.knownBlocks(Array(hashes))

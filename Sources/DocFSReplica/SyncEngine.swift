@@ -329,7 +329,8 @@ package final class SyncEngine: Sendable {
             guard let entries = byRow[row], let url = store.contentURL(ofRow: row) else { return nil }
             return BlockUploader.File(seqs: entries.map(\.seq), operationID: entries[0].id, path: url.path)
         }
-        let uploader = BlockUploader(server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix, logger: logger)
+        let uploader = BlockUploader(server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix,
+                                     writer: configuration.postgres.user, logger: logger)
         let result = try await uploader.upload(files)
         // Each version says which replica sent it (`docfs versions`).
         let replica = "\(ConflictNames.hostName):\(store.url.lastPathComponent)"

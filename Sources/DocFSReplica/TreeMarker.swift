@@ -32,6 +32,11 @@ package enum TreeMarker {
         guard found.tree == tree else { throw mismatch(found.tree, tree, configuration) }
     }
 
+    /// The prefix's marker is there and readable with these credentials.
+    static func isThere(_ configuration: ReplicaConfiguration, _ objects: any ObjectStore) async throws -> Bool {
+        try await read(configuration, objects) != nil
+    }
+
     private static func mismatch(_ found: String, _ tree: String, _ configuration: ReplicaConfiguration) -> ReplicaConfiguration.Problem {
         ReplicaConfiguration.Problem("s3://\(configuration.bucket)/\(configuration.prefix) belongs to tree \(found), not to this database's tree \(tree): give each tree a prefix of its own")
     }

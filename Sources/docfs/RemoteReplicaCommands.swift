@@ -60,8 +60,9 @@ struct RemoteAddReplica: ParsableCommand {
     func run() throws {
         let password = try replicaPasswordFile.map(RemoteOptions.readPasswordFile)
         let name = self.name
-        let (created, group) = try ReplicaRoleCommand.withDatabase(server, "add-replica") { database in
-            (try await database.addReplica(name, password: password), try await database.replicasGroup())
+        let (created, group, largeObjects) = try ReplicaRoleCommand.withDatabase(server, "add-replica") { database in
+            (try await database.addReplica(name, password: password), try await database.replicasGroup(),
+             try await database.publicMayCreateLargeObjects())
         }
         let stored = try server.server().stored
         var url = stored
@@ -69,6 +70,39 @@ struct RemoteAddReplica: ParsableCommand {
         url.password = nil
         print("docfs: replica \(name) \(created ? "added" : "let in again") (a login role in \(group))")
         print("init a replica with: docfs init --remote \(url) --objects \(server.objects ?? "s3://BUCKET/PREFIX") STORE")
+        if largeObjects {
+            FileHandle.standardError.write(Data("""
+                docfs: warning: every role may create large objects in this database, outside every quota (the \
+                functions are the bootstrap superuser's); a superuser runs, in it: \(RemoteSchema.largeObjectRevoke)
+
+                """.utf8))
+        }
+        if let objects = server.objects, let (bucket, prefix) = ReplicaConfiguration.parseObjects(objects) {
+            print("give it S3 keys of its own, with this policy and no other S3 rights (AWS IAM, MinIO):")
+            print(Self.objectPolicy(bucket: bucket, prefix: prefix, role: name))
+        }
+    }
+
+    /// What one replica's object credentials may do (docs/REMOTE.md, *The bucket*): read the
+    /// tree's objects, add packs under its own folder (`PREFIX/packs/ROLE/`), and nothing else: no
+    /// delete anywhere, no write elsewhere (only the owner's gc deletes).
+    static func objectPolicy(bucket: String, prefix: String, role: String) -> String {
+        let tree = ContentObjectKey.under(prefix: prefix, "")
+        let own = ContentObjectKey.packFolder(prefix: prefix) + role + "/"
+        let policy: [String: Any] = [
+            "Version": "2012-10-17",
+            "Statement": [
+                ["Sid": "ReadTheTree", "Effect": "Allow", "Action": ["s3:GetObject"],
+                 "Resource": ["arn:aws:s3:::\(bucket)/\(tree)*"]],
+                ["Sid": "AddItsOwnPacks", "Effect": "Allow",
+                 "Action": ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                 "Resource": ["arn:aws:s3:::\(bucket)/\(own)*"]],
+                ["Sid": "ListItsUploads", "Effect": "Allow", "Action": ["s3:ListBucketMultipartUploads"],
+                 "Resource": ["arn:aws:s3:::\(bucket)"]],
+            ],
+        ]
+        let data = (try? JSONSerialization.data(withJSONObject: policy, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
     }
 }
 

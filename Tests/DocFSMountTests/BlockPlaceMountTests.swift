@@ -58,7 +58,7 @@ final class BlockPlaceMountTests: ReplicaTestCase {
         XCTAssertGreaterThan(length, 0)
 
         // Re-placing it with another length: refused, whatever the pack's size.
-        let newPack = "\(r.prefix)/packs/\(UUID().uuidString.lowercased())"
+        let newPack = "\(r.prefix)/packs/\(hostile)/\(UUID().uuidString.lowercased())"
         _ = try r.servers.psql(r.roleURL(hostile), "SELECT docfs_record_intents(ARRAY['\(newPack)'])")
         assertRefused(r, hostile, "a place with the issue's length", """
             SELECT docfs_record_pack('\(newPack)', 4294967296, ARRAY['\(hash)'], ARRAY[123::bigint], ARRAY[99999::bigint])

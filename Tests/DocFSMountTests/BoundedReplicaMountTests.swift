@@ -121,7 +121,7 @@ final class BoundedReplicaMountTests: ReplicaTestCase {
             """, "at most 4096 manifests")
 
         // Manifests: one block per 64 KiB of the size (plus 16), one hash at most 262144 times.
-        let pack = newKey("packs")
+        let pack = newKey("packs/\(hostileRole)")
         _ = try r.servers.psql(hostile, "SELECT docfs_record_intents(ARRAY['\(pack)'])")
         let small = String(repeating: "c", count: 64), large = String(repeating: "d", count: 64)
         _ = try r.servers.psql(hostile, """
@@ -144,12 +144,12 @@ final class BoundedReplicaMountTests: ReplicaTestCase {
         let held = try r.count("SELECT count(*) FROM docfs_upload_intents WHERE role = '\(hostileRole)'")
         let room = max(0, 3 - held)
         if room > 0 {
-            _ = try r.servers.psql(hostile, "SELECT docfs_record_intents(ARRAY[\((0..<room).map { _ in "'\(newKey("packs"))'" }.joined(separator: ","))])")
+            _ = try r.servers.psql(hostile, "SELECT docfs_record_intents(ARRAY[\((0..<room).map { _ in "'\(newKey("packs/\(hostileRole)"))'" }.joined(separator: ","))])")
         }
-        assertRefused(r, url: hostile, "one intent past the quota", "SELECT docfs_record_intents(ARRAY['\(newKey("packs"))'])", "over its quota of 3")
+        assertRefused(r, url: hostile, "one intent past the quota", "SELECT docfs_record_intents(ARRAY['\(newKey("packs/\(hostileRole)"))'])", "over its quota of 3")
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_upload_intents WHERE role = '\(hostileRole)'"), max(held, 3))
         _ = try r.servers.psql(r.databaseURL, "DELETE FROM docfs_upload_intents WHERE role = '\(hostileRole)'")
-        let bigPack = newKey("packs")
+        let bigPack = newKey("packs/\(hostileRole)")
         _ = try r.servers.psql(hostile, "SELECT docfs_record_intents(ARRAY['\(bigPack)'])")
         assertRefused(r, url: hostile, "a pack past the bytes per day", """
             SELECT docfs_record_pack('\(bigPack)', 200000, ARRAY[repeat('e', 64)], ARRAY[0::bigint], ARRAY[1000::bigint])
@@ -257,5 +257,35 @@ final class BoundedReplicaMountTests: ReplicaTestCase {
             if fields.count > 3, Mounts.unescape(String(fields[1])) == mnt { return String(fields[3]) }
         }
         return ""
+    }
+
+    /// A mounted replica past its bytes-per-day quota keeps its file here, says so in its status
+    /// (the server's words, naming the quota), and sends it once the owner raises the quota.
+    func testAReplicaPastItsQuotaSaysSoAndSendsOnceRaised() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        let env = r.awsEnvironment(secret: r.servers.secretKey)
+        let role = r.roleName("second")
+        let set = r.fx.docfs(["remote", "quota", role, "--bytes-per-day", "100K"] + r.remoteArguments, env: env)
+        XCTAssertEqual(set.status, 0, "\(set)")
+        XCTAssertEqual(r.fx.sh("head -c 300000 /dev/urandom > big.bin && cp big.bin '\(b.mnt)/big.bin'").status, 0)
+        var last: [String: Any]?
+        let deadline = Date().addingTimeInterval(90)
+        repeat {
+            last = statusFields(r, b.mnt)
+            if (last?["lastError"] as? String)?.contains("over its quota of 102400") == true { break }
+            usleep(200_000)  // the poll interval, within the deadline
+        } while Date() < deadline
+        XCTAssert((last?["lastError"] as? String)?.contains("over its quota of 102400") == true,
+                  "the second replica's status names the quota: \(last ?? [:])\n\((try? String(contentsOfFile: b.store + "/docfs.log", encoding: .utf8))?.suffix(3000) ?? "")")
+        XCTAssertGreaterThan((last?["pending"] as? NSNumber)?.intValue ?? 0, 0, "kept here, waiting: \(last ?? [:])")
+        XCTAssertEqual(r.fx.sh("cmp big.bin '\(b.mnt)/big.bin'").status, 0, "readable here meanwhile")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: r.mnt + "/big.bin"), "nothing past the quota reached the server")
+
+        let raise = r.fx.docfs(["remote", "quota", role, "--bytes-per-day", "100M"] + r.remoteArguments, env: env)
+        XCTAssertEqual(raise.status, 0, "\(raise)")
+        eventually("big.bin reaches the first replica once the quota is raised", timeout: 180, {
+            r.fx.sh("cmp big.bin mnt/big.bin").status == 0
+        })
     }
 }

@@ -39,7 +39,7 @@ final class HostileReplicaMountTests: ReplicaTestCase {
         let knownBlock = try XCTUnwrap(r.servers.psql(r.databaseURL, "SELECT hash, pack_key, length FROM docfs_blocks LIMIT 1").first)
         let (hash, pack, length) = (knownBlock[0] ?? "", knownBlock[1] ?? "", knownBlock[2] ?? "0")
         let packs = "replica/packs/"
-        let newPack = packs + UUID().uuidString.lowercased()
+        let newPack = packs + hostile + "/" + UUID().uuidString.lowercased()
 
         // Plain SQL on the tables: nothing but reading.
         assertRefused(r, hostile, "a change-log row far ahead (freezes every replica)", """
@@ -92,6 +92,12 @@ final class HostileReplicaMountTests: ReplicaTestCase {
         assertRefused(r, hostile, "an intent outside the tree's prefix", """
             SELECT docfs_record_intents(ARRAY['elsewhere/packs/\(UUID().uuidString.lowercased())'])
             """, "not a pack or manifest of this tree")
+        // Packs only under its own folder (schema 16): neither another replica's nor the owner's.
+        for elsewhere in [packs + honest + "/", packs] {
+            assertRefused(r, hostile, "an intent for a pack outside its folder", """
+                SELECT docfs_record_intents(ARRAY['\(elsewhere)\(UUID().uuidString.lowercased())'])
+                """, "is not under this replica's folder")
+        }
         _ = try r.servers.psql(r.roleURL(hostile), "SELECT docfs_record_intents(ARRAY['\(newPack)'])")
         for (what, offset, length, size, words) in [("a block of length 0", 0, 0, 10, "not a place in a pack"),
                                                     ("a block of negative length", 0, -5, 10, "not a place in a pack"),
@@ -113,10 +119,10 @@ final class HostileReplicaMountTests: ReplicaTestCase {
             SELECT docfs_record_manifests('[{"key":"replica/manifests/\(UUID().uuidString.lowercased())-0123456789abcdef","size":\((Int(length) ?? 0) + 1),"hashes":["\(hash)"]}]', '{}')
             """, "bytes in its blocks")
         // Another replica's intent: neither renewed nor dropped by this one.
-        let honestPack = packs + UUID().uuidString.lowercased()
+        let honestPack = packs + honest + "/" + UUID().uuidString.lowercased()
         _ = try r.servers.psql(r.roleURL(honest), "SELECT docfs_record_intents(ARRAY['\(honestPack)'])")
         assertRefused(r, hostile, "taking another replica's intent", "SELECT docfs_record_intents(ARRAY['\(honestPack)'])",
-                      "an intent of another replica")
+                      "is not under this replica's folder")
         _ = try r.servers.psql(r.roleURL(hostile), "SELECT docfs_drop_intents(ARRAY['\(honestPack)'])")
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_upload_intents WHERE key = '\(honestPack)'"), 1,
                        "another replica's intent stays")

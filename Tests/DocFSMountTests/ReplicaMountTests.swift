@@ -17,9 +17,10 @@ class ReplicaTestCase: RemoteMountTestCase {
     func makeSecond(_ r: RemoteMount, env: [String: String] = [:], name: String = "second", extra: [String] = []) throws -> Second {
         let second = Second(store: r.fx.dir + "/" + name, mnt: r.fx.dir + (name == "second" ? "/mnt2" : "/mnt-" + name))
         XCTAssertEqual(mkdir(second.mnt, 0o755), 0)
-        let env = r.awsEnvironment(secret: r.servers.secretKey)
+        // `env` over the owner's S3 keys (a replica's own keys replace them).
+        let environment = r.awsEnvironment(secret: r.servers.secretKey).merging(env) { _, given in given }
         // Each replica logs in as a role of its own (`docfs remote add-replica`).
-        let initResult = r.fx.docfs(["init", second.store] + (try r.replicaArguments(role: name)), env: env)
+        let initResult = r.fx.docfs(["init", second.store] + (try r.replicaArguments(role: name)), env: environment)
         guard initResult.status == 0 else { throw FixtureError("init of the second replica: \(initResult)") }
         try mountSecond(r, second, env: env, extra: extra)
         addTeardownBlock {

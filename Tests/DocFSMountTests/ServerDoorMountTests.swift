@@ -220,6 +220,32 @@ final class ServerDoorMountTests: ReplicaTestCase {
         XCTAssertNil(try r.serverTree()["/shared/late.txt"])
         XCTAssertEqual(contents(leaving.mnt + "/shared/late.txt"), "kept here", "its change stays in its outbox")
     }
+
+    /// Large objects are outside every quota and PUBLIC's in every database; only a superuser may
+    /// take them back. add-replica says so and what to run; once run, a replica may make none.
+    func testLargeObjectsCloseWithTheRevokeAddReplicaPrints() throws {
+        let r = try makeRemote()
+        try assertOwnerIsNoSuperuser(r)
+        let env = r.awsEnvironment(secret: r.servers.secretKey)
+        let role = r.roleName("lo")
+        let added = r.fx.docfs(["remote", "add-replica", role] + r.remoteArguments, env: env)
+        XCTAssertEqual(added.status, 0, "\(added)")
+        let revoke = "REVOKE EXECUTE ON FUNCTION lo_create(oid), lo_creat(integer), lo_from_bytea(oid, bytea) FROM PUBLIC"
+        XCTAssert(added.stderr.contains(revoke), "add-replica says what a superuser runs: \(added.stderr)")
+        XCTAssertFalse(answer(r, role, "SELECT lo_from_bytea(0, 'x')::text").contains("permission denied"),
+                       "before: the gap the warning names")
+
+        _ = try r.servers.psql(r.superuserDatabaseURL, revoke)
+        for sql in ["SELECT lo_from_bytea(0, 'x')", "SELECT lo_create(0)", "SELECT lo_creat(-1)"] {
+            XCTAssert(answer(r, role, sql).contains("permission denied"), "\(sql): \(answer(r, role, sql))")
+        }
+        let again = r.fx.docfs(["remote", "add-replica", role] + r.remoteArguments, env: env)
+        XCTAssertEqual(again.status, 0, "\(again)")
+        XCTAssertFalse(again.stderr.contains("large objects"), "no warning once closed: \(again.stderr)")
+        // The replicas' work goes on: a file written on the first replica lands.
+        XCTAssertEqual(r.fx.sh("printf 'after' > mnt/after.txt").status, 0)
+        try r.waitUntilUploaded()
+    }
 }
 
 /// SQL the tests ask, beside the server's own (`RemoteSchema+Guards`).

@@ -151,6 +151,20 @@ def main(argv):
                 pass
             key = iam.create_access_key(UserName=arg)["AccessKey"]
             result = {"id": key["AccessKeyId"], "secret": key["SecretAccessKey"]}
+        elif command == "create-user":
+            # User ARG with the policy in file argv[3] (as `docfs remote add-replica` prints it), and a key.
+            iam = iam_client()
+            with open(argv[3]) as f:
+                policy = f.read()
+            iam.create_user(UserName=arg)
+            iam.put_user_policy(UserName=arg, PolicyName="docfs-replica", PolicyDocument=policy)
+            key = iam.create_access_key(UserName=arg)["AccessKey"]
+            result = {"id": key["AccessKeyId"], "secret": key["SecretAccessKey"]}
+        elif command == "delete":
+            s3.delete_object(Bucket=arg, Key=argv[3])
+            result = {"deleted": argv[3]}
+        elif command == "get":
+            result = {"size": len(s3.get_object(Bucket=arg, Key=argv[3])["Body"].read())}
         elif command == "delete-key":
             iam_client().delete_access_key(UserName=arg, AccessKeyId=argv[3])
             result = {"deleted": argv[3]}

@@ -43,8 +43,17 @@ extension RemoteDatabase {
     package func knownBlocks(_ hashes: [String]) async throws -> Set<String> {
         guard !hashes.isEmpty else { return [] }
         return try await mapped { [self] in
-            let rows = try await client.query("SELECT hash FROM docfs_blocks WHERE hash = ANY(\(hashes)) AND damaged_ns IS NULL",
-                                              logger: logger)
+            // Schema 16's `docfs_place_vouched`, inline so that an older server answers too
+            // (there every pack is in the flat folder, which counts): a place in another
+            // replica's folder is bytes its keys may still overwrite; `docfs_record_manifests`
+            // holds the same rule.
+            let rows = try await client.query("""
+                SELECT DISTINCT b.hash FROM docfs_blocks b
+                WHERE b.hash = ANY(\(hashes)) AND b.damaged_ns IS NULL
+                  AND (strpos(substring(b.pack_key from '(?:^|/)packs/(.*)$'), '/') = 0
+                       OR split_part(substring(b.pack_key from '(?:^|/)packs/(.*)$'), '/', 1)
+                          IN (session_user::text, pg_get_userbyid((SELECT c.relowner FROM pg_class c WHERE c.oid = 'docfs_blocks'::regclass))))
+                """, logger: logger)
             var out: Set<String> = []
             for try await (hash) in rows.decode(String.self) { out.insert(hash) }
             return out
@@ -59,7 +68,7 @@ extension RemoteDatabase {
         guard !blocks.isEmpty else { return }
         let logger = self.logger
         try await mapped { [self] in
-            try await client.query("""
+            try await client.perform("""
                 SELECT docfs_record_pack(\(key), \(size), \(blocks.map(\.hash))::text[], \(blocks.map(\.offset))::bigint[],
                                          \(blocks.map(\.length))::bigint[])
                 """, logger: logger)
@@ -135,7 +144,7 @@ extension RemoteDatabase {
     package func dropManifests(_ keys: [String]) async throws {
         guard !keys.isEmpty else { return }
         try await mapped { [self] in
-            try await client.query("DELETE FROM docfs_manifests WHERE key = ANY(\(keys))", logger: logger)
+            try await client.perform("DELETE FROM docfs_manifests WHERE key = ANY(\(keys))", logger: logger)
         }
     }
 
@@ -159,7 +168,7 @@ extension RemoteDatabase {
             var dropped = (count: 0, bytes: Int64(0))
             for try await (n, bytes) in rows.decode((Int64, Int64).self) { dropped = (Int(n), bytes) }
             // Packs recorded (schema 11) that no block is in any more: their sizes go too.
-            try await client.query("""
+            try await client.perform("""
                 DELETE FROM docfs_packs p WHERE p.created_ns < \(cutoffNs)
                   AND NOT EXISTS (SELECT 1 FROM docfs_blocks b WHERE b.pack_key = p.key)
                   AND NOT EXISTS (SELECT 1 FROM docfs_upload_intents u WHERE u.key = p.key)
@@ -221,10 +230,10 @@ extension RemoteDatabase {
         guard !moved.isEmpty else { return }
         try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn in
-                try await conn.query("""
+                try await conn.perform("""
                     DELETE FROM docfs_block_reports r WHERE r.pack_key = \(pack) AND r.hash = ANY(\(moved.map(\.hash)))
                     """, logger: logger)
-                try await conn.query("""
+                try await conn.perform("""
                     UPDATE docfs_blocks b SET pack_key = m.p, pack_offset = m.o, damaged_ns = NULL, reports = 0, confirmed = false
                     FROM unnest(\(moved.map(\.hash))::text[], \(moved.map(\.pack))::text[], \(moved.map(\.offset))::bigint[]) AS m(h, p, o)
                     WHERE b.hash = m.h AND b.pack_key = \(pack)
@@ -247,7 +256,7 @@ extension RemoteDatabase {
         let lock = try await writersLockQuery()
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> Int in
-                try await conn.query(PostgresQuery(unsafeSQL: lock), logger: logger)
+                try await conn.perform(PostgresQuery(unsafeSQL: lock), logger: logger)
                 let rows = try await conn.query("""
                     WITH gone AS (DELETE FROM docfs_manifests m WHERE m.created_ns < \(cutoffNs)
                                     AND NOT EXISTS (SELECT 1 FROM docfs_versions v WHERE v.content_key = m.key)

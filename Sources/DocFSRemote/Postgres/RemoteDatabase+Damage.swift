@@ -125,8 +125,8 @@ extension RemoteDatabase {
         let logger = self.logger
         try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn in
-                try await conn.query("DELETE FROM docfs_block_reports WHERE hash = \(hash) AND pack_key = \(pack)", logger: logger)
-                try await conn.query("""
+                try await conn.perform("DELETE FROM docfs_block_reports WHERE hash = \(hash) AND pack_key = \(pack)", logger: logger)
+                try await conn.perform("""
                     UPDATE docfs_blocks SET damaged_ns = NULL, reports = 0, confirmed = false WHERE hash = \(hash) AND pack_key = \(pack)
                     """, logger: logger)
             }

@@ -41,7 +41,7 @@ extension RemoteDatabase {
     /// Records that the object behind `key` was removed from the bucket (every version naming it).
     package func markCollected(key: String) async throws {
         try await mapped { [self] in
-            try await client.query("""
+            try await client.perform("""
                 UPDATE docfs_versions SET collected_ns = \(unescaped: Self.serverNow) WHERE content_key = \(key) AND collected_ns IS NULL
                 """, logger: logger)
         }
@@ -52,7 +52,7 @@ extension RemoteDatabase {
     package func recordUploadIntents(_ keys: [String]) async throws {
         guard !keys.isEmpty else { return }
         try await mapped { [self] in
-            try await client.query("SELECT docfs_record_intents(\(keys)::text[])", logger: logger)
+            try await client.perform("SELECT docfs_record_intents(\(keys)::text[])", logger: logger)
         }
     }
 
@@ -61,7 +61,7 @@ extension RemoteDatabase {
     package func dropUploadIntents(_ keys: [String]) async throws {
         guard !keys.isEmpty else { return }
         try await mapped { [self] in
-            try await client.query("SELECT docfs_drop_intents(\(keys)::text[])", logger: logger)
+            try await client.perform("SELECT docfs_drop_intents(\(keys)::text[])", logger: logger)
         }
     }
 
@@ -115,7 +115,7 @@ extension RemoteDatabase {
             ? "AND NOT EXISTS (SELECT 1 FROM docfs_items n WHERE n.link_of = i.id)" : ""
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> TrimmedHistory in
-                try await conn.query(PostgresQuery(unsafeSQL: lock), logger: logger)
+                try await conn.perform(PostgresQuery(unsafeSQL: lock), logger: logger)
                 func count(_ query: PostgresQuery) async throws -> Int {
                     var n: Int64 = 0
                     for try await (c) in try await conn.query(query, logger: logger).decode(Int64.self) { n = c }
@@ -156,7 +156,7 @@ extension RemoteDatabase {
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> Int in
                 // Writers hold this lock while they append: the newest position is stable here.
-                try await conn.query(PostgresQuery(unsafeSQL: lock), logger: logger)
+                try await conn.perform(PostgresQuery(unsafeSQL: lock), logger: logger)
                 let last = try await conn.query("""
                     SELECT max(position) FROM docfs_changes
                     WHERE at_ns < \(cutoffNs) AND position < (SELECT max(position) FROM docfs_changes)
@@ -169,7 +169,7 @@ extension RemoteDatabase {
                     logger: logger)
                 var count: Int64 = 0
                 for try await (n) in deleted.decode(Int64.self) { count = n }
-                try await conn.query("""
+                try await conn.perform("""
                     INSERT INTO docfs_meta (key, value) VALUES ('log_start', \(String(end + 1)))
                     ON CONFLICT (key) DO UPDATE SET value = excluded.value
                     """, logger: logger)

@@ -23,7 +23,7 @@ extension RemoteDatabase {
             var taken = false
             do {
                 if try await schemaVersion() >= RemoteSchema.guardsVersion {
-                    try await connection.query("BEGIN", logger: logger)
+                    try await connection.perform("BEGIN", logger: logger)
                     let rows = try await connection.query(PostgresQuery(unsafeSQL: RemoteSchema.garbageLockQuery), logger: logger)
                     for try await (n) in rows.decode(Int64.self) { taken = n == 1 }
                 } else {

@@ -31,17 +31,17 @@ extension RemoteDatabase {
         try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn in
                 // A role's own row starts from the default's limits.
-                try await conn.query("""
+                try await conn.perform("""
                     INSERT INTO docfs_quotas (role, live_intents, bytes_per_day)
                     SELECT \(role), live_intents, bytes_per_day FROM docfs_quotas WHERE role = '*'
                     ON CONFLICT (role) DO NOTHING
                     """, logger: logger)
-                try await conn.query("INSERT INTO docfs_quotas (role) VALUES (\(role)) ON CONFLICT (role) DO NOTHING", logger: logger)
+                try await conn.perform("INSERT INTO docfs_quotas (role) VALUES (\(role)) ON CONFLICT (role) DO NOTHING", logger: logger)
                 if let liveIntents {
-                    try await conn.query("UPDATE docfs_quotas SET live_intents = \(liveIntents) WHERE role = \(role)", logger: logger)
+                    try await conn.perform("UPDATE docfs_quotas SET live_intents = \(liveIntents) WHERE role = \(role)", logger: logger)
                 }
                 if let bytesPerDay {
-                    try await conn.query("UPDATE docfs_quotas SET bytes_per_day = \(bytesPerDay) WHERE role = \(role)", logger: logger)
+                    try await conn.perform("UPDATE docfs_quotas SET bytes_per_day = \(bytesPerDay) WHERE role = \(role)", logger: logger)
                 }
             }
         }

@@ -39,32 +39,32 @@ extension RemoteDatabase {
             try await client.withTransaction(logger: logger) { conn -> Bool in
                 try await Self.lockMigrations(conn, logger: logger)
                 // The group and its grants (a migration run by an owner without CREATEROLE made none).
-                try await conn.query(PostgresQuery(unsafeSQL: """
+                try await conn.perform(PostgresQuery(unsafeSQL: """
                     DO $do$ BEGIN
                         IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = \(RemoteSchema.quoteLiteral(group))) THEN
                             CREATE ROLE \(RemoteSchema.quoteIdentifier(group)) NOLOGIN;
                         END IF;
                     END $do$
                     """), logger: logger)
-                try await conn.query(PostgresQuery(unsafeSQL: RemoteSchema.replicasGroupGrants), logger: logger)
+                try await conn.perform(PostgresQuery(unsafeSQL: RemoteSchema.replicasGroupGrants), logger: logger)
                 var exists = false
                 for try await (n) in try await conn.query("SELECT count(*) FROM pg_roles WHERE rolname = \(name)",
                                                           logger: logger).decode(Int64.self) { exists = n > 0 }
                 var statement = (exists ? "ALTER ROLE " : "CREATE ROLE ") + RemoteSchema.quoteIdentifier(name) + " LOGIN"
                 if let password { statement += " PASSWORD \(RemoteSchema.quoteLiteral(password))" }
-                try await conn.query(PostgresQuery(unsafeSQL: statement), logger: logger)
-                try await conn.query(PostgresQuery(unsafeSQL: """
+                try await conn.perform(PostgresQuery(unsafeSQL: statement), logger: logger)
+                try await conn.perform(PostgresQuery(unsafeSQL: """
                     GRANT \(RemoteSchema.quoteIdentifier(group)) TO \(RemoteSchema.quoteIdentifier(name))
                     """), logger: logger)
-                try await conn.query("INSERT INTO docfs_replicas (role) VALUES (\(name)) ON CONFLICT (role) DO NOTHING", logger: logger)
+                try await conn.perform("INSERT INTO docfs_replicas (role) VALUES (\(name)) ON CONFLICT (role) DO NOTHING", logger: logger)
                 // CONNECT through the group only (a role made before schema 14 had its own: taken
                 // back, so that leaving the group leaves the database), limits and timeouts of its
                 // own unless the owner set others, and the owner's right to end its sessions.
                 for statement in [RemoteSchema.databaseGrants, RemoteSchema.signalGrant,
                                   RemoteSchema.replicaLimits(rolesSQL: "SELECT \(RemoteSchema.quoteLiteral(name))::text")] {
-                    try await conn.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    try await conn.perform(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
-                try await conn.query(PostgresQuery(unsafeSQL: """
+                try await conn.perform(PostgresQuery(unsafeSQL: """
                     DO $do$ BEGIN
                         EXECUTE format('REVOKE CONNECT ON DATABASE %I FROM %I', current_database(), \(RemoteSchema.quoteLiteral(name)));
                     EXCEPTION WHEN insufficient_privilege THEN NULL;
@@ -77,7 +77,7 @@ extension RemoteDatabase {
         // a database made otherwise gets it taken back). Best effort: the schema may belong to
         // another role, and then the check below says so.
         _ = try? await mapped { [self] in
-            try await client.query("REVOKE CREATE ON SCHEMA public FROM PUBLIC", logger: logger)
+            try await client.perform("REVOKE CREATE ON SCHEMA public FROM PUBLIC", logger: logger)
         }
         let canCreate = try await mapped { [self] in
             var allowed = false
@@ -100,6 +100,17 @@ extension RemoteDatabase {
                 + "REVOKE TEMPORARY, CONNECT ON DATABASE <db> FROM PUBLIC; GRANT CONNECT ON DATABASE <db> TO \(group)")
         }
         return created
+    }
+
+    /// Whether every role may still create large objects in the tree's database (outside every
+    /// quota): only a superuser may take that back (`RemoteSchema.largeObjectRevoke`).
+    package func publicMayCreateLargeObjects() async throws -> Bool {
+        try await mapped { [self] in
+            var open = false
+            for try await (v) in try await client.query(PostgresQuery(unsafeSQL: RemoteSchema.publicMayCreateLargeObjectsQuery),
+                                                        logger: logger).decode(Bool.self) { open = v }
+            return open
+        }
     }
 
     /// What `removeReplica` could not do: the sessions of the role still running afterwards.
@@ -127,15 +138,15 @@ extension RemoteDatabase {
                     WHERE g.rolname = \(group) AND r.rolname = \(name)
                     """, logger: logger).decode(Int64.self) { member = n > 0 }
                 guard member else { throw RemoteError.invalid("\(name) is not a replica of this tree (not in \(group))") }
-                try await conn.query(PostgresQuery(unsafeSQL: """
+                try await conn.perform(PostgresQuery(unsafeSQL: """
                     REVOKE \(RemoteSchema.quoteIdentifier(group)) FROM \(RemoteSchema.quoteIdentifier(name))
                     """), logger: logger)
-                try await conn.query(PostgresQuery(unsafeSQL: "ALTER ROLE \(RemoteSchema.quoteIdentifier(name)) NOLOGIN"), logger: logger)
+                try await conn.perform(PostgresQuery(unsafeSQL: "ALTER ROLE \(RemoteSchema.quoteIdentifier(name)) NOLOGIN"), logger: logger)
             }
         }
         // Best effort: an owner set up before schema 14 may make itself a member now.
         _ = try? await mapped { [self] in
-            try await client.query(PostgresQuery(unsafeSQL: RemoteSchema.signalGrant), logger: logger)
+            try await client.perform(PostgresQuery(unsafeSQL: RemoteSchema.signalGrant), logger: logger)
         }
         var removal = Removal()
         // A session may log in between the commit and this list only with a login started before it.

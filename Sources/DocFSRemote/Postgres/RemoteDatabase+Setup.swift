@@ -39,7 +39,7 @@ extension RemoteDatabase {
     /// functions (schema 9) refuse a pack anywhere else.
     package func setPacksFolder(_ folder: String) async throws {
         try await mapped { [self] in
-            try await client.query("""
+            try await client.perform("""
                 INSERT INTO docfs_meta (key, value) VALUES ('packs_folder', \(folder))
                 ON CONFLICT (key) DO UPDATE SET value = excluded.value
                 """, logger: logger)

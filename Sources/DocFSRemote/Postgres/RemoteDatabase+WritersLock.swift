@@ -15,9 +15,9 @@ extension RemoteDatabase {
         for try await (v) in try await conn.query("SELECT to_regclass('docfs_schema_migrations') IS NOT NULL",
                                                   logger: logger).decode(Bool.self) { exists = v }
         if exists {
-            try await conn.query("LOCK TABLE docfs_schema_migrations IN SHARE ROW EXCLUSIVE MODE", logger: logger)
+            try await conn.perform("LOCK TABLE docfs_schema_migrations IN SHARE ROW EXCLUSIVE MODE", logger: logger)
         } else {
-            try await conn.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
+            try await conn.perform("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
         }
     }
 

@@ -86,7 +86,7 @@ package final class RemoteDatabase: Sendable {
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> Int in
                 try await Self.lockMigrations(conn, logger: logger)
-                try await conn.query("""
+                try await conn.perform("""
                     CREATE TABLE IF NOT EXISTS docfs_schema_migrations (
                         version    integer PRIMARY KEY,
                         applied_at timestamptz NOT NULL DEFAULT now()
@@ -100,9 +100,9 @@ package final class RemoteDatabase: Sendable {
                 }
                 for migration in RemoteSchema.migrations where migration.version > current && migration.version <= target {
                     for statement in migration.statements {
-                        try await conn.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        try await conn.perform(PostgresQuery(unsafeSQL: statement), logger: logger)
                     }
-                    try await conn.query("INSERT INTO docfs_schema_migrations (version) VALUES (\(migration.version))",
+                    try await conn.perform("INSERT INTO docfs_schema_migrations (version) VALUES (\(migration.version))",
                                          logger: logger)
                     logger.info("applied docfs schema migration", metadata: ["version": "\(migration.version)"])
                     current = migration.version

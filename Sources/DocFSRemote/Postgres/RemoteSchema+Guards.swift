@@ -61,6 +61,7 @@ extension RemoteSchema {
             WHERE g.rolname = (SELECT value FROM docfs_meta WHERE key = 'replicas_group') AND NOT r.rolsuper
             """),
         signalGrant,
+        largeObjectGrants,
     ]
 
     /// No TEMP for anyone, CONNECT for the replicas group only (the owner keeps its own). A role
@@ -115,6 +116,30 @@ extension RemoteSchema {
             $do$
             """
     }
+
+    /// No large objects for PUBLIC: `lo_create` and its kin are PUBLIC's in every database, and
+    /// what they store (pg_largeobject) is outside every quota. The functions are the bootstrap
+    /// superuser's: only a superuser may take them back (a REVOKE by anyone else changes nothing,
+    /// with a warning), so set-up does it when run as one; add-replica says what to run otherwise.
+    static let largeObjectGrants = """
+        DO $do$
+        BEGIN
+            IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+                EXECUTE '\(largeObjectRevoke)';
+            END IF;
+        END
+        $do$
+        """
+
+    /// What a superuser runs in the tree's database (add-replica prints it while PUBLIC has them).
+    package static let largeObjectRevoke = "REVOKE EXECUTE ON FUNCTION lo_create(oid), lo_creat(integer), lo_from_bytea(oid, bytea) FROM PUBLIC"
+
+    /// Whether PUBLIC may still create large objects in this database (one boolean row).
+    static let publicMayCreateLargeObjectsQuery = """
+        SELECT has_function_privilege('public', 'pg_catalog.lo_create(oid)', 'EXECUTE')
+            OR has_function_privilege('public', 'pg_catalog.lo_creat(integer)', 'EXECUTE')
+            OR has_function_privilege('public', 'pg_catalog.lo_from_bytea(oid, bytea)', 'EXECUTE')
+        """
 
     /// The owner a member of `pg_signal_backend`, where it may make itself one.
     static let signalGrant = """

@@ -15,8 +15,9 @@
 ///   the owner's `docfs remote check` (`docfs_confirm_damaged_place`), and never while it is
 ///   the block's only place (then it stays, `confirmed`, until a sound place is recorded).
 /// - Dedup (`knownBlocks`, `docfs_record_manifests`) counts a block as had only where a place
-///   is sound (not flagged); a block without one is healed by the next upload of its bytes,
-///   which adds a place.
+///   is sound (not flagged) and in a pack the caller may count on (`docfs_place_vouched`: the
+///   owner's, or the caller's own folder, never another replica's); a block without one is
+///   healed by the next upload of its bytes, which adds a place.
 /// - `docfs_blocks.reports`: how many roles reported the place; readers try the places of a
 ///   block soundest first (`RemoteDatabase.places`).
 extension RemoteSchema {
@@ -83,6 +84,99 @@ extension RemoteSchema {
         """,
         // The record of schema 9, for replicas before 11, replaced places: gone.
         "DROP FUNCTION IF EXISTS docfs_record_blocks(text[], text[], bigint[], bigint[])",
+        // Packs under the folder of the role that writes them (PREFIX/packs/<role>/<uuid>); the
+        // flat folder is the owner's (gc's rewritten packs, and packs written before).
+        """
+        CREATE OR REPLACE FUNCTION docfs_pack_key_ok(p_pack text) RETURNS boolean LANGUAGE plpgsql STABLE
+        SET search_path = pg_catalog, public, pg_temp AS $fn$
+        DECLARE
+            folder text;
+        BEGIN
+            IF p_pack IS NULL THEN RETURN false; END IF;
+            SELECT m.value INTO folder FROM docfs_meta m WHERE m.key = 'packs_folder';
+            IF folder IS NULL THEN
+                RETURN p_pack ~ '(^|/)packs/([A-Za-z0-9_.-]{1,63}/)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                   AND p_pack !~ '/packs/\\.\\.?/';
+            END IF;
+            RETURN left(p_pack, length(folder)) = folder
+               AND substr(p_pack, length(folder) + 1) ~ '^([A-Za-z0-9_.-]{1,63}/)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+               AND substr(p_pack, length(folder) + 1) !~ '^\\.\\.?/';
+        END
+        $fn$
+        """,
+        // What follows the tree's packs folder in a pack's key (`<uuid>`, or `<writer>/<uuid>`);
+        // NULL for a key outside it. The folder is `docfs_meta.packs_folder` (PREFIX/packs/,
+        // `packs/` for a tree at the bucket's root), else found by its name.
+        """
+        CREATE OR REPLACE FUNCTION docfs_pack_rest(p_pack text) RETURNS text LANGUAGE plpgsql STABLE
+        SET search_path = pg_catalog, public, pg_temp AS $fn$
+        DECLARE
+            folder text;
+        BEGIN
+            SELECT m.value INTO folder FROM docfs_meta m WHERE m.key = 'packs_folder';
+            IF folder IS NULL THEN RETURN substring(p_pack from '(?:^|/)packs/(.*)$'); END IF;
+            IF left(p_pack, length(folder)) <> folder THEN RETURN NULL; END IF;
+            RETURN substr(p_pack, length(folder) + 1);
+        END
+        $fn$
+        """,
+        // Whether the calling role's dedup may count on a place in this pack: one in the owner's
+        // flat folder (gc's) or the owner's own folder, or one under the caller's folder. Another
+        // replica's pack is the bytes its S3 keys may still overwrite (IAM has no portable "no
+        // overwrite"), so a block had only there is uploaded again into the caller's own pack.
+        """
+        CREATE OR REPLACE FUNCTION docfs_place_vouched(p_pack text) RETURNS boolean LANGUAGE plpgsql STABLE
+        SET search_path = pg_catalog, public, pg_temp AS $fn$
+        DECLARE
+            rest text := docfs_pack_rest(p_pack);
+        BEGIN
+            IF rest IS NULL THEN RETURN false; END IF;
+            IF strpos(rest, '/') = 0 THEN RETURN true; END IF;
+            RETURN split_part(rest, '/', 1) IN (session_user::text,
+                pg_get_userbyid((SELECT c.relowner FROM pg_class c WHERE c.oid = 'public.docfs_blocks'::regclass)));
+        END
+        $fn$
+        """,
+        // Whether the calling role may write this pack: one under its own folder, or the owner
+        // (the definer functions' role) one in the flat folder. Called from definer functions.
+        """
+        CREATE OR REPLACE FUNCTION docfs_pack_is_callers(p_pack text) RETURNS boolean LANGUAGE plpgsql STABLE
+        SET search_path = pg_catalog, public, pg_temp AS $fn$
+        DECLARE
+            rest text := docfs_pack_rest(p_pack);
+        BEGIN
+            IF rest IS NULL THEN RETURN false; END IF;
+            IF position('/' IN rest) = 0 THEN RETURN session_user = current_user; END IF;
+            RETURN split_part(rest, '/', 1) = session_user;
+        END
+        $fn$
+        """,
+        """
+        CREATE OR REPLACE FUNCTION docfs_record_intents(p_keys text[]) RETURNS void LANGUAGE plpgsql
+        SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $fn$
+        DECLARE
+            bad text;
+        BEGIN
+            IF coalesce(cardinality(p_keys), 0) > 10000 THEN
+                RAISE EXCEPTION 'at most 10000 intents at once' USING ERRCODE = 'DF014';
+            END IF;
+            SELECT k INTO bad FROM unnest(p_keys) k WHERE NOT (docfs_pack_key_ok(k) OR docfs_manifest_key_ok(k)) LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'not a pack or manifest of this tree: %', left(coalesce(bad, 'NULL'), 300) USING ERRCODE = 'DF014';
+            END IF;
+            SELECT k INTO bad FROM unnest(p_keys) k WHERE docfs_pack_key_ok(k) AND NOT docfs_pack_is_callers(k) LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'the pack % is not under this replica''s folder (packs/%/)', left(bad, 300), session_user
+                    USING ERRCODE = 'DF014';
+            END IF;
+            IF EXISTS (SELECT 1 FROM docfs_upload_intents u WHERE u.key = ANY(p_keys) AND u.role IS DISTINCT FROM session_user) THEN
+                RAISE EXCEPTION 'an intent of another replica' USING ERRCODE = 'DF003';
+            END IF;
+            INSERT INTO docfs_upload_intents (key, created_ns, role) SELECT DISTINCT k, docfs_now(), session_user FROM unnest(p_keys) k
+            ON CONFLICT (key) DO UPDATE SET created_ns = excluded.created_ns;
+        END
+        $fn$
+        """,
         // Every place is a place of its block: the block is made by its first place, and a
         // place of another length is refused (a block's identity is its hash and its length).
         """
@@ -163,6 +257,10 @@ extension RemoteSchema {
             IF NOT docfs_pack_key_ok(p_pack) THEN
                 RAISE EXCEPTION 'not a pack of this tree: %', left(coalesce(p_pack, 'NULL'), 300) USING ERRCODE = 'DF014';
             END IF;
+            IF NOT docfs_pack_is_callers(p_pack) THEN
+                RAISE EXCEPTION 'the pack % is not under this replica''s folder (packs/%/)', left(p_pack, 300), session_user
+                    USING ERRCODE = 'DF014';
+            END IF;
             -- Under this replica's live intent: gc may have taken a pack whose intent expired.
             PERFORM 1 FROM docfs_upload_intents u WHERE u.key = p_pack AND u.role IS NOT DISTINCT FROM session_user FOR KEY SHARE;
             IF NOT FOUND THEN
@@ -200,13 +298,16 @@ extension RemoteSchema {
             IF FOUND THEN
                 RAISE EXCEPTION 'block %: a place whose length is not the block''s', bad USING ERRCODE = 'DF014';
             END IF;
-            -- A new place for a block that has no sound one (a block another replica sent
-            -- meanwhile keeps its place; these bytes go with gc); never in place of another.
+            -- A new place for a block that has no sound one this replica may count on (a block
+            -- another replica sent meanwhile into a vouched pack keeps its place; these bytes go
+            -- with gc); never in place of another. One in another replica's pack does not count
+            -- (`docfs_place_vouched`): this one is added beside it.
             -- A place of another length than its block's is refused (docfs_block_place).
             INSERT INTO docfs_blocks (hash, pack_key, pack_offset, length, created_ns, role)
             SELECT DISTINCT ON (h) h, p_pack, o, l, docfs_now(), session_user
               FROM unnest(p_hashes, p_offsets, p_lengths) AS b(h, o, l)
-             WHERE NOT EXISTS (SELECT 1 FROM docfs_blocks s WHERE s.hash = b.h AND s.damaged_ns IS NULL)
+             WHERE NOT EXISTS (SELECT 1 FROM docfs_blocks s WHERE s.hash = b.h AND s.damaged_ns IS NULL
+                               AND docfs_place_vouched(s.pack_key))
             ON CONFLICT (hash, pack_key) DO NOTHING;
             GET DIAGNOSTICS added = ROW_COUNT;
             -- Places confirmed damaged were kept while they were their block's only one.
@@ -250,8 +351,10 @@ extension RemoteSchema {
             PERFORM 1 FROM docfs_blocks b
              WHERE b.hash IN (SELECT jsonb_array_elements_text(e->'hashes') FROM jsonb_array_elements(p_manifests) e)
                AND b.damaged_ns IS NULL FOR KEY SHARE;
+            -- Had: a sound place this caller may count on (`docfs_place_vouched`).
             missing := ARRAY(SELECT DISTINCT h FROM jsonb_array_elements(p_manifests) e, jsonb_array_elements_text(e->'hashes') h
-                             WHERE NOT EXISTS (SELECT 1 FROM docfs_blocks b WHERE b.hash = h AND b.damaged_ns IS NULL));
+                             WHERE NOT EXISTS (SELECT 1 FROM docfs_blocks b WHERE b.hash = h AND b.damaged_ns IS NULL
+                                               AND docfs_place_vouched(b.pack_key)));
             IF cardinality(missing) > 0 THEN RETURN missing; END IF;
             SELECT e->>'key' INTO bad FROM jsonb_array_elements(p_manifests) e
              WHERE (e->>'size')::bigint <> (SELECT coalesce(sum(i.length), 0) FROM jsonb_array_elements_text(e->'hashes') h
@@ -296,6 +399,11 @@ extension RemoteSchema {
         $fn$
         """,
         "REVOKE ALL ON FUNCTION docfs_block_place() FROM PUBLIC",
+        "REVOKE ALL ON FUNCTION docfs_pack_key_ok(text) FROM PUBLIC",
+        "REVOKE ALL ON FUNCTION docfs_pack_is_callers(text) FROM PUBLIC",
+        "REVOKE ALL ON FUNCTION docfs_place_vouched(text) FROM PUBLIC",
+        "REVOKE ALL ON FUNCTION docfs_pack_rest(text) FROM PUBLIC",
+        "REVOKE ALL ON FUNCTION docfs_record_intents(text[]) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_confirm_damaged_place(text, text) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_mark_block_damaged(text, text) FROM PUBLIC",
         "REVOKE ALL ON FUNCTION docfs_record_pack(text, bigint, text[], bigint[], bigint[]) FROM PUBLIC",

@@ -32,9 +32,21 @@ package enum ContentObjectKey {
         under(prefix: prefix, "manifests/") + operationID.uuidString.lowercased() + "-" + contents
     }
 
-    /// `PREFIX/packs/<uuid>`: a pack object, several blocks back to back (a new one per upload,
-    /// never overwritten; gc writes live blocks of a mostly-dead one into a new one).
-    package static func pack(prefix: String) -> String { packFolder(prefix: prefix) + UUID().uuidString.lowercased() }
+    /// `PREFIX/packs/<writer>/<uuid>`: a pack object, several blocks back to back (a new one per
+    /// upload, never overwritten), under the folder of the replica role that writes it (schema
+    /// 16: its object credentials may add objects there and nowhere else, and the server records
+    /// a pack only from the role its folder names). gc, the owner's, writes the live blocks of a
+    /// mostly-dead pack into a new one at `PREFIX/packs/<uuid>` (no writer).
+    package static func pack(prefix: String, writer: String? = nil) -> String {
+        packFolder(prefix: prefix) + (writer.flatMap { isWriter($0) ? $0 + "/" : nil } ?? "") + UUID().uuidString.lowercased()
+    }
+
+    /// A role name that can be a pack folder (as `docfs remote add-replica` takes names).
+    package static func isWriter(_ name: String) -> Bool {
+        (1...63).contains(name.utf8.count) && name != "." && name != ".."
+            && name.utf8.allSatisfy { $0 == 0x5F || $0 == 0x2D || $0 == 0x2E || (0x30...0x39).contains($0)
+                || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }
+    }
 
     package static func packFolder(prefix: String) -> String { under(prefix: prefix, "packs/") }
 

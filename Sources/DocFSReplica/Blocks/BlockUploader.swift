@@ -21,6 +21,8 @@ struct BlockUploader {
     let objects: any ObjectStore
     let bucket: String
     let prefix: String
+    /// The replica's login role: its packs go under `PREFIX/packs/<writer>/` (nil: the flat folder).
+    let writer: String?
     let logger: Logger
     var packSize = 8 << 20
     var batchBytes = 8 << 20
@@ -150,7 +152,7 @@ struct BlockUploader {
     /// Sends the pack being filled (waiting for a slot when `parallelPacks` are in flight).
     private func sealPack(_ work: Work) async throws {
         guard !work.pack.isEmpty else { return }
-        let key = ContentObjectKey.pack(prefix: prefix)
+        let key = ContentObjectKey.pack(prefix: prefix, writer: writer)
         let bytes = work.pack
         for block in work.packBlocks {
             work.sent.append(StoredBlock(hash: block.hash, pack: key, offset: block.offset, length: block.length))
