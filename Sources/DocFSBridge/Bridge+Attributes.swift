@@ -71,8 +71,7 @@ extension Bridge {
     @inline(__always)
     func hasSession(_ ino: UInt64) -> Bool {
         guard let node = inodes.node(ino) else { return false }
-        node.sessionLock._unsafeLock(); defer { node.sessionLock._unsafeUnlock() }
-        return node.session != nil
+        return node.sessionLock.withLock { _ in node.session != nil }
     }
 
     /// Attributes as they are now: a file open for writing reports its staged size and times.

@@ -205,14 +205,14 @@ extension Bridge {
 
     /// Makes sure the node has a live staging file, copying the stored contents unless truncating.
     private func beginWriting(_ node: InodeNode, item: Item, truncating: Bool) throws(RequestError) {
-        node.sessionLock._unsafeLock()
-        defer { node.sessionLock._unsafeUnlock() }
-        if let s = node.session, !s.committed {
-            // O_TRUNC moves the times even of an empty file, as on ext4.
-            if truncating { _ = s.truncate(to: 0); s.dirty = true }
-            return
+        try node.sessionLock.withLock { _ throws(RequestError) in
+            if let s = node.session, !s.committed {
+                // O_TRUNC moves the times even of an empty file, as on ext4.
+                if truncating { _ = s.truncate(to: 0); s.dirty = true }
+                return
+            }
+            node.session = try restage(node, item: item, from: node.session, truncating: truncating)
         }
-        node.session = try restage(node, item: item, from: node.session, truncating: truncating)
     }
 
     /// A fresh staging copy of the current contents (of a committed session, or of the store).
@@ -259,11 +259,8 @@ extension Bridge {
 
     func read(_ reply: consuming Reply, _ size: Int, _ offset: Int, _ file: OpenFile) {
         var fd = file.readFD
-        var session: WriteSession?
         // A file open for writing anywhere reads from its staging file, so readers see writes.
-        file.node.sessionLock._unsafeLock()
-        session = file.node.session
-        file.node.sessionLock._unsafeUnlock()
+        let session = file.node.sessionLock.withLock { _ in file.node.session }
         guard session != nil || fd >= 0 else { reply.error(EBADF); return }
         if session == nil, let arrival = file.arrival {
             // Downloading: wait for this read's range only (bounded; EIO if the server is gone).
@@ -291,39 +288,49 @@ extension Bridge {
     func write(_ reply: consuming Reply, _ source: UnsafeMutablePointer<fuse_bufvec>, _ offset: Int, _ file: OpenFile) {
         guard file.writable else { reply.error(EBADF); return }
         let node = file.node
-        node.sessionLock._unsafeLock()
-        defer { node.sessionLock._unsafeUnlock() }
-        if node.session == nil || node.session!.committed {
-            // Written again after a commit (another handle, or after flush): stage a fresh copy so
-            // the stored version is never changed in place.
-            do throws(RequestError) {
-                node.session = try restage(node, item: nil, from: node.session, truncating: false)
-            } catch {
-                reply.error(report("write", error))
-                return
-            }
-        }
-        let session = node.session!
-        // Bytes that did land are acknowledged (a short write, as a local filesystem gives); the
-        // next write then gets the error.
-        let (done, e) = session.put(source, at: offset)
-        if done == 0 && e != 0 {
-            reply.error(report("write", RequestError(.posix(e, "write to staging file"), .ino(node.ino))))
-            return
-        }
-        session.dirty = true
-        stats?.bytesWritten(done)
-        if !session.setIDChecked {
-            session.setIDChecked = true
-            if let id = inodes.identifier(node.ino), let item = try? provider.item(for: id),
-               let change = setIDToDrop(item, writer: Caller(reply.req)) {
-                let d = reply.deferred()
-                executor.run { [self, done] in
-                    await dropSetID(node, change)
-                    d.written(done)
+        // The bytes go in under the node's lock; the reply, the log line and the set-ID check
+        // (a provider lookup) come after it, from what the lock's scope answered.
+        let put: Result<(done: Int, firstWrite: Bool), RequestError> = node.sessionLock.withLock { _ in
+            if node.session == nil || node.session!.committed {
+                // Written again after a commit (another handle, or after flush): stage a fresh copy so
+                // the stored version is never changed in place.
+                do throws(RequestError) {
+                    node.session = try restage(node, item: nil, from: node.session, truncating: false)
+                } catch {
+                    return .failure(error)
                 }
-                return
             }
+            let session = node.session!
+            // Bytes that did land are acknowledged (a short write, as a local filesystem gives); the
+            // next write then gets the error.
+            let (done, e) = session.put(source, at: offset)
+            if done == 0 && e != 0 {
+                return .failure(RequestError(.posix(e, "write to staging file"), .ino(node.ino)))
+            }
+            session.dirty = true
+            // The session's first write checks the set-ID bits: claimed here, checked below.
+            let firstWrite = !session.setIDChecked
+            session.setIDChecked = true
+            return .success((done, firstWrite))
+        }
+        let done: Int
+        let firstWrite: Bool
+        switch put {
+        case .failure(let error):
+            reply.error(report("write", error))
+            return
+        case .success(let written):
+            (done, firstWrite) = written
+        }
+        stats?.bytesWritten(done)
+        if firstWrite, let id = inodes.identifier(node.ino), let item = try? provider.item(for: id),
+           let change = setIDToDrop(item, writer: Caller(reply.req)) {
+            let d = reply.deferred()
+            executor.run { [self, done] in
+                await dropSetID(node, change)
+                d.written(done)
+            }
+            return
         }
         reply.written(done)
     }
@@ -403,28 +410,35 @@ extension Bridge {
     func commit(_ node: InodeNode, durable: Bool) async throws(RequestError) {
         let copyIn = inodes.copyIn(of: node)
         let placement = copyIn?.placement
-        node.sessionLock._unsafeLock()
-        if let s = node.session, !s.committed, s.backing || s.isCommitting {
-            node.sessionLock._unsafeUnlock()
+        // The lock is held to decide and claim, never across the provider's action (an await):
+        // the claim (`committed`, `beginCommit`) is what keeps writers and other commits off.
+        let start: CommitStart = node.sessionLock.withLock { _ in
+            if let s = node.session, !s.committed, s.backing || s.isCommitting { return .busy(s) }
+            guard let session = node.session, !session.committed, session.dirty || placement != nil else {
+                return .nothingToCommit(claimedBy: node.session.flatMap { $0.committed ? $0 : nil })
+            }
+            // Claim it: a write arriving now stages a fresh copy instead of changing this file.
+            session.committed = true
+            session.dirty = false
+            session.beginCommit()
+            return .claimed(session)
+        }
+        let session: WriteSession
+        switch start {
+        case .busy(let s):
             // The kernel writes this staged file (passthrough): a copy of it goes in. Or such a
             // copy is going in now: wait for it, then see what is left to do.
             guard s.isCommitting else { return try await commitCopy(node, s, durable: durable) }
             await s.waitForCommit()
             return try await commit(node, durable: durable)
-        }
-        guard let session = node.session, !session.committed, session.dirty || placement != nil else {
-            let claimed = node.session.flatMap { $0.committed ? $0 : nil }
-            node.sessionLock._unsafeUnlock()
+        case .nothingToCommit(let claimed):
             // Another request (a release racing a truncate by path) is committing this copy: its
             // result is ours too, so wait for it rather than answer with the old contents.
             if let claimed, claimed.isCommitting { await claimed.waitForCommit() }
             return
+        case .claimed(let claimed):
+            session = claimed
         }
-        // Claim it: a write arriving now stages a fresh copy instead of changing this file.
-        session.committed = true
-        session.dirty = false
-        session.beginCommit()
-        node.sessionLock._unsafeUnlock()
         defer { session.endCommit() }
         if durable { session.sync() }
 
@@ -536,11 +550,12 @@ extension Bridge {
     // MARK: Truncation
 
     func truncate(staged node: InodeNode, to size: Int64) throws(RequestError) {
-        node.sessionLock._unsafeLock(); defer { node.sessionLock._unsafeUnlock() }
-        guard let s = node.session else { throw RequestError(ProviderError(.noSuchItem), .ino(node.ino)) }
-        let e = s.truncate(to: size)
-        guard e == 0 else { throw RequestError(.posix(e, "truncate"), .ino(node.ino)) }
-        s.dirty = true
+        try node.sessionLock.withLock { _ throws(RequestError) in
+            guard let s = node.session else { throw RequestError(ProviderError(.noSuchItem), .ino(node.ino)) }
+            let e = s.truncate(to: size)
+            guard e == 0 else { throw RequestError(.posix(e, "truncate"), .ino(node.ino)) }
+            s.dirty = true
+        }
     }
 
     /// truncate/ftruncate. Through a writable handle (ftruncate) the staged copy changes and that
@@ -549,8 +564,7 @@ extension Bridge {
     /// sends its release after close() returned, possibly after this request), or on a fresh one.
     /// A file still being copied in changes its staged copy and is imported at its own close.
     func truncate(_ node: InodeNode, item: Item?, to size: Int64, throughWritableHandle: Bool) async throws(RequestError) {
-        node.sessionLock._unsafeLock()
-        do throws(RequestError) {
+        try node.sessionLock.withLock { _ throws(RequestError) in
             if node.session == nil || node.session!.committed {
                 guard let item else { throw RequestError(ProviderError(.noSuchItem), .ino(node.ino)) }
                 node.session = try restage(node, item: item, from: node.session, truncating: size == 0)
@@ -559,13 +573,20 @@ extension Bridge {
             let e = session.truncate(to: size)
             guard e == 0 else { throw RequestError(.posix(e, "truncate"), .ino(node.ino)) }
             session.dirty = true
-            node.sessionLock._unsafeUnlock()
-        } catch {
-            node.sessionLock._unsafeUnlock()
-            throw error
         }
+        // The commit (an await on the provider) runs after the lock is let go.
         guard item != nil, !throughWritableHandle else { return }
         try await commit(node, durable: false)
         dropIdleSession(node)
     }
+}
+
+/// What `commit` found under the node's `sessionLock`; it acts on it after the lock is let go.
+private enum CommitStart {
+    /// A backing file (passthrough) not being committed, or a session being committed now.
+    case busy(WriteSession)
+    /// Nothing dirty; `claimedBy` is a committed session whose commit may still be running.
+    case nothingToCommit(claimedBy: WriteSession?)
+    /// This commit claimed the session.
+    case claimed(WriteSession)
 }

@@ -151,7 +151,7 @@ extension Bridge {
             }
             // One of several names: only that name goes (with a trash too: the item stays under
             // its other names, and its last name goes to the trash as any item does).
-            if !folder, item.linkCount > 1, let links = provider as? HardLinkProvider {
+            if !folder, item.linkCount > 1, let links = hardLinks {
                 removeName(reply.deferred(), links, op: op, name: name, in: parentItem, item: item, subject: subject)
                 return
             }
@@ -242,7 +242,7 @@ extension Bridge {
                 return
             }
             // A name of an item with several names (or one replacing such a name) moves alone.
-            if item.linkCount > 1 || (replaced?.linkCount ?? 1) > 1, let links = provider as? HardLinkProvider {
+            if item.linkCount > 1 || (replaced?.linkCount ?? 1) > 1, let links = hardLinks {
                 moveName(reply.deferred(), links, name: name, from: fromParent, item: item, to: toParent, newName: newName,
                          replaced: replaced, subject: subject)
                 return

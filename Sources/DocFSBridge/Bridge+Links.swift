@@ -13,7 +13,7 @@ extension Bridge {
     func link(_ reply: consuming Reply, _ ino: UInt64, _ newParent: UInt64, _ cname: UnsafePointer<CChar>) {
         do throws(RequestError) {
             let subject: Subject = inodes.identifier(newParent).map { .child($0, String(cString: cname)) } ?? .ino(newParent)
-            guard let links = provider as? HardLinkProvider else {
+            guard let links = hardLinks else {
                 throw RequestError(ProviderError(.notPermitted, "this provider keeps no hard links"), subject)
             }
             let caller = Caller(reply.req)

@@ -41,17 +41,23 @@ extension Bridge {
     /// Commits a copy of a backing file that changed since its last copy: the kernel may write it
     /// again through a dup'd descriptor, which must land in the next version, never in this one.
     func commitCopy(_ node: InodeNode, _ session: WriteSession, durable: Bool) async throws(RequestError) {
-        node.sessionLock._unsafeLock()
-        guard node.session === session, session.backing, !session.isCommitting else {
-            node.sessionLock._unsafeUnlock()
-            return try await commit(node, durable: durable)
+        // Decided and claimed under the node's lock; the copy and the provider's action (an
+        // await) after it: `beginCommit` keeps other commits of this session off meanwhile.
+        let start: CopyStart = node.sessionLock.withLock { _ in
+            guard node.session === session, session.backing, !session.isCommitting else { return .notBacking }
+            let stamp = session.stamp()
+            guard session.dirty || stamp != session.committedStamp else { return .unchanged }
+            session.dirty = false
+            session.beginCommit()
+            return .claimed(stamp: stamp, base: session.base)
         }
-        let stamp = session.stamp()
-        guard session.dirty || stamp != session.committedStamp else { node.sessionLock._unsafeUnlock(); return }
-        session.dirty = false
-        session.beginCommit()
-        let base = session.base
-        node.sessionLock._unsafeUnlock()
+        let stamp: WriteSession.Stamp?
+        let base: ItemVersion?
+        switch start {
+        case .notBacking: return try await commit(node, durable: durable)
+        case .unchanged: return
+        case .claimed(let claimedStamp, let claimedBase): (stamp, base) = (claimedStamp, claimedBase)
+        }
         defer { session.endCommit() }
         guard let identifier = inodes.identifier(node.ino) else { return }
         if inodes.orphanedItem(node) != nil {
@@ -98,4 +104,14 @@ extension Bridge {
             throw error
         }
     }
+}
+
+/// What `commitCopy` found under the node's `sessionLock`.
+private enum CopyStart {
+    /// No longer this node's backing session, or its copy is going in now: `commit` decides.
+    case notBacking
+    /// Nothing written since the last copy.
+    case unchanged
+    /// This call claimed the copy: the staged file's stamp and the version it was staged from.
+    case claimed(stamp: WriteSession.Stamp?, base: ItemVersion?)
 }

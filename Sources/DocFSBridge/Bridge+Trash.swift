@@ -104,7 +104,7 @@ extension Bridge {
             let item = try provider.childItem(named: name, in: fromParent.identifier)
             // One name of several goes to the trash and back alone; a name in the trash still
             // counts (as in a trash folder on ext4).
-            let names = item.linkCount > 1 ? provider as? HardLinkProvider : nil
+            let names = item.linkCount > 1 ? hardLinks : nil
             if item.linkCount > 1, names == nil {
                 throw ProviderError(.notPermitted, "one name of a file with several (hard links) does not go to the trash: rm removes just that name")
             }

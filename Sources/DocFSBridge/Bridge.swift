@@ -17,6 +17,8 @@ package final class Bridge: @unchecked Sendable {
     let appleMetadata: (any AppleMetadataProvider)?
     let storedAttributes: (any ExtendedAttributeProvider)?
     let specialItems: (any SpecialItemProvider)?
+    /// Several names for one item (`link`, and one name removed or moved alone).
+    let hardLinks: (any HardLinkProvider)?
     /// A replica's sync state, conflicts and retries; its writers held against other replicas' changes.
     let replicaStatus: (any ReplicaStatusProvider)?
     let openWriters: (any OpenWritersProvider)?
@@ -58,11 +60,13 @@ package final class Bridge: @unchecked Sendable {
         self.appleMetadata = provider as? any AppleMetadataProvider
         self.storedAttributes = provider as? any ExtendedAttributeProvider
         self.specialItems = provider as? any SpecialItemProvider
+        self.hardLinks = provider as? any HardLinkProvider
         self.replicaStatus = provider as? any ReplicaStatusProvider
         self.openWriters = provider as? any OpenWritersProvider
         self.onDemand = provider as? any OnDemandProvider
         self.smallFiles = (provider as? any SmallFileImportProvider).flatMap { $0.smallFileLimit > 0 ? $0 : nil }
-        self.storedSlices = provider as? any StoredSliceProvider
+        let storedSlices = provider as? any StoredSliceProvider
+        self.storedSlices = storedSlices
         self.stagedImports = provider as? any StagedFileImportProvider
         self.log = logger
         self.options = options
@@ -70,7 +74,7 @@ package final class Bridge: @unchecked Sendable {
         self.importSlots = ImportStaging(root: provider.stagingDirectory)
         self.stagingFiles = StagingFilePool(stagingDirectory: provider.stagingDirectory.path)
         self.attributes = Attributes()
-        self.prefetch = options.prefetch ? SiblingPrefetch(provider: provider) : nil
+        self.prefetch = options.prefetch ? SiblingPrefetch(provider: provider, storedSlices: storedSlices) : nil
         self.stats = options.requestStats ? RequestStats() : nil
         self.passthrough = Passthrough(wanted: options.passthrough)
         self.ring = options.ioUring ? RingTransport(log: logger, asked: options.ioUringAsked) : nil

@@ -24,8 +24,9 @@ package final class InodeNode: @unchecked Sendable {
     /// holds (a million after a `find` over a big tree), to serve the rare unlinked open file.
     private var orphanedBox: OrphanedItem?
 
-    /// Guards `session`; never held together with the table's lock. Where its hold spans branches
-    /// (read, flush, release) it is taken with `_unsafeLock`/`_unsafeUnlock`, `Mutex`'s own.
+    /// Guards `session`; never held together with the table's lock. Taken in scopes (`withLock`),
+    /// never across an await: a commit claims the session under it (`committed`, `beginCommit`)
+    /// and lets go before the provider acts.
     let sessionLock = Mutex<Void>(())
     /// Staged contents while the file is open for writing (or new).
     var session: WriteSession?

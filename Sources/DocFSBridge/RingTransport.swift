@@ -114,22 +114,22 @@ final class RingTransport: @unchecked Sendable {
 
     /// One queue per possible CPU, each with its io_uring and buffers, not yet registered.
     private func prepareQueues(payloadSize: Int) throws(SetupError) {
-        lock._unsafeLock()
-        defer { lock._unsafeUnlock() }
-        guard let session else { throw SetupError("no session") }
-        guard queues.isEmpty else { return }
-        var made: [RingQueue] = []
-        do {
-            for qid in 0..<Self.possibleCPUs() {
-                made.append(try RingQueue(qid: UInt16(qid), entries: entriesPerQueue, payloadSize: payloadSize,
-                                          fuseFD: fuseFD, session: session, transport: self))
+        try lock.withLock { _ throws(SetupError) in
+            guard let session else { throw SetupError("no session") }
+            guard queues.isEmpty else { return }
+            var made: [RingQueue] = []
+            do throws(SetupError) {
+                for qid in 0..<Self.possibleCPUs() {
+                    made.append(try RingQueue(qid: UInt16(qid), entries: entriesPerQueue, payloadSize: payloadSize,
+                                              fuseFD: fuseFD, session: session, transport: self))
+                }
+            } catch {
+                for q in made { q.release() }
+                throw error
             }
-        } catch {
-            for q in made { q.release() }
-            throw error
+            queues = made
+            self.payloadSize = payloadSize
         }
-        queues = made
-        self.payloadSize = payloadSize
     }
 
     /// After the INIT reply that asked for the ring was written: the queues register, each on

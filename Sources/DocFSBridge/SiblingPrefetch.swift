@@ -25,9 +25,10 @@ final class SiblingPrefetch: @unchecked Sendable {
     private let maxBytes: Int64 = 16 << 20
     private let maxFileBytes: Int64 = 1 << 20
 
-    convenience init(provider: any Provider) {
+    /// `storedSlices`: the provider's opt-in, as the bridge cast it once.
+    convenience init(provider: any Provider, storedSlices: (any StoredSliceProvider)?) {
         var openSlice: (@Sendable (ItemIdentifier) -> StoredSlice?)?
-        if let slices = provider as? any StoredSliceProvider {
+        if let slices = storedSlices {
             openSlice = { id in
                 do { return try slices.openStoredSlice(of: id) } catch { return nil }
             }

@@ -194,10 +194,10 @@ final class WriteSession: @unchecked Sendable {
 
     /// A staged file for the provider to take by path (the bytes in memory spill first).
     func stagedPath() throws(ProviderError) -> String {
-        memoryLock._unsafeLock()
-        defer { memoryLock._unsafeUnlock() }
-        try spillLocked()
-        return path
+        try memoryLock.withLock { _ throws(ProviderError) -> String in
+            try spillLocked()
+            return path
+        }
     }
 
     /// `fstat` of the staged file, or the same fields for bytes in memory.
@@ -235,8 +235,9 @@ final class WriteSession: @unchecked Sendable {
     /// Puts a write request's bytes at `offset` (see the static `put`): into memory while the
     /// copy stays within its bounds, else into the staged file (spilling the memory first).
     func put(_ source: UnsafeMutablePointer<fuse_bufvec>, at offset: Int) -> (written: Int, errno: Int32) {
-        memoryLock._unsafeLock()
-        if var copy = memory {
+        // Nil: the bytes go to the staged file, written after the lock is let go (as `read` does).
+        let inMemory: (written: Int, errno: Int32)? = memoryLock.withLock { _ in
+            guard var copy = memory else { return nil }
             memory = nil  // not shared while it changes (no copy of the bytes)
             let size = fuse_buf_size(source)
             let end = offset + size
@@ -259,16 +260,15 @@ final class WriteSession: @unchecked Sendable {
                 copy.modified = now
                 copy.changed = now
                 memory = copy
-                memoryLock._unsafeUnlock()
                 return (done, done < size ? EIO : 0)
             }
             memory = copy
             do throws(ProviderError) { try spillLocked() } catch {
-                memoryLock._unsafeUnlock()
                 return (0, error.errno == 0 ? EIO : error.errno)
             }
+            return nil
         }
-        memoryLock._unsafeUnlock()
+        if let inMemory { return inMemory }
         return Self.put(source, into: fd, at: offset)
     }
 

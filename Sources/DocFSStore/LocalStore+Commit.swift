@@ -14,11 +14,16 @@ import GRDB
 extension LocalStore {
     /// Runs an action under the writer lock. When it ends, the working set in memory is brought
     /// back under its limit (`TreeState.trim`): no action is between its reads and its update then.
+    /// Freed pages go back to the system after the lock is let go (see `trimCache`).
     func write<T>(_ body: (DatabaseQueue) throws(ProviderError) -> T) throws(ProviderError) -> T {
-        writer.lock._unsafeLock()
-        defer { trimAndUnlockWriter() }
-        guard let database = writer.database else { throw ProviderError(.ioError, "store \(url.path) is closed") }
-        return try body(database)
+        var trimmed = false
+        defer { if trimmed { Self.releaseFreedMemory() } }
+        return try writer.perform { () throws(ProviderError) -> T in
+            // Trimmed also when the action failed: it may have read records into memory.
+            defer { trimmed = tree.trimIfFull() }
+            guard let database = writer.database else { throw ProviderError(.ioError, "store \(url.path) is closed") }
+            return try body(database)
+        }
     }
 
     /// Commits `records` (upserts) and `deletions` as one journal entry; every so many entries the

@@ -302,21 +302,21 @@ extension LocalStore {
 
     /// Releases the lock and closes the database. Later actions fail; reads answer from memory.
     package func close() {
-        writer.lock._unsafeLock()
-        defer { writer.lock._unsafeUnlock() }
-        contents.drain()
-        tree.state.withLock { $0.reader?.close() }
-        writer.close { didFlush() }
-        // Its contents on demand hold the store: let go of each other.
-        replica?.setOnDemand(nil)
+        writer.perform {
+            contents.drain()
+            tree.state.withLock { $0.reader?.close() }
+            writer.close { didFlush() }
+            // Its contents on demand hold the store: let go of each other.
+            replica?.setOnDemand(nil)
+        }
     }
 
     /// For tests: drops the database and the lock the way a killed process would, without
     /// checkpointing or recording a clean shutdown.
     func abandonForTesting() {
-        writer.lock._unsafeLock()
-        defer { writer.lock._unsafeUnlock() }
-        tree.state.withLock { $0.reader?.close() }
-        writer.abandon()
+        writer.perform {
+            tree.state.withLock { $0.reader?.close() }
+            writer.abandon()
+        }
     }
 }

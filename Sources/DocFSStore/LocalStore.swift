@@ -198,15 +198,9 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// Brings the working set back under its limit, unless an action is running (it may hold
     /// records it read and has not updated yet; it trims itself when it ends).
     func trimCache() {
-        guard writer.lock._unsafeTryLock() else { return }
-        trimAndUnlockWriter()
-    }
-
-    /// With the writer lock held: trims the working set if it is over its limit, lets go of the
-    /// lock, then hands freed pages back (outside the lock).
-    func trimAndUnlockWriter() {
-        let trimmed = tree.trimIfFull()
-        writer.lock._unsafeUnlock()
+        var trimmed = false
+        guard writer.performIfIdle({ trimmed = tree.trimIfFull() }) else { return }
+        // Outside the writer lock: handing pages back may take a while.
         if trimmed { Self.releaseFreedMemory() }
     }
 

@@ -130,9 +130,7 @@ public final class StoreMount: @unchecked Sendable {
 
     /// Changes not on the server yet (0 for a store of its own); once stopped, what was left.
     public var pendingChanges: Int {
-        finished._unsafeLock()
-        defer { finished._unsafeUnlock() }
-        return closed ? left : (engine == nil ? 0 : store.outboxCounts.pending)
+        finished.withLock { _ in closed ? left : (engine == nil ? 0 : store.outboxCounts.pending) }
     }
     private var left = 0
 
@@ -156,17 +154,20 @@ public final class StoreMount: @unchecked Sendable {
         finish()
     }
 
+    /// The lock spans the sync's stop and the store's close on purpose: a second caller (`serve`
+    /// returning after `unmount`) and `pendingChanges` wait until the store is closed, and
+    /// nothing the stop runs takes this lock.
     private func finish() {
-        finished._unsafeLock()
-        defer { finished._unsafeUnlock() }
-        guard !closed else { return }
-        closed = true
-        if let engine {
-            let done = DispatchSemaphore(value: 0)
-            Task { await engine.stop(); done.signal() }
-            done.wait()
-            left = store.outboxCounts.pending
+        finished.withLock { _ in
+            guard !closed else { return }
+            closed = true
+            if let engine {
+                let done = DispatchSemaphore(value: 0)
+                Task { await engine.stop(); done.signal() }
+                done.wait()
+                left = store.outboxCounts.pending
+            }
+            store.close()
         }
-        store.close()
     }
 }

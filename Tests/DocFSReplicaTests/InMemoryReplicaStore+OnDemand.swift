@@ -53,12 +53,12 @@ extension InMemoryReplicaStore {
     }
 
     func placeDownloadedContents(row: Int64, from path: String, contentVersion: UInt64, key: String) throws(ProviderError) -> Bool {
-        writer._unsafeLock()
-        defer { writer._unsafeUnlock() }
-        guard let file = onDemandFile(row: row), file.isFile, !file.isDownloaded,
-              file.contentVersion == contentVersion, file.remoteKey == key else { return false }
-        guard rename(path, contentFile(row).path) == 0 else { throw ProviderError.posix(errno, "place \(path)") }
-        return true
+        try writer.withLock { _ throws(ProviderError) -> Bool in
+            guard let file = onDemandFile(row: row), file.isFile, !file.isDownloaded,
+                  file.contentVersion == contentVersion, file.remoteKey == key else { return false }
+            guard rename(path, contentFile(row).path) == 0 else { throw ProviderError.posix(errno, "place \(path)") }
+            return true
+        }
     }
 
     func noteContentsPlaced(row: Int64) { onDemandState.withLock { $0.placed.append(row) } }
@@ -66,9 +66,7 @@ extension InMemoryReplicaStore {
     func onDemandContentPath(row: Int64) -> String { contentFile(row).path }
 
     func onDemandPass<T>(_ body: (any OnDemandPassing) throws(ProviderError) -> T) throws(ProviderError) -> T {
-        writer._unsafeLock()
-        defer { writer._unsafeUnlock() }
-        return try body(InMemoryOnDemandPass(store: self))
+        try writer.withLock { _ throws(ProviderError) -> T in try body(InMemoryOnDemandPass(store: self)) }
     }
 
     // MARK: For tests

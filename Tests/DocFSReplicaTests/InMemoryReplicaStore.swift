@@ -260,9 +260,7 @@ final class InMemoryReplicaStore: ReplicaStore {
 
     /// The real incoming apply (`IncomingApply`) runs over the rows here (`Edit`), one at a time.
     func editIncoming<T>(_ body: (any IncomingTreeEdit) throws(ProviderError) -> T) throws(ProviderError) -> T? {
-        writer._unsafeLock()
-        defer { writer._unsafeUnlock() }
-        return try body(Edit(store: self))
+        try writer.withLock { _ throws(ProviderError) -> T in try body(Edit(store: self)) }
     }
 
     func addServerItem(_ server: ServerItem) throws(ProviderError) {

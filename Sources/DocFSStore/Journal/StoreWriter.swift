@@ -17,9 +17,8 @@ import Synchronization
 /// (`LocalStore.commit`) and says what memory does once a batch is in SQLite (`flush`'s `applied`).
 final class StoreWriter: @unchecked Sendable {
     /// Serialises actions (check, file moves, commit, memory update). Guards `database`, the
-    /// journal and the lock file. Held from `LocalStore.write` to `trimAndUnlockWriter`, so taken
-    /// with `_unsafeLock`/`_unsafeUnlock`.
-    let lock = Mutex<Void>(())
+    /// journal and the lock file. Taken only through `perform` and `performIfIdle`.
+    private let lock = Mutex<Void>(())
     /// nil once closed.
     private(set) var database: DatabaseQueue?
     /// Row changes not yet in SQLite.
@@ -34,6 +33,18 @@ final class StoreWriter: @unchecked Sendable {
         self.journal = journal
         self.lockFD = lockFD
         self.logger = logger
+    }
+
+    // MARK: - The writer lock
+
+    /// Runs `body` under the writer lock: one action (or close) at a time.
+    func perform<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        try lock.withLock { _ throws(E) -> T in try body() }
+    }
+
+    /// Runs `body` under the writer lock if no action holds it; false (and `body` not run) if one does.
+    func performIfIdle(_ body: () -> Void) -> Bool {
+        lock.withLockIfAvailable { _ in body() } != nil
     }
 
     // MARK: - The store's lock
