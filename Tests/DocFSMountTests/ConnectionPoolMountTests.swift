@@ -161,4 +161,30 @@ final class ConnectionPoolMountTests: ReplicaTestCase {
         let status = r.fx.docfs(["status", c.mnt], timeout: 30).stdout
         XCTAssertTrue(status.contains("no LISTEN"), status)
     }
+
+    /// `docfs init --remote-listen` refuses what it cannot use, with one line, leaving nothing.
+    func testInitRefusesAListeningURLItCannotUse() throws {
+        let r = try makeRemote()
+        let env = r.awsEnvironment(secret: r.servers.secretKey)
+        let store = r.fx.dir + "/refused"
+        let cases: [(listen: String, says: String)] = [
+            ("db.example:5432", "--remote-listen must be none or postgres://"),
+            ("postgres://\(r.owner):secret@127.0.0.1:1/\(r.database)", "--remote-listen takes no password"),
+            // Nothing listens on port 1: init needs the server, and says which URL failed.
+            ("postgres://\(r.owner)@127.0.0.1:1/\(r.database)", "docfs: --remote-listen postgres://\(r.owner)"),
+        ]
+        for (listen, says) in cases {
+            let made = r.fx.docfs(["init", store] + r.remoteArguments + ["--remote-listen", listen], env: env, timeout: 60)
+            XCTAssertNotEqual(made.status, 0, "\(listen): \(made)")
+            XCTAssertTrue(made.stderr.contains(says), "\(listen): \(made)")
+            XCTAssertFalse(exists(store), "init left \(store) behind for \(listen)")
+        }
+        let alone = r.fx.docfs(["init", store, "--remote-listen", "none"], env: env)
+        XCTAssertNotEqual(alone.status, 0)
+        XCTAssertTrue(alone.stderr.contains("--remote-listen goes with --remote"), "\(alone)")
+        XCTAssertFalse(exists(store))
+        // The tree is unharmed: A still sends.
+        XCTAssertEqual(r.fx.sh("printf 'still here' > mnt/after.txt").status, 0)
+        try r.waitUntilUploaded()
+    }
 }
