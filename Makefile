@@ -53,7 +53,9 @@ build: deps
 
 # Idempotent: does nothing when libfuse3 (headers + fusermount3), sqlite3 headers, the
 # shared-mime-info database (content-type detection: /usr/share/mime), attr, rsync and liburing
-# (headers, for FUSE over io_uring) are present.
+# (headers, for FUSE over io_uring) and pgbouncer (the tests of replicas behind it, started by
+# Tests/remote/servers.sh; policy-rc.d keeps the package from starting a pgbouncer of its own)
+# are present.
 # As root it installs what is missing; otherwise it stops at once with one line naming it.
 deps:
 	@missing=""; \
@@ -65,14 +67,21 @@ deps:
 	{ [ -f /usr/share/mime/globs2 ] && [ -f /usr/share/mime/magic ]; } || missing="$$missing shared-mime-info"; \
 	{ command -v setfattr >/dev/null 2>&1 && command -v getfattr >/dev/null 2>&1; } || missing="$$missing attr"; \
 	command -v rsync >/dev/null 2>&1 || missing="$$missing rsync"; \
+	{ command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; } || missing="$$missing pgbouncer"; \
 	[ -z "$$missing" ] && exit 0; \
 	if [ "$$(id -u 2>/dev/null)" != 0 ]; then \
 	    echo "make: missing system packages:$$missing (install them with: sudo apt-get install$$missing, or run sudo make deps)" >&2; \
 	    exit 1; \
 	fi; \
 	echo "Installing$$missing ..."; \
-	apt-get update && \
-	DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing
+	policy=""; \
+	if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	    policy=/usr/sbin/policy-rc.d; printf '#!/bin/sh\nexit 101\n' >"$$policy" && chmod 755 "$$policy"; \
+	fi; \
+	status=0; \
+	{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; } || status=$$?; \
+	[ -z "$$policy" ] || rm -f "$$policy"; \
+	exit $$status
 
 run: deps build
 	@if [ ! -e "$(STORE)" ]; then \

@@ -27,16 +27,20 @@ final class ChangeFollower: Sendable {
     /// seconds, not the minute a doubling backoff reaches.
     static let longestBackoff = Duration.seconds(4)
 
-    init(incoming: IncomingSync, database: any ReplicaServer, logger: Logger) {
+    /// False with `--remote-listen none`: no LISTEN, the change log is read every second.
+    let listens: Bool
+
+    init(incoming: IncomingSync, database: any ReplicaServer, logger: Logger, listens: Bool = true) {
+        self.listens = listens
         self.incoming = incoming
         self.database = database
         self.logger = logger
     }
 
     func start() {
-        let listener = Task { await self.listen() }
         let follower = Task { await self.follow() }
-        tasks.withLock { $0 = [listener, follower] }
+        let listener = listens ? Task { await self.listen() } : nil
+        tasks.withLock { $0 = [follower] + (listener.map { [$0] } ?? []) }
     }
 
     func stop() async {

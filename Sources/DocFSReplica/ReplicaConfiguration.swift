@@ -29,6 +29,17 @@ package struct ReplicaConfiguration: Sendable {
     package var s3CA: String?
     /// Where the S3 credentials were found, read again when the server refuses them.
     package var credentialChain: AWSCredentialChain?
+    /// Where the mount LISTENs for the change log's notifications (`RemoteLink.listen`).
+    package var listen: ListenTarget = .server
+
+    package enum ListenTarget: Sendable, Equatable {
+        /// On the `postgres` URL.
+        case server
+        /// On a URL of its own (PostgreSQL itself, where `postgres` names a pgbouncer).
+        case url(PostgresURL)
+        /// Nowhere: the change log is read every second.
+        case none
+    }
 
     /// The credentials as they are now (nil: none, or the same source gone).
     package func currentCredentials() -> S3Credentials? { (try? credentialChain?.resolve())??.credentials }
@@ -75,6 +86,7 @@ package struct ReplicaConfiguration: Sendable {
         var configuration = ReplicaConfiguration(postgres: postgres, endpoint: endpoint, credentials: credentials, region: region,
                                                  bucket: link.bucket, prefix: link.prefix)
         configuration.credentialChain = chain
+        configuration.listen = try listenTarget(link.listen, postgres: postgres, store: store, environment: environment)
         configuration.s3CA = link.s3CA ?? environment["AWS_CA_BUNDLE"].flatMap { $0.isEmpty ? nil : $0 }
         return configuration
     }
@@ -101,6 +113,24 @@ package struct ReplicaConfiguration: Sendable {
             if zip(fields.prefix(4), wanted).allSatisfy({ $0 == "*" || $0 == $1 }) { return fields[4] }
         }
         return nil
+    }
+
+    /// `--remote-listen`'s value as kept in the link: its password found like the server's, else
+    /// the server's own when it names the same role.
+    static func listenTarget(_ text: String?, postgres: PostgresURL, store: URL?,
+                             environment: [String: String]) throws -> ListenTarget {
+        guard let text else { return .server }
+        if text == RemoteLink.noListen { return .none }
+        guard var url = PostgresURL(text, environment: [:]) else {
+            throw Problem("the store's listening URL (--remote-listen) is not valid: \(text)")
+        }
+        if url.password == nil {
+            url.password = store.flatMap { pgpassPassword($0.path + "/pgpass", url) }
+                ?? (url.user == postgres.user ? postgres.password : nil)
+                ?? environment["PGPASSWORD"]
+                ?? environment["HOME"].flatMap { pgpassPassword($0 + "/.pgpass", url) }
+        }
+        return .url(url)
     }
 
     /// Keeps the password given in a URL to `docfs init` beside the store (mode 0600, pgpass

@@ -44,7 +44,8 @@ extension SyncEngine {
             uploadedBytes: snapshot.uploadedBytes, uploadRate: snapshot.rate(at: now), sent: snapshot.sent,
             oldestPendingSeconds: counts.pending == 0 ? nil : snapshot.oldestPendingNs.map { max(0, now.timeIntervalSince1970 - Double($0) / 1e9) },
             failedItems: snapshot.failedItems,
-            remote: "\(configuration.postgres) + s3://\(configuration.bucket)/\(configuration.prefix) at \(configuration.endpoint.hostHeader)")
+            remote: "\(configuration.postgres) + s3://\(configuration.bucket)/\(configuration.prefix) at \(configuration.endpoint.hostHeader)"
+                + Self.listenNote(configuration.listen))
         let positions = incoming.positions.withLock { $0 }
         let conflicts = store.conflictSummary
         status.incoming = Self.incomingCount(latest: positions.latest, anchor: positions.anchor,
@@ -64,6 +65,15 @@ extension SyncEngine {
         if status.lastError == nil, let error = follower.lastError.withLock({ $0 }) { status.lastError = error }
         status.lastSyncAt = snapshot.lastSyncAt.map { $0.formatted(.iso8601) }
         return status
+    }
+
+    /// Where the mount listens, when not on the server's URL (`--remote-listen`).
+    static func listenNote(_ target: ReplicaConfiguration.ListenTarget) -> String {
+        switch target {
+        case .server: ""
+        case .url(let url): ", LISTEN on \(url)"
+        case .none: ", no LISTEN (the change log read every second)"
+        }
     }
 
     /// Changes to come for `docfs status`: the log's positions past the anchor, plus items

@@ -44,6 +44,9 @@ package final class SyncEngine: Sendable {
     package let onDemand: ContentsOnDemand
     /// Entries read at a time, and sent per chunk (a chunk's blocks share packs).
     static let batchSize = 128
+    /// The bound of a mounted replica's pool: a call of the sending loop and one of the
+    /// receiving side (a catch-up, a download's row) at once; others wait their turn.
+    package static let poolConnections = 2
     static let chunkSize = 128
     static let chunkBytes: Int64 = 64 << 20
     let timing: RetryTiming
@@ -62,9 +65,13 @@ package final class SyncEngine: Sendable {
     package convenience init(store: any ReplicaStore, configuration: ReplicaConfiguration, logger: Logger) {
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .warning)
+        // One pool for sending and receiving, and the listening connection beside it: at most
+        // `poolConnections` + 1 sessions per replica (docs/REMOTE.md, "Connections").
+        let listenURL: PostgresURL? = if case .url(let url) = configuration.listen { url } else { nil }
+        let server = RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: Self.poolConnections,
+                                    operationTimeout: .seconds(5), listenURL: listenURL)
         self.init(store: store, configuration: configuration, logger: logger,
-                  server: RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(5)),
-                  incomingServer: RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: 2, operationTimeout: .seconds(5)),
+                  server: server, incomingServer: server,
                   objects: S3Client(endpoint: configuration.endpoint, credentials: configuration.credentials, region: configuration.region,
                                     connectTimeout: .seconds(5), readTimeout: .seconds(60), logger: quiet,
                                     renewCredentials: { configuration.currentCredentials() }, caFile: configuration.s3CA,
@@ -88,7 +95,8 @@ package final class SyncEngine: Sendable {
         incoming = IncomingSync(store: store, database: incomingServer, s3: objects, bucket: configuration.bucket,
                                 prefix: configuration.prefix, logger: logger,
                                 verifier: verifier)
-        follower = ChangeFollower(incoming: incoming, database: incomingServer, logger: logger)
+        follower = ChangeFollower(incoming: incoming, database: incomingServer, logger: logger,
+                                  listens: configuration.listen != .none)
         // Made before the mount answers (the engine is made first), kept by the store after.
         writers = HeldWriters.watching(store)
         onDemand = ContentsOnDemand.attached(to: store, logger: logger)
@@ -146,6 +154,7 @@ package final class SyncEngine: Sendable {
         writers.setRefresh(nil)
         onDemand.setTransfers(nil)
         await database.shutdown()
+        // One pool for both in a mount (shutting it down twice is harmless); tests give two.
         await incomingDatabase.shutdown()
         try? await s3.shutdown()
     }

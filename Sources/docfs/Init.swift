@@ -17,11 +17,15 @@ struct Init: ParsableCommand {
 
     @OptionGroup var server: RemoteOptions
 
+    @Option(name: .customLong("remote-listen"), help: ArgumentHelp("Where the mount LISTENs for other replicas' changes, when --remote is a pgbouncer in transaction pooling (which cannot carry LISTEN): PostgreSQL itself, as the same role; or none: no LISTEN, the change log is read every second. Kept with the store.", valueName: "postgres://USER@HOST:PORT/DB|none"))
+    var remoteListen: String?
+
     func validate() throws {
         if server.remote == nil, server.anyServerOption {
             throw ValidationError("--objects, --s3-endpoint, --region, --s3-credentials, --s3-ca and --password-file go with --remote")
         }
         if server.remote != nil, server.objects == nil { throw ValidationError("--remote needs --objects s3://BUCKET[/PREFIX]") }
+        if server.remote == nil, remoteListen != nil { throw ValidationError("--remote-listen goes with --remote") }
     }
 
     func run() throws {
@@ -47,15 +51,41 @@ struct Init: ParsableCommand {
         try Templates.install(templates, store: store)
     }
 
+    /// `--remote-listen` as the store keeps it: no password (the same role's is used), certificate
+    /// paths absolute.
+    private func listenLink() throws -> String? {
+        guard let remoteListen else { return nil }
+        if remoteListen == RemoteLink.noListen { return remoteListen }
+        guard var listen = PostgresURL(remoteListen, environment: [:]) else {
+            throw UserFacingError("docfs: --remote-listen must be none or postgres://USER@HOST:PORT/DATABASE[?sslmode=…]")
+        }
+        guard listen.password == nil else {
+            throw UserFacingError("docfs: --remote-listen takes no password: it is --remote's when the role is the same, else STORE/pgpass, PGPASSWORD or ~/.pgpass")
+        }
+        let absolute = { (path: String?) in path.map { URL(fileURLWithPath: $0).standardizedFileURL.path } }
+        listen.sslRootCert = absolute(listen.sslRootCert)
+        listen.sslCert = absolute(listen.sslCert)
+        listen.sslKey = absolute(listen.sslKey)
+        return listen.withoutPassword
+    }
+
     /// `--remote`: checks the server, makes the store a replica of it (and downloads the tree it
     /// has). Nothing is left behind when it fails.
     private func initReplica(layout: Layout?) throws {
         let server = try self.server.server()
-        let (url, stored, link, environment, bucket, prefix) = (server.url, server.stored, server.link, server.environment, server.bucket, server.prefix)
+        let (url, stored, environment, bucket, prefix) = (server.url, server.stored, server.environment, server.bucket, server.prefix)
+        var kept = server.link
+        kept.listen = try listenLink()
+        let link = kept
         let storeURL = URL(fileURLWithPath: store)
         let configuration: ReplicaConfiguration
         do { configuration = try ReplicaConfiguration.resolve(link: link, store: storeURL, environment: environment) } catch {
             throw UserFacingError("docfs: cannot use the remote: \(error)")
+        }
+        // The listening URL is checked now, like --remote (the mount would only retry it).
+        if case .url(let listen) = configuration.listen,
+           case .failure(let error) = runBlocking({ try await RemoteDatabase.probe(listen) }) {
+            throw UserFacingError("docfs: --remote-listen \(listen): \(error)")
         }
         let existed = FileManager.default.fileExists(atPath: store)
         // Only a new path or an empty directory: the cleanup after a failure removes what is there.

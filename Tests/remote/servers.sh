@@ -28,10 +28,14 @@
 #   DOCFS_TEST_PG_CA, DOCFS_TEST_PG_OTHER_CA   the test CA that signed the cluster's TLS
 #                             certificate (127.0.0.1, localhost; ssl=on), and one that did not
 #   DOCFS_TEST_PG_DATA        the cluster's data folder
+#   DOCFS_TEST_PGBOUNCER_URL  postgres://docfs@127.0.0.1:PORT/postgres: a pgbouncer (Debian's) in
+#                             front of the cluster, pool_mode = transaction, SCRAM for clients
+#                             (the role's secret read from pg_shadow by auth_query), a pool of
+#                             PGBOUNCER_POOL server connections per database and role
 #   DOCFS_TEST_SERVERS_SH, DOCFS_TEST_SERVERS_DIR   this script and DIR: tests stop and start
 #                             PostgreSQL with `"$DOCFS_TEST_SERVERS_SH" pg-stop|pg-start "$DOCFS_TEST_SERVERS_DIR"`
 #
-# Installs what is missing: Debian's postgresql (apt-get, as root), and moto[server]==5.2.5 (with
+# Installs what is missing: Debian's postgresql and pgbouncer (apt-get, as root), and moto[server]==5.2.5 (with
 # prometheus_client==0.26.0) in a
 # venv under .build/remote-venv (used even when another moto is on PATH, unless
 # DOCFS_TEST_MOTO_SERVER names a moto_server to use instead). Prints the versions it runs.
@@ -40,6 +44,8 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 MOTO_VERSION=5.2.5
+# pgbouncer's server connections per database and role (default_pool_size).
+PGBOUNCER_POOL=4
 # The metrics tests parse `-o metrics` output with the Prometheus project's own parser.
 PROMETHEUS_CLIENT_VERSION=0.26.0
 
@@ -129,21 +135,73 @@ pg_bindir() {
 ensure_postgres() {
     bindir=$(pg_bindir)
     if [ -n "$bindir" ] && [ -x "$bindir/initdb" ] && [ -x "$bindir/pg_ctl" ]; then return 0; fi
+    install_package postgresql
+}
+
+ensure_pgbouncer() {
+    command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || install_package pgbouncer
+}
+
+install_package() { # Debian package
     if [ "$(id -u)" != 0 ]; then
-        log "PostgreSQL is missing: sudo apt-get install postgresql (or run make test as root)"; exit 1
+        log "$1 is missing: sudo apt-get install $1 (or run make test as root)"; exit 1
     fi
-    log "installing postgresql (apt-get) ..."
-    # The package starts a cluster of its own (port 5432) unless policy-rc.d forbids it: the tests
-    # start their own, and nothing here should leave a server running that it did not start by PID.
+    log "installing $1 (apt-get) ..."
+    # The packages start a server of their own (PostgreSQL on 5432, pgbouncer on 6432) unless
+    # policy-rc.d forbids it: the tests start their own, and nothing here should leave a server
+    # running that it did not start by PID.
     policy=""
     if [ ! -e /usr/sbin/policy-rc.d ]; then
         policy=/usr/sbin/policy-rc.d
         printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
     fi
     status=0
-    { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql >&2; } || status=$?
+    { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y "$1" >&2; } || status=$?
     [ -n "$policy" ] && rm -f "$policy"
-    [ "$status" = 0 ] || { log "apt-get install postgresql failed"; exit 1; }
+    [ "$status" = 0 ] || { log "apt-get install $1 failed"; exit 1; }
+}
+
+pgbouncer_bin() {
+    command -v pgbouncer 2>/dev/null || echo /usr/sbin/pgbouncer
+}
+
+# pgbouncer in transaction pooling in front of the cluster, as a deployment of many replicas runs
+# it: clients authenticate with SCRAM against the role's secret, which pgbouncer reads from
+# pg_shadow as the cluster's superuser (auth_query), and it logs in to PostgreSQL as that role.
+# It refuses to run as root: as root it runs as the postgres user, in a folder that user owns.
+pgbouncer_start() {
+    dir=$1
+    pgport=$(cat "$dir/pg_port")
+    bport=$(free_port)
+    mkdir -p "$dir/pgbouncer"
+    printf '"docfs" ""\n' >"$dir/pgbouncer/userlist.txt"
+    cat >"$dir/pgbouncer/pgbouncer.ini" <<INI
+[databases]
+* = host=127.0.0.1 port=$pgport
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $bport
+unix_socket_dir =
+auth_type = scram-sha-256
+auth_file = $dir/pgbouncer/userlist.txt
+auth_user = docfs
+pool_mode = transaction
+default_pool_size = $PGBOUNCER_POOL
+max_client_conn = 1000
+server_idle_timeout = 30
+admin_users = docfs
+logfile = $dir/pgbouncer/pgbouncer.log
+pidfile = $dir/pgbouncer/pgbouncer.pid
+INI
+    [ "$(id -u)" = 0 ] && chown -R postgres "$dir/pgbouncer"
+    as_pg "$(pgbouncer_bin)" -d "$dir/pgbouncer/pgbouncer.ini" >"$dir/pgbouncer-start.log" 2>&1 \
+        || { cat "$dir/pgbouncer-start.log" "$dir/pgbouncer/pgbouncer.log" >&2 2>/dev/null; log "pgbouncer did not start"; exit 1; }
+    i=0
+    while ! [ -s "$dir/pgbouncer/pgbouncer.pid" ] && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    cp "$dir/pgbouncer/pgbouncer.pid" "$dir/pgbouncer.pid" 2>/dev/null || { log "pgbouncer wrote no PID file"; exit 1; }
+    wait_port "$bport" 30 || { cat "$dir/pgbouncer/pgbouncer.log" >&2; log "pgbouncer did not listen"; exit 1; }
+    echo "$bport" >"$dir/pgbouncer_port"
 }
 
 # Sets MOTO_SERVER and MOTO_PYTHON (a python that imports moto and boto3): the moto this script
@@ -199,6 +257,7 @@ start() {
     mkdir -p "$dir"
     chmod 755 "$dir"
     ensure_postgres
+    ensure_pgbouncer
     ensure_moto
     bindir=$(pg_bindir)
 
@@ -212,6 +271,7 @@ start() {
     echo "$pgport" >"$dir/pg_port"
     tls_setup "$dir"
     pg_start "$dir"
+    pgbouncer_start "$dir"
 
     # moto, checking signatures: the first three requests (unauthenticated) make an IAM user with
     # s3:* and its access key; from then on only the keys IAM knows are accepted. The user may
@@ -256,10 +316,11 @@ export DOCFS_TEST_PG_BIN='$bindir'
 export DOCFS_TEST_PG_CA='$dir/tls/ca.crt'
 export DOCFS_TEST_PG_OTHER_CA='$dir/tls/other-ca.crt'
 export DOCFS_TEST_PG_DATA='$dir/pg/data'
+export DOCFS_TEST_PGBOUNCER_URL='postgres://docfs@127.0.0.1:$(cat "$dir/pgbouncer_port")/postgres'
 export DOCFS_TEST_SERVERS_SH='$here/servers.sh'
 export DOCFS_TEST_SERVERS_DIR='$dir'
 ENV
-    log "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$pgport (pid $(cat "$dir/postgres.pid")), moto $(moto_version "$MOTO_PYTHON") ($MOTO_SERVER) on 127.0.0.1:$s3port (pid $(cat "$dir/moto.pid")) and :$openport (pid $(cat "$dir/moto-open.pid")), HTTPS :$tlsport (pid $(cat "$dir/moto-tls.pid")), in $dir"
+    log "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$pgport (pid $(cat "$dir/postgres.pid")), pgbouncer $("$(pgbouncer_bin)" --version | awk 'NR==1{print $2}') on 127.0.0.1:$(cat "$dir/pgbouncer_port") (pid $(cat "$dir/pgbouncer.pid")), moto $(moto_version "$MOTO_PYTHON") ($MOTO_SERVER) on 127.0.0.1:$s3port (pid $(cat "$dir/moto.pid")) and :$openport (pid $(cat "$dir/moto-open.pid")), HTTPS :$tlsport (pid $(cat "$dir/moto-tls.pid")), in $dir"
 }
 
 stop_pid() { # pidfile seconds
@@ -279,6 +340,7 @@ stop() {
     [ -d "$dir" ] || return 0
     # SIGTERM to the postmaster is PostgreSQL's "smart" shutdown; SIGINT is "fast": pg_stop uses
     # that. postgres.pid is the running postmaster's even when a test restarted it (pg_start).
+    stop_pid "$dir/pgbouncer.pid" 10
     pg_stop "$dir"
     stop_pid "$dir/moto.pid" 10 &
     stop_pid "$dir/moto-tls.pid" 10 &

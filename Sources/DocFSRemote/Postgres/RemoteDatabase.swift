@@ -31,18 +31,23 @@ package final class RemoteDatabase: Sendable {
     let operationTimeout: Duration
     /// Where gc's lock opens a connection of its own.
     let url: PostgresURL
+    /// Where `withChangeNotifications` LISTENs, on a connection of its own (`RemoteDatabase+Listen`).
+    let listenURL: PostgresURL
     /// Whether the server's items have `link_of` (schema 12 on): 0 not known yet, 1 no, 2 yes
     /// (learnt from `schemaVersion()` or `migrate()`, and asked before the first read of items).
     let serverKeepsNames = Atomic<Int>(0)
 
+    /// `maximumConnections`: the pool's bound (it opens them on demand and closes one idle for
+    /// 60 s); `listenURL`: where notifications are listened for (default `url`).
     package init(url: PostgresURL, logger: Logger = Logger(label: "docfs.postgres"), maximumConnections: Int = 8,
-                operationTimeout: Duration = .seconds(30)) {
+                operationTimeout: Duration = .seconds(30), listenURL: PostgresURL? = nil) {
         // A certificate file that cannot be read fails every connection (and `probe` says why).
         let tls = (try? url.clientTLS()) ?? .require(TLSConfiguration.makeClientConfiguration())
         var configuration = PostgresClient.Configuration(host: url.host, port: url.port, username: url.user,
                                                           password: url.password, database: url.database, tls: tls)
         configuration.options.maximumConnections = maximumConnections
         configuration.options.connectTimeout = .seconds(10)
+        configuration.options.additionalStartupParameters = [("application_name", Self.poolApplicationName)]
         // The pool logs every failed connection attempt at info: keep its background log to warnings.
         var background = logger
         background.logLevel = max(logger.logLevel, .warning)
@@ -51,6 +56,7 @@ package final class RemoteDatabase: Sendable {
         self.logger = logger
         self.operationTimeout = operationTimeout
         self.url = url
+        self.listenURL = listenURL ?? url
         self.runTask = Task { await client.run() }
     }
 
@@ -204,22 +210,6 @@ package final class RemoteDatabase: Sendable {
             let rows = try await client.query("SELECT layout::text FROM docfs_layout WHERE id = 1", logger: logger)
             for try await (json) in rows.decode(String.self) { return json }
             return nil
-        }
-    }
-
-    /// LISTENs on `docfs_changes` on a connection of its own for as long as `body` runs; each
-    /// element is the change log position a committed change wrote.
-    package func withChangeNotifications<T: Sendable>(
-        _ body: (AsyncCompactMapSequence<PostgresNotificationSequence, Int64>) async throws -> T
-    ) async throws -> T {
-        do {
-            return try await client.withConnection { conn in
-                try await conn.listen(on: Self.notificationChannel) { notifications in
-                    try await body(notifications.compactMap { Int64($0.payload) })
-                }
-            }
-        } catch {
-            throw Self.map(error)
         }
     }
 

@@ -17,6 +17,11 @@ package struct RemoteLink: Codable, Sendable, Equatable {
     /// A CA certificate file (PEM) the S3 endpoint's certificate is checked against instead of
     /// the system's (`--s3-ca`); absolute.
     package var s3CA: String?
+    /// Where the mount LISTENs for the change log's notifications (`--remote-listen`): nil, the
+    /// `postgres` URL; a URL without a password (PostgreSQL itself, where `postgres` names a
+    /// pgbouncer in transaction pooling, which cannot carry LISTEN); `none`, no LISTEN at all:
+    /// the mount reads the change log every second instead.
+    package var listen: String?
 
     package init(postgres: String, bucket: String, prefix: String, endpoint: String?, region: String, credentialsFile: String?,
                  s3CA: String? = nil) {
@@ -30,4 +35,6 @@ package struct RemoteLink: Codable, Sendable, Equatable {
     }
 
     static let metaKey = "remote"
+    /// `listen`'s value for no LISTEN.
+    package static let noListen = "none"
 }
