@@ -207,6 +207,19 @@ final class ContentTypeMountTests: MountTestCase {
         XCTAssertFalse(info("Projects/server.log")["capabilities"]?.contains("write") ?? true)
     }
 
+    /// A rename to a view-only type takes writing away, and the mode the kernel holds (which its
+    /// own permission check uses, default_permissions) loses its w bits at once: the kernel reads
+    /// a renamed item's attributes again. Renamed back, they return.
+    func testRenameToAViewOnlyTypeShowsAtOnce() throws {
+        try fx.writeSource("notes.txt", Array("hello\n".utf8))
+        XCTAssertEqual(fx.sh("cp src/notes.txt mnt/Projects/ && stat -c %a mnt/Projects/notes.txt").stdout, "644\n")
+        XCTAssertErrno(fx.renameErrno(fx.m("Projects/notes.txt"), fx.m("Projects/notes.log")), 0)
+        XCTAssertEqual(fx.stat(fx.m("Projects/notes.log")).st.st_mode & 0o7777, 0o444, "\(fx.log)")
+        XCTAssertErrno(fx.openErrno(fx.m("Projects/notes.log"), O_WRONLY), EACCES)
+        XCTAssertErrno(fx.renameErrno(fx.m("Projects/notes.log"), fx.m("Projects/notes.txt")), 0)
+        XCTAssertEqual(fx.stat(fx.m("Projects/notes.txt")).st.st_mode & 0o7777, 0o644)
+    }
+
     /// FIFOs and sockets are items where the folder has no list of allowed types, and refused
     /// (EPERM, one log line) where it has one; device nodes (made by root) likewise.
     func testFIFOsAndSocketsOnlyWhereNoTypesAreListed() {
