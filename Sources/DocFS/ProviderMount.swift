@@ -74,8 +74,11 @@ public final class ProviderMount: @unchecked Sendable {
         // (docs/REMOTE.md). libfuse passes no `suid` on to fusermount3, which auto_unmount needs,
         // so an explicit `suid` is a mount libfuse makes itself (root only), without auto_unmount.
         let suid = options.fuseOptions.contains("suid")
-        let fuse = ["fsname=\(fsname)", "subtype=docfs"] + (suid ? [] : ["auto_unmount", "nosuid"])
-            + options.fuseOptions.filter { $0 != "auto_unmount" }
+        // default_permissions: the kernel checks mode bits before it asks (docs/PERMISSIONS.md);
+        // FIFO opens and socket connects are checked nowhere else.
+        let kernelChecks = bridgeOptions.kernelChecksPermissions ? ["default_permissions"] : []
+        let fuse = ["fsname=\(fsname)", "subtype=docfs"] + (suid ? [] : ["auto_unmount", "nosuid"]) + kernelChecks
+            + options.fuseOptions.filter { $0 != "auto_unmount" && !($0 == "default_permissions" && !kernelChecks.isEmpty) }
         session = try FuseSession(bridge: bridge, mountpoint: mountpoint, options: fuse)
         if options.signals { signalHandlers = session.installSignalHandlers() }
         try session.mount()

@@ -7,6 +7,8 @@ extension Bridge {
     /// ext4), then the capabilities, which bind root too: writable only where writing (files) or
     /// adding (folders) is allowed, readable only where reading or listing is. The same rules
     /// decide the operations themselves, so the answer agrees with what they then do.
+    /// With `default_permissions` (the default) the kernel answers access(2) itself from the
+    /// mode bits, which show the capabilities for every caller but root (docs/PERMISSIONS.md).
     func access(_ reply: consuming Reply, _ ino: UInt64, _ mask: Int32) {
         do throws(RequestError) {
             let caller = Caller(reply.req)

@@ -2,8 +2,9 @@ import CFuse
 import Glibc
 import DocFSProvider
 
-// Mode bits and owners, checked in the bridge for every caller (no `default_permissions`: the
-// kernel would then answer access() itself and let root pass where capabilities refuse).
+// Mode bits and owners, checked in the bridge for every request it gets, after the kernel's own
+// check (`default_permissions`, BridgeOptions.kernelChecksPermissions): the kernel refuses most
+// callers the mode bits refuse before asking, and alone sees FIFO opens and socket connects.
 extension Bridge {
     /// The owner, group and mode of a file still being copied in.
     func pendingOwnership(_ node: InodeNode) -> Ownership? {
@@ -32,7 +33,8 @@ extension Bridge {
     }
 
     /// A folder that some caller may no longer search: the kernel drops the names it cached
-    /// below it, so the next walk through it asks (and is checked) again.
+    /// below it, so the next walk through it asks (and is checked) again. Only without
+    /// `default_permissions` (see `cachesNames(below:)`): with it the kernel checks each walk.
     /// Call only after the request that changed the folder was answered (see KernelNotifier).
     /// Over io_uring they go out from the notifier's queue instead: `inval_entry` waits for the
     /// folder's lock, which a lookup or create in it may hold while it waits, unserved, behind a

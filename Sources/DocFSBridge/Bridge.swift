@@ -94,11 +94,14 @@ package final class Bridge: @unchecked Sendable {
         return n > 0 ? Array(list.prefix(Int(n))) : []
     }
 
-    /// Whether the kernel may cache names below `folder`: only when every caller that can reach
-    /// the mount may search it, since the kernel walks cached names without asking (no
-    /// default_permissions). Uncached, each walk through it is a lookup the bridge checks.
+    /// Whether the kernel may cache names below `folder`. With `default_permissions` always: the
+    /// kernel checks search permission on every walk itself, from the folder's attributes (a
+    /// chmod's reply updates them; a change from elsewhere invalidates them). Without it, only
+    /// when every caller that can reach the mount may search it, since the kernel then walks
+    /// cached names without asking: uncached, each walk through it is a lookup the bridge checks.
     @inline(__always)
     func cachesNames(below folder: Ownership) -> Bool {
+        if options.kernelChecksPermissions { return true }
         if options.otherUsers { return folder.searchableByAll }
         return PermissionCheck.allows(PermissionCheck.execute, on: folder, for: mounter)
     }

@@ -36,6 +36,12 @@ public struct BridgeOptions: Sendable {
     /// `allow_root`). Without them the kernel lets only the mounting user in, so names below a
     /// folder that user may search can be cached (see `Bridge.cachesNames(below:)`).
     public var otherUsers: Bool = false
+    /// The kernel checks mode bits itself, from the attributes it caches, before it asks the
+    /// daemon (FUSE's `default_permissions`, which `ProviderMount` adds). The only way an open of a
+    /// FIFO or a connect to a socket is checked at all: the kernel sends no request for either.
+    /// The bridge still checks every request it gets (and the capabilities, which mode bits
+    /// cannot say). See docs/PERMISSIONS.md.
+    public var kernelChecksPermissions: Bool = true
     /// Inodes the kernel may hold before the oldest names are invalidated (`KernelEntryLimit`);
     /// nil: as many as the kernel likes (it lets go under memory pressure only).
     public var inodeLimit: Int? = nil

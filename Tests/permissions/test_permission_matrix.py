@@ -203,7 +203,7 @@ def dir_ops(spec):
         Op("link file in from T", lambda r: os.link(T(r, "x"), D(r, "x")), needs="T"),
         Op("link file out to T", lambda r: os.link(D(r, "f"), T(r, "f")), needs="fT"),
         Op("link over existing", lambda r: os.link(D(r, "f"), D(r, "m")), needs="fm"),
-        Op("link folder", lambda r: os.link(D(r, "s"), D(r, "s2")), needs="s", exempt="kernel-first"),
+        Op("link folder", lambda r: os.link(D(r, "s"), D(r, "s2")), needs="s"),
         Op("chmod 0775", lambda r: os.chmod(D(r), 0o775)),
         Op("chmod 2775", lambda r: os.chmod(D(r), 0o2775)),
         Op("chown 2003", lambda r: os.chown(D(r), 2003, -1)),
@@ -222,17 +222,12 @@ def dir_ops(spec):
         Op("symlink: lchgrp 2004", lambda r: os.chown(D(r, "l"), -1, 2004, follow_symlinks=False), needs="fl"),
         Op("symlink: readlink", lambda r: os.readlink(D(r, "l")), mutates=False, needs="fms"),
         # The owner's FIFO p (0640) inside D: the kernel opens FIFOs itself without asking the
-        # daemon (no FUSE request), so their own mode bits are not enforced (docs/PERMISSIONS.md: a documented
-        # difference). Where ext4 refuses with EACCES docfs may let the open through (then it
-        # opens, or ENXIO: no reader); everywhere else it must answer as ext4 does.
-        Op("fifo: open O_RDONLY|O_NONBLOCK", lambda r: _open(D(r, "p"), os.O_RDONLY | os.O_NONBLOCK), mutates=False,
-           exempt="unchecked-open"),
-        Op("fifo: open O_WRONLY|O_NONBLOCK", lambda r: _open(D(r, "p"), os.O_WRONLY | os.O_NONBLOCK), mutates=False,
-           exempt="unchecked-open"),
+        # daemon (no FUSE request); its own check (default_permissions) holds them to their mode.
+        Op("fifo: open O_RDONLY|O_NONBLOCK", lambda r: _open(D(r, "p"), os.O_RDONLY | os.O_NONBLOCK), mutates=False),
+        Op("fifo: open O_WRONLY|O_NONBLOCK", lambda r: _open(D(r, "p"), os.O_WRONLY | os.O_NONBLOCK), mutates=False),
+        Op("fifo: open O_RDWR", lambda r: os.close(os.open(D(r, "p"), os.O_RDWR)), mutates=False),
         # Device nodes: made by root only (CAP_MKNOD), as on ext4.
-        # Where the folder refuses writing, the kernel's own EPERM for a caller without CAP_MKNOD
-        # comes first (docs/PERMISSIONS.md); everywhere else as ext4.
-        Op("mknod c 1 3", lambda r: os.mknod(D(r, "dev"), 0o600 | stat.S_IFCHR, os.makedev(1, 3)), exempt="kernel-first"),
+        Op("mknod c 1 3", lambda r: os.mknod(D(r, "dev"), 0o600 | stat.S_IFCHR, os.makedev(1, 3))),
         # Deliberate deviations: docfs refuses these where ext4 would do them.
         Op("create non-UTF-8 name", lambda r: _create(os.fsencode(D(r)) + b"/\xff\xfe", 0o644), exempt="EILSEQ"),
     ]
@@ -460,15 +455,7 @@ def compare(rows, results):
             # docfs must refuse with the documented errno where ext4 does it, and otherwise give
             # ext4's errno or the documented one.
             want = row.op.exempt
-            if want == "kernel-first":
-                # The kernel's own EPERM (CAP_MKNOD, a folder linked) comes before the folder's
-                # write permission, which docfs checks only when asked (no default_permissions).
-                ok = d_out == p_out or (p_out == ("err", "EACCES") and d_out == ("err", "EPERM"))
-            elif want == "unchecked-open":
-                # Only a refusal by the FIFO's own mode may be missing; the folder's still holds.
-                ok = d_out == p_out or (p_out == ("err", "EACCES") and (d_out[0] == "ok" or d_out == ("err", "ENXIO")))
-            else:
-                ok = (d_out == ("err", want)) if p_out[0] == "ok" else d_out in (p_out, ("err", want))
+            ok = (d_out == ("err", want)) if p_out[0] == "ok" else d_out in (p_out, ("err", want))
             exempt_notes.append((row, p_out, d_out, ok))
             if not ok:
                 mismatches.append((row, ["%s: plain=%s docfs=%s (deliberate deviation: docfs must answer %s)" % (
