@@ -134,6 +134,26 @@ final class ConcurrentWritersTests: XCTestCase {
         }
     }
 
+    func testAWriterAskingForItsConstraintsAtOnceStillHoldsNoOtherCommitUp() async throws {
+        try await RemoteDatabaseTests.withDatabase { db, url in
+            let root = try await db.rootID()
+            let a = try await folder(db, root, "a"), b = try await folder(db, root, "b")
+            let held = try await hold(try await replicaURL(db, url))
+            // Immediate constraints would place the held call's change (and hold the placing
+            // step) at its statement's end; the call defers it again.
+            try await held.end("SET CONSTRAINTS ALL IMMEDIATE")
+            let older = UUID()
+            _ = try await held.apply([Self.createFolder(older, parent: a, name: "held")])
+            let newer = UUID()
+            _ = try await db.createItem(operationID: newer, parentID: b, name: "free", kind: .folder,
+                                        attributes: ReplicatedAttributes(uid: 0, gid: 0, mode: 0o755, createdNs: 1, modifiedNs: 1))
+            let anchor = try await db.latestPosition()
+            try await held.end("COMMIT")
+            let later = try await db.changes(since: anchor)
+            XCTAssertEqual(later.map(\.operationID), [older])
+        }
+    }
+
     func testAWriterRolledBackLeavesNoPositionAndTheNextCommitsFollowOn() async throws {
         try await RemoteDatabaseTests.withDatabase { db, url in
             let root = try await db.rootID()

@@ -33,9 +33,13 @@ extension RemoteSchema {
     package static let positionsVersion = 17
 
     /// The writers' lock since version 17: shared among writers, exclusive against gc's trims.
+    /// The call's changes are placed at its commit even where its session asked for its
+    /// constraints at once (`SET CONSTRAINTS ALL IMMEDIATE` would hold the placing step from the
+    /// first change on).
     static let sharedWritersLock = """
         LOCK TABLE docfs_locks IN ROW EXCLUSIVE MODE;
                     PERFORM 1 FROM docfs_locks WHERE name = 'writers' FOR KEY SHARE;
+                    SET CONSTRAINTS docfs_changes_placed DEFERRED;
         """
     /// gc's trims since version 17 (a client's statement): no writer runs while they do.
     static let trimsLockQuery = "LOCK TABLE docfs_locks IN SHARE MODE"
@@ -60,6 +64,8 @@ extension RemoteSchema {
         $fn$
         """,
         "ALTER TABLE docfs_changes ALTER COLUMN position SET DEFAULT docfs_change_position()",
+        // One value at a time: a session's cached values would come out of commit order.
+        "ALTER SEQUENCE docfs_changes_position_seq CACHE 1",
         // At commit: this transaction's drafts (no other transaction's are visible here) get
         // their positions in the order they were made, under the `positions` row, held to the
         // end of the commit. The first firing places them all; the others find their draft gone.
