@@ -21,8 +21,12 @@ extension RemoteDatabase {
         }
     }
 
+    /// What gc's trims take so that no writer runs meanwhile: `docfs_locks` in SHARE mode since
+    /// schema 17 (writers share it; `RemoteSchema+Positions`), the writers' row before.
     func writersLockQuery() async throws -> String {
-        try await schemaVersion() >= RemoteSchema.guardsVersion
+        let version = try await schemaVersion()
+        if version >= RemoteSchema.positionsVersion { return RemoteSchema.trimsLockQuery }
+        return version >= RemoteSchema.guardsVersion
             ? RemoteSchema.writersLockQuery : "SELECT pg_advisory_xact_lock(\(Self.writeLock))"
     }
 }

@@ -11,9 +11,9 @@ import NIOSSL
 /// A replica reads the tables and writes only through the server's functions, which check what
 /// it sends (`RemoteSchema+Operations`, `RemoteSchema+Doors`): a chunk of operations is one call
 /// of `docfs_apply` (`RemoteDatabase+Apply`), each operation idempotent by its client-supplied
-/// id (the outbox entry's UUID), applied under a global lock (a row of `docfs_locks`) so that change log
-/// positions commit in increasing order: a reader that has seen position N never later finds a
-/// smaller position appear (a plain bigserial does not promise that).
+/// id (the outbox entry's UUID). Change log positions are given as each call commits, in commit
+/// order (`RemoteSchema+Positions`, schema 17; a global lock before): a reader that has seen
+/// position N never later finds a smaller position appear (a plain bigserial does not promise that).
 ///
 /// The client's `run()` runs in a task for the database object's whole life; call `shutdown()`.
 package final class RemoteDatabase: Sendable {

@@ -248,8 +248,11 @@ extension RemoteSchema {
     ]
 
     /// `docfs_set_layout`: the owner's layout, a change of the root, under the writers' `lock`.
-    static func setLayoutFunction(lock: String) -> String {
-        """
+    /// `placedAtCommit` (schema 17): the position is given, and notified, as the transaction
+    /// commits (`RemoteSchema+Positions`); the answer is then 0 unless the layout was set before.
+    static func setLayoutFunction(lock: String, placedAtCommit: Bool = false) -> String {
+        let notify = placedAtCommit ? "pos := 0;" : "PERFORM pg_notify('\(RemoteDatabase.notificationChannel)', pos::text);"
+        return """
         CREATE OR REPLACE FUNCTION docfs_set_layout(p_op uuid, p_json text) RETURNS bigint LANGUAGE plpgsql
         SET search_path = pg_catalog, public, pg_temp AS $fn$
         DECLARE
@@ -268,7 +271,7 @@ extension RemoteSchema {
             RETURNING position INTO pos;
             INSERT INTO docfs_operations (operation_id, kind, item_id, content_version, metadata_version, position, applied_ns, role)
             VALUES (p_op, 'layout', root.id, root.content_version, root.metadata_version, pos, docfs_now(), session_user);
-            PERFORM pg_notify('\(RemoteDatabase.notificationChannel)', pos::text);
+            \(notify)
             RETURN pos;
         END
         $fn$

@@ -314,7 +314,17 @@ extension RemoteSchema {
 
     /// A rename and/or move. With where the replica saw the item, a move made elsewhere first
     /// wins (DF013); a name taken there gets a suffix; never into itself.
-    static let moveFunction = """
+    static let moveFunction = moveFunction(directoryMoveLock: "")
+
+    /// `directoryMoveLock` (schema 17): taken before a folder moves to another folder, so that
+    /// two such moves never pass each other's check against a folder going into itself.
+    static func moveFunction(directoryMoveLock: String) -> String {
+        let serialized = directoryMoveLock.isEmpty ? "" : """
+            IF it.kind = 'directory' AND destination IS DISTINCT FROM it.parent_id THEN
+                \(directoryMoveLock)
+            END IF;
+            """
+        return """
         CREATE OR REPLACE FUNCTION docfs_op_move(p_op jsonb, p_id uuid, p_me text, p_untrash boolean) RETURNS bigint[]
         LANGUAGE plpgsql AS $fn$
         #variable_conflict use_variable
@@ -337,6 +347,7 @@ extension RemoteSchema {
                 PERFORM docfs_fail('DF013', format('item %s was moved elsewhere first', item_id), item_id::text);
             END IF;
             PERFORM docfs_destination(destination, p_id, p_me);
+            \(serialized)
             IF it.kind = 'directory' AND EXISTS (
                 WITH RECURSIVE up(id, parent_id) AS (
                     SELECT i.id, i.parent_id FROM docfs_items i WHERE i.id = destination
@@ -353,6 +364,7 @@ extension RemoteSchema {
         END
         $fn$
         """
+    }
 
     /// Delete (a tombstone stays; with the content version the replica deleted, a file changed
     /// since is kept: DF010), trash, and attributes.
@@ -451,8 +463,23 @@ extension RemoteSchema {
     /// (its error is the last result). Drops this replica's intents of the contents now named.
     static let applyFunction = applyFunction(lock: advisoryWritersLock)
 
-    static func applyFunction(lock: String) -> String { """
-        CREATE OR REPLACE FUNCTION docfs_apply(p_ops jsonb) RETURNS jsonb LANGUAGE plpgsql
+    /// `placedAtCommit` (schema 17, `RemoteSchema+Positions`): positions are given as the
+    /// transaction commits, which also notifies; a change made by this call answers position 0,
+    /// and a role's calls run one at a time (a retried chunk waits for the attempt still running).
+    static func applyFunction(lock: String, name: String = "docfs_apply", placedAtCommit: Bool = false) -> String {
+        let ownCalls = !placedAtCommit ? "" : """
+            INSERT INTO docfs_replicas AS r (role, last_seen_ns) VALUES (me, docfs_now())
+            ON CONFLICT (role) DO UPDATE SET last_seen_ns = excluded.last_seen_ns;
+            """
+        let answer = !placedAtCommit ? "results := results || jsonb_build_array(result);" : """
+            results := results || jsonb_build_array(CASE WHEN (result->>'replayed')::boolean THEN result
+                                                             ELSE jsonb_set(result, '{position}', '0') END);
+            """
+        let notify = placedAtCommit ? "" : """
+            IF last_position IS NOT NULL THEN PERFORM pg_notify('\(RemoteDatabase.notificationChannel)', last_position::text); END IF;
+            """
+        return """
+        CREATE OR REPLACE FUNCTION \(name)(p_ops jsonb) RETURNS jsonb LANGUAGE plpgsql
         SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
         SET plan_cache_mode = force_custom_plan AS $fn$
         DECLARE
@@ -469,6 +496,7 @@ extension RemoteSchema {
                 RAISE EXCEPTION 'docfs_apply takes a list of at most 4096 operations' USING ERRCODE = 'DF014';
             END IF;
             \(lock)
+            \(ownCalls)
             FOR i IN 0 .. jsonb_array_length(p_ops) - 1 LOOP
                 BEGIN
                     result := docfs_apply_one(p_ops->i, me);
@@ -477,14 +505,14 @@ extension RemoteSchema {
                     results := results || jsonb_build_array(jsonb_build_object('ok', false, 'state', st, 'message', msg, 'detail', det));
                     EXIT;
                 END;
-                results := results || jsonb_build_array(result);
+                \(answer)
                 IF NOT (result->>'replayed')::boolean THEN last_position := (result->>'position')::bigint; END IF;
                 IF p_ops->i->>'content_key' IS NOT NULL THEN named := named || (p_ops->i->>'content_key'); END IF;
             END LOOP;
             DELETE FROM docfs_upload_intents WHERE key = ANY(named) AND role IS NOT DISTINCT FROM me;
             INSERT INTO docfs_replicas AS r (role, last_seen_ns, operations) VALUES (me, docfs_now(), jsonb_array_length(results))
             ON CONFLICT (role) DO UPDATE SET last_seen_ns = excluded.last_seen_ns, operations = r.operations + excluded.operations;
-            IF last_position IS NOT NULL THEN PERFORM pg_notify('\(RemoteDatabase.notificationChannel)', last_position::text); END IF;
+            \(notify)
             RETURN results;
         END
         $fn$

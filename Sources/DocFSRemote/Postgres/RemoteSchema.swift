@@ -86,8 +86,11 @@
 /// Version 16 (`RemoteSchema+Places.swift`): blocks keep their places. A mark is a report; a
 /// block has one or more places, dropped only when confirmed damaged and never the last; a
 /// place whose length is not its block's is refused.
+///
+/// Version 17 (`RemoteSchema+Positions.swift`): no global writers' lock. Change-log positions are
+/// given as each transaction commits, in commit order; writers of unrelated items run at once.
 package enum RemoteSchema {
-    package static let latest = 16
+    package static let latest = 17
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -213,6 +216,7 @@ package enum RemoteSchema {
         (14, guardStatements),
         (15, boundStatements),
         (16, placeStatements),
+        (17, positionStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the

@@ -176,6 +176,8 @@ package struct AppliedChange: Sendable, Equatable {
     package var itemID: Int64
     package var contentVersion: Int64
     package var metadataVersion: Int64
+    /// The change log position: a replay's as logged; 0 for a change this call made on a
+    /// server of schema 17 on, which gives positions as the call commits (`RemoteSchema+Positions`).
     package var position: Int64
     package var replayed: Bool
     /// The item's name after the operation (a create or move into a taken name got a suffix).
