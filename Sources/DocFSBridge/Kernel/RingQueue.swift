@@ -189,10 +189,12 @@ final class RingQueue: @unchecked Sendable {
                     continue
                 }
                 if res < 0 {
-                    // ENOTCONN/ECANCELED: the connection ends; anything else: the kernel refused
-                    // the entry (a refused registration turns the ring off for the connection).
+                    // ENOTCONN/ECANCELED: the connection ends; so does EBADF, which a commit
+                    // meets once the device's connection is gone at unmount (seen as the other
+                    // queue ended); anything else: the kernel refused the entry (a refused
+                    // registration turns the ring off for the connection).
                     live -= 1
-                    if res != -ENOTCONN, res != -ECANCELED {
+                    if res != -ENOTCONN, res != -ECANCELED, res != -EBADF {
                         refused += 1
                         transport.queueFailed(qid, "the kernel refused ring entry \(index): \(String(cString: strerror(-res)))")
                     }
