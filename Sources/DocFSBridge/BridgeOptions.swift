@@ -22,13 +22,6 @@ public struct BridgeOptions: Sendable {
     /// Splice write requests from the FUSE device into the staged file (`-o splice`): less CPU
     /// per byte of large writes, a splice more per other request (see `FuseOperations`).
     public var splice: Bool = false
-    /// Small files (at most this many bytes) are stored without a file of their own, in the
-    /// store's append-only segments (`-o segments=SIZE`; 0: off, `-o nosegments`). On by default:
-    /// it measured faster for copies in and large writes alike (docs/PERFORMANCE.md). A provider
-    /// that has no segments (and a replica) ignores it.
-    public var smallFiles: Int = BridgeOptions.defaultSmallFiles
-    /// The bound `-o segments` sets, and the default.
-    public static let defaultSmallFiles = 256 << 10
     /// When a file is opened for reading, read its folder's other small files ahead in the
     /// background (`-o noprefetch` turns it off; see SiblingPrefetch).
     public var prefetch: Bool = true

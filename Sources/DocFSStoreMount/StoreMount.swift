@@ -29,8 +29,17 @@ public final class StoreMount: @unchecked Sendable {
         /// A replica's transfers to and from the bucket, bytes per second (nil: no limit).
         public var uploadLimit: Int64?
         public var downloadLimit: Int64?
+        /// Small files (at most this many bytes) are stored without a file of their own, in the
+        /// store's append-only segments (`-o segments=SIZE`; 0: off, `-o nosegments`). On by
+        /// default: it measured faster for copies in and large writes alike (docs/PERFORMANCE.md).
+        /// A replica ignores it (its files are blocks in packs).
+        public var smallFileLimit: Int
+        /// The bound `-o segments` sets, and the default.
+        public static let defaultSmallFileLimit = 256 << 10
         public init(mount: MountOptions = MountOptions(), cacheItems: Int? = nil, cacheSize: Int64? = nil,
-                    uploadLimit: Int64? = nil, downloadLimit: Int64? = nil) {
+                    uploadLimit: Int64? = nil, downloadLimit: Int64? = nil,
+                    smallFileLimit: Int = Options.defaultSmallFileLimit) {
+            self.smallFileLimit = smallFileLimit
             self.uploadLimit = uploadLimit
             self.downloadLimit = downloadLimit
             self.mount = mount
@@ -77,7 +86,7 @@ public final class StoreMount: @unchecked Sendable {
         let store: LocalStore
         do {
             store = try LocalStore.open(at: URL(fileURLWithPath: path), logger: logger, cacheItems: options.cacheItems,
-                                        smallFileLimit: options.mount.bridge.smallFiles)
+                                        smallFileLimit: options.smallFileLimit)
         } catch {
             throw .cannotOpenStore(path: path, reason: "\(error)")
         }

@@ -153,7 +153,7 @@ struct Mount: ParsableCommand {
         let mnt = MountTable.canonical(mountpoint)
         try checkMountpoint(mnt)
         // A refused metrics address is said here, not only in the daemon's log.
-        let choice = try parseOptions().4
+        let choice = try parseOptions().metrics
         if let text = choice.text {
             do { _ = try MetricsAddress.parse(text, public: choice.isPublic) } catch {
                 throw UserFacingError("docfs: -o metrics=\(text): \(error)")
@@ -215,8 +215,20 @@ struct Mount: ParsableCommand {
     /// Where to serve metrics (nil: nowhere), from --metrics or -o metrics=.
     struct MetricsChoice { var text: String?; var isPublic: Bool }
 
-    private func parseOptions() throws -> (BridgeOptions, [String], Int?, RateLimits, MetricsChoice) {
+    /// What `-o` and the flags ask for, split by who takes it.
+    struct ParsedOptions {
+        var bridge: BridgeOptions
+        var fuse: [String]
+        var cacheItems: Int?
+        var limits: RateLimits
+        var metrics: MetricsChoice
+        /// The store's segments bound (`-o segments`, `-o nosegments`).
+        var smallFileLimit: Int
+    }
+
+    private func parseOptions() throws -> ParsedOptions {
         var bridgeOptions = BridgeOptions()
+        var smallFileLimit = StoreMount.Options.defaultSmallFileLimit
         var fuse: [String] = []
         var cache = cacheItems
         var limits = RateLimits(upload: uploadLimit.flatMap(RateLimit.parse), download: downloadLimit.flatMap(RateLimit.parse))
@@ -250,11 +262,11 @@ struct Mount: ParsableCommand {
                     guard let size = CacheCommand.parseSize(kv[1]), size >= 0, size <= 64 << 20 else {
                         throw UserFacingError("docfs: -o \(opt): expected a size such as 256K (at most 64M)")
                     }
-                    bridgeOptions.smallFiles = Int(size)
+                    smallFileLimit = Int(size)
                 } else {
-                    bridgeOptions.smallFiles = BridgeOptions.defaultSmallFiles
+                    smallFileLimit = StoreMount.Options.defaultSmallFileLimit
                 }
-            case "nosegments", "no_segments": bridgeOptions.smallFiles = 0
+            case "nosegments", "no_segments": smallFileLimit = 0
             case "passthrough":
                 switch kv.count == 2 ? kv[1] : "on" {
                 case "on": bridgeOptions.passthrough = true
@@ -287,7 +299,8 @@ struct Mount: ParsableCommand {
             }
         }
         if allowOther, !fuse.contains("allow_other") { fuse.append("allow_other") }
-        return (bridgeOptions, fuse, cache, limits, metricsChoice)
+        return ParsedOptions(bridge: bridgeOptions, fuse: fuse, cacheItems: cache, limits: limits, metrics: metricsChoice,
+                             smallFileLimit: smallFileLimit)
     }
 
     /// The daemon itself: open the store, mount, serve until unmounted or signalled.
@@ -304,7 +317,9 @@ struct Mount: ParsableCommand {
         }
         var log = Logger(label: "docfs")
         log.logLevel = level
-        let (bridgeOptions, fuseOptions, cacheLimit, limits, metricsChoice) = try parseOptions()
+        let parsed = try parseOptions()
+        let (bridgeOptions, fuseOptions, cacheLimit, limits, metricsChoice) =
+            (parsed.bridge, parsed.fuse, parsed.cacheItems, parsed.limits, parsed.metrics)
         // Bound before the mount, so a refused address or a port in use stops it at once.
         let metricsServer = try startMetrics(metricsChoice, log: log)
         defer { metricsServer?.server.stop() }
@@ -345,7 +360,8 @@ struct Mount: ParsableCommand {
             mount = try StoreMount(storeAt: storePath, at: mnt,
                                    options: StoreMount.Options(mount: mountOptions, cacheItems: cacheLimit,
                                                                cacheSize: cacheSize.flatMap(CacheCommand.parseSize),
-                                                               uploadLimit: limits.upload, downloadLimit: limits.download),
+                                                               uploadLimit: limits.upload, downloadLimit: limits.download,
+                                                               smallFileLimit: parsed.smallFileLimit),
                                    logger: log)
         } catch {
             switch error {
