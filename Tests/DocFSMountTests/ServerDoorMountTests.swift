@@ -183,6 +183,60 @@ final class ServerDoorMountTests: ReplicaTestCase {
         }
     }
 
+    /// A replica may `SET` its role's timeouts away in its own session (PostgreSQL cannot forbid
+    /// it) and then hold what a call of its own locked: here a folder's row and, with its
+    /// constraints made immediate, the `positions` row every commit takes. The server ends such a
+    /// session once it outstays its role's limit (`docfs_end_overstayers`, schema 19), when a
+    /// held-up replica asks; the other replicas' writes land.
+    func testAReplicaThatLiftsItsOwnTimeoutsHoldsNoOneUp() throws {
+        let r = try makeRemote()
+        try assertOwnerIsNoSuperuser(r)
+        XCTAssertEqual(r.fx.sh("mkdir mnt/shared && printf 'from A' > mnt/shared/a.txt").status, 0)
+        try r.waitUntilUploaded()
+        let writer = try makeSecond(r, name: "writer")
+        try waitForQuiet(r, writer)
+        let hostile = r.roleName("lifter")
+        _ = try r.replicaArguments(role: "lifter")
+        let shared = try XCTUnwrap(r.identifier(r.mnt + "/shared"))
+        // The owner reads other roles' session states (pg_read_all_stats, from set-up).
+        XCTAssertEqual(try r.servers.psql(r.databaseURL, "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')::text").first?.first ?? nil,
+                       "true")
+        let (log, end) = try holdIdle(r, role: hostile, """
+            SET idle_in_transaction_session_timeout = 0; SET statement_timeout = 0; SET lock_timeout = 0;
+            BEGIN;
+            SELECT docfs_apply('[{"op": "\(UUID().uuidString.lowercased())", "kind": "create", "parent": \(shared), "name": "held", "item_kind": "directory", "mode": 493, "uid": 0, "gid": 0}]');
+            SET CONSTRAINTS ALL IMMEDIATE;
+            """)
+        defer { end() }
+        // Its transaction holds the positions row: it waits, idle, on nothing.
+        let holding = "SELECT count(*) FROM pg_stat_activity WHERE usename = '\(hostile)' AND state = 'idle in transaction'"
+        eventually("the lifter's transaction is open and idle", timeout: 30) { (try? r.count(holding)) == 1 }
+        if (try? r.count(holding)) != 1 {
+            XCTFail("the lifter: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        }
+        let started = Date()
+        XCTAssertEqual(r.fx.sh("printf 'written meanwhile' > '\(writer.mnt)/shared/meanwhile.txt'").status, 0)
+        // Its idle limit is 10 s and a held-up call gives up after 5 s or its lock_timeout (30 s),
+        // then asks: well within 90 s on a loaded machine, and never "as long as it liked".
+        eventually("another replica's write lands while the lifter holds", timeout: 90) {
+            (try? r.serverTree()["/shared/meanwhile.txt"]) != nil
+        }
+        XCTAssertNotNil(try r.serverTree()["/shared/meanwhile.txt"], "landed after \(Date().timeIntervalSince(started)) s")
+        XCTAssertEqual(try r.count("SELECT count(*) FROM pg_stat_activity WHERE usename = '\(hostile)'"), 0,
+                       "the server ended the lifter's session")
+        XCTAssertNil(try r.serverTree()["/shared/held"], "what the ended session did was rolled back")
+        eventually("and it reached the first replica byte-exact", timeout: 60) {
+            self.contents(r.mnt + "/shared/meanwhile.txt") == "written meanwhile"
+        }
+        // Honest sessions are left alone: both replicas still write.
+        XCTAssertEqual(r.fx.sh("printf 'after' > '\(writer.mnt)/shared/after.txt' && printf 'also' > mnt/shared/also.txt").status, 0)
+        eventually("both replicas' later writes land", timeout: 60) {
+            let tree = try? r.serverTree()
+            return tree?["/shared/after.txt"] != nil && tree?["/shared/also.txt"] != nil
+        }
+        eventually("and reach the first replica", timeout: 60) { self.contents(r.mnt + "/shared/after.txt") == "after" }
+    }
+
     func testANonSuperuserOwnerRemovesAConnectedReplica() throws {
         let r = try makeRemote()
         try assertOwnerIsNoSuperuser(r)

@@ -60,7 +60,8 @@ extension RemoteDatabase {
                 // CONNECT through the group only (a role made before schema 14 had its own: taken
                 // back, so that leaving the group leaves the database), limits and timeouts of its
                 // own unless the owner set others, and the owner's right to end its sessions.
-                for statement in [RemoteSchema.databaseGrants, RemoteSchema.signalGrant,
+                for statement in [RemoteSchema.databaseGrants, RemoteSchema.signalGrant, RemoteSchema.statsGrant,
+                                  RemoteSchema.overstayersGrant,
                                   RemoteSchema.replicaLimits(rolesSQL: "SELECT \(RemoteSchema.quoteLiteral(name))::text")] {
                     try await conn.perform(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }

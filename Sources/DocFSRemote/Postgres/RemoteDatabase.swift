@@ -36,6 +36,8 @@ package final class RemoteDatabase: Sendable {
     /// Whether the server's items have `link_of` (schema 12 on): 0 not known yet, 1 no, 2 yes
     /// (learnt from `schemaVersion()` or `migrate()`, and asked before the first read of items).
     let serverKeepsNames = Atomic<Int>(0)
+    /// When this client last asked the server to end overstaying sessions (`RemoteDatabase+Overstayers`).
+    let lastOverstayCheck = Mutex<ContinuousClock.Instant?>(nil)
 
     /// `maximumConnections`: the pool's bound (it opens them on demand and closes one idle for
     /// 60 s); `listenURL`: where notifications are listened for (default `url`).
@@ -265,9 +267,14 @@ package final class RemoteDatabase: Sendable {
     /// Runs `body` within `operationTimeout`, turning postgres-nio's errors into `RemoteError`s.
     func mapped<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let timeout = operationTimeout
+        let expired = Atomic<Bool>(false)
         do {
-            return try await withDeadline(timeout, timedOut: { RemoteError.unreachable("no answer within \(timeout)") }, body)
+            return try await withDeadline(timeout, timedOut: {
+                expired.store(true, ordering: .relaxed)
+                return RemoteError.unreachable("no answer within \(timeout)")
+            }, body)
         } catch {
+            if expired.load(ordering: .relaxed) || Self.isHeldUp(error) { endOverstayersSoon() }
             throw Self.map(error)
         }
     }

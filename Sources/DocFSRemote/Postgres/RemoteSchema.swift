@@ -89,8 +89,11 @@
 ///
 /// Version 17 (`RemoteSchema+Positions.swift`): no global writers' lock. Change-log positions are
 /// given as each transaction commits, in commit order; writers of unrelated items run at once.
+///
+/// Version 19 (`RemoteSchema+Overstayers.swift`): a replica session idle in a transaction, or in
+/// one statement, past its role's own limits (which it may have lifted with `SET`) is ended.
 package enum RemoteSchema {
-    package static let latest = 17
+    package static let latest = 19
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -217,6 +220,7 @@ package enum RemoteSchema {
         (15, boundStatements),
         (16, placeStatements),
         (17, positionStatements),
+        (19, overstayerStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the
