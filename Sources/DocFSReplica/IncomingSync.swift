@@ -3,6 +3,7 @@ import Logging
 import Synchronization
 import SystemPackage
 import DocFSProvider
+import DocFSWire
 import DocFSRemote
 import DocFSStore
 

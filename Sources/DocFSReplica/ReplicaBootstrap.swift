@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import SystemPackage
 import DocFSProvider
+import DocFSWire
 import DocFSRemote
 import DocFSStore
 

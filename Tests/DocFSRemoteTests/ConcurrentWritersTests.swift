@@ -1,4 +1,5 @@
 import DocFSProvider
+import DocFSWire
 import DocFSRemote
 import Foundation
 import Logging

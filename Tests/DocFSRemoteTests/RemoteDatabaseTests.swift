@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import DocFSProvider
+import DocFSWire
 import DocFSRemote
 import Foundation
 import Logging

@@ -1,6 +1,7 @@
 import XCTest
 import Foundation
 import DocFSProvider
+import DocFSWire
 @testable import DocFSRemote
 
 /// The server keeps an item's kind as a word in its `kind` column; the client speaks the

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import DocFSProvider
+import DocFSWire
 @testable import DocFSStore
 @testable import DocFSReplica
 

@@ -2,6 +2,7 @@ import XCTest
 import Foundation
 import Logging
 import DocFSProvider
+import DocFSWire
 @testable import DocFSRemote
 @testable import DocFSStore
 @testable import DocFSReplica

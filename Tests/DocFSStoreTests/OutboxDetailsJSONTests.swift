@@ -1,6 +1,7 @@
 import XCTest
 import Foundation
 import DocFSProvider
+import DocFSWire
 @testable import DocFSStore
 
 /// A create's attributes are one value (`ReplicatedAttributes`) shared by the outbox and the

@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 
 /// One change a replica sends (an outbox entry as the server takes it), applied by the server's
 /// `docfs_apply` (`RemoteSchema+Operations`). Every operation is idempotent by its id.

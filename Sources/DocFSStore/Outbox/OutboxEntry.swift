@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 
 /// One change waiting to go to the server, in the order it was made (`seq`). Written in the
 /// same journal entry (so the same SQLite transaction) as the change it describes; removed when

@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 
 /// Turns what an action commits (records saved, rows deleted) into the changes the server needs,
 /// by comparing each record with what it was. One place for every action: an action needs no
