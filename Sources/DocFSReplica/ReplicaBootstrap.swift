@@ -91,33 +91,26 @@ package enum ReplicaBootstrap {
                          witness: UUID?, summary: inout Summary, progress: (@Sendable (Summary) -> Void)?) async throws {
         var folders: [(serverID: Int64, row: Int64)] = [(rootID, ReplicaRows.root)]
         // Further names of files (hard links) once every item is here.
-        var names: [IncomingItem] = []
+        var names: [ServerItem] = []
         while let (serverID, row) = folders.popLast() {
-            for item in try await database.children(of: serverID) {
-                if let named = item.linkOf {
-                    names.append(IncomingItem(
-                        row: item.id, parentRow: row, name: item.name, kind: item.kind, uid: item.uid, gid: item.gid,
-                        mode: SetIDBits.applied(UInt16(item.mode & 0o7777), kind: item.kind, keep: false), createdNs: item.createdNs, modifiedNs: item.modifiedNs, tagData: nil,
-                        favoriteRank: nil, symlinkTarget: item.symlinkTarget, size: 0, contentVersion: item.contentVersion,
-                        contentKey: nil, trashed: false, deleted: false, linkOf: named))
+            for var item in try await database.children(of: serverID) {
+                // Under its row here, and `docfs init` is no mount: set-ID bits from the server
+                // are never kept (`SetIDBits`).
+                item.parentID = row
+                item.posixPermissions = SetIDBits.applied(item.posixPermissions & 0o7777, kind: item.kind, keep: false)
+                if item.linkOf != nil {
+                    names.append(item)
                     continue
                 }
-                let kind = item.kind
                 if item.kind == .file { summary.bytes += item.size }
-                try store.addServerItem(ServerItem(
-                    row: item.id, parentRow: row, name: item.name, kind: kind, createdNs: item.createdNs,
-                    modifiedNs: item.modifiedNs, uid: item.uid, gid: item.gid,
-                    // `docfs init` is no mount: set-ID bits from the server are never kept (`SetIDBits`).
-                    mode: SetIDBits.applied(UInt16(item.mode & 0o7777), kind: item.kind, keep: false),
-                    symlinkTarget: item.symlinkTarget, contentKey: item.contentKey, size: item.size,
-                    contentVersion: item.contentVersion))
+                try store.addServerItem(item, contentFile: nil)
                 switch item.kind {
                 case .folder:
                     summary.folders += 1
                     folders.append((item.id, item.id))
                 case .file: summary.files += 1
                 case .symlink: summary.links += 1
-                case .fifo, .socket, .characterDevice, .blockDevice: break  // never on a server (`RemoteItem.kind`)
+                case .fifo, .socket, .characterDevice, .blockDevice: break  // never on a server (`ServerItem.kind`)
                 }
                 progress?(summary)
             }

@@ -228,7 +228,7 @@ extension SyncEngine {
             let version = Int64(details.contentVersion ?? 2)
             let base = details.baseVersion.map { Int64($0) } ?? version - 1
             return RemoteOperation(id: entry.id, .content(item: try target(entry.row), expectedVersion: base, content: content,
-                                                          modifiedNs: details.modifiedNs ?? 0))
+                                                          modifiedNs: details.changes.modificationTime?.totalNanoseconds ?? 0))
         case .move:
             guard let parent = entry.parent, let name = entry.name else { throw ServerExchangeError.Refused("the outbox entry is incomplete") }
             // Where the replica saw the item: a folder not on the server yet is not checked.
@@ -253,11 +253,7 @@ extension SyncEngine {
             return RemoteOperation(id: entry.id, .delete(item: try target(entry.row),
                                                          expectedContentVersion: details.contentVersion.map { Int64($0) - unsent }))
         case .attributes:
-            let changes = RemoteAttributeChanges(uid: details.uid, gid: details.gid, mode: details.mode, createdNs: details.createdNs,
-                                                 modifiedNs: details.modifiedNs, accessedNs: details.accessedNs,
-                                                 tags: details.tagsChanged == true ? ServerTags.array(details.tagData) : nil,
-                                                 favoriteRank: details.favoriteRankChanged == true ? .some(details.favoriteRank) : nil)
-            return RemoteOperation(id: entry.id, .attributes(item: try target(entry.row), changes: changes))
+            return RemoteOperation(id: entry.id, .attributes(item: try target(entry.row), changes: details.changes))
         case .link:
             guard let parent = entry.parent, let name = entry.name, let named = details.linkOf else {
                 throw ServerExchangeError.Refused("the outbox entry is incomplete")

@@ -132,11 +132,11 @@ final class RemoteDatabaseTests: XCTestCase {
             XCTAssertEqual(item?.kind, .file)
             XCTAssertEqual(item?.size, 42)
             XCTAssertEqual(item?.contentKey, content.key)
-            XCTAssertEqual(item?.createdNs, 1_700_000_000_123_456_789)
-            XCTAssertEqual(item?.modifiedNs, 1_700_000_001_987_654_321)
-            XCTAssertEqual(item?.uid, 1000)
-            XCTAssertEqual(item?.mode, 0o644)
-            XCTAssertEqual(item?.tags, ["red", "work"])
+            XCTAssertEqual(item?.creationTime.totalNanoseconds, 1_700_000_000_123_456_789)
+            XCTAssertEqual(item?.modificationTime.totalNanoseconds, 1_700_000_001_987_654_321)
+            XCTAssertEqual(item?.ownerID, 1000)
+            XCTAssertEqual(item?.posixPermissions, 0o644)
+            XCTAssertEqual(ServerTags.array(item?.tagData), ["red", "work"])
             XCTAssertEqual(item?.contentVersion, 1)
 
             // Another operation with a name already taken, or an operation id reused for another kind.
@@ -206,7 +206,7 @@ final class RemoteDatabaseTests: XCTestCase {
             let item = try await db.item(file.itemID)
             XCTAssertEqual(item?.contentKey, b.key)
             XCTAssertEqual(item?.size, 2)
-            XCTAssertEqual(item?.modifiedNs, 5)
+            XCTAssertEqual(item?.modificationTime.totalNanoseconds, 5)
             do {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: 999_999, expectedVersion: 1,
                                                    content: try await db.recordedContent("empty", size: 0), modifiedNs: 0)
@@ -247,25 +247,26 @@ final class RemoteDatabaseTests: XCTestCase {
             // Trash frees the name; untrash restores under a new name.
             let trashed = try await db.trashItem(operationID: UUID(), itemID: f)
             let inTrash = try await db.item(f)
-            XCTAssertNotNil(inTrash?.trashedNs)
+            XCTAssertNotNil(inTrash?.trashTime)
             _ = try await db.createItem(operationID: UUID(), parentID: root, name: "g", kind: .file, attributes: attributes())
             _ = try await db.untrashItem(operationID: UUID(), itemID: f, toParentID: root, name: "g restored")
             let restored = try await db.item(f)
-            XCTAssertNil(restored?.trashedNs)
+            XCTAssertNil(restored?.trashTime)
             XCTAssertEqual(restored?.name, "g restored")
             XCTAssertGreaterThan(restored?.metadataVersion ?? 0, trashed.metadataVersion)
 
-            let attrs = try await db.setAttributes(operationID: UUID(), itemID: f, changes: RemoteAttributeChanges(
-                uid: 0, mode: 0o4750, modifiedNs: 77, tags: ["blue"], favoriteRank: .some(3)))
+            let attrs = try await db.setAttributes(operationID: UUID(), itemID: f, changes: AttributeChanges(
+                posixPermissions: 0o4750, ownerID: 0, modificationTime: FileTime(totalNanoseconds: 77),
+                tagData: .some(Data("blue".utf8)), favoriteRank: .some(3)))
             let after = try await db.item(f)
-            XCTAssertEqual(after?.uid, 0)
-            XCTAssertEqual(after?.gid, 1000)
-            XCTAssertEqual(after?.mode, 0o4750)
-            XCTAssertEqual(after?.modifiedNs, 77)
-            XCTAssertEqual(after?.tags, ["blue"])
+            XCTAssertEqual(after?.ownerID, 0)
+            XCTAssertEqual(after?.groupID, 1000)
+            XCTAssertEqual(after?.posixPermissions, 0o4750)
+            XCTAssertEqual(after?.modificationTime.totalNanoseconds, 77)
+            XCTAssertEqual(ServerTags.array(after?.tagData), ["blue"])
             XCTAssertEqual(after?.favoriteRank, 3)
             XCTAssertEqual(after?.metadataVersion, attrs.metadataVersion)
-            _ = try await db.setAttributes(operationID: UUID(), itemID: f, changes: RemoteAttributeChanges(favoriteRank: .some(nil)))
+            _ = try await db.setAttributes(operationID: UUID(), itemID: f, changes: AttributeChanges(favoriteRank: .some(nil)))
             let unranked = try await db.item(f)
             XCTAssertNil(unranked?.favoriteRank)
 
@@ -300,7 +301,7 @@ final class RemoteDatabaseTests: XCTestCase {
             expected.append((.content, f.itemID))
             _ = try await db.moveItem(operationID: UUID(), itemID: f.itemID, toParentID: root, name: "f2")
             expected.append((.move, f.itemID))
-            _ = try await db.setAttributes(operationID: UUID(), itemID: f.itemID, changes: RemoteAttributeChanges(mode: 0o600))
+            _ = try await db.setAttributes(operationID: UUID(), itemID: f.itemID, changes: AttributeChanges(posixPermissions: 0o600))
             expected.append((.attributes, f.itemID))
             _ = try await db.trashItem(operationID: UUID(), itemID: f.itemID)
             expected.append((.trash, f.itemID))

@@ -8,7 +8,7 @@ import DocFSWire
 /// provider's `ItemKind` and must send and read exactly the server's three words.
 final class ServerKindWordTests: XCTestCase {
     func testCreateSendsTheServersWord() throws {
-        for (kind, word) in [(RemoteItem.serverKind("file"), "file"), (.folder, "directory"), (.symlink, "symlink")] {
+        for (kind, word) in [(ServerItem.serverKind("file"), "file"), (.folder, "directory"), (.symlink, "symlink")] {
             let operation = RemoteOperation(id: UUID(), .create(parent: .item(1), name: "n", kind: kind,
                                                                 attributes: ReplicatedAttributes(createdNs: 1, modifiedNs: 1), content: nil))
             let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(RemoteDatabase.WireOperation(operation)))
@@ -17,11 +17,11 @@ final class ServerKindWordTests: XCTestCase {
     }
 
     func testServersWordsRead() {
-        XCTAssertEqual(RemoteItem.serverKind("file"), .file)
-        XCTAssertEqual(RemoteItem.serverKind("directory"), .folder)
-        XCTAssertEqual(RemoteItem.serverKind("symlink"), .symlink)
+        XCTAssertEqual(ServerItem.serverKind("file"), .file)
+        XCTAssertEqual(ServerItem.serverKind("directory"), .folder)
+        XCTAssertEqual(ServerItem.serverKind("symlink"), .symlink)
         // A word the server never writes reads as a file, as it always did.
-        XCTAssertEqual(RemoteItem.serverKind("fifo"), .file)
-        XCTAssertEqual(RemoteItem.serverKind("folder"), .file)
+        XCTAssertEqual(ServerItem.serverKind("fifo"), .file)
+        XCTAssertEqual(ServerItem.serverKind("folder"), .file)
     }
 }

@@ -116,13 +116,13 @@ final class ServerNameTests: XCTestCase {
             XCTAssertEqual(trashed.itemID, name)
             let inTrashRow = try await db.item(name)
             let inTrash = try XCTUnwrap(inTrashRow)
-            XCTAssertNotNil(inTrash.trashedNs, "the name is in the trash")
+            XCTAssertNotNil(inTrash.trashTime, "the name is in the trash")
             XCTAssertEqual(inTrash.parentID, docs, "it keeps where it came from")
             XCTAssertEqual(inTrash.linkOf, file)
             let itemRow = try await db.item(file)
             let item = try XCTUnwrap(itemRow)
-            XCTAssertNil(item.trashedNs, "the item and its other name stay")
-            let listed = try await db.children(of: docs).filter { $0.trashedNs == nil && !$0.deleted }.map(\.name)
+            XCTAssertNil(item.trashTime, "the item and its other name stay")
+            let listed = try await db.children(of: docs).filter { $0.trashTime == nil && !$0.deleted }.map(\.name)
             XCTAssertEqual(listed, [], "the folder holds no live name")
             let logged = try await db.changes(since: 0).last
             XCTAssertEqual(logged?.kind, .trash)
@@ -151,14 +151,14 @@ final class ServerNameTests: XCTestCase {
             XCTAssertEqual(restored.name, "b 2")
             let backRow = try await db.item(name)
             let back = try XCTUnwrap(backRow)
-            XCTAssertNil(back.trashedNs)
+            XCTAssertNil(back.trashTime)
             XCTAssertEqual(back.parentID, docs)
             _ = try await db.applyOne(RemoteOperation(id: UUID(), .trash(item: .item(name))))
             _ = try await db.applyOne(RemoteOperation(id: UUID(), .unlink(name: .item(name))))
             let removed = try await db.item(name)?.deleted, kept = try await db.item(file)
             XCTAssertEqual(removed, true)
             XCTAssertEqual(kept?.deleted, false)
-            XCTAssertNil(kept?.trashedNs)
+            XCTAssertNil(kept?.trashTime)
         }
     }
 }

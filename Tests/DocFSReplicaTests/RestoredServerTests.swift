@@ -51,7 +51,7 @@ final class RestoredServerTests: ReplicaTestCase {
         try await waitForOutbox()
         for i in 1...5 {
             XCTAssertEqual(try localText("c\(i).txt"), "c\(i) from another replica")
-            XCTAssertEqual(server.tree()["c\(i).txt"]?.mode, 0o644, "c\(i).txt was not changed by a change of a lost file")
+            XCTAssertEqual(server.tree()["c\(i).txt"]?.posixPermissions, 0o644, "c\(i).txt was not changed by a change of a lost file")
         }
         XCTAssertEqual(try localText("f0.txt"), "kept by the backup")
         // What the server lost is kept beside the store, byte for byte.

@@ -80,7 +80,7 @@ final class SyncEngineAgainstFakesTests: XCTestCase {
         let item = try XCTUnwrap(store.incomingItem(file.itemID))
         XCTAssertEqual(item.name, "note.txt")
         XCTAssertEqual(item.parentRow, folder.itemID)
-        XCTAssertEqual(item.mode, 0o640)
+        XCTAssertEqual(item.posixPermissions, 0o640)
         XCTAssertEqual(item.kind, .file)
         XCTAssertEqual(store.incomingItem(folder.itemID)?.kind, .folder)
         XCTAssertEqual(store.path(ofRow: file.itemID), "/shared/note.txt")
@@ -96,9 +96,9 @@ final class SyncEngineAgainstFakesTests: XCTestCase {
                                                attributes: ReplicatedAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1),
                                                content: RemoteContent(key: "tree/objects/base", size: 4))
         let row = made.itemID
-        try store.addServerItem(ServerItem(row: row, parentRow: ReplicaRows.root, name: "notes.txt", kind: .file, createdNs: 1,
-                                           modifiedNs: 1, uid: 0, gid: 0, mode: 0o644, contentKey: "tree/objects/base",
-                                           size: 4, contentVersion: 1))
+        try store.addServerItem(ServerItem(id: row, parentID: ReplicaRows.root, name: "notes.txt", kind: .file, size: 4,
+                                           creationTime: FileTime(totalNanoseconds: 1),
+                                           modificationTime: FileTime(totalNanoseconds: 1), contentKey: "tree/objects/base"))
         let position = try await server.latestPosition()
         try store.setSyncAnchor(position, witness: try await server.change(at: position)?.operationID)
         // Another replica's version 2 reaches the server; this replica writes over version 1.

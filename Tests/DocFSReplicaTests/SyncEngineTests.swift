@@ -399,10 +399,9 @@ extension SyncEngineTests {
     /// A name whose file is not here yet (its folder deleted here by a change the server will
     /// refuse) waits for the file instead of being passed over: the change log names it once.
     func testANameWhoseFileIsNotHereWaitsForIt() throws {
-        func row(_ id: Int64, _ parent: Int64, _ name: String, _ kind: ItemKind, linkOf: Int64? = nil) -> IncomingItem {
-            IncomingItem(row: id, parentRow: parent, name: name, kind: kind, uid: 0, gid: 0, mode: 0o644, createdNs: 1,
-                                    modifiedNs: 1, tagData: nil, favoriteRank: nil, symlinkTarget: nil, size: 0, contentVersion: 1,
-                                    contentKey: nil, trashed: false, deleted: false, linkOf: linkOf)
+        func row(_ id: Int64, _ parent: Int64, _ name: String, _ kind: ItemKind, linkOf: Int64? = nil) -> ServerItem {
+            ServerItem(id: id, parentID: parent, name: name, kind: kind, creationTime: FileTime(totalNanoseconds: 1),
+                       modificationTime: FileTime(totalNanoseconds: 1), linkOf: linkOf)
         }
         let name = row(402, LocalStore.rootRow, "l.txt", .file, linkOf: 401)
         var result = try store.applyIncoming([name])
@@ -441,7 +440,7 @@ extension SyncEngineTests {
         // One name in the trash (schema 13): only out of it into a live folder.
         await refused(.untrash(item: .item(name.itemID), toParent: .item(root), name: "u", types: nil), "an untrash of a live name")
         _ = try await server.applyOne(RemoteOperation(id: UUID(), .trash(item: .item(name.itemID))))
-        XCTAssertNotNil(server.state.withLock { $0.items[name.itemID]?.trashedNs })
+        XCTAssertNotNil(server.state.withLock { $0.items[name.itemID]?.trashTime })
         await refused(.untrash(item: .item(name.itemID), toParent: .item(file.itemID), name: "u", types: nil), "an untrash into a file")
         await refused(.untrash(item: .item(name.itemID), toParent: .item(name.itemID), name: "u", types: nil), "an untrash into a name")
         let back = try await server.applyOne(RemoteOperation(id: UUID(), .untrash(item: .item(name.itemID), toParent: .item(folder.itemID),
@@ -452,7 +451,7 @@ extension SyncEngineTests {
         // A delete of the item takes its name's place: the file stays, as "f/a" (in the trashed f).
         _ = try await server.deleteItem(operationID: UUID(), itemID: file.itemID)
         let kept = try XCTUnwrap(server.state.withLock { $0.items[file.itemID] })
-        XCTAssertEqual([kept.deleted ? 1 : 0, kept.parentID, kept.trashedNs == nil ? 0 : 1], [0, folder.itemID, 0])
+        XCTAssertEqual([kept.deleted ? 1 : 0, kept.parentID, kept.trashTime == nil ? 0 : 1], [0, folder.itemID, 0])
         XCTAssertEqual(kept.name, "a")
         XCTAssertEqual(server.state.withLock { $0.items[name.itemID]?.deleted }, true)
         XCTAssertEqual(server.state.withLock { $0.log.suffix(2).map(\.kind) }, [.unlink, .delete])

@@ -30,9 +30,9 @@ final class OutboxDetailsJSONTests: StoreTestCase {
         XCTAssertEqual(details.kind, .file)
         XCTAssertEqual(details.newItem, ReplicatedAttributes(uid: 1000, gid: 100, mode: 0o644, createdNs: 1_700_000_000_123_456_789,
                                                              modifiedNs: 1_700_000_001_987_654_321, tags: ["red", "work"]))
-        XCTAssertNil(details.uid, "a create's attributes are its new item's, not changes")
-        XCTAssertNil(details.tagData)
-        XCTAssertEqual(details.favoriteRank, 3)
+        XCTAssertNil(details.changes.ownerID, "a create's attributes are its new item's, not changes")
+        XCTAssertNil(details.changes.tagData)
+        XCTAssertEqual(details.changes.favoriteRank, .some(3))
         XCTAssertEqual(details.contentVersion, 1)
         XCTAssertEqual(try json(details), today)
         XCTAssertEqual(try decode(try json(details)), details)
@@ -86,9 +86,9 @@ final class OutboxDetailsJSONTests: StoreTestCase {
             XCTAssertEqual(try json(details), form)
         }
         let change = try decode(forms[1])
-        XCTAssertEqual(change.uid, 7)
-        XCTAssertEqual(change.tagData, Data("blue".utf8))
-        XCTAssertNil(change.gid, "only what changed")
+        XCTAssertEqual(change.changes.ownerID, 7)
+        XCTAssertEqual(change.changes.tagData, .some(Data("blue".utf8)))
+        XCTAssertNil(change.changes.groupID, "only what changed")
     }
 
     /// What a replica store records for a create is its `newItem`, and reads back the same from

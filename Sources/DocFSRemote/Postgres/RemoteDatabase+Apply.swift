@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import DocFSWire
 
 // The one write path of a replica: a chunk of operations as one call of the server's
 // `docfs_apply` (one round trip, one transaction, one commit), which checks and applies them.
@@ -132,13 +133,13 @@ extension RemoteDatabase: OperationApplier {
                 self.types = types
             case let .attributes(item, changes):
                 setItem(item)
-                uid = changes.uid
-                gid = changes.gid
-                mode = changes.mode.map { $0 & 0o7777 }
-                created_ns = changes.createdNs
-                modified_ns = changes.modifiedNs
-                accessed_ns = changes.accessedNs
-                tags = changes.tags
+                uid = changes.ownerID
+                gid = changes.groupID
+                mode = changes.posixPermissions.map { UInt32($0) & 0o7777 }
+                created_ns = changes.creationTime?.totalNanoseconds
+                modified_ns = changes.modificationTime?.totalNanoseconds
+                accessed_ns = changes.accessTime?.totalNanoseconds
+                tags = changes.tagData.map { ServerTags.array($0) }
                 if let rank = changes.favoriteRank {
                     set_rank = true
                     favorite_rank = rank

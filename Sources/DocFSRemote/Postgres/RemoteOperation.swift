@@ -24,7 +24,7 @@ package struct RemoteOperation: Sendable, Equatable {
         case delete(item: Target, expectedContentVersion: Int64?)
         case trash(item: Target)
         case untrash(item: Target, toParent: Target, name: String, types: [String]?)
-        case attributes(item: Target, changes: RemoteAttributeChanges)
+        case attributes(item: Target, changes: AttributeChanges)
         /// A further name of the file `item` in `parent` (schema 12); a taken name gets a suffix.
         case link(item: Target, parent: Target, name: String)
         /// The further name `name` (its name row) goes.
@@ -109,7 +109,7 @@ extension OperationApplier {
                                                                      types: types)))
     }
 
-    package func setAttributes(operationID: UUID, itemID: Int64, changes: RemoteAttributeChanges) async throws -> AppliedChange {
+    package func setAttributes(operationID: UUID, itemID: Int64, changes: AttributeChanges) async throws -> AppliedChange {
         try await applyOne(RemoteOperation(id: operationID, .attributes(item: .item(itemID), changes: changes)))
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 import GRDB
 
 /// One item of the tree as the replica's incoming apply reads it (`ReplicaTreeEdit.node`): its
@@ -141,7 +142,7 @@ package final class ReplicaTreeEdit {
 
     /// The server's state of an item (new here, or changed), at `place`; `contents`: its new
     /// contents (nil: unchanged).
-    package func put(_ item: IncomingItem, as kind: ItemKind, at place: ReplicaPlace,
+    package func put(_ item: ServerItem, as kind: ItemKind, at place: ReplicaPlace,
                      contents: ReplicaNewContents?) throws(ProviderError) {
         try store.putIncoming(item, as: kind, at: place, contents: contents, database: database, changes: &changes)
     }
