@@ -224,7 +224,7 @@ actor IncomingSync {
                 guard !batch.isEmpty else { continue }
                 for item in try await database.items(batch) {
                     guard let mine = local[item.id] else { continue }
-                    if mine.kind != item.kind || mine.createdNs != item.creationTime.totalNanoseconds { lost.insert(item.id) }
+                    if mine.kind != item.kind || mine.creationTime != item.creationTime { lost.insert(item.id) }
                 }
             }
             if !lost.isEmpty {

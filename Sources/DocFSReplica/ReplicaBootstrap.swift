@@ -123,7 +123,7 @@ package enum ReplicaBootstrap {
     /// The layout's folders (and the folders on their paths), made on a server without a tree.
     private static func makeLayoutFolders(_ layout: Layout, rootID: Int64, database: RemoteDatabase) async throws {
         var made: [String: Int64] = ["": rootID]
-        let now = Int64(Date().timeIntervalSince1970 * 1e9)
+        let now = FileTime(totalNanoseconds: Int64(Date().timeIntervalSince1970 * 1e9))
         for folder in layout.folders.sorted(by: { $0.components.count < $1.components.count }) {
             var path = ""
             for component in folder.components {
@@ -132,7 +132,8 @@ package enum ReplicaBootstrap {
                 if made[path] != nil { continue }
                 let applied = try await database.createItem(
                     operationID: UUID(), parentID: parent, name: component, kind: .folder,
-                    attributes: ReplicatedAttributes(uid: getuid(), gid: getgid(), mode: 0o755, createdNs: now, modifiedNs: now,
+                    attributes: ReplicatedAttributes(ownerID: getuid(), groupID: getgid(), posixPermissions: 0o755, creationTime: now,
+                                                     modificationTime: now,
                                                      types: [ContentType.folder.identifier] + ContentTypeRegistry.standard.supertypes(of: .folder).map(\.identifier)))
                 made[path] = applied.itemID
             }

@@ -51,9 +51,11 @@ final class RemoteDatabaseTests: XCTestCase {
         }
     }
 
-    func attributes(mode: UInt32 = 0o644) -> ReplicatedAttributes {
-        ReplicatedAttributes(uid: 1000, gid: 1000, mode: mode, createdNs: 1_700_000_000_123_456_789,
-                             modifiedNs: 1_700_000_001_987_654_321, tags: ["red", "work"])
+    func attributes(mode: UInt16 = 0o644) -> ReplicatedAttributes {
+        ReplicatedAttributes(ownerID: 1000, groupID: 1000, posixPermissions: mode,
+                             creationTime: FileTime(totalNanoseconds: 1_700_000_000_123_456_789),
+                             modificationTime: FileTime(totalNanoseconds: 1_700_000_001_987_654_321),
+                             tagData: Data("red,work".utf8))
     }
 
     func testMigrationIsVersionedIdempotentAndRefusesANewerSchema() async throws {
@@ -188,16 +190,16 @@ final class RemoteDatabaseTests: XCTestCase {
                                                attributes: attributes(), content: a)
             let op = UUID()
             let v2 = try await db.newContentVersion(operationID: op, itemID: file.itemID, expectedVersion: 1,
-                                                    content: b, modifiedNs: 5)
+                                                    content: b, modificationTime: FileTime(totalNanoseconds: 5))
             XCTAssertEqual(v2.contentVersion, 2)
             let replay = try await db.newContentVersion(operationID: op, itemID: file.itemID, expectedVersion: 1,
-                                                        content: b, modifiedNs: 5)
+                                                        content: b, modificationTime: FileTime(totalNanoseconds: 5))
             XCTAssertTrue(replay.replayed)
             XCTAssertEqual(replay.contentVersion, 2)
             // Another writer that still thinks version 1 is current loses.
             do {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: file.itemID, expectedVersion: 1,
-                                                   content: c, modifiedNs: 6)
+                                                   content: c, modificationTime: FileTime(totalNanoseconds: 6))
                 XCTFail("the compare-and-swap let a stale writer through")
             } catch let error as RemoteError {
                 XCTAssertEqual(error, .versionConflict(itemID: file.itemID, expected: 1, current: 2))
@@ -209,7 +211,8 @@ final class RemoteDatabaseTests: XCTestCase {
             XCTAssertEqual(item?.modificationTime.totalNanoseconds, 5)
             do {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: 999_999, expectedVersion: 1,
-                                                   content: try await db.recordedContent("empty", size: 0), modifiedNs: 0)
+                                                   content: try await db.recordedContent("empty", size: 0),
+                                                   modificationTime: FileTime(totalNanoseconds: 0))
                 XCTFail("a version of no item")
             } catch let error as RemoteError {
                 XCTAssertEqual(error, .notFound(itemID: 999_999))
@@ -297,7 +300,7 @@ final class RemoteDatabaseTests: XCTestCase {
             let f = try await db.createItem(operationID: UUID(), parentID: d.itemID, name: "f", kind: .file, attributes: attributes())
             expected.append((.create, f.itemID))
             _ = try await db.newContentVersion(operationID: UUID(), itemID: f.itemID, expectedVersion: 1,
-                                               content: try await db.recordedContent("k2", size: 9), modifiedNs: 1)
+                                               content: try await db.recordedContent("k2", size: 9), modificationTime: FileTime(totalNanoseconds: 1))
             expected.append((.content, f.itemID))
             _ = try await db.moveItem(operationID: UUID(), itemID: f.itemID, toParentID: root, name: "f2")
             expected.append((.move, f.itemID))

@@ -10,7 +10,9 @@ import XCTest
 /// (from a replica that never saw them) passes it the oldest. Version 13: one name trashed and
 /// restored alone, every field checked. Against the PostgreSQL `make test` starts.
 final class ServerNameTests: XCTestCase {
-    let attributes = ReplicatedAttributes(uid: 1000, gid: 1000, mode: 0o644, createdNs: 1, modifiedNs: 1)
+    let attributes = ReplicatedAttributes(ownerID: 1000, groupID: 1000, posixPermissions: 0o644,
+                                          creationTime: FileTime(totalNanoseconds: 1),
+                                          modificationTime: FileTime(totalNanoseconds: 1))
 
     func link(_ db: RemoteDatabase, _ item: Int64, _ parent: Int64, _ name: String) async throws -> AppliedChange {
         try await db.applyOne(RemoteOperation(id: UUID(), .link(item: .item(item), parent: .item(parent), name: name)))

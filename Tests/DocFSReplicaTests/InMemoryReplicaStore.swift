@@ -75,7 +75,9 @@ final class InMemoryReplicaStore: ReplicaStore {
                                       modificationTime: FileTime(totalNanoseconds: now))
         }
         append(.create, row: row, parent: parent, name: name, bytes: Int64(text?.utf8.count ?? 0),
-               details: OutboxDetails(kind: kind, newItem: ReplicatedAttributes(mode: 0o644, createdNs: now, modifiedNs: now)))
+               details: OutboxDetails(kind: kind, newItem: ReplicatedAttributes(posixPermissions: 0o644,
+                                                                                creationTime: FileTime(totalNanoseconds: now),
+                                                                                modificationTime: FileTime(totalNanoseconds: now))))
         return row
     }
 
@@ -277,9 +279,9 @@ final class InMemoryReplicaStore: ReplicaStore {
         if let file = contentFile { try? FileManager.default.copyItem(atPath: file, toPath: self.contentFile(server.row).path) }
     }
 
-    func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, createdNs: Int64)] {
+    func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, creationTime: FileTime)] {
         state.withLock { s in
-            s.items.filter { ReplicaRows.isPermanent($0.key) }.mapValues { ($0.kind, $0.creationTime.totalNanoseconds) }
+            s.items.filter { ReplicaRows.isPermanent($0.key) }.mapValues { ($0.kind, $0.creationTime) }
         }
     }
 

@@ -304,9 +304,9 @@ final class InMemoryServer: ReplicaServer {
         case let .create(parent, name, kind, attributes, content):
             return try await create(operationID: id, parentID: try resolve(parent), name: name, kind: kind, attributes: attributes,
                                     content: content)
-        case let .content(item, expectedVersion, content, modifiedNs):
+        case let .content(item, expectedVersion, content, modificationTime):
             return try await newContent(operationID: id, itemID: try resolve(item), expectedVersion: expectedVersion, content: content,
-                                        modifiedNs: modifiedNs)
+                                        modificationTime: modificationTime)
         case let .move(item, toParent, name, expectedParentID, expectedName, types):
             return try await move(operationID: id, itemID: try resolve(item), toParentID: try resolve(toParent), name: name,
                                   expectedParentID: expectedParentID, expectedName: expectedName, types: types)
@@ -458,19 +458,20 @@ final class InMemoryServer: ReplicaServer {
             if let content, let hash = content.sha256 { s.hashes[content.key] = hash }
             let free = Self.freeName(s, name, isFolder: kind == .folder, parent: parentID, except: nil)
             s.items[id] = ServerItem(id: id, parentID: parentID, name: free, kind: kind, size: content?.size ?? 0,
-                                     creationTime: FileTime(totalNanoseconds: attributes.createdNs),
-                                     modificationTime: FileTime(totalNanoseconds: attributes.modifiedNs),
+                                     creationTime: attributes.creationTime,
+                                     modificationTime: attributes.modificationTime,
                                      changeTime: FileTime(totalNanoseconds: position),
-                                     accessTime: FileTime(totalNanoseconds: attributes.modifiedNs), ownerID: attributes.uid,
-                                     groupID: attributes.gid, posixPermissions: UInt16(attributes.mode & 0o7777),
-                                     tagData: ServerTags.data(attributes.tags), symlinkTargetPath: attributes.symlinkTarget,
+                                     accessTime: attributes.modificationTime, ownerID: attributes.ownerID,
+                                     groupID: attributes.groupID, posixPermissions: attributes.posixPermissions & 0o7777,
+                                     tagData: ServerTags.data(ServerTags.array(attributes.tagData)),
+                                     symlinkTargetPath: attributes.symlinkTargetPath,
                                      contentKey: content?.key)
             return (id, free)
         }
     }
 
     private func newContent(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
-                            modifiedNs: Int64) async throws -> AppliedChange {
+                            modificationTime: FileTime) async throws -> AppliedChange {
         await pauseIfHeld("newContentVersion")
         return try apply("newContentVersion", operationID, .content, target: itemID) { s, position in
             var item = try Self.live(s, itemID)
@@ -483,7 +484,7 @@ final class InMemoryServer: ReplicaServer {
             if let hash = content.sha256 { s.hashes[content.key] = hash }
             item.contentVersion += 1
             item.metadataVersion += 1
-            item.modificationTime = FileTime(totalNanoseconds: modifiedNs)
+            item.modificationTime = modificationTime
             item.changeTime = FileTime(totalNanoseconds: position)
             s.items[itemID] = item
             return (itemID, item.name)

@@ -15,7 +15,9 @@ final class ServerRowCheckTests: ReplicaTestCase {
         let key = "tree/objects/\(UUID().uuidString.lowercased())"
         objects.put(key, text)
         return try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: name, kind: .file,
-                                           attributes: ReplicatedAttributes(mode: 0o644, createdNs: 42, modifiedNs: 42),
+                                           attributes: ReplicatedAttributes(posixPermissions: 0o644,
+                                                                            creationTime: FileTime(totalNanoseconds: 42),
+                                                                            modificationTime: FileTime(totalNanoseconds: 42)),
                                            content: RemoteContent(key: key, size: Int64(text.utf8.count))).itemID
     }
 

@@ -102,7 +102,8 @@ final class SyncEngineTests: ReplicaTestCase {
         engine = nil
         objects.put("tree/objects/theirs", "theirs")
         _ = try await server.newContentVersion(operationID: UUID(), itemID: id, expectedVersion: 1,
-                                               content: RemoteContent(key: "tree/objects/theirs", size: 6), modifiedNs: 1)
+                                               content: RemoteContent(key: "tree/objects/theirs", size: 6),
+                                               modificationTime: FileTime(totalNanoseconds: 1))
         return try await modify(try store.item(for: file.identifier), "mine")
     }
 
@@ -210,10 +211,14 @@ final class SyncEngineTests: ReplicaTestCase {
     func testAnotherReplicasChangesArriveAndDownloadWhenOpened() async throws {
         startEngine()
         let folder = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "shared", kind: .folder,
-                                                 attributes: ReplicatedAttributes(mode: 0o755, createdNs: 1, modifiedNs: 1), content: nil)
+                                                 attributes: ReplicatedAttributes(posixPermissions: 0o755,
+                                                                                  creationTime: FileTime(totalNanoseconds: 1),
+                                                                                  modificationTime: FileTime(totalNanoseconds: 1)), content: nil)
         objects.put("tree/objects/report", "from elsewhere")
         _ = try await server.createItem(operationID: UUID(), parentID: folder.itemID, name: "report.txt", kind: .file,
-                                        attributes: ReplicatedAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1),
+                                        attributes: ReplicatedAttributes(posixPermissions: 0o644,
+                                                                         creationTime: FileTime(totalNanoseconds: 1),
+                                                                         modificationTime: FileTime(totalNanoseconds: 1)),
                                         content: RemoteContent(key: "tree/objects/report", size: 14))
         try await waitUntil("the file is listed here") {
             let shared = try? store.childItem(named: "shared", in: .rootContainer)
@@ -254,7 +259,9 @@ extension SyncEngineTests {
         objects.put("tree/objects/report", "from elsewhere")
         let hash = DownloadVerifier.sha256(ofFileAt: try staged("probe2", "from elsewhere").path)
         _ = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "report.txt", kind: .file,
-                                        attributes: ReplicatedAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1),
+                                        attributes: ReplicatedAttributes(posixPermissions: 0o644,
+                                                                         creationTime: FileTime(totalNanoseconds: 1),
+                                                                         modificationTime: FileTime(totalNanoseconds: 1)),
                                         content: RemoteContent(key: "tree/objects/report", size: 14, sha256: hash))
         try await waitUntil("the file is listed here") { (try? store.childItem(named: "report.txt", in: .rootContainer)) != nil }
         objects.put("tree/objects/report", "from nowhere!!")   // same size, other bytes
@@ -418,7 +425,8 @@ extension SyncEngineTests {
     /// The in-memory server refuses what the real one's name checks refuse.
     func testTheInMemoryServerChecksNamesAsTheRealOne() async throws {
         let root = InMemoryServer.rootID
-        let attributes = ReplicatedAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1)
+        let attributes = ReplicatedAttributes(posixPermissions: 0o644, creationTime: FileTime(totalNanoseconds: 1),
+                                              modificationTime: FileTime(totalNanoseconds: 1))
         let folder = try await server.createItem(operationID: UUID(), parentID: root, name: "f", kind: .folder, attributes: attributes)
         let file = try await server.createItem(operationID: UUID(), parentID: root, name: "a", kind: .file, attributes: attributes)
         func refused(_ change: RemoteOperation.Change, _ what: String) async {

@@ -100,20 +100,20 @@ extension RemoteDatabase: OperationApplier {
                 setParent(parent)
                 self.name = name
                 item_kind = kind.storedName
-                uid = attributes.uid
-                gid = attributes.gid
-                mode = attributes.mode & 0o7777
-                created_ns = attributes.createdNs
-                modified_ns = attributes.modifiedNs
-                tags = attributes.tags
+                uid = attributes.ownerID
+                gid = attributes.groupID
+                mode = UInt32(attributes.posixPermissions) & 0o7777
+                created_ns = attributes.creationTime.totalNanoseconds
+                modified_ns = attributes.modificationTime.totalNanoseconds
+                tags = ServerTags.array(attributes.tagData)
                 types = attributes.types
-                symlink_target = attributes.symlinkTarget
+                symlink_target = attributes.symlinkTargetPath
                 setContent(content)
-            case let .content(item, expectedVersion, content, modifiedNs):
+            case let .content(item, expectedVersion, content, modificationTime):
                 setItem(item)
                 expected_version = expectedVersion
                 setContent(content)
-                modified_ns = modifiedNs
+                modified_ns = modificationTime.totalNanoseconds
             case let .move(item, toParent, name, expectedParentID, expectedName, types):
                 setItem(item)
                 setParent(toParent)

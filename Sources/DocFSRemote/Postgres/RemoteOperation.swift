@@ -15,7 +15,7 @@ package struct RemoteOperation: Sendable, Equatable {
     package enum Change: Sendable, Equatable {
         case create(parent: Target, name: String, kind: ItemKind, attributes: ReplicatedAttributes, content: RemoteContent?)
         /// A new content version if the file is still at `expectedVersion` (compare-and-swap).
-        case content(item: Target, expectedVersion: Int64, content: RemoteContent, modifiedNs: Int64)
+        case content(item: Target, expectedVersion: Int64, content: RemoteContent, modificationTime: FileTime)
         /// With where the replica saw it (`expectedParentID`, `expectedName`), a move made
         /// elsewhere first wins (`RemoteError.movedElsewhere`).
         case move(item: Target, toParent: Target, name: String, expectedParentID: Int64?, expectedName: String?, types: [String]?)
@@ -83,9 +83,9 @@ extension OperationApplier {
     }
 
     package func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
-                                   modifiedNs: Int64) async throws -> AppliedChange {
+                                   modificationTime: FileTime) async throws -> AppliedChange {
         try await applyOne(RemoteOperation(id: operationID, .content(item: .item(itemID), expectedVersion: expectedVersion,
-                                                                     content: content, modifiedNs: modifiedNs)))
+                                                                     content: content, modificationTime: modificationTime)))
     }
 
     package func moveItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, expectedParentID: Int64? = nil,

@@ -159,11 +159,11 @@ package struct IncomingApply {
     static func sameAsServer(_ local: ReplicaNode, _ item: ServerItem, kind: ItemKind, at place: ReplicaPlace) -> Bool {
         local.parent == place.parentRow && local.name.utf8.elementsEqual(place.name.utf8)
             && local.ownerID == item.ownerID && local.groupID == item.groupID
-            && (kind == .symlink || local.permissions == item.posixPermissions & 0o7777)
-            && local.created == item.creationTime
-            && (kind == .folder || local.modified == item.modificationTime)
+            && (kind == .symlink || local.posixPermissions == item.posixPermissions & 0o7777)
+            && local.creationTime == item.creationTime
+            && (kind == .folder || local.modificationTime == item.modificationTime)
             && local.tagData == item.tagData && local.favoriteRank == item.favoriteRank
-            && (kind != .symlink || local.symlinkTarget == item.symlinkTargetPath)
+            && (kind != .symlink || local.symlinkTargetPath == item.symlinkTargetPath)
             && local.trashedFrom == place.trashedFrom
     }
 

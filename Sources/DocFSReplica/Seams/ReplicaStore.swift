@@ -81,7 +81,7 @@ package protocol ReplicaStore: OnDemandStore {
     /// contents downloaded already (nil: fetched when first opened).
     func addServerItem(_ server: ServerItem, contentFile: String?) throws(ProviderError)
     /// Items this replica had from the server, with what tells a restored server's rows apart.
-    func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, createdNs: Int64)]
+    func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, creationTime: FileTime)]
     func permanentRows() throws(ProviderError) -> [Int64]
     /// Makes an item a restored server lost again, as a new item of this replica's (sent like any
     /// other): named `name` in the folder at `folder` (names from the root). `RestoredItems` asks.

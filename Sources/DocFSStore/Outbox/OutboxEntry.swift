@@ -116,9 +116,12 @@ extension OutboxDetails: Codable {
         let tagData = try c.decodeIfPresent(Data.self, forKey: .tagData)
         let tagsChanged = try c.decodeIfPresent(Bool.self, forKey: .tagsChanged)
         if kind != nil {
-            newItem = ReplicatedAttributes(uid: uid ?? 0, gid: gid ?? 0, mode: mode ?? 0o644, createdNs: createdNs ?? 0,
-                                           modifiedNs: modifiedNs ?? 0, tags: ServerTags.array(tagData),
-                                           symlinkTarget: try c.decodeIfPresent(String.self, forKey: .symlinkTarget),
+            newItem = ReplicatedAttributes(ownerID: uid ?? 0, groupID: gid ?? 0,
+                                           posixPermissions: UInt16(truncatingIfNeeded: mode ?? 0o644) & 0o7777,
+                                           creationTime: FileTime(totalNanoseconds: createdNs ?? 0),
+                                           modificationTime: FileTime(totalNanoseconds: modifiedNs ?? 0),
+                                           tagData: tagData,
+                                           symlinkTargetPath: try c.decodeIfPresent(String.self, forKey: .symlinkTarget),
                                            types: try c.decodeIfPresent([String].self, forKey: .types))
         } else {
             changes.ownerID = uid
@@ -143,18 +146,18 @@ extension OutboxDetails: Codable {
         var c = encoder.container(keyedBy: Key.self)
         try c.encodeIfPresent(kind, forKey: .kind)
         if let newItem {
-            try c.encode(newItem.uid, forKey: .uid)
-            try c.encode(newItem.gid, forKey: .gid)
-            try c.encode(newItem.mode, forKey: .mode)
-            try c.encode(newItem.createdNs, forKey: .createdNs)
-            try c.encode(newItem.modifiedNs, forKey: .modifiedNs)
-            // The server's words joined as the provider keeps tags: `ServerTags.array` reads
-            // back the same words (bytes that were not UTF-8 as their one "base64:" word).
-            if !newItem.tags.isEmpty {
-                try c.encode(Data(newItem.tags.joined(separator: ",").utf8), forKey: .tagData)
+            try c.encode(newItem.ownerID, forKey: .uid)
+            try c.encode(newItem.groupID, forKey: .gid)
+            try c.encode(UInt32(newItem.posixPermissions), forKey: .mode)
+            try c.encode(newItem.creationTime.totalNanoseconds, forKey: .createdNs)
+            try c.encode(newItem.modificationTime.totalNanoseconds, forKey: .modifiedNs)
+            // The tags as the provider keeps them: `ServerTags.array` reads the server's words
+            // from them (bytes that are not UTF-8 as their one "base64:" word).
+            if let tagData = newItem.tagData, !ServerTags.array(tagData).isEmpty {
+                try c.encode(tagData, forKey: .tagData)
                 try c.encode(true, forKey: .tagsChanged)
             }
-            try c.encodeIfPresent(newItem.symlinkTarget, forKey: .symlinkTarget)
+            try c.encodeIfPresent(newItem.symlinkTargetPath, forKey: .symlinkTarget)
             try c.encodeIfPresent(newItem.types, forKey: .types)
         } else {
             try c.encodeIfPresent(changes.ownerID, forKey: .uid)

@@ -27,10 +27,9 @@ enum OutboxPlanner {
         if let named = new.linkOf { return planName(old: old, new: new, of: named, parent: parent) }
         let item = new.item
         guard let old else {
-            let newItem = ReplicatedAttributes(uid: item.ownerID, gid: item.groupID, mode: UInt32(item.posixPermissions),
-                                               createdNs: item.creationTime.totalNanoseconds,
-                                               modifiedNs: item.modificationTime.totalNanoseconds,
-                                               tags: ServerTags.array(item.tagData), symlinkTarget: item.symlinkTargetPath)
+            let newItem = ReplicatedAttributes(ownerID: item.ownerID, groupID: item.groupID, posixPermissions: item.posixPermissions,
+                                               creationTime: item.creationTime, modificationTime: item.modificationTime,
+                                               tagData: item.tagData, symlinkTargetPath: item.symlinkTargetPath)
             var details = OutboxDetails(kind: kind, newItem: newItem, contentVersion: item.itemVersion.contentVersion)
             if let rank = item.favoriteRank { details.changes.favoriteRank = .some(rank) }
             return [Planned(kind: .create, row: new.row, parent: parent, name: item.filename,

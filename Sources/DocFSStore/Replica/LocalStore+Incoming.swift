@@ -255,16 +255,16 @@ extension LocalStore {
     /// The kind and creation time of each item under a server identifier: what a restored server's
     /// item with the same identifier must agree with to be the same item (names and contents
     /// change; a birth does not).
-    package func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, createdNs: Int64)] {
-        try write { (database) throws(ProviderError) -> [Int64: (kind: ItemKind, createdNs: Int64)] in
+    package func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, creationTime: FileTime)] {
+        try write { (database) throws(ProviderError) -> [Int64: (kind: ItemKind, creationTime: FileTime)] in
             try flushJournal(database)
             do {
                 return try database.inDatabase { db in
-                    var out: [Int64: (kind: ItemKind, createdNs: Int64)] = [:]
+                    var out: [Int64: (kind: ItemKind, creationTime: FileTime)] = [:]
                     let rows = try Row.fetchCursor(db, sql: "SELECT id, kind, created FROM item WHERE id > ? AND id < ?",
                                                    arguments: [Self.trashRow, Self.temporaryRowBase])
                     while let row = try rows.next() {
-                        out[row[0]] = (ItemKind(rawValue: UInt8(clamping: row[1] as Int)) ?? .file, row[2])
+                        out[row[0]] = (ItemKind(rawValue: UInt8(clamping: row[1] as Int)) ?? .file, FileTime(totalNanoseconds: row[2]))
                     }
                     return out
                 }
