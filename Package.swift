@@ -36,12 +36,15 @@ let package = Package(
         .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
         // The provider vocabulary: items, capabilities, content types, errors, the Provider protocol.
         .target(name: "DocFSProvider"),
+        // What a replica's store and the server client exchange (the server's item, an attribute
+        // change, a new item's attributes): both see this module and neither sees the other.
+        .target(name: "DocFSWire", dependencies: ["DocFSProvider"]),
         // Content-type detection: the freedesktop shared-mime-info database (globs, magic) mapped
         // to UTType-style identifiers. Pure Swift, no FUSE.
         .target(name: "DocFSContentTypes", dependencies: ["DocFSProvider"]),
         // The embedded default provider: SQLite metadata (GRDB) + content files, layout (Yams).
         .target(name: "DocFSStore", dependencies: [
-            "DocFSProvider", "DocFSContentTypes",
+            "DocFSProvider", "DocFSWire", "DocFSContentTypes",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Yams", package: "Yams"),
             .product(name: "Logging", package: "swift-log"),
@@ -51,7 +54,7 @@ let package = Package(
         // The server side of a remote replica: an S3 client with our own Signature V4, and the
         // PostgreSQL schema and operations (items, versions, change log, upload intents).
         .target(name: "DocFSRemote", dependencies: [
-            "DocFSProvider",
+            "DocFSProvider", "DocFSWire",
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Crypto", package: "swift-crypto"),
@@ -66,7 +69,7 @@ let package = Package(
         // changes, conflicts, items set aside, downloads of contents on demand, S3 credentials,
         // `docfs init --remote`, `docfs remote setup` and `docfs remote gc`.
         .target(name: "DocFSReplica", dependencies: [
-            "DocFSStore", "DocFSRemote", "DocFSProvider",
+            "DocFSStore", "DocFSRemote", "DocFSProvider", "DocFSWire",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "SystemPackage", package: "swift-system"),
             .product(name: "Crypto", package: "swift-crypto"),
@@ -124,18 +127,18 @@ let package = Package(
         ]),
         .testTarget(name: "DocFSProviderTests", dependencies: ["DocFSProvider"]),
         .testTarget(name: "DocFSContentTypesTests", dependencies: ["DocFSContentTypes", "DocFSProvider"]),
-        .testTarget(name: "DocFSStoreTests", dependencies: ["DocFSStore", "DocFSProvider"]),
+        .testTarget(name: "DocFSStoreTests", dependencies: ["DocFSStore", "DocFSProvider", "DocFSWire"]),
         .testTarget(name: "DocFSMemoryTests", dependencies: ["DocFSMemory", "DocFSProvider"]),
         // Signer unit tests (AWS's published examples) and integration tests against the PostgreSQL
         // and moto servers `make test` starts (skipped without DOCFS_TEST_PG_URL / DOCFS_TEST_S3_ENDPOINT).
         .testTarget(name: "DocFSRemoteTests", dependencies: [
-            "DocFSRemote", "DocFSProvider",
+            "DocFSRemote", "DocFSProvider", "DocFSWire",
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The sync engine against an in-memory server and object store (no PostgreSQL, no S3).
         .testTarget(name: "DocFSReplicaTests", dependencies: [
-            "DocFSReplica", "DocFSStore", "DocFSRemote", "DocFSProvider", "DocFSTesting",
+            "DocFSReplica", "DocFSStore", "DocFSRemote", "DocFSProvider", "DocFSWire", "DocFSTesting",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "SystemPackage", package: "swift-system"),
             .product(name: "Crypto", package: "swift-crypto"),

@@ -164,7 +164,7 @@ package final class Bridge: @unchecked Sendable {
         let session = node.sessionLock.withLock { _ in node.session }
         guard let session else { return nil }
         let copyIn = inodes.copyIn(of: node)
-        let owner = copyIn?.ownership ?? Ownership(owner: getuid(), group: getgid(), mode: 0o644, isDirectory: false)
+        let owner = copyIn?.ownership ?? Ownership(ownerID: getuid(), groupID: getgid(), posixPermissions: 0o644, isDirectory: false)
         return attributes.stat(ofStaged: session.status(), ino: node.ino, owner: owner, accessTime: copyIn?.attributes.accessTime)
     }
 

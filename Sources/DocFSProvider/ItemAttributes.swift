@@ -1,3 +1,5 @@
+import struct Foundation.Data
+
 /// The attributes a new item starts with: who made it and what it asked for, as the bridge
 /// knows them when a program creates a file, folder, link, FIFO or socket (the fields of the
 /// item template that NSFileProviderReplicatedExtension's createItem receives).
@@ -41,9 +43,11 @@ public struct NewItemAttributes: Hashable, Sendable {
     }
 }
 
-/// A change of attributes (chmod, chown, chgrp, utimensat): nil fields stay as they are. The
-/// bridge has checked who may make it (Linux's rules, `OwnershipRules`); the provider stores it
-/// and moves the change time.
+/// A change of attributes: nil fields stay as they are. The one shape of it: the bridge's chmod,
+/// chown, chgrp and utimensat (checked against Linux's rules, `OwnershipRules`; the provider
+/// stores it and moves the change time), and a replica's, as its outbox records it and its server
+/// client sends it (`uid`, `mode` and nanoseconds are only their keys), which may also carry the
+/// birth time, the tags and the favourite rank (`setTagData`, `setFavoriteRank`).
 public struct AttributeChanges: Hashable, Sendable {
     /// New permission bits, set-ID and sticky included (chmod).
     public var posixPermissions: UInt16?
@@ -55,19 +59,30 @@ public struct AttributeChanges: Hashable, Sendable {
     public var modificationTime: FileTime?
     /// New access time (utimensat, `touch -a`).
     public var accessTime: FileTime?
+    /// New birth time (a replica's; never the bridge's).
+    public var creationTime: FileTime?
+    /// New tags; `.some(nil)` removes them (a replica's; the bridge's go through `setTagData`).
+    public var tagData: Data??
+    /// New favourite rank; `.some(nil)` removes it (a replica's; the bridge's go through `setFavoriteRank`).
+    public var favoriteRank: Int64??
 
     public init(posixPermissions: UInt16? = nil, ownerID: UInt32? = nil, groupID: UInt32? = nil,
-                modificationTime: FileTime? = nil, accessTime: FileTime? = nil) {
+                modificationTime: FileTime? = nil, accessTime: FileTime? = nil, creationTime: FileTime? = nil,
+                tagData: Data?? = nil, favoriteRank: Int64?? = nil) {
         self.posixPermissions = posixPermissions.map { $0 & 0o7777 }
         self.ownerID = ownerID
         self.groupID = groupID
         self.modificationTime = modificationTime
         self.accessTime = accessTime
+        self.creationTime = creationTime
+        self.tagData = tagData
+        self.favoriteRank = favoriteRank
     }
 
     /// True when nothing changes.
     public var isEmpty: Bool {
         posixPermissions == nil && ownerID == nil && groupID == nil && modificationTime == nil && accessTime == nil
+            && creationTime == nil && tagData == nil && favoriteRank == nil
     }
 
     /// Applies the change to an item value (what a provider stores).
@@ -77,5 +92,8 @@ public struct AttributeChanges: Hashable, Sendable {
         if let groupID { item.groupID = groupID }
         if let modificationTime { item.modificationTime = modificationTime }
         if let accessTime { item.accessTime = accessTime }
+        if let creationTime { item.creationTime = creationTime }
+        if let tagData { item.tagData = tagData }
+        if let favoriteRank { item.favoriteRank = favoriteRank }
     }
 }

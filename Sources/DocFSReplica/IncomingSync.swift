@@ -3,6 +3,7 @@ import Logging
 import Synchronization
 import SystemPackage
 import DocFSProvider
+import DocFSWire
 import DocFSRemote
 import DocFSStore
 
@@ -223,7 +224,7 @@ actor IncomingSync {
                 guard !batch.isEmpty else { continue }
                 for item in try await database.items(batch) {
                     guard let mine = local[item.id] else { continue }
-                    if mine.kind != item.kind || mine.createdNs != item.createdNs { lost.insert(item.id) }
+                    if mine.kind != item.kind || mine.creationTime != item.creationTime { lost.insert(item.id) }
                 }
             }
             if !lost.isEmpty {
@@ -278,17 +279,15 @@ actor IncomingSync {
 
     /// Removes these items here, as deletions from the server (children before their folders).
     private func forget(_ rows: [Int64]) throws -> Int {
-        let gone = rows.map { IncomingItem(row: $0, parentRow: 1, name: "", kind: .file, uid: 0, gid: 0, mode: 0,
-                                                       createdNs: 0, modifiedNs: 0, tagData: nil, favoriteRank: nil,
-                                                       symlinkTarget: nil, size: 0, contentVersion: 0, contentKey: nil,
-                                                       trashed: false, deleted: true) }
+        let gone = rows.map { ServerItem(id: $0, parentID: ReplicaRows.root, name: "", kind: .file, posixPermissions: 0,
+                                         contentVersion: 0, deleted: true) }
         return try store.applyIncoming(gone, contents: [:]).applied
     }
 
     /// The files among `items` whose contents this replica fetches before applying them: in a
     /// pinned folder (or pinned themselves), new here or at another content version, with no
     /// change of this replica waiting. Other files arrive as metadata and download when opened.
-    func contentsNeeded(_ items: [IncomingItem]) -> [IncomingItem] {
+    func contentsNeeded(_ items: [ServerItem]) -> [ServerItem] {
         let pinned = items.filter { item in
             item.kind == .file && !item.deleted && !item.trashed && item.contentKey != nil
                 && (store.isPinnedRow(item.row) || store.isPinnedRow(item.parentRow))
@@ -338,7 +337,7 @@ actor IncomingSync {
 
     /// The rows that pass `ServerRowChecks`. A refused one is set aside with one log line (once
     /// per rule) and its identifier remembered; a good row for it later applies.
-    private func checked(_ rows: [RemoteItem]) -> [RemoteItem] {
+    private func checked(_ rows: [ServerItem]) -> [ServerItem] {
         rows.filter { row in
             guard row.id != rootID else { return true }
             guard let problem = ServerRowChecks.item(row, rootID: rootID, prefix: prefix) else {
@@ -354,25 +353,23 @@ actor IncomingSync {
     }
 
     /// The server's item as the store takes it (the root is row 1); nil for the root itself.
-    func incoming(_ item: RemoteItem) -> IncomingItem? {
+    func incoming(_ item: ServerItem) -> ServerItem? {
         guard let parent = item.parentID else { return nil }
         let kind = item.kind
-        let sent = UInt16(item.mode & 0o7777)
+        let sent = item.posixPermissions & 0o7777
         let mode = SetIDBits.applied(sent, kind: kind, keep: keepsSetID.load(ordering: .relaxed))
         if mode != sent, !item.deleted {
-            logger.warning("sync: cleared the set-user-ID/set-group-ID bits of the server's item \(item.id) (\(String(reflecting: String(item.name.prefix(64)))), mode \(String(sent, radix: 8)) from the server, uid \(item.uid)): set-ID bits from other replicas are kept only on a mount with -o suid")
+            logger.warning("sync: cleared the set-user-ID/set-group-ID bits of the server's item \(item.id) (\(String(reflecting: String(item.name.prefix(64)))), mode \(String(sent, radix: 8)) from the server, uid \(item.ownerID)): set-ID bits from other replicas are kept only on a mount with -o suid")
         }
-        return IncomingItem(
-            row: item.id, parentRow: parent == rootID ? ReplicaRows.root : parent, name: item.name, kind: kind,
-            uid: item.uid, gid: item.gid, mode: mode, createdNs: item.createdNs, modifiedNs: item.modifiedNs,
-            tagData: ServerTags.data(item.tags), favoriteRank: item.favoriteRank, symlinkTarget: item.symlinkTarget,
-            size: item.size, contentVersion: item.contentVersion, contentKey: item.contentKey,
-            trashed: item.trashedNs != nil, deleted: item.deleted, linkOf: item.linkOf)
+        var taken = item
+        taken.parentID = parent == rootID ? ReplicaRows.root : parent
+        taken.posixPermissions = mode
+        return taken
     }
 
     /// Downloads contents into the store's staging folder, four at a time; paths by row, and the
     /// rows whose manifests were refused (`ServerRowChecks`), with the rule.
-    private func download(_ items: [IncomingItem]) async throws -> ([Int64: String], [Int64: String]) {
+    private func download(_ items: [ServerItem]) async throws -> ([Int64: String], [Int64: String]) {
         guard !items.isEmpty else { return ([:], [:]) }
         let staging = store.stagingDirectory.path
         let bucket = self.bucket

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import SystemPackage
 import DocFSProvider
+import DocFSWire
 import DocFSRemote
 import DocFSStore
 
@@ -90,33 +91,26 @@ package enum ReplicaBootstrap {
                          witness: UUID?, summary: inout Summary, progress: (@Sendable (Summary) -> Void)?) async throws {
         var folders: [(serverID: Int64, row: Int64)] = [(rootID, ReplicaRows.root)]
         // Further names of files (hard links) once every item is here.
-        var names: [IncomingItem] = []
+        var names: [ServerItem] = []
         while let (serverID, row) = folders.popLast() {
-            for item in try await database.children(of: serverID) {
-                if let named = item.linkOf {
-                    names.append(IncomingItem(
-                        row: item.id, parentRow: row, name: item.name, kind: item.kind, uid: item.uid, gid: item.gid,
-                        mode: SetIDBits.applied(UInt16(item.mode & 0o7777), kind: item.kind, keep: false), createdNs: item.createdNs, modifiedNs: item.modifiedNs, tagData: nil,
-                        favoriteRank: nil, symlinkTarget: item.symlinkTarget, size: 0, contentVersion: item.contentVersion,
-                        contentKey: nil, trashed: false, deleted: false, linkOf: named))
+            for var item in try await database.children(of: serverID) {
+                // Under its row here, and `docfs init` is no mount: set-ID bits from the server
+                // are never kept (`SetIDBits`).
+                item.parentID = row
+                item.posixPermissions = SetIDBits.applied(item.posixPermissions & 0o7777, kind: item.kind, keep: false)
+                if item.linkOf != nil {
+                    names.append(item)
                     continue
                 }
-                let kind = item.kind
                 if item.kind == .file { summary.bytes += item.size }
-                try store.addServerItem(ServerItem(
-                    row: item.id, parentRow: row, name: item.name, kind: kind, createdNs: item.createdNs,
-                    modifiedNs: item.modifiedNs, uid: item.uid, gid: item.gid,
-                    // `docfs init` is no mount: set-ID bits from the server are never kept (`SetIDBits`).
-                    mode: SetIDBits.applied(UInt16(item.mode & 0o7777), kind: item.kind, keep: false),
-                    symlinkTarget: item.symlinkTarget, contentKey: item.contentKey, size: item.size,
-                    contentVersion: item.contentVersion))
+                try store.addServerItem(item, contentFile: nil)
                 switch item.kind {
                 case .folder:
                     summary.folders += 1
                     folders.append((item.id, item.id))
                 case .file: summary.files += 1
                 case .symlink: summary.links += 1
-                case .fifo, .socket, .characterDevice, .blockDevice: break  // never on a server (`RemoteItem.kind`)
+                case .fifo, .socket, .characterDevice, .blockDevice: break  // never on a server (`ServerItem.kind`)
                 }
                 progress?(summary)
             }
@@ -129,7 +123,7 @@ package enum ReplicaBootstrap {
     /// The layout's folders (and the folders on their paths), made on a server without a tree.
     private static func makeLayoutFolders(_ layout: Layout, rootID: Int64, database: RemoteDatabase) async throws {
         var made: [String: Int64] = ["": rootID]
-        let now = Int64(Date().timeIntervalSince1970 * 1e9)
+        let now = FileTime(totalNanoseconds: Int64(Date().timeIntervalSince1970 * 1e9))
         for folder in layout.folders.sorted(by: { $0.components.count < $1.components.count }) {
             var path = ""
             for component in folder.components {
@@ -138,7 +132,8 @@ package enum ReplicaBootstrap {
                 if made[path] != nil { continue }
                 let applied = try await database.createItem(
                     operationID: UUID(), parentID: parent, name: component, kind: .folder,
-                    attributes: ReplicatedAttributes(uid: getuid(), gid: getgid(), mode: 0o755, createdNs: now, modifiedNs: now,
+                    attributes: ReplicatedAttributes(ownerID: getuid(), groupID: getgid(), posixPermissions: 0o755, creationTime: now,
+                                                     modificationTime: now,
                                                      types: [ContentType.folder.identifier] + ContentTypeRegistry.standard.supertypes(of: .folder).map(\.identifier)))
                 made[path] = applied.itemID
             }

@@ -1,6 +1,7 @@
 import Foundation
 import DocFSRemote
 import DocFSStore
+import DocFSWire
 
 /// What a replica checks in every row the server sends before it uses it: a row this docfs could
 /// not have written (an older server, a hand-edited database) is refused, never applied, and can
@@ -36,7 +37,7 @@ enum ServerRowChecks {
     static func identifier(_ id: Int64) -> Bool { ReplicaRows.isPermanent(id) }
 
     /// An item row (the root is not checked: it is never applied).
-    static func item(_ item: RemoteItem, rootID: Int64?, prefix: String) -> String? {
+    static func item(_ item: ServerItem, rootID: Int64?, prefix: String) -> String? {
         guard identifier(item.id) else { return "the identifier \(item.id) is out of range" }
         // A deleted item only goes: its other fields are not used.
         if item.deleted { return nil }
@@ -52,13 +53,13 @@ enum ServerRowChecks {
         if item.contentVersion < 0 || item.metadataVersion < 0 { return "a version below 0" }
         switch item.kind {
         case .symlink:
-            guard let target = item.symlinkTarget, !target.isEmpty else { return "a symbolic link without a target" }
+            guard let target = item.symlinkTargetPath, !target.isEmpty else { return "a symbolic link without a target" }
             if target.utf8.count > longestTarget { return "a link target of \(target.utf8.count) bytes (\(longestTarget) at most)" }
             if target.utf8.contains(0) { return "a link target with a NUL" }
         case .file:
             if let key = item.contentKey, let problem = contentKey(key, prefix: prefix) { return problem }
         case .folder, .fifo, .socket, .characterDevice, .blockDevice:
-            break  // the server keeps only files, folders and links (`RemoteItem.kind`)
+            break  // the server keeps only files, folders and links (`ServerItem.kind`)
         }
         return nil
     }

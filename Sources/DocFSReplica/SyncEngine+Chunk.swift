@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 import DocFSRemote
 import DocFSStore
 
@@ -213,7 +214,7 @@ extension SyncEngine {
             // Deleted before its upload: nothing to create (its delete is skipped likewise).
             if details.kind == .file, content == nil { return nil }
             // As the outbox recorded it; a create without attributes sends what it always has (0, 0, 0644, times 0).
-            var attributes = details.newItem ?? ReplicatedAttributes(createdNs: 0, modifiedNs: 0)
+            var attributes = details.newItem ?? ReplicatedAttributes(creationTime: FileTime(seconds: 0), modificationTime: FileTime(seconds: 0))
             attributes.types = typeChain(entry.row)
             return RemoteOperation(id: entry.id, .create(parent: try target(parent), name: name, kind: kind,
                                                          attributes: attributes, content: content))
@@ -227,7 +228,7 @@ extension SyncEngine {
             let version = Int64(details.contentVersion ?? 2)
             let base = details.baseVersion.map { Int64($0) } ?? version - 1
             return RemoteOperation(id: entry.id, .content(item: try target(entry.row), expectedVersion: base, content: content,
-                                                          modifiedNs: details.modifiedNs ?? 0))
+                                                          modificationTime: details.changes.modificationTime ?? FileTime(seconds: 0)))
         case .move:
             guard let parent = entry.parent, let name = entry.name else { throw ServerExchangeError.Refused("the outbox entry is incomplete") }
             // Where the replica saw the item: a folder not on the server yet is not checked.
@@ -252,11 +253,7 @@ extension SyncEngine {
             return RemoteOperation(id: entry.id, .delete(item: try target(entry.row),
                                                          expectedContentVersion: details.contentVersion.map { Int64($0) - unsent }))
         case .attributes:
-            let changes = RemoteAttributeChanges(uid: details.uid, gid: details.gid, mode: details.mode, createdNs: details.createdNs,
-                                                 modifiedNs: details.modifiedNs, accessedNs: details.accessedNs,
-                                                 tags: details.tagsChanged == true ? ServerTags.array(details.tagData) : nil,
-                                                 favoriteRank: details.favoriteRankChanged == true ? .some(details.favoriteRank) : nil)
-            return RemoteOperation(id: entry.id, .attributes(item: try target(entry.row), changes: changes))
+            return RemoteOperation(id: entry.id, .attributes(item: try target(entry.row), changes: details.changes))
         case .link:
             guard let parent = entry.parent, let name = entry.name, let named = details.linkOf else {
                 throw ServerExchangeError.Refused("the outbox entry is incomplete")

@@ -3,6 +3,7 @@ import Logging
 import Synchronization
 import SystemPackage
 import DocFSProvider
+import DocFSWire
 import DocFSRemote
 import DocFSStore
 
@@ -386,10 +387,10 @@ package final class SyncEngine: Sendable {
         let row = store.currentRow(entry.row)
         let name = ConflictNames.copy(of: server.name, host: ConflictNames.hostName, date: Date())
         let local = store.item(ofRow: row)
-        let attributes = ReplicatedAttributes(uid: local?.ownerID ?? server.uid, gid: local?.groupID ?? server.gid,
-                                              mode: UInt32(local?.posixPermissions ?? UInt16(server.mode & 0o7777)),
-                                              createdNs: local?.creationTime.totalNanoseconds ?? server.createdNs,
-                                              modifiedNs: entry.details.modifiedNs ?? server.modifiedNs)
+        let attributes = ReplicatedAttributes(ownerID: local?.ownerID ?? server.ownerID, groupID: local?.groupID ?? server.groupID,
+                                              posixPermissions: local?.posixPermissions ?? server.posixPermissions & 0o7777,
+                                              creationTime: local?.creationTime ?? server.creationTime,
+                                              modificationTime: entry.details.changes.modificationTime ?? server.modificationTime)
         let applied = try await database.createItem(operationID: ConflictNames.copyOperation(entry.id), parentID: parentID, name: name,
                                                     kind: .file, attributes: attributes, content: content)
         let parentRow = parentID == rootID ? ReplicaRows.root : parentID

@@ -12,10 +12,10 @@ final class PermissionCheckTests: XCTestCase {
     let root = Caller(uid: 0, gid: 0)
 
     private func file(_ mode: UInt16, owner: UInt32 = 1000, group: UInt32 = 1000) -> Ownership {
-        Ownership(owner: owner, group: group, mode: mode, isDirectory: false)
+        Ownership(ownerID: owner, groupID: group, posixPermissions: mode, isDirectory: false)
     }
     private func folder(_ mode: UInt16, owner: UInt32 = 1000, group: UInt32 = 1000) -> Ownership {
-        Ownership(owner: owner, group: group, mode: mode, isDirectory: true)
+        Ownership(ownerID: owner, groupID: group, posixPermissions: mode, isDirectory: true)
     }
     private func errno(_ body: () throws(ProviderError) -> Void) -> Int32 {
         do { try body(); return 0 } catch { return error.errno }
@@ -106,7 +106,7 @@ final class PermissionCheckTests: XCTestCase {
         XCTAssertEqual(errno { () throws(ProviderError) in _ = try OwnershipRules.chown(file(0o644), owner: 1002, group: nil, by: owner) }, EPERM)
         // Giving it to oneself again is allowed (chown_ok), and so is a group one belongs to.
         XCTAssertEqual(errno { () throws(ProviderError) in _ = try OwnershipRules.chown(file(0o644), owner: 1000, group: nil, by: owner) }, 0)
-        let byMember = Ownership(owner: 1001, group: 1001, mode: 0o644, isDirectory: false)
+        let byMember = Ownership(ownerID: 1001, groupID: 1001, posixPermissions: 0o644, isDirectory: false)
         XCTAssertEqual(try OwnershipRules.chown(byMember, owner: nil, group: 3000, by: member).groupID, 3000)
         XCTAssertEqual(errno { () throws(ProviderError) in _ = try OwnershipRules.chown(byMember, owner: nil, group: 4000, by: member) }, EPERM)
         XCTAssertEqual(errno { () throws(ProviderError) in _ = try OwnershipRules.chown(file(0o644), owner: nil, group: 1000, by: member) }, EPERM)

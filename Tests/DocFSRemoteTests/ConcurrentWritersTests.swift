@@ -1,4 +1,5 @@
 import DocFSProvider
+import DocFSWire
 import DocFSRemote
 import Foundation
 import Logging
@@ -63,7 +64,9 @@ final class ConcurrentWritersTests: XCTestCase {
 
     func folder(_ db: RemoteDatabase, _ parent: Int64, _ name: String) async throws -> Int64 {
         try await db.createItem(operationID: UUID(), parentID: parent, name: name, kind: .folder,
-                                attributes: ReplicatedAttributes(uid: 0, gid: 0, mode: 0o755, createdNs: 1, modifiedNs: 1)).itemID
+                                attributes: ReplicatedAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o755,
+                                                                 creationTime: FileTime(totalNanoseconds: 1),
+                                                                 modificationTime: FileTime(totalNanoseconds: 1))).itemID
     }
 
     /// Waits, with a deadline, until `condition` holds.
@@ -105,7 +108,10 @@ final class ConcurrentWritersTests: XCTestCase {
             let newer = UUID()
             // (Waiting for the held writer, it would fail after the call's 30 s.)
             let committed = try await db.createItem(operationID: newer, parentID: b, name: "newer", kind: .folder,
-                                                    attributes: ReplicatedAttributes(uid: 0, gid: 0, mode: 0o755, createdNs: 1, modifiedNs: 1))
+                                                    attributes: ReplicatedAttributes(ownerID: 0, groupID: 0,
+                                                                                     posixPermissions: 0o755,
+                                                                                     creationTime: FileTime(totalNanoseconds: 1),
+                                                                                     modificationTime: FileTime(totalNanoseconds: 1)))
             XCTAssertFalse(committed.replayed)
 
             // The follower sees the newer change, not the held one, and moves its anchor past it.
@@ -128,7 +134,9 @@ final class ConcurrentWritersTests: XCTestCase {
             XCTAssertEqual(Array(all.suffix(2).map(\.operationID)), [newer, older])
             // A replay answers the position the commit gave.
             let replay = try await db.createItem(operationID: newer, parentID: b, name: "newer", kind: .folder,
-                                                 attributes: ReplicatedAttributes(uid: 0, gid: 0, mode: 0o755, createdNs: 1, modifiedNs: 1))
+                                                 attributes: ReplicatedAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o755,
+                                                                                  creationTime: FileTime(totalNanoseconds: 1),
+                                                                                  modificationTime: FileTime(totalNanoseconds: 1)))
             XCTAssertTrue(replay.replayed)
             XCTAssertEqual(replay.position, all.first { $0.operationID == newer }?.position)
         }
@@ -146,7 +154,9 @@ final class ConcurrentWritersTests: XCTestCase {
             _ = try await held.apply([Self.createFolder(older, parent: a, name: "held")])
             let newer = UUID()
             _ = try await db.createItem(operationID: newer, parentID: b, name: "free", kind: .folder,
-                                        attributes: ReplicatedAttributes(uid: 0, gid: 0, mode: 0o755, createdNs: 1, modifiedNs: 1))
+                                        attributes: ReplicatedAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o755,
+                                                                         creationTime: FileTime(totalNanoseconds: 1),
+                                                                         modificationTime: FileTime(totalNanoseconds: 1)))
             let anchor = try await db.latestPosition()
             try await held.end("COMMIT")
             let later = try await db.changes(since: anchor)

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import DocFSProvider
+import DocFSWire
 import DocFSRemote
 import Foundation
 import Logging
@@ -50,9 +51,11 @@ final class RemoteDatabaseTests: XCTestCase {
         }
     }
 
-    func attributes(mode: UInt32 = 0o644) -> ReplicatedAttributes {
-        ReplicatedAttributes(uid: 1000, gid: 1000, mode: mode, createdNs: 1_700_000_000_123_456_789,
-                             modifiedNs: 1_700_000_001_987_654_321, tags: ["red", "work"])
+    func attributes(mode: UInt16 = 0o644) -> ReplicatedAttributes {
+        ReplicatedAttributes(ownerID: 1000, groupID: 1000, posixPermissions: mode,
+                             creationTime: FileTime(totalNanoseconds: 1_700_000_000_123_456_789),
+                             modificationTime: FileTime(totalNanoseconds: 1_700_000_001_987_654_321),
+                             tagData: Data("red,work".utf8))
     }
 
     func testMigrationIsVersionedIdempotentAndRefusesANewerSchema() async throws {
@@ -131,11 +134,11 @@ final class RemoteDatabaseTests: XCTestCase {
             XCTAssertEqual(item?.kind, .file)
             XCTAssertEqual(item?.size, 42)
             XCTAssertEqual(item?.contentKey, content.key)
-            XCTAssertEqual(item?.createdNs, 1_700_000_000_123_456_789)
-            XCTAssertEqual(item?.modifiedNs, 1_700_000_001_987_654_321)
-            XCTAssertEqual(item?.uid, 1000)
-            XCTAssertEqual(item?.mode, 0o644)
-            XCTAssertEqual(item?.tags, ["red", "work"])
+            XCTAssertEqual(item?.creationTime.totalNanoseconds, 1_700_000_000_123_456_789)
+            XCTAssertEqual(item?.modificationTime.totalNanoseconds, 1_700_000_001_987_654_321)
+            XCTAssertEqual(item?.ownerID, 1000)
+            XCTAssertEqual(item?.posixPermissions, 0o644)
+            XCTAssertEqual(ServerTags.array(item?.tagData), ["red", "work"])
             XCTAssertEqual(item?.contentVersion, 1)
 
             // Another operation with a name already taken, or an operation id reused for another kind.
@@ -187,16 +190,16 @@ final class RemoteDatabaseTests: XCTestCase {
                                                attributes: attributes(), content: a)
             let op = UUID()
             let v2 = try await db.newContentVersion(operationID: op, itemID: file.itemID, expectedVersion: 1,
-                                                    content: b, modifiedNs: 5)
+                                                    content: b, modificationTime: FileTime(totalNanoseconds: 5))
             XCTAssertEqual(v2.contentVersion, 2)
             let replay = try await db.newContentVersion(operationID: op, itemID: file.itemID, expectedVersion: 1,
-                                                        content: b, modifiedNs: 5)
+                                                        content: b, modificationTime: FileTime(totalNanoseconds: 5))
             XCTAssertTrue(replay.replayed)
             XCTAssertEqual(replay.contentVersion, 2)
             // Another writer that still thinks version 1 is current loses.
             do {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: file.itemID, expectedVersion: 1,
-                                                   content: c, modifiedNs: 6)
+                                                   content: c, modificationTime: FileTime(totalNanoseconds: 6))
                 XCTFail("the compare-and-swap let a stale writer through")
             } catch let error as RemoteError {
                 XCTAssertEqual(error, .versionConflict(itemID: file.itemID, expected: 1, current: 2))
@@ -205,10 +208,11 @@ final class RemoteDatabaseTests: XCTestCase {
             let item = try await db.item(file.itemID)
             XCTAssertEqual(item?.contentKey, b.key)
             XCTAssertEqual(item?.size, 2)
-            XCTAssertEqual(item?.modifiedNs, 5)
+            XCTAssertEqual(item?.modificationTime.totalNanoseconds, 5)
             do {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: 999_999, expectedVersion: 1,
-                                                   content: try await db.recordedContent("empty", size: 0), modifiedNs: 0)
+                                                   content: try await db.recordedContent("empty", size: 0),
+                                                   modificationTime: FileTime(totalNanoseconds: 0))
                 XCTFail("a version of no item")
             } catch let error as RemoteError {
                 XCTAssertEqual(error, .notFound(itemID: 999_999))
@@ -246,25 +250,26 @@ final class RemoteDatabaseTests: XCTestCase {
             // Trash frees the name; untrash restores under a new name.
             let trashed = try await db.trashItem(operationID: UUID(), itemID: f)
             let inTrash = try await db.item(f)
-            XCTAssertNotNil(inTrash?.trashedNs)
+            XCTAssertNotNil(inTrash?.trashTime)
             _ = try await db.createItem(operationID: UUID(), parentID: root, name: "g", kind: .file, attributes: attributes())
             _ = try await db.untrashItem(operationID: UUID(), itemID: f, toParentID: root, name: "g restored")
             let restored = try await db.item(f)
-            XCTAssertNil(restored?.trashedNs)
+            XCTAssertNil(restored?.trashTime)
             XCTAssertEqual(restored?.name, "g restored")
             XCTAssertGreaterThan(restored?.metadataVersion ?? 0, trashed.metadataVersion)
 
-            let attrs = try await db.setAttributes(operationID: UUID(), itemID: f, changes: RemoteAttributeChanges(
-                uid: 0, mode: 0o4750, modifiedNs: 77, tags: ["blue"], favoriteRank: .some(3)))
+            let attrs = try await db.setAttributes(operationID: UUID(), itemID: f, changes: AttributeChanges(
+                posixPermissions: 0o4750, ownerID: 0, modificationTime: FileTime(totalNanoseconds: 77),
+                tagData: .some(Data("blue".utf8)), favoriteRank: .some(3)))
             let after = try await db.item(f)
-            XCTAssertEqual(after?.uid, 0)
-            XCTAssertEqual(after?.gid, 1000)
-            XCTAssertEqual(after?.mode, 0o4750)
-            XCTAssertEqual(after?.modifiedNs, 77)
-            XCTAssertEqual(after?.tags, ["blue"])
+            XCTAssertEqual(after?.ownerID, 0)
+            XCTAssertEqual(after?.groupID, 1000)
+            XCTAssertEqual(after?.posixPermissions, 0o4750)
+            XCTAssertEqual(after?.modificationTime.totalNanoseconds, 77)
+            XCTAssertEqual(ServerTags.array(after?.tagData), ["blue"])
             XCTAssertEqual(after?.favoriteRank, 3)
             XCTAssertEqual(after?.metadataVersion, attrs.metadataVersion)
-            _ = try await db.setAttributes(operationID: UUID(), itemID: f, changes: RemoteAttributeChanges(favoriteRank: .some(nil)))
+            _ = try await db.setAttributes(operationID: UUID(), itemID: f, changes: AttributeChanges(favoriteRank: .some(nil)))
             let unranked = try await db.item(f)
             XCTAssertNil(unranked?.favoriteRank)
 
@@ -295,11 +300,11 @@ final class RemoteDatabaseTests: XCTestCase {
             let f = try await db.createItem(operationID: UUID(), parentID: d.itemID, name: "f", kind: .file, attributes: attributes())
             expected.append((.create, f.itemID))
             _ = try await db.newContentVersion(operationID: UUID(), itemID: f.itemID, expectedVersion: 1,
-                                               content: try await db.recordedContent("k2", size: 9), modifiedNs: 1)
+                                               content: try await db.recordedContent("k2", size: 9), modificationTime: FileTime(totalNanoseconds: 1))
             expected.append((.content, f.itemID))
             _ = try await db.moveItem(operationID: UUID(), itemID: f.itemID, toParentID: root, name: "f2")
             expected.append((.move, f.itemID))
-            _ = try await db.setAttributes(operationID: UUID(), itemID: f.itemID, changes: RemoteAttributeChanges(mode: 0o600))
+            _ = try await db.setAttributes(operationID: UUID(), itemID: f.itemID, changes: AttributeChanges(posixPermissions: 0o600))
             expected.append((.attributes, f.itemID))
             _ = try await db.trashItem(operationID: UUID(), itemID: f.itemID)
             expected.append((.trash, f.itemID))

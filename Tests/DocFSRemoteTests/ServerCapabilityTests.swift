@@ -1,4 +1,5 @@
 import DocFSProvider
+import DocFSWire
 import DocFSRemote
 import Foundation
 import XCTest
@@ -14,7 +15,9 @@ final class ServerCapabilityTests: XCTestCase {
                     {"path":"Movable","contents":["read","reparent"]}]}
         """#
 
-    let attributes = ReplicatedAttributes(uid: 1000, gid: 1000, mode: 0o644, createdNs: 1, modifiedNs: 1)
+    let attributes = ReplicatedAttributes(ownerID: 1000, groupID: 1000, posixPermissions: 0o644,
+                                          creationTime: FileTime(totalNanoseconds: 1),
+                                          modificationTime: FileTime(totalNanoseconds: 1))
 
     func file(_ db: RemoteDatabase, _ parent: Int64, _ name: String, types: [String]? = nil) async throws -> Int64 {
         var attributes = self.attributes
@@ -69,7 +72,8 @@ final class ServerCapabilityTests: XCTestCase {
             }
             await assertRefused("does not allow writing /Frozen/inner/deep.txt") {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: deep, expectedVersion: 1,
-                                                   content: try await db.recordedContent("x", size: 2), modifiedNs: 2)
+                                                   content: try await db.recordedContent("x", size: 2),
+                                                   modificationTime: FileTime(totalNanoseconds: 2))
             }
             await assertRefused("does not allow renaming /Archive") {
                 _ = try await db.moveItem(operationID: UUID(), itemID: archive, toParentID: root, name: "Old")
@@ -104,30 +108,35 @@ final class ServerCapabilityTests: XCTestCase {
             let fresh = try await db.createItem(operationID: UUID(), parentID: frozen, name: "fresh.txt", kind: .file,
                                                 attributes: attributes).itemID
             let w = try await db.recordedContent("w", size: 5)
-            _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 1, content: w, modifiedNs: 5)
+            _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 1, content: w,
+                                               modificationTime: FileTime(totalNanoseconds: 5))
             // The same object named again (versions sent together share one upload) writes nothing.
-            _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 2, content: w, modifiedNs: 6)
+            _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 2, content: w,
+                                               modificationTime: FileTime(totalNanoseconds: 6))
             await assertRefused("does not allow writing /Frozen/old.txt") {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: old, expectedVersion: 1,
-                                                   content: try await db.recordedContent("o", size: 5), modifiedNs: 5)
+                                                   content: try await db.recordedContent("o", size: 5),
+                                                   modificationTime: FileTime(totalNanoseconds: 5))
             }
             await assertRefused("does not allow writing /Frozen/fresh.txt") {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 3,
-                                                   content: try await db.recordedContent("v", size: 6), modifiedNs: 6)
+                                                   content: try await db.recordedContent("v", size: 6),
+                                                   modificationTime: FileTime(totalNanoseconds: 6))
             }
             // An item made where everything is allowed keeps that when it moves in (as on a replica).
             let free = try await file(db, root, "free.txt")
             _ = try await db.moveItem(operationID: UUID(), itemID: free, toParentID: frozen, name: "free.txt")
             _ = try await db.moveItem(operationID: UUID(), itemID: free, toParentID: frozen, name: "still free.txt")
             _ = try await db.newContentVersion(operationID: UUID(), itemID: free, expectedVersion: 1,
-                                               content: try await db.recordedContent("y", size: 3), modifiedNs: 3)
+                                               content: try await db.recordedContent("y", size: 3), modificationTime: FileTime(totalNanoseconds: 3))
             _ = try await db.deleteItem(operationID: UUID(), itemID: free)
 
             // A view-only type is never written, wherever it is.
             let log = try await file(db, root, "run.log", types: ["com.example.log", "public.plain-text", "public.data"])
             await assertRefused("does not allow writing (com.example.log is view-only) /run.log") {
                 _ = try await db.newContentVersion(operationID: UUID(), itemID: log, expectedVersion: 1,
-                                                   content: try await db.recordedContent("z", size: 4), modifiedNs: 4)
+                                                   content: try await db.recordedContent("z", size: 4),
+                                                   modificationTime: FileTime(totalNanoseconds: 4))
             }
             _ = try await db.moveItem(operationID: UUID(), itemID: log, toParentID: root, name: "renamed.log")
             _ = try await db.deleteItem(operationID: UUID(), itemID: log)

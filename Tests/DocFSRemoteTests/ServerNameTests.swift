@@ -1,4 +1,5 @@
 import DocFSProvider
+import DocFSWire
 import DocFSRemote
 import Foundation
 import XCTest
@@ -9,7 +10,9 @@ import XCTest
 /// (from a replica that never saw them) passes it the oldest. Version 13: one name trashed and
 /// restored alone, every field checked. Against the PostgreSQL `make test` starts.
 final class ServerNameTests: XCTestCase {
-    let attributes = ReplicatedAttributes(uid: 1000, gid: 1000, mode: 0o644, createdNs: 1, modifiedNs: 1)
+    let attributes = ReplicatedAttributes(ownerID: 1000, groupID: 1000, posixPermissions: 0o644,
+                                          creationTime: FileTime(totalNanoseconds: 1),
+                                          modificationTime: FileTime(totalNanoseconds: 1))
 
     func link(_ db: RemoteDatabase, _ item: Int64, _ parent: Int64, _ name: String) async throws -> AppliedChange {
         try await db.applyOne(RemoteOperation(id: UUID(), .link(item: .item(item), parent: .item(parent), name: name)))
@@ -115,13 +118,13 @@ final class ServerNameTests: XCTestCase {
             XCTAssertEqual(trashed.itemID, name)
             let inTrashRow = try await db.item(name)
             let inTrash = try XCTUnwrap(inTrashRow)
-            XCTAssertNotNil(inTrash.trashedNs, "the name is in the trash")
+            XCTAssertNotNil(inTrash.trashTime, "the name is in the trash")
             XCTAssertEqual(inTrash.parentID, docs, "it keeps where it came from")
             XCTAssertEqual(inTrash.linkOf, file)
             let itemRow = try await db.item(file)
             let item = try XCTUnwrap(itemRow)
-            XCTAssertNil(item.trashedNs, "the item and its other name stay")
-            let listed = try await db.children(of: docs).filter { $0.trashedNs == nil && !$0.deleted }.map(\.name)
+            XCTAssertNil(item.trashTime, "the item and its other name stay")
+            let listed = try await db.children(of: docs).filter { $0.trashTime == nil && !$0.deleted }.map(\.name)
             XCTAssertEqual(listed, [], "the folder holds no live name")
             let logged = try await db.changes(since: 0).last
             XCTAssertEqual(logged?.kind, .trash)
@@ -150,14 +153,14 @@ final class ServerNameTests: XCTestCase {
             XCTAssertEqual(restored.name, "b 2")
             let backRow = try await db.item(name)
             let back = try XCTUnwrap(backRow)
-            XCTAssertNil(back.trashedNs)
+            XCTAssertNil(back.trashTime)
             XCTAssertEqual(back.parentID, docs)
             _ = try await db.applyOne(RemoteOperation(id: UUID(), .trash(item: .item(name))))
             _ = try await db.applyOne(RemoteOperation(id: UUID(), .unlink(name: .item(name))))
             let removed = try await db.item(name)?.deleted, kept = try await db.item(file)
             XCTAssertEqual(removed, true)
             XCTAssertEqual(kept?.deleted, false)
-            XCTAssertNil(kept?.trashedNs)
+            XCTAssertNil(kept?.trashTime)
         }
     }
 }

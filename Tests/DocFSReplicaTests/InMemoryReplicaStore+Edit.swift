@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 @testable import DocFSStore
 @testable import DocFSReplica
 
@@ -24,9 +25,9 @@ extension InMemoryReplicaStore {
                     row: row, parent: item.parentRow, name: item.name, kind: item.kind, linkOf: item.linkOf,
                     linkCount: 1 + s.items.values.filter { $0.linkOf == row }.count, isEmpty: isEmpty,
                     contentVersion: UInt64(item.contentVersion), isDownloaded: true, trashedFrom: s.trashedFrom[row],
-                    ownerID: item.uid, groupID: item.gid, permissions: item.mode, created: FileTime(totalNanoseconds: item.createdNs),
-                    modified: FileTime(totalNanoseconds: item.modifiedNs), tagData: item.tagData, favoriteRank: item.favoriteRank,
-                    symlinkTarget: item.symlinkTarget)
+                    ownerID: item.ownerID, groupID: item.groupID, posixPermissions: item.posixPermissions, creationTime: item.creationTime,
+                    modificationTime: item.modificationTime, tagData: item.tagData, favoriteRank: item.favoriteRank,
+                    symlinkTargetPath: item.symlinkTargetPath)
             }
         }
 
@@ -54,7 +55,7 @@ extension InMemoryReplicaStore {
 
         /// The server's attributes at the place decided; the contents' version and object only
         /// when they are new (a downloaded file's bytes are copied from its staging path).
-        func put(_ item: IncomingItem, as kind: ItemKind, at place: ReplicaPlace, contents: ReplicaNewContents?) throws(ProviderError) {
+        func put(_ item: ServerItem, as kind: ItemKind, at place: ReplicaPlace, contents: ReplicaNewContents?) throws(ProviderError) {
             store.state.withLock { s in
                 var here = item
                 here.parentRow = place.parentRow

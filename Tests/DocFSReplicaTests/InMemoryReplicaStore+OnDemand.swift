@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import DocFSProvider
+import DocFSWire
 @testable import DocFSStore
 @testable import DocFSReplica
 
@@ -75,18 +76,18 @@ extension InMemoryReplicaStore {
     func addServerFile(_ row: Int64, _ name: String, size: Int64, text: String?, key: String? = "key", in parent: Int64 = ReplicaRows.root,
                        version: Int64 = 1) throws {
         state.withLock { s in
-            s.items[row] = IncomingItem(row: row, parentRow: parent, name: name, kind: .file, uid: 0, gid: 0, mode: 0o644,
-                                        createdNs: 1, modifiedNs: 1, tagData: nil, favoriteRank: nil, symlinkTarget: nil,
-                                        size: size, contentVersion: version, contentKey: key, trashed: false, deleted: false)
+            s.items[row] = ServerItem(id: row, parentID: parent, name: name, kind: .file, size: size,
+                                      creationTime: FileTime(totalNanoseconds: 1),
+                                      modificationTime: FileTime(totalNanoseconds: 1), contentKey: key, contentVersion: version)
         }
         if let text { try Data(text.utf8).write(to: contentFile(row)) }
     }
 
     func addServerFolder(_ row: Int64, _ name: String, in parent: Int64 = ReplicaRows.root) {
         state.withLock { s in
-            s.items[row] = IncomingItem(row: row, parentRow: parent, name: name, kind: .folder, uid: 0, gid: 0, mode: 0o755,
-                                        createdNs: 1, modifiedNs: 1, tagData: nil, favoriteRank: nil, symlinkTarget: nil,
-                                        size: 0, contentVersion: 1, contentKey: nil, trashed: false, deleted: false)
+            s.items[row] = ServerItem(id: row, parentID: parent, name: name, kind: .folder,
+                                      creationTime: FileTime(totalNanoseconds: 1),
+                                      modificationTime: FileTime(totalNanoseconds: 1), posixPermissions: 0o755)
         }
     }
 

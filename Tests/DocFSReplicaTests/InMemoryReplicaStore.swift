@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import DocFSProvider
+import DocFSWire
 @testable import DocFSStore
 @testable import DocFSReplica
 
@@ -13,7 +14,7 @@ final class InMemoryReplicaStore: ReplicaStore {
     struct Fork: Equatable { var row: Int64; var copyRow: Int64; var name: String; var parentRow: Int64 }
 
     struct State {
-        var items: [Int64: IncomingItem] = [:]
+        var items: [Int64: ServerItem] = [:]
         var outbox: [OutboxEntry] = []
         var nextSeq: Int64 = 1
         var nextTemporary = ReplicaRows.temporaryBase
@@ -69,13 +70,14 @@ final class InMemoryReplicaStore: ReplicaStore {
         }
         if let text { try Data(text.utf8).write(to: contentFile(row)) }
         state.withLock { s in
-            s.items[row] = IncomingItem(row: row, parentRow: parent, name: name, kind: kind, uid: 0, gid: 0, mode: 0o644,
-                                        createdNs: now, modifiedNs: now, tagData: nil, favoriteRank: nil, symlinkTarget: nil,
-                                        size: Int64(text?.utf8.count ?? 0), contentVersion: 1, contentKey: nil,
-                                        trashed: false, deleted: false)
+            s.items[row] = ServerItem(id: row, parentID: parent, name: name, kind: kind, size: Int64(text?.utf8.count ?? 0),
+                                      creationTime: FileTime(totalNanoseconds: now),
+                                      modificationTime: FileTime(totalNanoseconds: now))
         }
         append(.create, row: row, parent: parent, name: name, bytes: Int64(text?.utf8.count ?? 0),
-               details: OutboxDetails(kind: kind, newItem: ReplicatedAttributes(mode: 0o644, createdNs: now, modifiedNs: now)))
+               details: OutboxDetails(kind: kind, newItem: ReplicatedAttributes(posixPermissions: 0o644,
+                                                                                creationTime: FileTime(totalNanoseconds: now),
+                                                                                modificationTime: FileTime(totalNanoseconds: now))))
         return row
     }
 
@@ -83,7 +85,9 @@ final class InMemoryReplicaStore: ReplicaStore {
     func write(_ text: String, to row: Int64, base: UInt64) throws {
         let row = currentRow(row)
         try Data(text.utf8).write(to: contentFile(row))
-        var details = OutboxDetails(modifiedNs: Int64(Date().timeIntervalSince1970 * 1e9), contentVersion: base + 1)
+        let now = FileTime(totalNanoseconds: Int64(Date().timeIntervalSince1970 * 1e9))
+        var details = OutboxDetails(changes: AttributeChanges(modificationTime: now),
+                                    contentVersion: base + 1)
         details.baseVersion = base
         append(.content, row: row, bytes: Int64(text.utf8.count), details: details)
     }
@@ -99,7 +103,7 @@ final class InMemoryReplicaStore: ReplicaStore {
         return String(decoding: data, as: UTF8.self)
     }
 
-    func incomingItem(_ row: Int64) -> IncomingItem? { state.withLock { $0.items[row] } }
+    func incomingItem(_ row: Int64) -> ServerItem? { state.withLock { $0.items[row] } }
     var forks: [Fork] { state.withLock { $0.forks } }
     var conflictRows: [Int64] { state.withLock { $0.conflicts.map(\.row) } }
 
@@ -263,21 +267,21 @@ final class InMemoryReplicaStore: ReplicaStore {
         try writer.withLock { _ throws(ProviderError) -> T in try body(Edit(store: self)) }
     }
 
-    func addServerItem(_ server: ServerItem) throws(ProviderError) {
+    func addServerItem(_ server: ServerItem, contentFile: String? = nil) throws(ProviderError) {
         state.withLock { s in
-            s.items[server.row] = IncomingItem(row: server.row, parentRow: server.parentRow, name: server.name, kind: server.kind,
-                                               uid: server.uid, gid: server.gid, mode: server.mode, createdNs: server.createdNs,
-                                               modifiedNs: server.modifiedNs, tagData: nil, favoriteRank: nil,
-                                               symlinkTarget: server.symlinkTarget, size: server.size,
-                                               contentVersion: server.contentVersion, contentKey: server.contentKey,
-                                               trashed: false, deleted: false)
+            var item = ServerItem(id: server.row, parentID: server.parentRow, name: server.name, kind: server.kind)
+            (item.size, item.creationTime, item.modificationTime) = (server.size, server.creationTime, server.modificationTime)
+            (item.ownerID, item.groupID, item.posixPermissions) = (server.ownerID, server.groupID, server.posixPermissions)
+            (item.symlinkTargetPath, item.contentKey) = (server.symlinkTargetPath, server.contentKey)
+            item.contentVersion = server.contentVersion
+            s.items[server.row] = item
         }
-        if let file = server.contentFile { try? FileManager.default.copyItem(atPath: file, toPath: contentFile(server.row).path) }
+        if let file = contentFile { try? FileManager.default.copyItem(atPath: file, toPath: self.contentFile(server.row).path) }
     }
 
-    func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, createdNs: Int64)] {
+    func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, creationTime: FileTime)] {
         state.withLock { s in
-            s.items.filter { ReplicaRows.isPermanent($0.key) }.mapValues { ($0.kind, $0.createdNs) }
+            s.items.filter { ReplicaRows.isPermanent($0.key) }.mapValues { ($0.kind, $0.creationTime) }
         }
     }
 
@@ -286,8 +290,8 @@ final class InMemoryReplicaStore: ReplicaStore {
     }
 
     func putBack(_ lost: LostItem, in folder: [String], as name: String) async throws(ProviderError) -> PutBackResult {
-        let found = state.withLock { s -> (parent: Int64?, taken: IncomingItem?) in
-            func child(_ name: String, of parent: Int64) -> (row: Int64, item: IncomingItem)? {
+        let found = state.withLock { s -> (parent: Int64?, taken: ServerItem?) in
+            func child(_ name: String, of parent: Int64) -> (row: Int64, item: ServerItem)? {
                 s.items.first { $0.value.parentRow == parent && $0.value.name == name && !$0.value.deleted && !$0.value.trashed }
                     .map { ($0.key, $0.value) }
             }

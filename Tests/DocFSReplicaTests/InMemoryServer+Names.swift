@@ -1,5 +1,7 @@
 import Foundation
+import DocFSProvider
 @testable import DocFSRemote
+import DocFSWire
 
 /// The in-memory server's further names of a file (hard links), with the checks of the real
 /// server's `docfs_op_link`, `docfs_pass_name` and name operations (`RemoteSchema+Links`): a
@@ -16,10 +18,10 @@ extension InMemoryServer {
             if item.parentID == nil || item.kind == .folder {
                 throw RemoteError.invalid("item \(itemID) is a folder: folders cannot be hard-linked")
             }
-            if item.trashedNs != nil { throw RemoteError.invalid("item \(itemID) is in the trash") }
+            if item.trashTime != nil { throw RemoteError.invalid("item \(itemID) is in the trash") }
             guard let folder = s.items[parentID], !folder.deleted else { throw RemoteError.notFound(itemID: parentID) }
             if folder.kind != .folder || folder.linkOf != nil { throw RemoteError.invalid("item \(parentID) is not a directory") }
-            if folder.trashedNs != nil { throw RemoteError.invalid("folder \(parentID) is in the trash") }
+            if folder.trashTime != nil { throw RemoteError.invalid("folder \(parentID) is in the trash") }
             let id = s.nextID
             s.nextID += 1
             var row = item
@@ -30,7 +32,7 @@ extension InMemoryServer {
             row.contentKey = nil
             row.contentVersion = 1
             row.metadataVersion = 1
-            row.changedNs = position
+            row.changeTime = FileTime(totalNanoseconds: position)
             row.favoriteRank = nil
             row.linkOf = itemID
             s.items[id] = row
@@ -44,7 +46,7 @@ extension InMemoryServer {
             var row = try Self.live(s, nameID)
             row.deleted = true
             row.metadataVersion += 1
-            row.changedNs = position
+            row.changeTime = FileTime(totalNanoseconds: position)
             s.items[nameID] = row
             return (nameID, row.name)
         }
@@ -57,15 +59,15 @@ extension InMemoryServer {
               var item = s.items[itemID] else { return false }
         named.deleted = true
         named.metadataVersion += 1
-        named.changedNs = position
+        named.changeTime = FileTime(totalNanoseconds: position)
         s.items[named.id] = named
         log(&s, RemoteChange(position: nextPosition(s), itemID: named.id, kind: .unlink, operationID: operationID,
                              contentVersion: named.contentVersion, metadataVersion: named.metadataVersion, atNs: position))
         item.parentID = named.parentID
         item.name = named.name
-        item.trashedNs = named.trashedNs
+        item.trashTime = named.trashTime
         item.metadataVersion += 1
-        item.changedNs = position
+        item.changeTime = FileTime(totalNanoseconds: position)
         s.items[itemID] = item
         return true
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import DocFSProvider
+import DocFSWire
 @testable import DocFSRemote
 @testable import DocFSReplica
 
@@ -9,7 +10,7 @@ import DocFSProvider
 /// taken, a change log with positions, notifications. Faults are injected per call.
 final class InMemoryServer: ReplicaServer {
     struct State {
-        var items: [Int64: RemoteItem] = [:]
+        var items: [Int64: ServerItem] = [:]
         var nextID: Int64 = 10
         var log: [RemoteChange] = []
         var operations: [UUID: (kind: RemoteChange.Kind, change: AppliedChange)] = [:]
@@ -51,10 +52,7 @@ final class InMemoryServer: ReplicaServer {
 
     init() {
         state.withLock { s in
-            s.items[Self.rootID] = RemoteItem(id: Self.rootID, parentID: nil, name: "", kind: .folder, size: 0, createdNs: 0,
-                                              modifiedNs: 0, changedNs: 0, accessedNs: 0, uid: 0, gid: 0, mode: 0o755, tags: [],
-                                              favoriteRank: nil, symlinkTarget: nil, contentKey: nil, contentVersion: 1,
-                                              metadataVersion: 1, trashedNs: nil, deleted: false)
+            s.items[Self.rootID] = ServerItem(id: Self.rootID, parentID: nil, name: "", kind: .folder, posixPermissions: 0o755)
         }
     }
 
@@ -88,11 +86,11 @@ final class InMemoryServer: ReplicaServer {
     func calls(_ name: String) -> Int { state.withLock { $0.calls[name] ?? 0 } }
 
     /// The live tree as "path" → item (folders end in "/").
-    func tree() -> [String: RemoteItem] {
+    func tree() -> [String: ServerItem] {
         state.withLock { s in
-            var out: [String: RemoteItem] = [:]
+            var out: [String: ServerItem] = [:]
             func walk(_ id: Int64, _ prefix: String) {
-                for item in s.items.values where item.parentID == id && !item.deleted && item.trashedNs == nil {
+                for item in s.items.values where item.parentID == id && !item.deleted && item.trashTime == nil {
                     let path = prefix + item.name + (item.kind == .folder ? "/" : "")
                     out[path] = item
                     if item.kind == .folder { walk(item.id, path) }
@@ -129,15 +127,15 @@ final class InMemoryServer: ReplicaServer {
     func schemaVersion() async throws -> Int { try enter("schemaVersion"); return RemoteSchema.latest }
     func treeID() async throws -> String? { try enter("treeID"); return nil }
     func rootID() async throws -> Int64 { try enter("rootID"); return Self.rootID }
-    func item(_ id: Int64) async throws -> RemoteItem? { try enter("item"); return state.withLock { $0.items[id] } }
-    func items(_ ids: [Int64]) async throws -> [RemoteItem] {
+    func item(_ id: Int64) async throws -> ServerItem? { try enter("item"); return state.withLock { $0.items[id] } }
+    func items(_ ids: [Int64]) async throws -> [ServerItem] {
         try enter("items")
         return state.withLock { s in ids.compactMap { s.items[$0] } }
     }
-    func children(of parentID: Int64) async throws -> [RemoteItem] {
+    func children(of parentID: Int64) async throws -> [ServerItem] {
         try enter("children")
         return state.withLock { s in
-            s.items.values.filter { $0.parentID == parentID && !$0.deleted && $0.trashedNs == nil }.sorted { $0.name < $1.name }
+            s.items.values.filter { $0.parentID == parentID && !$0.deleted && $0.trashTime == nil }.sorted { $0.name < $1.name }
         }
     }
     func allItemIDs() async throws -> [Int64] { try enter("allItemIDs"); return state.withLock { Array($0.items.keys) } }
@@ -306,9 +304,9 @@ final class InMemoryServer: ReplicaServer {
         case let .create(parent, name, kind, attributes, content):
             return try await create(operationID: id, parentID: try resolve(parent), name: name, kind: kind, attributes: attributes,
                                     content: content)
-        case let .content(item, expectedVersion, content, modifiedNs):
+        case let .content(item, expectedVersion, content, modificationTime):
             return try await newContent(operationID: id, itemID: try resolve(item), expectedVersion: expectedVersion, content: content,
-                                        modifiedNs: modifiedNs)
+                                        modificationTime: modificationTime)
         case let .move(item, toParent, name, expectedParentID, expectedName, types):
             return try await move(operationID: id, itemID: try resolve(item), toParentID: try resolve(toParent), name: name,
                                   expectedParentID: expectedParentID, expectedName: expectedName, types: types)
@@ -385,7 +383,7 @@ final class InMemoryServer: ReplicaServer {
     // MARK: Rows written by hand (the owner, an older server): none of the server's rules apply
 
     /// `item` as it is (any name, size, key), with a change naming it, announced.
-    func plant(_ item: RemoteItem) {
+    func plant(_ item: ServerItem) {
         let (position, listeners) = state.withLock { s -> (Int64, [@Sendable (Int64) -> Void]) in
             // (The server's own identifiers go on from theirs: tests plant from 100 up.)
             s.items[item.id] = item
@@ -399,11 +397,11 @@ final class InMemoryServer: ReplicaServer {
 
     /// A file row by hand: `name` under `parent`, contents at `key` (nil: none) of `size` bytes.
     static func fileRow(id: Int64, name: String, parent: Int64 = rootID, kind: ItemKind = .file, size: Int64 = 0,
-                        key: String? = nil, target: String? = nil, contentVersion: Int64 = 1) -> RemoteItem {
-        RemoteItem(id: id, parentID: parent, name: name, kind: kind, size: size, createdNs: 1, modifiedNs: 1, changedNs: 1,
-                   accessedNs: 1, uid: 0, gid: 0, mode: kind == .folder ? 0o755 : 0o644, tags: [], favoriteRank: nil,
-                   symlinkTarget: target, contentKey: key, contentVersion: contentVersion, metadataVersion: 1,
-                   trashedNs: nil, deleted: false)
+                        key: String? = nil, target: String? = nil, contentVersion: Int64 = 1) -> ServerItem {
+        let one = FileTime(totalNanoseconds: 1)
+        return ServerItem(id: id, parentID: parent, name: name, kind: kind, size: size, creationTime: one, modificationTime: one,
+                          changeTime: one, accessTime: one, posixPermissions: kind == .folder ? 0o755 : 0o644,
+                          symlinkTargetPath: target, contentKey: key, contentVersion: contentVersion)
     }
 
     /// Block rows and a manifest as they are (no length, hash or sum checked).
@@ -425,20 +423,20 @@ final class InMemoryServer: ReplicaServer {
         for listener in listeners { listener(position) }
     }
 
-    static func live(_ s: State, _ id: Int64) throws -> RemoteItem {
+    static func live(_ s: State, _ id: Int64) throws -> ServerItem {
         guard let item = s.items[id], !item.deleted else { throw RemoteError.notFound(itemID: id) }
         return item
     }
 
     static func folder(_ s: State, _ id: Int64) throws {
-        guard let item = s.items[id], !item.deleted, item.trashedNs == nil, item.kind == .folder, item.linkOf == nil else {
+        guard let item = s.items[id], !item.deleted, item.trashTime == nil, item.kind == .folder, item.linkOf == nil else {
             throw RemoteError.invalid("item \(id) is not a live folder")
         }
     }
 
     /// `name`, or "BASE 2.EXT", "BASE 3.EXT", … cut to 255 bytes (as `RemoteDatabase.freeName`).
     static func freeName(_ s: State, _ name: String, isFolder: Bool, parent: Int64, except: Int64?) -> String {
-        let taken = Set(s.items.values.filter { $0.parentID == parent && !$0.deleted && $0.trashedNs == nil && $0.id != except }.map(\.name))
+        let taken = Set(s.items.values.filter { $0.parentID == parent && !$0.deleted && $0.trashTime == nil && $0.id != except }.map(\.name))
         return ItemNames.unique(name, isFolder: isFolder) { taken.contains($0) }
     }
 
@@ -459,17 +457,21 @@ final class InMemoryServer: ReplicaServer {
             s.nextID += 1
             if let content, let hash = content.sha256 { s.hashes[content.key] = hash }
             let free = Self.freeName(s, name, isFolder: kind == .folder, parent: parentID, except: nil)
-            s.items[id] = RemoteItem(id: id, parentID: parentID, name: free, kind: kind, size: content?.size ?? 0,
-                                     createdNs: attributes.createdNs, modifiedNs: attributes.modifiedNs, changedNs: position,
-                                     accessedNs: attributes.modifiedNs, uid: attributes.uid, gid: attributes.gid, mode: attributes.mode,
-                                     tags: attributes.tags, favoriteRank: nil, symlinkTarget: attributes.symlinkTarget,
-                                     contentKey: content?.key, contentVersion: 1, metadataVersion: 1, trashedNs: nil, deleted: false)
+            s.items[id] = ServerItem(id: id, parentID: parentID, name: free, kind: kind, size: content?.size ?? 0,
+                                     creationTime: attributes.creationTime,
+                                     modificationTime: attributes.modificationTime,
+                                     changeTime: FileTime(totalNanoseconds: position),
+                                     accessTime: attributes.modificationTime, ownerID: attributes.ownerID,
+                                     groupID: attributes.groupID, posixPermissions: attributes.posixPermissions & 0o7777,
+                                     tagData: ServerTags.data(ServerTags.array(attributes.tagData)),
+                                     symlinkTargetPath: attributes.symlinkTargetPath,
+                                     contentKey: content?.key)
             return (id, free)
         }
     }
 
     private func newContent(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
-                            modifiedNs: Int64) async throws -> AppliedChange {
+                            modificationTime: FileTime) async throws -> AppliedChange {
         await pauseIfHeld("newContentVersion")
         return try apply("newContentVersion", operationID, .content, target: itemID) { s, position in
             var item = try Self.live(s, itemID)
@@ -482,8 +484,8 @@ final class InMemoryServer: ReplicaServer {
             if let hash = content.sha256 { s.hashes[content.key] = hash }
             item.contentVersion += 1
             item.metadataVersion += 1
-            item.modifiedNs = modifiedNs
-            item.changedNs = position
+            item.modificationTime = modificationTime
+            item.changeTime = FileTime(totalNanoseconds: position)
             s.items[itemID] = item
             return (itemID, item.name)
         }
@@ -494,7 +496,7 @@ final class InMemoryServer: ReplicaServer {
         try apply(kind == .move ? "moveItem" : "moveName", operationID, kind, target: itemID) { s, position in
             try checkRejected(s, name)
             var item = try Self.live(s, itemID)
-            if let expectedParentID, let expectedName, item.parentID != expectedParentID || item.name != expectedName || item.trashedNs != nil {
+            if let expectedParentID, let expectedName, item.parentID != expectedParentID || item.name != expectedName || item.trashTime != nil {
                 throw RemoteError.movedElsewhere(itemID: itemID)
             }
             try Self.folder(s, toParentID)
@@ -506,7 +508,7 @@ final class InMemoryServer: ReplicaServer {
             item.name = Self.freeName(s, name, isFolder: item.kind == .folder, parent: toParentID, except: itemID)
             item.parentID = toParentID
             item.metadataVersion += 1
-            item.changedNs = position
+            item.changeTime = FileTime(totalNanoseconds: position)
             s.items[itemID] = item
             return (itemID, item.name)
         }
@@ -525,7 +527,7 @@ final class InMemoryServer: ReplicaServer {
             }
             item.deleted = true
             item.metadataVersion += 1
-            item.changedNs = position
+            item.changeTime = FileTime(totalNanoseconds: position)
             s.items[itemID] = item
             return (itemID, item.name)
         }
@@ -534,7 +536,7 @@ final class InMemoryServer: ReplicaServer {
     private func trash(operationID: UUID, itemID: Int64) async throws -> AppliedChange {
         try apply("trashItem", operationID, .trash, target: itemID) { s, position in
             var item = try Self.live(s, itemID)
-            item.trashedNs = item.trashedNs ?? position
+            item.trashTime = item.trashTime ?? FileTime(totalNanoseconds: position)
             item.metadataVersion += 1
             s.items[itemID] = item
             return (itemID, item.name)
@@ -544,29 +546,29 @@ final class InMemoryServer: ReplicaServer {
     private func untrash(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, types: [String]?) async throws -> AppliedChange {
         try apply("untrashItem", operationID, .untrash, target: itemID) { s, position in
             var item = try Self.live(s, itemID)
-            guard item.trashedNs != nil else { throw RemoteError.invalid("item \(itemID) is not in the trash") }
+            guard item.trashTime != nil else { throw RemoteError.invalid("item \(itemID) is not in the trash") }
             try Self.folder(s, toParentID)
             item.name = Self.freeName(s, name, isFolder: item.kind == .folder, parent: toParentID, except: itemID)
             item.parentID = toParentID
-            item.trashedNs = nil
+            item.trashTime = nil
             item.metadataVersion += 1
             s.items[itemID] = item
             return (itemID, item.name)
         }
     }
 
-    private func attributes(operationID: UUID, itemID: Int64, changes: RemoteAttributeChanges) async throws -> AppliedChange {
+    private func attributes(operationID: UUID, itemID: Int64, changes: AttributeChanges) async throws -> AppliedChange {
         try apply("setAttributes", operationID, .attributes, target: itemID) { s, position in
             var item = try Self.live(s, itemID)
-            if let uid = changes.uid { item.uid = uid }
-            if let gid = changes.gid { item.gid = gid }
-            if let mode = changes.mode { item.mode = mode & 0o7777 }
-            if let created = changes.createdNs { item.createdNs = created }
-            if let modified = changes.modifiedNs { item.modifiedNs = modified }
-            if let tags = changes.tags { item.tags = tags }
+            if let uid = changes.ownerID { item.ownerID = uid }
+            if let gid = changes.groupID { item.groupID = gid }
+            if let mode = changes.posixPermissions { item.posixPermissions = mode & 0o7777 }
+            if let created = changes.creationTime { item.creationTime = created }
+            if let modified = changes.modificationTime { item.modificationTime = modified }
+            if let tagData = changes.tagData { item.tagData = ServerTags.data(ServerTags.array(tagData)) }
             if let rank = changes.favoriteRank { item.favoriteRank = rank }
             item.metadataVersion += 1
-            item.changedNs = position
+            item.changeTime = FileTime(totalNanoseconds: position)
             s.items[itemID] = item
             return (itemID, item.name)
         }

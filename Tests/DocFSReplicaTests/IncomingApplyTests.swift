@@ -1,5 +1,6 @@
 import XCTest
 import DocFSProvider
+import DocFSWire
 @testable import DocFSStore
 @testable import DocFSReplica
 
@@ -12,16 +13,16 @@ final class IncomingApplyTests: XCTestCase {
 
     /// The server's item as the incoming sync hands it over.
     func server(_ row: Int64, in parent: Int64 = ReplicaRows.root, _ name: String, _ kind: ItemKind = .file,
-                deleted: Bool = false) -> IncomingItem {
-        IncomingItem(row: row, parentRow: parent, name: name, kind: kind, uid: 0, gid: 0, mode: 0o644, createdNs: 1,
-                     modifiedNs: 1, tagData: nil, favoriteRank: nil, symlinkTarget: nil, size: 0, contentVersion: 1,
-                     contentKey: nil, trashed: false, deleted: deleted)
+                deleted: Bool = false) -> ServerItem {
+        ServerItem(id: row, parentID: parent, name: name, kind: kind, creationTime: FileTime(totalNanoseconds: 1),
+                   modificationTime: FileTime(totalNanoseconds: 1), deleted: deleted)
     }
 
     /// An item this replica has from the server already.
     func have(_ row: Int64, in parent: Int64 = ReplicaRows.root, _ name: String, _ kind: ItemKind = .file) throws {
-        try store.addServerItem(ServerItem(row: row, parentRow: parent, name: name, kind: kind, createdNs: 1, modifiedNs: 1,
-                                           uid: 0, gid: 0, mode: 0o644, contentKey: nil, size: 0, contentVersion: 1))
+        try store.addServerItem(ServerItem(id: row, parentID: parent, name: name, kind: kind,
+                                           creationTime: FileTime(totalNanoseconds: 1),
+                                           modificationTime: FileTime(totalNanoseconds: 1)))
     }
 
     func testAFolderMovedBelowItselfIsDeferred() throws {

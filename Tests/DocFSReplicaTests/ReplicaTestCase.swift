@@ -2,6 +2,7 @@ import XCTest
 import Foundation
 import Logging
 import DocFSProvider
+import DocFSWire
 @testable import DocFSRemote
 @testable import DocFSStore
 @testable import DocFSReplica
@@ -100,7 +101,9 @@ class ReplicaTestCase: XCTestCase {
                                                     manifests: [BlockManifest(key: "tree/manifests/m1", size: 14, hashes: [hash])])
         XCTAssertEqual(missing, [])
         _ = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "report.txt", kind: .file,
-                                        attributes: ReplicatedAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1),
+                                        attributes: ReplicatedAttributes(posixPermissions: 0o644,
+                                                                         creationTime: FileTime(totalNanoseconds: 1),
+                                                                         modificationTime: FileTime(totalNanoseconds: 1)),
                                         content: RemoteContent(key: "tree/manifests/m1", size: 14))
         try await waitUntil("the file is listed here") { (try? store.childItem(named: "report.txt", in: .rootContainer)) != nil }
         objects.put("tree/packs/p1", "xxfrom nowhere!!")

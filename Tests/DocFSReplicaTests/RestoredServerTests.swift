@@ -1,6 +1,7 @@
 import XCTest
 import Foundation
 import DocFSProvider
+import DocFSWire
 @testable import DocFSRemote
 @testable import DocFSStore
 @testable import DocFSReplica
@@ -16,7 +17,9 @@ final class RestoredServerTests: ReplicaTestCase {
         let key = "tree/objects/\(UUID().uuidString)"
         objects.put(key, text)
         return try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: name, kind: .file,
-                                           attributes: ReplicatedAttributes(mode: 0o644, createdNs: 42, modifiedNs: 42),
+                                           attributes: ReplicatedAttributes(posixPermissions: 0o644,
+                                                                            creationTime: FileTime(totalNanoseconds: 42),
+                                                                            modificationTime: FileTime(totalNanoseconds: 42)),
                                            content: RemoteContent(key: key, size: Int64(text.utf8.count))).itemID
     }
 
@@ -50,7 +53,7 @@ final class RestoredServerTests: ReplicaTestCase {
         try await waitForOutbox()
         for i in 1...5 {
             XCTAssertEqual(try localText("c\(i).txt"), "c\(i) from another replica")
-            XCTAssertEqual(server.tree()["c\(i).txt"]?.mode, 0o644, "c\(i).txt was not changed by a change of a lost file")
+            XCTAssertEqual(server.tree()["c\(i).txt"]?.posixPermissions, 0o644, "c\(i).txt was not changed by a change of a lost file")
         }
         XCTAssertEqual(try localText("f0.txt"), "kept by the backup")
         // What the server lost is kept beside the store, byte for byte.

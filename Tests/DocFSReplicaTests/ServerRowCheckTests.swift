@@ -1,6 +1,7 @@
 import XCTest
 import Foundation
 import DocFSProvider
+import DocFSWire
 @testable import DocFSRemote
 @testable import DocFSStore
 @testable import DocFSReplica
@@ -14,14 +15,16 @@ final class ServerRowCheckTests: ReplicaTestCase {
         let key = "tree/objects/\(UUID().uuidString.lowercased())"
         objects.put(key, text)
         return try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: name, kind: .file,
-                                           attributes: ReplicatedAttributes(mode: 0o644, createdNs: 42, modifiedNs: 42),
+                                           attributes: ReplicatedAttributes(posixPermissions: 0o644,
+                                                                            creationTime: FileTime(totalNanoseconds: 42),
+                                                                            modificationTime: FileTime(totalNanoseconds: 42)),
                                            content: RemoteContent(key: key, size: Int64(text.utf8.count))).itemID
     }
 
     func rootNames() throws -> Set<String> { Set(try store.enumerateItems(in: .rootContainer).map(\.filename)) }
 
     /// A good file planted after `rows`, then waited for: the rows before it were read.
-    func plantAndWaitPast(_ rows: [RemoteItem], marker: String) async throws {
+    func plantAndWaitPast(_ rows: [ServerItem], marker: String) async throws {
         for row in rows { server.plant(row) }
         _ = try await othersFile(marker, "after the bad rows")
         try await waitUntil("\(marker) arrived") { try rootNames().contains(marker) }
@@ -108,7 +111,7 @@ final class ServerRowCheckTests: ReplicaTestCase {
             ("pack.bin", StoredBlock(hash: hash("1"), pack: "other/packs/p1", offset: 0, length: 8), 8),
             ("sum.bin", StoredBlock(hash: hash("2"), pack: "tree/packs/p1", offset: 0, length: 8), 9),
         ]
-        var rows: [RemoteItem] = []
+        var rows: [ServerItem] = []
         for (index, (name, block, size)) in cases.enumerated() {
             let key = "tree/manifests/m\(index)"
             server.plant(blocks: [block], manifest: BlockManifest(key: key, size: size, hashes: [block.hash]))
@@ -166,10 +169,9 @@ final class ServerRowCheckTests: ReplicaTestCase {
 
     /// A lost item's name from before these checks (`..`, a name with `/`) stays inside recovered/.
     func testRecoveredNamesStayInsideRecovered() throws {
-        _ = try store.applyIncoming([IncomingItem(
-            row: 400, parentRow: LocalStore.rootRow, name: "..", kind: .file, uid: 0, gid: 0, mode: 0o644, createdNs: 1,
-            modifiedNs: 1, tagData: nil, favoriteRank: nil, symlinkTarget: nil, size: 0, contentVersion: 1, contentKey: nil,
-            trashed: false, deleted: false)])
+        _ = try store.applyIncoming([ServerItem(id: 400, parentID: LocalStore.rootRow, name: "..", kind: .file,
+                                                creationTime: FileTime(totalNanoseconds: 1),
+                                                modificationTime: FileTime(totalNanoseconds: 1))])
         let kept = store.keepRecovered(rows: [400], folder: "f")
         let base = store.url.path + "/recovered/f/"
         XCTAssertEqual(kept, [400: base + "item-400"])

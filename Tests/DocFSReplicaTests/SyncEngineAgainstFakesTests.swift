@@ -2,6 +2,7 @@ import XCTest
 import Foundation
 import Logging
 import DocFSProvider
+import DocFSWire
 @testable import DocFSRemote
 @testable import DocFSStore
 @testable import DocFSReplica
@@ -69,9 +70,13 @@ final class SyncEngineAgainstFakesTests: XCTestCase {
     func testAnotherReplicasFileIsAppliedHereWithItsContents() async throws {
         objects.put("tree/objects/theirs", "made elsewhere")
         let folder = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "shared", kind: .folder,
-                                                 attributes: ReplicatedAttributes(mode: 0o755, createdNs: 1, modifiedNs: 1), content: nil)
+                                                 attributes: ReplicatedAttributes(posixPermissions: 0o755,
+                                                                                  creationTime: FileTime(totalNanoseconds: 1),
+                                                                                  modificationTime: FileTime(totalNanoseconds: 1)), content: nil)
         let file = try await server.createItem(operationID: UUID(), parentID: folder.itemID, name: "note.txt", kind: .file,
-                                               attributes: ReplicatedAttributes(mode: 0o640, createdNs: 2, modifiedNs: 3),
+                                               attributes: ReplicatedAttributes(posixPermissions: 0o640,
+                                                                                creationTime: FileTime(totalNanoseconds: 2),
+                                                                                modificationTime: FileTime(totalNanoseconds: 3)),
                                                content: RemoteContent(key: "tree/objects/theirs", size: 14))
         startEngine()
         try await waitUntil("the file is here") { store.text(ofRow: file.itemID) == "made elsewhere" }
@@ -79,7 +84,7 @@ final class SyncEngineAgainstFakesTests: XCTestCase {
         let item = try XCTUnwrap(store.incomingItem(file.itemID))
         XCTAssertEqual(item.name, "note.txt")
         XCTAssertEqual(item.parentRow, folder.itemID)
-        XCTAssertEqual(item.mode, 0o640)
+        XCTAssertEqual(item.posixPermissions, 0o640)
         XCTAssertEqual(item.kind, .file)
         XCTAssertEqual(store.incomingItem(folder.itemID)?.kind, .folder)
         XCTAssertEqual(store.path(ofRow: file.itemID), "/shared/note.txt")
@@ -92,17 +97,20 @@ final class SyncEngineAgainstFakesTests: XCTestCase {
         objects.put("tree/objects/base", "base")
         objects.put("tree/objects/theirs", "theirs")
         let made = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "notes.txt", kind: .file,
-                                               attributes: ReplicatedAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1),
+                                               attributes: ReplicatedAttributes(posixPermissions: 0o644,
+                                                                                creationTime: FileTime(totalNanoseconds: 1),
+                                                                                modificationTime: FileTime(totalNanoseconds: 1)),
                                                content: RemoteContent(key: "tree/objects/base", size: 4))
         let row = made.itemID
-        try store.addServerItem(ServerItem(row: row, parentRow: ReplicaRows.root, name: "notes.txt", kind: .file, createdNs: 1,
-                                           modifiedNs: 1, uid: 0, gid: 0, mode: 0o644, contentKey: "tree/objects/base",
-                                           size: 4, contentVersion: 1))
+        try store.addServerItem(ServerItem(id: row, parentID: ReplicaRows.root, name: "notes.txt", kind: .file, size: 4,
+                                           creationTime: FileTime(totalNanoseconds: 1),
+                                           modificationTime: FileTime(totalNanoseconds: 1), contentKey: "tree/objects/base"))
         let position = try await server.latestPosition()
         try store.setSyncAnchor(position, witness: try await server.change(at: position)?.operationID)
         // Another replica's version 2 reaches the server; this replica writes over version 1.
         _ = try await server.newContentVersion(operationID: UUID(), itemID: row, expectedVersion: 1,
-                                               content: RemoteContent(key: "tree/objects/theirs", size: 6), modifiedNs: 2)
+                                               content: RemoteContent(key: "tree/objects/theirs", size: 6),
+                                               modificationTime: FileTime(totalNanoseconds: 2))
         try store.write("mine", to: row, base: 1)
         startEngine()
         try await waitForOutbox()

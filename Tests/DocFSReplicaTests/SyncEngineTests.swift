@@ -1,6 +1,7 @@
 import XCTest
 import Foundation
 import DocFSProvider
+import DocFSWire
 @testable import DocFSRemote
 @testable import DocFSStore
 @testable import DocFSReplica
@@ -101,7 +102,8 @@ final class SyncEngineTests: ReplicaTestCase {
         engine = nil
         objects.put("tree/objects/theirs", "theirs")
         _ = try await server.newContentVersion(operationID: UUID(), itemID: id, expectedVersion: 1,
-                                               content: RemoteContent(key: "tree/objects/theirs", size: 6), modifiedNs: 1)
+                                               content: RemoteContent(key: "tree/objects/theirs", size: 6),
+                                               modificationTime: FileTime(totalNanoseconds: 1))
         return try await modify(try store.item(for: file.identifier), "mine")
     }
 
@@ -209,10 +211,14 @@ final class SyncEngineTests: ReplicaTestCase {
     func testAnotherReplicasChangesArriveAndDownloadWhenOpened() async throws {
         startEngine()
         let folder = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "shared", kind: .folder,
-                                                 attributes: ReplicatedAttributes(mode: 0o755, createdNs: 1, modifiedNs: 1), content: nil)
+                                                 attributes: ReplicatedAttributes(posixPermissions: 0o755,
+                                                                                  creationTime: FileTime(totalNanoseconds: 1),
+                                                                                  modificationTime: FileTime(totalNanoseconds: 1)), content: nil)
         objects.put("tree/objects/report", "from elsewhere")
         _ = try await server.createItem(operationID: UUID(), parentID: folder.itemID, name: "report.txt", kind: .file,
-                                        attributes: ReplicatedAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1),
+                                        attributes: ReplicatedAttributes(posixPermissions: 0o644,
+                                                                         creationTime: FileTime(totalNanoseconds: 1),
+                                                                         modificationTime: FileTime(totalNanoseconds: 1)),
                                         content: RemoteContent(key: "tree/objects/report", size: 14))
         try await waitUntil("the file is listed here") {
             let shared = try? store.childItem(named: "shared", in: .rootContainer)
@@ -253,7 +259,9 @@ extension SyncEngineTests {
         objects.put("tree/objects/report", "from elsewhere")
         let hash = DownloadVerifier.sha256(ofFileAt: try staged("probe2", "from elsewhere").path)
         _ = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "report.txt", kind: .file,
-                                        attributes: ReplicatedAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1),
+                                        attributes: ReplicatedAttributes(posixPermissions: 0o644,
+                                                                         creationTime: FileTime(totalNanoseconds: 1),
+                                                                         modificationTime: FileTime(totalNanoseconds: 1)),
                                         content: RemoteContent(key: "tree/objects/report", size: 14, sha256: hash))
         try await waitUntil("the file is listed here") { (try? store.childItem(named: "report.txt", in: .rootContainer)) != nil }
         objects.put("tree/objects/report", "from nowhere!!")   // same size, other bytes
@@ -398,10 +406,9 @@ extension SyncEngineTests {
     /// A name whose file is not here yet (its folder deleted here by a change the server will
     /// refuse) waits for the file instead of being passed over: the change log names it once.
     func testANameWhoseFileIsNotHereWaitsForIt() throws {
-        func row(_ id: Int64, _ parent: Int64, _ name: String, _ kind: ItemKind, linkOf: Int64? = nil) -> IncomingItem {
-            IncomingItem(row: id, parentRow: parent, name: name, kind: kind, uid: 0, gid: 0, mode: 0o644, createdNs: 1,
-                                    modifiedNs: 1, tagData: nil, favoriteRank: nil, symlinkTarget: nil, size: 0, contentVersion: 1,
-                                    contentKey: nil, trashed: false, deleted: false, linkOf: linkOf)
+        func row(_ id: Int64, _ parent: Int64, _ name: String, _ kind: ItemKind, linkOf: Int64? = nil) -> ServerItem {
+            ServerItem(id: id, parentID: parent, name: name, kind: kind, creationTime: FileTime(totalNanoseconds: 1),
+                       modificationTime: FileTime(totalNanoseconds: 1), linkOf: linkOf)
         }
         let name = row(402, LocalStore.rootRow, "l.txt", .file, linkOf: 401)
         var result = try store.applyIncoming([name])
@@ -418,7 +425,8 @@ extension SyncEngineTests {
     /// The in-memory server refuses what the real one's name checks refuse.
     func testTheInMemoryServerChecksNamesAsTheRealOne() async throws {
         let root = InMemoryServer.rootID
-        let attributes = ReplicatedAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1)
+        let attributes = ReplicatedAttributes(posixPermissions: 0o644, creationTime: FileTime(totalNanoseconds: 1),
+                                              modificationTime: FileTime(totalNanoseconds: 1))
         let folder = try await server.createItem(operationID: UUID(), parentID: root, name: "f", kind: .folder, attributes: attributes)
         let file = try await server.createItem(operationID: UUID(), parentID: root, name: "a", kind: .file, attributes: attributes)
         func refused(_ change: RemoteOperation.Change, _ what: String) async {
@@ -440,7 +448,7 @@ extension SyncEngineTests {
         // One name in the trash (schema 13): only out of it into a live folder.
         await refused(.untrash(item: .item(name.itemID), toParent: .item(root), name: "u", types: nil), "an untrash of a live name")
         _ = try await server.applyOne(RemoteOperation(id: UUID(), .trash(item: .item(name.itemID))))
-        XCTAssertNotNil(server.state.withLock { $0.items[name.itemID]?.trashedNs })
+        XCTAssertNotNil(server.state.withLock { $0.items[name.itemID]?.trashTime })
         await refused(.untrash(item: .item(name.itemID), toParent: .item(file.itemID), name: "u", types: nil), "an untrash into a file")
         await refused(.untrash(item: .item(name.itemID), toParent: .item(name.itemID), name: "u", types: nil), "an untrash into a name")
         let back = try await server.applyOne(RemoteOperation(id: UUID(), .untrash(item: .item(name.itemID), toParent: .item(folder.itemID),
@@ -451,7 +459,7 @@ extension SyncEngineTests {
         // A delete of the item takes its name's place: the file stays, as "f/a" (in the trashed f).
         _ = try await server.deleteItem(operationID: UUID(), itemID: file.itemID)
         let kept = try XCTUnwrap(server.state.withLock { $0.items[file.itemID] })
-        XCTAssertEqual([kept.deleted ? 1 : 0, kept.parentID, kept.trashedNs == nil ? 0 : 1], [0, folder.itemID, 0])
+        XCTAssertEqual([kept.deleted ? 1 : 0, kept.parentID, kept.trashTime == nil ? 0 : 1], [0, folder.itemID, 0])
         XCTAssertEqual(kept.name, "a")
         XCTAssertEqual(server.state.withLock { $0.items[name.itemID]?.deleted }, true)
         XCTAssertEqual(server.state.withLock { $0.log.suffix(2).map(\.kind) }, [.unlink, .delete])

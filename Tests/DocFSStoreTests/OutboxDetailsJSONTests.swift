@@ -1,6 +1,7 @@
 import XCTest
 import Foundation
 import DocFSProvider
+import DocFSWire
 @testable import DocFSStore
 
 /// A create's attributes are one value (`ReplicatedAttributes`) shared by the outbox and the
@@ -27,11 +28,13 @@ final class OutboxDetailsJSONTests: StoreTestCase {
             #""gid":100,"kind":"file","mode":420,"modifiedNs":1700000001987654321,"tagData":"cmVkLHdvcms=","tagsChanged":true,"uid":1000}"#
         let details = try decode(today)
         XCTAssertEqual(details.kind, .file)
-        XCTAssertEqual(details.newItem, ReplicatedAttributes(uid: 1000, gid: 100, mode: 0o644, createdNs: 1_700_000_000_123_456_789,
-                                                             modifiedNs: 1_700_000_001_987_654_321, tags: ["red", "work"]))
-        XCTAssertNil(details.uid, "a create's attributes are its new item's, not changes")
-        XCTAssertNil(details.tagData)
-        XCTAssertEqual(details.favoriteRank, 3)
+        XCTAssertEqual(details.newItem, ReplicatedAttributes(ownerID: 1000, groupID: 100, posixPermissions: 0o644,
+                                                             creationTime: FileTime(totalNanoseconds: 1_700_000_000_123_456_789),
+                                                             modificationTime: FileTime(totalNanoseconds: 1_700_000_001_987_654_321),
+                                                             tagData: Data("red,work".utf8)))
+        XCTAssertNil(details.changes.ownerID, "a create's attributes are its new item's, not changes")
+        XCTAssertNil(details.changes.tagData)
+        XCTAssertEqual(details.changes.favoriteRank, .some(3))
         XCTAssertEqual(details.contentVersion, 1)
         XCTAssertEqual(try json(details), today)
         XCTAssertEqual(try decode(try json(details)), details)
@@ -39,8 +42,8 @@ final class OutboxDetailsJSONTests: StoreTestCase {
         // JSONEncoder writes "/" as "\/", as the outbox always has.
         let link = #"{"contentVersion":1,"createdNs":5,"gid":0,"kind":"symlink","mode":511,"modifiedNs":5,"symlinkTarget":"..\/a b","uid":0}"#
         let linkDetails = try decode(link)
-        XCTAssertEqual(linkDetails.newItem?.symlinkTarget, "../a b")
-        XCTAssertEqual(linkDetails.newItem?.tags, [])
+        XCTAssertEqual(linkDetails.newItem?.symlinkTargetPath, "../a b")
+        XCTAssertEqual(ServerTags.array(linkDetails.newItem?.tagData), [])
         XCTAssertEqual(try json(linkDetails), link)
     }
 
@@ -48,7 +51,9 @@ final class OutboxDetailsJSONTests: StoreTestCase {
     func testACreateWithoutAttributesSendsTheOldDefaults() throws {
         let details = try decode(#"{"kind":"directory"}"#)
         XCTAssertEqual(details.kind, .folder)
-        XCTAssertEqual(details.newItem, ReplicatedAttributes(uid: 0, gid: 0, mode: 0o644, createdNs: 0, modifiedNs: 0))
+        XCTAssertEqual(details.newItem, ReplicatedAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o644,
+                                                             creationTime: FileTime(totalNanoseconds: 0),
+                                                             modificationTime: FileTime(totalNanoseconds: 0)))
         XCTAssertEqual(try decode(try json(details)), details)
     }
 
@@ -59,12 +64,12 @@ final class OutboxDetailsJSONTests: StoreTestCase {
         let today = #"{"createdNs":1,"gid":0,"kind":"file","mode":420,"modifiedNs":1,"tagData":""# + bytes.base64EncodedString() +
             #"","tagsChanged":true,"uid":0}"#
         let details = try decode(today)
-        XCTAssertEqual(details.newItem?.tags, ["base64:" + bytes.base64EncodedString()])
+        XCTAssertEqual(ServerTags.array(details.newItem?.tagData), ["base64:" + bytes.base64EncodedString()])
         let again = try json(details)
         XCTAssertEqual(try decode(again), details)
         let stored = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(again.utf8)) as? [String: Any])
         let tagData = try XCTUnwrap(Data(base64Encoded: try XCTUnwrap(stored["tagData"] as? String)))
-        XCTAssertEqual(ServerTags.array(tagData), details.newItem?.tags)
+        XCTAssertEqual(ServerTags.array(tagData), ServerTags.array(details.newItem?.tagData))
     }
 
     /// The other entries keep their flat fields: an attributes change (only what changed), a
@@ -85,9 +90,9 @@ final class OutboxDetailsJSONTests: StoreTestCase {
             XCTAssertEqual(try json(details), form)
         }
         let change = try decode(forms[1])
-        XCTAssertEqual(change.uid, 7)
-        XCTAssertEqual(change.tagData, Data("blue".utf8))
-        XCTAssertNil(change.gid, "only what changed")
+        XCTAssertEqual(change.changes.ownerID, 7)
+        XCTAssertEqual(change.changes.tagData, .some(Data("blue".utf8)))
+        XCTAssertNil(change.changes.groupID, "only what changed")
     }
 
     /// What a replica store records for a create is its `newItem`, and reads back the same from
@@ -103,12 +108,12 @@ final class OutboxDetailsJSONTests: StoreTestCase {
         let create = try XCTUnwrap(before.first)
         XCTAssertEqual(create.kind, .create)
         XCTAssertEqual(create.details.kind, .symlink)
-        XCTAssertEqual(create.details.newItem?.symlinkTarget, "a/b")
+        XCTAssertEqual(create.details.newItem?.symlinkTargetPath, "a/b")
         XCTAssertEqual(link.ownerID, 1000)
-        XCTAssertEqual(create.details.newItem?.uid, link.ownerID)
-        XCTAssertEqual(create.details.newItem?.gid, link.groupID)
-        XCTAssertEqual(create.details.newItem?.mode, UInt32(link.posixPermissions))
-        XCTAssertEqual(create.details.newItem?.createdNs, link.creationTime.totalNanoseconds)
+        XCTAssertEqual(create.details.newItem?.ownerID, link.ownerID)
+        XCTAssertEqual(create.details.newItem?.groupID, link.groupID)
+        XCTAssertEqual(create.details.newItem?.posixPermissions, link.posixPermissions)
+        XCTAssertEqual(create.details.newItem?.creationTime, link.creationTime)
         XCTAssertNil(create.details.newItem?.types, "worked out when sent")
         try reopen()
         XCTAssertEqual(try store.outboxEntries(limit: 10), before)

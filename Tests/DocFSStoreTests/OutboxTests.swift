@@ -2,6 +2,7 @@ import XCTest
 import Foundation
 import Synchronization
 import DocFSProvider
+import DocFSWire
 @testable import DocFSStore
 
 /// A replica's outbox without a server: every action leaves its changes in order, in the same
@@ -126,8 +127,8 @@ final class OutboxTests: StoreTestCase {
         XCTAssertEqual(entries[1].bytes, 3)
         XCTAssertEqual(entries[3].details.contentVersion, 2)
         XCTAssertEqual(entries[3].bytes, 7)
-        XCTAssertEqual(entries[4].details.mode, 0o600)
-        XCTAssertNil(entries[4].details.uid, "only what changed is sent")
+        XCTAssertEqual(entries[4].details.changes.posixPermissions, 0o600)
+        XCTAssertNil(entries[4].details.changes.ownerID, "only what changed is sent")
         XCTAssertEqual(store.outboxCounts.pending, 8)
         XCTAssertEqual(store.outboxCounts.pendingBytes, 10)
         XCTAssertEqual(store.syncState(of: folder.identifier), "pending")
@@ -205,9 +206,11 @@ final class OutboxTests: StoreTestCase {
         try makeReplica()
         let content = store.stagingDirectory.appendingPathComponent("download")
         try Data("server".utf8).write(to: content)
-        try store.addServerItem(.init(row: 5, parentRow: 1, name: "shared", kind: .folder, createdNs: 1, modifiedNs: 2, uid: 0, gid: 0, mode: 0o755))
-        try store.addServerItem(.init(row: 6, parentRow: 5, name: "s.txt", kind: .file, createdNs: 1, modifiedNs: 2, uid: 0, gid: 0,
-                                      mode: 0o644, contentFile: content.path))
+        let (one, two) = (FileTime(totalNanoseconds: 1), FileTime(totalNanoseconds: 2))
+        try store.addServerItem(.init(id: 5, parentID: 1, name: "shared", kind: .folder, creationTime: one, modificationTime: two,
+                                      posixPermissions: 0o755))
+        try store.addServerItem(.init(id: 6, parentID: 5, name: "s.txt", kind: .file, creationTime: one, modificationTime: two,
+                                      posixPermissions: 0o644), contentFile: content.path)
         XCTAssertTrue(try store.outboxEntries(limit: 10).isEmpty)
         XCTAssertEqual(try store.childItem(named: "s.txt", in: ItemIdentifier("5")).documentSize, 6)
         XCTAssertEqual(store.syncState(of: ItemIdentifier("6")), "uploaded")
@@ -241,6 +244,6 @@ final class OutboxTests: StoreTestCase {
         XCTAssertEqual(OutboxPlanner.plan(old: trashed, new: old).map(\.kind), [.untrash])
         var touched = old
         touched.item.modificationTime = FileTime(totalNanoseconds: 5)
-        XCTAssertEqual(OutboxPlanner.plan(old: old, new: touched).map(\.details.modifiedNs), [5])
+        XCTAssertEqual(OutboxPlanner.plan(old: old, new: touched).map(\.details.changes.modificationTime?.totalNanoseconds), [5])
     }
 }

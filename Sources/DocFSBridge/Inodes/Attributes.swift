@@ -72,9 +72,9 @@ package struct Attributes {
     func stat(ofStaged staged: Glibc.stat?, ino: UInt64, owner: Ownership, accessTime: FileTime?) -> stat {
         var st = staged ?? Glibc.stat()
         st.st_ino = UInt(ino)
-        st.st_uid = owner.owner
-        st.st_gid = owner.group
-        st.st_mode = S_IFREG | mode_t(owner.mode)
+        st.st_uid = owner.ownerID
+        st.st_gid = owner.groupID
+        st.st_mode = S_IFREG | mode_t(owner.posixPermissions)
         st.st_nlink = 1
         if let accessTime { st.st_atim = Self.timespec(accessTime) }
         return st

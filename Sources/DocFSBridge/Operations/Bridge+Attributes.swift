@@ -22,7 +22,7 @@ extension Bridge {
                 var e = fuse_entry_param()
                 e.ino = node.ino
                 e.generation = InodeTable.generation
-                e.attr = stagedStat(node) ?? attributes.stat(ofStaged: nil, ino: node.ino, owner: Ownership(owner: 0, group: 0, mode: 0o600, isDirectory: false), accessTime: nil)
+                e.attr = stagedStat(node) ?? attributes.stat(ofStaged: nil, ino: node.ino, owner: Ownership(ownerID: 0, groupID: 0, posixPermissions: 0o600, isDirectory: false), accessTime: nil)
                 // A file being copied in changes under the kernel; don't let it cache the attributes.
                 e.attr_timeout = 0
                 e.entry_timeout = 0

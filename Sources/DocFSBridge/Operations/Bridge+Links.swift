@@ -62,8 +62,8 @@ extension Bridge {
     /// someone other than the owner (and root) may link only a regular file they may read and
     /// write that is neither set-user-ID nor set-group-ID and group-executable (EPERM).
     static func requireMayLink(_ item: Ownership, kind: ItemKind, caller: Caller) throws(ProviderError) {
-        guard protectedHardlinks, !caller.isRoot, caller.uid != item.owner else { return }
-        let mode = item.mode
+        guard protectedHardlinks, !caller.isRoot, caller.uid != item.ownerID else { return }
+        let mode = item.posixPermissions
         let safe = kind == .file && mode & 0o4000 == 0 && mode & 0o2010 != 0o2010
             && PermissionCheck.allows(PermissionCheck.read | PermissionCheck.write, on: item, for: caller)
         guard safe else {

@@ -15,8 +15,8 @@ enum OwnershipRules {
     static func newItem(mode requested: UInt16, kind: ItemKind, in parent: Ownership, by caller: Caller) -> NewItemAttributes {
         var mode = requested & 0o7777
         var group = caller.gid
-        if parent.mode & setGID != 0 {
-            group = parent.group
+        if parent.posixPermissions & setGID != 0 {
+            group = parent.groupID
             if kind == .folder {
                 mode |= setGID
             } else if mode & (setGID | groupExecute) == setGID | groupExecute, !caller.isRoot, !caller.isMember(of: group) {
@@ -30,11 +30,11 @@ enum OwnershipRules {
     /// chmod: the owner or root (EPERM otherwise). Set-group-ID on an item whose group the
     /// caller is not in goes silently, as the kernel does.
     static func chmod(_ item: Ownership, to requested: UInt16, by caller: Caller) throws(ProviderError) -> UInt16 {
-        guard caller.isRoot || caller.uid == item.owner else {
-            throw ProviderError(.notPermitted, "only the owner (uid \(item.owner)) or root may change the mode")
+        guard caller.isRoot || caller.uid == item.ownerID else {
+            throw ProviderError(.notPermitted, "only the owner (uid \(item.ownerID)) or root may change the mode")
         }
         var mode = requested & 0o7777
-        if mode & setGID != 0, !caller.isRoot, !caller.isMember(of: item.group) { mode &= ~setGID }
+        if mode & setGID != 0, !caller.isRoot, !caller.isMember(of: item.groupID) { mode &= ~setGID }
         return mode
     }
 
@@ -48,22 +48,22 @@ enum OwnershipRules {
     static func chown(_ item: Ownership, owner: UInt32?, group: UInt32?, by caller: Caller,
                       beforeWrite: Bool = false) throws(ProviderError) -> AttributeChanges {
         if !caller.isRoot {
-            if let owner, owner != item.owner || caller.uid != item.owner {
-                throw ProviderError(.notPermitted, "only root may change the owner (uid \(item.owner) to \(owner))")
+            if let owner, owner != item.ownerID || caller.uid != item.ownerID {
+                throw ProviderError(.notPermitted, "only root may change the owner (uid \(item.ownerID) to \(owner))")
             }
             if let group {
-                guard caller.uid == item.owner else {
-                    throw ProviderError(.notPermitted, "only the owner (uid \(item.owner)) or root may change the group")
+                guard caller.uid == item.ownerID else {
+                    throw ProviderError(.notPermitted, "only the owner (uid \(item.ownerID)) or root may change the group")
                 }
-                guard group == item.group || caller.isMember(of: group) else {
+                guard group == item.groupID || caller.isMember(of: group) else {
                     throw ProviderError(.notPermitted, "uid \(caller.uid) is not a member of group \(group)")
                 }
             }
         }
         var changes = AttributeChanges(ownerID: owner, groupID: group)
         if let cleared = setIDAfterChown(item, by: caller) {
-            if owner == nil, group == nil, !beforeWrite, !caller.isRoot, caller.uid != item.owner {
-                throw ProviderError(.notPermitted, "clearing set-user/group-ID is a change of mode, which only the owner (uid \(item.owner)) or root may make")
+            if owner == nil, group == nil, !beforeWrite, !caller.isRoot, caller.uid != item.ownerID {
+                throw ProviderError(.notPermitted, "clearing set-user/group-ID is a change of mode, which only the owner (uid \(item.ownerID)) or root may make")
             }
             changes.posixPermissions = cleared
         }
@@ -75,25 +75,25 @@ enum OwnershipRules {
     /// neither in the file's group nor root. Folders keep both. Nil when nothing changes.
     static func setIDAfterChown(_ item: Ownership, by caller: Caller) -> UInt16? {
         guard !item.isDirectory else { return nil }
-        var kill = item.mode & setUID
+        var kill = item.posixPermissions & setUID
         if dropsSetGroupID(item, for: caller) { kill |= setGID }
-        return kill == 0 ? nil : item.mode & ~kill
+        return kill == 0 ? nil : item.posixPermissions & ~kill
     }
 
     /// The kernel's setattr_should_drop_sgid.
     private static func dropsSetGroupID(_ item: Ownership, for caller: Caller) -> Bool {
-        guard item.mode & setGID != 0 else { return false }
-        if item.mode & groupExecute != 0 { return true }
-        return !caller.isRoot && !caller.isMember(of: item.group)
+        guard item.posixPermissions & setGID != 0 else { return false }
+        if item.posixPermissions & groupExecute != 0 { return true }
+        return !caller.isRoot && !caller.isMember(of: item.groupID)
     }
 
     /// utimensat: times given explicitly need the owner or root (EPERM); "now" for both needs
     /// the owner, root or write permission (EACCES); "now" for one with the other omitted needs
     /// nothing, as in the kernel.
     static func setTimes(_ item: Ownership, explicit: Bool, bothNow: Bool, by caller: Caller) throws(ProviderError) {
-        if caller.isRoot || caller.uid == item.owner { return }
+        if caller.isRoot || caller.uid == item.ownerID { return }
         if explicit {
-            throw ProviderError(.notPermitted, "only the owner (uid \(item.owner)) or root may set times")
+            throw ProviderError(.notPermitted, "only the owner (uid \(item.ownerID)) or root may set times")
         }
         if bothNow {
             try PermissionCheck.require(PermissionCheck.write, on: item, for: caller, "setting times to now")
@@ -106,8 +106,8 @@ enum OwnershipRules {
     /// Nil when nothing changes.
     static func clearingSetID(_ item: Ownership, forWriter writer: Caller) -> UInt16? {
         if writer.isRoot || item.isDirectory { return nil }
-        var kill = item.mode & setUID
+        var kill = item.posixPermissions & setUID
         if dropsSetGroupID(item, for: writer) { kill |= setGID }
-        return kill == 0 ? nil : item.mode & ~kill
+        return kill == 0 ? nil : item.posixPermissions & ~kill
     }
 }

@@ -38,7 +38,7 @@ struct CopyIn: Sendable, Equatable {
 
     /// What the mode-bit rules see of the file.
     var ownership: Ownership {
-        Ownership(owner: attributes.ownerID, group: attributes.groupID, mode: attributes.posixPermissions, isDirectory: false)
+        Ownership(ownerID: attributes.ownerID, groupID: attributes.groupID, posixPermissions: attributes.posixPermissions, isDirectory: false)
     }
 
     /// chown, chmod and utimensat's access time before the import. A modification time belongs

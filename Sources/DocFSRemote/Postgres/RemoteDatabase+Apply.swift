@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import DocFSWire
 
 // The one write path of a replica: a chunk of operations as one call of the server's
 // `docfs_apply` (one round trip, one transaction, one commit), which checks and applies them.
@@ -99,20 +100,20 @@ extension RemoteDatabase: OperationApplier {
                 setParent(parent)
                 self.name = name
                 item_kind = kind.storedName
-                uid = attributes.uid
-                gid = attributes.gid
-                mode = attributes.mode & 0o7777
-                created_ns = attributes.createdNs
-                modified_ns = attributes.modifiedNs
-                tags = attributes.tags
+                uid = attributes.ownerID
+                gid = attributes.groupID
+                mode = UInt32(attributes.posixPermissions) & 0o7777
+                created_ns = attributes.creationTime.totalNanoseconds
+                modified_ns = attributes.modificationTime.totalNanoseconds
+                tags = ServerTags.array(attributes.tagData)
                 types = attributes.types
-                symlink_target = attributes.symlinkTarget
+                symlink_target = attributes.symlinkTargetPath
                 setContent(content)
-            case let .content(item, expectedVersion, content, modifiedNs):
+            case let .content(item, expectedVersion, content, modificationTime):
                 setItem(item)
                 expected_version = expectedVersion
                 setContent(content)
-                modified_ns = modifiedNs
+                modified_ns = modificationTime.totalNanoseconds
             case let .move(item, toParent, name, expectedParentID, expectedName, types):
                 setItem(item)
                 setParent(toParent)
@@ -132,13 +133,13 @@ extension RemoteDatabase: OperationApplier {
                 self.types = types
             case let .attributes(item, changes):
                 setItem(item)
-                uid = changes.uid
-                gid = changes.gid
-                mode = changes.mode.map { $0 & 0o7777 }
-                created_ns = changes.createdNs
-                modified_ns = changes.modifiedNs
-                accessed_ns = changes.accessedNs
-                tags = changes.tags
+                uid = changes.ownerID
+                gid = changes.groupID
+                mode = changes.posixPermissions.map { UInt32($0) & 0o7777 }
+                created_ns = changes.creationTime?.totalNanoseconds
+                modified_ns = changes.modificationTime?.totalNanoseconds
+                accessed_ns = changes.accessTime?.totalNanoseconds
+                tags = changes.tagData.map { ServerTags.array($0) }
                 if let rank = changes.favoriteRank {
                     set_rank = true
                     favorite_rank = rank

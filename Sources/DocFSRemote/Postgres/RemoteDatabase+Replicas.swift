@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import DocFSWire
 
 // What several replicas of one tree read besides the operations: items by identifier (a replica
 // applying the change log), the first position the log still keeps. (The rules that keep their
@@ -8,7 +9,7 @@ import PostgresNIO
 // something in it, are the server's: `docfs_free_name`, `docfs_destination`.)
 extension RemoteDatabase {
     /// The items with these identifiers, deleted ones included (a replica applies the deletion).
-    package func items(_ ids: [Int64]) async throws -> [RemoteItem] {
+    package func items(_ ids: [Int64]) async throws -> [ServerItem] {
         guard !ids.isEmpty else { return [] }
         let columns = try await itemColumns()
         return try await mapped { [self] in

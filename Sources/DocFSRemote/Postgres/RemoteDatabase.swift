@@ -4,6 +4,8 @@ import NIOCore
 import PostgresNIO
 import Synchronization
 import NIOSSL
+import DocFSProvider
+import DocFSWire
 
 /// The metadata half of the server: items with permanent identifiers, content versions, the
 /// layout and the change log, in PostgreSQL, through postgres-nio's `PostgresClient`.
@@ -142,7 +144,7 @@ package final class RemoteDatabase: Sendable {
         }
     }
 
-    package func item(_ id: Int64) async throws -> RemoteItem? {
+    package func item(_ id: Int64) async throws -> ServerItem? {
         let columns = try await itemColumns()
         return try await mapped { [self] in
             let rows = try await client.query(
@@ -152,7 +154,7 @@ package final class RemoteDatabase: Sendable {
     }
 
     /// The live (not deleted, not trashed) children of a folder, by name.
-    package func children(of parentID: Int64) async throws -> [RemoteItem] {
+    package func children(of parentID: Int64) async throws -> [ServerItem] {
         let columns = try await itemColumns()
         return try await mapped { [self] in
             let rows = try await client.query("""
@@ -244,21 +246,26 @@ package final class RemoteDatabase: Sendable {
         }
     }
 
-    static func decodeItems(_ rows: PostgresRowSequence) async throws -> [RemoteItem] {
-        var out: [RemoteItem] = []
+    static func decodeItems(_ rows: PostgresRowSequence) async throws -> [ServerItem] {
+        var out: [ServerItem] = []
         for try await row in rows {
             let c = row.makeRandomAccess()
-            out.append(RemoteItem(
+            out.append(ServerItem(
                 id: try c[0].decode(Int64.self), parentID: try c[1].decode(Int64?.self), name: try c[2].decode(String.self),
-                kind: RemoteItem.serverKind(try c[3].decode(String.self)), size: try c[4].decode(Int64.self),
-                createdNs: try c[5].decode(Int64.self), modifiedNs: try c[6].decode(Int64.self),
-                changedNs: try c[7].decode(Int64.self), accessedNs: try c[8].decode(Int64.self),
-                uid: UInt32(truncatingIfNeeded: try c[9].decode(Int64.self)),
-                gid: UInt32(truncatingIfNeeded: try c[10].decode(Int64.self)),
-                mode: UInt32(bitPattern: try c[11].decode(Int32.self)), tags: try c[12].decode([String].self),
-                favoriteRank: try c[13].decode(Int64?.self), symlinkTarget: try c[14].decode(String?.self),
+                kind: ServerItem.serverKind(try c[3].decode(String.self)), size: try c[4].decode(Int64.self),
+                creationTime: FileTime(totalNanoseconds: try c[5].decode(Int64.self)),
+                modificationTime: FileTime(totalNanoseconds: try c[6].decode(Int64.self)),
+                changeTime: FileTime(totalNanoseconds: try c[7].decode(Int64.self)),
+                accessTime: FileTime(totalNanoseconds: try c[8].decode(Int64.self)),
+                ownerID: UInt32(truncatingIfNeeded: try c[9].decode(Int64.self)),
+                groupID: UInt32(truncatingIfNeeded: try c[10].decode(Int64.self)),
+                // The kind is its own column: only the permission bits (set-ID and sticky included) are kept.
+                posixPermissions: UInt16(UInt32(bitPattern: try c[11].decode(Int32.self)) & 0o7777),
+                tagData: ServerTags.data(try c[12].decode([String].self)),
+                favoriteRank: try c[13].decode(Int64?.self), symlinkTargetPath: try c[14].decode(String?.self),
                 contentKey: try c[15].decode(String?.self), contentVersion: try c[16].decode(Int64.self),
-                metadataVersion: try c[17].decode(Int64.self), trashedNs: try c[18].decode(Int64?.self),
+                metadataVersion: try c[17].decode(Int64.self),
+                trashTime: try c[18].decode(Int64?.self).map(FileTime.init(totalNanoseconds:)),
                 deleted: try c[19].decode(Bool.self), linkOf: try c[20].decode(Int64?.self)))
         }
         return out

@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 
 /// One change a replica sends (an outbox entry as the server takes it), applied by the server's
 /// `docfs_apply` (`RemoteSchema+Operations`). Every operation is idempotent by its id.
@@ -14,7 +15,7 @@ package struct RemoteOperation: Sendable, Equatable {
     package enum Change: Sendable, Equatable {
         case create(parent: Target, name: String, kind: ItemKind, attributes: ReplicatedAttributes, content: RemoteContent?)
         /// A new content version if the file is still at `expectedVersion` (compare-and-swap).
-        case content(item: Target, expectedVersion: Int64, content: RemoteContent, modifiedNs: Int64)
+        case content(item: Target, expectedVersion: Int64, content: RemoteContent, modificationTime: FileTime)
         /// With where the replica saw it (`expectedParentID`, `expectedName`), a move made
         /// elsewhere first wins (`RemoteError.movedElsewhere`).
         case move(item: Target, toParent: Target, name: String, expectedParentID: Int64?, expectedName: String?, types: [String]?)
@@ -23,7 +24,7 @@ package struct RemoteOperation: Sendable, Equatable {
         case delete(item: Target, expectedContentVersion: Int64?)
         case trash(item: Target)
         case untrash(item: Target, toParent: Target, name: String, types: [String]?)
-        case attributes(item: Target, changes: RemoteAttributeChanges)
+        case attributes(item: Target, changes: AttributeChanges)
         /// A further name of the file `item` in `parent` (schema 12); a taken name gets a suffix.
         case link(item: Target, parent: Target, name: String)
         /// The further name `name` (its name row) goes.
@@ -82,9 +83,9 @@ extension OperationApplier {
     }
 
     package func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
-                                   modifiedNs: Int64) async throws -> AppliedChange {
+                                   modificationTime: FileTime) async throws -> AppliedChange {
         try await applyOne(RemoteOperation(id: operationID, .content(item: .item(itemID), expectedVersion: expectedVersion,
-                                                                     content: content, modifiedNs: modifiedNs)))
+                                                                     content: content, modificationTime: modificationTime)))
     }
 
     package func moveItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, expectedParentID: Int64? = nil,
@@ -108,7 +109,7 @@ extension OperationApplier {
                                                                      types: types)))
     }
 
-    package func setAttributes(operationID: UUID, itemID: Int64, changes: RemoteAttributeChanges) async throws -> AppliedChange {
+    package func setAttributes(operationID: UUID, itemID: Int64, changes: AttributeChanges) async throws -> AppliedChange {
         try await applyOne(RemoteOperation(id: operationID, .attributes(item: .item(itemID), changes: changes)))
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 
 /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=…&sslrootcert=FILE&sslcert=FILE&sslkey=FILE]`.
 /// The password may also come from `PGPASSWORD`. `description` never shows the password.
@@ -92,7 +93,7 @@ package struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-extension RemoteItem {
+extension ServerItem {
     /// The kind the server's column names; a word other than its three reads as a file.
     static func serverKind(_ word: String) -> ItemKind {
         ItemKind(storedName: word).flatMap { $0.isReplicated ? $0 : nil } ?? .file
@@ -114,59 +115,6 @@ package struct RemoteContent: Sendable, Equatable {
         self.sha256 = sha256
         self.replica = replica
     }
-}
-
-/// Attribute changes; nil fields stay as they are.
-package struct RemoteAttributeChanges: Sendable, Equatable {
-    package var uid: UInt32?
-    package var gid: UInt32?
-    package var mode: UInt32?
-    package var createdNs: Int64?
-    package var modifiedNs: Int64?
-    package var accessedNs: Int64?
-    package var tags: [String]?
-    /// `.some(nil)` clears the favourite rank.
-    package var favoriteRank: Int64??
-
-    package init(uid: UInt32? = nil, gid: UInt32? = nil, mode: UInt32? = nil, createdNs: Int64? = nil,
-                modifiedNs: Int64? = nil, accessedNs: Int64? = nil, tags: [String]? = nil, favoriteRank: Int64?? = nil) {
-        self.uid = uid
-        self.gid = gid
-        self.mode = mode
-        self.createdNs = createdNs
-        self.modifiedNs = modifiedNs
-        self.accessedNs = accessedNs
-        self.tags = tags
-        self.favoriteRank = favoriteRank
-    }
-}
-
-/// An item as the server keeps it.
-package struct RemoteItem: Sendable, Equatable {
-    package var id: Int64
-    package var parentID: Int64?
-    package var name: String
-    /// A file, folder or symbolic link: the server keeps no other kind (its column holds
-    /// `ItemKind.storedName`).
-    package var kind: ItemKind
-    package var size: Int64
-    package var createdNs: Int64
-    package var modifiedNs: Int64
-    package var changedNs: Int64
-    package var accessedNs: Int64
-    package var uid: UInt32
-    package var gid: UInt32
-    package var mode: UInt32
-    package var tags: [String]
-    package var favoriteRank: Int64?
-    package var symlinkTarget: String?
-    package var contentKey: String?
-    package var contentVersion: Int64
-    package var metadataVersion: Int64
-    package var trashedNs: Int64?
-    package var deleted: Bool
-    /// A name row's item (a further name of that file, `RemoteSchema+Links`); nil for an item.
-    package var linkOf: Int64? = nil
 }
 
 /// What an operation did: the item it touched (for a create, its new permanent id), the item's

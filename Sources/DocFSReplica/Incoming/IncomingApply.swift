@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 import DocFSStore
 
 /// What `IncomingApply` did and what it could not do yet.
@@ -37,7 +38,7 @@ package struct IncomingApply {
 
     /// Applies the server's state of these items. Names removed first, then folders before what
     /// they hold (an item's parent before it), deletions last, children before their folder.
-    package mutating func apply(_ items: [IncomingItem]) throws(ProviderError) -> IncomingResult {
+    package mutating func apply(_ items: [ServerItem]) throws(ProviderError) -> IncomingResult {
         let pending = try edit.waitingRows()
         // Names removed go first: the item may take one's place (the server passed it its name).
         var namesGone = Set<Int64>()
@@ -52,7 +53,7 @@ package struct IncomingApply {
         var progress = true
         while progress && !live.isEmpty {
             progress = false
-            var waiting: [IncomingItem] = []
+            var waiting: [ServerItem] = []
             for item in live {
                 if pending.contains(item.row) { result.pending.insert(item.row); progress = true; continue }
                 // Open for writing here: another replica's version waits for the writer's close.
@@ -79,7 +80,7 @@ package struct IncomingApply {
         progress = true
         while progress && !deletions.isEmpty {
             progress = false
-            var waiting: [IncomingItem] = []
+            var waiting: [ServerItem] = []
             for item in deletions {
                 if pending.contains(item.row) { result.pending.insert(item.row); continue }
                 // Open for writing here: the edit wins if the writer changes it (its close
@@ -100,7 +101,7 @@ package struct IncomingApply {
 
     /// Where an item of the server goes here: in the trash, at the top, under a name free there
     /// (the one it has there already, if it is there), remembering where it came from.
-    private func place(of item: IncomingItem, local: ReplicaNode?, isFolder: Bool) throws(ProviderError) -> ReplicaPlace {
+    private func place(of item: ServerItem, local: ReplicaNode?, isFolder: Bool) throws(ProviderError) -> ReplicaPlace {
         guard item.trashed else { return ReplicaPlace(parentRow: item.parentRow, name: item.name) }
         var name = item.name
         if let local, local.parent == ReplicaRows.trash { name = local.name }
@@ -122,7 +123,7 @@ package struct IncomingApply {
 
     /// One live (or trashed) item: created, moved, renamed, re-owned or given new contents here.
     /// False: its folder is not here (yet).
-    private mutating func applyLive(_ item: IncomingItem) throws(ProviderError) -> Bool {
+    private mutating func applyLive(_ item: ServerItem) throws(ProviderError) -> Bool {
         let parentRow = item.trashed ? ReplicaRows.trash : item.parentRow
         guard let parent = try edit.node(parentRow), parent.kind == .folder else { return false }
         let local = try edit.node(item.row)
@@ -155,20 +156,20 @@ package struct IncomingApply {
     /// Whether the item here already shows what the server has (a change of this replica coming
     /// back, or one applied before): the attributes the store takes from the server (a symlink
     /// keeps its permissions, a folder its modification time, only a symlink takes a target).
-    static func sameAsServer(_ local: ReplicaNode, _ item: IncomingItem, kind: ItemKind, at place: ReplicaPlace) -> Bool {
+    static func sameAsServer(_ local: ReplicaNode, _ item: ServerItem, kind: ItemKind, at place: ReplicaPlace) -> Bool {
         local.parent == place.parentRow && local.name.utf8.elementsEqual(place.name.utf8)
-            && local.ownerID == item.uid && local.groupID == item.gid
-            && (kind == .symlink || local.permissions == item.mode & 0o7777)
-            && local.created == FileTime(totalNanoseconds: item.createdNs)
-            && (kind == .folder || local.modified == FileTime(totalNanoseconds: item.modifiedNs))
+            && local.ownerID == item.ownerID && local.groupID == item.groupID
+            && (kind == .symlink || local.posixPermissions == item.posixPermissions & 0o7777)
+            && local.creationTime == item.creationTime
+            && (kind == .folder || local.modificationTime == item.modificationTime)
             && local.tagData == item.tagData && local.favoriteRank == item.favoriteRank
-            && (kind != .symlink || local.symlinkTarget == item.symlinkTarget)
+            && (kind != .symlink || local.symlinkTargetPath == item.symlinkTargetPath)
             && local.trashedFrom == place.trashedFrom
     }
 
     /// Another replica's further name (`item.linkOf`) of the item `itemRow`: a name row of the
     /// same item here. Needs the item and the folder here first (false: not yet).
-    private mutating func applyName(_ item: IncomingItem, of itemRow: Int64) throws(ProviderError) -> Bool {
+    private mutating func applyName(_ item: ServerItem, of itemRow: Int64) throws(ProviderError) -> Bool {
         let parentRow = item.trashed ? ReplicaRows.trash : item.parentRow
         guard let parent = try edit.node(parentRow), parent.kind == .folder,
               let target = try edit.node(itemRow), target.linkOf == nil else {
@@ -192,7 +193,7 @@ package struct IncomingApply {
 extension ReplicaStore {
     /// Applies the server's state of items in one action of the store (`contents`: downloaded
     /// files by row); nothing for a store without a remote.
-    package func applyIncoming(_ items: [IncomingItem], contents: [Int64: String] = [:]) throws(ProviderError) -> IncomingResult {
+    package func applyIncoming(_ items: [ServerItem], contents: [Int64: String] = [:]) throws(ProviderError) -> IncomingResult {
         try editIncoming { (edit) throws(ProviderError) -> IncomingResult in
             var apply = IncomingApply(edit, contents: contents)
             return try apply.apply(items)

@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 import DocFSStore
 
 /// What the incoming apply (`IncomingApply`) asks of the replica's store inside one action under
@@ -27,7 +28,7 @@ package protocol IncomingTreeEdit: AnyObject {
     func rename(_ row: Int64, to name: String, waitingCreate: Bool) throws(ProviderError)
     /// The server's state of an item, new or changed here, at `place`; `contents`: its new
     /// contents (nil: unchanged).
-    func put(_ item: IncomingItem, as kind: ItemKind, at place: ReplicaPlace, contents: ReplicaNewContents?) throws(ProviderError)
+    func put(_ item: ServerItem, as kind: ItemKind, at place: ReplicaPlace, contents: ReplicaNewContents?) throws(ProviderError)
     /// A further name `row` of the item `itemRow`, made or moved to `place`.
     func putName(_ row: Int64, of itemRow: Int64, at place: ReplicaPlace) throws(ProviderError)
     /// A further name goes; its item counts one name less.

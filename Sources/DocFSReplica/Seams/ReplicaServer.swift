@@ -1,5 +1,6 @@
 import Foundation
 import DocFSRemote
+import DocFSWire
 
 /// What the sync engine asks of the server's metadata (PostgreSQL in a mount, `RemoteDatabase`),
 /// so that ordering, retries, conflicts and incoming changes can be tested against an in-memory
@@ -11,9 +12,9 @@ package protocol ReplicaServer: OperationApplier {
     /// The tree's identity (`docfs_meta.tree_id`; nil on a server set up before schema 6).
     func treeID() async throws -> String?
     func rootID() async throws -> Int64
-    func item(_ id: Int64) async throws -> RemoteItem?
-    func items(_ ids: [Int64]) async throws -> [RemoteItem]
-    func children(of parentID: Int64) async throws -> [RemoteItem]
+    func item(_ id: Int64) async throws -> ServerItem?
+    func items(_ ids: [Int64]) async throws -> [ServerItem]
+    func children(of parentID: Int64) async throws -> [ServerItem]
     func allItemIDs() async throws -> [Int64]
     func changes(since anchor: Int64, limit: Int) async throws -> [RemoteChange]
     /// The change at `position`, nil when the log has none there.

@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 import DocFSStore
 
 /// What the sync engine, the incoming sync, the change follower, the bootstrap, the heal and the
@@ -76,10 +77,11 @@ package protocol ReplicaStore: OnDemandStore {
     /// Runs the incoming apply's reads and writes (`IncomingApply`) as one action under the
     /// store's writer lock; the kernel is told what changed once it ends. Nil: not a replica.
     func editIncoming<T>(_ body: (any IncomingTreeEdit) throws(ProviderError) -> T) throws(ProviderError) -> T?
-    /// One item of a new replica's first copy of the tree (the bootstrap).
-    func addServerItem(_ server: ServerItem) throws(ProviderError)
+    /// One item of a new replica's first copy of the tree (the bootstrap); `contentFile`: its
+    /// contents downloaded already (nil: fetched when first opened).
+    func addServerItem(_ server: ServerItem, contentFile: String?) throws(ProviderError)
     /// Items this replica had from the server, with what tells a restored server's rows apart.
-    func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, createdNs: Int64)]
+    func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, creationTime: FileTime)]
     func permanentRows() throws(ProviderError) -> [Int64]
     /// Makes an item a restored server lost again, as a new item of this replica's (sent like any
     /// other): named `name` in the folder at `folder` (names from the root). `RestoredItems` asks.

@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 
 /// One change waiting to go to the server, in the order it was made (`seq`). Written in the
 /// same journal entry (so the same SQLite transaction) as the change it describes; removed when
@@ -58,7 +59,7 @@ package struct OutboxEntry: Sendable, Equatable {
 }
 
 /// What an entry carries besides its place: a create's new item (`kind`, `newItem`), the changed
-/// attributes of an attributes change (nil: unchanged), and a content change's versions.
+/// attributes of an attributes change (`changes`), and a content change's versions.
 ///
 /// Stored as JSON with flat keys (the `Codable` extension below): a create's attributes sit under
 /// the same keys as an attributes change's, so that the entries stores keep in their outbox, and
@@ -68,19 +69,9 @@ package struct OutboxDetails: Sendable, Equatable {
     package var kind: ItemKind?
     /// Create: what the new item carries, as it is sent (its `types` are worked out when sent).
     package var newItem: ReplicatedAttributes?
-    // Attributes: what changed (nil: unchanged). Content: `modifiedNs`.
-    package var uid: UInt32?
-    package var gid: UInt32?
-    package var mode: UInt32?
-    package var createdNs: Int64?
-    package var modifiedNs: Int64?
-    package var accessedNs: Int64?
-    /// Tags as the provider keeps them (opaque bytes), base64 on the server.
-    package var tagData: Data?
-    package var tagsChanged: Bool?
-    /// Attributes, and a create's (recorded, not sent: the server's create takes no rank).
-    package var favoriteRank: Int64?
-    package var favoriteRankChanged: Bool?
+    /// Attributes: what changed (nil fields: unchanged). Content: the `modificationTime`. A
+    /// create's `favoriteRank` (recorded, not sent: the server's create takes no rank).
+    package var changes = AttributeChanges()
     /// Content: the local content version this change made (the server's expected version is
     /// one less: every local content version is one outbox entry, so the two count alike).
     package var contentVersion: UInt64?
@@ -95,29 +86,19 @@ package struct OutboxDetails: Sendable, Equatable {
     /// numbers a temporary one).
     package var linkOf: Int64?
 
-    package init(kind: ItemKind? = nil, newItem: ReplicatedAttributes? = nil, uid: UInt32? = nil, gid: UInt32? = nil,
-                mode: UInt32? = nil, createdNs: Int64? = nil, modifiedNs: Int64? = nil, accessedNs: Int64? = nil,
-                tagData: Data? = nil, tagsChanged: Bool? = nil, favoriteRank: Int64? = nil,
-                favoriteRankChanged: Bool? = nil, contentVersion: UInt64? = nil) {
+    package init(kind: ItemKind? = nil, newItem: ReplicatedAttributes? = nil, changes: AttributeChanges = AttributeChanges(),
+                 contentVersion: UInt64? = nil) {
         self.kind = kind
         self.newItem = newItem
-        self.uid = uid
-        self.gid = gid
-        self.mode = mode
-        self.createdNs = createdNs
-        self.modifiedNs = modifiedNs
-        self.accessedNs = accessedNs
-        self.tagData = tagData
-        self.tagsChanged = tagsChanged
-        self.favoriteRank = favoriteRank
-        self.favoriteRankChanged = favoriteRankChanged
+        self.changes = changes
         self.contentVersion = contentVersion
     }
 }
 
 /// The flat JSON form. An entry with a `kind` is a create: its uid, gid, mode, times, tags and
 /// link target are its `newItem` (absent ones as a create has always sent them: 0, 0, 0644,
-/// 0, 0, none); any other entry's are what changed.
+/// 0, 0, none); any other entry's are what changed. Times are nanoseconds since 1970; a change
+/// of tags or rank is its value and `tagsChanged`/`favoriteRankChanged` (no value: removed).
 extension OutboxDetails: Codable {
     private enum Key: String, CodingKey {
         case kind, uid, gid, mode, createdNs, modifiedNs, accessedNs, tagData, tagsChanged, favoriteRank,
@@ -135,17 +116,25 @@ extension OutboxDetails: Codable {
         let tagData = try c.decodeIfPresent(Data.self, forKey: .tagData)
         let tagsChanged = try c.decodeIfPresent(Bool.self, forKey: .tagsChanged)
         if kind != nil {
-            newItem = ReplicatedAttributes(uid: uid ?? 0, gid: gid ?? 0, mode: mode ?? 0o644, createdNs: createdNs ?? 0,
-                                           modifiedNs: modifiedNs ?? 0, tags: ServerTags.array(tagData),
-                                           symlinkTarget: try c.decodeIfPresent(String.self, forKey: .symlinkTarget),
+            newItem = ReplicatedAttributes(ownerID: uid ?? 0, groupID: gid ?? 0,
+                                           posixPermissions: UInt16(truncatingIfNeeded: mode ?? 0o644) & 0o7777,
+                                           creationTime: FileTime(totalNanoseconds: createdNs ?? 0),
+                                           modificationTime: FileTime(totalNanoseconds: modifiedNs ?? 0),
+                                           tagData: tagData,
+                                           symlinkTargetPath: try c.decodeIfPresent(String.self, forKey: .symlinkTarget),
                                            types: try c.decodeIfPresent([String].self, forKey: .types))
         } else {
-            (self.uid, self.gid, self.mode, self.createdNs, self.modifiedNs) = (uid, gid, mode, createdNs, modifiedNs)
-            (self.tagData, self.tagsChanged) = (tagData, tagsChanged)
+            changes.ownerID = uid
+            changes.groupID = gid
+            changes.posixPermissions = mode.map { UInt16(truncatingIfNeeded: $0) & 0o7777 }
+            changes.creationTime = createdNs.map(FileTime.init(totalNanoseconds:))
+            changes.modificationTime = modifiedNs.map(FileTime.init(totalNanoseconds:))
+            if tagsChanged == true { changes.tagData = .some(tagData) }
         }
-        accessedNs = try c.decodeIfPresent(Int64.self, forKey: .accessedNs)
-        favoriteRank = try c.decodeIfPresent(Int64.self, forKey: .favoriteRank)
-        favoriteRankChanged = try c.decodeIfPresent(Bool.self, forKey: .favoriteRankChanged)
+        changes.accessTime = try c.decodeIfPresent(Int64.self, forKey: .accessedNs).map(FileTime.init(totalNanoseconds:))
+        if try c.decodeIfPresent(Bool.self, forKey: .favoriteRankChanged) == true {
+            changes.favoriteRank = .some(try c.decodeIfPresent(Int64.self, forKey: .favoriteRank))
+        }
         contentVersion = try c.decodeIfPresent(UInt64.self, forKey: .contentVersion)
         baseVersion = try c.decodeIfPresent(UInt64.self, forKey: .baseVersion)
         fromParent = try c.decodeIfPresent(Int64.self, forKey: .fromParent)
@@ -157,31 +146,35 @@ extension OutboxDetails: Codable {
         var c = encoder.container(keyedBy: Key.self)
         try c.encodeIfPresent(kind, forKey: .kind)
         if let newItem {
-            try c.encode(newItem.uid, forKey: .uid)
-            try c.encode(newItem.gid, forKey: .gid)
-            try c.encode(newItem.mode, forKey: .mode)
-            try c.encode(newItem.createdNs, forKey: .createdNs)
-            try c.encode(newItem.modifiedNs, forKey: .modifiedNs)
-            // The server's words joined as the provider keeps tags: `ServerTags.array` reads
-            // back the same words (bytes that were not UTF-8 as their one "base64:" word).
-            if !newItem.tags.isEmpty {
-                try c.encode(Data(newItem.tags.joined(separator: ",").utf8), forKey: .tagData)
+            try c.encode(newItem.ownerID, forKey: .uid)
+            try c.encode(newItem.groupID, forKey: .gid)
+            try c.encode(UInt32(newItem.posixPermissions), forKey: .mode)
+            try c.encode(newItem.creationTime.totalNanoseconds, forKey: .createdNs)
+            try c.encode(newItem.modificationTime.totalNanoseconds, forKey: .modifiedNs)
+            // The tags as the provider keeps them: `ServerTags.array` reads the server's words
+            // from them (bytes that are not UTF-8 as their one "base64:" word).
+            if let tagData = newItem.tagData, !ServerTags.array(tagData).isEmpty {
+                try c.encode(tagData, forKey: .tagData)
                 try c.encode(true, forKey: .tagsChanged)
             }
-            try c.encodeIfPresent(newItem.symlinkTarget, forKey: .symlinkTarget)
+            try c.encodeIfPresent(newItem.symlinkTargetPath, forKey: .symlinkTarget)
             try c.encodeIfPresent(newItem.types, forKey: .types)
         } else {
-            try c.encodeIfPresent(uid, forKey: .uid)
-            try c.encodeIfPresent(gid, forKey: .gid)
-            try c.encodeIfPresent(mode, forKey: .mode)
-            try c.encodeIfPresent(createdNs, forKey: .createdNs)
-            try c.encodeIfPresent(modifiedNs, forKey: .modifiedNs)
-            try c.encodeIfPresent(tagData, forKey: .tagData)
-            try c.encodeIfPresent(tagsChanged, forKey: .tagsChanged)
+            try c.encodeIfPresent(changes.ownerID, forKey: .uid)
+            try c.encodeIfPresent(changes.groupID, forKey: .gid)
+            try c.encodeIfPresent(changes.posixPermissions.map(UInt32.init), forKey: .mode)
+            try c.encodeIfPresent(changes.creationTime?.totalNanoseconds, forKey: .createdNs)
+            try c.encodeIfPresent(changes.modificationTime?.totalNanoseconds, forKey: .modifiedNs)
+            if let tagData = changes.tagData {
+                try c.encodeIfPresent(tagData, forKey: .tagData)
+                try c.encode(true, forKey: .tagsChanged)
+            }
         }
-        try c.encodeIfPresent(accessedNs, forKey: .accessedNs)
-        try c.encodeIfPresent(favoriteRank, forKey: .favoriteRank)
-        try c.encodeIfPresent(favoriteRankChanged, forKey: .favoriteRankChanged)
+        try c.encodeIfPresent(changes.accessTime?.totalNanoseconds, forKey: .accessedNs)
+        if let rank = changes.favoriteRank {
+            try c.encodeIfPresent(rank, forKey: .favoriteRank)
+            try c.encode(true, forKey: .favoriteRankChanged)
+        }
         try c.encodeIfPresent(contentVersion, forKey: .contentVersion)
         try c.encodeIfPresent(baseVersion, forKey: .baseVersion)
         try c.encodeIfPresent(fromParent, forKey: .fromParent)

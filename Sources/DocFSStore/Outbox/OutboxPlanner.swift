@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 
 /// Turns what an action commits (records saved, rows deleted) into the changes the server needs,
 /// by comparing each record with what it was. One place for every action: an action needs no
@@ -26,12 +27,11 @@ enum OutboxPlanner {
         if let named = new.linkOf { return planName(old: old, new: new, of: named, parent: parent) }
         let item = new.item
         guard let old else {
-            let newItem = ReplicatedAttributes(uid: item.ownerID, gid: item.groupID, mode: UInt32(item.posixPermissions),
-                                               createdNs: item.creationTime.totalNanoseconds,
-                                               modifiedNs: item.modificationTime.totalNanoseconds,
-                                               tags: ServerTags.array(item.tagData), symlinkTarget: item.symlinkTargetPath)
+            let newItem = ReplicatedAttributes(ownerID: item.ownerID, groupID: item.groupID, posixPermissions: item.posixPermissions,
+                                               creationTime: item.creationTime, modificationTime: item.modificationTime,
+                                               tagData: item.tagData, symlinkTargetPath: item.symlinkTargetPath)
             var details = OutboxDetails(kind: kind, newItem: newItem, contentVersion: item.itemVersion.contentVersion)
-            if let rank = item.favoriteRank { details.favoriteRank = rank; details.favoriteRankChanged = true }
+            if let rank = item.favoriteRank { details.changes.favoriteRank = .some(rank) }
             return [Planned(kind: .create, row: new.row, parent: parent, name: item.filename,
                             bytes: kind == .file ? item.documentSize : 0, details: details)]
         }
@@ -52,31 +52,26 @@ enum OutboxPlanner {
             }
         }
         if kind == .file, item.itemVersion.contentVersion != old.item.itemVersion.contentVersion {
-            var details = OutboxDetails(modifiedNs: item.modificationTime.totalNanoseconds, contentVersion: item.itemVersion.contentVersion)
+            var details = OutboxDetails(changes: AttributeChanges(modificationTime: item.modificationTime),
+                                        contentVersion: item.itemVersion.contentVersion)
             // The version this one was written over (`modifyContents`' base): the server takes it
             // only while that is still its current version.
             details.baseVersion = old.item.itemVersion.contentVersion
             planned.append(Planned(kind: .content, row: new.row, bytes: item.documentSize, details: details))
         }
-        var changes = OutboxDetails()
-        var changed = false
-        if item.ownerID != old.item.ownerID { changes.uid = item.ownerID; changed = true }
-        if item.groupID != old.item.groupID { changes.gid = item.groupID; changed = true }
-        if item.posixPermissions != old.item.posixPermissions { changes.mode = UInt32(item.posixPermissions); changed = true }
-        if item.creationTime != old.item.creationTime { changes.createdNs = item.creationTime.totalNanoseconds; changed = true }
+        var changes = AttributeChanges()
+        if item.ownerID != old.item.ownerID { changes.ownerID = item.ownerID }
+        if item.groupID != old.item.groupID { changes.groupID = item.groupID }
+        if item.posixPermissions != old.item.posixPermissions { changes.posixPermissions = item.posixPermissions }
+        if item.creationTime != old.item.creationTime { changes.creationTime = item.creationTime }
         // A file's modification time alone (touch, utimensat); with new contents it went with them.
         if kind != .folder, item.modificationTime != old.item.modificationTime,
            item.itemVersion.contentVersion == old.item.itemVersion.contentVersion {
-            changes.modifiedNs = item.modificationTime.totalNanoseconds
-            changed = true
+            changes.modificationTime = item.modificationTime
         }
-        if item.tagData != old.item.tagData { changes.tagData = item.tagData; changes.tagsChanged = true; changed = true }
-        if item.favoriteRank != old.item.favoriteRank {
-            changes.favoriteRank = item.favoriteRank
-            changes.favoriteRankChanged = true
-            changed = true
-        }
-        if changed { planned.append(Planned(kind: .attributes, row: new.row, details: changes)) }
+        if item.tagData != old.item.tagData { changes.tagData = .some(item.tagData) }
+        if item.favoriteRank != old.item.favoriteRank { changes.favoriteRank = .some(item.favoriteRank) }
+        if !changes.isEmpty { planned.append(Planned(kind: .attributes, row: new.row, details: OutboxDetails(changes: changes))) }
         return planned
     }
 

@@ -1,54 +1,15 @@
 import Foundation
 import DocFSProvider
-
-/// An item as the server has it, for `addServerItem`.
-package struct ServerItem: Sendable {
-    package var row: Int64
-    /// The parent's row; 1 for the root.
-    package var parentRow: Int64
-    package var name: String
-    /// A file, a folder or a symbolic link (the server keeps no special items).
-    package var kind: ItemKind
-    package var createdNs: Int64
-    package var modifiedNs: Int64
-    package var uid: UInt32
-    package var gid: UInt32
-    package var mode: UInt16
-    package var symlinkTarget: String?
-    /// A file's downloaded contents (moved into the store); nil for an empty file, or for one
-    /// left on the server (`contentKey`), downloaded when first opened.
-    package var contentFile: String?
-    /// A file's object on the server, its size and content version.
-    package var contentKey: String?
-    package var size: Int64
-    package var contentVersion: Int64
-
-    package init(row: Int64, parentRow: Int64, name: String, kind: ItemKind, createdNs: Int64, modifiedNs: Int64,
-                uid: UInt32, gid: UInt32, mode: UInt16, symlinkTarget: String? = nil, contentFile: String? = nil,
-                contentKey: String? = nil, size: Int64 = 0, contentVersion: Int64 = 1) {
-        self.contentKey = contentKey
-        self.size = size
-        self.contentVersion = contentVersion
-        self.row = row
-        self.parentRow = parentRow
-        self.name = name
-        self.kind = kind
-        self.createdNs = createdNs
-        self.modifiedNs = modifiedNs
-        self.uid = uid
-        self.gid = gid
-        self.mode = mode
-        self.symlinkTarget = symlinkTarget
-        self.contentFile = contentFile
-    }
-}
+import DocFSWire
 
 // Items that come from the server (`docfs init --remote` of a tree the server already has):
 // stored under the server's identifiers, and not sent back (no outbox entry); files as metadata,
 // their contents downloaded when first opened.
 extension LocalStore {
     /// Stores one item from the server under its permanent identifier; its parent first.
-    package func addServerItem(_ server: ServerItem) throws(ProviderError) {
+    /// `contentFile`: a file's downloaded contents (moved into the store); nil for an empty file,
+    /// or for one left on the server (`contentKey`), downloaded when first opened.
+    package func addServerItem(_ server: ServerItem, contentFile: String? = nil) throws(ProviderError) {
         guard server.row > Self.trashRow, server.row < Self.temporaryRowBase else {
             throw ProviderError(.invalidArgument, "item \(server.row) from the server has an identifier docfs cannot keep")
         }
@@ -65,18 +26,18 @@ extension LocalStore {
             }
             let kind: ItemKind = server.kind == .file ? .file : server.kind == .folder ? .folder : .symlink
             var size: Int64 = 0
-            if let file = server.contentFile {
+            if let file = contentFile {
                 size = try fileStatus(file).get().size
             } else if kind == .file, server.contentKey != nil {
                 size = server.size
-            } else if let target = server.symlinkTarget {
+            } else if let target = server.symlinkTargetPath {
                 size = Int64(target.utf8.count)
             }
-            let attributes = NewItemAttributes(ownerID: server.uid, groupID: server.gid, posixPermissions: server.mode)
+            let attributes = NewItemAttributes(ownerID: server.ownerID, groupID: server.groupID, posixPermissions: server.posixPermissions)
             var record = newRecord(row: server.row, parent: parent, name: server.name, kind: kind, size: size,
-                                   now: FileTime(totalNanoseconds: server.createdNs),
-                                   modified: FileTime(totalNanoseconds: server.modifiedNs),
-                                   attributes: attributes, mode: server.mode, target: server.symlinkTarget)
+                                   now: server.creationTime,
+                                   modified: server.modificationTime,
+                                   attributes: attributes, mode: server.posixPermissions, target: server.symlinkTargetPath)
             record.item.changeTime = FileTime.now()
             // A folder the layout declares keeps its rules here too (its capabilities, and those of what is made in it).
             let folderPath = try read { (tree) throws(ProviderError) -> String in tree.path(of: parent.row) } + "/" + server.name
@@ -88,10 +49,10 @@ extension LocalStore {
                 // The server's version number: a later edit here is checked against it.
                 record.item.itemVersion.contentVersion = UInt64(max(1, server.contentVersion))
                 record.remoteKey = server.contentKey
-                record.item.isDownloaded = server.contentFile != nil || server.contentKey == nil || server.size == 0
+                record.item.isDownloaded = contentFile != nil || server.contentKey == nil || server.size == 0
             }
             if kind == .file, record.item.isDownloaded {
-                if let file = server.contentFile {
+                if let file = contentFile {
                     try sysRename(file, contents.path(server.row), "move the downloaded contents of \(server.name) into the store")
                 } else {
                     let fd = sysOpen(contents.path(server.row), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)

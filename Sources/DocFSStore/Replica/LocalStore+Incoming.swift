@@ -1,53 +1,18 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 import GRDB
 
-/// An item as the server has it now (deleted and trashed ones included).
-package struct IncomingItem: Sendable, Equatable {
-    package var row: Int64
-    /// The parent's row (1: the root); for a trashed item, the folder it was trashed from.
-    package var parentRow: Int64
-    package var name: String
-    package var kind: ItemKind
-    package var uid: UInt32
-    package var gid: UInt32
-    package var mode: UInt16
-    package var createdNs: Int64
-    package var modifiedNs: Int64
-    package var tagData: Data?
-    package var favoriteRank: Int64?
-    package var symlinkTarget: String?
-    package var size: Int64
-    package var contentVersion: Int64
-    /// The content object; nil for a file without contents (empty).
-    package var contentKey: String?
-    package var trashed: Bool
-    package var deleted: Bool
-    /// A further name of the item with this row (a hard link, `LocalStore+RemoteNames`).
-    package var linkOf: Int64?
-
-    package init(row: Int64, parentRow: Int64, name: String, kind: ItemKind, uid: UInt32, gid: UInt32,
-                mode: UInt16, createdNs: Int64, modifiedNs: Int64, tagData: Data?, favoriteRank: Int64?,
-                symlinkTarget: String?, size: Int64, contentVersion: Int64, contentKey: String?,
-                trashed: Bool, deleted: Bool, linkOf: Int64? = nil) {
-        self.linkOf = linkOf
-        self.row = row
-        self.parentRow = parentRow
-        self.name = name
-        self.kind = kind
-        self.uid = uid
-        self.gid = gid
-        self.mode = mode
-        self.createdNs = createdNs
-        self.modifiedNs = modifiedNs
-        self.tagData = tagData
-        self.favoriteRank = favoriteRank
-        self.symlinkTarget = symlinkTarget
-        self.size = size
-        self.contentVersion = contentVersion
-        self.contentKey = contentKey
-        self.trashed = trashed
-        self.deleted = deleted
+/// The server's item (deleted and trashed ones included) as this replica's tree places it: the
+/// server's identifiers are the store's rows, and the root's children are in row 1.
+extension ServerItem {
+    package var row: Int64 {
+        get { id }
+        set { id = newValue }
+    }
+    package var parentRow: Int64 {
+        get { parentID ?? LocalStore.rootRow }
+        set { parentID = newValue }
     }
 }
 
@@ -89,7 +54,7 @@ extension LocalStore {
 
     /// The server's state of an item at the place the replica decided (DocFSReplica's
     /// `IncomingApply`): created, moved, renamed, re-owned, or given new contents here.
-    func putIncoming(_ item: IncomingItem, as kind: ItemKind, at place: ReplicaPlace, contents: ReplicaNewContents?,
+    func putIncoming(_ item: ServerItem, as kind: ItemKind, at place: ReplicaPlace, contents: ReplicaNewContents?,
                      database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
         let parentRow = place.parentRow
         let (local, parent) = try read { (tree) throws(ProviderError) -> (Record?, Record) in
@@ -100,9 +65,9 @@ extension LocalStore {
         }
         let now = FileTime.now()
         var record = local ?? newRecord(row: item.row, parent: parent, name: place.name, kind: kind, size: 0,
-                                        now: FileTime(totalNanoseconds: item.createdNs),
-                                        modified: FileTime(totalNanoseconds: item.modifiedNs),
-                                        attributes: nil, mode: item.mode, target: item.symlinkTarget)
+                                        now: item.creationTime,
+                                        modified: item.modificationTime,
+                                        attributes: nil, mode: item.posixPermissions, target: item.symlinkTargetPath)
         let before = local
         record.parent = parentRow
         record.item.parentIdentifier = parent.item.identifier
@@ -111,18 +76,18 @@ extension LocalStore {
             record.item.filename = place.name
             record.item = retyped(renamedFrom, as: record.item, name: place.name, policy: parent.contentsPolicy)
         }
-        record.item.ownerID = item.uid
-        record.item.groupID = item.gid
-        if kind != .symlink { record.item.posixPermissions = item.mode & 0o7777 }
-        record.item.creationTime = FileTime(totalNanoseconds: item.createdNs)
-        if kind != .folder { record.item.modificationTime = FileTime(totalNanoseconds: item.modifiedNs) }
+        record.item.ownerID = item.ownerID
+        record.item.groupID = item.groupID
+        if kind != .symlink { record.item.posixPermissions = item.posixPermissions & 0o7777 }
+        record.item.creationTime = item.creationTime
+        if kind != .folder { record.item.modificationTime = item.modificationTime }
         record.item.tagData = item.tagData
         record.item.favoriteRank = item.favoriteRank
         record.trashedFrom = place.trashedFrom
         record.trashedName = place.trashedName
         if kind == .symlink {
-            record.item.symlinkTargetPath = item.symlinkTarget
-            record.item.documentSize = Int64(item.symlinkTarget?.utf8.count ?? 0)
+            record.item.symlinkTargetPath = item.symlinkTargetPath
+            record.item.documentSize = Int64(item.symlinkTargetPath?.utf8.count ?? 0)
         }
         let contentsChanged = kind == .file && contents != nil
         if kind == .file, let contents {
@@ -290,16 +255,16 @@ extension LocalStore {
     /// The kind and creation time of each item under a server identifier: what a restored server's
     /// item with the same identifier must agree with to be the same item (names and contents
     /// change; a birth does not).
-    package func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, createdNs: Int64)] {
-        try write { (database) throws(ProviderError) -> [Int64: (kind: ItemKind, createdNs: Int64)] in
+    package func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, creationTime: FileTime)] {
+        try write { (database) throws(ProviderError) -> [Int64: (kind: ItemKind, creationTime: FileTime)] in
             try flushJournal(database)
             do {
                 return try database.inDatabase { db in
-                    var out: [Int64: (kind: ItemKind, createdNs: Int64)] = [:]
+                    var out: [Int64: (kind: ItemKind, creationTime: FileTime)] = [:]
                     let rows = try Row.fetchCursor(db, sql: "SELECT id, kind, created FROM item WHERE id > ? AND id < ?",
                                                    arguments: [Self.trashRow, Self.temporaryRowBase])
                     while let row = try rows.next() {
-                        out[row[0]] = (ItemKind(rawValue: UInt8(clamping: row[1] as Int)) ?? .file, row[2])
+                        out[row[0]] = (ItemKind(rawValue: UInt8(clamping: row[1] as Int)) ?? .file, FileTime(totalNanoseconds: row[2]))
                     }
                     return out
                 }

@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 import GRDB
 
 /// One item of the tree as the replica's incoming apply reads it (`ReplicaTreeEdit.node`): its
@@ -21,18 +22,19 @@ package struct ReplicaNode: Sendable {
     package var trashedFrom: Int64?
     package var ownerID: UInt32
     package var groupID: UInt32
-    package var permissions: UInt16
-    package var created: FileTime
-    package var modified: FileTime
+    package var posixPermissions: UInt16
+    package var creationTime: FileTime
+    package var modificationTime: FileTime
     package var tagData: Data?
     package var favoriteRank: Int64?
-    package var symlinkTarget: String?
+    package var symlinkTargetPath: String?
 
     package init(row: Int64, parent: Int64?, name: String, kind: ItemKind, linkOf: Int64? = nil, linkCount: Int = 1,
                  isEmpty: Bool = true, contentVersion: UInt64 = 0, isDownloaded: Bool = true, trashedFrom: Int64? = nil,
-                 ownerID: UInt32 = 0, groupID: UInt32 = 0, permissions: UInt16 = 0o644, created: FileTime = FileTime(seconds: 0),
-                 modified: FileTime = FileTime(seconds: 0), tagData: Data? = nil, favoriteRank: Int64? = nil,
-                 symlinkTarget: String? = nil) {
+                 ownerID: UInt32 = 0, groupID: UInt32 = 0, posixPermissions: UInt16 = 0o644,
+                 creationTime: FileTime = FileTime(seconds: 0), modificationTime: FileTime = FileTime(seconds: 0),
+                 tagData: Data? = nil, favoriteRank: Int64? = nil,
+                 symlinkTargetPath: String? = nil) {
         self.row = row
         self.parent = parent
         self.name = name
@@ -45,12 +47,12 @@ package struct ReplicaNode: Sendable {
         self.trashedFrom = trashedFrom
         self.ownerID = ownerID
         self.groupID = groupID
-        self.permissions = permissions
-        self.created = created
-        self.modified = modified
+        self.posixPermissions = posixPermissions
+        self.creationTime = creationTime
+        self.modificationTime = modificationTime
         self.tagData = tagData
         self.favoriteRank = favoriteRank
-        self.symlinkTarget = symlinkTarget
+        self.symlinkTargetPath = symlinkTargetPath
     }
 }
 
@@ -110,9 +112,9 @@ package final class ReplicaTreeEdit {
                 row: row, parent: record.parent, name: item.filename, kind: item.kind, linkOf: record.linkOf,
                 linkCount: item.linkCount, isEmpty: tree.children[row]?.isEmpty ?? true,
                 contentVersion: item.itemVersion.contentVersion, isDownloaded: item.isDownloaded, trashedFrom: record.trashedFrom,
-                ownerID: item.ownerID, groupID: item.groupID, permissions: item.posixPermissions, created: item.creationTime,
-                modified: item.modificationTime, tagData: item.tagData, favoriteRank: item.favoriteRank,
-                symlinkTarget: item.symlinkTargetPath)
+                ownerID: item.ownerID, groupID: item.groupID, posixPermissions: item.posixPermissions,
+                creationTime: item.creationTime, modificationTime: item.modificationTime, tagData: item.tagData,
+                favoriteRank: item.favoriteRank, symlinkTargetPath: item.symlinkTargetPath)
         }
     }
 
@@ -141,7 +143,7 @@ package final class ReplicaTreeEdit {
 
     /// The server's state of an item (new here, or changed), at `place`; `contents`: its new
     /// contents (nil: unchanged).
-    package func put(_ item: IncomingItem, as kind: ItemKind, at place: ReplicaPlace,
+    package func put(_ item: ServerItem, as kind: ItemKind, at place: ReplicaPlace,
                      contents: ReplicaNewContents?) throws(ProviderError) {
         try store.putIncoming(item, as: kind, at: place, contents: contents, database: database, changes: &changes)
     }

@@ -1,35 +1,37 @@
 import Foundation
+import DocFSProvider
 
 /// What a new item of a replica carries besides its kind, parent and name: what the store's
 /// outbox records for a create (`OutboxDetails.newItem`) and the server client sends
 /// (`RemoteOperation.create`). One shape for both, so that nothing is mapped between them; the
-/// caller's `NewItemAttributes` is the other shape. Here, not in the store or the server client,
-/// because both see this module and neither sees the other. Times are nanoseconds since 1970.
+/// caller's `NewItemAttributes` is the other shape. Fields are named as the provider's `Item`'s
+/// (`uid`, `mode`, nanoseconds and the tag words are only the outbox's keys and the server's).
 package struct ReplicatedAttributes: Sendable, Equatable {
-    package var uid: UInt32
-    package var gid: UInt32
+    package var ownerID: UInt32
+    package var groupID: UInt32
     /// Permission bits, set-ID and sticky included (07777); the kind is separate.
-    package var mode: UInt32
-    package var createdNs: Int64
-    package var modifiedNs: Int64
-    /// The server's words (`ServerTags`).
-    package var tags: [String]
-    package var symlinkTarget: String?
+    package var posixPermissions: UInt16
+    package var creationTime: FileTime
+    package var modificationTime: FileTime
+    /// The tags as the provider keeps them (the server's words, `ServerTags`); nil: none.
+    package var tagData: Data?
+    package var symlinkTargetPath: String?
     /// The item's content type and what it conforms to, nearest first: the server checks its
     /// layout's rules against them (`RemoteSchema` version 3). nil: not given (the outbox leaves
     /// it out: the chain is worked out when the create is sent).
     package var types: [String]?
 
-    package init(uid: UInt32 = 0, gid: UInt32 = 0, mode: UInt32 = 0o644, createdNs: Int64, modifiedNs: Int64,
-                tags: [String] = [], symlinkTarget: String? = nil, types: [String]? = nil) {
+    package init(ownerID: UInt32 = 0, groupID: UInt32 = 0, posixPermissions: UInt16 = 0o644, creationTime: FileTime,
+                 modificationTime: FileTime, tagData: Data? = nil, symlinkTargetPath: String? = nil, types: [String]? = nil) {
         self.types = types
-        self.uid = uid
-        self.gid = gid
-        self.mode = mode
-        self.createdNs = createdNs
-        self.modifiedNs = modifiedNs
-        self.tags = tags
-        self.symlinkTarget = symlinkTarget
+        self.ownerID = ownerID
+        self.groupID = groupID
+        self.posixPermissions = posixPermissions
+        self.creationTime = creationTime
+        self.modificationTime = modificationTime
+        // Bytes that hold no word are no tags (the server keeps none).
+        self.tagData = tagData.flatMap { ServerTags.array($0).isEmpty ? nil : $0 }
+        self.symlinkTargetPath = symlinkTargetPath
     }
 }
 
