@@ -89,8 +89,12 @@
 ///
 /// Version 17 (`RemoteSchema+Positions.swift`): no global writers' lock. Change-log positions are
 /// given as each transaction commits, in commit order; writers of unrelated items run at once.
+///
+/// Version 18 (`RemoteSchema+PackVersions.swift`): a pack is recorded with the version of its
+/// object its upload made (a bucket that keeps versions), and read as that version: a PUT over
+/// the key later changes nothing anyone reads.
 package enum RemoteSchema {
-    package static let latest = 17
+    package static let latest = 18
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -217,6 +221,7 @@ package enum RemoteSchema {
         (15, boundStatements),
         (16, placeStatements),
         (17, positionStatements),
+        (18, packVersionStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the

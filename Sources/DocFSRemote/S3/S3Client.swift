@@ -254,12 +254,15 @@ package final class S3Client: Sendable {
         return written
     }
 
-    /// Downloads a small object (or a range) into memory (tests; never for contents).
-    package func getObjectBytes(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
+    /// Downloads a small object (or a range) into memory (packs' blocks, the tree marker).
+    /// `versionID`: that version of the object, not whichever is current (schema 18: a pack's
+    /// version recorded with it; a version that is gone is `notFound`).
+    package func getObjectBytes(bucket: String, key: String, versionID: String? = nil, range: ClosedRange<Int64>? = nil,
                                upTo limit: Int = 16 * 1024 * 1024) async throws -> [UInt8] {
         var headers: [(String, String)] = []
         if let range { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
-        let response = try await send(.GET, bucket: bucket, key: key, headers: headers, operation: "GetObject \(key)")
+        let query = versionID.map { [("versionId", $0)] } ?? []
+        let response = try await send(.GET, bucket: bucket, key: key, query: query, headers: headers, operation: "GetObject \(key)")
         do {
             // Chunk by chunk as they arrive, so that `--download-limit` paces packs' blocks too.
             var out: [UInt8] = []
