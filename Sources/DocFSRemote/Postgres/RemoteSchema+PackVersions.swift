@@ -20,7 +20,8 @@
 ///   where one is required).
 extension RemoteSchema {
     static let packVersionsVersion = 18
-    static let versionIDPattern = "^[A-Za-z0-9+/=._-]{1,1024}$"
+    /// 1 to 1024 of these (the length checked apart: PostgreSQL's regular expressions count to 255).
+    static let versionIDPattern = "^[A-Za-z0-9+/=._-]+$"
 
     static let packVersionStatements: [String] = [
         "ALTER TABLE docfs_packs ADD COLUMN IF NOT EXISTS version_id text",
@@ -36,7 +37,7 @@ extension RemoteSchema {
             added integer;
             recorded text;
         BEGIN
-            IF p_version IS NOT NULL AND (p_version !~ '\(versionIDPattern)' OR p_version = 'null') THEN
+            IF p_version IS NOT NULL AND (p_version !~ '\(versionIDPattern)' OR length(p_version) > 1024 OR p_version = 'null') THEN
                 RAISE EXCEPTION 'not a version id: %', left(p_version, 100) USING ERRCODE = 'DF014';
             END IF;
             IF p_version IS NULL AND EXISTS (SELECT 1 FROM docfs_meta m WHERE m.key = 'pack_versions' AND m.value = 'on') THEN
