@@ -130,17 +130,30 @@ final class BucketDoorMountTests: ReplicaTestCase {
         XCTAssertEqual(cmp.status, 0, "the writer reads b.bin byte-exact once evicted: \(cmp)")
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_blocks WHERE damaged_ns IS NOT NULL"), 0, "nothing found damaged")
 
-        // The server takes a pack only with a version id of the right shape, once versioning is on.
+        // The server takes a pack only with a version id of the right shape, once versioning is
+        // on, and never another version for a pack recorded with one.
         let hash = String(repeating: "a", count: 64)
-        for (what, sql, expected) in [
-            ("no version", "SELECT docfs_record_pack('\(r.prefix)/packs/\(second)/x', 1, ARRAY['\(hash)'], ARRAY[0::bigint], ARRAY[1::bigint])", "no version id"),
-            ("a bad version", "SELECT docfs_record_pack('\(r.prefix)/packs/\(second)/x', 1, ARRAY['\(hash)'], ARRAY[0::bigint], ARRAY[1::bigint], 'a b')", "not a version id"),
-            ("\"null\"", "SELECT docfs_record_pack('\(r.prefix)/packs/\(second)/x', 1, ARRAY['\(hash)'], ARRAY[0::bigint], ARRAY[1::bigint], 'null')", "not a version id"),
-        ] {
+        let fresh = "\(r.prefix)/packs/\(second)/\(UUID().uuidString.lowercased())"
+        _ = try r.servers.psql(r.roleURL(second), "SELECT docfs_record_intents(ARRAY['\(fresh)'])")
+        let record = { (version: String) in
+            "SELECT docfs_record_pack('\(fresh)', 1, ARRAY['\(hash)'], ARRAY[0::bigint], ARRAY[1::bigint]\(version))"
+        }
+        for (what, sql, expected) in [("no version", record(""), "no version id"),
+                                      ("a NULL version", record(", NULL::text"), "no version id"),
+                                      ("a bad version", record(", 'a b'"), "not a version id"),
+                                      ("\"null\"", record(", 'null'"), "not a version id"),
+                                      ("a version too long", record(", repeat('v', 1025)"), "not a version id")] {
             XCTAssertThrowsError(try r.servers.psql(r.roleURL(second), sql), what) { error in
                 XCTAssert("\(error)".contains(expected), "\(what): \(error)")
             }
         }
+        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_blocks WHERE pack_key = '\(fresh)'"), 0, "nothing of a refused call stays")
+        _ = try r.servers.psql(r.roleURL(second), record(", 'v1'"))
+        XCTAssertThrowsError(try r.servers.psql(r.roleURL(second), record(", 'v2'")), "another version") { error in
+            XCTAssert("\(error)".contains("recorded with another version"), "\(error)")
+        }
+        XCTAssertEqual(try r.servers.psql(r.databaseURL, "SELECT DISTINCT pack_version FROM docfs_blocks WHERE pack_key = '\(fresh)'")
+            .map { $0.first ?? nil }, ["v1"])
         XCTAssertEqual(r.fx.sh("printf 'still writing' > '\(b.mnt)/after.txt'").status, 0)
         try waitForQuiet(r, b)
         XCTAssertEqual(contents(r.mnt + "/after.txt"), "still writing")

@@ -40,11 +40,12 @@ extension RemoteSchema {
             IF p_version IS NOT NULL AND (p_version !~ '\(versionIDPattern)' OR length(p_version) > 1024 OR p_version = 'null') THEN
                 RAISE EXCEPTION 'not a version id: %', left(p_version, 100) USING ERRCODE = 'DF014';
             END IF;
+            added := docfs_record_pack_places(p_pack, p_size, p_hashes, p_offsets, p_lengths);
+            -- After schema 16's checks (their refusals first); the raise undoes what they recorded.
             IF p_version IS NULL AND EXISTS (SELECT 1 FROM docfs_meta m WHERE m.key = 'pack_versions' AND m.value = 'on') THEN
                 RAISE EXCEPTION 'the pack % has no version id: the bucket keeps versions, and a pack is recorded with the version its upload made',
                     left(coalesce(p_pack, 'NULL'), 300) USING ERRCODE = 'DF014';
             END IF;
-            added := docfs_record_pack_places(p_pack, p_size, p_hashes, p_offsets, p_lengths);
             -- First record with a version settles it; a later one naming another is refused
             -- (it would point readers at bytes put over the key since).
             UPDATE docfs_packs SET version_id = p_version WHERE key = p_pack AND version_id IS NULL;
