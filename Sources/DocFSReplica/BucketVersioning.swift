@@ -24,3 +24,31 @@ enum BucketVersioning {
         try await database.requirePackVersions()
     }
 }
+
+// gc in a bucket that keeps versions: an object it removes goes with every version.
+extension S3Client {
+    /// The versions under `folder`, by key: listed from the tree's first segment, as
+    /// `forEachPage` lists (some S3-compatible servers check the signature of a `/` in a query
+    /// value wrongly). A bucket without versioning lists each object once (version "null"); an
+    /// S3 server without the call lists nothing (one warning): its objects go with a plain delete.
+    func versionsByKey(bucket: String, under folder: String, logger: Logger) async throws -> [String: [S3ObjectVersion]] {
+        let listed = String(folder.prefix(while: { $0 != "/" }))
+        let all: [S3ObjectVersion]
+        do {
+            all = try await listObjectVersions(bucket: bucket, prefix: listed)
+        } catch let error as S3Error where !error.isRetryable && error.kind != .authentication {
+            logger.warning("gc: the bucket lists no versions (\(error)): objects are deleted without them")
+            return [:]
+        }
+        return Dictionary(grouping: all.filter { $0.key.hasPrefix(folder) }, by: \.key)
+    }
+
+    /// Deletes an object for good: each of its versions (and delete markers), or, none listed,
+    /// the key (one added since the listing, or a bucket that keeps no versions).
+    func deleteWithVersions(bucket: String, key: String, versions: [S3ObjectVersion]) async throws {
+        guard !versions.isEmpty else { return try await deleteObject(bucket: bucket, key: key) }
+        for version in versions {
+            try await deleteObjectVersion(bucket: bucket, key: key, versionID: version.versionID)
+        }
+    }
+}

@@ -25,6 +25,8 @@ extension S3Client {
     /// Uploads bytes held in memory; answers the version the PUT made (packs).
     package func putNewObject(bucket: String, key: String, bytes: [UInt8],
                               contentType: String = "application/octet-stream") async throws -> S3Written {
+        // Packs go up in one request: `--upload-limit` is paid before it (the rate over a
+        // transfer of several packs holds; one pack bursts).
         try await uploadLimit?.take(bytes.count)
         let headers = try await sendDrained(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
                                             body: .stream(ByteSlices(bytes: bytes), length: .known(Int64(bytes.count))),

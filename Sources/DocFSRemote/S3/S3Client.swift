@@ -165,14 +165,7 @@ package final class S3Client: Sendable {
     @discardableResult
     package func putObject(bucket: String, key: String, bytes: [UInt8],
                           contentType: String = "application/octet-stream") async throws -> String? {
-        // Packs go up in one request: `--upload-limit` is paid before it (the rate over a
-        // transfer of several packs holds; one pack bursts).
-        try await uploadLimit?.take(bytes.count)
-        let headers = try await sendDrained(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
-                                            body: .stream(ByteSlices(bytes: bytes), length: .known(Int64(bytes.count))),
-                                            length: Int64(bytes.count),
-                                            payloadHash: SigV4Signer.sha256Hex(bytes), operation: "PutObject \(key)")
-        return headers.first(name: "ETag")
+        try await putNewObject(bucket: bucket, key: key, bytes: bytes, contentType: contentType).etag
     }
 
     /// Downloads an object (or `range`, inclusive byte offsets) into a file, created or truncated,

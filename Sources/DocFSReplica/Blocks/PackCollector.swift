@@ -32,7 +32,7 @@ struct PackCollector {
         let folder = ContentObjectKey.packFolder(prefix: prefix)
         // Every version of every pack (schema 18: a bucket that keeps versions holds a pack's
         // bytes, and whatever was PUT over its key, as versions): a pack dropped goes with all.
-        let versions = dryRun ? [:] : try await packVersions(under: folder)
+        let versions = dryRun ? [:] : try await s3.versionsByKey(bucket: bucket, under: folder, logger: logger)
         try await s3.forEachPage(bucket: bucket, under: folder) { packs in
             // Rows and intents of the page's packs from one snapshot of the server (not a usage
             // read once at the start and intents later: a pack can go from the one to the other
@@ -44,7 +44,7 @@ struct PackCollector {
                 guard state.usage.blocks > 0 else {
                     report.packsDeleted += 1
                     report.packBytes += pack.size
-                    if !dryRun { try await delete(pack.key, versions: versions[pack.key] ?? []) }
+                    if !dryRun { try await s3.deleteWithVersions(bucket: bucket, key: pack.key, versions: versions[pack.key] ?? []) }
                     continue
                 }
                 let used = state.usage
@@ -53,31 +53,6 @@ struct PackCollector {
                 report.packBytes += pack.size - used.liveBytes
                 if !dryRun { try await rewrite(pack.key, size: pack.size, versions: versions[pack.key] ?? []) }
             }
-        }
-    }
-
-    /// The versions under the packs' folder, by key: listed from the tree's first segment, as
-    /// `forEachPage` lists (some S3-compatible servers check the signature of a `/` in a query
-    /// value wrongly). A bucket without versioning lists each object once (version "null"), or
-    /// an S3 server without the call nothing: then a pack goes with one plain delete.
-    private func packVersions(under folder: String) async throws -> [String: [S3ObjectVersion]] {
-        let listed = String(folder.prefix(while: { $0 != "/" }))
-        let all: [S3ObjectVersion]
-        do {
-            all = try await s3.listObjectVersions(bucket: bucket, prefix: listed)
-        } catch let error as S3Error where !error.isRetryable && error.kind != .authentication {
-            logger.warning("gc: the bucket lists no versions (\(error)): packs are deleted without them")
-            return [:]
-        }
-        return Dictionary(grouping: all.filter { $0.key.hasPrefix(folder) }, by: \.key)
-    }
-
-    /// Deletes a pack for good: each of its versions (and delete markers), or, none listed,
-    /// the key (a pack added since the listing, or a bucket that keeps no versions).
-    private func delete(_ key: String, versions: [S3ObjectVersion]) async throws {
-        guard !versions.isEmpty else { return try await s3.deleteObject(bucket: bucket, key: key) }
-        for version in versions {
-            try await s3.deleteObjectVersion(bucket: bucket, key: key, versionID: version.versionID)
         }
     }
 
@@ -126,6 +101,6 @@ struct PackCollector {
             logger.error("gc: \(damaged) block(s) in the pack \(key) do not match their SHA-256; the pack is kept")
             return
         }
-        try await delete(key, versions: versions)
+        try await s3.deleteWithVersions(bucket: bucket, key: key, versions: versions)
     }
 }
