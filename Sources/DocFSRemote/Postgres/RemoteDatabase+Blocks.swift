@@ -72,6 +72,9 @@ extension RemoteDatabase {
     package func recordPack(_ key: String, size: Int64, blocks: [StoredBlock], version: String? = nil) async throws {
         guard !blocks.isEmpty else { return }
         let logger = self.logger
+        // A server before schema 18 has no version to record (its owner has not turned
+        // versioning on through docfs): the pack is recorded as there.
+        let version = version == nil ? nil : try await schemaVersion() >= RemoteSchema.packVersionsVersion ? version : nil
         try await mapped { [self] in
             if let version {
                 try await client.perform("""
