@@ -109,6 +109,8 @@ package struct GarbageCollector: Sendable {
         }
         let versionCutoffNs = nowNs - max(graceNs, Int64(Self.seconds(keepVersions) * 1e9))
         let manifests = ContentObjectKey.under(prefix: configuration.prefix, "manifests/")
+        // Whole objects (before schema 8) go with every version in a bucket that keeps them.
+        let objectVersions = dryRun ? [:] : try await s3.versionsByKey(bucket: bucket, under: folder, logger: logger)
         progress?("old versions", report)
         for version in try await database.garbageVersions(before: versionCutoffNs)
         where (version.key.hasPrefix(folder) || version.key.hasPrefix(manifests)) && seen.insert(version.key).inserted {
@@ -122,7 +124,7 @@ package struct GarbageCollector: Sendable {
                 try await database.dropManifests([version.key])
                 report.manifests += 1
             } else {
-                try await s3.deleteObject(bucket: bucket, key: version.key)
+                try await s3.deleteWithVersions(bucket: bucket, key: version.key, versions: objectVersions[version.key] ?? [])
                 try await database.markCollected(key: version.key)
             }
         }
@@ -143,7 +145,7 @@ package struct GarbageCollector: Sendable {
                 }
                 report.leftovers += 1
                 report.leftoverBytes += object.size
-                if !dryRun { try await s3.deleteObject(bucket: bucket, key: object.key) }
+                if !dryRun { try await s3.deleteWithVersions(bucket: bucket, key: object.key, versions: objectVersions[object.key] ?? []) }
             }
         }
 

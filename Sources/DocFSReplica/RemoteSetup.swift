@@ -84,6 +84,8 @@ package enum RemoteSetup {
             }
             // The tree's prefix is settled: the server checks recorded packs lie under it.
             try await database.setPacksFolder(ContentObjectKey.packFolder(prefix: configuration.prefix))
+            progress?("the bucket's versioning")
+            try await BucketVersioning.turnOn(configuration, s3, database, logger: logger)
             progress?("the layout")
             let (_, layoutSet) = try await settleLayout(layout, database)
             return Report(schemaVersion: setup.schemaVersion, treeID: setup.treeID, replicaRole: setup.replicaRole,

@@ -57,7 +57,10 @@ package enum ReplicaBootstrap {
             let fresh = try await database.latestPosition() == 0
             if setUpHere || fresh {
                 try await TreeMarker.claim(tree: tree, database: configuration.postgres.database, configuration: configuration, objects: s3)
-                if setUpHere { try await database.setPacksFolder(ContentObjectKey.packFolder(prefix: configuration.prefix)) }
+                if setUpHere {
+                    try await database.setPacksFolder(ContentObjectKey.packFolder(prefix: configuration.prefix))
+                    try await BucketVersioning.turnOn(configuration, s3, database, logger: logger)
+                }
             } else {
                 try await TreeMarker.check(tree: tree, configuration: configuration, objects: s3)
             }

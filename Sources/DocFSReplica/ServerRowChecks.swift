@@ -102,6 +102,9 @@ enum ServerRowChecks {
         if block.offset < 0 || block.offset > largestSize - block.length {
             return "block \(block.hash.prefix(12))… has the offset \(block.offset)"
         }
+        if let version = block.version, !S3Client.isVersionID(version) {
+            return "block \(block.hash.prefix(12))… names the pack version \(version.prefix(80)), not a version id"
+        }
         return packKey(block.pack, prefix: prefix)
     }
 

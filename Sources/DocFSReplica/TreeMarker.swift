@@ -46,7 +46,7 @@ package enum TreeMarker {
         let prefix = prefix ?? configuration.prefix
         let bytes: [UInt8]
         do {
-            bytes = try await objects.getObjectBytes(bucket: configuration.bucket, key: key(prefix: prefix),
+            bytes = try await objects.getObjectBytes(bucket: configuration.bucket, key: key(prefix: prefix), versionID: nil,
                                                      range: nil, upTo: 64 * 1024)
         } catch let error as S3Error where error.kind == .notFound {
             return nil

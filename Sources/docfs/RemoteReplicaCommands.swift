@@ -84,21 +84,28 @@ struct RemoteAddReplica: ParsableCommand {
     }
 
     /// What one replica's object credentials may do (docs/REMOTE.md, *The bucket*): read the
-    /// tree's objects, add packs under its own folder (`PREFIX/packs/ROLE/`), and nothing else: no
-    /// delete anywhere, no write elsewhere (only the owner's gc deletes).
+    /// tree's objects (and their versions: readers ask for a pack's recorded version), add packs
+    /// under its own folder (`PREFIX/packs/ROLE/`), and nothing else: no delete anywhere, no write
+    /// elsewhere (only the owner's gc deletes). The Deny holds even where another policy of the
+    /// same keys allows more: no delete of an object or a version, no change to the bucket's
+    /// versioning, lifecycle or policy (a PUT over its own pack makes a version no one reads).
     static func objectPolicy(bucket: String, prefix: String, role: String) -> String {
         let tree = ContentObjectKey.under(prefix: prefix, "")
         let own = ContentObjectKey.packFolder(prefix: prefix) + role + "/"
         let policy: [String: Any] = [
             "Version": "2012-10-17",
             "Statement": [
-                ["Sid": "ReadTheTree", "Effect": "Allow", "Action": ["s3:GetObject"],
+                ["Sid": "ReadTheTree", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
                  "Resource": ["arn:aws:s3:::\(bucket)/\(tree)*"]],
                 ["Sid": "AddItsOwnPacks", "Effect": "Allow",
                  "Action": ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
                  "Resource": ["arn:aws:s3:::\(bucket)/\(own)*"]],
                 ["Sid": "ListItsUploads", "Effect": "Allow", "Action": ["s3:ListBucketMultipartUploads"],
                  "Resource": ["arn:aws:s3:::\(bucket)"]],
+                ["Sid": "NeverRemoveOrRewind", "Effect": "Deny",
+                 "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:PutBucketVersioning",
+                            "s3:PutLifecycleConfiguration", "s3:PutBucketPolicy", "s3:DeleteBucketPolicy"],
+                 "Resource": ["arn:aws:s3:::\(bucket)", "arn:aws:s3:::\(bucket)/*"]],
             ],
         ]
         let data = (try? JSONSerialization.data(withJSONObject: policy, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])) ?? Data()

@@ -78,7 +78,7 @@ final class BlockPlaceMountTests: ReplicaTestCase {
         // one more place, never in place of the first.
         _ = try r.servers.psql(r.roleURL(hostile), """
             SELECT docfs_mark_block_damaged('\(hash)', '\(pack)'); SELECT docfs_mark_block_damaged('\(hash)', '\(pack)');
-            SELECT docfs_record_pack('\(newPack)', \(length), ARRAY['\(hash)'], ARRAY[0::bigint], ARRAY[\(length)::bigint])
+            SELECT docfs_record_pack('\(newPack)', \(length), ARRAY['\(hash)'], ARRAY[0::bigint], ARRAY[\(length)::bigint], 'v1')
             """)
         XCTAssertEqual(try places(r, hash).intersection([pack, newPack]), [pack, newPack], "the first place stays")
         XCTAssertEqual(try r.count("SELECT reports FROM docfs_blocks WHERE hash = '\(hash)' AND pack_key = '\(pack)'"), 1,

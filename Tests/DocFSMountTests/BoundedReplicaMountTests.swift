@@ -125,7 +125,7 @@ final class BoundedReplicaMountTests: ReplicaTestCase {
         _ = try r.servers.psql(hostile, "SELECT docfs_record_intents(ARRAY['\(pack)'])")
         let small = String(repeating: "c", count: 64), large = String(repeating: "d", count: 64)
         _ = try r.servers.psql(hostile, """
-            SELECT docfs_record_pack('\(pack)', 65546, ARRAY['\(small)', '\(large)'], ARRAY[0::bigint, 10::bigint], ARRAY[10::bigint, 65536::bigint])
+            SELECT docfs_record_pack('\(pack)', 65546, ARRAY['\(small)', '\(large)'], ARRAY[0::bigint, 10::bigint], ARRAY[10::bigint, 65536::bigint], 'v1')
             """)
         let manifest = { (hash: String, count: Int, length: Int) in
             """

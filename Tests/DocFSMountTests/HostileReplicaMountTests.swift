@@ -109,7 +109,7 @@ final class HostileReplicaMountTests: ReplicaTestCase {
         }
         // A block the tree has, recorded again elsewhere: the sound one keeps its place (dedup is not poisoned).
         _ = try r.servers.psql(r.roleURL(hostile), """
-            SELECT docfs_record_pack('\(newPack)', \(length), ARRAY['\(hash)'], ARRAY[0::bigint], ARRAY[\(length)::bigint])
+            SELECT docfs_record_pack('\(newPack)', \(length), ARRAY['\(hash)'], ARRAY[0::bigint], ARRAY[\(length)::bigint], 'v1')
             """)
         XCTAssertEqual(try r.servers.psql(r.databaseURL, "SELECT pack_key FROM docfs_blocks WHERE hash = '\(hash)'").first?.first, pack)
         assertRefused(r, hostile, "a manifest claiming another replica's operation", """

@@ -13,6 +13,9 @@ final class InMemoryObjects: ObjectStore {
         var failures: [any Error] = []
         var uploads = 0
         var downloads = 0
+        /// A bucket that keeps versions: each `putNewObject` makes one ("key version" → bytes).
+        var versioned = false
+        var versions: [String: Data] = [:]
     }
     let state = Mutex(State())
 
@@ -70,9 +73,17 @@ final class InMemoryObjects: ObjectStore {
         return Int64(slice.count)
     }
 
-    func getObjectBytes(bucket: String, key: String, range: ClosedRange<Int64>?, upTo limit: Int) async throws -> [UInt8] {
+    func getObjectBytes(bucket: String, key: String, versionID: String?, range: ClosedRange<Int64>?, upTo limit: Int) async throws -> [UInt8] {
         try enter(upload: false)
-        let data = try object(key)
+        let data: Data
+        if let versionID {
+            guard let version = state.withLock({ $0.versions["\(key) \(versionID)"] }) else {
+                throw S3Error(kind: .notFound, status: 404, code: "NoSuchVersion", message: key)
+            }
+            data = version
+        } else {
+            data = try object(key)
+        }
         guard let range else { return Array(data) }
         return Array(data.subdata(in: Int(range.lowerBound)..<min(data.count, Int(range.upperBound) + 1)))
     }
@@ -81,6 +92,17 @@ final class InMemoryObjects: ObjectStore {
         try enter(upload: true)
         state.withLock { $0.objects[key] = Data(bytes) }
         return nil
+    }
+
+    func putNewObject(bucket: String, key: String, bytes: [UInt8], contentType: String) async throws -> S3Written {
+        try enter(upload: true)
+        return state.withLock { s in
+            s.objects[key] = Data(bytes)
+            guard s.versioned else { return S3Written(etag: nil, versionID: nil) }
+            let id = UUID().uuidString
+            s.versions["\(key) \(id)"] = Data(bytes)
+            return S3Written(etag: nil, versionID: id)
+        }
     }
 
     func listMultipartUploads(bucket: String, prefix: String?) async throws -> [S3PendingUpload] { [] }

@@ -166,11 +166,12 @@ final class InMemoryServer: ReplicaServer {
             return known
         }
     }
-    func recordPack(_ key: String, size: Int64, blocks: [StoredBlock]) async throws {
+    func recordPack(_ key: String, size: Int64, blocks: [StoredBlock], version: String?) async throws {
         try enter("recordPack")
         state.withLock { s in
             // As docfs_record_pack: a damaged block takes the new place and loses its mark.
-            for block in blocks where s.blocks[block.hash] == nil || s.damaged.contains(block.hash) {
+            for var block in blocks where s.blocks[block.hash] == nil || s.damaged.contains(block.hash) {
+                block.version = version
                 s.blocks[block.hash] = block
                 s.damaged.remove(block.hash)
             }
@@ -196,7 +197,7 @@ final class InMemoryServer: ReplicaServer {
     func recordBlocks(_ blocks: [StoredBlock], manifests: [BlockManifest]) async throws -> Set<String> {
         for pack in Set(blocks.map(\.pack)) {
             try await recordPack(pack, size: blocks.filter { $0.pack == pack }.map { $0.offset + $0.length }.max() ?? 0,
-                                 blocks: blocks.filter { $0.pack == pack })
+                                 blocks: blocks.filter { $0.pack == pack }, version: nil)
         }
         return manifests.isEmpty ? [] : try await recordManifests(manifests, donePacks: [])
     }

@@ -67,6 +67,32 @@ final class SyncEngineAgainstFakesTests: XCTestCase {
         XCTAssertEqual(server.state.withLock { $0.log.map(\.kind) }, [.create, .create])
     }
 
+    /// Schema 18: a bucket that keeps versions. The pack is recorded with the version its PUT
+    /// made and read as that version: bytes PUT over the key later are never read.
+    func testAPackIsReadAsTheVersionItsUploadMadeWhateverIsPutOverItsKey() async throws {
+        objects.state.withLock { $0.versioned = true }
+        _ = try store.create("v.txt", "the bytes as written")
+        startEngine()
+        try await waitForOutbox()
+        let key = try XCTUnwrap(server.tree()["v.txt"]?.contentKey)
+        let places = server.state.withLock { Array($0.blocks.values) }
+        XCTAssertFalse(places.isEmpty)
+        XCTAssert(places.allSatisfy { $0.version != nil }, "each place has its pack's version: \(places)")
+        // Its writer's keys PUT over the pack (a new version; the recorded one stays).
+        objects.state.withLock { s in for place in places { s.objects[place.pack] = Data("replaced!".utf8) } }
+        let fetcher = ContentFetcher(server: server, objects: objects, bucket: "bucket", prefix: "tree", logger: logger)
+        let path = NSTemporaryDirectory() + "/docfs-version-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try await fetcher.download(key: key, to: path)
+        XCTAssertEqual(try String(contentsOfFile: path, encoding: .utf8), "the bytes as written")
+        // A recorded version that is gone is a place gone, never the current bytes read instead.
+        objects.state.withLock { $0.versions = [:] }
+        do {
+            try await fetcher.download(key: key, to: path)
+            XCTFail("read without its version")
+        } catch is DownloadVerifier.Mismatch {}
+    }
+
     func testAnotherReplicasFileIsAppliedHereWithItsContents() async throws {
         objects.put("tree/objects/theirs", "made elsewhere")
         let folder = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "shared", kind: .folder,

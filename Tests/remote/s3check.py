@@ -2,13 +2,17 @@
 with boto3 rather than docfs's own S3 client, and the local tree read with plain os calls.
 
     s3check.py create-bucket BUCKET
-    s3check.py delete-bucket BUCKET        empties it (objects, multipart uploads) and deletes it
+    s3check.py delete-bucket BUCKET        empties it (objects, their versions, multipart uploads) and deletes it
     s3check.py list BUCKET                 JSON [{key, size, etag}] of every object
     s3check.py uploads BUCKET              JSON [{key, uploadId}] of multipart uploads in progress
     s3check.py digest BUCKET KEYS.json     JSON {key: {size, sha256}} (streamed, never whole in memory)
     s3check.py read BUCKET KEYS.json       JSON {key: text} of small objects (UTF-8, errors replaced)
     s3check.py put BUCKET KEY TEXT         writes an object (a left-over for `docfs remote gc` to find)
-    s3check.py zero BUCKET KEY             overwrites an object with as many zero bytes (a damaged pack)
+    s3check.py zero BUCKET KEY             overwrites an object with as many zero bytes (a damaged pack; in a
+                                           bucket that keeps versions, every version of it goes first)
+    s3check.py versions BUCKET KEY         JSON [{versionId, size, latest, marker}] of the key's versions
+    s3check.py delete-version BUCKET KEY V deletes version V of KEY
+    s3check.py suspend-versioning BUCKET   PutBucketVersioning Suspended
     s3check.py tree ROOT                   JSON [{path, kind, size, sha256, target}] of a local tree,
                                            paths as "/a/b" from ROOT, sorted
 
@@ -47,6 +51,17 @@ def objects(s3, bucket):
         for o in page.get("Contents", []):
             out.append({"key": o["Key"], "size": o["Size"], "etag": o["ETag"].strip('"')})
     return out
+
+
+def versions(s3, bucket, prefix=""):
+    # Listed from the first segment: moto checks the signature of a "/" in a query value wrongly.
+    out = []
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix.split("/")[0]):
+        for v in page.get("Versions", []):
+            out.append({"key": v["Key"], "versionId": v["VersionId"], "size": v["Size"], "latest": v["IsLatest"], "marker": False})
+        for v in page.get("DeleteMarkers", []):
+            out.append({"key": v["Key"], "versionId": v["VersionId"], "size": 0, "latest": v["IsLatest"], "marker": True})
+    return [v for v in out if v["key"].startswith(prefix)]
 
 
 def uploads(s3, bucket):
@@ -122,6 +137,8 @@ def main(argv):
                 s3.abort_multipart_upload(Bucket=arg, Key=u["key"], UploadId=u["uploadId"])
             for o in objects(s3, arg):
                 s3.delete_object(Bucket=arg, Key=o["key"])
+            for v in versions(s3, arg):
+                s3.delete_object(Bucket=arg, Key=v["key"], VersionId=v["versionId"])
             s3.delete_bucket(Bucket=arg)
             result = {"deleted": arg}
         elif command == "list":
@@ -133,8 +150,19 @@ def main(argv):
             result = {"put": argv[3]}
         elif command == "zero":
             size = s3.head_object(Bucket=arg, Key=argv[3])["ContentLength"]
+            for v in versions(s3, arg, argv[3]):
+                if v["key"] == argv[3] and v["versionId"] != "null":
+                    s3.delete_object(Bucket=arg, Key=argv[3], VersionId=v["versionId"])
             s3.put_object(Bucket=arg, Key=argv[3], Body=bytes(size))
             result = {"zeroed": argv[3], "size": size}
+        elif command == "versions":
+            result = [v for v in versions(s3, arg, argv[3]) if v["key"] == argv[3]]
+        elif command == "delete-version":
+            s3.delete_object(Bucket=arg, Key=argv[3], VersionId=argv[4])
+            result = {"deleted": argv[3], "versionId": argv[4]}
+        elif command == "suspend-versioning":
+            s3.put_bucket_versioning(Bucket=arg, VersioningConfiguration={"Status": "Suspended"})
+            result = {"suspended": arg}
         elif command == "start-upload":
             # A multipart upload started with one part and never finished (a replica gone mid-upload).
             started = s3.create_multipart_upload(Bucket=arg, Key=argv[3])

@@ -2,17 +2,20 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// A block in the bucket: its SHA-256 (hex), the pack object holding it and where.
+/// A block in the bucket: its SHA-256 (hex), the pack object holding it and where; `version`,
+/// the version of the pack object to read (schema 18; nil: whichever is current).
 package struct StoredBlock: Sendable, Hashable, Codable {
     package var hash: String
     package var pack: String
     package var offset: Int64
     package var length: Int64
-    package init(hash: String, pack: String, offset: Int64, length: Int64) {
+    package var version: String?
+    package init(hash: String, pack: String, offset: Int64, length: Int64, version: String? = nil) {
         self.hash = hash
         self.pack = pack
         self.offset = offset
         self.length = length
+        self.version = version
     }
 }
 
@@ -63,15 +66,27 @@ extension RemoteDatabase {
     /// Records a pack this replica uploaded under its upload intent (`docfs_record_pack`), and
     /// its blocks: a block recorded before keeps its place, unless it was marked damaged (then it
     /// takes this one and loses its mark). A pack whose intent expired (gc may have taken it) is
-    /// refused as worth retrying: the replica uploads it again.
-    package func recordPack(_ key: String, size: Int64, blocks: [StoredBlock]) async throws {
+    /// refused as worth retrying: the replica uploads it again. `version`: the version of the
+    /// object the upload made (schema 18), which readers then ask for; nil: none (a bucket without
+    /// versioning), recorded through the five-argument form an older server has too.
+    package func recordPack(_ key: String, size: Int64, blocks: [StoredBlock], version: String? = nil) async throws {
         guard !blocks.isEmpty else { return }
         let logger = self.logger
+        // A server before schema 18 has no version to record (its owner has not turned
+        // versioning on through docfs): the pack is recorded as there.
+        let version = version == nil ? nil : try await schemaVersion() >= RemoteSchema.packVersionsVersion ? version : nil
         try await mapped { [self] in
-            try await client.perform("""
-                SELECT docfs_record_pack(\(key), \(size), \(blocks.map(\.hash))::text[], \(blocks.map(\.offset))::bigint[],
-                                         \(blocks.map(\.length))::bigint[])
-                """, logger: logger)
+            if let version {
+                try await client.perform("""
+                    SELECT docfs_record_pack(\(key), \(size), \(blocks.map(\.hash))::text[], \(blocks.map(\.offset))::bigint[],
+                                             \(blocks.map(\.length))::bigint[], \(version)::text)
+                    """, logger: logger)
+            } else {
+                try await client.perform("""
+                    SELECT docfs_record_pack(\(key), \(size), \(blocks.map(\.hash))::text[], \(blocks.map(\.offset))::bigint[],
+                                             \(blocks.map(\.length))::bigint[])
+                    """, logger: logger)
+            }
         }
     }
 
@@ -102,19 +117,21 @@ extension RemoteDatabase {
     package func manifest(key: String) async throws -> (size: Int64, blocks: [StoredBlock])? {
         try await mapped { [self] in
             let rows = try await client.query("""
-                SELECT m.size, b.hash, b.pack_key, b.pack_offset, b.length
+                SELECT m.size, b.hash, b.pack_key, b.pack_offset, b.length, b.version
                 FROM docfs_manifests m LEFT JOIN docfs_manifest_blocks mb ON mb.key = m.key
-                     LEFT JOIN LATERAL (SELECT p.hash, p.pack_key, p.pack_offset, p.length FROM docfs_blocks p
+                     LEFT JOIN LATERAL (SELECT p.hash, p.pack_key, p.pack_offset, p.length,
+                                               to_jsonb(p)->>'pack_version' AS version FROM docfs_blocks p
                                         WHERE p.hash = mb.hash
                                         ORDER BY p.damaged_ns IS NOT NULL, p.reports, p.created_ns, p.pack_key LIMIT 1) b ON true
                 WHERE m.key = \(key) ORDER BY mb.ordinal
                 """, logger: logger)
             var size: Int64?
             var blocks: [StoredBlock] = []
-            for try await (total, hash, pack, offset, length) in rows.decode((Int64, String?, String?, Int64?, Int64?).self) {
+            for try await (total, hash, pack, offset, length, version)
+                    in rows.decode((Int64, String?, String?, Int64?, Int64?, String?).self) {
                 size = total
                 if let hash, let pack, let offset, let length {
-                    blocks.append(StoredBlock(hash: hash, pack: pack, offset: offset, length: length))
+                    blocks.append(StoredBlock(hash: hash, pack: pack, offset: offset, length: length, version: version))
                 }
             }
             return size.map { ($0, blocks) }
@@ -126,12 +143,12 @@ extension RemoteDatabase {
         guard !hashes.isEmpty else { return [:] }
         return try await mapped { [self] in
             let rows = try await client.query("""
-                SELECT hash, pack_key, pack_offset, length FROM docfs_blocks WHERE hash = ANY(\(hashes))
+                SELECT hash, pack_key, pack_offset, length, to_jsonb(b)->>'pack_version' FROM docfs_blocks b WHERE hash = ANY(\(hashes))
                 ORDER BY hash, damaged_ns IS NOT NULL, reports, created_ns, pack_key
                 """, logger: logger)
             var out: [String: [StoredBlock]] = [:]
-            for try await (hash, pack, offset, length) in rows.decode((String, String, Int64, Int64).self) {
-                out[hash, default: []].append(StoredBlock(hash: hash, pack: pack, offset: offset, length: length))
+            for try await (hash, pack, offset, length, version) in rows.decode((String, String, Int64, Int64, String?).self) {
+                out[hash, default: []].append(StoredBlock(hash: hash, pack: pack, offset: offset, length: length, version: version))
             }
             return out
         }
@@ -211,14 +228,15 @@ extension RemoteDatabase {
         }
     }
 
-    /// The blocks of one pack.
+    /// The blocks of one pack (each with the pack's recorded version, schema 18).
     package func blocks(inPack key: String) async throws -> [StoredBlock] {
         try await mapped { [self] in
-            let rows = try await client.query(
-                "SELECT hash, pack_offset, length FROM docfs_blocks WHERE pack_key = \(key) ORDER BY pack_offset", logger: logger)
+            let rows = try await client.query("""
+                SELECT hash, pack_offset, length, to_jsonb(b)->>'pack_version' FROM docfs_blocks b WHERE pack_key = \(key) ORDER BY pack_offset
+                """, logger: logger)
             var out: [StoredBlock] = []
-            for try await (hash, offset, length) in rows.decode((String, Int64, Int64).self) {
-                out.append(StoredBlock(hash: hash, pack: key, offset: offset, length: length))
+            for try await (hash, offset, length, version) in rows.decode((String, Int64, Int64, String?).self) {
+                out.append(StoredBlock(hash: hash, pack: key, offset: offset, length: length, version: version))
             }
             return out
         }
@@ -238,6 +256,12 @@ extension RemoteDatabase {
                     FROM unnest(\(moved.map(\.hash))::text[], \(moved.map(\.pack))::text[], \(moved.map(\.offset))::bigint[]) AS m(h, p, o)
                     WHERE b.hash = m.h AND b.pack_key = \(pack)
                     """, logger: logger)
+                // The new pack's version (schema 18; the owner's gc runs on a schema it migrated).
+                if let version = moved.first?.version {
+                    try await conn.perform("""
+                        UPDATE docfs_blocks SET pack_version = \(version) WHERE pack_key = \(moved[0].pack)
+                        """, logger: logger)
+                }
             }
         }
     }

@@ -37,6 +37,17 @@ extension RemoteDatabase {
 extension RemoteDatabase {
     /// `PREFIX/packs/`, once the tree's prefix is settled (the owner's step): the server's block
     /// functions (schema 9) refuse a pack anywhere else.
+    /// The bucket keeps versions (schema 18): from now on the server records a pack only with
+    /// the version of its object its upload made (`docfs_meta.pack_versions`; the owner's alone).
+    package func requirePackVersions() async throws {
+        try await mapped { [self] in
+            try await client.perform("""
+                INSERT INTO docfs_meta (key, value) VALUES ('pack_versions', 'on')
+                ON CONFLICT (key) DO UPDATE SET value = excluded.value
+                """, logger: logger)
+        }
+    }
+
     package func setPacksFolder(_ folder: String) async throws {
         try await mapped { [self] in
             try await client.perform("""

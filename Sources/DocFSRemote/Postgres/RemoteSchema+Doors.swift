@@ -316,6 +316,10 @@ extension RemoteSchema {
                 EXECUTE format('GRANT EXECUTE ON FUNCTION docfs_apply(jsonb), docfs_record_intents(text[]), docfs_drop_intents(text[]), '
                                'docfs_record_pack(text, bigint, text[], bigint[], bigint[]), docfs_record_manifests(jsonb, text[]), '
                                'docfs_mark_block_damaged(text, text), docfs_hello() TO %I', t);
+                IF to_regprocedure('docfs_record_pack(text, bigint, text[], bigint[], bigint[], text)') IS NOT NULL THEN
+                    -- Schema 18's: a pack with the version of its object.
+                    EXECUTE format('GRANT EXECUTE ON FUNCTION docfs_record_pack(text, bigint, text[], bigint[], bigint[], text) TO %I', t);
+                END IF;
             END LOOP;
         END
         $do$

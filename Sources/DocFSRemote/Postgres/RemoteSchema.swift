@@ -90,6 +90,10 @@
 /// Version 17 (`RemoteSchema+Positions.swift`): no global writers' lock. Change-log positions are
 /// given as each transaction commits, in commit order; writers of unrelated items run at once.
 ///
+/// Version 18 (`RemoteSchema+PackVersions.swift`): a pack is recorded with the version of its
+/// object its upload made (a bucket that keeps versions), and read as that version: a PUT over
+/// the key later changes nothing anyone reads.
+///
 /// Version 19 (`RemoteSchema+Overstayers.swift`): a replica session idle in a transaction, or in
 /// one statement, past its role's own limits (which it may have lifted with `SET`) is ended.
 package enum RemoteSchema {
@@ -220,6 +224,7 @@ package enum RemoteSchema {
         (15, boundStatements),
         (16, placeStatements),
         (17, positionStatements),
+        (18, packVersionStatements),
         (19, overstayerStatements),
     ]
 

@@ -165,14 +165,7 @@ package final class S3Client: Sendable {
     @discardableResult
     package func putObject(bucket: String, key: String, bytes: [UInt8],
                           contentType: String = "application/octet-stream") async throws -> String? {
-        // Packs go up in one request: `--upload-limit` is paid before it (the rate over a
-        // transfer of several packs holds; one pack bursts).
-        try await uploadLimit?.take(bytes.count)
-        let headers = try await sendDrained(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
-                                            body: .stream(ByteSlices(bytes: bytes), length: .known(Int64(bytes.count))),
-                                            length: Int64(bytes.count),
-                                            payloadHash: SigV4Signer.sha256Hex(bytes), operation: "PutObject \(key)")
-        return headers.first(name: "ETag")
+        try await putNewObject(bucket: bucket, key: key, bytes: bytes, contentType: contentType).etag
     }
 
     /// Downloads an object (or `range`, inclusive byte offsets) into a file, created or truncated,
@@ -254,12 +247,15 @@ package final class S3Client: Sendable {
         return written
     }
 
-    /// Downloads a small object (or a range) into memory (tests; never for contents).
-    package func getObjectBytes(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
+    /// Downloads a small object (or a range) into memory (packs' blocks, the tree marker).
+    /// `versionID`: that version of the object, not whichever is current (schema 18: a pack's
+    /// version recorded with it; a version that is gone is `notFound`).
+    package func getObjectBytes(bucket: String, key: String, versionID: String? = nil, range: ClosedRange<Int64>? = nil,
                                upTo limit: Int = 16 * 1024 * 1024) async throws -> [UInt8] {
         var headers: [(String, String)] = []
         if let range { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
-        let response = try await send(.GET, bucket: bucket, key: key, headers: headers, operation: "GetObject \(key)")
+        let query = versionID.map { [("versionId", $0)] } ?? []
+        let response = try await send(.GET, bucket: bucket, key: key, query: query, headers: headers, operation: "GetObject \(key)")
         do {
             // Chunk by chunk as they arrive, so that `--download-limit` paces packs' blocks too.
             var out: [UInt8] = []

@@ -14,7 +14,7 @@ package struct S3Error: Error, Sendable, CustomStringConvertible, Equatable {
         case untrusted
         /// `EntityTooLarge`, `QuotaExceeded`, `TooManyBuckets`: report it; not retryable.
         case quota
-        /// 404: `NoSuchKey`, `NoSuchBucket`, `NoSuchUpload`.
+        /// 404: `NoSuchKey`, `NoSuchBucket`, `NoSuchUpload`, `NoSuchVersion`.
         case notFound
         /// 416: the range asked lies outside the object.
         case invalidRange
@@ -70,7 +70,7 @@ package struct S3Error: Error, Sendable, CustomStringConvertible, Equatable {
         case (_, "EntityTooLarge"), (_, "QuotaExceeded"), (_, "TooManyBuckets"): kind = .quota
         case (_, "InvalidAccessKeyId"), (_, "SignatureDoesNotMatch"), (_, "AccessDenied"), (_, "ExpiredToken"),
              (_, "InvalidToken"), (_, "AuthorizationHeaderMalformed"), (_, "InvalidSecurity"): kind = .authentication
-        case (_, "NoSuchKey"), (_, "NoSuchBucket"), (_, "NoSuchUpload"), (404, _): kind = .notFound
+        case (_, "NoSuchKey"), (_, "NoSuchBucket"), (_, "NoSuchUpload"), (_, "NoSuchVersion"), (404, _): kind = .notFound
         case (416, _), (_, "InvalidRange"): kind = .invalidRange
         case (401, _), (403, _): kind = .authentication
         case (413, _): kind = .quota

@@ -79,7 +79,7 @@ struct ContentFetcher: Sendable {
             // A run: blocks back to back in one pack.
             var end = index + 1
             var runLength = blocks[index].length
-            while end < blocks.count, blocks[end].pack == blocks[index].pack,
+            while end < blocks.count, blocks[end].pack == blocks[index].pack, blocks[end].version == blocks[index].version,
                   blocks[end].offset == blocks[end - 1].offset + blocks[end - 1].length,
                   runLength + blocks[end].length <= runBytes {
                 runLength += blocks[end].length
@@ -90,7 +90,7 @@ struct ContentFetcher: Sendable {
             var failure = ""
             var bytes: [UInt8] = []
             do {
-                bytes = try await objects.getObjectBytes(bucket: bucket, key: first.pack,
+                bytes = try await objects.getObjectBytes(bucket: bucket, key: first.pack, versionID: first.version,
                                                          range: first.offset...(first.offset + runLength - 1), upTo: Int(runLength))
             } catch let error as S3Error where error.kind == .notFound || error.kind == .invalidRange {
                 // The pack, or the range its blocks are said to be at, is gone from the bucket.

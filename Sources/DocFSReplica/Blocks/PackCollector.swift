@@ -30,6 +30,9 @@ struct PackCollector {
             report.blockBytes = dropped.bytes
         }
         let folder = ContentObjectKey.packFolder(prefix: prefix)
+        // Every version of every pack (schema 18: a bucket that keeps versions holds a pack's
+        // bytes, and whatever was PUT over its key, as versions): a pack dropped goes with all.
+        let versions = dryRun ? [:] : try await s3.versionsByKey(bucket: bucket, under: folder, logger: logger)
         try await s3.forEachPage(bucket: bucket, under: folder) { packs in
             // Rows and intents of the page's packs from one snapshot of the server (not a usage
             // read once at the start and intents later: a pack can go from the one to the other
@@ -41,23 +44,26 @@ struct PackCollector {
                 guard state.usage.blocks > 0 else {
                     report.packsDeleted += 1
                     report.packBytes += pack.size
-                    if !dryRun { try await s3.deleteObject(bucket: bucket, key: pack.key) }
+                    if !dryRun { try await s3.deleteWithVersions(bucket: bucket, key: pack.key, versions: versions[pack.key] ?? []) }
                     continue
                 }
                 let used = state.usage
                 guard Double(used.liveBytes) < Double(pack.size) * Self.rewriteBelow else { continue }
                 report.packsRewritten += 1
                 report.packBytes += pack.size - used.liveBytes
-                if !dryRun { try await rewrite(pack.key, size: pack.size) }
+                if !dryRun { try await rewrite(pack.key, size: pack.size, versions: versions[pack.key] ?? []) }
             }
         }
     }
 
     /// Copies the pack's live blocks, each checked against its hash, into a new pack.
-    private func rewrite(_ key: String, size: Int64) async throws {
+    private func rewrite(_ key: String, size: Int64, versions: [S3ObjectVersion]) async throws {
         let blocks = try await database.blocks(inPack: key)
         guard !blocks.isEmpty else { return }
-        let bytes = try await s3.getObjectBytes(bucket: bucket, key: key, range: nil, upTo: Int(size) + 1)
+        // The recorded version (schema 18), not whatever was PUT over the key since.
+        let version = blocks.first { $0.version != nil }?.version
+        let recorded = version.flatMap { v in versions.first { $0.versionID == v }?.size } ?? size
+        let bytes = try await s3.getObjectBytes(bucket: bucket, key: key, versionID: version, range: nil, upTo: Int(recorded) + 1)
         let newKey = ContentObjectKey.pack(prefix: prefix)
         var pack: [UInt8] = []
         var moved: [StoredBlock] = []
@@ -84,7 +90,8 @@ struct PackCollector {
         }
         if !moved.isEmpty {
             try await database.recordUploadIntents([newKey])
-            try await s3.putObject(bucket: bucket, key: newKey, bytes: pack)
+            let written = try await s3.putNewObject(bucket: bucket, key: newKey, bytes: pack)
+            for i in moved.indices { moved[i].version = written.versionID }
             try await database.moveBlocks(moved, from: key)
             try await database.dropUploadIntents([newKey])
         }
@@ -94,6 +101,6 @@ struct PackCollector {
             logger.error("gc: \(damaged) block(s) in the pack \(key) do not match their SHA-256; the pack is kept")
             return
         }
-        try await s3.deleteObject(bucket: bucket, key: key)
+        try await s3.deleteWithVersions(bucket: bucket, key: key, versions: versions)
     }
 }

@@ -21,10 +21,13 @@ package protocol ObjectStore: Sendable {
     @discardableResult
     func getObject(bucket: String, key: String, range: Range<Int64>, intoFileAt path: FilePath,
                    progress: (@Sendable (Int64) -> Bool)?) async throws -> Int64
-    /// A small object in memory (the tree marker).
-    func getObjectBytes(bucket: String, key: String, range: ClosedRange<Int64>?, upTo limit: Int) async throws -> [UInt8]
+    /// A small object in memory (the tree marker; a run of a pack's blocks, of the pack's
+    /// recorded version when it has one).
+    func getObjectBytes(bucket: String, key: String, versionID: String?, range: ClosedRange<Int64>?, upTo limit: Int) async throws -> [UInt8]
     @discardableResult
     func putObject(bucket: String, key: String, bytes: [UInt8], contentType: String) async throws -> String?
+    /// A pack: the version the PUT made (nil: a bucket without versioning).
+    func putNewObject(bucket: String, key: String, bytes: [UInt8], contentType: String) async throws -> S3Written
     func listMultipartUploads(bucket: String, prefix: String?) async throws -> [S3PendingUpload]
     func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws
     func shutdown() async throws

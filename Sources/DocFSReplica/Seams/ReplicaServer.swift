@@ -31,7 +31,7 @@ package protocol ReplicaServer: OperationApplier {
     /// intents (answers blocks gone or damaged meanwhile, and then records no manifest); a
     /// version's blocks in order (nil: `key` is a whole object).
     func knownBlocks(_ hashes: [String]) async throws -> Set<String>
-    func recordPack(_ key: String, size: Int64, blocks: [StoredBlock]) async throws
+    func recordPack(_ key: String, size: Int64, blocks: [StoredBlock], version: String?) async throws
     func recordManifests(_ manifests: [BlockManifest], donePacks: [String]) async throws -> Set<String>
     func manifest(key: String) async throws -> (size: Int64, blocks: [StoredBlock])?
     /// Every place of these blocks, soundest first (schema 16: a block may have several).
