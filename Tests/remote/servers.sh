@@ -376,6 +376,8 @@ stop() {
     # that. postgres.pid is the running postmaster's even when a test restarted it (pg_start).
     stop_pid "$dir/pgbouncer.pid" 10
     pg_stop "$dir/standby"
+    # (pg_stop sets the shell's global `dir` to its argument.)
+    dir=$1
     pg_stop "$dir"
     stop_pid "$dir/moto.pid" 10 &
     stop_pid "$dir/moto-tls.pid" 10 &
