@@ -176,6 +176,16 @@ final class StandbyReadMountTests: ReplicaTestCase {
             XCTAssertTrue(made.stderr.contains(says), "\(read): \(made)")
             XCTAssertFalse(exists(store), "init left \(store) behind for \(read)")
         }
+        // A standby's database of another tree: its rows must never be applied here.
+        let other = try makeRemote(mount: false)
+        let otherURL = "postgres://\(other.owner)@127.0.0.1:\(port)/\(other.database)"
+        eventually("the standby has the other tree", timeout: 60) {
+            ((try? self.servers.psql(otherURL, "SELECT value FROM docfs_meta WHERE key = 'tree_id'"))?.count ?? 0) == 1
+        }
+        let mixed = r.fx.docfs(["init", store] + r.remoteArguments + ["--remote-read", otherURL], env: env, timeout: 60)
+        XCTAssertNotEqual(mixed.status, 0, "\(mixed)")
+        XCTAssertTrue(mixed.stderr.contains("serves another tree"), "\(mixed)")
+        XCTAssertFalse(exists(store))
         let alone = r.fx.docfs(["init", store, "--remote-read", "postgres://x@127.0.0.1:1/db"], env: env)
         XCTAssertNotEqual(alone.status, 0)
         XCTAssertTrue(alone.stderr.contains("--remote-read goes with --remote"), "\(alone)")

@@ -112,6 +112,19 @@ final class StandbyReadsTests: ReplicaTestCase {
         XCTAssertEqual(try localText("mine2.txt"), "mine 2")
     }
 
+    /// Rows from the standby go through the primary's checks (`ServerRowChecks`): a bad one is
+    /// set aside, the rest arrives.
+    func testRowsFromTheStandbyAreCheckedAsThePrimarysAre() async throws {
+        startEngineReadingFromStandby()
+        server.plant(InMemoryServer.fileRow(id: 100, name: "a/b"))
+        _ = try await othersFile("after.txt", "after the bad row")
+        replay()
+        try await waitUntil("after.txt arrived") { try rootNames().contains("after.txt") }
+        XCTAssertEqual(try rootNames(), ["after.txt"])
+        let aside = await engine!.incoming.setAside
+        XCTAssertEqual(aside[100], "a name with a /")
+    }
+
     /// The fence itself: behind, it throws after `lagWait` naming both ends; current, it returns.
     func testTheFenceWaitsForTheStandbyAndSaysHowFarBehindItIs() async throws {
         _ = try await othersFile("a.txt", "a")
