@@ -33,7 +33,8 @@ import DocFSRemote
 ///
 /// An answer that says "none" (no manifest, no recorded hash, no place for a block) may be the
 /// standby not having it yet where the replica learned of it from its own write (a file it
-/// uploaded, evicted and opens again): it is asked of the primary.
+/// uploaded, evicted and opens again): it is asked of the primary, as is a download's lookup the
+/// standby cannot answer (down, lagging): a file opens while the primary answers.
 final class StandbyReads: ReplicaServer {
     let primary: any ReplicaServer
     let standby: any ReplicaServer
@@ -143,19 +144,24 @@ final class StandbyReads: ReplicaServer {
     func logStart() async throws -> Int64 { try await fenced { try await self.standby.logStart() } }
     func layout() async throws -> String? { try await fenced { try await self.standby.layout() } }
 
+    // A download's lookups: an open() should not fail while the primary answers. A recorded
+    // hash and a manifest never change once recorded for their key (no fence needed: the standby
+    // has the row or not yet); places can (gc moves blocks), so theirs is fenced. Whatever the
+    // standby lacks or cannot answer now is asked of the primary.
+
     func expectedSHA256(key: String) async throws -> String? {
-        if let found = try await fenced({ try await self.standby.expectedSHA256(key: key) }) { return found }
+        if let found = try? await onStandby({ try await self.standby.expectedSHA256(key: key) }) { return found }
         return try await primary.expectedSHA256(key: key)
     }
 
     func manifest(key: String) async throws -> (size: Int64, blocks: [StoredBlock])? {
-        let found = try await fenced { try await self.standby.manifest(key: key).map { Manifest(size: $0.size, blocks: $0.blocks) } }
+        let found = try? await onStandby { try await self.standby.manifest(key: key).map { Manifest(size: $0.size, blocks: $0.blocks) } }
         if let found { return (found.size, found.blocks) }
         return try await primary.manifest(key: key)
     }
 
     func places(of hashes: [String]) async throws -> [String: [StoredBlock]] {
-        var found = try await fenced { try await self.standby.places(of: hashes) }
+        var found = (try? await fenced { try await self.standby.places(of: hashes) }) ?? [:]
         let missing = hashes.filter { found[$0]?.isEmpty ?? true }
         if !missing.isEmpty { found.merge(try await primary.places(of: missing)) { _, primary in primary } }
         return found

@@ -160,6 +160,20 @@ final class StandbyReadsTests: ReplicaTestCase {
         XCTAssertEqual(standby.calls("manifest"), 1, "the standby was not asked first")
     }
 
+    /// A download's lookups while the standby is down come from the primary.
+    func testADownloadsLookupsGoToThePrimaryWhileTheStandbyIsDown() async throws {
+        let hash = String(repeating: "b", count: 64)
+        server.plant(blocks: [StoredBlock(hash: hash, pack: "tree/packs/q", offset: 0, length: 3)],
+                     manifest: BlockManifest(key: "tree/manifests/n", size: 3, hashes: [hash]))
+        replay()
+        standby.failNext(RemoteError.unreachable("connection refused"), RemoteError.unreachable("connection refused"))
+        let manifest = try await reads.manifest(key: "tree/manifests/n")
+        XCTAssertEqual(manifest?.blocks.map(\.hash), [hash])
+        let places = try await reads.places(of: [hash])
+        XCTAssertEqual(places[hash]?.map(\.pack), ["tree/packs/q"])
+        XCTAssertEqual(server.calls("manifest"), 1)
+    }
+
     /// The standby down: its errors name it (the status shows why), and writes still go.
     func testAStandbyThatIsDownIsNamedAndWritesStillGo() async throws {
         replay()
