@@ -13,6 +13,8 @@ import Glibc
 final class StandbyReadMountTests: ReplicaTestCase {
     /// The standby's port (started if it is not running).
     func standbyPort() throws -> Int {
+        let started = Date()
+        defer { print("standby: servers.sh standby-start took \(String(format: "%.2f", Date().timeIntervalSince(started))) s (an observation)") }
         let r = runProcess("/bin/sh", [servers.serversScript, "standby-start", servers.serversDir], cwd: "/", timeout: 300, outDir: "/tmp")
         guard r.status == 0, let port = Int(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) else {
             throw FixtureError("servers.sh standby-start failed: \(r)")
