@@ -129,6 +129,9 @@ actor IncomingSync {
     /// the catch-up before it applies anything.
     @discardableResult
     func rebuildIfRestored() async throws -> Int {
+        // Reads from a standby wait until it has what the primary has (`StandbyReads`): a
+        // standby behind the anchor must not look like a restored server.
+        try await database.awaitCurrentReads()
         // One check at a time (the engine's and the catch-up's meet at the actor's awaits): a
         // second would compare the anchor from before the first one's rebuild, and rebuild again.
         if let running = restoreCheck {
@@ -170,6 +173,8 @@ actor IncomingSync {
     /// The server's state of these items, applied now (after the engine sent a change the server
     /// decided otherwise about: a rename that lost, a name suffixed, a refused move).
     func refresh(_ ids: [Int64]) async throws {
+        // What this replica just sent is on the primary; a standby must have it first.
+        try await database.awaitCurrentReads()
         if rootID == nil { rootID = try await database.rootID() }
         let wanted = ids.filter { $0 != rootID && ReplicaRows.isPermanent($0) }
         _ = try await apply(wanted)

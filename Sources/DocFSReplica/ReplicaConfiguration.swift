@@ -31,6 +31,9 @@ package struct ReplicaConfiguration: Sendable {
     package var credentialChain: AWSCredentialChain?
     /// Where the mount LISTENs for the change log's notifications (`RemoteLink.listen`).
     package var listen: ListenTarget = .server
+    /// Where the mount reads the change log, listings and metadata (`RemoteLink.read`): a hot
+    /// standby of `postgres`; nil, `postgres` itself (`StandbyReads`).
+    package var read: PostgresURL?
 
     package enum ListenTarget: Sendable, Equatable {
         /// On the `postgres` URL.
@@ -87,6 +90,7 @@ package struct ReplicaConfiguration: Sendable {
                                                  bucket: link.bucket, prefix: link.prefix)
         configuration.credentialChain = chain
         configuration.listen = try listenTarget(link.listen, postgres: postgres, store: store, environment: environment)
+        configuration.read = try readTarget(link.read, postgres: postgres, store: store, environment: environment)
         configuration.s3CA = link.s3CA ?? environment["AWS_CA_BUNDLE"].flatMap { $0.isEmpty ? nil : $0 }
         return configuration
     }
@@ -121,16 +125,34 @@ package struct ReplicaConfiguration: Sendable {
                              environment: [String: String]) throws -> ListenTarget {
         guard let text else { return .server }
         if text == RemoteLink.noListen { return .none }
-        guard var url = PostgresURL(text, environment: [:]) else {
+        guard let url = PostgresURL(text, environment: [:]) else {
             throw Problem("the store's listening URL (--remote-listen) is not valid: \(text)")
         }
+        return .url(withPassword(url, postgres: postgres, store: store, environment: environment))
+    }
+
+    /// `--remote-read`'s value as kept in the link (nil: reads go to `postgres`), its password
+    /// found as `--remote-listen`'s is.
+    static func readTarget(_ text: String?, postgres: PostgresURL, store: URL?,
+                           environment: [String: String]) throws -> PostgresURL? {
+        guard let text else { return nil }
+        guard let url = PostgresURL(text, environment: [:]) else {
+            throw Problem("the store's standby URL (--remote-read) is not valid: \(text)")
+        }
+        return withPassword(url, postgres: postgres, store: store, environment: environment)
+    }
+
+    /// A second URL of the tree's server with its password: the store's pgpass, else the
+    /// server's own when it names the same role, else PGPASSWORD, else ~/.pgpass.
+    static func withPassword(_ url: PostgresURL, postgres: PostgresURL, store: URL?, environment: [String: String]) -> PostgresURL {
+        var url = url
         if url.password == nil {
             url.password = store.flatMap { pgpassPassword($0.path + "/pgpass", url) }
                 ?? (url.user == postgres.user ? postgres.password : nil)
                 ?? environment["PGPASSWORD"]
                 ?? environment["HOME"].flatMap { pgpassPassword($0 + "/.pgpass", url) }
         }
-        return .url(url)
+        return url
     }
 
     /// Keeps the password given in a URL to `docfs init` beside the store (mode 0600, pgpass

@@ -45,7 +45,7 @@ extension SyncEngine {
             oldestPendingSeconds: counts.pending == 0 ? nil : snapshot.oldestPendingNs.map { max(0, now.timeIntervalSince1970 - Double($0) / 1e9) },
             failedItems: snapshot.failedItems,
             remote: "\(configuration.postgres) + s3://\(configuration.bucket)/\(configuration.prefix) at \(configuration.endpoint.hostHeader)"
-                + Self.listenNote(configuration.listen))
+                + Self.listenNote(configuration.listen) + (configuration.read.map { ", reads from \($0.withoutPassword)" } ?? ""))
         let positions = incoming.positions.withLock { $0 }
         let conflicts = store.conflictSummary
         status.incoming = Self.incomingCount(latest: positions.latest, anchor: positions.anchor,

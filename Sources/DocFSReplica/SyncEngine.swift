@@ -71,8 +71,14 @@ package final class SyncEngine: Sendable {
         let listenURL: PostgresURL? = if case .url(let url) = configuration.listen { url } else { nil }
         let server = RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: Self.poolConnections,
                                     operationTimeout: .seconds(5), listenURL: listenURL)
+        // Reads from a hot standby (`--remote-read`): a pool of its own beside the primary's.
+        let reads: any ReplicaServer = configuration.read.map {
+            StandbyReads(primary: server, standby: RemoteDatabase(url: $0, logger: quiet, maximumConnections: Self.poolConnections,
+                                                                  operationTimeout: .seconds(5)),
+                         standbyName: $0.withoutPassword)
+        } ?? server
         self.init(store: store, configuration: configuration, logger: logger,
-                  server: server, incomingServer: server,
+                  server: server, incomingServer: reads,
                   objects: S3Client(endpoint: configuration.endpoint, credentials: configuration.credentials, region: configuration.region,
                                     connectTimeout: .seconds(5), readTimeout: .seconds(60), logger: quiet,
                                     renewCredentials: { configuration.currentCredentials() }, caFile: configuration.s3CA,

@@ -20,12 +20,16 @@ struct Init: ParsableCommand {
     @Option(name: .customLong("remote-listen"), help: ArgumentHelp("Where the mount LISTENs for other replicas' changes, when --remote is a pgbouncer in transaction pooling (which cannot carry LISTEN): PostgreSQL itself, as the same role; or none: no LISTEN, the change log is read every second. Kept with the store.", valueName: "postgres://USER@HOST:PORT/DB|none"))
     var remoteListen: String?
 
+    @Option(name: .customLong("remote-read"), help: ArgumentHelp("A hot standby of --remote's PostgreSQL (streaming replication) that the mount reads the change log, listings and metadata from; writes still go to --remote, and no change is applied before the standby has replayed it. As the same role unless the URL names another. Kept with the store.", valueName: "postgres://USER@HOST:PORT/DB"))
+    var remoteRead: String?
+
     func validate() throws {
         if server.remote == nil, server.anyServerOption {
             throw ValidationError("--objects, --s3-endpoint, --region, --s3-credentials, --s3-ca and --password-file go with --remote")
         }
         if server.remote != nil, server.objects == nil { throw ValidationError("--remote needs --objects s3://BUCKET[/PREFIX]") }
         if server.remote == nil, remoteListen != nil { throw ValidationError("--remote-listen goes with --remote") }
+        if server.remote == nil, remoteRead != nil { throw ValidationError("--remote-read goes with --remote") }
     }
 
     func run() throws {
@@ -56,17 +60,22 @@ struct Init: ParsableCommand {
     private func listenLink() throws -> String? {
         guard let remoteListen else { return nil }
         if remoteListen == RemoteLink.noListen { return remoteListen }
-        guard var listen = PostgresURL(remoteListen, environment: [:]) else {
-            throw UserFacingError("docfs: --remote-listen must be none or postgres://USER@HOST:PORT/DATABASE[?sslmode=…]")
+        return try keptURL(remoteListen, option: "--remote-listen", shape: "none or postgres://USER@HOST:PORT/DATABASE[?sslmode=…]")
+    }
+
+    /// A second URL of the server as the store keeps it (`--remote-listen`, `--remote-read`).
+    private func keptURL(_ text: String, option: String, shape: String) throws -> String {
+        guard var url = PostgresURL(text, environment: [:]) else {
+            throw UserFacingError("docfs: \(option) must be \(shape)")
         }
-        guard listen.password == nil else {
-            throw UserFacingError("docfs: --remote-listen takes no password: it is --remote's when the role is the same, else STORE/pgpass, PGPASSWORD or ~/.pgpass")
+        guard url.password == nil else {
+            throw UserFacingError("docfs: \(option) takes no password: it is --remote's when the role is the same, else STORE/pgpass, PGPASSWORD or ~/.pgpass")
         }
         let absolute = { (path: String?) in path.map { URL(fileURLWithPath: $0).standardizedFileURL.path } }
-        listen.sslRootCert = absolute(listen.sslRootCert)
-        listen.sslCert = absolute(listen.sslCert)
-        listen.sslKey = absolute(listen.sslKey)
-        return listen.withoutPassword
+        url.sslRootCert = absolute(url.sslRootCert)
+        url.sslCert = absolute(url.sslCert)
+        url.sslKey = absolute(url.sslKey)
+        return url.withoutPassword
     }
 
     /// `--remote`: checks the server, makes the store a replica of it (and downloads the tree it
@@ -76,6 +85,7 @@ struct Init: ParsableCommand {
         let (url, stored, environment, bucket, prefix) = (server.url, server.stored, server.environment, server.bucket, server.prefix)
         var kept = server.link
         kept.listen = try listenLink()
+        kept.read = try remoteRead.map { try keptURL($0, option: "--remote-read", shape: "postgres://USER@HOST:PORT/DATABASE[?sslmode=…]") }
         let link = kept
         let storeURL = URL(fileURLWithPath: store)
         let configuration: ReplicaConfiguration
@@ -86,6 +96,11 @@ struct Init: ParsableCommand {
         if case .url(let listen) = configuration.listen,
            case .failure(let error) = runBlocking({ try await RemoteDatabase.probe(listen) }) {
             throw UserFacingError("docfs: --remote-listen \(listen): \(error)")
+        }
+        // The standby too, and that it serves this tree (another database's rows would be applied).
+        if let standby = configuration.read,
+           case .failure(let error) = runBlocking({ try await configuration.checkStandby() }) {
+            throw UserFacingError("docfs: --remote-read \(standby): \(error)")
         }
         let existed = FileManager.default.fileExists(atPath: store)
         // Only a new path or an empty directory: the cleanup after a failure removes what is there.

@@ -10,6 +10,10 @@
 #                                               a server that goes away; its data stays
 #   Tests/remote/servers.sh pg-start DIR        start it again on the same port and data (stop and
 #                                               `run` then stop the new postmaster by its new PID)
+#   Tests/remote/servers.sh standby-start DIR   a hot standby of it (streaming replication), made
+#                                               with pg_basebackup -R on first use, in DIR/standby;
+#                                               prints its port (tests of `docfs init --remote-read`)
+#   Tests/remote/servers.sh standby-stop DIR    stop the standby (fast shutdown, by PID); its data stays
 #
 # The environment the tests read (they skip without it):
 #   DOCFS_TEST_PG_URL         postgres://docfs@127.0.0.1:PORT/postgres (trust auth; tests make
@@ -66,7 +70,7 @@ pg_start() {
     dir=$1
     bindir=$(cat "$dir/pg_bindir"); pgport=$(cat "$dir/pg_port")
     as_pg "$bindir/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w \
-        -o "-c listen_addresses=127.0.0.1 -p $pgport -k $dir/pgsock -c fsync=off -c ssl=on -c ssl_cert_file=$dir/pg/tls/server.crt -c ssl_key_file=$dir/pg/tls/server.key" start >/dev/null \
+        -o "-c listen_addresses=127.0.0.1 -p $pgport -k $dir/pgsock -c fsync=off -c wal_level=replica -c max_wal_senders=4 -c ssl=on -c ssl_cert_file=$dir/pg/tls/server.crt -c ssl_key_file=$dir/pg/tls/server.key" start >/dev/null \
         || { cat "$dir/pg/server.log" >&2; log "PostgreSQL did not start"; exit 1; }
     head -n 1 "$dir/pg/data/postmaster.pid" >"$dir/postgres.pid"
 }
@@ -120,6 +124,36 @@ pg_stop() {
     else
         rm -f "$dir/postgres.pid"
     fi
+}
+
+# A hot standby of the cluster for the tests of `docfs init --remote-read`, made by those tests
+# when they first need it (not by `start`: other runs pay nothing for it), in DIR/standby with the
+# layout of the primary's (so pg_stop stops it by its PID). The primary must take a replication
+# connection: wal_level replica (or logical), WAL senders, a pg_hba replication entry for
+# 127.0.0.1 (initdb's trust default has one); checked first, with one line saying what is missing.
+standby_start() {
+    dir=$1; sb=$dir/standby
+    bindir=$(cat "$dir/pg_bindir"); pgport=$(cat "$dir/pg_port")
+    q() { "$bindir/psql" -X -At -h 127.0.0.1 -p "$pgport" -U docfs -d postgres -c "$1"; }
+    if [ ! -d "$sb/pg/data" ]; then
+        case $(q "SHOW wal_level") in replica|logical) ;; *) log "standby: the primary's wal_level is not replica"; exit 1 ;; esac
+        [ "$(q "SHOW max_wal_senders")" -gt 0 ] || { log "standby: the primary has max_wal_senders = 0"; exit 1; }
+        [ "$(q "SELECT count(*) FROM pg_hba_file_rules WHERE 'replication' = ANY(database) AND type = 'host'")" -gt 0 ] \
+            || { log "standby: the primary's pg_hba.conf has no host replication entry"; exit 1; }
+        mkdir -p "$sb/pg" "$sb/pgsock"
+        [ "$(id -u)" = 0 ] && chown postgres "$sb/pg" "$sb/pgsock"
+        free_port >"$sb/pg_port"
+        as_pg "$bindir/pg_basebackup" -h 127.0.0.1 -p "$pgport" -U docfs -D "$sb/pg/data" -R -X stream -c fast \
+            >"$sb/basebackup.log" 2>&1 || { cat "$sb/basebackup.log" >&2; rm -rf "$sb"; log "pg_basebackup failed"; exit 1; }
+    fi
+    port=$(cat "$sb/pg_port")
+    as_pg "$bindir/pg_ctl" -D "$sb/pg/data" -l "$sb/pg/server.log" -w \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $sb/pgsock -c fsync=off -c hot_standby=on" start >/dev/null \
+        || { cat "$sb/pg/server.log" >&2; log "the standby did not start"; exit 1; }
+    head -n 1 "$sb/pg/data/postmaster.pid" >"$sb/postgres.pid"
+    [ "$("$bindir/psql" -X -At -h 127.0.0.1 -p "$port" -U docfs -d postgres -c "SELECT pg_is_in_recovery() AND current_setting('hot_standby')::bool")" = t ] \
+        || { log "the standby is not a hot standby"; exit 1; }
+    echo "$port"
 }
 
 # Whether PID is still the postmaster of DIR's cluster (not a reused PID): its command line
@@ -341,6 +375,9 @@ stop() {
     # SIGTERM to the postmaster is PostgreSQL's "smart" shutdown; SIGINT is "fast": pg_stop uses
     # that. postgres.pid is the running postmaster's even when a test restarted it (pg_start).
     stop_pid "$dir/pgbouncer.pid" 10
+    pg_stop "$dir/standby"
+    # (pg_stop sets the shell's global `dir` to its argument.)
+    dir=$1
     pg_stop "$dir"
     stop_pid "$dir/moto.pid" 10 &
     stop_pid "$dir/moto-tls.pid" 10 &
@@ -356,6 +393,10 @@ pg-stop) [ $# -eq 2 ] && [ -f "$2/pg_port" ] || { log "usage: servers.sh pg-stop
 pg-start) [ $# -eq 2 ] && [ -f "$2/pg_port" ] || { log "usage: servers.sh pg-start DIR (a DIR of start)"; exit 2; }
     if [ -f "$2/postgres.pid" ] && is_postmaster "$(cat "$2/postgres.pid")" "$2"; then log "PostgreSQL is already running"; exit 0; fi
     pg_start "$2" ;;
+standby-start) [ $# -eq 2 ] && [ -f "$2/pg_port" ] || { log "usage: servers.sh standby-start DIR (a DIR of start)"; exit 2; }
+    if [ -f "$2/standby/postgres.pid" ] && is_postmaster "$(cat "$2/standby/postgres.pid")" "$2/standby"; then cat "$2/standby/pg_port"; exit 0; fi
+    standby_start "$2" ;;
+standby-stop) [ $# -eq 2 ] || { log "usage: servers.sh standby-stop DIR"; exit 2; }; pg_stop "$2/standby" ;;
 run)
     shift
     [ "${1:-}" = "--" ] && shift
@@ -370,5 +411,5 @@ run)
     "$@" || status=$?
     exit $status
     ;;
-*) log "usage: servers.sh start DIR | stop DIR | pg-stop DIR | pg-start DIR | run -- COMMAND..."; exit 2 ;;
+*) log "usage: servers.sh start DIR | stop DIR | pg-stop DIR | pg-start DIR | standby-start DIR | standby-stop DIR | run -- COMMAND..."; exit 2 ;;
 esac

@@ -57,6 +57,16 @@ package protocol ReplicaServer: OperationApplier {
     func followChanges(listening: @Sendable () -> Void, notified: @escaping @Sendable (Int64) -> Void) async throws
 
     func shutdown() async
+
+    /// Returns once reads see at least what the server had committed when it was called: a hot
+    /// standby's replay has reached the primary's change log end (`StandbyReads`). Called at the
+    /// start of each catch-up, refresh and restore check.
+    func awaitCurrentReads() async throws
+}
+
+extension ReplicaServer {
+    /// Reads that go to the server itself are current.
+    package func awaitCurrentReads() async throws {}
 }
 
 extension RemoteDatabase: ReplicaServer {

@@ -22,6 +22,10 @@ package struct RemoteLink: Codable, Sendable, Equatable {
     /// pgbouncer in transaction pooling, which cannot carry LISTEN); `none`, no LISTEN at all:
     /// the mount reads the change log every second instead.
     package var listen: String?
+    /// Where the mount reads the change log, listings and metadata (`--remote-read`): nil, the
+    /// `postgres` URL; else a URL without a password of a hot standby of that server (PostgreSQL's
+    /// own streaming replication). Writes always go to `postgres`.
+    package var read: String?
 
     package init(postgres: String, bucket: String, prefix: String, endpoint: String?, region: String, credentialsFile: String?,
                  s3CA: String? = nil) {
