@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Synchronization
 import DocFSRemote
+import DocFSWire
 
 /// `docfs init --remote-read`: the replica's reads of the server (the catch-up's change log and
 /// items, listings, manifests, places, recorded hashes) go to a hot standby of it (PostgreSQL's
@@ -132,9 +133,9 @@ final class StandbyReads: ReplicaServer {
     // MARK: Reads: the standby
 
     func rootID() async throws -> Int64 { try await fenced { try await self.standby.rootID() } }
-    func item(_ id: Int64) async throws -> RemoteItem? { try await fenced { try await self.standby.item(id) } }
-    func items(_ ids: [Int64]) async throws -> [RemoteItem] { try await fenced { try await self.standby.items(ids) } }
-    func children(of parentID: Int64) async throws -> [RemoteItem] { try await fenced { try await self.standby.children(of: parentID) } }
+    func item(_ id: Int64) async throws -> ServerItem? { try await fenced { try await self.standby.item(id) } }
+    func items(_ ids: [Int64]) async throws -> [ServerItem] { try await fenced { try await self.standby.items(ids) } }
+    func children(of parentID: Int64) async throws -> [ServerItem] { try await fenced { try await self.standby.children(of: parentID) } }
     func allItemIDs() async throws -> [Int64] { try await fenced { try await self.standby.allItemIDs() } }
     func changes(since anchor: Int64, limit: Int) async throws -> [RemoteChange] {
         try await fenced { try await self.standby.changes(since: anchor, limit: limit) }
@@ -179,8 +180,8 @@ final class StandbyReads: ReplicaServer {
     func treeID() async throws -> String? { try await primary.treeID() }
     /// Which blocks uploads may count on: the write path's, current.
     func knownBlocks(_ hashes: [String]) async throws -> Set<String> { try await primary.knownBlocks(hashes) }
-    func recordPack(_ key: String, size: Int64, blocks: [StoredBlock]) async throws {
-        try await primary.recordPack(key, size: size, blocks: blocks)
+    func recordPack(_ key: String, size: Int64, blocks: [StoredBlock], version: String?) async throws {
+        try await primary.recordPack(key, size: size, blocks: blocks, version: version)
     }
     func recordManifests(_ manifests: [BlockManifest], donePacks: [String]) async throws -> Set<String> {
         try await primary.recordManifests(manifests, donePacks: donePacks)

@@ -1,6 +1,7 @@
 import XCTest
 import Foundation
 import DocFSProvider
+import DocFSWire
 @testable import DocFSRemote
 @testable import DocFSStore
 @testable import DocFSReplica
@@ -36,7 +37,7 @@ final class StandbyReadsTests: ReplicaTestCase {
         let key = "tree/objects/\(UUID().uuidString)"
         objects.put(key, text)
         return try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: name, kind: .file,
-                                           attributes: ReplicatedAttributes(mode: 0o644, createdNs: 42, modifiedNs: 42),
+                                           attributes: ReplicatedAttributes(posixPermissions: 0o644, creationTime: FileTime(totalNanoseconds: 42), modificationTime: FileTime(totalNanoseconds: 42)),
                                            content: RemoteContent(key: key, size: Int64(text.utf8.count))).itemID
     }
 
@@ -182,7 +183,7 @@ final class StandbyReadsTests: ReplicaTestCase {
             XCTAssertEqual("\(error)", "PostgreSQL unreachable: the read standby postgres://r@standby.example:5432/docs: connection refused")
         }
         _ = try await reads.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "sent.txt", kind: .file,
-                                       attributes: ReplicatedAttributes(mode: 0o644, createdNs: 1, modifiedNs: 1))
+                                       attributes: ReplicatedAttributes(posixPermissions: 0o644, creationTime: FileTime(totalNanoseconds: 1), modificationTime: FileTime(totalNanoseconds: 1)))
         XCTAssertNotNil(server.tree()["sent.txt"])
         XCTAssertNil(standby.tree()["sent.txt"])
     }
