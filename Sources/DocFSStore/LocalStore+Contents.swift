@@ -14,7 +14,7 @@ import GRDB
 extension LocalStore {
     package func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 {
         let fd = try openStoredContents(of: identifier)
-        if let onDemand = replica?.onDemand, let row = row(for: identifier) { onDemand.contentsOpened(row: currentRow(row)) }
+        if let replica, let onDemand = replica.onDemandHandler, let row = row(for: identifier) { onDemand.contentsOpened(row: replica.currentRow(row)) }
         return fd
     }
 
@@ -31,7 +31,8 @@ extension LocalStore {
         let row = self.row(for: identifier)!
         if let fd = try contents.openSegmentContents(row) { return fd }
         var path = contents.path(row)
-        if !found.isDownloaded, let record = tree.state.withLock({ $0.record(currentRow(row)) }), !record.item.isDownloaded {
+        if !found.isDownloaded, let current = replica?.currentRow(row), let record = tree.state.withLock({ $0.record(current) }),
+           !record.item.isDownloaded {
             path = try downloadedPath(of: record)  // a replica's file on the server only
         }
         let fd = sysOpen(path, O_RDONLY | O_CLOEXEC)
@@ -110,9 +111,9 @@ extension LocalStore {
                                                                 posixPermissions: record.item.posixPermissions))
         let path = self.path(of: record.item.identifier)
         let copyRow = self.row(for: copy.identifier) ?? 0
-        noteConflict("this replica's edit of \"\(record.item.filename)\" (based on version \(base)) is \"\(place)\" beside it: another replica's version \(record.item.itemVersion.contentVersion) came first",
+        replica?.noteConflict("this replica's edit of \"\(record.item.filename)\" (based on version \(base)) is \"\(place)\" beside it: another replica's version \(record.item.itemVersion.contentVersion) came first",
                      row: record.row, summary: "\(path): written while another replica's version arrived; this one's is \"\(place)\"")
-        noteConflict("conflicted copy of \"\(record.item.filename)\": another replica's version arrived while it was being written",
+        replica?.noteConflict("conflicted copy of \"\(record.item.filename)\": another replica's version arrived while it was being written",
                      row: copyRow, summary: "\(path): conflicted copy \"\(place)\"")
         logger.warning("\(path): written while another replica's version \(record.item.itemVersion.contentVersion) arrived (the writer began at \(base)): the new version keeps the name, this one is \"\(place)\"")
         return try item(for: record.item.identifier)

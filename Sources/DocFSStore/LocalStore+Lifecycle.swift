@@ -220,7 +220,7 @@ extension LocalStore {
     /// Makes a new store (`create`) a replica of a server: records where the server is and
     /// makes the outbox. Call before the store is first opened.
     /// `serverSchema`: the server's schema version as `docfs init` found it (hard links are taken
-    /// from the first mount on when it keeps them, `LocalStore+RemoteNames`).
+    /// from the first mount on when it keeps them, `StoreReplica+RemoteNames`).
     package static func linkRemote(at url: URL, _ link: RemoteLink, serverSchema: Int? = nil) throws {
         let queue = try DatabaseQueue(path: url.path + "/" + databaseName)
         defer { try? queue.close() }
@@ -228,7 +228,7 @@ extension LocalStore {
         try queue.inDatabase { db in
             try db.inTransaction {
                 try Schema.setMeta(db, RemoteLink.metaKey, json)
-                if let serverSchema { try Schema.setMeta(db, serverSchemaKey, String(serverSchema)) }
+                if let serverSchema { try Schema.setMeta(db, StoreReplica.serverSchemaKey, String(serverSchema)) }
                 try Schema.createOutboxTable(db)
                 return .commit
             }
@@ -307,7 +307,7 @@ extension LocalStore {
             tree.state.withLock { $0.reader?.close() }
             writer.close { didFlush() }
             // Its contents on demand hold the store: let go of each other.
-            replica?.setOnDemand(nil)
+            replica?.setOnDemandHandler(nil)
         }
     }
 

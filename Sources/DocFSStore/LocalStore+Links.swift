@@ -12,7 +12,7 @@ extension LocalStore: HardLinkProvider {
     package func linkItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
                           name: String) async throws(ProviderError) -> Item {
         try ItemNames.validate(name)
-        if let refusal = linkRefusal() { throw ProviderError(.notPermitted, refusal) }
+        if let refusal = replica?.linkRefusal() { throw ProviderError(.notPermitted, refusal) }
         try admitItem(named: name, kind: (try item(for: identifier)).kind, into: parent)
         return try write { (database) throws(ProviderError) -> Item in
             let row = try self.itemRow(identifier)
@@ -75,8 +75,8 @@ extension LocalStore: HardLinkProvider {
             let destinationRow = try self.parentRow(newParent)
             let (named, target, fromParent) = try namedRecords(name, in: parentRow, of: targetRow)
             let intoTrash = destinationRow == Self.trashRow && fromParent.row != Self.trashRow
-            if intoTrash, replica != nil, knownServerSchema() < Self.serverTrashedNamesVersion {
-                throw ProviderError(.notPermitted, "the server's docfs schema keeps no trashed names (version \(Self.serverTrashedNamesVersion) does: its owner runs `docfs remote setup`); rm removes just that name")
+            if intoTrash, let replica, replica.knownServerSchema() < StoreReplica.serverTrashedNamesVersion {
+                throw ProviderError(.notPermitted, "the server's docfs schema keeps no trashed names (version \(StoreReplica.serverTrashedNamesVersion) does: its owner runs `docfs remote setup`); rm removes just that name")
             }
             let (toParent, existing) = try read { (tree) throws(ProviderError) -> (Record, Record?) in
                 guard let folder = tree.records[tree.resolve(destinationRow)] else {

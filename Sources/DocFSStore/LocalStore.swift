@@ -76,6 +76,9 @@ package final class LocalStore: Provider, @unchecked Sendable {
 
     package static let rootRow: Int64 = 1
     package static let trashRow: Int64 = 2
+    /// Rows from here up are temporary: given by a replica to items the server has not
+    /// numbered yet. The server's identifiers stay below (2^40 items is beyond any tree).
+    package static let temporaryRowBase: Int64 = 1 << 40
     static let trashName = ".Trash"
 
     /// The store directory.
@@ -101,8 +104,9 @@ package final class LocalStore: Provider, @unchecked Sendable {
 
     /// The tree: records in memory, identifiers, rows, names and paths (`StoreTree`).
     let tree: StoreTree
-    /// A replica's sync state (`docfs init --remote`); nil for a store of its own.
-    let replica: ReplicaState?
+    /// A replica's side (`StoreReplica`, `Replica/`: its sync state, its outbox, what the sync
+    /// engine asks of the store); nil for a store of its own.
+    package let replica: StoreReplica?
     /// A replica's outbox (`StoreOutbox`, `Outbox/`), the changes waiting for the server; nil for
     /// a store of its own.
     var outbox: StoreOutbox? { replica?.outbox }
@@ -110,14 +114,18 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// Called by `open(at:logger:)` only (LocalStore+Lifecycle).
     init(url: URL, layout: Layout, writer: StoreWriter, state: TreeState, logger: Logger,
          replica: ReplicaState? = nil, contents: StoreContents) {
-        self.replica = replica
+        let tree = StoreTree(state, replica: replica != nil)
+        self.replica = replica.map {
+            StoreReplica(state: $0, url: url, layout: layout, logger: logger, tree: tree, writer: writer, contents: contents)
+        }
         self.contents = contents
         self.url = url
         self.layout = layout
         self.writer = writer
-        self.tree = StoreTree(state, replica: replica != nil)
+        self.tree = tree
         self.logger = logger
         self.types = ContentTypeTable(layout: layout)
+        self.replica?.belongs(to: self)
     }
 
     deinit {

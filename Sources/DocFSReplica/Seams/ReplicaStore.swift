@@ -3,7 +3,7 @@ import DocFSProvider
 import DocFSStore
 
 /// What the sync engine, the incoming sync, the change follower, the bootstrap, the heal and the
-/// status ask of the replica's local store (`LocalStore` in a mount, `LocalStore+ReplicaStore`),
+/// status ask of the replica's local store (`StoreReplica` in a mount, `StoreReplica+ReplicaStore`),
 /// so that the engine can be tested against a store in memory (Tests/DocFSReplicaTests), as it
 /// is against `ReplicaServer` and `ObjectStore`. Rows are the store's: the server's identifiers
 /// for items it has, temporary ones (`ReplicaRows.temporaryBase` and above) for items not sent yet.
@@ -148,13 +148,4 @@ package struct ReplicaStoreHooks: Sendable {
     /// Names a writer's conflicted copy (`ConflictNames.copyNamer`); the store keeps it after
     /// the engine stops.
     package var conflictCopyNames: @Sendable (String) -> String = ConflictNames.copyNamer
-}
-
-/// The store's fixed rows, and where temporary ones start.
-package enum ReplicaRows {
-    package static let root = LocalStore.rootRow
-    package static let trash = LocalStore.trashRow
-    package static let temporaryBase = LocalStore.temporaryRowBase
-    /// An identifier the server gave (not the root, the trash or a temporary row).
-    package static func isPermanent(_ row: Int64) -> Bool { row > trash && row < temporaryBase }
 }

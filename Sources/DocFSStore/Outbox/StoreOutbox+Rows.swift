@@ -18,7 +18,7 @@ package struct OutboxCompletion: Sendable {
 }
 
 // The outbox's rows in SQLite. Each is called under the store's writer lock with the journal's
-// batch applied first (`LocalStore+Outbox`), so that the table is complete.
+// batch applied first (`StoreReplica+Outbox`), so that the table is complete.
 extension StoreOutbox {
     /// The oldest `limit` entries, in order, but for those of the `skipping` rows (set aside by
     /// the engine: a change the server refused for a reason a retry will not mend).

@@ -9,7 +9,7 @@ import Synchronization
 /// rows), keeps their counts, the next sequence number and what the journal holds of them in
 /// memory, wakes an idle engine, and reads, completes and drops its rows in SQLite
 /// (`StoreOutbox+Rows`). The store's writer lock and journal flush come first for every SQLite
-/// read or write (`LocalStore+Outbox`); the locks here are leaves, held for a few assignments,
+/// read or write (`StoreReplica+Outbox`); the locks here are leaves, held for a few assignments,
 /// never across I/O or another lock.
 final class StoreOutbox: Sendable {
     struct Counts: Sendable {

@@ -21,7 +21,7 @@ final class ReplicaState: Sendable {
     var onDemand: (any OnDemandHandler)? { onDemandHandler.withLock { $0 } }
     func setOnDemand(_ handler: (any OnDemandHandler)?) { onDemandHandler.withLock { $0 = handler } }
     /// What watches files open for writing, whose incoming changes wait for the writer's close
-    /// (DocFSReplica's `HeldWriters`, set once by `LocalStore.watchOpenWriters`).
+    /// (DocFSReplica's `HeldWriters`, set once by `StoreReplica.watchOpenWriters`).
     let writerWatch = Mutex<(any OpenWriterWatch)?>(nil)
     var writers: (any OpenWriterWatch)? { writerWatch.withLock { $0 } }
 

@@ -46,7 +46,7 @@ package struct ServerItem: Sendable {
 // Items that come from the server (`docfs init --remote` of a tree the server already has):
 // stored under the server's identifiers, and not sent back (no outbox entry); files as metadata,
 // their contents downloaded when first opened.
-extension LocalStore {
+extension StoreReplica {
     /// Stores one item from the server under its permanent identifier; its parent first.
     package func addServerItem(_ server: ServerItem) throws(ProviderError) {
         guard server.row > Self.trashRow, server.row < Self.temporaryRowBase else {

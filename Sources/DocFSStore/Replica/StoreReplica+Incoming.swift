@@ -55,7 +55,7 @@ package struct IncomingItem: Sendable, Equatable {
 // sent back: no outbox entry) as DocFSReplica's `IncomingApply` decided them, through a
 // `ReplicaTreeEdit`: these are the mechanics (records, contents, commit, memory, the changes the
 // kernel is told of).
-extension LocalStore {
+extension StoreReplica {
     /// The content version of the item here (nil: no such item), for the replica's choice of
     /// what to fetch before applying (DocFSReplica's `IncomingSync.contentsNeeded`).
     package func contentVersion(ofRow row: Int64) -> UInt64? {
@@ -73,9 +73,8 @@ extension LocalStore {
     }
 
     /// Runs the replica's edits of the tree under the writer lock; the kernel is told what they
-    /// changed afterwards. Nil for a store without a remote.
-    package func editReplicaTree<T>(_ body: (ReplicaTreeEdit) throws(ProviderError) -> T) throws(ProviderError) -> T? {
-        guard replica != nil else { return nil }
+    /// changed afterwards.
+    package func editReplicaTree<T>(_ body: (ReplicaTreeEdit) throws(ProviderError) -> T) throws(ProviderError) -> T {
         let (result, changes) = try write { (database) throws(ProviderError) -> (T, [ProviderChange]) in
             // The journal's batch goes to SQLite first: edits read and rewrite the outbox's rows there.
             try flushJournal(database)
@@ -83,7 +82,7 @@ extension LocalStore {
             let result = try body(edit)
             return (result, edit.changes)
         }
-        if !changes.isEmpty { replica?.notify(changes) }
+        if !changes.isEmpty { state.notify(changes) }
         return result
     }
 
@@ -198,18 +197,15 @@ extension LocalStore {
 }
 
 // Conflicts between replicas, as this replica met them.
-extension LocalStore {
-    package func conflict(of identifier: ItemIdentifier) -> String? {
-        guard let replica, let row = row(for: identifier) else { return nil }
-        return replica.conflict(of: currentRow(row))
-    }
+extension StoreReplica {
+    func conflict(ofRow row: Int64) -> String? { state.conflict(of: currentRow(row)) }
 
     /// Records a conflict on an item (`user.docfs.conflict`) and for `docfs status`.
     package func noteConflict(_ message: String, row: Int64, summary: String) {
-        replica?.noteConflict(message, row: row, summary: summary)
+        state.noteConflict(message, row: row, summary: summary)
     }
 
-    package var conflictSummary: (count: Int, recent: [String]) { replica?.conflictSummary ?? (0, []) }
+    package var conflictSummary: (count: Int, recent: [String]) { state.conflictSummary }
 
     /// Concurrent edits: this replica's version of `row` becomes a new item `copyRow` (already on
     /// the server) at `place`, as DocFSReplica's `ConflictedCopy` chose it, sharing the contents
@@ -264,7 +260,7 @@ extension LocalStore {
             try database.inDatabase { db in
                 try db.execute(sql: "DELETE FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?", arguments: [row, seq])
             }
-            replica?.outbox.didComplete(count: later.count, bytes: later.bytes)  // counted above, under the same writer lock
+            outbox.didComplete(count: later.count, bytes: later.bytes)  // counted above, under the same writer lock
         } catch {
             throw ProviderError(.ioError, "drop the waiting contents of \(original.item.filename): \(error)")
         }
@@ -272,7 +268,7 @@ extension LocalStore {
     }
 }
 
-extension LocalStore {
+extension StoreReplica {
     /// The content changes of `row` waiting in the outbox besides `seq`, and their bytes.
     func laterContents(of row: Int64, than seq: Int64, _ database: DatabaseQueue) throws(ProviderError) -> (count: Int, bytes: Int64) {
         do {

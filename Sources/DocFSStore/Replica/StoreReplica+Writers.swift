@@ -21,11 +21,10 @@ package protocol OpenWriterWatch: AnyObject, Sendable {
 // writer's close (`IncomingApply` keeps them aside through `holdForWriter`), which then decides: a new version based on
 // the one the writer saw (the server takes it, or keeps it as a conflicted copy when another
 // replica's came first), or, when nothing was written, the change kept aside is applied.
-extension LocalStore {
-    /// The watch of this replica's writers: `make`'s the first time, the same one after (nil for
-    /// a store of its own, which holds nothing back).
+extension StoreReplica {
+    /// The watch of this replica's writers: `make`'s the first time, the same one after.
     package func watchOpenWriters(_ make: () -> any OpenWriterWatch) -> (any OpenWriterWatch)? {
-        replica?.writerWatch.withLock { watch in
+        state.writerWatch.withLock { watch in
             if let watch { return watch }
             let made = make()
             watch = made
@@ -33,15 +32,14 @@ extension LocalStore {
         }
     }
 
-    package func contentsOpenedForWriting(of identifier: ItemIdentifier) {
-        guard let writers = replica?.writers, let row = row(for: identifier) else { return }
+    func contentsOpenedForWriting(row: Int64) {
+        guard let writers = state.writers else { return }
         writers.opened(row)
-        logger.debug("\(path(of: identifier)): open for writing; other replicas' changes to it wait for its close")
+        logger.debug("\(tree.path(of: row)): open for writing; other replicas' changes to it wait for its close")
     }
 
-    package func contentsClosedForWriting(of identifier: ItemIdentifier) {
-        guard let writers = replica?.writers, let row = row(for: identifier) else { return }
-        writers.closed(row)
+    func contentsClosedForWriting(row: Int64) {
+        state.writers?.closed(row)
     }
 
     /// The folders above `row`, nearest first, up to (not including) the root and the trash.
@@ -61,7 +59,7 @@ extension LocalStore {
     /// and in `meta` in the same transaction: the anchor moves past the change, so a daemon that
     /// dies while the writer holds it fetches it again at its next start).
     func keepAsideForWriter(_ row: Int64, _ database: DatabaseQueue) throws(ProviderError) -> Bool {
-        guard let writers = replica?.writers, writers.holdForWriter(row) else { return false }
+        guard let writers = state.writers, writers.holdForWriter(row) else { return false }
         do {
             try database.inDatabase { db in try Self.noteRefetch([row], db) }
         } catch {
@@ -90,8 +88,7 @@ extension LocalStore {
     /// Rows whose changes were kept aside for a writer and not fetched again since (the engine
     /// fetches them at its start: no writer survives a restart).
     package func heldBackRows() -> [Int64] {
-        guard replica != nil else { return [] }
-        return (try? write { (database) throws(ProviderError) -> [Int64] in
+        (try? write { (database) throws(ProviderError) -> [Int64] in
             (try? database.inDatabase { db in Self.heldBack(db) }) ?? []
         }) ?? []
     }
@@ -99,7 +96,7 @@ extension LocalStore {
     /// These rows' server state was applied again: they leave the `held-back` list (which rows
     /// may, `HeldWriters.clearFetched` decides).
     package func clearHeldBack(_ rows: [Int64]) {
-        guard replica != nil, !rows.isEmpty else { return }
+        guard !rows.isEmpty else { return }
         try? write { (database) throws(ProviderError) in
             try? database.inDatabase { db in
                 let left = Set(Self.heldBack(db)).subtracting(rows)
@@ -110,19 +107,11 @@ extension LocalStore {
 }
 
 // Items the server refused, set aside by the sync engine: `docfs sync --retry` asks for them.
-extension LocalStore {
-    package func retrySync(of identifier: ItemIdentifier) async throws(ProviderError) {
-        guard let replica else { throw ProviderError(.unsupported, "this store has no remote to send changes to") }
-        guard let row = row(for: identifier) else { throw ProviderError(.noSuchItem) }
-        replica.requestRetry(row)
-    }
+extension StoreReplica {
+    func retrySync(row: Int64) { state.requestRetry(row) }
 
     /// The sync engine's handler for `retrySync`.
     package func setRetryHandler(_ handler: (@Sendable (Int64) -> Void)?) {
-        replica?.setRetry(handler)
+        state.setRetry(handler)
     }
 }
-
-// The store's opt-in sides: a store made with `--remote` is a replica whose contents come on
-// demand; a store of its own answers as one without a server (no sync state, nothing to pin).
-extension LocalStore: ReplicaStatusProvider, OpenWritersProvider, OnDemandProvider {}
