@@ -15,7 +15,7 @@ extension LocalStore: AppleMetadataProvider {
             try change(&record)
             record.item.noteMetadataChange(at: FileTime.now())
             try commit(database, saving: [record], what)
-            return tree.state.withLock { tree -> Item in
+            return tree.update { tree -> Item in
                 tree.replaceKeepingCounts(record)
                 return tree.records[row]!.item
             }

@@ -51,7 +51,7 @@ extension LocalStore {
 
     /// What memory pinned for a batch is in SQLite now.
     func didFlush() {
-        tree.state.withLock { $0.didFlush() }
+        tree.didFlush()
         outbox?.didFlush()
     }
 
@@ -63,15 +63,11 @@ extension LocalStore {
     /// since the last call and of the store's directories, then a full WAL checkpoint.
     package func synchronizeSync() throws(ProviderError) {
         try write { (database) throws(ProviderError) in
-            let dirty = tree.state.withLock { tree -> Set<Int64> in
-                let dirty = tree.dirty
-                tree.dirty.removeAll()
-                return dirty
-            }
+            let dirty = tree.takeDirty()
             do throws(ProviderError) {
                 try contents.synchronize(dirty)
             } catch {
-                tree.state.withLock { $0.dirty.formUnion(dirty) }
+                tree.markDirty(dirty)
                 throw error
             }
             try flushJournal(database)

@@ -42,7 +42,7 @@ extension LocalStore {
 
     private func contentRule(forFolder row: Int64) -> ContentTypeTable.FolderRule? {
         guard types.hasRules else { return nil }
-        return tree.state.withLock { tree in contentRule(forFolder: row, in: tree) }
+        return tree.reading { tree in contentRule(forFolder: row, in: tree) }
     }
 
     // MARK: - Admission by name
@@ -208,7 +208,7 @@ extension LocalStore {
     package func contentType(of item: Item) -> ContentType {
         guard item.contentType == Self.undetectedType else { return item.contentType }
         guard let row = self.row(for: item.identifier),
-              let record = tree.state.withLock({ tree -> Record? in
+              let record = tree.reading({ tree -> Record? in
                   // A file's other name reads as the file (its bytes are the target row's).
                   let found = tree.record(tree.resolve(row))
                   return found?.linkOf.flatMap { tree.record($0) } ?? found

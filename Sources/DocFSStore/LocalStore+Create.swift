@@ -97,14 +97,14 @@ extension LocalStore: SpecialItemProvider {
         return try write { (database) throws(ProviderError) -> Item in
             let parentRow = try self.parentRow(parent)
             let parentRecord = try read { (tree) throws(ProviderError) in try checkedParent(tree, parentRow, parent, name: name) }
-            let row = tree.state.withLock { $0.nextRow }
+            let row = tree.nextRow
             let now = FileTime.now()
             var record = newRecord(row: row, parent: parentRecord, name: name, kind: kind,
                                    size: Int64(target?.utf8.count ?? 0), now: now, attributes: attributes, target: target)
             if kind.isDevice { record.item.deviceNumber = attributes?.deviceNumber ?? 0 }
             let newParent = Self.touched(parentRecord, now: now)
             try commit(database, saving: [record, newParent], "create \(kind == .folder ? "folder" : kind == .symlink ? "symbolic link" : kind == .fifo ? "FIFO" : kind.isDevice ? "device node" : "socket") \(name)")
-            return tree.state.withLock { tree -> Item in
+            return tree.update { tree -> Item in
                 tree.nextRow = max(tree.nextRow, row + 1)
                 tree.insert(record)
                 tree.replaceKeepingCounts(newParent)

@@ -12,7 +12,7 @@ import GRDB
 extension LocalStore: ExtendedAttributeProvider {
     package func extendedAttributeNames(of identifier: ItemIdentifier) throws(ProviderError) -> [String] {
         let row = try itemRow(identifier)
-        let names: [String]? = tree.state.withLock { tree in
+        let names: [String]? = tree.reading { tree in
             tree.records[row] == nil ? nil : Array(tree.reader?.attributes(of: row).keys ?? [:].keys)
         }
         guard let names else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
@@ -21,7 +21,7 @@ extension LocalStore: ExtendedAttributeProvider {
 
     package func extendedAttribute(named name: String, of identifier: ItemIdentifier) throws(ProviderError) -> Data {
         let row = try itemRow(identifier)
-        let found: (exists: Bool, value: Data?) = tree.state.withLock { tree in
+        let found: (exists: Bool, value: Data?) = tree.reading { tree in
             (tree.records[row] != nil, tree.reader?.attributes(of: row)[name])
         }
         guard found.exists else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
@@ -58,10 +58,10 @@ extension LocalStore: ExtendedAttributeProvider {
                 throw ProviderError(.ioError, "set attribute \(name): \(error)")
             }
             // A change of metadata: the item's change time moves (through the journal, as usual).
-            if var record = tree.state.withLock({ $0.records[row] }) {
+            if var record = tree.record(row) {
                 record.item.noteMetadataChange(at: FileTime.now())
                 try commit(database, saving: [record], "set attribute \(name)")
-                tree.state.withLock { $0.replaceKeepingCounts(record) }
+                tree.replaceKeepingCounts([record])
             }
         }
     }
@@ -69,6 +69,6 @@ extension LocalStore: ExtendedAttributeProvider {
     /// How many stored attributes the store holds in all (for tests and `docfs check`).
     var storedAttributeCount: Int {
         try? write { (database) throws(ProviderError) in try flushJournal(database) }
-        return tree.state.withLock { $0.reader?.count("SELECT COUNT(*) FROM xattr") ?? 0 }
+        return tree.count("SELECT COUNT(*) FROM xattr") ?? 0
     }
 }

@@ -55,7 +55,7 @@ extension LocalStore {
             let parentRecord = try read { (tree) throws(ProviderError) in try checkedParent(tree, parentRow, parent, name: name) }
             // Plan the new items: one for a file or symlink, a tree for a directory.
             var plan: [PlannedItem] = []
-            var nextRow = tree.state.withLock { $0.nextRow }
+            var nextRow = tree.nextRow
             let now = FileTime.now()
             try planImport(path: sourcePath, name: name, status: status, parent: parentRecord, into: &plan, nextRow: &nextRow,
                            now: now, attributes: attributes, top: true)
@@ -81,7 +81,7 @@ extension LocalStore {
             self.contents.finish(placed, staged: contents == nil)
             // Committed: the staged directories (and symlinks) are no longer needed.
             if status.kind != .file, contents == nil { removeTree(sourcePath) }
-            let top = tree.state.withLock { tree -> Item in
+            let top = tree.update { tree -> Item in
                 tree.nextRow = max(tree.nextRow, nextRow)
                 for planned in plan {
                     tree.insert(planned.record)

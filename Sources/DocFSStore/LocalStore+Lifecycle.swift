@@ -284,7 +284,7 @@ extension LocalStore {
         var corrected: [Record] = []
         for fix in fixes {
             let size = fix.size
-            let mended: Record? = tree.state.withLock { tree in
+            let mended: Record? = tree.update { tree in
                 guard var record = tree.record(fix.row) else { return nil }
                 record.item.documentSize = size
                 record.item.itemVersion.contentVersion += 1
@@ -304,7 +304,7 @@ extension LocalStore {
     package func close() {
         writer.perform {
             contents.drain()
-            tree.state.withLock { $0.reader?.close() }
+            tree.closeReader()
             writer.close { didFlush() }
             // Its contents on demand hold the store: let go of each other.
             replica?.setOnDemandHandler(nil)
@@ -315,7 +315,7 @@ extension LocalStore {
     /// checkpointing or recording a clean shutdown.
     func abandonForTesting() {
         writer.perform {
-            tree.state.withLock { $0.reader?.close() }
+            tree.closeReader()
             writer.abandon()
         }
     }

@@ -26,7 +26,7 @@ extension LocalStore: HardLinkProvider {
                 return (target, try checkedParent(tree, tree.resolve(parentRow), parent, name: name))
             }
             let now = FileTime.now()
-            let nameRow = tree.state.withLock { $0.nextRow }
+            let nameRow = tree.nextRow
             var nameRecord = Record(row: nameRow, parent: parentRecord.row, item: target.item)
             nameRecord.item.identifier = Self.identifier(forRow: nameRow)
             nameRecord.item.parentIdentifier = parentRecord.item.identifier
@@ -42,7 +42,7 @@ extension LocalStore: HardLinkProvider {
             let newParent = Self.touched(parentRecord, now: now)
             FaultInjection.point(.linkCommit)  // test-only crash point (DOCFS_FAULT)
             try commit(database, saving: [nameRecord, linked, newParent], "link \(name) to item \(target.row)")
-            return tree.state.withLock { tree -> Item in
+            return tree.update { tree -> Item in
                 tree.nextRow = max(tree.nextRow, nameRow + 1)
                 tree.insert(nameRecord)
                 tree.move(linked.row, to: linked)
@@ -140,7 +140,7 @@ extension LocalStore: HardLinkProvider {
             if toParent.row != fromParent.row { plan.saving.append(Self.touched(toParent, now: now)) }
             try commit(database, saving: plan.saving, deleting: plan.deleting, "move \(name) of item \(target.row) to \(newName)")
             finish(plan)
-            return tree.state.withLock { tree -> Item in tree.presented(tree.records[moved.row]!) }
+            return tree.reading { tree -> Item in tree.presented(tree.records[moved.row]!) }
         }
     }
 
@@ -229,7 +229,7 @@ extension LocalStore: HardLinkProvider {
     /// contents to the reaper.
     private func finish(_ plan: Plan) {
         for row in plan.dropped { contents.drop(row) { "the contents of deleted item \(row)" } }
-        tree.state.withLock { tree in
+        tree.update { tree in
             for row in plan.deleting { tree.remove(row) }
             // Folders here are the folders a name left or entered (their counts follow the
             // removals and moves); everything else is an item or a name in its (new) place.

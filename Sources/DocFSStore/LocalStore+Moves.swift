@@ -26,7 +26,7 @@ extension LocalStore {
             renamed.item = retyped(record, as: renamed.item, name: name, policy: parentRecord.contentsPolicy)
             let newParent = Self.touched(parentRecord, now: now)
             try commit(database, saving: [renamed, newParent], "rename \(record.item.filename) to \(name)")
-            return tree.state.withLock { tree -> Item in
+            return tree.update { tree -> Item in
                 tree.move(row, to: renamed)
                 tree.replaceKeepingCounts(newParent)
                 return tree.records[row]!.item
@@ -134,7 +134,7 @@ extension LocalStore {
             let replacedRow = replaced.row
             contents.drop(replacedRow) { "the contents of replaced item \(replacedRow)" }
         }
-        return tree.state.withLock { tree -> Item in
+        return tree.update { tree -> Item in
             if let replaced = plan.replaced { tree.remove(replaced.row) }
             for gathered in gathering { tree.move(gathered.row, to: gathered) }
             tree.move(row, to: plan.record)
@@ -163,7 +163,7 @@ extension LocalStore {
             if record.item.kind == .file {
                 contents.drop(row) { "the contents of deleted item \(row)" }
             }
-            tree.state.withLock { tree in
+            tree.update { tree in
                 for name in names { tree.remove(name) }
                 tree.remove(row)
                 tree.replaceKeepingCounts(newParent)

@@ -57,7 +57,7 @@ extension LocalStore {
                 }
                 return root
             }
-            var nextRow = tree.state.withLock { $0.nextRow }
+            var nextRow = tree.nextRow
             let now = FileTime.now()
             let attributes = NewItemAttributes(ownerID: getuid(), groupID: getgid(), posixPermissions: 0o644)
             let folderAttributes = NewItemAttributes(ownerID: getuid(), groupID: getgid(), posixPermissions: 0o755)
@@ -127,7 +127,7 @@ extension LocalStore {
             } catch {
                 throw ProviderError(.ioError, "populate: \(error)")
             }
-            self.tree.state.withLock { tree in
+            self.tree.update { tree in
                 tree.nextRow = nextRow
                 tree.forget(Self.rootRow)
                 _ = tree.record(Self.rootRow)

@@ -73,7 +73,7 @@ extension LocalStore: TrashProvider {
     /// whichever of its names that is (its own first; a name moved there with `moveName`).
     package func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? {
         guard let row = self.row(for: identifier) else { return nil }
-        return tree.state.withLock { tree -> TrashOrigin? in
+        return tree.reading { tree -> TrashOrigin? in
             let row = tree.resolve(row)
             guard let record = tree.records[row] else { return nil }
             var trashed = record.parent == Self.trashRow ? record : nil

@@ -87,9 +87,6 @@ package final class LocalStore: Provider, @unchecked Sendable {
     package let layout: Layout
     let logger: Logger
     let types: ContentTypeTable
-    /// Names a writer's conflicted copy from the item's name (`setConflictCopyNames`): the
-    /// replica's side chooses it (DocFSReplica's `ConflictNames`), not the store.
-    let conflictCopyNames = Mutex<(@Sendable (String) -> String)?>(nil)
 
     /// The bytes of file items: content files, segments, staging, removal (`StoreContents`).
     let contents: StoreContents
@@ -237,7 +234,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// applying the journal's batch).
     package var itemCount: Int {
         try? write { (database) throws(ProviderError) in try flushJournal(database) }
-        return tree.state.withLock { $0.reader?.count("SELECT COUNT(*) FROM item") ?? $0.cachedRecords }
+        return tree.reading { $0.reader?.count("SELECT COUNT(*) FROM item") ?? $0.cachedRecords }
     }
 
     /// Items (root and trash included) and the bytes of every file's contents as the items

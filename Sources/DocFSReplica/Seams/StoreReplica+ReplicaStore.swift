@@ -9,7 +9,7 @@ extension StoreReplica: ReplicaStore {
     package func attach(_ hooks: ReplicaStoreHooks?) {
         setSyncHooks(wake: hooks?.wake, status: hooks?.status)
         setRetryHandler(hooks?.retry)
-        if let hooks { provider?.setConflictCopyNames(hooks.conflictCopyNames) }
+        if let hooks { setWriterConflicts(WriterConflicts(store: self, names: hooks.conflictCopyNames, logger: logger)) }
     }
 }
 

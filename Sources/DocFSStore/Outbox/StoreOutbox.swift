@@ -41,7 +41,7 @@ final class StoreOutbox: Sendable {
     func plan(_ tree: StoreTree, saving records: [Record], deleting deletions: [Int64])
         -> (changes: [StoreJournal.Change], count: Int, bytes: Int64) {
         var planned: [OutboxPlanner.Planned] = []
-        tree.state.withLock { tree in
+        tree.reading { tree in
             for row in deletions {
                 if let old = tree.records[row] { planned += OutboxPlanner.planDeletion(of: old) }
             }

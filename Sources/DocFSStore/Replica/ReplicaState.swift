@@ -24,6 +24,10 @@ final class ReplicaState: Sendable {
     /// (DocFSReplica's `HeldWriters`, set once by `StoreReplica.watchOpenWriters`).
     let writerWatch = Mutex<(any OpenWriterWatch)?>(nil)
     var writers: (any OpenWriterWatch)? { writerWatch.withLock { $0 } }
+    /// What decides a writer's conflicted copy (DocFSReplica's `WriterConflicts`), handed over by
+    /// the engine when it starts and kept when it stops: a writer open then may still close over
+    /// a newer version that arrived while it ran.
+    let writerConflicts = Mutex<(any WriterConflictHandler)?>(nil)
 
     init(link: RemoteLink, pending: Int, pendingBytes: Int64, nextSeq: Int64) {
         self.link = link

@@ -100,7 +100,7 @@ extension StoreReplica {
                 }
             }
             try commit(database, saving: [record], replicated: false, "add \(server.name) from the server")
-            self.tree.state.withLock { tree in
+            self.tree.update { tree in
                 tree.insert(record)
                 if kind == .file && record.item.isDownloaded { tree.dirty.insert(server.row) }
             }

@@ -59,7 +59,7 @@ extension StoreReplica {
     /// The content version of the item here (nil: no such item), for the replica's choice of
     /// what to fetch before applying (DocFSReplica's `IncomingSync.contentsNeeded`).
     package func contentVersion(ofRow row: Int64) -> UInt64? {
-        self.tree.state.withLock { $0.records[row]?.item.itemVersion.contentVersion }
+        self.tree.record(row)?.item.itemVersion.contentVersion
     }
 
     /// Rows with outbox entries still waiting, under the writer lock: the journal goes to SQLite first.
@@ -144,7 +144,7 @@ extension StoreReplica {
             }
         }
         try commit(database, saving: [record], replicated: false, "apply \(place.name) from another replica")
-        self.tree.state.withLock { tree in
+        self.tree.update { tree in
             if before == nil { tree.insert(record) } else { tree.move(item.row, to: record) }
             if contentsChanged && record.item.isDownloaded { tree.dirty.insert(item.row) }
             if !record.item.isDownloaded { tree.dirty.remove(item.row) }
@@ -166,7 +166,7 @@ extension StoreReplica {
         let names = record.linkOf == nil && record.item.linkCount > 1 ? try nameRows(of: row, database) : []
         try commit(database, saving: [], deleting: names + [row], replicated: false, "delete \(record.item.filename) (deleted on another replica)")
         if record.item.kind == .file { contents.reaper.remove(contents.path(row)) { "the contents of item \(row), deleted on another replica" } }
-        self.tree.state.withLock { tree in for name in names { tree.remove(name) }; tree.remove(row) }
+        self.tree.update { tree in for name in names { tree.remove(name) }; tree.remove(row) }
         if let parent = record.parent {
             changes.append(.nameChanged(parent: Self.identifier(forRow: parent), name: record.item.filename))
         }
@@ -190,7 +190,7 @@ extension StoreReplica {
                 throw ProviderError(.ioError, "rename a waiting create in the outbox: \(error)")
             }
         }
-        self.tree.state.withLock { tree in tree.move(occupant.row, to: moved) }
+        self.tree.update { tree in tree.move(occupant.row, to: moved) }
         changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: occupant.item.filename))
         changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: aside))
     }
@@ -240,7 +240,7 @@ extension StoreReplica {
         var stale = original
         stale.item.itemVersion.contentVersion = 0
         try commit(database, saving: [copy, stale], replicated: false, "conflicted copy of \(original.item.filename)")
-        self.tree.state.withLock { tree in
+        self.tree.update { tree in
             tree.move(copyRow, to: copy)  // the copy may be here already (its create applied as another replica's)
             tree.move(row, to: stale)
         }
@@ -253,7 +253,7 @@ extension StoreReplica {
             newer.item.itemVersion.contentVersion += 1
             newer.remoteKey = nil  // those bytes are not on the server yet
             try commit(database, saving: [newer], "the newer contents of the conflicted copy of \(original.item.filename)")
-            self.tree.state.withLock { $0.move(copyRow, to: newer) }
+            self.tree.update { $0.move(copyRow, to: newer) }
         }
         do {
             // The entry being sent is completed by the engine; the later ones are dropped here.

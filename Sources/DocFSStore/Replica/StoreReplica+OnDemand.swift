@@ -31,7 +31,7 @@ extension StoreReplica {
 
     /// The item at `row` as contents on demand sees it (nil: gone).
     package func onDemandFile(row: Int64) -> OnDemandFile? {
-        guard let record = self.tree.state.withLock({ $0.record(row) }) else { return nil }
+        guard let record = self.tree.record(row) else { return nil }
         return Self.onDemandFile(record)
     }
 
@@ -60,14 +60,14 @@ extension StoreReplica {
     /// (`noteContentsPlaced`), once the readers waiting on the download went on.
     package func placeDownloadedContents(row: Int64, from path: String, contentVersion: UInt64, key: String) throws(ProviderError) -> Bool {
         try write { (database) throws(ProviderError) -> Bool in
-            guard var record = self.tree.state.withLock({ $0.record(row) }), record.item.kind == .file, !record.item.isDownloaded,
+            guard var record = self.tree.record(row), record.item.kind == .file, !record.item.isDownloaded,
                   record.item.itemVersion.contentVersion == contentVersion, record.remoteKey == key else {
                 return false  // changed meanwhile: this version is no one's now
             }
             try sysRename(path, contents.path(row), "move the downloaded contents of \(record.item.filename) into the store")
             record.item.isDownloaded = true
             try commit(database, saving: [record], replicated: false, "note \(record.item.filename) downloaded")
-            self.tree.state.withLock { $0.replaceKeepingCounts(record) }
+            self.tree.replaceKeepingCounts([record])
             return true
         }
     }
@@ -93,14 +93,14 @@ extension StoreReplica {
         try write { (database) throws(ProviderError) in
             var saving: [Record] = []
             for (row, key, version) in keyed {
-                guard var record = self.tree.state.withLock({ $0.record(row) }), record.item.kind == .file,
+                guard var record = self.tree.record(row), record.item.kind == .file,
                       record.item.itemVersion.contentVersion == version, record.remoteKey != key else { continue }
                 record.remoteKey = key
                 saving.append(record)
             }
             guard !saving.isEmpty else { return }
             try commit(database, saving: saving, replicated: false, "note the uploaded contents of \(saving.count) file(s)")
-            self.tree.state.withLock { tree in for record in saving { tree.replaceKeepingCounts(record) } }
+            self.tree.replaceKeepingCounts(saving)
         }
         state.onDemand?.contentsUploaded()
     }
@@ -157,7 +157,7 @@ package struct OnDemandPass {
         var evicting: [Record] = []
         for row in rows {
             if let enough, bytes >= enough { break }
-            guard var record = store.tree.state.withLock({ $0.record(row) }) else { continue }
+            guard var record = store.tree.record(row) else { continue }
             if let reason = blocker(StoreReplica.onDemandFile(record, waiting: pending.contains(row))) {
                 kept.append((row, reason))
                 continue
@@ -168,7 +168,7 @@ package struct OnDemandPass {
         }
         guard !evicting.isEmpty else { return ([], 0, kept) }
         try store.commit(database, saving: evicting, replicated: false, "evict the contents of \(evicting.count) file(s)")
-        store.tree.state.withLock { tree in
+        store.tree.update { tree in
             for record in evicting {
                 tree.replaceKeepingCounts(record)
                 tree.dirty.remove(record.row)

@@ -50,7 +50,7 @@ extension StoreReplica {
                 renumbers.append((completion.entry.row, permanent))
             }
             // In memory before SQLite changes: `TreeState.renumber` moves what memory holds.
-            tree.state.withLock { tree in for (old, _) in renumbers { _ = tree.records[old] } }
+            tree.reading { tree in for (old, _) in renumbers { _ = tree.records[old] } }
             // The content file under both names until the transaction is in: a crash in between
             // leaves one unowned name, which the next open removes.
             for (old, new) in renumbers where !sysLink(contents.path(old), contents.path(new)) {
@@ -67,7 +67,7 @@ extension StoreReplica {
             }
             // Memory (which also forwards the old rows) first, the old content name last: a
             // reader that resolved the old identifier a moment ago still finds a file to open.
-            tree.state.withLock { tree in for (old, new) in renumbers { tree.renumber(old, to: new) } }
+            tree.update { tree in for (old, new) in renumbers { tree.renumber(old, to: new) } }
             if !renumbers.isEmpty {
                 // The mount keeps each inode under its permanent identifier at once, before the
                 // outbox's count drops: a lookup after the tree changed, or after `docfs status`
@@ -99,7 +99,7 @@ extension StoreReplica {
 
     /// The row an entry's row is now (after a replacement the engine has not seen yet).
     package func currentRow(_ row: Int64) -> Int64 {
-        row >= Self.temporaryRowBase ? tree.state.withLock { $0.resolve(row) } : row
+        row >= Self.temporaryRowBase ? tree.resolve(row) : row
     }
 
     /// The sync engine's hooks: woken when an action adds to the outbox; asked for the status
@@ -134,7 +134,7 @@ extension StoreReplica {
         guard row != Self.trashRow else { return nil }
         if let error = state.error(of: row) { return "error: " + error }
         if row >= Self.temporaryRowBase || outbox.isRecent(row) { return "pending" }
-        let waiting = tree.state.withLock { StoreOutbox.waitingCount(row: row, $0.reader) }
+        let waiting = tree.withReader { StoreOutbox.waitingCount(row: row, $0) }
         return waiting > 0 ? "pending" : "uploaded"
     }
 }
@@ -163,6 +163,6 @@ extension StoreReplica {
     /// Whether an outbox entry with this operation id is still waiting (after a restart: a
     /// multipart upload of it left behind is aborted and made again, not leaked).
     package func outboxHasEntry(id: UUID) -> Bool {
-        tree.state.withLock { StoreOutbox.count(id: id, $0.reader) } > 0
+        tree.withReader { StoreOutbox.count(id: id, $0) } > 0
     }
 }

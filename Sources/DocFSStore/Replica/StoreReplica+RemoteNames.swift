@@ -32,7 +32,7 @@ extension StoreReplica {
     func knownServerSchema() -> Int {
         var version = state.serverSchema.load(ordering: .relaxed)
         if version == 0 {
-            version = self.tree.state.withLock { tree in tree.reader?.meta(Self.serverSchemaKey) }.flatMap { Int($0) } ?? 0
+            version = self.tree.meta(Self.serverSchemaKey).flatMap { Int($0) } ?? 0
             if version > 0 { state.serverSchema.store(version, ordering: .relaxed) }
         }
         return version
@@ -85,7 +85,7 @@ extension StoreReplica {
             } catch {
                 throw ProviderError(.ioError, "drop the waiting changes of \(path): \(error)")
             }
-            self.tree.state.withLock { tree in
+            self.tree.update { tree in
                 tree.remove(named.row)
                 if let changedTarget { tree.move(changedTarget.row, to: changedTarget) }
                 if let folder { tree.replaceKeepingCounts(LocalStore.touched(folder, now: now)) }
@@ -135,7 +135,7 @@ extension StoreReplica {
         name.trashedFrom = place.trashedFrom
         name.trashedName = place.trashedName
         try commit(database, saving: [name, target], replicated: false, "apply the name \(place.name) of item \(itemRow) from another replica")
-        self.tree.state.withLock { tree in
+        self.tree.update { tree in
             if local == nil { tree.insert(name) } else { tree.move(name.row, to: name) }
             tree.move(target.row, to: target)
         }
@@ -161,7 +161,7 @@ extension StoreReplica {
             saving.append(changed)
         }
         try commit(database, saving: saving, deleting: [row], replicated: false, "remove the name \(named.item.filename) (removed on another replica)")
-        self.tree.state.withLock { tree in
+        self.tree.update { tree in
             tree.remove(row)
             for record in saving { tree.move(record.row, to: record) }
         }

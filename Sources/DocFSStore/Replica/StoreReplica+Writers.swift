@@ -17,6 +17,29 @@ package protocol OpenWriterWatch: AnyObject, Sendable {
     func renamed(_ old: Int64, to new: Int64)
 }
 
+/// A writer's close over a version that is no longer the item's: another replica's arrived
+/// while it wrote (`LocalStore.modifyContents`). The item keeps the newer version; the writer's
+/// bytes become a conflicted copy beside it.
+package struct WriterConflict: Sendable {
+    /// The item, which keeps the newer version.
+    package var row: Int64
+    package var name: String
+    package var path: String
+    /// The version the writer began at, and the one that came first.
+    package var base: UInt64
+    package var current: UInt64
+}
+
+/// Decides a writer's conflicted copy: DocFSReplica's `WriterConflicts`, the home of conflicts
+/// (the incoming ones are its `ConflictedCopy`). The store asks it the copy's name, makes the
+/// copy (a unique name in the item's folder), and tells it what it made.
+package protocol WriterConflictHandler: AnyObject, Sendable {
+    /// The name the copy of the item asks for.
+    func copyName(for conflict: WriterConflict) -> String
+    /// The copy is made: `copyRow`, named `place`.
+    func kept(_ conflict: WriterConflict, asCopy copyRow: Int64, named place: String)
+}
+
 // Files open for writing on a replica: other replicas' versions and deletes of them wait for the
 // writer's close (`IncomingApply` keeps them aside through `holdForWriter`), which then decides: a new version based on
 // the one the writer saw (the server takes it, or keeps it as a conflicted copy when another
@@ -44,7 +67,7 @@ extension StoreReplica {
 
     /// The folders above `row`, nearest first, up to (not including) the root and the trash.
     package func folderRows(above row: Int64) -> [Int64] {
-        tree.state.withLock { tree -> [Int64] in
+        tree.reading { tree -> [Int64] in
             var up: [Int64] = []
             var cursor = tree.records[row]?.parent
             while let current = cursor, current > Self.trashRow {
@@ -104,6 +127,12 @@ extension StoreReplica {
             }
         }
     }
+}
+
+extension StoreReplica {
+    /// What decides a writer's conflicted copy; set when the engine starts, kept after it stops.
+    package func setWriterConflicts(_ handler: any WriterConflictHandler) { state.writerConflicts.withLock { $0 = handler } }
+    var writerConflicts: (any WriterConflictHandler)? { state.writerConflicts.withLock { $0 } }
 }
 
 // Items the server refused, set aside by the sync engine: `docfs sync --retry` asks for them.

@@ -18,7 +18,7 @@ package final class StoreReplica: @unchecked Sendable {
     /// The store's folder (the replica's name; `recovered/` is below it).
     package let url: URL
     let layout: Layout
-    let logger: Logger
+    package let logger: Logger
     let tree: StoreTree
     let writer: StoreWriter
     let contents: StoreContents
