@@ -23,8 +23,6 @@ package protocol ReplicaStore: OnDemandStore {
 
     /// The row an entry's row is now (a create completed since gives its permanent identifier).
     func currentRow(_ row: Int64) -> Int64
-    /// The item's path in the tree, for log lines.
-    func path(ofRow row: Int64) -> String
     /// The item's content file, nil when its contents are not here.
     func contentURL(ofRow row: Int64) -> URL?
     /// The item's attributes, nil when it is gone.
@@ -45,7 +43,6 @@ package protocol ReplicaStore: OnDemandStore {
     func outboxWaiting(rows: Set<Int64>) -> [Int64: (count: Int, latest: Int64)]
     /// Which of these operation ids are still waiting here.
     func outboxEntryIDs(among ids: [UUID]) -> Set<UUID>
-    func outboxHasEntry(id: UUID) -> Bool
     var outboxCounts: (pending: Int, pendingBytes: Int64) { get }
     /// How long ago an action last added to the outbox (nil: none since the mount).
     var outboxQuietFor: Duration? { get }
@@ -80,7 +77,6 @@ package protocol ReplicaStore: OnDemandStore {
     func addServerItem(_ server: ServerItem) throws(ProviderError)
     /// Items this replica had from the server, with what tells a restored server's rows apart.
     func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, createdNs: Int64)]
-    func permanentRows() throws(ProviderError) -> [Int64]
     /// Makes an item a restored server lost again, as a new item of this replica's (sent like any
     /// other): named `name` in the folder at `folder` (names from the root). `RestoredItems` asks.
     func putBack(_ item: LostItem, in folder: [String], as name: String) async throws(ProviderError) -> PutBackResult
@@ -102,6 +98,11 @@ package protocol ReplicaStore: OnDemandStore {
     func watchOpenWriters(_ make: () -> any OpenWriterWatch) -> (any OpenWriterWatch)?
     /// The folders above `row`, nearest first, up to the root or the trash (not included).
     func folderRows(above row: Int64) -> [Int64]
+}
+
+extension ReplicaStore {
+    /// The rows of the items this replica had from the server, in order.
+    func permanentRows() throws(ProviderError) -> [Int64] { try permanentIdentities().keys.sorted() }
 }
 
 /// An item of this replica's that a restored server no longer has (its identifier unknown there):

@@ -117,13 +117,9 @@ extension StoreOutbox {
         }
     }
 
-    /// How many entries wait for `row`, and with operation id `id`, through the tree's reader
-    /// (the connection lookups read SQLite with, under the tree's lock: no writer lock taken).
+    /// How many entries wait for `row`, through the tree's reader (the connection lookups read
+    /// SQLite with, under the tree's lock: no writer lock taken).
     static func waitingCount(row: Int64, _ reader: TreeReader?) -> Int {
         reader?.count("SELECT COUNT(*) FROM outbox WHERE row = \(row)") ?? 0
-    }
-
-    static func count(id: UUID, _ reader: TreeReader?) -> Int {
-        reader?.count("SELECT COUNT(*) FROM outbox WHERE id = '\(id.uuidString)'") ?? 0
     }
 }

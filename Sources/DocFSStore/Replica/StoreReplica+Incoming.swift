@@ -282,7 +282,6 @@ extension StoreReplica {
         }
     }
 
-    /// The rows of items the server numbered (not the root, the trash, or temporary ones).
     /// The kind and creation time of each item under a server identifier: what a restored server's
     /// item with the same identifier must agree with to be the same item (names and contents
     /// change; a birth does not).
@@ -298,19 +297,6 @@ extension StoreReplica {
                         out[row[0]] = (ItemKind(rawValue: UInt8(clamping: row[1] as Int)) ?? .file, row[2])
                     }
                     return out
-                }
-            } catch {
-                throw ProviderError(.ioError, "list the store's items: \(error)")
-            }
-        }
-    }
-
-    package func permanentRows() throws(ProviderError) -> [Int64] {
-        try write { (database) throws(ProviderError) -> [Int64] in
-            try flushJournal(database)
-            do {
-                return try database.inDatabase { db in
-                    try Int64.fetchAll(db, sql: "SELECT id FROM item WHERE id > ? AND id < ?", arguments: [Self.trashRow, Self.temporaryRowBase])
                 }
             } catch {
                 throw ProviderError(.ioError, "list the store's items: \(error)")

@@ -159,10 +159,4 @@ extension StoreReplica {
         }) ?? []
         return Set(found.compactMap { UUID(uuidString: $0) })
     }
-
-    /// Whether an outbox entry with this operation id is still waiting (after a restart: a
-    /// multipart upload of it left behind is aborted and made again, not leaked).
-    package func outboxHasEntry(id: UUID) -> Bool {
-        tree.withReader { StoreOutbox.count(id: id, $0) } > 0
-    }
 }
