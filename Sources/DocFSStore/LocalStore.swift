@@ -49,14 +49,14 @@ import Synchronization
 /// survives a power cut.
 ///
 /// The front is spread over files by role: this file holds the parts, identifiers, and the
-/// reads; `+NewStore` makes a store (`docfs init`), `+Lifecycle` opens one (making the parts)
-/// and closes it, `+Commit` is what every action commits (records and a replica's outbox
-/// entries into the writer's journal, `synchronize`), `+Create` new folders, links and special
-/// items, `+Import` imports, `+Contents` the provider's side of file bytes, `+Moves` renames,
-/// moves and deletes, `+Trash` the trash, `+Attributes` item metadata, `+ExtendedAttributes`
-/// stored `user.*` attributes and `+ContentTypes` content types and the folders' rules; what the
-/// sync engine asks of the outbox, and a replica's incoming changes, are in `Replica/`. Each action checks items and plans
-/// rows, has the contents put bytes in place, commits, then updates the tree.
+/// reads; `+Lifecycle` makes a store (`docfs init`), opens one (making the parts) and closes it,
+/// and is what every action commits (records and a replica's outbox entries into the writer's
+/// journal, `synchronize`); `+Create` new folders, links, special items, imports and generated
+/// trees; `+Contents` the provider's side of file bytes; `+Moves` renames, moves, deletes, the
+/// trash and hard links; `+Attributes` item metadata, stored `user.*` attributes, content types
+/// and the folders' rules; `+Replica` the provider's side of a replica, whose own part
+/// (`StoreReplica`, what the sync engine asks) is in `Replica/`. Each action checks items and
+/// plans rows, has the contents put bytes in place, commits, then updates the tree.
 /// docs/ARCHITECTURE.md shows where the store sits between the bridge and the disk.
 package final class LocalStore: Provider, @unchecked Sendable {
     // MARK: Files of a store
@@ -96,7 +96,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
     package var smallFileLimit: Int { contents.smallFileLimit }
 
     /// The write side: writer lock, database, journal and the store's lock file (`StoreWriter`).
-    /// Actions reach it through `write` and `commit` (LocalStore+Commit).
+    /// Actions reach it through `write` and `commit` (LocalStore+Lifecycle).
     let writer: StoreWriter
 
     /// The tree: records in memory, identifiers, rows, names and paths (`StoreTree`).

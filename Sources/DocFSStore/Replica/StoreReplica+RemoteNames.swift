@@ -2,7 +2,7 @@ import Foundation
 import DocFSProvider
 import GRDB
 
-// A replica's hard links (`LocalStore+Links`): made here while the server keeps names (its
+// A replica's hard links (`LocalStore+Moves`): made here while the server keeps names (its
 // schema 12, `RemoteSchema+Links`), sent as `link`/`unlink`/`moveName` entries, and, from schema
 // 13, `trash`/`untrash` of one name (OutboxPlanner); another replica's names applied as this
 // store's name rows of the same item; a name the server refused dropped here, whole.

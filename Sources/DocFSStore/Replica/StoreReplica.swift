@@ -47,7 +47,7 @@ package final class StoreReplica: @unchecked Sendable {
     /// Where downloads are written before the store takes them.
     package var stagingDirectory: URL { contents.stagingDirectory }
 
-    // MARK: - The store's write path (LocalStore+Commit)
+    // MARK: - The store's write path (LocalStore+Lifecycle)
 
     /// Runs an action under the store's writer lock (`LocalStore.write`).
     func write<T>(_ body: (DatabaseQueue) throws(ProviderError) -> T) throws(ProviderError) -> T {
