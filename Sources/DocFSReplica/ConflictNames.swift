@@ -2,7 +2,7 @@ import Foundation
 import DocFSProvider
 
 /// Names and operation ids of conflicted copies, chosen on the replica's side: the store is
-/// handed `copyNamer` (`LocalStore.setConflictCopyNames`) for a writer's conflicted copy.
+/// handed `copyNamer` (`ReplicaStoreHooks.conflictCopyNames`, `WriterConflicts`) for a writer's conflicted copy.
 package enum ConflictNames {
     /// "NAME (conflicted copy from HOST YYYY-MM-DD).EXT" (the extension stays last, so the copy
     /// keeps its type); cut to 255 bytes whole, extension included (`ItemNames.fitted`): a

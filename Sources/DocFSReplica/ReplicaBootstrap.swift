@@ -83,7 +83,8 @@ package enum ReplicaBootstrap {
 
         let store = try LocalStore.open(at: url, logger: logger)
         defer { store.close() }
-        try await copyTree(into: store, from: database, rootID: rootID, anchor: anchor, witness: witness,
+        guard let replica = store.replica else { throw ProviderError(.invalidArgument, "store \(url.path) has no server") }
+        try await copyTree(into: replica, from: database, rootID: rootID, anchor: anchor, witness: witness,
                            summary: &summary, progress: progress)
         return summary
     }

@@ -14,7 +14,7 @@ import GRDB
 extension LocalStore {
     package func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 {
         let fd = try openStoredContents(of: identifier)
-        if let onDemand = replica?.onDemand, let row = row(for: identifier) { onDemand.contentsOpened(row: currentRow(row)) }
+        if let replica, let onDemand = replica.onDemandHandler, let row = row(for: identifier) { onDemand.contentsOpened(row: replica.currentRow(row)) }
         return fd
     }
 
@@ -31,7 +31,8 @@ extension LocalStore {
         let row = self.row(for: identifier)!
         if let fd = try contents.openSegmentContents(row) { return fd }
         var path = contents.path(row)
-        if !found.isDownloaded, let record = tree.state.withLock({ $0.record(currentRow(row)) }), !record.item.isDownloaded {
+        if !found.isDownloaded, let current = replica?.currentRow(row), let record = tree.record(current),
+           !record.item.isDownloaded {
             path = try downloadedPath(of: record)  // a replica's file on the server only
         }
         let fd = sysOpen(path, O_RDONLY | O_CLOEXEC)
@@ -88,7 +89,7 @@ extension LocalStore {
                 throw error
             }
             contents.finish(replacement)
-            return .modified(tree.state.withLock { tree -> Item in
+            return .modified(tree.update { tree -> Item in
                 tree.replaceKeepingCounts(record)
                 tree.dirty.insert(row)
                 return tree.records[row]!.item
@@ -100,35 +101,30 @@ extension LocalStore {
         }
     }
 
-    /// The writer's bytes beside the item, which keeps its newer version; answers the item.
+    /// The writer's bytes beside the item, which keeps its newer version; answers the item. The
+    /// copy's name and what is noted of it are the replica's decision (its `WriterConflictHandler`,
+    /// DocFSReplica's `WriterConflicts`, beside the incoming conflicts); the store makes the copy.
     private func keepAsConflictedCopy(_ record: Record, from sourcePath: String, base: UInt64) throws(ProviderError) -> Item {
         guard let parent = record.parent else { throw ProviderError(.noSuchItem, "\(record.item.filename) has no folder") }
-        let name = conflictCopyName(of: record.item.filename)
-        let place = tree.state.withLock { $0.uniqueName(name, in: parent, isFolder: false) }
+        let conflict = WriterConflict(row: record.row, name: record.item.filename, path: path(of: record.item.identifier),
+                                      base: base, current: record.item.itemVersion.contentVersion)
+        let handler = replica?.writerConflicts
+        let place = tree.uniqueName(handler?.copyName(for: conflict) ?? Self.conflictCopyName(of: record.item.filename),
+                                    in: parent, isFolder: false)
         let copy = try importSync(path: sourcePath, name: place, toParent: Self.identifier(forRow: parent),
                                   attributes: NewItemAttributes(ownerID: record.item.ownerID, groupID: record.item.groupID,
                                                                 posixPermissions: record.item.posixPermissions))
-        let path = self.path(of: record.item.identifier)
-        let copyRow = self.row(for: copy.identifier) ?? 0
-        noteConflict("this replica's edit of \"\(record.item.filename)\" (based on version \(base)) is \"\(place)\" beside it: another replica's version \(record.item.itemVersion.contentVersion) came first",
-                     row: record.row, summary: "\(path): written while another replica's version arrived; this one's is \"\(place)\"")
-        noteConflict("conflicted copy of \"\(record.item.filename)\": another replica's version arrived while it was being written",
-                     row: copyRow, summary: "\(path): conflicted copy \"\(place)\"")
-        logger.warning("\(path): written while another replica's version \(record.item.itemVersion.contentVersion) arrived (the writer began at \(base)): the new version keeps the name, this one is \"\(place)\"")
+        if let handler {
+            handler.kept(conflict, asCopy: self.row(for: copy.identifier) ?? 0, named: place)
+        } else {
+            logger.warning("\(conflict.path): written while another replica's version \(conflict.current) arrived (the writer began at \(base)): the new version keeps the name, this one is \"\(place)\"")
+        }
         return try item(for: record.item.identifier)
     }
 
-    /// Set by the sync engine when it starts (`ReplicaStoreHooks.conflictCopyNames`), before any
-    /// other replica's version can arrive: how a conflicted copy is named. Kept when the engine
-    /// stops: a writer open then may still close over a newer version that arrived while it ran.
-    package func setConflictCopyNames(_ names: @escaping @Sendable (String) -> String) {
-        conflictCopyNames.withLock { $0 = names }
-    }
-
-    /// The conflicted copy's name; without a namer set (a store not mounted), the name marked
-    /// as a conflicted copy, its extension kept last.
-    private func conflictCopyName(of name: String) -> String {
-        if let names = conflictCopyNames.withLock({ $0 }) { return names(name) }
+    /// A conflicted copy's name without a replica to choose it: the name marked as a conflicted
+    /// copy, its extension kept last.
+    private static func conflictCopyName(of name: String) -> String {
         let (base, ext) = ItemNames.split(name)
         return ItemNames.fitted(base: base, marker: " (conflicted copy)", ext: ext)
     }

@@ -220,7 +220,7 @@ extension LocalStore {
     /// Makes a new store (`create`) a replica of a server: records where the server is and
     /// makes the outbox. Call before the store is first opened.
     /// `serverSchema`: the server's schema version as `docfs init` found it (hard links are taken
-    /// from the first mount on when it keeps them, `LocalStore+RemoteNames`).
+    /// from the first mount on when it keeps them, `StoreReplica+RemoteNames`).
     package static func linkRemote(at url: URL, _ link: RemoteLink, serverSchema: Int? = nil) throws {
         let queue = try DatabaseQueue(path: url.path + "/" + databaseName)
         defer { try? queue.close() }
@@ -228,7 +228,7 @@ extension LocalStore {
         try queue.inDatabase { db in
             try db.inTransaction {
                 try Schema.setMeta(db, RemoteLink.metaKey, json)
-                if let serverSchema { try Schema.setMeta(db, serverSchemaKey, String(serverSchema)) }
+                if let serverSchema { try Schema.setMeta(db, StoreReplica.serverSchemaKey, String(serverSchema)) }
                 try Schema.createOutboxTable(db)
                 return .commit
             }
@@ -284,7 +284,7 @@ extension LocalStore {
         var corrected: [Record] = []
         for fix in fixes {
             let size = fix.size
-            let mended: Record? = tree.state.withLock { tree in
+            let mended: Record? = tree.update { tree in
                 guard var record = tree.record(fix.row) else { return nil }
                 record.item.documentSize = size
                 record.item.itemVersion.contentVersion += 1
@@ -304,10 +304,10 @@ extension LocalStore {
     package func close() {
         writer.perform {
             contents.drain()
-            tree.state.withLock { $0.reader?.close() }
+            tree.closeReader()
             writer.close { didFlush() }
             // Its contents on demand hold the store: let go of each other.
-            replica?.setOnDemand(nil)
+            replica?.setOnDemandHandler(nil)
         }
     }
 
@@ -315,8 +315,210 @@ extension LocalStore {
     /// checkpointing or recording a clean shutdown.
     func abandonForTesting() {
         writer.perform {
-            tree.state.withLock { $0.reader?.close() }
+            tree.closeReader()
             writer.abandon()
+        }
+    }
+}
+
+// `docfs init`: making a new store directory, its database and the initial tree of the layout.
+extension LocalStore {
+    /// `docfs init`: makes a new store at `url`, which must be a new path or an empty directory.
+    /// `folders: false` leaves out the layout's folders (a replica gets them from its server,
+    /// under the server's identifiers).
+    package static func create(at url: URL, layout: Layout?, folders: Bool = true) throws {
+        let layout = layout ?? Layout()
+        let path = url.path
+        let fm = FileManager.default
+        var isDirectory: ObjCBool = false
+        let existed = fm.fileExists(atPath: path, isDirectory: &isDirectory)
+        if existed {
+            guard isDirectory.boolValue else {
+                throw ProviderError(.filenameCollision, "cannot create store \(path): a file with that name exists")
+            }
+            let entries: [String]
+            do { entries = try directoryEntries(path) } catch {
+                throw ProviderError(error.code, "cannot create store \(path): \(error.reason)", errno: error.errnoOverride)
+            }
+            guard entries.isEmpty else {
+                throw ProviderError(.directoryNotEmpty, "cannot create store \(path): the directory is not empty (\(entries.count) entries); give a new path or an empty directory")
+            }
+        } else {
+            do {
+                try fm.createDirectory(atPath: path, withIntermediateDirectories: true)
+            } catch {
+                throw ProviderError(.ioError, "cannot create store \(path): \(error.localizedDescription)")
+            }
+        }
+        // Check the layout before writing anything.
+        for folder in layout.folders {
+            _ = try folder.folderCapabilities
+            _ = try folder.contentsCapabilities
+        }
+        try ContentTypeTable.check(layout)
+        do {
+            try fm.createDirectory(atPath: path + "/" + contentsName, withIntermediateDirectories: false)
+            try fm.createDirectory(atPath: path + "/" + stagingName, withIntermediateDirectories: false)
+            guard fm.createFile(atPath: path + "/" + lockName, contents: Data()) else {
+                throw ProviderError(.ioError, "cannot create \(path)/\(lockName)")
+            }
+            var config = Configuration()
+            config.journalMode = .wal
+            let queue = try DatabaseQueue(path: path + "/" + databaseName, configuration: config)
+            try queue.inDatabase { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                try db.inTransaction {
+                    try Schema.create(db)
+                    let layoutJSON = String(decoding: try JSONEncoder().encode(layout), as: UTF8.self)
+                    try Schema.setMeta(db, "format", formatVersion)
+                    try Schema.setMeta(db, "layout", layoutJSON)
+                    try Schema.setMeta(db, "cleanShutdown", "1")
+                    try Schema.setMeta(db, "created", ISO8601DateFormatter().string(from: Date()))
+                    try Self.insertInitialTree(db, layout: layout, folders: folders)
+                    return .commit
+                }
+                _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+            try queue.close()
+            try sysFsync(path: path, directory: true)
+        } catch {
+            // Leave nothing half-made behind.
+            if existed {
+                for name in (try? directoryEntries(path)) ?? [] { removeTree(path + "/" + name) }
+            } else {
+                removeTree(path)
+            }
+            if let error = error as? ProviderError { throw error }
+            throw ProviderError(.ioError, "cannot create store \(path): \(error)")
+        }
+    }
+
+    private static func insertInitialTree(_ db: Database, layout: Layout, folders: Bool) throws {
+        let now = Date()
+        let rootCaps = Capabilities.all.subtracting([.allowsRenaming, .allowsReparenting, .allowsDeleting, .allowsTrashing])
+        var root = Record(row: rootRow, parent: nil, item: Item(
+            identifier: .rootContainer, parentIdentifier: .rootContainer, filename: "/", kind: .folder,
+            contentType: .folder, childItemCount: 0, creationDate: now, contentModificationDate: now,
+            capabilities: rootCaps))
+        let trash = Record(row: trashRow, parent: nil, item: Item(
+            identifier: .trashContainer, parentIdentifier: .rootContainer, filename: trashName, kind: .folder,
+            contentType: .folder, childItemCount: 0, creationDate: now, contentModificationDate: now,
+            capabilities: rootCaps))
+        var records: [Int64: Record] = [:]
+        var nextRow: Int64 = 3
+        var pathToRow: [String: Int64] = ["": rootRow]
+        // Shallow paths first, so a declared parent exists before its children.
+        let declared = folders ? layout.folders.sorted { $0.components.count < $1.components.count } : []
+        for folder in declared {
+            var parentPath = ""
+            var parentRow = rootRow
+            let components = folder.components
+            for (index, component) in components.enumerated() {
+                let path = parentPath.isEmpty ? component : parentPath + "/" + component
+                let isDeclaredFolder = index == components.count - 1
+                if let existing = pathToRow[path] {
+                    if isDeclaredFolder {
+                        records[existing]!.item.capabilities = try folder.folderCapabilities
+                        records[existing]!.contentsPolicy = try folder.contentsCapabilities
+                    }
+                    parentRow = existing
+                } else {
+                    let row = nextRow
+                    nextRow += 1
+                    var record = Record(row: row, parent: parentRow, item: Item(
+                        identifier: ItemIdentifier(String(row)), parentIdentifier: identifier(forRow: parentRow),
+                        filename: component, kind: .folder, contentType: .folder, childItemCount: 0,
+                        creationDate: now, contentModificationDate: now, capabilities: .all))
+                    if isDeclaredFolder {
+                        record.item.capabilities = try folder.folderCapabilities
+                        record.contentsPolicy = try folder.contentsCapabilities
+                    } else if let parentPolicy = records[parentRow]?.contentsPolicy {
+                        // An undeclared intermediate inside a declared folder follows its parent's policy.
+                        record.item.capabilities = parentPolicy
+                        record.contentsPolicy = parentPolicy
+                    }
+                    records[row] = record
+                    pathToRow[path] = row
+                    parentRow = row
+                }
+                parentPath = path
+            }
+        }
+        root.item.childItemCount = records.values.filter { $0.parent == rootRow }.count
+        root.item.childFolderCount = root.item.childItemCount ?? 0
+        try Schema.upsert(db, root)
+        try Schema.upsert(db, trash)
+        for record in records.values.sorted(by: { $0.row < $1.row }) {
+            try Schema.upsert(db, record)
+        }
+    }
+}
+
+// The write path every action shares: the writer lock, the journal entry of each action (records
+// and a replica's outbox entries turned into journal changes), the batches that go from the
+// journal to SQLite, and `synchronize()` for a power cut. The lock, journal and SQLite are the
+// writer part's (`StoreWriter`); these say what memory and the contents do around them.
+extension LocalStore {
+    /// Runs an action under the writer lock. When it ends, the working set in memory is brought
+    /// back under its limit (`TreeState.trim`): no action is between its reads and its update then.
+    /// Freed pages go back to the system after the lock is let go (see `trimCache`).
+    func write<T>(_ body: (DatabaseQueue) throws(ProviderError) -> T) throws(ProviderError) -> T {
+        var trimmed = false
+        defer { if trimmed { Self.releaseFreedMemory() } }
+        return try writer.perform { () throws(ProviderError) -> T in
+            // Trimmed also when the action failed: it may have read records into memory.
+            defer { trimmed = tree.trimIfFull() }
+            guard let database = writer.database else { throw ProviderError(.ioError, "store \(url.path) is closed") }
+            return try body(database)
+        }
+    }
+
+    /// Commits `records` (upserts) and `deletions` as one journal entry; every so many entries the
+    /// batch goes to SQLite. A failed batch stays in the journal and is retried: the actions in it
+    /// were already accepted.
+    func commit(_ database: DatabaseQueue, saving records: [Record], deleting deletions: [Int64] = [],
+                replicated: Bool = true, _ what: @autoclosure () -> String) throws(ProviderError) {
+        var changes: [StoreJournal.Change] = []
+        changes.reserveCapacity(deletions.count + records.count)
+        for row in deletions { changes.append(.delete(row)) }
+        for record in records { changes.append(.upsert(Schema.values(of: record))) }
+        // A replica's outbox entries go in the same journal entry: applied together or not at all.
+        let planned = replicated ? outbox.map { $0.plan(tree, saving: records, deleting: deletions) } : nil
+        if let planned { changes.append(contentsOf: planned.changes) }
+        try writer.append(changes, what())
+        if let planned, planned.count > 0 { outbox?.didAppend(count: planned.count, bytes: planned.bytes) }
+        writer.flushIfFull(database) { didFlush() }
+    }
+
+    /// Applies the journal's pending changes to SQLite (`StoreWriter.flush`). Call under the
+    /// writer lock.
+    func flushJournal(_ database: DatabaseQueue) throws(ProviderError) {
+        try writer.flush(database) { didFlush() }
+    }
+
+    /// What memory pinned for a batch is in SQLite now.
+    func didFlush() {
+        tree.didFlush()
+        outbox?.didFlush()
+    }
+
+    package func synchronize() async throws(ProviderError) {
+        try synchronizeSync()
+    }
+
+    /// Makes everything committed so far survive a power cut: fsync of the content files written
+    /// since the last call and of the store's directories, then a full WAL checkpoint.
+    package func synchronizeSync() throws(ProviderError) {
+        try write { (database) throws(ProviderError) in
+            let dirty = tree.takeDirty()
+            do throws(ProviderError) {
+                try contents.synchronize(dirty)
+            } catch {
+                tree.markDirty(dirty)
+                throw error
+            }
+            try flushJournal(database)
+            try writer.checkpoint(database)
         }
     }
 }

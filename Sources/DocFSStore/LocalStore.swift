@@ -49,14 +49,14 @@ import Synchronization
 /// survives a power cut.
 ///
 /// The front is spread over files by role: this file holds the parts, identifiers, and the
-/// reads; `+NewStore` makes a store (`docfs init`), `+Lifecycle` opens one (making the parts)
-/// and closes it, `+Commit` is what every action commits (records and a replica's outbox
-/// entries into the writer's journal, `synchronize`), `+Create` new folders, links and special
-/// items, `+Import` imports, `+Contents` the provider's side of file bytes, `+Moves` renames,
-/// moves and deletes, `+Trash` the trash, `+Attributes` item metadata, `+ExtendedAttributes`
-/// stored `user.*` attributes and `+ContentTypes` content types and the folders' rules; what the
-/// sync engine asks of the outbox, and a replica's incoming changes, are in `Replica/`. Each action checks items and plans
-/// rows, has the contents put bytes in place, commits, then updates the tree.
+/// reads; `+Lifecycle` makes a store (`docfs init`), opens one (making the parts) and closes it,
+/// and is what every action commits (records and a replica's outbox entries into the writer's
+/// journal, `synchronize`); `+Create` new folders, links, special items, imports and generated
+/// trees; `+Contents` the provider's side of file bytes; `+Moves` renames, moves, deletes, the
+/// trash and hard links; `+Attributes` item metadata, stored `user.*` attributes, content types
+/// and the folders' rules; `+Replica` the provider's side of a replica, whose own part
+/// (`StoreReplica`, what the sync engine asks) is in `Replica/`. Each action checks items and
+/// plans rows, has the contents put bytes in place, commits, then updates the tree.
 /// docs/ARCHITECTURE.md shows where the store sits between the bridge and the disk.
 package final class LocalStore: Provider, @unchecked Sendable {
     // MARK: Files of a store
@@ -76,6 +76,9 @@ package final class LocalStore: Provider, @unchecked Sendable {
 
     package static let rootRow: Int64 = 1
     package static let trashRow: Int64 = 2
+    /// Rows from here up are temporary: given by a replica to items the server has not
+    /// numbered yet. The server's identifiers stay below (2^40 items is beyond any tree).
+    package static let temporaryRowBase: Int64 = 1 << 40
     static let trashName = ".Trash"
 
     /// The store directory.
@@ -84,9 +87,6 @@ package final class LocalStore: Provider, @unchecked Sendable {
     package let layout: Layout
     let logger: Logger
     let types: ContentTypeTable
-    /// Names a writer's conflicted copy from the item's name (`setConflictCopyNames`): the
-    /// replica's side chooses it (DocFSReplica's `ConflictNames`), not the store.
-    let conflictCopyNames = Mutex<(@Sendable (String) -> String)?>(nil)
 
     /// The bytes of file items: content files, segments, staging, removal (`StoreContents`).
     let contents: StoreContents
@@ -96,13 +96,14 @@ package final class LocalStore: Provider, @unchecked Sendable {
     package var smallFileLimit: Int { contents.smallFileLimit }
 
     /// The write side: writer lock, database, journal and the store's lock file (`StoreWriter`).
-    /// Actions reach it through `write` and `commit` (LocalStore+Commit).
+    /// Actions reach it through `write` and `commit` (LocalStore+Lifecycle).
     let writer: StoreWriter
 
     /// The tree: records in memory, identifiers, rows, names and paths (`StoreTree`).
     let tree: StoreTree
-    /// A replica's sync state (`docfs init --remote`); nil for a store of its own.
-    let replica: ReplicaState?
+    /// A replica's side (`StoreReplica`, `Replica/`: its sync state, its outbox, what the sync
+    /// engine asks of the store); nil for a store of its own.
+    package let replica: StoreReplica?
     /// A replica's outbox (`StoreOutbox`, `Outbox/`), the changes waiting for the server; nil for
     /// a store of its own.
     var outbox: StoreOutbox? { replica?.outbox }
@@ -110,14 +111,18 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// Called by `open(at:logger:)` only (LocalStore+Lifecycle).
     init(url: URL, layout: Layout, writer: StoreWriter, state: TreeState, logger: Logger,
          replica: ReplicaState? = nil, contents: StoreContents) {
-        self.replica = replica
+        let tree = StoreTree(state, replica: replica != nil)
+        self.replica = replica.map {
+            StoreReplica(state: $0, url: url, layout: layout, logger: logger, tree: tree, writer: writer, contents: contents)
+        }
         self.contents = contents
         self.url = url
         self.layout = layout
         self.writer = writer
-        self.tree = StoreTree(state, replica: replica != nil)
+        self.tree = tree
         self.logger = logger
         self.types = ContentTypeTable(layout: layout)
+        self.replica?.belongs(to: self)
     }
 
     deinit {
@@ -229,7 +234,7 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// applying the journal's batch).
     package var itemCount: Int {
         try? write { (database) throws(ProviderError) in try flushJournal(database) }
-        return tree.state.withLock { $0.reader?.count("SELECT COUNT(*) FROM item") ?? $0.cachedRecords }
+        return tree.reading { $0.reader?.count("SELECT COUNT(*) FROM item") ?? $0.cachedRecords }
     }
 
     /// Items (root and trash included) and the bytes of every file's contents as the items

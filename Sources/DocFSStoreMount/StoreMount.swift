@@ -91,14 +91,15 @@ public final class StoreMount: @unchecked Sendable {
             throw .cannotOpenStore(path: path, reason: "\(error)")
         }
         var engine: SyncEngine?
-        if let link = store.remoteLink {
+        if let replica = store.replica {
+            let link = replica.remoteLink
             do {
                 var configuration = try ReplicaConfiguration.resolve(link: link, store: URL(fileURLWithPath: path))
                 configuration.uploadLimit = options.uploadLimit
                 configuration.downloadLimit = options.downloadLimit
                 // Before the mount: its init hands the store the watch of files open for
                 // writing (`HeldWriters`), which the store keeps after the engine stops.
-                engine = SyncEngine(store: store, configuration: configuration, logger: logger)
+                engine = SyncEngine(store: replica, configuration: configuration, logger: logger)
             } catch {
                 store.close()
                 throw .replicaConfiguration(path: path, server: link.postgres, reason: "\(error)")
@@ -139,7 +140,7 @@ public final class StoreMount: @unchecked Sendable {
 
     /// Changes not on the server yet (0 for a store of its own); once stopped, what was left.
     public var pendingChanges: Int {
-        finished.withLock { _ in closed ? left : (engine == nil ? 0 : store.outboxCounts.pending) }
+        finished.withLock { _ in closed ? left : (engine == nil ? 0 : store.replica?.outboxCounts.pending ?? 0) }
     }
     private var left = 0
 
@@ -174,7 +175,7 @@ public final class StoreMount: @unchecked Sendable {
                 let done = DispatchSemaphore(value: 0)
                 Task { await engine.stop(); done.signal() }
                 done.wait()
-                left = store.outboxCounts.pending
+                left = store.replica?.outboxCounts.pending ?? 0
             }
             store.close()
         }

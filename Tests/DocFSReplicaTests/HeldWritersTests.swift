@@ -118,12 +118,12 @@ final class SyncAnchorTests: XCTestCase {
                                                             credentialsFile: nil))
         var store: LocalStore! = try LocalStore.open(at: directory, logger: Logger(label: "docfs.anchor.tests"))
         defer { store?.close() }
-        try roundTrip(store)
+        try roundTrip(store.replica!)
         // The names stores on disk have, across a reopen.
         store.close()
         store = try LocalStore.open(at: directory, logger: Logger(label: "docfs.anchor.tests"))
-        XCTAssertEqual(try store.replicaMeta(["anchor", "anchorOperation"]), ["anchor": "12"])
-        XCTAssertEqual(try SyncAnchor.read(from: store), SyncAnchor(position: 12, witness: nil))
+        XCTAssertEqual(try store.replica!.replicaMeta(["anchor", "anchorOperation"]), ["anchor": "12"])
+        XCTAssertEqual(try SyncAnchor.read(from: store.replica!), SyncAnchor(position: 12, witness: nil))
     }
 
     private func roundTrip(_ store: any ReplicaStore) throws {
@@ -144,10 +144,10 @@ final class SyncAnchorTests: XCTestCase {
 /// mount answers, `StoreMount`), the same after the engine stops and another starts.
 final class HeldWritersInStoreTests: ReplicaTestCase {
     func testTheEngineHandsTheStoreItsWatchOnceAcrossRestarts() async throws {
-        XCTAssertNil(store.replica?.writers, "no watch before an engine")
-        let first = SyncEngine(store: store, configuration: Self.configuration, logger: logger,
+        XCTAssertNil(store.replica?.state.writers, "no watch before an engine")
+        let first = SyncEngine(store: store.replica!, configuration: Self.configuration, logger: logger,
                                server: server, incomingServer: server, objects: objects, timing: Self.fastTiming)
-        XCTAssertTrue(store.replica?.writers === first.writers, "set at the engine's init, before it starts")
+        XCTAssertTrue(store.replica?.state.writers === first.writers, "set at the engine's init, before it starts")
         first.start()
         let file = try await store.importDocument(contents: Array("mine".utf8), named: "a.txt", toParentItemIdentifier: .rootContainer,
                                                   attributes: NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o644))

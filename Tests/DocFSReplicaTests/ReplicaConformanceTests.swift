@@ -21,7 +21,7 @@ final class ReplicaConformanceTests: ReplicaTestCase {
         @Sendable func permanent(_ id: ItemIdentifier) async throws -> Int64 {
             let deadline = ContinuousClock.now + .seconds(20)
             while ContinuousClock.now < deadline {
-                if let row = LocalStore.row(for: id).map(store.currentRow), ReplicaRows.isPermanent(row) { return row }
+                if let row = LocalStore.row(for: id).map(store.replica!.currentRow), ReplicaRows.isPermanent(row) { return row }
                 try await Task.sleep(for: .milliseconds(20))
             }
             throw ProviderError(.ioError, "\(id) did not reach the server")

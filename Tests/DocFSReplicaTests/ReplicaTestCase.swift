@@ -52,7 +52,7 @@ class ReplicaTestCase: XCTestCase {
     }
 
     func startEngine() {
-        let engine = SyncEngine(store: store, configuration: Self.configuration, logger: logger,
+        let engine = SyncEngine(store: store.replica!, configuration: Self.configuration, logger: logger,
                                 server: server, incomingServer: server, objects: objects, timing: Self.fastTiming)
         engine.start()
         self.engine = engine
@@ -68,7 +68,7 @@ class ReplicaTestCase: XCTestCase {
     }
 
     func waitForOutbox(_ pending: Int = 0) async throws {
-        try await waitUntil("the outbox holds \(pending) entries") { store.outboxCounts.pending == pending }
+        try await waitUntil("the outbox holds \(pending) entries") { store.replica!.outboxCounts.pending == pending }
     }
 
     /// A file named `name` with `text` in the store's staging folder, as the bridge stages a

@@ -153,7 +153,7 @@ final class ServerRowCheckTests: ReplicaTestCase {
         for i in 1...3 { _ = try await othersFile("later\(i).txt", "later \(i)") }
         try await waitUntil("the later files arrived") { try rootNames().isSuperset(of: ["later1.txt", "later2.txt", "later3.txt"]) }
         XCTAssertEqual(try localText("later3.txt"), "later 3")
-        XCTAssertLessThan(try store.syncAnchor().position, 100)
+        XCTAssertLessThan(try store.replica!.syncAnchor().position, 100)
     }
 
     /// A rebuild (the anchor older than the log) whose log ends at a position no sequence makes:
@@ -161,18 +161,18 @@ final class ServerRowCheckTests: ReplicaTestCase {
     func testARebuildDoesNotTakeAHugeLastPosition() async throws {
         _ = try await othersFile("first.txt", "first")
         server.plantChange(at: 9_000_000_000_000_000_000, itemID: 10)
-        let incoming = IncomingSync(store: store, database: server, s3: objects, bucket: "bucket", prefix: "tree", logger: logger)
+        let incoming = IncomingSync(store: store.replica!, database: server, s3: objects, bucket: "bucket", prefix: "tree", logger: logger)
         _ = try await incoming.rebuild()
         XCTAssertEqual(try rootNames(), ["first.txt"])
-        XCTAssertLessThan(try store.syncAnchor().position, 100)
+        XCTAssertLessThan(try store.replica!.syncAnchor().position, 100)
     }
 
     /// A lost item's name from before these checks (`..`, a name with `/`) stays inside recovered/.
     func testRecoveredNamesStayInsideRecovered() throws {
-        _ = try store.applyIncoming([ServerItem(id: 400, parentID: LocalStore.rootRow, name: "..", kind: .file,
+        _ = try store.replica!.applyIncoming([ServerItem(id: 400, parentID: LocalStore.rootRow, name: "..", kind: .file,
                                                 creationTime: FileTime(totalNanoseconds: 1),
                                                 modificationTime: FileTime(totalNanoseconds: 1))])
-        let kept = store.keepRecovered(rows: [400], folder: "f")
+        let kept = store.replica!.keepRecovered(rows: [400], folder: "f")
         let base = store.url.path + "/recovered/f/"
         XCTAssertEqual(kept, [400: base + "item-400"])
         XCTAssertFalse(FileManager.default.fileExists(atPath: store.url.path + "/recovered/item-400"))

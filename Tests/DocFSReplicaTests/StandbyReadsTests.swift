@@ -26,7 +26,7 @@ final class StandbyReadsTests: ReplicaTestCase {
     func replay() { standby.restore(server.backup()) }
 
     func startEngineReadingFromStandby() {
-        let engine = SyncEngine(store: store, configuration: Self.configuration, logger: logger,
+        let engine = SyncEngine(store: store.replica!, configuration: Self.configuration, logger: logger,
                                 server: server, incomingServer: reads, objects: objects, timing: Self.fastTiming)
         engine.start()
         self.engine = engine
@@ -52,7 +52,7 @@ final class StandbyReadsTests: ReplicaTestCase {
             (engine?.status().lastError ?? "").contains("the read standby postgres://r@standby.example:5432/docs has the change log to 0")
         }
         XCTAssertEqual(try rootNames(), [])
-        XCTAssertEqual(try store.syncAnchor().position, 0)
+        XCTAssertEqual(try store.replica!.syncAnchor().position, 0)
         replay()
         try await waitUntil("the file arrives once the standby has it") { try rootNames() == ["early.txt"] }
         XCTAssertEqual(try localText("early.txt"), "written before the standby replayed")
@@ -72,7 +72,7 @@ final class StandbyReadsTests: ReplicaTestCase {
         _ = try await othersFile("one.txt", "one")
         replay()
         try await waitUntil("one.txt arrives") { try rootNames() == ["one.txt"] }
-        let anchor = try store.syncAnchor().position
+        let anchor = try store.replica!.syncAnchor().position
         // The standby reopens before one.txt while two more files are written on the primary.
         standby.restore(older)
         _ = try await othersFile("two.txt", "two")
@@ -81,13 +81,13 @@ final class StandbyReadsTests: ReplicaTestCase {
             (engine?.status().lastError ?? "").contains("waiting for its replay")
         }
         XCTAssertEqual(try rootNames(), ["one.txt"], "a standby behind the replica took something away")
-        XCTAssertEqual(try store.syncAnchor().position, anchor)
+        XCTAssertEqual(try store.replica!.syncAnchor().position, anchor)
         XCTAssertFalse(FileManager.default.fileExists(atPath: store.url.path + "/recovered"), "an older standby was taken for a restore")
         replay()
         try await waitUntil("every file arrives") { try rootNames() == ["one.txt", "two.txt", "three.txt"] }
         XCTAssertEqual(try localText("three.txt"), "three")
         let end = try await server.latestPosition()
-        XCTAssertEqual(try store.syncAnchor().position, end)
+        XCTAssertEqual(try store.replica!.syncAnchor().position, end)
     }
 
     /// This replica's own files are on the primary before the standby has them: a standby behind

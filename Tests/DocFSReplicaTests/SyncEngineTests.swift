@@ -80,15 +80,15 @@ final class SyncEngineTests: ReplicaTestCase {
         try await waitUntil("the others are on the server") { Set(server.tree().keys) == ["one.txt", "two.txt"] }
         try await waitForOutbox(1)
         let row = LocalStore.row(for: bad.identifier)!
-        try await waitUntil("the item says why") { store.syncError(of: store.currentRow(row)) != nil }
-        XCTAssertTrue(store.syncError(of: store.currentRow(row))!.contains("bad.txt"))
+        try await waitUntil("the item says why") { store.replica!.syncError(of: store.replica!.currentRow(row)) != nil }
+        XCTAssertTrue(store.replica!.syncError(of: store.replica!.currentRow(row))!.contains("bad.txt"))
 
         // The server takes it now: `docfs sync --retry` sends it.
         server.allow(name: "bad.txt")
         try await store.retrySync(of: bad.identifier)
         try await waitForOutbox()
         XCTAssertEqual(serverText("bad.txt"), "refused")
-        XCTAssertNil(store.syncError(of: store.currentRow(row)))
+        XCTAssertNil(store.replica!.syncError(of: store.replica!.currentRow(row)))
     }
 
     /// "notes.txt" at version 1 on the server and here; another replica's "theirs" reaches the
@@ -149,8 +149,8 @@ final class SyncEngineTests: ReplicaTestCase {
         try await waitForOutbox(1)
         XCTAssertEqual(try localText("notes.txt"), "mine", "the edit stays here")
         XCTAssertEqual(serverText("notes.txt"), "theirs")
-        let row = store.currentRow(LocalStore.row(for: file.identifier)!)
-        XCTAssertTrue(store.syncError(of: row)?.contains("not a valid item name") ?? false, "\(String(describing: store.syncError(of: row)))")
+        let row = store.replica!.currentRow(LocalStore.row(for: file.identifier)!)
+        XCTAssertTrue(store.replica!.syncError(of: row)?.contains("not a valid item name") ?? false, "\(String(describing: store.replica!.syncError(of: row)))")
 
         server.refuseAsInvalid(namesContaining: nil)
         try await store.retrySync(of: file.identifier)
@@ -229,7 +229,7 @@ final class SyncEngineTests: ReplicaTestCase {
         XCTAssertEqual(objects.downloads, 0)
         XCTAssertEqual(try localText("shared/report.txt"), "from elsewhere")
         XCTAssertEqual(objects.downloads, 1)
-        XCTAssertEqual(store.outboxCounts.pending, 0, "what arrived is not sent back")
+        XCTAssertEqual(store.replica!.outboxCounts.pending, 0, "what arrived is not sent back")
 
         // Renamed and deleted there: followed here.
         _ = try await server.moveItem(operationID: UUID(), itemID: report.identifier.rawValue.int64!, toParentID: InMemoryServer.rootID,
@@ -237,7 +237,7 @@ final class SyncEngineTests: ReplicaTestCase {
         try await waitUntil("the move is here") { (try? store.childItem(named: "moved.txt", in: .rootContainer)) != nil }
         _ = try await server.deleteItem(operationID: UUID(), itemID: folder.itemID, expectedContentVersion: nil)
         try await waitUntil("the delete is here") { (try? store.childItem(named: "shared", in: .rootContainer)) == nil }
-        XCTAssertEqual(store.outboxCounts.pending, 0)
+        XCTAssertEqual(store.replica!.outboxCounts.pending, 0)
     }
 }
 
@@ -372,7 +372,7 @@ final class ContentChunkerTests: XCTestCase {
 extension SyncEngineTests {
     func testALinkGoesUpAsALinkAndANameFromTheServerComesDownAsASecondName() async throws {
         startEngine()
-        try await waitUntil("the engine has seen the server's schema") { store.serverSchemaVersion >= LocalStore.serverNamesVersion }
+        try await waitUntil("the engine has seen the server's schema") { store.replica!.serverSchemaVersion >= StoreReplica.serverNamesVersion }
         let folder = try await store.createDirectory(withName: "docs", inParentItemIdentifier: .rootContainer)
         let file = try await importFile("a.txt", "one")
         _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: folder.identifier, name: "b.txt")
@@ -400,7 +400,7 @@ extension SyncEngineTests {
         _ = try await server.applyOne(RemoteOperation(id: UUID(), .unlink(name: .item(c.itemID))))
         try await waitUntil("the name is gone here") { (try? store.item(for: a.identifier).linkCount) == 2 }
         XCTAssertNil(try? store.childItem(named: "d.txt", in: folder.identifier))
-        XCTAssertEqual(store.outboxCounts.pending, 0)
+        XCTAssertEqual(store.replica!.outboxCounts.pending, 0)
     }
 
     /// A name whose file is not here yet (its folder deleted here by a change the server will
@@ -411,11 +411,11 @@ extension SyncEngineTests {
                        modificationTime: FileTime(totalNanoseconds: 1), linkOf: linkOf)
         }
         let name = row(402, LocalStore.rootRow, "l.txt", .file, linkOf: 401)
-        var result = try store.applyIncoming([name])
+        var result = try store.replica!.applyIncoming([name])
         XCTAssertEqual(result.deferred, [402], "the name waits for its file")
         XCTAssertNil(try? store.childItem(named: "l.txt", in: .rootContainer))
-        result = try store.applyIncoming([row(400, LocalStore.rootRow, "d", .folder), row(401, 400, "f.txt", .file)])
-        result = try store.applyIncoming([name])
+        result = try store.replica!.applyIncoming([row(400, LocalStore.rootRow, "d", .folder), row(401, 400, "f.txt", .file)])
+        result = try store.replica!.applyIncoming([name])
         XCTAssertEqual(result.deferred, [])
         let file = try store.childItem(named: "f.txt", in: LocalStore.identifier(forRow: 400))
         XCTAssertEqual(try store.childItem(named: "l.txt", in: .rootContainer).identifier, file.identifier)

@@ -104,7 +104,7 @@ final class OutboxDetailsJSONTests: StoreTestCase {
         store = try LocalStore.open(at: storeURL, logger: logger)
         let link = try await store.createSymbolicLink(withName: "l", target: "a/b", inParentItemIdentifier: .rootContainer,
                                                      attributes: NewItemAttributes(ownerID: 1000, groupID: 100, posixPermissions: 0o777))
-        let before = try store.outboxEntries(limit: 10)
+        let before = try store.replica!.outboxEntries(limit: 10)
         let create = try XCTUnwrap(before.first)
         XCTAssertEqual(create.kind, .create)
         XCTAssertEqual(create.details.kind, .symlink)
@@ -116,6 +116,6 @@ final class OutboxDetailsJSONTests: StoreTestCase {
         XCTAssertEqual(create.details.newItem?.creationTime, link.creationTime)
         XCTAssertNil(create.details.newItem?.types, "worked out when sent")
         try reopen()
-        XCTAssertEqual(try store.outboxEntries(limit: 10), before)
+        XCTAssertEqual(try store.replica!.outboxEntries(limit: 10), before)
     }
 }

@@ -22,9 +22,9 @@ final class OutboxTests: StoreTestCase {
     /// nodes stay local, as FIFOs do.
     func testAReplicaRefusesLinksAgainstAnOlderServerAndKeepsDeviceNodesLocal() async throws {
         try makeReplica()
-        store.noteServerSchema(11)
+        store.replica!.noteServerSchema(11)
         let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: .rootContainer)
-        let before = try store.outboxEntries(limit: 100).count
+        let before = try store.replica!.outboxEntries(limit: 100).count
         do {
             _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: .rootContainer, name: "b.txt")
             XCTFail("a replica made a hard link")
@@ -37,7 +37,7 @@ final class OutboxTests: StoreTestCase {
         attributes.deviceNumber = 0x0103
         _ = try await store.createSpecialItem(withName: "null", kind: .characterDevice, inParentItemIdentifier: .rootContainer,
                                               attributes: attributes)
-        XCTAssertEqual(try store.outboxEntries(limit: 100).count, before, "neither leaves an entry for the server")
+        XCTAssertEqual(try store.replica!.outboxEntries(limit: 100).count, before, "neither leaves an entry for the server")
         XCTAssertEqual(try store.enumerateItems(in: .rootContainer).map(\.filename), ["a.txt", "null"])
     }
 
@@ -45,24 +45,24 @@ final class OutboxTests: StoreTestCase {
     /// link waiting names its file by the number the server gives it.
     func testNamesLeaveEntriesThatFollowTheirFilesNumber() async throws {
         try makeReplica()
-        store.noteServerSchema(LocalStore.serverNamesVersion)
+        store.replica!.noteServerSchema(StoreReplica.serverNamesVersion)
         let folder = try await store.createDirectory(withName: "docs", inParentItemIdentifier: .rootContainer)
         let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: .rootContainer)
         _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: folder.identifier, name: "b.txt")
-        var entries = try store.outboxEntries(limit: 100)
+        var entries = try store.replica!.outboxEntries(limit: 100)
         XCTAssertEqual(summary(entries), ["create docs", "create a.txt", "link b.txt"])
         XCTAssertEqual(entries[2].details.linkOf, LocalStore.row(for: file.identifier))
         XCTAssertEqual(entries[2].parent, LocalStore.row(for: folder.identifier))
 
-        try store.completeOutbox([OutboxCompletion(entry: entries[1], permanentRow: 40)])
-        entries = try store.outboxEntries(limit: 100)
+        try store.replica!.completeOutbox([OutboxCompletion(entry: entries[1], permanentRow: 40)])
+        entries = try store.replica!.outboxEntries(limit: 100)
         XCTAssertEqual(entries.first { $0.kind == .link }?.details.linkOf, 40, "the waiting link names the file by its number")
         let renumbered = LocalStore.identifier(forRow: 40)
         XCTAssertEqual(try store.item(for: renumbered).linkCount, 2)
         _ = try await store.moveName("b.txt", inParentItemIdentifier: folder.identifier, ofItemWithIdentifier: renumbered,
                                      toParentItemIdentifier: .rootContainer, newName: "c.txt")
         try await store.removeName("c.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: renumbered)
-        entries = try store.outboxEntries(limit: 100)
+        entries = try store.replica!.outboxEntries(limit: 100)
         XCTAssertEqual(summary(entries), ["create docs", "link b.txt", "moveName c.txt", "unlink "])
         XCTAssertEqual(try store.item(for: renumbered).linkCount, 1)
     }
@@ -71,14 +71,14 @@ final class OutboxTests: StoreTestCase {
     /// (rm removes the name), and sends nothing.
     func testAReplicaRefusesANameIntoTheTrash() async throws {
         try makeReplica()
-        store.noteServerSchema(LocalStore.serverNamesVersion)
+        store.replica!.noteServerSchema(StoreReplica.serverNamesVersion)
         let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: .rootContainer)
         _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: .rootContainer, name: "b.txt")
         await expectError(.notPermitted) {
             try await self.store.moveName("b.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: file.identifier,
                                           toParentItemIdentifier: .trashContainer, newName: "b.txt")
         }
-        XCTAssertEqual(summary(try store.outboxEntries(limit: 100)), ["create a.txt", "link b.txt"])
+        XCTAssertEqual(summary(try store.replica!.outboxEntries(limit: 100)), ["create a.txt", "link b.txt"])
         XCTAssertEqual(try store.enumerateItems(in: .trashContainer).map(\.filename), [])
     }
 
@@ -86,7 +86,7 @@ final class OutboxTests: StoreTestCase {
     /// go out as the name's own entries.
     func testANameIntoTheTrashAndBackLeavesItsEntries() async throws {
         try makeReplica()
-        store.noteServerSchema(LocalStore.serverTrashedNamesVersion)
+        store.replica!.noteServerSchema(StoreReplica.serverTrashedNamesVersion)
         let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: .rootContainer)
         _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: .rootContainer, name: "b.txt")
         let trashed = try await store.moveName("b.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: file.identifier,
@@ -97,7 +97,7 @@ final class OutboxTests: StoreTestCase {
         _ = try await store.moveName("c.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: file.identifier,
                                      toParentItemIdentifier: .trashContainer, newName: "c.txt")
         try await store.removeName("c.txt", inParentItemIdentifier: .trashContainer, ofItemWithIdentifier: file.identifier)
-        let entries = try store.outboxEntries(limit: 100)
+        let entries = try store.replica!.outboxEntries(limit: 100)
         XCTAssertEqual(summary(entries), ["create a.txt", "link b.txt", "trash ", "untrash c.txt", "trash ", "unlink "])
         XCTAssertEqual(Set(entries.dropFirst().map(\.row)).count, 1, "all of them the name's")
         XCTAssertEqual(try store.item(for: file.identifier).linkCount, 1)
@@ -119,7 +119,7 @@ final class OutboxTests: StoreTestCase {
         _ = try await store.trashItem(withIdentifier: file.identifier)
         try await store.deleteItem(withIdentifier: file.identifier)
 
-        let entries = try store.outboxEntries(limit: 100)
+        let entries = try store.replica!.outboxEntries(limit: 100)
         XCTAssertEqual(summary(entries), ["create docs", "create a.txt", "move b.txt", "content ", "attributes ", "move b.txt", "trash ", "delete "])
         XCTAssertEqual(entries.map(\.seq), Array(entries[0].seq..<(entries[0].seq + Int64(entries.count))))
         XCTAssertEqual(Set(entries.map(\.id)).count, entries.count, "each entry has an operation id of its own")
@@ -129,8 +129,8 @@ final class OutboxTests: StoreTestCase {
         XCTAssertEqual(entries[3].bytes, 7)
         XCTAssertEqual(entries[4].details.changes.posixPermissions, 0o600)
         XCTAssertNil(entries[4].details.changes.ownerID, "only what changed is sent")
-        XCTAssertEqual(store.outboxCounts.pending, 8)
-        XCTAssertEqual(store.outboxCounts.pendingBytes, 10)
+        XCTAssertEqual(store.replica!.outboxCounts.pending, 8)
+        XCTAssertEqual(store.replica!.outboxCounts.pendingBytes, 10)
         XCTAssertEqual(store.syncState(of: folder.identifier), "pending")
     }
 
@@ -143,8 +143,8 @@ final class OutboxTests: StoreTestCase {
         store = nil
         abandoned.abandonForTesting()
         store = try LocalStore.open(at: storeURL, logger: logger)
-        XCTAssertEqual(summary(try store.outboxEntries(limit: 10)), ["create docs", "create a.txt"])
-        XCTAssertEqual(store.outboxCounts.pending, 2)
+        XCTAssertEqual(summary(try store.replica!.outboxEntries(limit: 10)), ["create docs", "create a.txt"])
+        XCTAssertEqual(store.replica!.outboxCounts.pending, 2)
     }
 
     func testAPermanentIdentifierReplacesATemporaryOneEverywhere() async throws {
@@ -154,13 +154,13 @@ final class OutboxTests: StoreTestCase {
         let folder = try await store.createDirectory(withName: "docs", inParentItemIdentifier: .rootContainer)
         let file = try await store.importDocument(at: try stage("a.txt", "bytes"), toParentItemIdentifier: folder.identifier)
         _ = try await store.renameItem(withIdentifier: file.identifier, toName: "b.txt")
-        var entries = try store.outboxEntries(limit: 10)
+        var entries = try store.replica!.outboxEntries(limit: 10)
         XCTAssertEqual(summary(entries), ["create docs", "create a.txt", "move b.txt"])
 
         // The server numbered the folder 7: the file's entries now name 7 as its parent.
-        try store.completeOutbox([.init(entry: entries[0], permanentRow: 7)])
+        try store.replica!.completeOutbox([.init(entry: entries[0], permanentRow: 7)])
         XCTAssertEqual(changes.withLock { $0 }, [.identifierReplaced(old: folder.identifier, new: ItemIdentifier("7"))])
-        entries = try store.outboxEntries(limit: 10)
+        entries = try store.replica!.outboxEntries(limit: 10)
         XCTAssertEqual(summary(entries), ["create a.txt", "move b.txt"])
         XCTAssertEqual(entries[0].parent, 7)
         XCTAssertEqual(entries[1].parent, 7)
@@ -172,8 +172,8 @@ final class OutboxTests: StoreTestCase {
         XCTAssertEqual(store.syncState(of: ItemIdentifier("7")), "uploaded")
 
         // The file is 8; its contents follow it, and the move entry names it.
-        try store.completeOutbox([.init(entry: entries[0], permanentRow: 8)])
-        entries = try store.outboxEntries(limit: 10)
+        try store.replica!.completeOutbox([.init(entry: entries[0], permanentRow: 8)])
+        entries = try store.replica!.outboxEntries(limit: 10)
         XCTAssertEqual(entries.map(\.row), [8])
         let fd = try store.openContents(of: ItemIdentifier("8"))
         var buffer = [UInt8](repeating: 0, count: 16)
@@ -184,18 +184,18 @@ final class OutboxTests: StoreTestCase {
         XCTAssertEqual(store.syncState(of: ItemIdentifier("8")), "pending")
         // The server decided otherwise about the change (say a conflicted copy): the item's
         // server state is noted to be fetched again with the completion, and kept across a reopen.
-        try store.completeOutbox([.init(entry: entries[0])], refetch: [8])
+        try store.replica!.completeOutbox([.init(entry: entries[0])], refetch: [8])
         XCTAssertEqual(store.syncState(of: ItemIdentifier("8")), "uploaded")
-        XCTAssertEqual(store.outboxCounts.pending, 0)
+        XCTAssertEqual(store.replica!.outboxCounts.pending, 0)
 
         // Persisted: after a reopen the tree has the permanent identifiers only.
         try reopen()
-        XCTAssertEqual(store.heldBackRows(), [8], "the fetch still to make")
-        store.clearHeldBack([8])
-        XCTAssertEqual(store.heldBackRows(), [])
+        XCTAssertEqual(store.replica!.heldBackRows(), [8], "the fetch still to make")
+        store.replica!.clearHeldBack([8])
+        XCTAssertEqual(store.replica!.heldBackRows(), [])
         XCTAssertEqual(try store.childItem(named: "docs", in: .rootContainer).identifier, ItemIdentifier("7"))
         XCTAssertEqual(try store.childItem(named: "b.txt", in: ItemIdentifier("7")).identifier, ItemIdentifier("8"))
-        XCTAssertTrue(try store.outboxEntries(limit: 10).isEmpty)
+        XCTAssertTrue(try store.replica!.outboxEntries(limit: 10).isEmpty)
         // New items still get temporary rows, past the old ones.
         let next = try await store.createDirectory(withName: "more", inParentItemIdentifier: .rootContainer)
         XCTAssertTrue(LocalStore.isTemporary(next.identifier))
@@ -207,11 +207,11 @@ final class OutboxTests: StoreTestCase {
         let content = store.stagingDirectory.appendingPathComponent("download")
         try Data("server".utf8).write(to: content)
         let (one, two) = (FileTime(totalNanoseconds: 1), FileTime(totalNanoseconds: 2))
-        try store.addServerItem(.init(id: 5, parentID: 1, name: "shared", kind: .folder, creationTime: one, modificationTime: two,
+        try store.replica!.addServerItem(.init(id: 5, parentID: 1, name: "shared", kind: .folder, creationTime: one, modificationTime: two,
                                       posixPermissions: 0o755))
-        try store.addServerItem(.init(id: 6, parentID: 5, name: "s.txt", kind: .file, creationTime: one, modificationTime: two,
+        try store.replica!.addServerItem(.init(id: 6, parentID: 5, name: "s.txt", kind: .file, creationTime: one, modificationTime: two,
                                       posixPermissions: 0o644), contentFile: content.path)
-        XCTAssertTrue(try store.outboxEntries(limit: 10).isEmpty)
+        XCTAssertTrue(try store.replica!.outboxEntries(limit: 10).isEmpty)
         XCTAssertEqual(try store.childItem(named: "s.txt", in: ItemIdentifier("5")).documentSize, 6)
         XCTAssertEqual(store.syncState(of: ItemIdentifier("6")), "uploaded")
     }
@@ -220,7 +220,7 @@ final class OutboxTests: StoreTestCase {
         try makeStore()
         let folder = try await store.createDirectory(withName: "docs", inParentItemIdentifier: .rootContainer)
         XCTAssertFalse(LocalStore.isTemporary(folder.identifier))
-        XCTAssertTrue(try store.outboxEntries(limit: 10).isEmpty)
+        XCTAssertNil(store.replica, "no replica side, so no outbox")
         XCTAssertNil(store.syncState(of: folder.identifier))
     }
 

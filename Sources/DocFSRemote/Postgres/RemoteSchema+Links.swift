@@ -1,5 +1,5 @@
 /// Version 12 of the server's schema: hard links, as a replica's store keeps them
-/// (`LocalStore+Links`). An item keeps its own row at its first name; each further name is a
+/// (`LocalStore+Moves`). An item keeps its own row at its first name; each further name is a
 /// row of its own in `docfs_items` (a *name row*: its place, `parent_id` and `name`, and
 /// `link_of`, the item it names; nothing else of it is read). So a name takes its folder's
 /// unique-name index, suffix rule, layout rules and capabilities like any item, the change log

@@ -229,7 +229,7 @@ package enum RemoteSchema {
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the
-    /// same rules the replicas apply (`LocalStore+ContentTypes`), from the server's own layout.
+    /// same rules the replicas apply (`LocalStore+Attributes`), from the server's own layout.
     static let admissionFunction = admission(resolvingMIME: false)
 
     /// Version 4's: MIME words resolved through `docfs_meta.layout_mime` (set by the replicas).

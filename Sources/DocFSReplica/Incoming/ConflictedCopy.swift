@@ -1,6 +1,7 @@
 import Foundation
 import DocFSProvider
 import DocFSStore
+import Logging
 
 // Concurrent edits (the server kept another replica's version): this replica's version becomes a
 // conflicted copy beside the item, which waits for the server's version. Where the copy goes is
@@ -31,5 +32,32 @@ extension ReplicaStore {
             try edit.forkConflictedCopy(of: row, as: copyRow, at: ReplicaPlace(parentRow: folder.row, name: place), asked: name,
                                         sending: seq, contentKey: contentKey)
         }
+    }
+}
+
+/// A writer's conflicted copy (its close found another replica's version there first,
+/// `WriterConflict`), decided here like the incoming ones: the copy's name (`ConflictNames`), and
+/// what is noted on the item and on the copy (`user.docfs.conflict`, `docfs status`) and logged.
+/// The store makes the copy (`WriterConflictHandler`).
+final class WriterConflicts: WriterConflictHandler {
+    private weak let store: (any ReplicaStore)?
+    private let names: @Sendable (String) -> String
+    private let logger: Logger
+
+    init(store: any ReplicaStore, names: @escaping @Sendable (String) -> String, logger: Logger) {
+        self.store = store
+        self.names = names
+        self.logger = logger
+    }
+
+    func copyName(for conflict: WriterConflict) -> String { names(conflict.name) }
+
+    func kept(_ conflict: WriterConflict, asCopy copyRow: Int64, named place: String) {
+        let (name, path) = (conflict.name, conflict.path)
+        store?.noteConflict("this replica's edit of \"\(name)\" (based on version \(conflict.base)) is \"\(place)\" beside it: another replica's version \(conflict.current) came first",
+                            row: conflict.row, summary: "\(path): written while another replica's version arrived; this one's is \"\(place)\"")
+        store?.noteConflict("conflicted copy of \"\(name)\": another replica's version arrived while it was being written",
+                            row: copyRow, summary: "\(path): conflicted copy \"\(place)\"")
+        logger.warning("\(path): written while another replica's version \(conflict.current) arrived (the writer began at \(conflict.base)): the new version keeps the name, this one is \"\(place)\"")
     }
 }

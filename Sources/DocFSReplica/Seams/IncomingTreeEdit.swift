@@ -5,7 +5,7 @@ import DocFSStore
 
 /// What the incoming apply (`IncomingApply`) asks of the replica's store inside one action under
 /// its writer lock (`ReplicaStore.editIncoming`): reads of the tree and the outbox, and writes of
-/// what it decided, each committed by the store as one journal entry. `LocalStore`'s
+/// what it decided, each committed by the store as one journal entry. `StoreReplica`'s
 /// `ReplicaTreeEdit` in a mount; the store in memory in Tests/DocFSReplicaTests.
 package protocol IncomingTreeEdit: AnyObject {
     // MARK: Reads

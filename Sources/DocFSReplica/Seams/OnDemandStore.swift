@@ -30,7 +30,7 @@ package protocol OnDemandStore: AnyObject, Sendable {
     func onDemandPass<T>(_ body: (any OnDemandPassing) throws(ProviderError) -> T) throws(ProviderError) -> T
 }
 
-/// What a pass under the store's writer lock can do (`LocalStore`'s `OnDemandPass`).
+/// What a pass under the store's writer lock can do (`StoreReplica`'s `OnDemandPass`).
 package protocol OnDemandPassing {
     /// The bytes of contents here; when they and `reserving` are over `limit`, the files that
     /// could go (downloaded, not empty, on the server, nothing waiting).

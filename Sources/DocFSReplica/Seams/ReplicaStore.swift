@@ -4,7 +4,7 @@ import DocFSWire
 import DocFSStore
 
 /// What the sync engine, the incoming sync, the change follower, the bootstrap, the heal and the
-/// status ask of the replica's local store (`LocalStore` in a mount, `LocalStore+ReplicaStore`),
+/// status ask of the replica's local store (`StoreReplica` in a mount, `StoreReplica+ReplicaStore`),
 /// so that the engine can be tested against a store in memory (Tests/DocFSReplicaTests), as it
 /// is against `ReplicaServer` and `ObjectStore`. Rows are the store's: the server's identifiers
 /// for items it has, temporary ones (`ReplicaRows.temporaryBase` and above) for items not sent yet.
@@ -24,8 +24,6 @@ package protocol ReplicaStore: OnDemandStore {
 
     /// The row an entry's row is now (a create completed since gives its permanent identifier).
     func currentRow(_ row: Int64) -> Int64
-    /// The item's path in the tree, for log lines.
-    func path(ofRow row: Int64) -> String
     /// The item's content file, nil when its contents are not here.
     func contentURL(ofRow row: Int64) -> URL?
     /// The item's attributes, nil when it is gone.
@@ -46,7 +44,6 @@ package protocol ReplicaStore: OnDemandStore {
     func outboxWaiting(rows: Set<Int64>) -> [Int64: (count: Int, latest: Int64)]
     /// Which of these operation ids are still waiting here.
     func outboxEntryIDs(among ids: [UUID]) -> Set<UUID>
-    func outboxHasEntry(id: UUID) -> Bool
     var outboxCounts: (pending: Int, pendingBytes: Int64) { get }
     /// How long ago an action last added to the outbox (nil: none since the mount).
     var outboxQuietFor: Duration? { get }
@@ -82,7 +79,6 @@ package protocol ReplicaStore: OnDemandStore {
     func addServerItem(_ server: ServerItem, contentFile: String?) throws(ProviderError)
     /// Items this replica had from the server, with what tells a restored server's rows apart.
     func permanentIdentities() throws(ProviderError) -> [Int64: (kind: ItemKind, creationTime: FileTime)]
-    func permanentRows() throws(ProviderError) -> [Int64]
     /// Makes an item a restored server lost again, as a new item of this replica's (sent like any
     /// other): named `name` in the folder at `folder` (names from the root). `RestoredItems` asks.
     func putBack(_ item: LostItem, in folder: [String], as name: String) async throws(ProviderError) -> PutBackResult
@@ -104,6 +100,11 @@ package protocol ReplicaStore: OnDemandStore {
     func watchOpenWriters(_ make: () -> any OpenWriterWatch) -> (any OpenWriterWatch)?
     /// The folders above `row`, nearest first, up to the root or the trash (not included).
     func folderRows(above row: Int64) -> [Int64]
+}
+
+extension ReplicaStore {
+    /// The rows of the items this replica had from the server, in order.
+    func permanentRows() throws(ProviderError) -> [Int64] { try permanentIdentities().keys.sorted() }
 }
 
 /// An item of this replica's that a restored server no longer has (its identifier unknown there):
@@ -150,13 +151,4 @@ package struct ReplicaStoreHooks: Sendable {
     /// Names a writer's conflicted copy (`ConflictNames.copyNamer`); the store keeps it after
     /// the engine stops.
     package var conflictCopyNames: @Sendable (String) -> String = ConflictNames.copyNamer
-}
-
-/// The store's fixed rows, and where temporary ones start.
-package enum ReplicaRows {
-    package static let root = LocalStore.rootRow
-    package static let trash = LocalStore.trashRow
-    package static let temporaryBase = LocalStore.temporaryRowBase
-    /// An identifier the server gave (not the root, the trash or a temporary row).
-    package static func isPermanent(_ row: Int64) -> Bool { row > trash && row < temporaryBase }
 }

@@ -75,7 +75,7 @@ enum OutboxPlanner {
         return planned
     }
 
-    /// A further name (hard link, `LocalStore+Links`): made, moved, renamed, trashed or restored
+    /// A further name (hard link, `LocalStore+Moves`): made, moved, renamed, trashed or restored
     /// (a server of schema 13 keeps a trashed name where it came from, as an item; the store
     /// trashes names only against such a server). Nothing else of a name row is its own (the
     /// item's changes are planned on the item).

@@ -18,7 +18,7 @@ package struct OutboxCompletion: Sendable {
 }
 
 // The outbox's rows in SQLite. Each is called under the store's writer lock with the journal's
-// batch applied first (`LocalStore+Outbox`), so that the table is complete.
+// batch applied first (`StoreReplica+Outbox`), so that the table is complete.
 extension StoreOutbox {
     /// The oldest `limit` entries, in order, but for those of the `skipping` rows (set aside by
     /// the engine: a change the server refused for a reason a retry will not mend).
@@ -117,13 +117,9 @@ extension StoreOutbox {
         }
     }
 
-    /// How many entries wait for `row`, and with operation id `id`, through the tree's reader
-    /// (the connection lookups read SQLite with, under the tree's lock: no writer lock taken).
+    /// How many entries wait for `row`, through the tree's reader (the connection lookups read
+    /// SQLite with, under the tree's lock: no writer lock taken).
     static func waitingCount(row: Int64, _ reader: TreeReader?) -> Int {
         reader?.count("SELECT COUNT(*) FROM outbox WHERE row = \(row)") ?? 0
-    }
-
-    static func count(id: UUID, _ reader: TreeReader?) -> Int {
-        reader?.count("SELECT COUNT(*) FROM outbox WHERE id = '\(id.uuidString)'") ?? 0
     }
 }

@@ -9,7 +9,7 @@ import Synchronization
 /// rows), keeps their counts, the next sequence number and what the journal holds of them in
 /// memory, wakes an idle engine, and reads, completes and drops its rows in SQLite
 /// (`StoreOutbox+Rows`). The store's writer lock and journal flush come first for every SQLite
-/// read or write (`LocalStore+Outbox`); the locks here are leaves, held for a few assignments,
+/// read or write (`StoreReplica+Outbox`); the locks here are leaves, held for a few assignments,
 /// never across I/O or another lock.
 final class StoreOutbox: Sendable {
     struct Counts: Sendable {
@@ -41,7 +41,7 @@ final class StoreOutbox: Sendable {
     func plan(_ tree: StoreTree, saving records: [Record], deleting deletions: [Int64])
         -> (changes: [StoreJournal.Change], count: Int, bytes: Int64) {
         var planned: [OutboxPlanner.Planned] = []
-        tree.state.withLock { tree in
+        tree.reading { tree in
             for row in deletions {
                 if let old = tree.records[row] { planned += OutboxPlanner.planDeletion(of: old) }
             }

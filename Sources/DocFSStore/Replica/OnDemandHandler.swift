@@ -2,7 +2,7 @@ import DocFSProvider
 
 /// Contents on demand as the store hands it its actions (DocFSReplica's `ContentsOnDemand`
 /// decides: what to download, what to evict and when, what is pinned). Handed to the store once
-/// when the replica is opened (`LocalStore.setOnDemandHandler`), before any FUSE op; the store
+/// when the replica is opened (`StoreReplica.setOnDemandHandler`), before any FUSE op; the store
 /// forwards the provider's on-demand actions and tells it what it saw.
 package protocol OnDemandHandler: AnyObject, Sendable {
     func openContentsForReading(of identifier: ItemIdentifier) throws(ProviderError) -> OpenedContents
@@ -22,7 +22,7 @@ package protocol OnDemandHandler: AnyObject, Sendable {
     func rowsRenumbered(_ renumbers: [(old: Int64, new: Int64)])
 }
 
-/// A file as contents on demand sees it (`LocalStore.onDemandFile(row:)`).
+/// A file as contents on demand sees it (`StoreReplica.onDemandFile(row:)`).
 package struct OnDemandFile: Sendable, Equatable {
     package var row: Int64
     package var parent: Int64?

@@ -21,9 +21,13 @@ final class ReplicaState: Sendable {
     var onDemand: (any OnDemandHandler)? { onDemandHandler.withLock { $0 } }
     func setOnDemand(_ handler: (any OnDemandHandler)?) { onDemandHandler.withLock { $0 = handler } }
     /// What watches files open for writing, whose incoming changes wait for the writer's close
-    /// (DocFSReplica's `HeldWriters`, set once by `LocalStore.watchOpenWriters`).
+    /// (DocFSReplica's `HeldWriters`, set once by `StoreReplica.watchOpenWriters`).
     let writerWatch = Mutex<(any OpenWriterWatch)?>(nil)
     var writers: (any OpenWriterWatch)? { writerWatch.withLock { $0 } }
+    /// What decides a writer's conflicted copy (DocFSReplica's `WriterConflicts`), handed over by
+    /// the engine when it starts and kept when it stops: a writer open then may still close over
+    /// a newer version that arrived while it ran.
+    let writerConflicts = Mutex<(any WriterConflictHandler)?>(nil)
 
     init(link: RemoteLink, pending: Int, pendingBytes: Int64, nextSeq: Int64) {
         self.link = link

@@ -85,16 +85,16 @@ package struct ReplicaNewContents: Sendable, Equatable {
     }
 }
 
-/// The replica's edits of the tree in one writer-locked action (`LocalStore.editReplicaTree`):
+/// The replica's edits of the tree in one writer-locked action (`StoreReplica.editReplicaTree`):
 /// reads of the tree and the outbox, and writes of what the replica decided (DocFSReplica's
 /// `IncomingApply`), each committed as today's incoming apply did. Valid only inside the
 /// closure it is handed to. The kernel is told what changed once the action ends.
 package final class ReplicaTreeEdit {
-    let store: LocalStore
+    let store: StoreReplica
     let database: DatabaseQueue
     var changes: [ProviderChange] = []
 
-    init(store: LocalStore, database: DatabaseQueue) {
+    init(store: StoreReplica, database: DatabaseQueue) {
         self.store = store
         self.database = database
     }
@@ -127,7 +127,7 @@ package final class ReplicaTreeEdit {
         try store.read { (tree) throws(ProviderError) -> String in tree.uniqueName(name, in: folder, isFolder: isFolder) }
     }
 
-    /// Whether a change of `row` waits for its writer (`LocalStore.keepAsideForWriter`).
+    /// Whether a change of `row` waits for its writer (`StoreReplica.keepAsideForWriter`).
     package func holdForWriter(_ row: Int64) throws(ProviderError) -> Bool {
         try store.keepAsideForWriter(row, database)
     }
@@ -165,7 +165,7 @@ package final class ReplicaTreeEdit {
 
     /// This replica's version of `row` becomes the item `copyRow` (on the server already) at
     /// `place`, sharing its contents; the item waits for the server's version, its later content
-    /// changes go to the copy (`LocalStore.forkConflictedCopy`). `asked`: the server's name for it.
+    /// changes go to the copy (`StoreReplica.forkConflictedCopy`). `asked`: the server's name for it.
     package func forkConflictedCopy(of row: Int64, as copyRow: Int64, at place: ReplicaPlace, asked: String, sending seq: Int64,
                                     contentKey: String?) throws(ProviderError) {
         try store.forkConflictedCopy(of: row, as: copyRow, at: place, asked: asked, sending: seq, contentKey: contentKey,

@@ -10,8 +10,9 @@ import Synchronization
 /// before the tree was a part of its own: no other lock and no allocation per lookup. The lock
 /// is held only for short lookups and updates, never across I/O.
 final class StoreTree: @unchecked Sendable {
-    /// The tree in memory; actions update it under the writer lock, after their commit.
-    let state: Mutex<TreeState>
+    /// The tree in memory; actions update it under the writer lock, after their commit. Reached
+    /// only through this type's methods.
+    private let state: Mutex<TreeState>
     /// A replica's new items have temporary rows until the server numbers them (`row(for:)`).
     private let resolvesTemporaryRows: Bool
 
@@ -102,6 +103,66 @@ final class StoreTree: @unchecked Sendable {
             return (.success(items), tree.needsTrim)
         }
     }
+
+    // MARK: - Records, for the actions (memory, and SQLite on a miss)
+
+    /// The record of `row` (nil: none).
+    func record(_ row: Int64) -> Record? { state.withLock { $0.record(row) } }
+
+    /// The row a replaced temporary row is now (itself otherwise).
+    func resolve(_ row: Int64) -> Int64 { state.withLock { $0.resolve(row) } }
+
+    /// The row the next new item gets.
+    var nextRow: Int64 { state.withLock { $0.nextRow } }
+
+    /// `name`, or a suffixed one free in the folder.
+    func uniqueName(_ name: String, in folder: Int64, isFolder: Bool) -> String {
+        state.withLock { $0.uniqueName(name, in: folder, isFolder: isFolder) }
+    }
+
+    /// A question of several steps, answered under the lock at once (nothing thrown; `read` for
+    /// one that throws).
+    func reading<T>(_ body: (borrowing TreeState) -> T) -> T { state.withLock { body($0) } }
+
+    // MARK: - Memory after a commit (under the writer lock)
+
+    /// An action's records in memory once its commit is in the journal: inserted, moved,
+    /// replaced and removed in one step under the lock.
+    func update<T>(_ body: (TreeState) -> T) -> T { state.withLock { body($0) } }
+
+    /// Records changed in place (their folders' counts kept).
+    func replaceKeepingCounts(_ records: [Record]) {
+        state.withLock { tree in for record in records { tree.replaceKeepingCounts(record) } }
+    }
+
+    /// The content files written since the last `synchronize`, handed over (and forgotten here).
+    func takeDirty() -> Set<Int64> {
+        state.withLock { tree -> Set<Int64> in
+            let dirty = tree.dirty
+            tree.dirty.removeAll()
+            return dirty
+        }
+    }
+
+    /// Content files still to fsync (a `synchronize` that failed gives its rows back).
+    func markDirty(_ rows: Set<Int64>) { state.withLock { $0.dirty.formUnion(rows) } }
+
+    /// The journal's batch is in SQLite: what memory pinned for it is let go.
+    func didFlush() { state.withLock { $0.didFlush() } }
+
+    // MARK: - The reader (SQLite)
+
+    /// A count through the tree's own connection (nil once it is closed).
+    func count(_ sql: String) -> Int? { state.withLock { $0.reader?.count(sql) } }
+
+    /// A key of the store's `meta` table, through the tree's own connection.
+    func meta(_ key: String) -> String? { state.withLock { $0.reader?.meta(key) } }
+
+    /// Runs `body` with the tree's connection under the lock (nil once it is closed).
+    func withReader<T>(_ body: (TreeReader?) -> T) -> T { state.withLock { body($0.reader) } }
+
+    /// Closes the tree's connection (the store closes).
+    func closeReader() { state.withLock { $0.reader?.close() } }
 
     // MARK: - The working set
 

@@ -2,11 +2,11 @@ import Foundation
 import DocFSProvider
 import GRDB
 
-// A replica's hard links (`LocalStore+Links`): made here while the server keeps names (its
+// A replica's hard links (`LocalStore+Moves`): made here while the server keeps names (its
 // schema 12, `RemoteSchema+Links`), sent as `link`/`unlink`/`moveName` entries, and, from schema
 // 13, `trash`/`untrash` of one name (OutboxPlanner); another replica's names applied as this
 // store's name rows of the same item; a name the server refused dropped here, whole.
-extension LocalStore {
+extension StoreReplica {
     static let serverSchemaKey = "serverSchema"
     /// The first server schema that keeps names (`RemoteSchema.linksVersion`).
     package static let serverNamesVersion = 12
@@ -15,7 +15,7 @@ extension LocalStore {
 
     /// The server's schema as the sync engine found it at its connection; kept for the next mount.
     package func noteServerSchema(_ version: Int) {
-        guard let replica, replica.serverSchema.exchange(version, ordering: .relaxed) != version else { return }
+        guard state.serverSchema.exchange(version, ordering: .relaxed) != version else { return }
         try? write { (database) throws(ProviderError) in
             do {
                 try database.inDatabase { db in try Schema.setMeta(db, Self.serverSchemaKey, String(version)) }
@@ -25,16 +25,15 @@ extension LocalStore {
         }
     }
 
-    /// The server's schema as the sync engine last found it (0: not yet, or no remote).
-    package var serverSchemaVersion: Int { replica?.serverSchema.load(ordering: .relaxed) ?? 0 }
+    /// The server's schema as the sync engine last found it (0: not yet).
+    package var serverSchemaVersion: Int { state.serverSchema.load(ordering: .relaxed) }
 
     /// The server's schema as last found, from the store's meta table before the first sync.
     func knownServerSchema() -> Int {
-        guard let replica else { return 0 }
-        var version = replica.serverSchema.load(ordering: .relaxed)
+        var version = state.serverSchema.load(ordering: .relaxed)
         if version == 0 {
-            version = self.tree.state.withLock { tree in tree.reader?.meta(Self.serverSchemaKey) }.flatMap { Int($0) } ?? 0
-            if version > 0 { replica.serverSchema.store(version, ordering: .relaxed) }
+            version = self.tree.meta(Self.serverSchemaKey).flatMap { Int($0) } ?? 0
+            if version > 0 { state.serverSchema.store(version, ordering: .relaxed) }
         }
         return version
     }
@@ -42,7 +41,6 @@ extension LocalStore {
     /// Why this replica refuses `link(2)` (nil: it does not): a server that keeps one name per
     /// file would refuse the name, and a name made here only would be half-done.
     func linkRefusal() -> String? {
-        guard replica != nil else { return nil }
         let version = knownServerSchema()
         if version >= Self.serverNamesVersion { return nil }
         if version == 0 {
@@ -56,7 +54,6 @@ extension LocalStore {
     /// nothing refused stays half-done. Returns the name's path as it was (nil: gone already).
     @discardableResult
     package func dropRefusedName(row: Int64) throws(ProviderError) -> String? {
-        guard let replica else { return nil }
         var dropped: (count: Int, bytes: Int64) = (0, 0)
         var changes: [ProviderChange] = []
         let path = try write { (database) throws(ProviderError) -> String? in
@@ -75,7 +72,7 @@ extension LocalStore {
                 saving.append(changed)
                 changedTarget = changed
             }
-            if let folder { saving.append(Self.touched(folder, now: now)) }
+            if let folder { saving.append(LocalStore.touched(folder, now: now)) }
             try commit(database, saving: saving, deleting: [named.row], replicated: false, "drop the name \(path), refused by the server")
             do {
                 try database.inDatabase { db in
@@ -88,10 +85,10 @@ extension LocalStore {
             } catch {
                 throw ProviderError(.ioError, "drop the waiting changes of \(path): \(error)")
             }
-            self.tree.state.withLock { tree in
+            self.tree.update { tree in
                 tree.remove(named.row)
                 if let changedTarget { tree.move(changedTarget.row, to: changedTarget) }
-                if let folder { tree.replaceKeepingCounts(Self.touched(folder, now: now)) }
+                if let folder { tree.replaceKeepingCounts(LocalStore.touched(folder, now: now)) }
             }
             if let parent = named.parent {
                 changes.append(.nameChanged(parent: Self.identifier(forRow: parent), name: named.item.filename))
@@ -99,8 +96,8 @@ extension LocalStore {
             if let changedTarget { changes.append(.modified(changedTarget.item.identifier)) }
             return path
         }
-        if dropped.count > 0 { replica.outbox.didComplete(count: dropped.count, bytes: dropped.bytes) }
-        if !changes.isEmpty { replica.notify(changes) }
+        if dropped.count > 0 { outbox.didComplete(count: dropped.count, bytes: dropped.bytes) }
+        if !changes.isEmpty { state.notify(changes) }
         return path
     }
 
@@ -138,7 +135,7 @@ extension LocalStore {
         name.trashedFrom = place.trashedFrom
         name.trashedName = place.trashedName
         try commit(database, saving: [name, target], replicated: false, "apply the name \(place.name) of item \(itemRow) from another replica")
-        self.tree.state.withLock { tree in
+        self.tree.update { tree in
             if local == nil { tree.insert(name) } else { tree.move(name.row, to: name) }
             tree.move(target.row, to: target)
         }
@@ -164,7 +161,7 @@ extension LocalStore {
             saving.append(changed)
         }
         try commit(database, saving: saving, deleting: [row], replicated: false, "remove the name \(named.item.filename) (removed on another replica)")
-        self.tree.state.withLock { tree in
+        self.tree.update { tree in
             tree.remove(row)
             for record in saving { tree.move(record.row, to: record) }
         }

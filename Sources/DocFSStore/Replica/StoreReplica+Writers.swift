@@ -17,15 +17,37 @@ package protocol OpenWriterWatch: AnyObject, Sendable {
     func renamed(_ old: Int64, to new: Int64)
 }
 
+/// A writer's close over a version that is no longer the item's: another replica's arrived
+/// while it wrote (`LocalStore.modifyContents`). The item keeps the newer version; the writer's
+/// bytes become a conflicted copy beside it.
+package struct WriterConflict: Sendable {
+    /// The item, which keeps the newer version.
+    package var row: Int64
+    package var name: String
+    package var path: String
+    /// The version the writer began at, and the one that came first.
+    package var base: UInt64
+    package var current: UInt64
+}
+
+/// Decides a writer's conflicted copy: DocFSReplica's `WriterConflicts`, the home of conflicts
+/// (the incoming ones are its `ConflictedCopy`). The store asks it the copy's name, makes the
+/// copy (a unique name in the item's folder), and tells it what it made.
+package protocol WriterConflictHandler: AnyObject, Sendable {
+    /// The name the copy of the item asks for.
+    func copyName(for conflict: WriterConflict) -> String
+    /// The copy is made: `copyRow`, named `place`.
+    func kept(_ conflict: WriterConflict, asCopy copyRow: Int64, named place: String)
+}
+
 // Files open for writing on a replica: other replicas' versions and deletes of them wait for the
 // writer's close (`IncomingApply` keeps them aside through `holdForWriter`), which then decides: a new version based on
 // the one the writer saw (the server takes it, or keeps it as a conflicted copy when another
 // replica's came first), or, when nothing was written, the change kept aside is applied.
-extension LocalStore {
-    /// The watch of this replica's writers: `make`'s the first time, the same one after (nil for
-    /// a store of its own, which holds nothing back).
+extension StoreReplica {
+    /// The watch of this replica's writers: `make`'s the first time, the same one after.
     package func watchOpenWriters(_ make: () -> any OpenWriterWatch) -> (any OpenWriterWatch)? {
-        replica?.writerWatch.withLock { watch in
+        state.writerWatch.withLock { watch in
             if let watch { return watch }
             let made = make()
             watch = made
@@ -33,20 +55,19 @@ extension LocalStore {
         }
     }
 
-    package func contentsOpenedForWriting(of identifier: ItemIdentifier) {
-        guard let writers = replica?.writers, let row = row(for: identifier) else { return }
+    func contentsOpenedForWriting(row: Int64) {
+        guard let writers = state.writers else { return }
         writers.opened(row)
-        logger.debug("\(path(of: identifier)): open for writing; other replicas' changes to it wait for its close")
+        logger.debug("\(tree.path(of: row)): open for writing; other replicas' changes to it wait for its close")
     }
 
-    package func contentsClosedForWriting(of identifier: ItemIdentifier) {
-        guard let writers = replica?.writers, let row = row(for: identifier) else { return }
-        writers.closed(row)
+    func contentsClosedForWriting(row: Int64) {
+        state.writers?.closed(row)
     }
 
     /// The folders above `row`, nearest first, up to (not including) the root and the trash.
     package func folderRows(above row: Int64) -> [Int64] {
-        tree.state.withLock { tree -> [Int64] in
+        tree.reading { tree -> [Int64] in
             var up: [Int64] = []
             var cursor = tree.records[row]?.parent
             while let current = cursor, current > Self.trashRow {
@@ -61,7 +82,7 @@ extension LocalStore {
     /// and in `meta` in the same transaction: the anchor moves past the change, so a daemon that
     /// dies while the writer holds it fetches it again at its next start).
     func keepAsideForWriter(_ row: Int64, _ database: DatabaseQueue) throws(ProviderError) -> Bool {
-        guard let writers = replica?.writers, writers.holdForWriter(row) else { return false }
+        guard let writers = state.writers, writers.holdForWriter(row) else { return false }
         do {
             try database.inDatabase { db in try Self.noteRefetch([row], db) }
         } catch {
@@ -90,8 +111,7 @@ extension LocalStore {
     /// Rows whose changes were kept aside for a writer and not fetched again since (the engine
     /// fetches them at its start: no writer survives a restart).
     package func heldBackRows() -> [Int64] {
-        guard replica != nil else { return [] }
-        return (try? write { (database) throws(ProviderError) -> [Int64] in
+        (try? write { (database) throws(ProviderError) -> [Int64] in
             (try? database.inDatabase { db in Self.heldBack(db) }) ?? []
         }) ?? []
     }
@@ -99,7 +119,7 @@ extension LocalStore {
     /// These rows' server state was applied again: they leave the `held-back` list (which rows
     /// may, `HeldWriters.clearFetched` decides).
     package func clearHeldBack(_ rows: [Int64]) {
-        guard replica != nil, !rows.isEmpty else { return }
+        guard !rows.isEmpty else { return }
         try? write { (database) throws(ProviderError) in
             try? database.inDatabase { db in
                 let left = Set(Self.heldBack(db)).subtracting(rows)
@@ -109,20 +129,18 @@ extension LocalStore {
     }
 }
 
+extension StoreReplica {
+    /// What decides a writer's conflicted copy; set when the engine starts, kept after it stops.
+    package func setWriterConflicts(_ handler: any WriterConflictHandler) { state.writerConflicts.withLock { $0 = handler } }
+    var writerConflicts: (any WriterConflictHandler)? { state.writerConflicts.withLock { $0 } }
+}
+
 // Items the server refused, set aside by the sync engine: `docfs sync --retry` asks for them.
-extension LocalStore {
-    package func retrySync(of identifier: ItemIdentifier) async throws(ProviderError) {
-        guard let replica else { throw ProviderError(.unsupported, "this store has no remote to send changes to") }
-        guard let row = row(for: identifier) else { throw ProviderError(.noSuchItem) }
-        replica.requestRetry(row)
-    }
+extension StoreReplica {
+    func retrySync(row: Int64) { state.requestRetry(row) }
 
     /// The sync engine's handler for `retrySync`.
     package func setRetryHandler(_ handler: (@Sendable (Int64) -> Void)?) {
-        replica?.setRetry(handler)
+        state.setRetry(handler)
     }
 }
-
-// The store's opt-in sides: a store made with `--remote` is a replica whose contents come on
-// demand; a store of its own answers as one without a server (no sync state, nothing to pin).
-extension LocalStore: ReplicaStatusProvider, OpenWritersProvider, OnDemandProvider {}

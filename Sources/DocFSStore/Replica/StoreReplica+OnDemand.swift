@@ -9,63 +9,29 @@ import GRDB
 // handler the replica hands over (DocFSReplica's `ContentsOnDemand`, which decides what to
 // download, evict and keep); the store answers with mechanics: a file's snapshot, a download's
 // staging file, placing it, evicting rows and pinning them, each in one transaction.
-extension LocalStore {
+extension StoreReplica {
     /// Set once when the replica is opened (the sync engine's `ContentsOnDemand`), before any
-    /// FUSE op; ignored for a store without a server.
-    package func setOnDemandHandler(_ handler: (any OnDemandHandler)?) { replica?.setOnDemand(handler) }
-    package var onDemandHandler: (any OnDemandHandler)? { replica?.onDemand }
-
-    // MARK: The provider's on-demand actions
-
-    package func openContentsForReading(of identifier: ItemIdentifier) throws(ProviderError) -> OpenedContents {
-        guard let onDemand = replica?.onDemand else { return OpenedContents(fd: try openContents(of: identifier)) }
-        return try onDemand.openContentsForReading(of: identifier)
-    }
-
-    package func contentsClosed(of identifier: ItemIdentifier) {
-        replica?.onDemand?.contentsClosed(of: identifier)
-    }
-
-    package func evictContents(ofItemWithIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Int {
-        guard let replica else { throw ProviderError(.unsupported, "\(path(of: identifier)) is in a store without a server: there is nowhere to download evicted contents from") }
-        guard let onDemand = replica.onDemand else { throw notSyncing(identifier) }
-        return try await onDemand.evictContents(ofItemWithIdentifier: identifier)
-    }
-
-    package func setPinned(_ pinned: Bool, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
-        guard let replica else {
-            throw ProviderError(.unsupported, "\(path(of: identifier)) is in a store without a server: every file is here already")
-        }
-        guard let onDemand = replica.onDemand else { throw notSyncing(identifier) }
-        try await onDemand.setPinned(pinned, forItemIdentifier: identifier)
-    }
-
-    package func isPinned(_ identifier: ItemIdentifier) -> Bool {
-        guard let onDemand = replica?.onDemand, let row = row(for: identifier) else { return false }
-        return onDemand.isPinnedRow(currentRow(row))
-    }
+    /// FUSE op.
+    package func setOnDemandHandler(_ handler: (any OnDemandHandler)?) { state.setOnDemand(handler) }
+    package var onDemandHandler: (any OnDemandHandler)? { state.onDemand }
 
     /// The row or a folder above it is pinned.
-    package func isPinnedRow(_ row: Int64) -> Bool { replica?.onDemand?.isPinnedRow(row) ?? false }
-
-    /// The whole contents of a file not downloaded, waited for. Returns the path to open.
-    func downloadedPath(of record: Record) throws(ProviderError) -> String {
-        guard let onDemand = replica?.onDemand else { throw notSyncing(record.item.identifier) }
-        return try onDemand.downloadedPath(ofRow: record.row)
-    }
-
-    private func notSyncing(_ identifier: ItemIdentifier) -> ProviderError {
-        ProviderError(.serverUnreachable, "the contents of \(path(of: identifier)) are on the server only, and this mount is not syncing (evicted files are read while the replica is mounted)", errno: EIO)
-    }
+    package func isPinnedRow(_ row: Int64) -> Bool { state.onDemand?.isPinnedRow(row) ?? false }
 
     // MARK: Mechanics contents on demand asks for
 
+    /// Opens the file's contents for reading (a file not here: waits for its whole download).
+    package func openStoredContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 {
+        guard let store else { throw ProviderError(.ioError, "store \(url.path) is closed") }
+        return try store.openStoredContents(of: identifier)
+    }
+
     /// The current row an identifier names (nil: none).
-    package func onDemandRow(of identifier: ItemIdentifier) -> Int64? { row(for: identifier).map(currentRow) }
+    package func onDemandRow(of identifier: ItemIdentifier) -> Int64? { tree.row(for: identifier).map(currentRow) }
 
     /// The item at `row` as contents on demand sees it (nil: gone).
     package func onDemandFile(row: Int64) -> OnDemandFile? {
-        guard let record = self.tree.state.withLock({ $0.record(row) }) else { return nil }
+        guard let record = self.tree.record(row) else { return nil }
         return Self.onDemandFile(record)
     }
 
@@ -80,7 +46,7 @@ extension LocalStore {
     package func newDownloadFile(row: Int64) throws(ProviderError) -> String {
         let path = contents.stagingPath + "/download-\(row)-\(UUID().uuidString)"
         let fd = sysOpen(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw ProviderError.posix(errno, "make a file to download \(self.path(of: Self.identifier(forRow: row))) into") }
+        guard fd >= 0 else { throw ProviderError.posix(errno, "make a file to download \(self.path(ofRow: row)) into") }
         sysClose(fd)
         return path
     }
@@ -94,20 +60,20 @@ extension LocalStore {
     /// (`noteContentsPlaced`), once the readers waiting on the download went on.
     package func placeDownloadedContents(row: Int64, from path: String, contentVersion: UInt64, key: String) throws(ProviderError) -> Bool {
         try write { (database) throws(ProviderError) -> Bool in
-            guard var record = self.tree.state.withLock({ $0.record(row) }), record.item.kind == .file, !record.item.isDownloaded,
+            guard var record = self.tree.record(row), record.item.kind == .file, !record.item.isDownloaded,
                   record.item.itemVersion.contentVersion == contentVersion, record.remoteKey == key else {
                 return false  // changed meanwhile: this version is no one's now
             }
             try sysRename(path, contents.path(row), "move the downloaded contents of \(record.item.filename) into the store")
             record.item.isDownloaded = true
             try commit(database, saving: [record], replicated: false, "note \(record.item.filename) downloaded")
-            self.tree.state.withLock { $0.replaceKeepingCounts(record) }
+            self.tree.replaceKeepingCounts([record])
             return true
         }
     }
 
     /// A downloaded file was placed: the kernel drops what it cached of the item.
-    package func noteContentsPlaced(row: Int64) { replica?.notify([.modified(Self.identifier(forRow: row))]) }
+    package func noteContentsPlaced(row: Int64) { state.notify([.modified(Self.identifier(forRow: row))]) }
 
     /// Runs `body` under the writer lock, with what an eviction or pin changes in one transaction.
     package func withOnDemandPass<T>(_ body: (OnDemandPass) throws(ProviderError) -> T) throws(ProviderError) -> T {
@@ -127,24 +93,24 @@ extension LocalStore {
         try write { (database) throws(ProviderError) in
             var saving: [Record] = []
             for (row, key, version) in keyed {
-                guard var record = self.tree.state.withLock({ $0.record(row) }), record.item.kind == .file,
+                guard var record = self.tree.record(row), record.item.kind == .file,
                       record.item.itemVersion.contentVersion == version, record.remoteKey != key else { continue }
                 record.remoteKey = key
                 saving.append(record)
             }
             guard !saving.isEmpty else { return }
             try commit(database, saving: saving, replicated: false, "note the uploaded contents of \(saving.count) file(s)")
-            self.tree.state.withLock { tree in for record in saving { tree.replaceKeepingCounts(record) } }
+            self.tree.replaceKeepingCounts(saving)
         }
-        replica?.onDemand?.contentsUploaded()
+        state.onDemand?.contentsUploaded()
     }
 }
 
-/// What contents on demand does under the store's writer lock (`LocalStore.withOnDemandPass`):
+/// What contents on demand does under the store's writer lock (`StoreReplica.withOnDemandPass`):
 /// count the contents here, list files below a folder, evict rows, pin rows. Valid only inside
 /// the pass.
 package struct OnDemandPass {
-    let store: LocalStore
+    let store: StoreReplica
     let database: DatabaseQueue
 
     /// The bytes of contents here, and when they and `reserving` are over `limit`, the files
@@ -177,7 +143,7 @@ package struct OnDemandPass {
                     """, arguments: [folder, downloaded ? 0 : 1])
             }
         } catch {
-            throw ProviderError(.ioError, "list the files below \(store.path(of: LocalStore.identifier(forRow: folder))): \(error)")
+            throw ProviderError(.ioError, "list the files below \(store.path(ofRow: folder)): \(error)")
         }
     }
 
@@ -191,8 +157,8 @@ package struct OnDemandPass {
         var evicting: [Record] = []
         for row in rows {
             if let enough, bytes >= enough { break }
-            guard var record = store.tree.state.withLock({ $0.record(row) }) else { continue }
-            if let reason = blocker(LocalStore.onDemandFile(record, waiting: pending.contains(row))) {
+            guard var record = store.tree.record(row) else { continue }
+            if let reason = blocker(StoreReplica.onDemandFile(record, waiting: pending.contains(row))) {
                 kept.append((row, reason))
                 continue
             }
@@ -202,7 +168,7 @@ package struct OnDemandPass {
         }
         guard !evicting.isEmpty else { return ([], 0, kept) }
         try store.commit(database, saving: evicting, replicated: false, "evict the contents of \(evicting.count) file(s)")
-        store.tree.state.withLock { tree in
+        store.tree.update { tree in
             for record in evicting {
                 tree.replaceKeepingCounts(record)
                 tree.dirty.remove(record.row)
@@ -210,7 +176,7 @@ package struct OnDemandPass {
         }
         // Open descriptors (none: the blocker checked, or a reader racing in) keep the old inode.
         for record in evicting { _ = sysUnlink(store.contents.path(record.row)) }
-        store.replica?.notify(evicting.map { .modified($0.item.identifier) })
+        store.state.notify(evicting.map { .modified($0.item.identifier) })
         return (evicting.map(\.row), bytes, kept)
     }
 
@@ -225,7 +191,7 @@ package struct OnDemandPass {
                 }
             }
         } catch {
-            throw ProviderError(.ioError, "\(pinned ? "pin" : "unpin") \(store.path(of: LocalStore.identifier(forRow: row))): \(error)")
+            throw ProviderError(.ioError, "\(pinned ? "pin" : "unpin") \(store.path(ofRow: row)): \(error)")
         }
     }
 

@@ -4,10 +4,10 @@ import GRDB
 
 // A replica's own keys in `meta` (DocFSReplica's `SyncAnchor` gives them their meaning): read
 // together, and written together in one transaction after the journal went to SQLite.
-extension LocalStore {
-    /// The values of these keys that are set (none for a store of its own).
+extension StoreReplica {
+    /// The values of these keys that are set.
     package func replicaMeta(_ keys: [String]) throws(ProviderError) -> [String: String] {
-        guard replica != nil, !keys.isEmpty else { return [:] }
+        guard !keys.isEmpty else { return [:] }
         return try write { (database) throws(ProviderError) -> [String: String] in
             do {
                 return try database.inDatabase { db in try Schema.meta(db, keys) }
@@ -20,7 +20,6 @@ extension LocalStore {
     /// Sets `values` and removes `removing`, in one transaction (the store's journal goes to
     /// SQLite first, so what these keys say never covers changes that are only in the journal).
     package func setReplicaMeta(_ values: [String: String], removing: [String] = []) throws(ProviderError) {
-        guard replica != nil else { return }
         try write { (database) throws(ProviderError) in
             try flushJournal(database)
             do {

@@ -20,11 +20,11 @@ extension ServerItem {
 // sent back: no outbox entry) as DocFSReplica's `IncomingApply` decided them, through a
 // `ReplicaTreeEdit`: these are the mechanics (records, contents, commit, memory, the changes the
 // kernel is told of).
-extension LocalStore {
+extension StoreReplica {
     /// The content version of the item here (nil: no such item), for the replica's choice of
     /// what to fetch before applying (DocFSReplica's `IncomingSync.contentsNeeded`).
     package func contentVersion(ofRow row: Int64) -> UInt64? {
-        self.tree.state.withLock { $0.records[row]?.item.itemVersion.contentVersion }
+        self.tree.record(row)?.item.itemVersion.contentVersion
     }
 
     /// Rows with outbox entries still waiting, under the writer lock: the journal goes to SQLite first.
@@ -38,9 +38,8 @@ extension LocalStore {
     }
 
     /// Runs the replica's edits of the tree under the writer lock; the kernel is told what they
-    /// changed afterwards. Nil for a store without a remote.
-    package func editReplicaTree<T>(_ body: (ReplicaTreeEdit) throws(ProviderError) -> T) throws(ProviderError) -> T? {
-        guard replica != nil else { return nil }
+    /// changed afterwards.
+    package func editReplicaTree<T>(_ body: (ReplicaTreeEdit) throws(ProviderError) -> T) throws(ProviderError) -> T {
         let (result, changes) = try write { (database) throws(ProviderError) -> (T, [ProviderChange]) in
             // The journal's batch goes to SQLite first: edits read and rewrite the outbox's rows there.
             try flushJournal(database)
@@ -48,7 +47,7 @@ extension LocalStore {
             let result = try body(edit)
             return (result, edit.changes)
         }
-        if !changes.isEmpty { replica?.notify(changes) }
+        if !changes.isEmpty { state.notify(changes) }
         return result
     }
 
@@ -110,7 +109,7 @@ extension LocalStore {
             }
         }
         try commit(database, saving: [record], replicated: false, "apply \(place.name) from another replica")
-        self.tree.state.withLock { tree in
+        self.tree.update { tree in
             if before == nil { tree.insert(record) } else { tree.move(item.row, to: record) }
             if contentsChanged && record.item.isDownloaded { tree.dirty.insert(item.row) }
             if !record.item.isDownloaded { tree.dirty.remove(item.row) }
@@ -132,7 +131,7 @@ extension LocalStore {
         let names = record.linkOf == nil && record.item.linkCount > 1 ? try nameRows(of: row, database) : []
         try commit(database, saving: [], deleting: names + [row], replicated: false, "delete \(record.item.filename) (deleted on another replica)")
         if record.item.kind == .file { contents.reaper.remove(contents.path(row)) { "the contents of item \(row), deleted on another replica" } }
-        self.tree.state.withLock { tree in for name in names { tree.remove(name) }; tree.remove(row) }
+        self.tree.update { tree in for name in names { tree.remove(name) }; tree.remove(row) }
         if let parent = record.parent {
             changes.append(.nameChanged(parent: Self.identifier(forRow: parent), name: record.item.filename))
         }
@@ -156,25 +155,22 @@ extension LocalStore {
                 throw ProviderError(.ioError, "rename a waiting create in the outbox: \(error)")
             }
         }
-        self.tree.state.withLock { tree in tree.move(occupant.row, to: moved) }
+        self.tree.update { tree in tree.move(occupant.row, to: moved) }
         changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: occupant.item.filename))
         changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: aside))
     }
 }
 
 // Conflicts between replicas, as this replica met them.
-extension LocalStore {
-    package func conflict(of identifier: ItemIdentifier) -> String? {
-        guard let replica, let row = row(for: identifier) else { return nil }
-        return replica.conflict(of: currentRow(row))
-    }
+extension StoreReplica {
+    func conflict(ofRow row: Int64) -> String? { state.conflict(of: currentRow(row)) }
 
     /// Records a conflict on an item (`user.docfs.conflict`) and for `docfs status`.
     package func noteConflict(_ message: String, row: Int64, summary: String) {
-        replica?.noteConflict(message, row: row, summary: summary)
+        state.noteConflict(message, row: row, summary: summary)
     }
 
-    package var conflictSummary: (count: Int, recent: [String]) { replica?.conflictSummary ?? (0, []) }
+    package var conflictSummary: (count: Int, recent: [String]) { state.conflictSummary }
 
     /// Concurrent edits: this replica's version of `row` becomes a new item `copyRow` (already on
     /// the server) at `place`, as DocFSReplica's `ConflictedCopy` chose it, sharing the contents
@@ -209,7 +205,7 @@ extension LocalStore {
         var stale = original
         stale.item.itemVersion.contentVersion = 0
         try commit(database, saving: [copy, stale], replicated: false, "conflicted copy of \(original.item.filename)")
-        self.tree.state.withLock { tree in
+        self.tree.update { tree in
             tree.move(copyRow, to: copy)  // the copy may be here already (its create applied as another replica's)
             tree.move(row, to: stale)
         }
@@ -222,14 +218,14 @@ extension LocalStore {
             newer.item.itemVersion.contentVersion += 1
             newer.remoteKey = nil  // those bytes are not on the server yet
             try commit(database, saving: [newer], "the newer contents of the conflicted copy of \(original.item.filename)")
-            self.tree.state.withLock { $0.move(copyRow, to: newer) }
+            self.tree.update { $0.move(copyRow, to: newer) }
         }
         do {
             // The entry being sent is completed by the engine; the later ones are dropped here.
             try database.inDatabase { db in
                 try db.execute(sql: "DELETE FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?", arguments: [row, seq])
             }
-            replica?.outbox.didComplete(count: later.count, bytes: later.bytes)  // counted above, under the same writer lock
+            outbox.didComplete(count: later.count, bytes: later.bytes)  // counted above, under the same writer lock
         } catch {
             throw ProviderError(.ioError, "drop the waiting contents of \(original.item.filename): \(error)")
         }
@@ -237,7 +233,7 @@ extension LocalStore {
     }
 }
 
-extension LocalStore {
+extension StoreReplica {
     /// The content changes of `row` waiting in the outbox besides `seq`, and their bytes.
     func laterContents(of row: Int64, than seq: Int64, _ database: DatabaseQueue) throws(ProviderError) -> (count: Int, bytes: Int64) {
         do {
@@ -251,7 +247,6 @@ extension LocalStore {
         }
     }
 
-    /// The rows of items the server numbered (not the root, the trash, or temporary ones).
     /// The kind and creation time of each item under a server identifier: what a restored server's
     /// item with the same identifier must agree with to be the same item (names and contents
     /// change; a birth does not).
@@ -267,19 +262,6 @@ extension LocalStore {
                         out[row[0]] = (ItemKind(rawValue: UInt8(clamping: row[1] as Int)) ?? .file, FileTime(totalNanoseconds: row[2]))
                     }
                     return out
-                }
-            } catch {
-                throw ProviderError(.ioError, "list the store's items: \(error)")
-            }
-        }
-    }
-
-    package func permanentRows() throws(ProviderError) -> [Int64] {
-        try write { (database) throws(ProviderError) -> [Int64] in
-            try flushJournal(database)
-            do {
-                return try database.inDatabase { db in
-                    try Int64.fetchAll(db, sql: "SELECT id FROM item WHERE id > ? AND id < ?", arguments: [Self.trashRow, Self.temporaryRowBase])
                 }
             } catch {
                 throw ProviderError(.ioError, "list the store's items: \(error)")

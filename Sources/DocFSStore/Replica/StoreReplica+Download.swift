@@ -5,7 +5,7 @@ import DocFSWire
 // Items that come from the server (`docfs init --remote` of a tree the server already has):
 // stored under the server's identifiers, and not sent back (no outbox entry); files as metadata,
 // their contents downloaded when first opened.
-extension LocalStore {
+extension StoreReplica {
     /// Stores one item from the server under its permanent identifier; its parent first.
     /// `contentFile`: a file's downloaded contents (moved into the store); nil for an empty file,
     /// or for one left on the server (`contentKey`), downloaded when first opened.
@@ -61,7 +61,7 @@ extension LocalStore {
                 }
             }
             try commit(database, saving: [record], replicated: false, "add \(server.name) from the server")
-            self.tree.state.withLock { tree in
+            self.tree.update { tree in
                 tree.insert(record)
                 if kind == .file && record.item.isDownloaded { tree.dirty.insert(server.row) }
             }
