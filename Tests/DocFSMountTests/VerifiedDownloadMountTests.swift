@@ -19,7 +19,11 @@ final class VerifiedDownloadMountTests: ReplicaTestCase {
         let b = try makeSecond(r)
         eventually("B lists the file") { FileManager.default.fileExists(atPath: b.mnt + "/doc.txt") }
 
-        _ = try servers.s3check(["put", r.bucket, pack, "a forged contents"])   // same size, other bytes
+        // Same size, other bytes. The bucket keeps versions (schema 18) and the pack is read as
+        // the version its upload made, so a PUT over the key alone changes nothing anyone reads
+        // (BucketDoorMountTests): the recorded version's bytes are what goes bad here, as a disk's
+        // would, by pointing the pack's record at the forged version.
+        try damage(r, pack: pack, with: "a forged contents")
         let read = r.fx.sh("cat '\(b.mnt)/doc.txt'")
         XCTAssertNotEqual(read.status, 0, "the damaged block is not served: \(read)")
         XCTAssertTrue(read.stderr.contains("Input/output error"), read.stderr)
@@ -29,8 +33,19 @@ final class VerifiedDownloadMountTests: ReplicaTestCase {
         XCTAssertEqual(log.split(separator: "\n").filter { $0.contains("sync: block") && $0.contains(pack) && $0.contains("does not match") }.count, 1,
                        "one line of the check, naming the pack (the store and the read then say what failed): \(log.suffix(2000))")
 
-        _ = try servers.s3check(["put", r.bucket, pack, "the real contents"])
+        try damage(r, pack: pack, with: "the real contents")
         XCTAssertEqual(contents(b.mnt + "/doc.txt"), "the real contents")
+    }
+
+    /// `text` as the bytes of `pack` that readers fetch: a new object over the key and, where
+    /// the bucket keeps versions, the pack's record moved to that version.
+    func damage(_ r: RemoteMount, pack: String, with text: String) throws {
+        let put = try XCTUnwrap(try servers.s3check(["put", r.bucket, pack, text]) as? [String: Any])
+        guard let version = put["versionId"] as? String, version != "null" else { return }
+        _ = try servers.psql(r.databaseURL, """
+            UPDATE docfs_packs SET version_id = '\(version)' WHERE key = '\(pack)';
+            UPDATE docfs_blocks SET pack_version = '\(version)' WHERE pack_key = '\(pack)';
+            """)
     }
 
     /// A version uploaded before blocks (schema 7: one object per version, its SHA-256 on the

@@ -7,7 +7,8 @@ with boto3 rather than docfs's own S3 client, and the local tree read with plain
     s3check.py uploads BUCKET              JSON [{key, uploadId}] of multipart uploads in progress
     s3check.py digest BUCKET KEYS.json     JSON {key: {size, sha256}} (streamed, never whole in memory)
     s3check.py read BUCKET KEYS.json       JSON {key: text} of small objects (UTF-8, errors replaced)
-    s3check.py put BUCKET KEY TEXT         writes an object (a left-over for `docfs remote gc` to find)
+    s3check.py put BUCKET KEY TEXT         writes an object (a left-over for `docfs remote gc` to find);
+                                           JSON {put, versionId} (null where the bucket keeps no versions)
     s3check.py zero BUCKET KEY             overwrites an object with as many zero bytes (a damaged pack; in a
                                            bucket that keeps versions, every version of it goes first)
     s3check.py versions BUCKET KEY         JSON [{versionId, size, latest, marker}] of the key's versions
@@ -146,8 +147,8 @@ def main(argv):
         elif command == "uploads":
             result = uploads(s3, arg)
         elif command == "put":
-            s3.put_object(Bucket=arg, Key=argv[3], Body=argv[4].encode())
-            result = {"put": argv[3]}
+            made = s3.put_object(Bucket=arg, Key=argv[3], Body=argv[4].encode())
+            result = {"put": argv[3], "versionId": made.get("VersionId")}
         elif command == "zero":
             size = s3.head_object(Bucket=arg, Key=argv[3])["ContentLength"]
             for v in versions(s3, arg, argv[3]):
