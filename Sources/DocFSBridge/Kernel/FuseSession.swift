@@ -39,6 +39,7 @@ package final class FuseSession {
 
     deinit {
         bridge.notifier.detach()
+        bridge.ring?.sessionEnds()
         if mounted { fuse_session_unmount(session) }
         bridge.ring?.stop()
         fuse_session_destroy(session)
@@ -76,13 +77,16 @@ package final class FuseSession {
         defer { fuse_loop_cfg_destroy(cfg) }
         fuse_loop_cfg_set_clone_fd(cfg, 0)
         fuse_loop_cfg_set_max_threads(cfg, maxThreads)
-        return fuse_session_loop_mt(session, cfg)
+        let result = fuse_session_loop_mt(session, cfg)
+        bridge.ring?.sessionEnds()
+        return result
     }
 
     package func exit() { fuse_session_exit(session) }
 
     package func unmount() {
         guard mounted else { return }
+        bridge.ring?.sessionEnds()
         fuse_session_unmount(session)
         mounted = false
         bridge.ring?.stop()

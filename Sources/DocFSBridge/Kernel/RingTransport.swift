@@ -45,6 +45,10 @@ final class RingTransport: @unchecked Sendable {
 
     /// Whether the ring was asked for by name (the fallback's log line is a notice then).
     let asked: Bool
+    /// Set once the session's loop has returned (or its unmount begun): a queue that then meets
+    /// errors is ending with the connection, and must not signal the process. libfuse has put the
+    /// default SIGTERM action back by then, so such a signal would kill the daemon mid-teardown.
+    private let sessionEnding = Atomic<Bool>(false)
 
     init(log: Logger, asked: Bool = true, entriesPerQueue: Int = 8) {
         self.log = log
@@ -205,6 +209,10 @@ final class RingTransport: @unchecked Sendable {
     /// would wait for ever, so the session ends as on SIGTERM (the executable's handler ends the
     /// loop; the daemon unmounts, and closing /dev/fuse ends the requests still held).
     func queueLostItsEntries(_ qid: UInt16) {
+        if sessionEnding.load(ordering: .sequentiallyConsistent) {
+            log.debug("io_uring: queue \(qid) lost its entries as the session ended")
+            return
+        }
         log.critical("io_uring: queue \(qid) lost all its entries; its CPU's requests cannot be served: ending the session")
         kill(getpid(), SIGTERM)
     }
@@ -219,6 +227,12 @@ final class RingTransport: @unchecked Sendable {
 
     func queueEnded(_ qid: UInt16) {
         log.debug("io_uring: queue \(qid) ended")
+    }
+
+    /// The session's loop returned, or its unmount begins: what the queues meet from now on is
+    /// the connection's end.
+    func sessionEnds() {
+        sessionEnding.store(true, ordering: .sequentiallyConsistent)
     }
 
     /// After unmounting: ends the queue threads and frees their rings and buffers.
