@@ -128,15 +128,21 @@ final class ServerDoorMountTests: ReplicaTestCase {
         })
     }
 
-    func testAReplicaHoldingLocksHoldsNoOtherReplicaUp() throws {
+    /// The scene of the lock-holding tests: the first replica's `/shared` uploaded, a second
+    /// replica "writer" mounted and quiet, and a replica role `hostile` (not mounted) to act as.
+    func sharedFolderWithAWriter(hostile name: String) throws -> (RemoteMount, Second, String) {
         let r = try makeRemote()
         try assertOwnerIsNoSuperuser(r)
         XCTAssertEqual(r.fx.sh("mkdir mnt/shared && printf 'from A' > mnt/shared/a.txt").status, 0)
         try r.waitUntilUploaded()
         let writer = try makeSecond(r, name: "writer")
         try waitForQuiet(r, writer)
-        let hostile = r.roleName("holder")
-        _ = try r.replicaArguments(role: "holder")
+        _ = try r.replicaArguments(role: name)
+        return (r, writer, r.roleName(name))
+    }
+
+    func testAReplicaHoldingLocksHoldsNoOtherReplicaUp() throws {
+        let (r, writer, hostile) = try sharedFolderWithAWriter(hostile: "holder")
         // Its limits, set by add-replica in the tree's database.
         let limits = try r.servers.psql(r.databaseURL, """
             SELECT r.rolconnlimit::text, array_to_string(s.setconfig, ',') FROM pg_roles r
@@ -189,14 +195,7 @@ final class ServerDoorMountTests: ReplicaTestCase {
     /// session once it outstays its role's limit (`docfs_end_overstayers`, schema 19), when a
     /// held-up replica asks; the other replicas' writes land.
     func testAReplicaThatLiftsItsOwnTimeoutsHoldsNoOneUp() throws {
-        let r = try makeRemote()
-        try assertOwnerIsNoSuperuser(r)
-        XCTAssertEqual(r.fx.sh("mkdir mnt/shared && printf 'from A' > mnt/shared/a.txt").status, 0)
-        try r.waitUntilUploaded()
-        let writer = try makeSecond(r, name: "writer")
-        try waitForQuiet(r, writer)
-        let hostile = r.roleName("lifter")
-        _ = try r.replicaArguments(role: "lifter")
+        let (r, writer, hostile) = try sharedFolderWithAWriter(hostile: "lifter")
         let shared = try XCTUnwrap(r.identifier(r.mnt + "/shared"))
         // The owner reads other roles' session states (pg_read_all_stats, from set-up).
         XCTAssertEqual(try r.servers.psql(r.databaseURL, "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')::text").first?.first ?? nil,
