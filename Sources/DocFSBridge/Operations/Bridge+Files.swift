@@ -382,13 +382,19 @@ extension Bridge {
         // Normally flush has committed already (the common case: drop the staged copy here,
         // without starting an action); a handle closed without one (e.g. the process was
         // killed) still gets its data kept.
-        let settled: Bool = node.sessionLock.withLock { _ in
+        let settled: Bool? = node.sessionLock.withLock { _ in
+            // Decided under the lock an opener stages under, after it counted its handle: a
+            // writer that opened since `releaseOpen` may have taken this staged copy (as its
+            // backing file, too); ending it then lost that writer's bytes (a cat-then-append
+            // loop, one append in a few hundred).
+            guard inodes.openCount(node) == 0 else { return nil }
             guard let s = node.session else { return true }
             if s.backing { return endBacking(node, s) }
             guard s.committed, !s.isCommitting else { return false }
             node.session = nil
             return true
         }
+        guard let settled else { return }
         if settled, inodes.copyIn(of: node)?.placement == nil { return }
         executor.run { [self] in
             do throws(RequestError) { try await commit(node, durable: false) } catch { _ = report("release", error) }
@@ -399,8 +405,9 @@ extension Bridge {
     /// Lets go of the node's staged copy once no handle has the file open and nothing in the copy
     /// waits to be committed (a failed commit keeps it, for the next close to try again).
     func dropIdleSession(_ node: InodeNode) {
-        guard inodes.openCount(node) == 0 else { return }
         node.sessionLock.withLock { _ in
+            // Counted under the lock an opener stages under (see `release`).
+            guard inodes.openCount(node) == 0 else { return }
             if let s = node.session, s.committed || !s.dirty && !s.changedSinceCommit() { node.session = nil }
         }
     }
