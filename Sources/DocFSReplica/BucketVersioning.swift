@@ -8,7 +8,7 @@ import DocFSRemote
 /// with the pack. Once it is on, the server takes packs only with their version.
 enum BucketVersioning {
     /// Turns it on and tells the server; an S3 server that cannot (no versioning, or keys that may
-    /// not) gets one warning and packs without versions, read as today.
+    /// not) gets one warning and packs without versions, read by key alone.
     static func turnOn(_ configuration: ReplicaConfiguration, _ s3: S3Client, _ database: RemoteDatabase,
                        logger: Logger) async throws {
         do {

@@ -58,7 +58,7 @@ package enum RemoteSetup {
     /// The owner gives the server the layout's MIME words as its content-type table resolves
     /// them, so that the server checks them too (`docfs_set_layout_mime`, the owner's alone since
     /// schema 15; a replica role's init skips it). A word that resolves to no concrete type is
-    /// left out: the server leaves it to the replicas, as before any was given.
+    /// left out: the server leaves it to the replicas, which resolve it themselves.
     static func publishMIMEWords(_ layout: Layout, _ database: RemoteDatabase) async throws {
         let resolved = layout.mimeWords.filter { RemoteSchema.isConcreteIdentifier($0.value) }
         guard !resolved.isEmpty else { return }

@@ -47,12 +47,12 @@ struct Mount: ParsableCommand {
             segments[=SIZE] / nosegments: keep the bytes of small files (at most SIZE, default \
             256K) appended to the store's segment files instead of a file each: no inode to make \
             and no rename per file copied in (default on, 256K; nosegments gives every file a \
-            content file of its own, as before; no_segments is the same).
+            content file of its own; no_segments is the same).
 
             io_uring / no_io_uring: serve requests through FUSE over io_uring (per-CPU rings, \
             one submission per reply and next request) where the kernel offers it (Linux 6.14+, \
             as root: echo Y > /sys/module/fuse/parameters/enable_uring); without it, /dev/fuse \
-            serves as before (the log says so when io_uring was given; default off: it measured \
+            serves them (the log says so when io_uring was given; default off: it measured \
             slower than /dev/fuse; io_uring=off is the same as no_io_uring).
 
             cache_items=N: how many items (and as many folder-index entries) the store keeps in \

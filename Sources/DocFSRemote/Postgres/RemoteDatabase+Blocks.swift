@@ -169,7 +169,7 @@ extension RemoteDatabase {
     /// records a pack's blocks as soon as it is in, before the manifests), but for those with a
     /// place in a pack an upload still runs for (its intent, renewed while it runs); returns
     /// how many and their bytes. The block row goes (schema 16), its places with it: a manifest
-    /// naming it meanwhile makes the delete fail on its foreign key, as before.
+    /// naming it meanwhile makes the delete fail on its foreign key, so a named block never goes.
     package func dropUnnamedBlocks(before cutoffNs: Int64) async throws -> (count: Int, bytes: Int64) {
         try await mapped { [self] in
             let rows = try await client.query("""

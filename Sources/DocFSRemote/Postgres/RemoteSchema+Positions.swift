@@ -17,7 +17,7 @@
 ///
 /// What serializes now: only the commit's short placing step (the rows' positions and the
 /// notification, which PostgreSQL serializes at commit anyway); writers of one item (the
-/// item's row, `FOR UPDATE` as before: the second sees the first's result); items put into one
+/// item's row, `FOR UPDATE`: the second sees the first's result); items put into one
 /// folder (its row: names and "a folder being deleted is empty" are checked under it); a role's
 /// own calls (its `docfs_replicas` row: a retried chunk waits for the attempt still running
 /// instead of racing it); and folders moved to another folder (the `moves` row, held to commit:
@@ -28,7 +28,7 @@
 /// the table in SHARE mode, which waits for the writers running and queues those coming (table
 /// locks are granted in order, so a stream of writers cannot starve gc, as it could a row lock).
 /// Replicas still have no privilege on `docfs_locks`. A change written by hand with the triggers
-/// off (`session_replication_role = replica`, a superuser's) gets its position at once, as before.
+/// off (`session_replication_role = replica`, a superuser's) gets its position at once.
 extension RemoteSchema {
     package static let positionsVersion = 17
 

@@ -87,7 +87,7 @@ package struct ReplicaNewContents: Sendable, Equatable {
 
 /// The replica's edits of the tree in one writer-locked action (`StoreReplica.editReplicaTree`):
 /// reads of the tree and the outbox, and writes of what the replica decided (DocFSReplica's
-/// `IncomingApply`), each committed as today's incoming apply did. Valid only inside the
+/// `IncomingApply`), all in that one action. Valid only inside the
 /// closure it is handed to. The kernel is told what changed once the action ends.
 package final class ReplicaTreeEdit {
     let store: StoreReplica
