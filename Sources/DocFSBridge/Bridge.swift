@@ -241,6 +241,20 @@ extension Bridge {
             do throws(RequestError) { try await body() } catch { d.error(report(op, error)) }
         }
     }
+
+    /// `perform` for an action that may block for long (an fsync, a commit at close).
+    func performMayBlock(_ op: String, _ d: DeferredReply, _ body: @escaping @Sendable () async throws(RequestError) -> Void) {
+        runMayBlock { [self] in
+            do throws(RequestError) { try await body() } catch { d.error(report(op, error)) }
+        }
+    }
+
+    /// `executor.run` for an action that may block for long: a ring queue's thread serves every
+    /// other request from its CPU, so there the action goes to the executor's threads at once
+    /// (the reply then costs the queue a wake-up); elsewhere it starts on the calling thread.
+    func runMayBlock(_ body: @escaping @Sendable () async -> Void) {
+        if let ring, ring.servesThisThread { executor.runElsewhere(body) } else { executor.run(body) }
+    }
 }
 
 extension Bridge {

@@ -25,4 +25,10 @@ package final class ProviderExecutor: TaskExecutor, @unchecked Sendable {
     package func run(_ body: @escaping @Sendable () async -> Void) {
         Task.immediate(executorPreference: self) { await body() }
     }
+
+    /// Runs `body` on this executor's threads only, never on the calling thread: for an action
+    /// that may block long (an fsync) asked on a thread that must go on serving others.
+    package func runElsewhere(_ body: @escaping @Sendable () async -> Void) {
+        Task(executorPreference: self) { await body() }
+    }
 }

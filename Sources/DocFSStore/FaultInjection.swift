@@ -25,6 +25,9 @@ import Synchronization
 ///     DOCFS_FAULT=upload-done:wait[@N]     a replica's Nth chunk of uploads is in the bucket and
 ///                                          its versions are not yet on PostgreSQL: it waits there
 ///                                          until the file DOCFS_FAULT_RELEASE exists (at most 5 min)
+///     DOCFS_FAULT=fsync:wait[@N]          the Nth fsync (of a file or a folder) blocks the thread
+///                                          serving it until DOCFS_FAULT_RELEASE exists, as a slow
+///                                          disk's fsync would
 ///     DOCFS_FAULT=refetch:abort|wait[@N]  a replica's Nth chunk with a change the server decided
 ///                                          otherwise about (a conflicted copy, an undone change) is
 ///                                          completed here and the item's server state not yet
@@ -43,6 +46,7 @@ package enum FaultInjection {
         case uploadPart = "upload-part"
         case uploadDone = "upload-done"
         case refetch = "refetch"
+        case fsync = "fsync"
     }
 
     struct Armed: Sendable {
@@ -78,15 +82,31 @@ package enum FaultInjection {
     /// A waiting point: does nothing unless DOCFS_FAULT armed it with "wait" and this is the
     /// chosen hit; then returns once the file DOCFS_FAULT_RELEASE exists (or after 5 minutes).
     package static func pause(_ point: Point) async {
-        guard let armed, armed.point == point, armed.waits else { return }
-        guard hits.add(1, ordering: .relaxed).newValue == armed.hit else { return }
-        let release = ProcessInfo.processInfo.environment["DOCFS_FAULT_RELEASE"] ?? ""
-        let message = "docfs: DOCFS_FAULT: waiting at \(point.rawValue) for \(release)\n"
-        _ = message.withCString { Glibc_write(2, $0, strlen($0)) }
+        guard let release = waitBegins(point) else { return }
         let deadline = ContinuousClock.now + .seconds(300)
         while !release.isEmpty, access(release, F_OK) != 0, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
+    }
+
+    /// A waiting point that blocks its thread (what a slow system call does), as `pause` waits.
+    package static func hold(_ point: Point) {
+        guard let release = waitBegins(point) else { return }
+        let deadline = ContinuousClock.now + .seconds(300)
+        while !release.isEmpty, access(release, F_OK) != 0, ContinuousClock.now < deadline {
+            usleep(20_000)
+        }
+    }
+
+    /// The release file to wait for when this is the armed waiting point's chosen hit (said on
+    /// stderr); nil otherwise.
+    private static func waitBegins(_ point: Point) -> String? {
+        guard let armed, armed.point == point, armed.waits else { return nil }
+        guard hits.add(1, ordering: .relaxed).newValue == armed.hit else { return nil }
+        let release = ProcessInfo.processInfo.environment["DOCFS_FAULT_RELEASE"] ?? ""
+        let message = "docfs: DOCFS_FAULT: waiting at \(point.rawValue) for \(release)\n"
+        _ = message.withCString { Glibc_write(2, $0, strlen($0)) }
+        return release
     }
 
     @inline(__always)

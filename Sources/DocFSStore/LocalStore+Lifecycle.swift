@@ -503,6 +503,7 @@ extension LocalStore {
     }
 
     package func synchronize() async throws(ProviderError) {
+        FaultInjection.hold(.fsync)  // test-only (DOCFS_FAULT): a slow disk's fsync
         try synchronizeSync()
     }
 

@@ -113,6 +113,37 @@ final class IoUringMountTests: MountTestCase {
         XCTAssertGreaterThan(ringServed() ?? 0, 1000, "the requests did not go through the ring:\n\(fx.log)")
     }
 
+    /// A queue's thread serves every request from its CPU: an fsync that blocks there (a slow
+    /// disk; the fault hook holds the store's fsync) held back every other request from that
+    /// CPU until it returned (issue 50). A process on CPU 0 fsyncs and is held; another on CPU 0
+    /// stats, lists and reads meanwhile and finishes; the fsync returns once let go.
+    func testAHeldFsyncDoesNotHoldBackItsCPUsOtherRequests() throws {
+        try Self.setParameter("Y")
+        let release = fx.dir + "/release-fsync"
+        try fx.mount(extra: ["-o", "io_uring"], env: ["DOCFS_FAULT": "fsync:wait", "DOCFS_FAULT_RELEASE": release])
+        XCTAssertErrno(fx.writeFile(fx.m("held.txt"), Array("held".utf8)), 0)
+        XCTAssertErrno(fx.writeFile(fx.m("free.txt"), Array("free".utf8)), 0)
+        let syncer = try Child("/usr/bin/taskset", ["-c", "0", "python3", "-c",
+                                                    "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY); os.fsync(fd); os.close(fd)",
+                                                    fx.m("held.txt")],
+                               cwd: fx.dir, stdout: fx.dir + "/syncer.out", stderr: fx.dir + "/syncer.out")
+        // Let go, whatever happened, so that nothing stays waiting on the mount.
+        defer {
+            _ = FileManager.default.createFile(atPath: release, contents: nil)
+            if !syncer.wait(seconds: 30) { syncer.signal(SIGKILL); syncer.wait(seconds: 10) }
+        }
+        XCTAssertTrue(waitUntil(30) { fx.log.contains("waiting at fsync") }, "the fsync never reached the store:\n\(fx.log)")
+        let r = fx.sh("taskset -c 0 sh -c 'stat mnt/free.txt > /dev/null && ls mnt > /dev/null && cat mnt/free.txt'", timeout: 20)
+        XCTAssertEqual(r.status, 0, "requests from the held fsync's CPU were not served: \(r)\nlog:\n\(fx.log)")
+        XCTAssertEqual(r.stdout, "free")
+        XCTAssertFalse(syncer.hasExited, "the fsync was not held: \((try? String(contentsOfFile: fx.dir + "/syncer.out", encoding: .utf8)) ?? "")")
+        _ = FileManager.default.createFile(atPath: release, contents: nil)
+        XCTAssertTrue(syncer.wait(seconds: 30), "the fsync did not return once let go")
+        XCTAssertEqual(syncer.status, 0, (try? String(contentsOfFile: fx.dir + "/syncer.out", encoding: .utf8)) ?? "")
+        XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
+        XCTAssertGreaterThan(ringServed() ?? 0, 0, "the requests did not go through the ring:\n\(fx.log)")
+    }
+
     /// Once INIT asked for the ring, the kernel holds every request until each CPU's queue has
     /// an entry: a queue that cannot start (the fault hook fails the last one) must make a
     /// registration fail, so that the kernel serves through /dev/fuse, with one log line.

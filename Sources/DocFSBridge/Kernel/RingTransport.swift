@@ -178,6 +178,12 @@ final class RingTransport: @unchecked Sendable {
         return queue.complete(entry, iov, count: count)
     }
 
+    /// The calling thread is one of the queues' (which serve their CPU's requests inline).
+    var servesThisThread: Bool {
+        let all = lock.withLock { _ in queues }
+        return all.contains { $0.isCurrentThread }
+    }
+
     private func flushCommitsOfThisThread() {
         let all = lock.withLock { _ in queues }
         for q in all where q.isCurrentThread {

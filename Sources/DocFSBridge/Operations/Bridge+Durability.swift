@@ -7,7 +7,7 @@ import DocFSProvider
 extension Bridge {
     func fsyncdir(_ reply: consuming Reply, _ ino: UInt64) {
         let d = reply.deferred()
-        perform("fsyncdir", d) { [self] () async throws(RequestError) in
+        performMayBlock("fsyncdir", d) { [self] () async throws(RequestError) in
             try await attempt(.ino(ino)) { () async throws(ProviderError) in try await provider.synchronize() }
             d.ok()
         }

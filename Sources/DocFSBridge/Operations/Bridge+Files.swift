@@ -342,13 +342,13 @@ extension Bridge {
         guard file.writable || copyingIn else { reply.ok(); return }
         let d = reply.deferred()
         guard copyingIn else {
-            perform("flush", d) { [self] () async throws(RequestError) in
+            performMayBlock("flush", d) { [self] () async throws(RequestError) in
                 try await commit(file.node, durable: false)
                 d.ok()
             }
             return
         }
-        executor.run { [self] in
+        runMayBlock { [self] in
             do throws(RequestError) {
                 try await commit(file.node, durable: false)
                 d.ok()
@@ -363,7 +363,7 @@ extension Bridge {
 
     func fsync(_ reply: consuming Reply, _ file: OpenFile) {
         let d = reply.deferred()
-        perform("fsync", d) { [self] () async throws(RequestError) in
+        performMayBlock("fsync", d) { [self] () async throws(RequestError) in
             try await commit(file.node, durable: true)
             try await attempt(.ino(file.node.ino)) { () async throws(ProviderError) in try await provider.synchronize() }
             d.ok()
@@ -396,7 +396,7 @@ extension Bridge {
         }
         guard let settled else { return }
         if settled, inodes.copyIn(of: node)?.placement == nil { return }
-        executor.run { [self] in
+        runMayBlock { [self] in
             do throws(RequestError) { try await commit(node, durable: false) } catch { _ = report("release", error) }
             dropIdleSession(node)
         }
