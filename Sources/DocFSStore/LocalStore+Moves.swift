@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 import GRDB
 
 // Renames, moves to another folder (replacing an item there) and deletes.
@@ -329,8 +330,8 @@ extension LocalStore: HardLinkProvider {
             let destinationRow = try self.parentRow(newParent)
             let (named, target, fromParent) = try namedRecords(name, in: parentRow, of: targetRow)
             let intoTrash = destinationRow == Self.trashRow && fromParent.row != Self.trashRow
-            if intoTrash, let replica, replica.knownServerSchema() < StoreReplica.serverTrashedNamesVersion {
-                throw ProviderError(.notPermitted, "the server's docfs schema keeps no trashed names (version \(StoreReplica.serverTrashedNamesVersion) does: its owner runs `docfs remote setup`); rm removes just that name")
+            if intoTrash, let replica, replica.knownServerSchema() < ServerSchemaVersions.trashedNames {
+                throw ProviderError(.notPermitted, "the server's docfs schema keeps no trashed names (version \(ServerSchemaVersions.trashedNames) does: its owner runs `docfs remote setup`); rm removes just that name")
             }
             let (toParent, existing) = try read { (tree) throws(ProviderError) -> (Record, Record?) in
                 guard let folder = tree.records[tree.resolve(destinationRow)] else {

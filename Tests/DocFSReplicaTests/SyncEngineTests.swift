@@ -372,7 +372,7 @@ final class ContentChunkerTests: XCTestCase {
 extension SyncEngineTests {
     func testALinkGoesUpAsALinkAndANameFromTheServerComesDownAsASecondName() async throws {
         startEngine()
-        try await waitUntil("the engine has seen the server's schema") { store.replica!.serverSchemaVersion >= StoreReplica.serverNamesVersion }
+        try await waitUntil("the engine has seen the server's schema") { store.replica!.serverSchemaVersion >= ServerSchemaVersions.names }
         let folder = try await store.createDirectory(withName: "docs", inParentItemIdentifier: .rootContainer)
         let file = try await importFile("a.txt", "one")
         _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: folder.identifier, name: "b.txt")

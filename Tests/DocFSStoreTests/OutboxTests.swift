@@ -45,7 +45,7 @@ final class OutboxTests: StoreTestCase {
     /// link waiting names its file by the number the server gives it.
     func testNamesLeaveEntriesThatFollowTheirFilesNumber() async throws {
         try makeReplica()
-        store.replica!.noteServerSchema(StoreReplica.serverNamesVersion)
+        store.replica!.noteServerSchema(ServerSchemaVersions.names)
         let folder = try await store.createDirectory(withName: "docs", inParentItemIdentifier: .rootContainer)
         let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: .rootContainer)
         _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: folder.identifier, name: "b.txt")
@@ -71,7 +71,7 @@ final class OutboxTests: StoreTestCase {
     /// (rm removes the name), and sends nothing.
     func testAReplicaRefusesANameIntoTheTrash() async throws {
         try makeReplica()
-        store.replica!.noteServerSchema(StoreReplica.serverNamesVersion)
+        store.replica!.noteServerSchema(ServerSchemaVersions.names)
         let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: .rootContainer)
         _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: .rootContainer, name: "b.txt")
         await expectError(.notPermitted) {
@@ -86,7 +86,7 @@ final class OutboxTests: StoreTestCase {
     /// go out as the name's own entries.
     func testANameIntoTheTrashAndBackLeavesItsEntries() async throws {
         try makeReplica()
-        store.replica!.noteServerSchema(StoreReplica.serverTrashedNamesVersion)
+        store.replica!.noteServerSchema(ServerSchemaVersions.trashedNames)
         let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: .rootContainer)
         _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: .rootContainer, name: "b.txt")
         let trashed = try await store.moveName("b.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: file.identifier,

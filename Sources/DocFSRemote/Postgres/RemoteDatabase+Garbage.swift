@@ -1,3 +1,4 @@
+import DocFSWire
 import Foundation
 import Logging
 import PostgresNIO
@@ -111,7 +112,7 @@ extension RemoteDatabase {
         let logger = self.logger
         let lock = try await writersLockQuery()
         // A file's tombstone goes after those of its names (schema 12: they refer to it).
-        let names = try await schemaVersion() >= RemoteSchema.linksVersion
+        let names = try await schemaVersion() >= ServerSchemaVersions.names
             ? "AND NOT EXISTS (SELECT 1 FROM docfs_items n WHERE n.link_of = i.id)" : ""
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> TrimmedHistory in

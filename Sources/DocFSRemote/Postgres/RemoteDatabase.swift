@@ -82,7 +82,7 @@ package final class RemoteDatabase: Sendable {
             let rows = try await client.query("SELECT coalesce(max(version), 0) FROM docfs_schema_migrations", logger: logger)
             var version = 0
             for try await (value) in rows.decode(Int.self) { version = value }
-            serverKeepsNames.store(version >= RemoteSchema.linksVersion ? 2 : 1, ordering: .relaxed)
+            serverKeepsNames.store(version >= ServerSchemaVersions.names ? 2 : 1, ordering: .relaxed)
             return version
         }
     }
@@ -117,7 +117,7 @@ package final class RemoteDatabase: Sendable {
                     logger.info("applied docfs schema migration", metadata: ["version": "\(migration.version)"])
                     current = migration.version
                 }
-                serverKeepsNames.store(current >= RemoteSchema.linksVersion ? 2 : 1, ordering: .relaxed)
+                serverKeepsNames.store(current >= ServerSchemaVersions.names ? 2 : 1, ordering: .relaxed)
                 return current
             }
         }

@@ -1,3 +1,5 @@
+import DocFSWire
+
 /// Version 12 of the server's schema: hard links, as a replica's store keeps them
 /// (`LocalStore+Moves`). An item keeps its own row at its first name; each further name is a
 /// row of its own in `docfs_items` (a *name row*: its place, `parent_id` and `name`, and
@@ -23,12 +25,8 @@
 /// came from; `untrash` puts it in a live folder (not deleted, not in the trash, not a name: a
 /// name never brings a folder back) under a free name; `unlink` of a trashed name removes it.
 extension RemoteSchema {
-    /// The first schema that keeps a trashed name (a replica refuses `mv NAME .Trash/` of one
-    /// name of several against an older server).
-    package static let trashedNamesVersion = 13
-
-    /// The first schema with names (a replica refuses `link(2)` against an older server).
-    package static let linksVersion = 12
+    // The first schema with names and the first with trashed names: `ServerSchemaVersions`
+    // (DocFSWire), named once for this client and the replica's store.
     /// The oldest schema a replica works with (one without names: links are refused then).
     package static let oldestServed = 11
 

@@ -1,5 +1,6 @@
 import Foundation
 import DocFSProvider
+import DocFSWire
 import GRDB
 
 // A replica's hard links (`LocalStore+Moves`): made here while the server keeps names (its
@@ -8,10 +9,6 @@ import GRDB
 // store's name rows of the same item; a name the server refused dropped here, whole.
 extension StoreReplica {
     static let serverSchemaKey = "serverSchema"
-    /// The first server schema that keeps names (`RemoteSchema.linksVersion`).
-    package static let serverNamesVersion = 12
-    /// The first server schema that keeps trashed names (`RemoteSchema.trashedNamesVersion`).
-    package static let serverTrashedNamesVersion = 13
 
     /// The server's schema as the sync engine found it at its connection; kept for the next mount.
     package func noteServerSchema(_ version: Int) {
@@ -42,11 +39,11 @@ extension StoreReplica {
     /// file would refuse the name, and a name made here only would be half-done.
     func linkRefusal() -> String? {
         let version = knownServerSchema()
-        if version >= Self.serverNamesVersion { return nil }
+        if version >= ServerSchemaVersions.names { return nil }
         if version == 0 {
-            return "this replica has not reached its server since it was made, so it cannot tell whether the server keeps hard links (schema \(Self.serverNamesVersion)); try again once it has synced"
+            return "this replica has not reached its server since it was made, so it cannot tell whether the server keeps hard links (schema \(ServerSchemaVersions.names)); try again once it has synced"
         }
-        return "the server's docfs schema is version \(version), which keeps one name per file: its owner runs `docfs remote setup` to upgrade it (hard links need version \(Self.serverNamesVersion))"
+        return "the server's docfs schema is version \(version), which keeps one name per file: its owner runs `docfs remote setup` to upgrade it (hard links need version \(ServerSchemaVersions.names))"
     }
 
     /// The server refused a further name made here (its file or folder gone there, a name it
