@@ -3,8 +3,9 @@ import DocFSProvider
 
 /// What a new item of a replica carries besides its kind, parent and name: what the store's
 /// outbox records for a create (`OutboxDetails.newItem`) and the server client sends
-/// (`RemoteOperation.create`). One shape for both, so that nothing is mapped between them; the
-/// caller's `NewItemAttributes` is the other shape. Fields are named as the provider's `Item`'s
+/// (`RemoteOperation.create`), and what the incoming apply compares of a row here with the
+/// server's item (`ReplicaNode`). One shape for all three, so that nothing is mapped between
+/// them; the caller's `NewItemAttributes` is the other shape. Fields are named as the provider's `Item`'s
 /// (`uid`, `mode`, nanoseconds and the tag words are only the outbox's keys and the server's).
 package struct ReplicatedAttributes: Sendable, Equatable {
     package var ownerID: UInt32

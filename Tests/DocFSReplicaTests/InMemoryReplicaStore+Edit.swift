@@ -25,9 +25,10 @@ extension InMemoryReplicaStore {
                     row: row, parent: item.parentRow, name: item.name, kind: item.kind, linkOf: item.linkOf,
                     linkCount: 1 + s.items.values.filter { $0.linkOf == row }.count, isEmpty: isEmpty,
                     contentVersion: UInt64(item.contentVersion), isDownloaded: true, trashedFrom: s.trashedFrom[row],
-                    ownerID: item.ownerID, groupID: item.groupID, posixPermissions: item.posixPermissions, creationTime: item.creationTime,
-                    modificationTime: item.modificationTime, tagData: item.tagData, favoriteRank: item.favoriteRank,
-                    symlinkTargetPath: item.symlinkTargetPath)
+                    attributes: ReplicatedAttributes(
+                        ownerID: item.ownerID, groupID: item.groupID, posixPermissions: item.posixPermissions, creationTime: item.creationTime,
+                        modificationTime: item.modificationTime, tagData: item.tagData, symlinkTargetPath: item.symlinkTargetPath),
+                    favoriteRank: item.favoriteRank)
             }
         }
 

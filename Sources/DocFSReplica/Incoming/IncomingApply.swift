@@ -157,13 +157,14 @@ package struct IncomingApply {
     /// back, or one applied before): the attributes the store takes from the server (a symlink
     /// keeps its permissions, a folder its modification time, only a symlink takes a target).
     static func sameAsServer(_ local: ReplicaNode, _ item: ServerItem, kind: ItemKind, at place: ReplicaPlace) -> Bool {
-        local.parent == place.parentRow && local.name.utf8.elementsEqual(place.name.utf8)
-            && local.ownerID == item.ownerID && local.groupID == item.groupID
-            && (kind == .symlink || local.posixPermissions == item.posixPermissions & 0o7777)
-            && local.creationTime == item.creationTime
-            && (kind == .folder || local.modificationTime == item.modificationTime)
-            && local.tagData == item.tagData && local.favoriteRank == item.favoriteRank
-            && (kind != .symlink || local.symlinkTargetPath == item.symlinkTargetPath)
+        let here = local.attributes
+        return local.parent == place.parentRow && local.name.utf8.elementsEqual(place.name.utf8)
+            && here.ownerID == item.ownerID && here.groupID == item.groupID
+            && (kind == .symlink || here.posixPermissions == item.posixPermissions & 0o7777)
+            && here.creationTime == item.creationTime
+            && (kind == .folder || here.modificationTime == item.modificationTime)
+            && here.tagData == item.tagData && local.favoriteRank == item.favoriteRank
+            && (kind != .symlink || here.symlinkTargetPath == item.symlinkTargetPath)
             && local.trashedFrom == place.trashedFrom
     }
 

@@ -3,8 +3,10 @@ import DocFSProvider
 import DocFSWire
 import GRDB
 
-/// One item of the tree as the replica's incoming apply reads it (`ReplicaTreeEdit.node`): its
-/// place, what it is, and the attributes the server's state is compared with.
+/// One row of the replica's tree as the incoming apply reads it (`ReplicaTreeEdit.node`): its
+/// place and what it is, beside the attributes the server's state is compared with, in the shape
+/// a replica sends them (`ReplicatedAttributes`), and the favorite rank (which the server takes
+/// as an attribute change, never at a create).
 package struct ReplicaNode: Sendable {
     package var row: Int64
     /// Nil for the root and the trash.
@@ -20,21 +22,13 @@ package struct ReplicaNode: Sendable {
     package var isDownloaded: Bool
     /// In the trash: the folder it came from.
     package var trashedFrom: Int64?
-    package var ownerID: UInt32
-    package var groupID: UInt32
-    package var posixPermissions: UInt16
-    package var creationTime: FileTime
-    package var modificationTime: FileTime
-    package var tagData: Data?
+    package var attributes: ReplicatedAttributes
     package var favoriteRank: Int64?
-    package var symlinkTargetPath: String?
 
     package init(row: Int64, parent: Int64?, name: String, kind: ItemKind, linkOf: Int64? = nil, linkCount: Int = 1,
                  isEmpty: Bool = true, contentVersion: UInt64 = 0, isDownloaded: Bool = true, trashedFrom: Int64? = nil,
-                 ownerID: UInt32 = 0, groupID: UInt32 = 0, posixPermissions: UInt16 = 0o644,
-                 creationTime: FileTime = FileTime(seconds: 0), modificationTime: FileTime = FileTime(seconds: 0),
-                 tagData: Data? = nil, favoriteRank: Int64? = nil,
-                 symlinkTargetPath: String? = nil) {
+                 attributes: ReplicatedAttributes = ReplicatedAttributes(creationTime: FileTime(seconds: 0), modificationTime: FileTime(seconds: 0)),
+                 favoriteRank: Int64? = nil) {
         self.row = row
         self.parent = parent
         self.name = name
@@ -45,14 +39,8 @@ package struct ReplicaNode: Sendable {
         self.contentVersion = contentVersion
         self.isDownloaded = isDownloaded
         self.trashedFrom = trashedFrom
-        self.ownerID = ownerID
-        self.groupID = groupID
-        self.posixPermissions = posixPermissions
-        self.creationTime = creationTime
-        self.modificationTime = modificationTime
-        self.tagData = tagData
+        self.attributes = attributes
         self.favoriteRank = favoriteRank
-        self.symlinkTargetPath = symlinkTargetPath
     }
 }
 
@@ -112,9 +100,11 @@ package final class ReplicaTreeEdit {
                 row: row, parent: record.parent, name: item.filename, kind: item.kind, linkOf: record.linkOf,
                 linkCount: item.linkCount, isEmpty: tree.children[row]?.isEmpty ?? true,
                 contentVersion: item.itemVersion.contentVersion, isDownloaded: item.isDownloaded, trashedFrom: record.trashedFrom,
-                ownerID: item.ownerID, groupID: item.groupID, posixPermissions: item.posixPermissions,
-                creationTime: item.creationTime, modificationTime: item.modificationTime, tagData: item.tagData,
-                favoriteRank: item.favoriteRank, symlinkTargetPath: item.symlinkTargetPath)
+                attributes: ReplicatedAttributes(
+                    ownerID: item.ownerID, groupID: item.groupID, posixPermissions: item.posixPermissions,
+                    creationTime: item.creationTime, modificationTime: item.modificationTime, tagData: item.tagData,
+                    symlinkTargetPath: item.symlinkTargetPath),
+                favoriteRank: item.favoriteRank)
         }
     }
 
