@@ -44,7 +44,7 @@ BENCH_FS    = docfs=[ -n "$$(ls -A {src})" ] || $(RELEASE_BIN) init {src}; $(REL
 BENCH_BASE ?=
 BENCH_FSES  = --fs '$(BENCH_FS)' $(if $(BENCH_BASE),--fs 'docfs-base=[ -n "$$(ls -A {src})" ] || $(BENCH_BASE) init {src}; $(BENCH_BASE) mount {src} {mnt}')
 
-.PHONY: all build deps run test test-io-uring test-io-uring-if-offered permissions replica-model model fuzz model-deps install uninstall generated clean-mounts bench bench-quick bench-scale bench-replicas clean microbench
+.PHONY: all build deps run test format format-check test-io-uring test-io-uring-if-offered permissions replica-model model fuzz model-deps install uninstall generated clean-mounts bench bench-quick bench-scale bench-replicas clean microbench
 
 all: build
 
@@ -106,6 +106,7 @@ run: deps build
 test: deps clean-mounts
 	@[ -c /dev/fuse ] || { echo "make test: /dev/fuse is missing; the mounted tests need FUSE" \
 	    "(in a container: --device /dev/fuse --cap-add SYS_ADMIN)" >&2; exit 1; }
+	$(MAKE) --no-print-directory format-check
 	$(SWIFT) build --build-tests
 	$(MAKE) --no-print-directory generated CONFIGURATION=debug
 	Tests/remote/servers.sh run -- env DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" DOCFS_GENERATED="$(GENERATED)" \
@@ -117,6 +118,15 @@ test: deps clean-mounts
 	$(MAKE) --no-print-directory model MODEL_PROFILE=ci
 	$(MAKE) --no-print-directory model MODEL_PROFILE=ci MODEL_PROVIDER=memory MODEL_EXAMPLES=60
 	$(MAKE) --no-print-directory test-io-uring-if-offered
+
+# The code's layout is .swift-format's (swift-format, in the toolchain): `make format` applies it,
+# and `make test` checks it first, so a change that does not follow it fails in seconds.
+FORMAT_PATHS = Package.swift Sources Tests Examples Plugins
+format:
+	$(SWIFT) format format --in-place --recursive --parallel $(FORMAT_PATHS)
+
+format-check:
+	$(SWIFT) format lint --strict --recursive --parallel $(FORMAT_PATHS)
 
 # The mounted tests once more with every mount over FUSE over io_uring (`-o io_uring`,
 # DOCFS_TEST_IO_URING=1 in MountFixture; off by default in docfs). The fuse module's enable_uring is set to Y for the run

@@ -24,17 +24,22 @@ final class ArchiveProvider: Provider, @unchecked Sendable {
             guard let slash = path.lastIndex(of: "/") else { return "" }
             return String(path[..<slash])
         }
-        func add(_ path: String, _ wrapper: FileWrapper, kind: ItemKind, size: Int64, mode: UInt16, mtime: Date,
-                 owner: UInt32, group: UInt32, target: String? = nil) {
+        func add(
+            _ path: String, _ wrapper: FileWrapper, kind: ItemKind, size: Int64, mode: UInt16, mtime: Date,
+            owner: UInt32, group: UInt32, target: String? = nil
+        ) {
             let id = identifier(path)
             let name = path.isEmpty ? "/" : String(path[(path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex)...])
             let reading: Capabilities = kind == .folder ? [.allowsReading, .allowsContentEnumerating] : [.allowsReading]
-            let item = Item(identifier: id, parentIdentifier: identifier(parentPath(path)), filename: name, kind: kind,
-                            contentType: kind == .folder ? .folder : kind == .symlink ? .symbolicLink : .data,
-                            documentSize: size, childItemCount: kind == .folder ? 0 : nil, creationDate: mtime,
-                            contentModificationDate: mtime, capabilities: reading, symlinkTargetPath: target,
-                            posixPermissions: mode, ownerID: owner, groupID: group)
-            if entries[id] == nil, !path.isEmpty { entries[identifier(parentPath(path)), default: Entry(item: item, wrapper: wrapper)].children.append(path) }
+            let item = Item(
+                identifier: id, parentIdentifier: identifier(parentPath(path)), filename: name, kind: kind,
+                contentType: kind == .folder ? .folder : kind == .symlink ? .symbolicLink : .data,
+                documentSize: size, childItemCount: kind == .folder ? 0 : nil, creationDate: mtime,
+                contentModificationDate: mtime, capabilities: reading, symlinkTargetPath: target,
+                posixPermissions: mode, ownerID: owner, groupID: group)
+            if entries[id] == nil, !path.isEmpty {
+                entries[identifier(parentPath(path)), default: Entry(item: item, wrapper: wrapper)].children.append(path)
+            }
             entries[id] = Entry(item: item, wrapper: wrapper, children: entries[id]?.children ?? [])
         }
         add("", FileWrapper(directoryWithFileWrappers: [:]), kind: .folder, size: 0, mode: 0o555, mtime: rootTime, owner: getuid(), group: getgid())
@@ -44,18 +49,22 @@ final class ArchiveProvider: Provider, @unchecked Sendable {
             var cursor = parentPath(member.path)
             while !cursor.isEmpty, entries[identifier(cursor)] == nil { missing.append(cursor); cursor = parentPath(cursor) }
             for folder in missing.reversed() {
-                add(folder, FileWrapper(directoryWithFileWrappers: [:]), kind: .folder, size: 0, mode: 0o555, mtime: rootTime,
+                add(
+                    folder, FileWrapper(directoryWithFileWrappers: [:]), kind: .folder, size: 0, mode: 0o555, mtime: rootTime,
                     owner: getuid(), group: getgid())
             }
             switch member.kind {
             case .directory:
-                add(member.path, FileWrapper(directoryWithFileWrappers: [:]), kind: .folder, size: 0, mode: member.mode & ~0o222,
+                add(
+                    member.path, FileWrapper(directoryWithFileWrappers: [:]), kind: .folder, size: 0, mode: member.mode & ~0o222,
                     mtime: member.mtime, owner: member.uid, group: member.gid)
             case .file(let data):
-                add(member.path, FileWrapper(regularFileWithContents: data), kind: .file, size: Int64(data.count),
+                add(
+                    member.path, FileWrapper(regularFileWithContents: data), kind: .file, size: Int64(data.count),
                     mode: member.mode & ~0o222, mtime: member.mtime, owner: member.uid, group: member.gid)
             case .symlink(let target):
-                add(member.path, FileWrapper(symbolicLinkWithDestination: target), kind: .symlink, size: Int64(target.utf8.count),
+                add(
+                    member.path, FileWrapper(symbolicLinkWithDestination: target), kind: .symlink, size: Int64(target.utf8.count),
                     mode: 0o777, mtime: member.mtime, owner: member.uid, group: member.gid, target: target)
             }
         }
@@ -112,19 +121,19 @@ enum TarReader {
         var offset = 0
         var longName: String?
         func field(_ start: Int, _ length: Int) -> String {
-            let slice = bytes[offset + start ..< offset + start + length]
+            let slice = bytes[offset + start..<offset + start + length]
             return String(decoding: slice.prefix { $0 != 0 }, as: UTF8.self)
         }
         func octal(_ start: Int, _ length: Int) -> Int {
             Int(field(start, length).trimmingCharacters(in: .whitespaces), radix: 8) ?? 0
         }
         while offset + 512 <= bytes.count {
-            if bytes[offset ..< offset + 512].allSatisfy({ $0 == 0 }) { break }
+            if bytes[offset..<offset + 512].allSatisfy({ $0 == 0 }) { break }
             let size = octal(124, 12)
             let type = bytes[offset + 156]
             let dataStart = offset + 512
             guard dataStart + size <= bytes.count else { throw Corrupt(description: "member at \(offset) runs past the end") }
-            let data = Data(bytes[dataStart ..< dataStart + size])
+            let data = Data(bytes[dataStart..<dataStart + size])
             var path = field(0, 100)
             let prefix = field(345, 155)
             if field(257, 5) == "ustar", !prefix.isEmpty { path = prefix + "/" + path }
@@ -144,7 +153,7 @@ enum TarReader {
             case UInt8(ascii: "2"):
                 members.append(Member(path: path, kind: .symlink(field(157, 100)), mode: mode, uid: uid, gid: gid, mtime: mtime))
             default:
-                break  // hard links, devices, pax headers: not served
+                break // hard links, devices, pax headers: not served
             }
             offset = dataStart + (size + 511) / 512 * 512
         }

@@ -12,8 +12,9 @@ guard arguments.count == 3 else {
 }
 do {
     let provider = try ArchiveProvider(archive: arguments[1])
-    let mount = try ProviderMount(provider, at: arguments[2],
-                                  options: MountOptions(fuseOptions: ["ro"], sourceName: "docfs-archive:" + arguments[1]))
+    let mount = try ProviderMount(
+        provider, at: arguments[2],
+        options: MountOptions(fuseOptions: ["ro"], sourceName: "docfs-archive:" + arguments[1]))
     try mount.serve(signals: true)
 } catch {
     FileHandle.standardError.write(Data("docfs-archive: \(error)\n".utf8))

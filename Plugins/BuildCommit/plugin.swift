@@ -18,10 +18,12 @@ struct BuildCommit: BuildToolPlugin {
             line="let buildCommit = \\"$commit\\""
             [ "$(cat "$2/BuildCommit.swift" 2>/dev/null)" = "$line" ] || printf '%s\\n' "$line" > "$2/BuildCommit.swift"
             """
-        return [.prebuildCommand(
-            displayName: "docfs: the commit for --version",
-            executable: URL(fileURLWithPath: "/bin/sh"),
-            arguments: ["-c", script, "sh", context.package.directoryURL.path, directory.path],
-            outputFilesDirectory: directory)]
+        return [
+            .prebuildCommand(
+                displayName: "docfs: the commit for --version",
+                executable: URL(fileURLWithPath: "/bin/sh"),
+                arguments: ["-c", script, "sh", context.package.directoryURL.path, directory.path],
+                outputFilesDirectory: directory)
+        ]
     }
 }

@@ -17,7 +17,7 @@ public enum ExtendedAttributeCalls {
             var buffer = [UInt8](repeating: 0, count: max(size, 1))
             let n = lgetxattr(path, name, &buffer, buffer.count)
             if n >= 0 { return Array(buffer[0..<n]) }
-            if errno != ERANGE { return nil }  // grown in between: ask again
+            if errno != ERANGE { return nil } // grown in between: ask again
         }
     }
 

@@ -59,8 +59,10 @@ public final class ProviderMount: @unchecked Sendable {
 
     /// Mounts `provider` at `mountpoint` (an existing directory). The mount is live on return:
     /// requests made before serving starts wait for it.
-    public init(_ provider: any Provider, at mountpoint: String, options: MountOptions = MountOptions(),
-                logger: Logger = Logger(label: "docfs")) throws(ProviderError) {
+    public init(
+        _ provider: any Provider, at mountpoint: String, options: MountOptions = MountOptions(),
+        logger: Logger = Logger(label: "docfs")
+    ) throws(ProviderError) {
         self.mountpoint = mountpoint
         self.provider = provider
         self.options = options
@@ -77,7 +79,8 @@ public final class ProviderMount: @unchecked Sendable {
         // default_permissions: the kernel checks mode bits before it asks (docs/PERMISSIONS.md);
         // FIFO opens and socket connects are checked nowhere else.
         let kernelChecks = bridgeOptions.kernelChecksPermissions ? ["default_permissions"] : []
-        let fuse = ["fsname=\(fsname)", "subtype=docfs"] + (suid ? [] : ["auto_unmount", "nosuid"]) + kernelChecks
+        let fuse =
+            ["fsname=\(fsname)", "subtype=docfs"] + (suid ? [] : ["auto_unmount", "nosuid"]) + kernelChecks
             + options.fuseOptions.filter { $0 != "auto_unmount" && !($0 == "default_permissions" && !kernelChecks.isEmpty) }
         session = try FuseSession(bridge: bridge, mountpoint: mountpoint, options: fuse)
         if options.signals { signalHandlers = session.installSignalHandlers() }
@@ -127,7 +130,11 @@ public final class ProviderMount: @unchecked Sendable {
     }
 
     private func finish() {
-        guard lock.withLock({ _ -> Bool in defer { shutDown = true }; return !shutDown }) else { return }
+        guard
+            lock.withLock({ _ -> Bool in
+                defer { shutDown = true }; return !shutDown
+            })
+        else { return }
         session.unmount()
         bridge.shutdown()
     }

@@ -2,7 +2,7 @@ import Foundation
 import DocFSProvider
 import Synchronization
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What a detection found and how.
@@ -176,14 +176,18 @@ package final class ContentTypeDetector: Sendable {
             if let magicType, database.magicMatches(magicType, contents) == true {
                 return Detection(type: candidate.type, mimeType: candidate.mimeType, source: .nameAndContents)
             }
-            let isTextType = candidate.mimeType.map { database.isSubclass($0, of: "text/plain", implicitOctetStream: false) }
+            let isTextType =
+                candidate.mimeType.map { database.isSubclass($0, of: "text/plain", implicitOctetStream: false) }
                 ?? registry.conforms(candidate.type, to: .text)
             if isTextType && looksLikeText {
                 // 2a. A text type and text bytes: the name stands (few text formats have a
                 //     signature; the document type judges the bytes) unless strong magic says the
                 //     bytes are something else.
                 if let strong = database.sniff(contents, minimumPriority: Self.strongMagicPriority),
-                   !related(strong.mimeType, candidate) { continue }
+                    !related(strong.mimeType, candidate)
+                {
+                    continue
+                }
                 if unchecked == nil { unchecked = candidate }
                 continue
             }
@@ -207,7 +211,10 @@ package final class ContentTypeDetector: Sendable {
             //    are something else altogether — a strong match, or any match on bytes that are
             //    not text (a PNG called notes.txt is a PNG).
             if let sniffed = sniffed(), sniffed.priority >= Self.strongMagicPriority || !looksLikeText,
-               !related(sniffed.mimeType, candidate) { continue }
+                !related(sniffed.mimeType, candidate)
+            {
+                continue
+            }
             if unchecked == nil { unchecked = candidate }
         }
         if let unchecked { return Detection(type: unchecked.type, mimeType: unchecked.mimeType, source: .name) }
@@ -221,11 +228,14 @@ package final class ContentTypeDetector: Sendable {
         return registry.conforms(contentType(forMIMEType: sniffed), to: candidate.type)
     }
 
-    private func fromContents(_ sniffed: (mimeType: String, priority: Int)?, _ contents: UnsafeRawBufferPointer,
-                              typeFromName: ContentType?) -> Detection {
+    private func fromContents(
+        _ sniffed: (mimeType: String, priority: Int)?, _ contents: UnsafeRawBufferPointer,
+        typeFromName: ContentType?
+    ) -> Detection {
         if let sniffed {
-            return Detection(type: contentType(forMIMEType: sniffed.mimeType), mimeType: sniffed.mimeType,
-                             source: .contents, typeFromName: typeFromName)
+            return Detection(
+                type: contentType(forMIMEType: sniffed.mimeType), mimeType: sniffed.mimeType,
+                source: .contents, typeFromName: typeFromName)
         }
         if SharedMimeDatabase.looksLikeText(contents) {
             return Detection(type: .plainText, mimeType: "text/plain", source: .contents, typeFromName: typeFromName)

@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The freedesktop.org shared MIME-info database (`/usr/share/mime`, Debian's `shared-mime-info`),
@@ -107,8 +107,10 @@ package final class SharedMimeDatabase: Sendable {
                     let fields = line.split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false)
                     guard fields.count >= 3, let weight = Int(fields[0]) else { continue }
                     let flags = fields.count > 3 ? fields[3].split(separator: ",") : []
-                    globs.append(Glob(weight: weight, mimeType: String(fields[1]), pattern: String(fields[2]),
-                                      caseSensitive: flags.contains("cs"), order: order))
+                    globs.append(
+                        Glob(
+                            weight: weight, mimeType: String(fields[1]), pattern: String(fields[2]),
+                            caseSensitive: flags.contains("cs"), order: order))
                     order += 1
                 }
             }
@@ -478,12 +480,17 @@ package final class SharedMimeDatabase: Sendable {
             if b == 0x7F { return false }
             if b < 0x80 { i += 1; continue }
             let need: Int
-            if b & 0xE0 == 0xC0, b >= 0xC2 { need = 1 }
-            else if b & 0xF0 == 0xE0 { need = 2 }
-            else if b & 0xF8 == 0xF0, b <= 0xF4 { need = 3 }
-            else { return false }
+            if b & 0xE0 == 0xC0, b >= 0xC2 {
+                need = 1
+            } else if b & 0xF0 == 0xE0 {
+                need = 2
+            } else if b & 0xF8 == 0xF0, b <= 0xF4 {
+                need = 3
+            } else {
+                return false
+            }
             for k in 1...need {
-                if i + k >= n { return true }  // a sequence cut off by the limit or the end
+                if i + k >= n { return true } // a sequence cut off by the limit or the end
                 if data[i + k] & 0xC0 != 0x80 { return false }
             }
             i += need + 1

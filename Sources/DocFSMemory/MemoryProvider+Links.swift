@@ -4,8 +4,10 @@ import DocFSProvider
 // the others in `names`; every folder's `children` maps each name to the node. An item is seen
 // under the name it was reached by (`MemoryTree.viewed`). Each call is one step under the lock.
 extension MemoryProvider: HardLinkProvider {
-    public func linkItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
-                         name: String) async throws(ProviderError) -> Item {
+    public func linkItem(
+        withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+        name: String
+    ) async throws(ProviderError) -> Item {
         try ItemNames.validate(name)
         return try withTree { (tree) throws(ProviderError) -> Item in
             let node = try tree.node(identifier)
@@ -23,8 +25,10 @@ extension MemoryProvider: HardLinkProvider {
         }
     }
 
-    public func removeName(_ name: String, inParentItemIdentifier parent: ItemIdentifier,
-                           ofItemWithIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
+    public func removeName(
+        _ name: String, inParentItemIdentifier parent: ItemIdentifier,
+        ofItemWithIdentifier identifier: ItemIdentifier
+    ) async throws(ProviderError) {
         try withTree { (tree) throws(ProviderError) in
             let now = FileTime.now()
             try tree.removeName(name, in: parent, of: identifier, at: now)
@@ -32,8 +36,10 @@ extension MemoryProvider: HardLinkProvider {
         }
     }
 
-    public func moveName(_ name: String, inParentItemIdentifier parent: ItemIdentifier, ofItemWithIdentifier identifier: ItemIdentifier,
-                         toParentItemIdentifier newParent: ItemIdentifier, newName: String) async throws(ProviderError) -> Item {
+    public func moveName(
+        _ name: String, inParentItemIdentifier parent: ItemIdentifier, ofItemWithIdentifier identifier: ItemIdentifier,
+        toParentItemIdentifier newParent: ItemIdentifier, newName: String
+    ) async throws(ProviderError) -> Item {
         try ItemNames.validate(newName)
         return try withTree { (tree) throws(ProviderError) -> Item in
             let node = try tree.node(identifier)
@@ -108,7 +114,8 @@ extension MemoryTree {
     /// trashed folder it came from takes it along; `MemoryProvider.trashItem`).
     mutating func gatherName(_ name: String, of id: ItemIdentifier, into folder: ItemIdentifier, as newName: String) {
         guard var node = nodes[id],
-              let index = node.names.firstIndex(where: { $0.parent == .trashContainer && NameKey($0.name) == NameKey(name) }) else { return }
+            let index = node.names.firstIndex(where: { $0.parent == .trashContainer && NameKey($0.name) == NameKey(name) })
+        else { return }
         node.names[index] = NamePlace(parent: folder, name: newName)
         nodes[id] = node
         nodes[.trashContainer]?.children[NameKey(name)] = nil

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import DocFSProvider
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 // Renaming, moving, trashing and deleting in the in-memory tree (MemoryProvider).
@@ -30,8 +30,10 @@ extension MemoryProvider {
         }
     }
 
-    public func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
-                             newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item {
+    public func reparentItem(
+        withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
+        newName: String?, replacing: ItemIdentifier?
+    ) async throws(ProviderError) -> Item {
         if let newName { try ItemNames.validate(newName) }
         return try withTree { (tree) throws(ProviderError) -> Item in
             try move(&tree, identifier, to: parent, newName: newName, replacing: replacing, trashing: nil)
@@ -43,9 +45,11 @@ extension MemoryProvider {
     /// Moves an item to another folder (or the same one under a new name), replacing the item at
     /// the destination if `replacing` names it, in one step under the lock. `gathering`: items to
     /// move into the item first (what a trashed folder takes along), with their names.
-    private func move(_ tree: inout MemoryTree, _ identifier: ItemIdentifier, to destination: ItemIdentifier,
-                      newName: String?, replacing: ItemIdentifier?, trashing: TrashMove?,
-                      gathering: [(ItemIdentifier, String)] = []) throws(ProviderError) -> Item {
+    private func move(
+        _ tree: inout MemoryTree, _ identifier: ItemIdentifier, to destination: ItemIdentifier,
+        newName: String?, replacing: ItemIdentifier?, trashing: TrashMove?,
+        gathering: [(ItemIdentifier, String)] = []
+    ) throws(ProviderError) -> Item {
         let node = try tree.node(identifier)
         guard let oldParent = node.parent, let oldParentNode = tree.nodes[oldParent] else {
             throw ProviderError(.notPermitted, "\(tree.path(of: identifier)) cannot be moved")
@@ -67,7 +71,7 @@ extension MemoryProvider {
         }
         var replaced: ItemIdentifier?
         if let existingID = newParentNode.children[NameKey(name)] {
-            if existingID == identifier { return tree.presented(node) }  // already there under that name
+            if existingID == identifier { return tree.presented(node) } // already there under that name
             guard let replacing, replacing == existingID, let existing = tree.nodes[existingID] else {
                 throw ProviderError(.filenameCollision, "'\(name)' already exists in \(tree.path(of: destination))")
             }
@@ -146,8 +150,9 @@ extension MemoryProvider {
             if node.parent == .trashContainer { return tree.presented(node) }
             let name = tree.uniqueName(node.item.filename, in: .trashContainer, isFolder: node.item.isFolder)
             let (gathering, names) = Self.gatherTrashed(into: identifier, tree)
-            let trashed = try move(&tree, identifier, to: .trashContainer, newName: name, replacing: nil,
-                                   trashing: .into(originalName: node.item.filename), gathering: gathering)
+            let trashed = try move(
+                &tree, identifier, to: .trashContainer, newName: name, replacing: nil,
+                trashing: .into(originalName: node.item.filename), gathering: gathering)
             for (id, trashedName, newName) in names { tree.gatherName(trashedName, of: id, into: identifier, as: newName) }
             return trashed
         }
@@ -158,8 +163,11 @@ extension MemoryProvider {
     /// name unless that is taken in the folder. As the store does.
     /// Returns the items, and the names of items with several (hard links), each with the
     /// name it takes in the folder.
-    private static func gatherTrashed(into folder: ItemIdentifier, _ tree: MemoryTree)
-        -> (items: [(ItemIdentifier, String)], names: [(ItemIdentifier, String, String)]) {
+    private static func gatherTrashed(
+        into folder: ItemIdentifier, _ tree: MemoryTree
+    )
+        -> (items: [(ItemIdentifier, String)], names: [(ItemIdentifier, String, String)])
+    {
         guard let folderNode = tree.nodes[folder], folderNode.item.isFolder else { return ([], []) }
         var gathered: [(ItemIdentifier, String)] = []
         var names: [(ItemIdentifier, String, String)] = []
@@ -169,12 +177,13 @@ extension MemoryProvider {
             guard let node = tree.nodes[id] else { continue }
             let own = node.parent == .trashContainer && NameKey(node.item.filename) == key
             let place = own ? nil : node.names.first { $0.parent == .trashContainer && NameKey($0.name) == key }
-            let (from, trashedName, current) = place.map { ($0.trashedFrom, $0.trashedName, $0.name) }
+            let (from, trashedName, current) =
+                place.map { ($0.trashedFrom, $0.trashedName, $0.name) }
                 ?? (node.trashedFrom, node.trashedName, node.item.filename)
             guard from == folder else { continue }
             var name = trashedName ?? current
             if used.contains(NameKey(name)) { name = current }
-            if used.contains(NameKey(name)) { continue }  // leave it loose rather than rename it twice
+            if used.contains(NameKey(name)) { continue } // leave it loose rather than rename it twice
             used.insert(NameKey(name))
             if place != nil { names.append((id, current, name)) } else { gathered.append((id, name)) }
         }
@@ -182,8 +191,10 @@ extension MemoryProvider {
     }
 
     /// `mv .Trash/x FOLDER/NAME`: restores under the name the move gives, in one step.
-    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
-                            newName: String) async throws(ProviderError) -> Item {
+    public func untrashItem(
+        withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+        newName: String
+    ) async throws(ProviderError) -> Item {
         try ItemNames.validate(newName)
         return try withTree { (tree) throws(ProviderError) -> Item in
             _ = try tree.node(identifier)

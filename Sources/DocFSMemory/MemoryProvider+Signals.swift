@@ -13,8 +13,10 @@ extension MemoryProvider {
     public func renameOnItsOwn(_ identifier: ItemIdentifier, to name: String) async throws(ProviderError) {
         let before = try item(for: identifier)
         let after = try await renameItem(withIdentifier: identifier, toName: name)
-        signal([.nameChanged(parent: before.parentIdentifier, name: before.filename),
-                .nameChanged(parent: after.parentIdentifier, name: after.filename)])
+        signal([
+            .nameChanged(parent: before.parentIdentifier, name: before.filename),
+            .nameChanged(parent: after.parentIdentifier, name: after.filename),
+        ])
     }
 
     /// Deletes an item as if another party had, and signals its name.

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import DocFSProvider
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A complete `Provider` (with the trash, Apple's metadata, stored extended attributes, special
@@ -66,15 +66,18 @@ public final class MemoryProvider: Provider, TrashProvider, AppleMetadataProvide
 
     /// A new, empty tree (a root and a trash container). `stagingParent`: where the private
     /// staging folder is made (default: the temporary directory).
-    public init(capabilities: Capabilities = .all, folders: [FolderRule] = [], stagingParent: URL? = nil,
-                registry: ContentTypeRegistry = .standard) throws(ProviderError) {
+    public init(
+        capabilities: Capabilities = .all, folders: [FolderRule] = [], stagingParent: URL? = nil,
+        registry: ContentTypeRegistry = .standard
+    ) throws(ProviderError) {
         var tree = MemoryTree()
         let now = FileTime.now()
         let rootCapabilities = Capabilities.all.subtracting([.allowsRenaming, .allowsReparenting, .allowsDeleting, .allowsTrashing])
         for (id, name) in [(ItemIdentifier.rootContainer, "/"), (ItemIdentifier.trashContainer, Self.trashName)] {
-            var item = Item(identifier: id, parentIdentifier: .rootContainer, filename: name, kind: .folder,
-                            contentType: .folder, childItemCount: 0, creationDate: now.date, contentModificationDate: now.date,
-                            capabilities: id == .rootContainer ? rootCapabilities.intersection(capabilities) : rootCapabilities)
+            var item = Item(
+                identifier: id, parentIdentifier: .rootContainer, filename: name, kind: .folder,
+                contentType: .folder, childItemCount: 0, creationDate: now.date, contentModificationDate: now.date,
+                capabilities: id == .rootContainer ? rootCapabilities.intersection(capabilities) : rootCapabilities)
             item.creationTime = now
             item.modificationTime = now
             item.changeTime = now
@@ -100,8 +103,9 @@ public final class MemoryProvider: Provider, TrashProvider, AppleMetadataProvide
                     continue
                 }
                 let parentNode = tree.nodes[parentID]!
-                var node = Self.makeNode(tree.newIdentifier(), in: parentNode, name: component, kind: .folder, now: now,
-                                         attributes: nil, defaultCapabilities: capabilities, registry: registry)
+                var node = Self.makeNode(
+                    tree.newIdentifier(), in: parentNode, name: component, kind: .folder, now: now,
+                    attributes: nil, defaultCapabilities: capabilities, registry: registry)
                 if isRuleFolder {
                     node.item.capabilities = rule.capabilities
                     node.contentsPolicy = rule.contents
@@ -143,7 +147,6 @@ public final class MemoryProvider: Provider, TrashProvider, AppleMetadataProvide
         return try result.get()
     }
 
-
     static func contentType(named name: String, kind: ItemKind, registry: ContentTypeRegistry) -> ContentType {
         switch kind {
         case .file: return registry.type(forFilename: name) ?? .data
@@ -159,10 +162,12 @@ public final class MemoryProvider: Provider, TrashProvider, AppleMetadataProvide
     /// Owner, group and mode come from `attributes` (the caller's, set by the bridge); without
     /// them the item belongs to whoever runs the provider. Times: `modified` (and `accessed`) as
     /// given, birth and change time now.
-    static func makeNode(_ id: ItemIdentifier, in parent: Node, name: String, kind: ItemKind, size: Int64 = 0,
-                         now: FileTime, modified: FileTime? = nil, accessed: FileTime? = nil,
-                         attributes: NewItemAttributes?, mode: UInt16? = nil, target: String? = nil,
-                         defaultCapabilities: Capabilities, registry: ContentTypeRegistry) -> Node {
+    static func makeNode(
+        _ id: ItemIdentifier, in parent: Node, name: String, kind: ItemKind, size: Int64 = 0,
+        now: FileTime, modified: FileTime? = nil, accessed: FileTime? = nil,
+        attributes: NewItemAttributes?, mode: UInt16? = nil, target: String? = nil,
+        defaultCapabilities: Capabilities, registry: ContentTypeRegistry
+    ) -> Node {
         let policy = parent.contentsPolicy ?? defaultCapabilities
         let type = contentType(named: name, kind: kind, registry: registry)
         var item = Item(
@@ -181,12 +186,15 @@ public final class MemoryProvider: Provider, TrashProvider, AppleMetadataProvide
         return node
     }
 
-    func makeNode(_ id: ItemIdentifier, in parent: Node, name: String, kind: ItemKind, size: Int64 = 0,
-                          now: FileTime, modified: FileTime? = nil, accessed: FileTime? = nil,
-                          attributes: NewItemAttributes?, mode: UInt16? = nil, target: String? = nil) -> Node {
-        Self.makeNode(id, in: parent, name: name, kind: kind, size: size, now: now, modified: modified, accessed: accessed,
-                      attributes: attributes, mode: mode, target: target, defaultCapabilities: defaultCapabilities,
-                      registry: registry)
+    func makeNode(
+        _ id: ItemIdentifier, in parent: Node, name: String, kind: ItemKind, size: Int64 = 0,
+        now: FileTime, modified: FileTime? = nil, accessed: FileTime? = nil,
+        attributes: NewItemAttributes?, mode: UInt16? = nil, target: String? = nil
+    ) -> Node {
+        Self.makeNode(
+            id, in: parent, name: name, kind: kind, size: size, now: now, modified: modified, accessed: accessed,
+            attributes: attributes, mode: mode, target: target, defaultCapabilities: defaultCapabilities,
+            registry: registry)
     }
 
     /// A folder that can take a new child named `name`, or the rule that refuses.
@@ -267,8 +275,9 @@ public final class MemoryProvider: Provider, TrashProvider, AppleMetadataProvide
         let free = UInt64(max(sysconf(Int32(_SC_AVPHYS_PAGES)), 0)) * page / 4096
         let count = UInt64(state.withLock { $0.nodes.count })
         let files: UInt64 = 1 << 31
-        return StorageStatistics(blockSize: 4096, totalBlocks: total, freeBlocks: free, availableBlocks: free,
-                                 totalFiles: files, freeFiles: files > count ? files - count : 0)
+        return StorageStatistics(
+            blockSize: 4096, totalBlocks: total, freeBlocks: free, availableBlocks: free,
+            totalFiles: files, freeFiles: files > count ? files - count : 0)
     }
 
     /// Number of items, root and trash included.
@@ -313,7 +322,10 @@ public final class MemoryProvider: Provider, TrashProvider, AppleMetadataProvide
             for child in names { children.append((child, try stage(path + "/" + child, name: child))) }
             return .folder(children, mode: mode, modified: modified)
         default:
-            throw ProviderError(.unsupported, "cannot import '\(name)': only files, folders, symbolic links, FIFOs and sockets can be stored, and only FIFOs and sockets made in the mount")
+            throw ProviderError(
+                .unsupported,
+                "cannot import '\(name)': only files, folders, symbolic links, FIFOs and sockets can be stored, and only FIFOs and sockets made in the mount"
+            )
         }
     }
 
@@ -321,40 +333,48 @@ public final class MemoryProvider: Provider, TrashProvider, AppleMetadataProvide
     /// (the plain API) items keep the staged files' modes and times; with them (a copy through
     /// the mount) the top item takes the caller's owner, group and mode and the times the program
     /// set, and what is inside a folder belongs to the same owner. As the store does.
-    private func insert(_ staged: Staged, name: String, into parent: Node, tree: inout MemoryTree, now: FileTime,
-                        attributes: NewItemAttributes?, top: Bool) -> ItemIdentifier {
+    private func insert(
+        _ staged: Staged, name: String, into parent: Node, tree: inout MemoryTree, now: FileTime,
+        attributes: NewItemAttributes?, top: Bool
+    ) -> ItemIdentifier {
         let given = top ? attributes : nil
         let id = tree.newIdentifier()
         switch staged {
         case .file(let contents, let mode, let modified, let accessed):
             var owned = attributes
             owned?.posixPermissions = mode
-            var node = makeNode(id, in: parent, name: name, kind: .file, size: contents.size, now: now,
-                                modified: given?.modificationTime ?? modified,
-                                accessed: given?.accessTime ?? (attributes == nil ? nil : accessed),
-                                attributes: given ?? owned, mode: given == nil ? mode : nil)
+            var node = makeNode(
+                id, in: parent, name: name, kind: .file, size: contents.size, now: now,
+                modified: given?.modificationTime ?? modified,
+                accessed: given?.accessTime ?? (attributes == nil ? nil : accessed),
+                attributes: given ?? owned, mode: given == nil ? mode : nil)
             node.contents = contents
             tree.attach(node)
         case .symlink(let target, let modified):
-            let node = makeNode(id, in: parent, name: name, kind: .symlink, size: Int64(target.utf8.count), now: now,
-                                modified: given?.modificationTime ?? modified, attributes: given ?? attributes, target: target)
+            let node = makeNode(
+                id, in: parent, name: name, kind: .symlink, size: Int64(target.utf8.count), now: now,
+                modified: given?.modificationTime ?? modified, attributes: given ?? attributes, target: target)
             tree.attach(node)
         case .folder(let children, let mode, let modified):
             var owned = attributes
             owned?.posixPermissions = mode
-            let node = makeNode(id, in: parent, name: name, kind: .folder, now: now, modified: given?.modificationTime ?? modified,
-                                attributes: given ?? owned, mode: given == nil ? mode : nil)
+            let node = makeNode(
+                id, in: parent, name: name, kind: .folder, now: now, modified: given?.modificationTime ?? modified,
+                attributes: given ?? owned, mode: given == nil ? mode : nil)
             tree.attach(node)
             for child in children {
-                _ = insert(child.staged, name: child.name, into: tree.nodes[id]!, tree: &tree, now: now,
-                           attributes: attributes, top: false)
+                _ = insert(
+                    child.staged, name: child.name, into: tree.nodes[id]!, tree: &tree, now: now,
+                    attributes: attributes, top: false)
             }
         }
         return id
     }
 
-    private func importStaged(path: String, name: String, parent: ItemIdentifier,
-                              attributes: NewItemAttributes?) throws(ProviderError) -> Item {
+    private func importStaged(
+        path: String, name: String, parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) throws(ProviderError) -> Item {
         try ItemNames.validate(name)
         // Fail early (before copying any bytes) when the folder cannot take it.
         try withTree { (tree) throws(ProviderError) in _ = try Self.checkedParent(tree, parent, name: name) }
@@ -371,8 +391,10 @@ public final class MemoryProvider: Provider, TrashProvider, AppleMetadataProvide
     /// Imports a staged file, link or folder tree (see `Provider`): read inside its access window
     /// and copied into memory files; the scope removes the staged file afterwards. Without
     /// `attributes` the items keep the staged files' mode and times.
-    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
-                               attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    public func importDocument(
+        from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         try file.withSealedPath { (path) throws(ProviderError) -> Item in
             try importStaged(path: path, name: file.name, parent: parent, attributes: attributes)
         }
@@ -380,14 +402,17 @@ public final class MemoryProvider: Provider, TrashProvider, AppleMetadataProvide
 
     // MARK: - Creating
 
-    private func create(name: String, parent: ItemIdentifier, kind: ItemKind, target: String?,
-                        attributes: NewItemAttributes?) throws(ProviderError) -> Item {
+    private func create(
+        name: String, parent: ItemIdentifier, kind: ItemKind, target: String?,
+        attributes: NewItemAttributes?
+    ) throws(ProviderError) -> Item {
         try ItemNames.validate(name)
         return try withTree { (tree) throws(ProviderError) -> Item in
             let parentNode = try Self.checkedParent(tree, parent, name: name)
             let now = FileTime.now()
-            var node = makeNode(tree.newIdentifier(), in: parentNode, name: name, kind: kind,
-                                size: Int64(target?.utf8.count ?? 0), now: now, attributes: attributes, target: target)
+            var node = makeNode(
+                tree.newIdentifier(), in: parentNode, name: name, kind: kind,
+                size: Int64(target?.utf8.count ?? 0), now: now, attributes: attributes, target: target)
             if kind.isDevice { node.item.deviceNumber = attributes?.deviceNumber ?? 0 }
             tree.attach(node)
             tree.touch(parent, at: now)
@@ -396,21 +421,27 @@ public final class MemoryProvider: Provider, TrashProvider, AppleMetadataProvide
     }
 
     /// A new folder (see `Provider`); it takes its parent's capabilities for contents.
-    public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
-                                attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    public func createDirectory(
+        withName name: String, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         try create(name: name, parent: parent, kind: .folder, target: nil, attributes: attributes)
     }
 
     /// A new symbolic link, its target stored as given (see `Provider`).
-    public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
-                                   attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    public func createSymbolicLink(
+        withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         try ItemNames.validateSymbolicLinkTarget(target)
         return try create(name: name, parent: parent, kind: .symlink, target: target, attributes: attributes)
     }
 
     /// FIFOs and sockets: items with no contents, never typed as documents.
-    public func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
-                                  attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    public func createSpecialItem(
+        withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         guard kind.isSpecial else { throw ProviderError(.invalidArgument, "only FIFOs, sockets and device nodes are special items") }
         return try create(name: name, parent: parent, kind: kind, target: nil, attributes: attributes)
     }
@@ -455,13 +486,16 @@ public final class MemoryProvider: Provider, TrashProvider, AppleMetadataProvide
     /// a new memory file and the staged file is removed (moved, as the protocol says). Readers of
     /// the previous version keep it until they close. No other writer changes the tree behind the
     /// mount's back, so the base version is not checked.
-    public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
-                               from fileURL: URL) async throws(ProviderError) -> Item {
+    public func modifyContents(
+        ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
+        from fileURL: URL
+    ) async throws(ProviderError) -> Item {
         try withTree { (tree) throws(ProviderError) in
             let node = try tree.node(identifier)
             switch node.item.kind {
             case .folder: throw ProviderError(.isDirectory, "\(tree.path(of: identifier)) is a folder")
-            case .symlink, .fifo, .socket, .characterDevice, .blockDevice: throw ProviderError(.invalidArgument, "\(tree.path(of: identifier)) is not a regular file")
+            case .symlink, .fifo, .socket, .characterDevice, .blockDevice:
+                throw ProviderError(.invalidArgument, "\(tree.path(of: identifier)) is not a regular file")
             case .file: break
             }
         }
@@ -508,8 +542,10 @@ public final class MemoryProvider: Provider, TrashProvider, AppleMetadataProvide
         }
     }
 
-    public func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
-                                     forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
+    public func setExtendedAttribute(
+        named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
+        forItemIdentifier identifier: ItemIdentifier
+    ) async throws(ProviderError) {
         try ExtendedAttributes.checkStorable(name, value)
         try withTree { (tree) throws(ProviderError) in
             var node = try tree.node(identifier)

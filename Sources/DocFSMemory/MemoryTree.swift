@@ -90,7 +90,8 @@ struct MemoryTree: Sendable {
             return item
         }
         guard node.item.kind == .folder, node.item.contentType != .folder,
-              node.item.identifier != .rootContainer, node.item.identifier != .trashContainer else { return node.item }
+            node.item.identifier != .rootContainer, node.item.identifier != .trashContainer
+        else { return node.item }
         var item = node.item
         var total: Int64 = 0
         var stack = [node.item.identifier]

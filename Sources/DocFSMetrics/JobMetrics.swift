@@ -57,7 +57,8 @@ package final class JobMetrics {
     }
 
     private func gauge(_ name: String, _ help: String) -> Gauge {
-        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "docfs", subsystem: job, metricName: name, helpText: help),
-                           labels: labels)
+        registry.makeGauge(
+            descriptor: MetricNameDescriptor(namespace: "docfs", subsystem: job, metricName: name, helpText: help),
+            labels: labels)
     }
 }

@@ -50,7 +50,8 @@ package enum MetricsAddressError: Error, CustomStringConvertible {
         switch self {
         case .malformed(let text): return "expected PORT, ADDRESS:PORT or [IPV6]:PORT, not '\(text)'"
         case .notLoopback(let text):
-            return "\(text) is not a loopback address, and anyone who reaches it could read the metrics: add -o metrics_public (--metrics-public) to serve there anyway"
+            return
+                "\(text) is not a loopback address, and anyone who reaches it could read the metrics: add -o metrics_public (--metrics-public) to serve there anyway"
         }
     }
 }

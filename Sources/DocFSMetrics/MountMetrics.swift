@@ -45,7 +45,10 @@ package final class MountMetrics: Sendable {
     /// The registry as Prometheus text, after reading every source. Scrapes take turns.
     package func scrape() -> [UInt8] {
         state.withLock { state in
-            gauge("build_info", "docfs's version, the commit it was built from, the libfuse it runs with and the server schema it speaks (always 1)", build).set(Int64(1))
+            gauge(
+                "build_info", "docfs's version, the commit it was built from, the libfuse it runs with and the server schema it speaks (always 1)",
+                build
+            ).set(Int64(1))
             if let sources = state.sources {
                 collect(sources, into: &state)
             }
@@ -65,14 +68,16 @@ package final class MountMetrics: Sendable {
         gauge("replica_online", "1 when the last request to the server got an answer, 0 while it is unreachable").set(Int64(status.online ? 1 : 0))
         gauge("replica_outbox_entries", "Changes not on the server yet (set-aside ones included)").set(Int64(status.pending))
         gauge("replica_outbox_bytes", "Bytes of contents still to upload").set(status.pendingBytes)
-        gauge("replica_outbox_oldest_age_seconds", "How long the oldest pending change has waited (0 when none)").set(status.oldestPendingSeconds ?? 0)
+        gauge("replica_outbox_oldest_age_seconds", "How long the oldest pending change has waited (0 when none)").set(
+            status.oldestPendingSeconds ?? 0)
         gauge("replica_set_aside_items", "Items whose change the server refused for a reason a retry will not mend").set(Int64(status.setAside))
         gauge("replica_set_aside_changes", "Changes of set-aside items waiting in the outbox").set(Int64(status.setAsideChanges))
         gauge("replica_refused_items", "Items whose change the server refused (user.docfs.sync says why)").set(Int64(status.failedItems))
         gauge("replica_incoming_changes", "Changes other replicas made that this one has not applied yet").set(status.incoming)
         gauge("replica_downloads_in_flight", "Downloads of contents in progress").set(Int64(status.downloading))
         if let at = status.lastSyncAt, let date = try? Date(at, strategy: .iso8601) {
-            gauge("replica_last_sync_timestamp_seconds", "When the replica last had sent everything with the server answering (Unix time)").set(date.timeIntervalSince1970)
+            gauge("replica_last_sync_timestamp_seconds", "When the replica last had sent everything with the server answering (Unix time)").set(
+                date.timeIntervalSince1970)
         }
         if let limit = status.cacheLimit {
             gauge("replica_cache_limit_bytes", "The --cache-size limit for downloaded contents").set(limit)
@@ -86,7 +91,8 @@ package final class MountMetrics: Sendable {
         if let t = sources.transfers?() {
             advance("replica_downloaded_bytes", "Bytes of contents downloaded and placed since the mount", to: t.downloadedBytes, in: &state)
             advance("replica_downloaded_files", "Files downloaded since the mount", to: Int64(t.downloadedFiles), in: &state)
-            advance("replica_cache_evicted_files", "Files whose downloaded contents were evicted since the mount", to: Int64(t.evictedFiles), in: &state)
+            advance(
+                "replica_cache_evicted_files", "Files whose downloaded contents were evicted since the mount", to: Int64(t.evictedFiles), in: &state)
             advance("replica_cache_evicted_bytes", "Bytes of contents evicted since the mount", to: t.evictedBytes, in: &state)
         }
     }
@@ -106,8 +112,9 @@ package final class MountMetrics: Sendable {
             guard total > 0 else { continue }
             advance("fuse_requests", "FUSE requests answered, by operation", labels, to: Int64(total), in: &state)
             let histogram = registry.makeDurationHistogram(
-                descriptor: MetricNameDescriptor(namespace: "docfs", metricName: "fuse_request_duration", unitName: "seconds",
-                                                 helpText: "Time a FUSE thread spent on a request, by operation"),
+                descriptor: MetricNameDescriptor(
+                    namespace: "docfs", metricName: "fuse_request_duration", unitName: "seconds",
+                    helpText: "Time a FUSE thread spent on a request, by operation"),
                 labels: labels, buckets: Self.durationBuckets)
             for slot in 0..<slots {
                 let before = state.replayed[op][slot]
@@ -121,8 +128,9 @@ package final class MountMetrics: Sendable {
         advance("fuse_read_bytes", "Bytes read through the mount", to: Int64(clamping: stats.totalBytesRead), in: &state)
         advance("fuse_written_bytes", "Bytes written through the mount", to: Int64(clamping: stats.totalBytesWritten), in: &state)
         for (refusal, count) in stats.refusals {
-            advance("refusals", "Operations refused or failed, by operation, rule (the provider's error code) and errno",
-                    [("op", refusal.op), ("rule", refusal.rule), ("errno", refusal.errno)], to: Int64(clamping: count), in: &state)
+            advance(
+                "refusals", "Operations refused or failed, by operation, rule (the provider's error code) and errno",
+                [("op", refusal.op), ("rule", refusal.rule), ("errno", refusal.errno)], to: Int64(clamping: count), in: &state)
         }
     }
 

@@ -35,7 +35,9 @@ public struct Capabilities: OptionSet, Hashable, Sendable {
             let word = raw.lowercased()
             if word == "all" { result.formUnion(.all); continue }
             guard let match = Capabilities.words.first(where: { $0.word == word }) else {
-                throw ProviderError(.invalidArgument, "unknown capability word '\(raw)' (expected one of: all, \(Capabilities.words.map(\.word).joined(separator: ", ")))")
+                throw ProviderError(
+                    .invalidArgument,
+                    "unknown capability word '\(raw)' (expected one of: all, \(Capabilities.words.map(\.word).joined(separator: ", ")))")
             }
             result.formUnion(match.capability)
         }

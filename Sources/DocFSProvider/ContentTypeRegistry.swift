@@ -11,8 +11,10 @@ public struct ContentTypeDeclaration: Sendable, Hashable {
     /// Like `DocumentGroup(viewing:)`: items of this type are never writable.
     public var viewOnly: Bool
 
-    public init(_ identifier: ContentType, conformsTo: [ContentType] = [], extensions: [String] = [],
-                mimeTypes: [String] = [], viewOnly: Bool = false) {
+    public init(
+        _ identifier: ContentType, conformsTo: [ContentType] = [], extensions: [String] = [],
+        mimeTypes: [String] = [], viewOnly: Bool = false
+    ) {
         self.identifier = identifier
         self.conformsTo = conformsTo
         self.extensions = extensions.map { ($0.hasPrefix(".") ? String($0.dropFirst()) : $0).lowercased() }
@@ -191,8 +193,9 @@ extension ContentTypeRegistry {
             D(.package, conformsTo: [.directory]),
             D(.symbolicLink, conformsTo: [.item], mimeTypes: ["inode/symlink"]),
             D(.executable, conformsTo: [.item]),
-            D(.unixExecutable, conformsTo: [.data, .executable],
-              mimeTypes: ["application/x-executable", "application/x-sharedlib", "application/x-pie-executable"]),
+            D(
+                .unixExecutable, conformsTo: [.data, .executable],
+                mimeTypes: ["application/x-executable", "application/x-sharedlib", "application/x-pie-executable"]),
 
             // Text
             D(.text, conformsTo: [.data, .content], mimeTypes: ["text/*"]),

@@ -1,6 +1,6 @@
 import struct Foundation.Data
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Extended attributes a user sets on an item (`setfattr -n user.color -v blue FILE`) that are not
@@ -49,8 +49,10 @@ extension ExtendedAttributes {
     /// An item's stored attributes after setting (or, with nil, removing) one, as setxattr's
     /// flags say: ENODATA for a missing one to replace or remove, EEXIST for an existing one to
     /// create, ENOSPC past `maxBytesPerItem` in all.
-    public static func updating(_ current: [String: Data], _ name: String, to value: Data?,
-                                mode: WriteMode) throws(ProviderError) -> [String: Data] {
+    public static func updating(
+        _ current: [String: Data], _ name: String, to value: Data?,
+        mode: WriteMode
+    ) throws(ProviderError) -> [String: Data] {
         let exists = current[name] != nil
         if value == nil || mode == .replace, !exists { throw ProviderError(.noSuchAttribute, "\(name) is not set") }
         if mode == .create, exists { throw ProviderError(.filenameCollision, "\(name) already exists") }

@@ -75,7 +75,7 @@ public enum FileDescriptors {
         // The name is at most 249 bytes.
         var label = "docfs:" + name
         while label.utf8.count > 200 { label.removeLast() }
-        let fd = create(label, 0x1 | 0x2)  // MFD_CLOEXEC | MFD_ALLOW_SEALING
+        let fd = create(label, 0x1 | 0x2) // MFD_CLOEXEC | MFD_ALLOW_SEALING
         if fd < 0 { throw .posix(errno, "memfd_create") }
         return fd
     }
@@ -83,7 +83,7 @@ public enum FileDescriptors {
     /// Seals a memory file against shrinking, growing and writing. Best effort: without seals
     /// the bytes still never change when nothing writes to them.
     public static func seal(_ fd: Int32) {
-        _ = fcntl(fd, 1024 + 9, Int32(0x2 | 0x4 | 0x8))  // F_ADD_SEALS: SHRINK | GROW | WRITE
+        _ = fcntl(fd, 1024 + 9, Int32(0x2 | 0x4 | 0x8)) // F_ADD_SEALS: SHRINK | GROW | WRITE
     }
 
     private static func copyByReading(from source: Int32, to destination: Int32, offset start: Int, what: String) throws(ProviderError) -> Int64 {

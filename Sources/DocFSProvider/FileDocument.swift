@@ -45,4 +45,3 @@ public protocol FileDocument: Sendable {
 extension FileDocument {
     public static var writableContentTypes: [ContentType] { readableContentTypes }
 }
-

@@ -1,6 +1,6 @@
 import struct Foundation.Date
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A point in time exact to the nanosecond, as a filesystem keeps it (`struct timespec`).

@@ -27,17 +27,22 @@ public protocol HardLinkProvider: Provider {
     /// under its new name. Throws `.notPermitted` for a folder, `.filenameCollision` when the
     /// name is taken, `.noSuchItem`/`.notDirectory` for `parent`, and as `admitItem` does for a
     /// type the folder refuses.
-    func linkItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
-                  name: String) async throws(ProviderError) -> Item
+    func linkItem(
+        withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+        name: String
+    ) async throws(ProviderError) -> Item
     /// Removes the name `name` in `parent`, which must name `identifier` (`unlink` of one name).
     /// The item's other names stay; its last name going deletes it as `deleteItem` does.
-    func removeName(_ name: String, inParentItemIdentifier parent: ItemIdentifier,
-                    ofItemWithIdentifier identifier: ItemIdentifier) async throws(ProviderError)
+    func removeName(
+        _ name: String, inParentItemIdentifier parent: ItemIdentifier,
+        ofItemWithIdentifier identifier: ItemIdentifier) async throws(ProviderError)
     /// Moves the name `name` in `parent` (which must name `identifier`) to `newName` in
     /// `newParent` (`rename` of one name), replacing what that name held: one name of another
     /// item, or a whole item with one name, as `reparentItem(replacing:)` does. When the
     /// destination already names the same item, the source name goes (as rename(2) leaves both
     /// names; the bridge answers that case itself). Returns the item under its new name.
-    func moveName(_ name: String, inParentItemIdentifier parent: ItemIdentifier, ofItemWithIdentifier identifier: ItemIdentifier,
-                  toParentItemIdentifier newParent: ItemIdentifier, newName: String) async throws(ProviderError) -> Item
+    func moveName(
+        _ name: String, inParentItemIdentifier parent: ItemIdentifier, ofItemWithIdentifier identifier: ItemIdentifier,
+        toParentItemIdentifier newParent: ItemIdentifier, newName: String
+    ) async throws(ProviderError) -> Item
 }

@@ -1,7 +1,7 @@
 import struct Foundation.Date
 import struct Foundation.Data
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One item of the provider tree (NSFileProviderItem), as a value.

@@ -30,9 +30,11 @@ public struct NewItemAttributes: Hashable, Sendable {
     /// A device node's numbers (`mknod`'s `dev`); 0 for other items.
     public var deviceNumber: UInt64 = 0
 
-    public init(ownerID: UInt32, groupID: UInt32, posixPermissions: UInt16,
-                modificationTime: FileTime? = nil, accessTime: FileTime? = nil,
-                entryTime: FileTime? = nil, changeTime: FileTime? = nil) {
+    public init(
+        ownerID: UInt32, groupID: UInt32, posixPermissions: UInt16,
+        modificationTime: FileTime? = nil, accessTime: FileTime? = nil,
+        entryTime: FileTime? = nil, changeTime: FileTime? = nil
+    ) {
         self.ownerID = ownerID
         self.groupID = groupID
         self.posixPermissions = posixPermissions & 0o7777
@@ -66,9 +68,11 @@ public struct AttributeChanges: Hashable, Sendable {
     /// New favourite rank; `.some(nil)` removes it (a replica's; the bridge's go through `setFavoriteRank`).
     public var favoriteRank: Int64??
 
-    public init(posixPermissions: UInt16? = nil, ownerID: UInt32? = nil, groupID: UInt32? = nil,
-                modificationTime: FileTime? = nil, accessTime: FileTime? = nil, creationTime: FileTime? = nil,
-                tagData: Data?? = nil, favoriteRank: Int64?? = nil) {
+    public init(
+        posixPermissions: UInt16? = nil, ownerID: UInt32? = nil, groupID: UInt32? = nil,
+        modificationTime: FileTime? = nil, accessTime: FileTime? = nil, creationTime: FileTime? = nil,
+        tagData: Data?? = nil, favoriteRank: Int64?? = nil
+    ) {
         self.posixPermissions = posixPermissions.map { $0 & 0o7777 }
         self.ownerID = ownerID
         self.groupID = groupID

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What a Linux filesystem accepts as a name or a link target, and the macOS way of making a
@@ -59,7 +59,7 @@ public enum ItemNames {
             if !base.isEmpty, base.utf8.count >= extBody || ext.count <= 1 {
                 base.removeLast()
             } else if ext.count > 1 {
-                ext.removeLast()          // never the dot itself while the extension has more
+                ext.removeLast() // never the dot itself while the extension has more
             } else if !ext.isEmpty {
                 ext = ""
             } else {

@@ -61,8 +61,10 @@ public protocol SmallFileImportProvider: Provider {
     /// Imports a new file named `name` holding `contents` into `parent`, like
     /// `importDocument(from:toParentItemIdentifier:attributes:)`: the same checks and errors,
     /// with the times and mode in `attributes` (the bridge gives what the program wrote and set).
-    func importDocument(contents: [UInt8], named name: String, toParentItemIdentifier parent: ItemIdentifier,
-                        attributes: NewItemAttributes) async throws(ProviderError) -> Item
+    func importDocument(
+        contents: [UInt8], named name: String, toParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes
+    ) async throws(ProviderError) -> Item
 }
 
 /// A provider that keeps some files' bytes inside a larger file and lets them be read in place
@@ -84,8 +86,10 @@ public protocol StoredSliceProvider: Provider {
 /// storage, or removed it once copied); on a refusal the file is where it was, and the caller
 /// removes it.
 package protocol StagedFileImportProvider: Provider {
-    func importStagedFile(at path: String, named name: String, toParentItemIdentifier parent: ItemIdentifier,
-                          attributes: NewItemAttributes?) async throws(ProviderError) -> Item
+    func importStagedFile(
+        at path: String, named name: String, toParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item
 }
 
 /// A file's bytes inside a larger file (`StoredSliceProvider.openStoredSlice`).

@@ -15,8 +15,10 @@ public protocol TrashProvider: Provider {
     /// `.invalidArgument` when the item is not in the trash or `parent` is, otherwise as
     /// `reparentItem`. The plain `untrashItem(withIdentifier:toParentItemIdentifier:)` (back where
     /// it came from) is built on this.
-    func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
-                     newName: String) async throws(ProviderError) -> Item
+    func untrashItem(
+        withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+        newName: String
+    ) async throws(ProviderError) -> Item
     /// Where a trashed item (at the top of the trash) came from, when the provider remembers it:
     /// the bridge shows it as `user.docfs.trashed-from`, and the plain `untrashItem` restores
     /// there; nil when it does not remember.
@@ -29,7 +31,9 @@ extension TrashProvider {
     /// the trash, else into the root: `untrashItem(withIdentifier:toParentItemIdentifier:newName:)`
     /// with those. Throws what that throws (`.invalidArgument` for an item not in the trash).
     /// The origin is read before the restore, not in the same step.
-    public func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier?) async throws(ProviderError) -> Item {
+    public func untrashItem(
+        withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier?
+    ) async throws(ProviderError) -> Item {
         let trashed = try item(for: identifier)
         let origin = trashOrigin(of: identifier)
         var destination = ItemIdentifier.rootContainer
@@ -38,8 +42,9 @@ extension TrashProvider {
         } else if let from = origin?.parentIdentifier, (try? item(for: from))?.isFolder == true, !isInTrash(from) {
             destination = from
         }
-        return try await untrashItem(withIdentifier: identifier, toParentItemIdentifier: destination,
-                                     newName: origin?.filename ?? trashed.filename)
+        return try await untrashItem(
+            withIdentifier: identifier, toParentItemIdentifier: destination,
+            newName: origin?.filename ?? trashed.filename)
     }
 
     /// Whether the item is the trash container or inside it, found by walking its parents.
@@ -76,8 +81,9 @@ public protocol ExtendedAttributeProvider: Provider {
     func extendedAttribute(named name: String, of identifier: ItemIdentifier) throws(ProviderError) -> Data
     /// Stores (or, with a nil value, removes) an extended attribute (`setxattr`, `removexattr`).
     /// Limits and the create/replace modes: `ExtendedAttributes`.
-    func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
-                              forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError)
+    func setExtendedAttribute(
+        named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
+        forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError)
 }
 
 /// A provider that keeps the names of FIFOs, sockets and device nodes. Without it the bridge
@@ -87,6 +93,8 @@ public protocol SpecialItemProvider: Provider {
     /// (`kind.isSpecial`, else `.invalidArgument`; a device node keeps `attributes.deviceNumber`
     /// and is never opened as a device, the mount being `nodev`). Throws as `createDirectory`
     /// does for the parent and the name.
-    func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
-                           attributes: NewItemAttributes?) async throws(ProviderError) -> Item
+    func createSpecialItem(
+        withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item
 }

@@ -3,7 +3,7 @@ import struct Foundation.Data
 import struct Foundation.Date
 import func Foundation.NSTemporaryDirectory
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Space figures for `statfs` (`df`), in blocks of `blockSize` bytes and in inodes.
@@ -22,8 +22,10 @@ public struct StorageStatistics: Sendable {
     public var freeFiles: UInt64
     /// The longest name, in bytes (`f_namemax`).
     public var maxNameLength: UInt64
-    public init(blockSize: UInt64, totalBlocks: UInt64, freeBlocks: UInt64, availableBlocks: UInt64,
-                totalFiles: UInt64, freeFiles: UInt64, maxNameLength: UInt64 = 255) {
+    public init(
+        blockSize: UInt64, totalBlocks: UInt64, freeBlocks: UInt64, availableBlocks: UInt64,
+        totalFiles: UInt64, freeFiles: UInt64, maxNameLength: UInt64 = 255
+    ) {
         self.blockSize = blockSize; self.totalBlocks = totalBlocks; self.freeBlocks = freeBlocks
         self.availableBlocks = availableBlocks; self.totalFiles = totalFiles; self.freeFiles = freeFiles
         self.maxNameLength = maxNameLength
@@ -132,20 +134,26 @@ public protocol Provider: AnyObject, Sendable {
     /// taken, `.invalidName`/`.nameTooLong` for the name, `.typeNotAllowed` (EPERM) when the
     /// folder does not take the type, `.corruptFile` when the bytes are not a valid document of
     /// their type (the copying program's close() sees it). The default refuses (`.readOnly`).
-    func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
-                        attributes: NewItemAttributes?) async throws(ProviderError) -> Item
+    func importDocument(
+        from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item
     /// Makes an empty folder named `name` in `parent` (`mkdir`), owned and moded as `attributes`
     /// say (nil: the provider's defaults — whoever runs it, mode 0755). Throws as
     /// `importDocument` does for the parent and the name. The default refuses (`.readOnly`).
-    func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
-                         attributes: NewItemAttributes?) async throws(ProviderError) -> Item
+    func createDirectory(
+        withName name: String, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item
     /// Makes a symbolic link named `name` in `parent` whose target is `target`, stored as given
     /// and never followed by the provider (`symlink`, `ln -s`); a link's mode is always 0777.
     /// Throws `.invalidArgument` for an empty target and `.nameTooLong` for one of `PATH_MAX`
     /// bytes or more (`ItemNames.validateSymbolicLinkTarget`), otherwise as `createDirectory`. The default refuses
     /// (`.readOnly`).
-    func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
-                            attributes: NewItemAttributes?) async throws(ProviderError) -> Item
+    func createSymbolicLink(
+        withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item
 
     // MARK: Moving and removing items (NSFileProvider vocabulary)
 
@@ -158,8 +166,10 @@ public protocol Provider: AnyObject, Sendable {
     /// `.filenameCollision` when the name is taken by another item than `replacing`,
     /// `.invalidArgument` for a folder moved below itself, `.isDirectory`/`.notDirectory`/
     /// `.directoryNotEmpty` for a replacement rename(2) refuses. The default refuses (`.readOnly`).
-    func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
-                      newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item
+    func reparentItem(
+        withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
+        newName: String?, replacing: ItemIdentifier?
+    ) async throws(ProviderError) -> Item
     /// Deletes a file, link or empty folder for good (`unlink`, `rmdir`, or `rm` inside the
     /// trash). `.directoryNotEmpty` for a folder with children. The default refuses (`.readOnly`).
     func deleteItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError)
@@ -176,8 +186,10 @@ public protocol Provider: AnyObject, Sendable {
     /// them as a conflicted copy beside the file); a provider without versions ignores it. The
     /// plain `modifyContents(ofItemWithIdentifier:from:)` calls this with nil. The default
     /// refuses (`.readOnly`).
-    func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
-                        from fileURL: URL) async throws(ProviderError) -> Item
+    func modifyContents(
+        ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
+        from fileURL: URL
+    ) async throws(ProviderError) -> Item
     /// chmod, chown, chgrp, utimensat (nil fields of `changes` stay). The bridge has applied
     /// Linux's rules on who may (`OwnershipRules`); the provider stores the change and moves the
     /// item's change time. `.unsupported` for the mode of a symbolic link. The default refuses
@@ -246,23 +258,30 @@ extension Provider {
         guard statvfs(stagingDirectory.path, &st) == 0 else {
             return StorageStatistics(blockSize: 4096, totalBlocks: 0, freeBlocks: 0, availableBlocks: 0, totalFiles: 0, freeFiles: 0)
         }
-        return StorageStatistics(blockSize: UInt64(st.f_frsize), totalBlocks: UInt64(st.f_blocks), freeBlocks: UInt64(st.f_bfree),
-                                 availableBlocks: UInt64(st.f_bavail), totalFiles: UInt64(st.f_files), freeFiles: UInt64(st.f_ffree))
+        return StorageStatistics(
+            blockSize: UInt64(st.f_frsize), totalBlocks: UInt64(st.f_blocks), freeBlocks: UInt64(st.f_bfree),
+            availableBlocks: UInt64(st.f_bavail), totalFiles: UInt64(st.f_files), freeFiles: UInt64(st.f_ffree))
     }
 
     /// Refuses: this provider does not add documents (EROFS).
-    public func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
-                               attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    public func importDocument(
+        from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         throw Self.readOnly("add documents")
     }
     /// Refuses: this provider does not make folders (EROFS).
-    public func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
-                                attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    public func createDirectory(
+        withName name: String, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         throw Self.readOnly("make folders")
     }
     /// Refuses: this provider does not make symbolic links (EROFS).
-    public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
-                                   attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    public func createSymbolicLink(
+        withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         throw Self.readOnly("make symbolic links")
     }
     /// Refuses: this provider does not rename items (EROFS).
@@ -270,8 +289,10 @@ extension Provider {
         throw Self.readOnly("rename items")
     }
     /// Refuses: this provider does not move items (EROFS).
-    public func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
-                             newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item {
+    public func reparentItem(
+        withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
+        newName: String?, replacing: ItemIdentifier?
+    ) async throws(ProviderError) -> Item {
         throw Self.readOnly("move items")
     }
     /// Refuses: this provider does not delete items (EROFS).
@@ -279,8 +300,10 @@ extension Provider {
         throw Self.readOnly("delete items")
     }
     /// Refuses: this provider does not change contents (EROFS).
-    public func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
-                               from fileURL: URL) async throws(ProviderError) -> Item {
+    public func modifyContents(
+        ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
+        from fileURL: URL
+    ) async throws(ProviderError) -> Item {
         throw Self.readOnly("change contents")
     }
     /// Refuses owner and group changes (EPERM) and any other change (EROFS); an empty change
@@ -349,7 +372,9 @@ extension Provider {
 
     /// Makes a symbolic link owned by the provider's default owner:
     /// `createSymbolicLink(withName:target:inParentItemIdentifier:attributes:)` with nil.
-    public func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier) async throws(ProviderError) -> Item {
+    public func createSymbolicLink(
+        withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier
+    ) async throws(ProviderError) -> Item {
         try await createSymbolicLink(withName: name, target: target, inParentItemIdentifier: parent, attributes: nil)
     }
 
@@ -361,10 +386,14 @@ extension Provider {
 
     /// Changes permission bits and/or the content-modification date:
     /// `setAttributes(ofItemWithIdentifier:changes:)` with those two fields.
-    public func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, posixPermissions: UInt16?,
-                              contentModificationDate: Date?) async throws(ProviderError) -> Item {
-        try await setAttributes(ofItemWithIdentifier: identifier,
-                                changes: AttributeChanges(posixPermissions: posixPermissions,
-                                                          modificationTime: contentModificationDate.map(FileTime.init)))
+    public func setAttributes(
+        ofItemWithIdentifier identifier: ItemIdentifier, posixPermissions: UInt16?,
+        contentModificationDate: Date?
+    ) async throws(ProviderError) -> Item {
+        try await setAttributes(
+            ofItemWithIdentifier: identifier,
+            changes: AttributeChanges(
+                posixPermissions: posixPermissions,
+                modificationTime: contentModificationDate.map(FileTime.init)))
     }
 }

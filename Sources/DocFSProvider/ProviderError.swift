@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A provider failure with a File Provider code and a human reason.
@@ -13,15 +13,15 @@ public struct ProviderError: Error, Sendable, Hashable, CustomStringConvertible 
         case notAuthenticated, serverUnreachable, cannotSynchronize, syncAnchorExpired
         case pageExpired, versionOutOfDate, providerNotFound, excludedFromSync
         // refusals by capability or type
-        case notPermitted        // EPERM: the item's capabilities do not allow the action
-        case accessDenied        // EACCES: the parent does not allow adding, or reading is refused
-        case typeNotAllowed      // EPERM: the folder does not accept this content type
-        case corruptFile         // EIO: contents are not a valid document of their type
+        case notPermitted // EPERM: the item's capabilities do not allow the action
+        case accessDenied // EACCES: the parent does not allow adding, or reading is refused
+        case typeNotAllowed // EPERM: the folder does not accept this content type
+        case corruptFile // EIO: contents are not a valid document of their type
         // filesystem-shaped failures
         case invalidName, nameTooLong, illegalByteSequence, invalidArgument
         case isDirectory, notDirectory, noSpace, readOnly, unsupported, busy, ioError
         case crossDevice
-        case noSuchAttribute     // ENODATA: an extended attribute that is not set
+        case noSuchAttribute // ENODATA: an extended attribute that is not set
     }
 
     public var code: Code
@@ -68,7 +68,7 @@ public struct ProviderError: Error, Sendable, Hashable, CustomStringConvertible 
         case .deletionRejected, .notPermitted, .typeNotAllowed: return EPERM
         case .notAuthenticated, .accessDenied: return EACCES
         case .serverUnreachable, .cannotSynchronize, .syncAnchorExpired, .pageExpired,
-             .corruptFile, .ioError, .excludedFromSync:
+            .corruptFile, .ioError, .excludedFromSync:
             return EIO
         case .versionOutOfDate: return ESTALE
         case .invalidName, .invalidArgument: return EINVAL

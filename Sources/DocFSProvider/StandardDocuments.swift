@@ -15,7 +15,8 @@ public struct PlainTextDocument: FileDocument {
         }
         guard let text = String(validating: data, as: UTF8.self) else {
             let offset = Self.firstInvalidUTF8Offset(data) ?? 0
-            throw ProviderError(.corruptFile, "contents are not valid UTF-8 text (first bad byte at offset \(offset)); \(configuration.contentType) must be UTF-8")
+            throw ProviderError(
+                .corruptFile, "contents are not valid UTF-8 text (first bad byte at offset \(offset)); \(configuration.contentType) must be UTF-8")
         }
         self.text = text
     }

@@ -7,8 +7,10 @@ import Synchronization
 /// A task group would not do: it waits for every child before it returns, and a postgres-nio call
 /// whose server vanished mid-way (a connection being made, a query in flight) may not end for a
 /// minute or more, which held a mount's shutdown for as long.
-func withDeadline<T: Sendable>(_ timeout: Duration, timedOut: @escaping @Sendable () -> any Error,
-                               _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+func withDeadline<T: Sendable>(
+    _ timeout: Duration, timedOut: @escaping @Sendable () -> any Error,
+    _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
     let outcome = FirstOutcome<T>()
     let work = Task {
         do { outcome.finish(.success(try await body())) } catch { outcome.finish(.failure(error)) }

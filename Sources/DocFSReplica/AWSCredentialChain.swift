@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import DocFSRemote
@@ -41,7 +41,8 @@ package struct AWSCredentialChain: Sendable {
 
     /// The first credentials of the chain; nil when none has any.
     package func resolve() throws -> Resolved? {
-        let region = environment["AWS_REGION"].flatMap { $0.isEmpty ? nil : $0 }
+        let region =
+            environment["AWS_REGION"].flatMap { $0.isEmpty ? nil : $0 }
             ?? environment["AWS_DEFAULT_REGION"].flatMap { $0.isEmpty ? nil : $0 }
         if let credentials = S3Credentials.fromEnvironment(environment) {
             return Resolved(credentials: credentials, region: region ?? fileRegion(), source: "the environment")
@@ -50,7 +51,9 @@ package struct AWSCredentialChain: Sendable {
             let sections = try Self.read(explicitFile, required: true)
             let values = sections[profile] ?? sections[""] ?? [:]
             guard let credentials = Self.credentials(values) else {
-                throw ReplicaConfiguration.Problem("the S3 credentials file \(explicitFile) has no aws_access_key_id and aws_secret_access_key\(sections.count > 1 ? " in profile \(profile)" : "")")
+                throw ReplicaConfiguration.Problem(
+                    "the S3 credentials file \(explicitFile) has no aws_access_key_id and aws_secret_access_key\(sections.count > 1 ? " in profile \(profile)" : "")"
+                )
             }
             return Resolved(credentials: credentials, region: region ?? values["region"] ?? fileRegion(), source: explicitFile)
         }
@@ -90,7 +93,8 @@ package struct AWSCredentialChain: Sendable {
             throw ReplicaConfiguration.Problem("cannot read the S3 credentials file \(path): \(String(cString: strerror(errno)))")
         }
         guard st.st_mode & 0o077 == 0 else {
-            throw ReplicaConfiguration.Problem("the S3 credentials file \(path) may be read by others (mode \(String(st.st_mode & 0o777, radix: 8))): chmod 600 it")
+            throw ReplicaConfiguration.Problem(
+                "the S3 credentials file \(path) may be read by others (mode \(String(st.st_mode & 0o777, radix: 8))): chmod 600 it")
         }
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
             throw ReplicaConfiguration.Problem("cannot read the S3 credentials file \(path)")

@@ -57,8 +57,9 @@ package struct BlockChecker: Sendable {
                 do {
                     // The span its blocks use, as a range: a pack whose last blocks gc dropped (and
                     // did not rewrite: the rest is most of it) is longer than that.
-                    bytes = try await s3.getObjectBytes(bucket: configuration.bucket, key: pack, versionID: blocks[0].version,
-                                                        range: 0...(end - 1), upTo: Int(end))
+                    bytes = try await s3.getObjectBytes(
+                        bucket: configuration.bucket, key: pack, versionID: blocks[0].version,
+                        range: 0...(end - 1), upTo: Int(end))
                 } catch let error as S3Error where error.kind == .notFound || error.kind == .invalidRange {
                     logger.error("check: the pack \(pack) is \(error.kind == .notFound ? "gone from the bucket" : "empty")")
                 }
@@ -66,7 +67,8 @@ package struct BlockChecker: Sendable {
                     report.blocks += 1
                     report.bytes += block.length
                     let range = Int(block.offset)..<Int(block.offset + block.length)
-                    let sound = range.upperBound <= bytes.count
+                    let sound =
+                        range.upperBound <= bytes.count
                         && bytes.withUnsafeBytes({ BlockHash.of(UnsafeRawBufferPointer(rebasing: $0[range])) }) == block.hash
                     let wasMarked = marked.contains("\(block.hash) \(pack)")
                     if sound {

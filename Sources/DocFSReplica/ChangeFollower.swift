@@ -44,7 +44,9 @@ final class ChangeFollower: Sendable {
     }
 
     func stop() async {
-        let running = tasks.withLock { t -> [Task<Void, Never>] in defer { t = [] }; return t }
+        let running = tasks.withLock { t -> [Task<Void, Never>] in
+            defer { t = [] }; return t
+        }
         for task in running { task.cancel() }
         for task in running { await task.value }
     }
@@ -53,16 +55,18 @@ final class ChangeFollower: Sendable {
         var backoff = Duration.milliseconds(500)
         while !Task.isCancelled {
             do {
-                try await database.followChanges(listening: { [self] in
-                    listening.store(true, ordering: .relaxed)
-                    // Changes committed before LISTEN took effect are caught by this first wake.
-                    wake.signal()
-                    serverBack.signal()
-                }, notified: { [self] _ in
-                    // A hint only: any role may NOTIFY this channel with any payload, so the
-                    // position it carries is never used; the catch-up reads the change log.
-                    wake.signal()
-                })
+                try await database.followChanges(
+                    listening: { [self] in
+                        listening.store(true, ordering: .relaxed)
+                        // Changes committed before LISTEN took effect are caught by this first wake.
+                        wake.signal()
+                        serverBack.signal()
+                    },
+                    notified: { [self] _ in
+                        // A hint only: any role may NOTIFY this channel with any payload, so the
+                        // position it carries is never used; the catch-up reads the change log.
+                        wake.signal()
+                    })
             } catch {}
             // It was up: the next attempt comes soon again.
             if listening.exchange(false, ordering: .relaxed) { backoff = .milliseconds(500) }
@@ -85,7 +89,9 @@ final class ChangeFollower: Sendable {
                 break
             } catch {
                 let message = "\(error)"
-                let changed = lastError.withLock { e -> Bool in defer { e = message }; return e != message }
+                let changed = lastError.withLock { e -> Bool in
+                    defer { e = message }; return e != message
+                }
                 if changed { logger.error("sync: cannot apply the server's changes: \(message) (retrying with backoff)") }
                 // The listening connection coming back ends the wait early.
                 await wake.wait(timeout: backoff)

@@ -61,12 +61,16 @@ package struct GarbageCollector: Sendable {
 
     /// `keepVersions`: how long a version that stopped being current stays (`docfs versions`
     /// lists and restores it meanwhile); never less than `grace`.
-    package func collect(grace: Duration, keepVersions: Duration = .seconds(30 * 86400), keepLog: Duration?,
-                         dryRun: Bool = false) async throws -> GarbageReport {
+    package func collect(
+        grace: Duration, keepVersions: Duration = .seconds(30 * 86400), keepLog: Duration?,
+        dryRun: Bool = false
+    ) async throws -> GarbageReport {
         try await configuration.withClients(logger: logger) { database, s3 in
             // Two runs never decide at once: each would act on what it read before the other's deletes.
             guard let lock = try await database.takeGarbageLock() else {
-                throw ReplicaConfiguration.Problem("another docfs remote gc of this tree is running (it holds the server's gc lock); nothing was removed: run it again once that one has finished")
+                throw ReplicaConfiguration.Problem(
+                    "another docfs remote gc of this tree is running (it holds the server's gc lock); nothing was removed: run it again once that one has finished"
+                )
             }
             do {
                 let report = try await collect(database, s3, grace: grace, keepVersions: keepVersions, keepLog: keepLog, dryRun: dryRun)
@@ -79,8 +83,10 @@ package struct GarbageCollector: Sendable {
         }
     }
 
-    private func collect(_ database: RemoteDatabase, _ s3: S3Client, grace: Duration, keepVersions: Duration,
-                         keepLog: Duration?, dryRun: Bool) async throws -> GarbageReport {
+    private func collect(
+        _ database: RemoteDatabase, _ s3: S3Client, grace: Duration, keepVersions: Duration,
+        keepLog: Duration?, dryRun: Bool
+    ) async throws -> GarbageReport {
         let bucket = configuration.bucket
         // Every cutoff is measured by the server's clock, which wrote the times compared: a
         // replica or a gc with a slow clock never makes anything collectable early.
@@ -171,7 +177,8 @@ package struct GarbageCollector: Sendable {
             report.versionRows = trimmed.versionRows
             report.tombstones = trimmed.tombstones
         }
-        logger.notice("""
+        logger.notice(
+            """
             gc of s3://\(bucket)/\(folder)\(dryRun ? " (dry run)" : ""): \(report.versions) old version(s), \
             \(report.leftovers) left-over object(s), \(report.recentKept) recent object(s) kept, \
             \(report.abandonedUploads) abandoned multipart upload(s), \(report.blocks) block(s) in \(report.packsDeleted) pack(s) \

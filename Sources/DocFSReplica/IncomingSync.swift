@@ -57,8 +57,10 @@ actor IncomingSync {
 
     let verifier: DownloadVerifier?
 
-    init(store: any ReplicaStore, database: any ReplicaServer, s3: any ObjectStore, bucket: String, prefix: String, logger: Logger,
-         verifier: DownloadVerifier? = nil) {
+    init(
+        store: any ReplicaStore, database: any ReplicaServer, s3: any ObjectStore, bucket: String, prefix: String, logger: Logger,
+        verifier: DownloadVerifier? = nil
+    ) {
         self.prefix = prefix
         self.verifier = verifier
         self.store = store
@@ -166,7 +168,9 @@ actor IncomingSync {
             why = "the server's change log ends before this replica's anchor (\(anchor))"
         }
         if rootID == nil { rootID = try await database.rootID() }
-        logger.warning("sync: \(why): its database was restored to an earlier point; rebuilding from a full listing; changes waiting here are kept and sent, items whose identifiers the server now gives to others are kept in recovered/")
+        logger.warning(
+            "sync: \(why): its database was restored to an earlier point; rebuilding from a full listing; changes waiting here are kept and sent, items whose identifiers the server now gives to others are kept in recovered/"
+        )
         return try await rebuild(restored: true)
     }
 
@@ -204,7 +208,9 @@ actor IncomingSync {
         // start instead, and the catch-up reads what follows (applying twice changes nothing).
         let before = start > 1 ? start - 1 : 0
         if position < 0 || position - before > ServerRowChecks.largestGap {
-            logger.error("sync: refused the server's last change position \(position): more than \(ServerRowChecks.largestGap) past its log's start (\(start)); reading from there")
+            logger.error(
+                "sync: refused the server's last change position \(position): more than \(ServerRowChecks.largestGap) past its log's start (\(start)); reading from there"
+            )
             position = before
         }
         let witness = position > 0 ? try await database.change(at: position)?.operationID : nil
@@ -248,7 +254,9 @@ actor IncomingSync {
             if restored {
                 let strays = store.keepRecovered(rows: stray, folder: folder)
                 if !strays.isEmpty {
-                    logger.warning("sync: the restored server lost \(strays.count) file(s) this replica had sent; their contents are kept in \(store.url.path)/recovered/\(folder)")
+                    logger.warning(
+                        "sync: the restored server lost \(strays.count) file(s) this replica had sent; their contents are kept in \(store.url.path)/recovered/\(folder)"
+                    )
                 }
                 kept.merge(strays) { first, _ in first }
             }
@@ -284,8 +292,11 @@ actor IncomingSync {
 
     /// Removes these items here, as deletions from the server (children before their folders).
     private func forget(_ rows: [Int64]) throws -> Int {
-        let gone = rows.map { ServerItem(id: $0, parentID: ReplicaRows.root, name: "", kind: .file, posixPermissions: 0,
-                                         contentVersion: 0, deleted: true) }
+        let gone = rows.map {
+            ServerItem(
+                id: $0, parentID: ReplicaRows.root, name: "", kind: .file, posixPermissions: 0,
+                contentVersion: 0, deleted: true)
+        }
         return try store.applyIncoming(gone, contents: [:]).applied
     }
 
@@ -364,7 +375,9 @@ actor IncomingSync {
         let sent = item.posixPermissions & 0o7777
         let mode = SetIDBits.applied(sent, kind: kind, keep: keepsSetID.load(ordering: .relaxed))
         if mode != sent, !item.deleted {
-            logger.warning("sync: cleared the set-user-ID/set-group-ID bits of the server's item \(item.id) (\(String(reflecting: String(item.name.prefix(64)))), mode \(String(sent, radix: 8)) from the server, uid \(item.ownerID)): set-ID bits from other replicas are kept only on a mount with -o suid")
+            logger.warning(
+                "sync: cleared the set-user-ID/set-group-ID bits of the server's item \(item.id) (\(String(reflecting: String(item.name.prefix(64)))), mode \(String(sent, radix: 8)) from the server, uid \(item.ownerID)): set-ID bits from other replicas are kept only on a mount with -o suid"
+            )
         }
         var taken = item
         taken.parentID = parent == rootID ? ReplicaRows.root : parent

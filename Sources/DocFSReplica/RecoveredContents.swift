@@ -19,8 +19,9 @@ extension ReplicaStore {
             }.reduce("") { $0 + "/" + $1 }
             if path.isEmpty { path = "/item-\(row)" }
             let target = base + path
-            try? FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent,
-                                                     withIntermediateDirectories: true)
+            try? FileManager.default.createDirectory(
+                atPath: (target as NSString).deletingLastPathComponent,
+                withIntermediateDirectories: true)
             if link(source, target) == 0 || (try? FileManager.default.copyItem(atPath: source, toPath: target)) != nil {
                 kept[row] = target
             }

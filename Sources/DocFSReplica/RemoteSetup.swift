@@ -21,8 +21,10 @@ package enum RemoteSetup {
     /// S3-compatible servers check the signature of `/` in query values wrongly), then `then`;
     /// an S3 refusal of either is one line. Keys that may not list the bucket (a replica's own,
     /// with the policy `docfs remote add-replica` prints) answer by reading the tree's marker.
-    static func checkBucket(_ configuration: ReplicaConfiguration, _ s3: S3Client,
-                            then: () async throws -> Void) async throws {
+    static func checkBucket(
+        _ configuration: ReplicaConfiguration, _ s3: S3Client,
+        then: () async throws -> Void
+    ) async throws {
         do {
             do {
                 _ = try await s3.listObjects(bucket: configuration.bucket, maxKeys: 1)
@@ -49,7 +51,9 @@ package enum RemoteSetup {
         guard let given else { return (nil, false) }
         let json = String(decoding: try JSONEncoder().encode(given), as: UTF8.self)
         do { _ = try await database.setLayout(operationID: UUID(), json: json) } catch RemoteError.notPermitted {
-            throw ReplicaConfiguration.Problem("the server has no layout and this role may not give it one: its owner runs `docfs init --remote … --layout FILE` or sets it up with `docfs remote setup --layout FILE`")
+            throw ReplicaConfiguration.Problem(
+                "the server has no layout and this role may not give it one: its owner runs `docfs init --remote … --layout FILE` or sets it up with `docfs remote setup --layout FILE`"
+            )
         }
         try await publishMIMEWords(given, database)
         return (given, true)
@@ -67,20 +71,24 @@ package enum RemoteSetup {
     }
 
     /// `progress` is told each step as it starts (for `docfs remote setup` on a terminal).
-    package static func run(configuration: ReplicaConfiguration, replicaRole: String?, password: String?,
-                            layout: Layout?, logger: Logger, progress: (@Sendable (String) -> Void)? = nil) async throws -> Report {
+    package static func run(
+        configuration: ReplicaConfiguration, replicaRole: String?, password: String?,
+        layout: Layout?, logger: Logger, progress: (@Sendable (String) -> Void)? = nil
+    ) async throws -> Report {
         progress?("reaching PostgreSQL")
         try await RemoteDatabase.probe(configuration.postgres)
         return try await configuration.withClients(logger: logger) { database, s3 in
             progress?("the schema (up to version \(RemoteSchema.latest))" + (replicaRole.map { " and the replica role \($0)" } ?? ""))
             let setup: RemoteDatabase.SetupReport
             do { setup = try await database.setUp(replicaRole: replicaRole, password: password) } catch RemoteError.notPermitted(let why) {
-                throw ReplicaConfiguration.Problem("this role may not set the server up (\(why)): run it as the database's owner, with CREATEROLE for --replica-role")
+                throw ReplicaConfiguration.Problem(
+                    "this role may not set the server up (\(why)): run it as the database's owner, with CREATEROLE for --replica-role")
             }
             progress?("the bucket and its tree marker")
             try await checkBucket(configuration, s3) {
-                try await TreeMarker.claim(tree: setup.treeID, database: configuration.postgres.database,
-                                           configuration: configuration, objects: s3)
+                try await TreeMarker.claim(
+                    tree: setup.treeID, database: configuration.postgres.database,
+                    configuration: configuration, objects: s3)
             }
             // The tree's prefix is settled: the server checks recorded packs lie under it.
             try await database.setPacksFolder(ContentObjectKey.packFolder(prefix: configuration.prefix))
@@ -88,8 +96,9 @@ package enum RemoteSetup {
             try await BucketVersioning.turnOn(configuration, s3, database, logger: logger)
             progress?("the layout")
             let (_, layoutSet) = try await settleLayout(layout, database)
-            return Report(schemaVersion: setup.schemaVersion, treeID: setup.treeID, replicaRole: setup.replicaRole,
-                          createdRole: setup.createdRole, layoutSet: layoutSet)
+            return Report(
+                schemaVersion: setup.schemaVersion, treeID: setup.treeID, replicaRole: setup.replicaRole,
+                createdRole: setup.createdRole, layoutSet: layoutSet)
         }
     }
 }

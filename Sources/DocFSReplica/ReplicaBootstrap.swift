@@ -20,9 +20,11 @@ package enum ReplicaBootstrap {
     }
 
     /// `progress` is told the counts so far after each item taken from the server's tree.
-    package static func initialize(store url: URL, link: RemoteLink, configuration: ReplicaConfiguration,
-                                  layout: Layout?, logger: Logger,
-                                  progress: (@Sendable (Summary) -> Void)? = nil) async throws -> Summary {
+    package static func initialize(
+        store url: URL, link: RemoteLink, configuration: ReplicaConfiguration,
+        layout: Layout?, logger: Logger,
+        progress: (@Sendable (Summary) -> Void)? = nil
+    ) async throws -> Summary {
         var quiet = logger
         quiet.logLevel = .warning
         return try await configuration.withClients(logger: quiet) { database, s3 in
@@ -30,9 +32,11 @@ package enum ReplicaBootstrap {
         }
     }
 
-    private static func initialize(_ url: URL, _ link: RemoteLink, _ configuration: ReplicaConfiguration, _ layout: Layout?,
-                                   _ database: RemoteDatabase, _ s3: S3Client, _ logger: Logger,
-                                   _ progress: (@Sendable (Summary) -> Void)?) async throws -> Summary {
+    private static func initialize(
+        _ url: URL, _ link: RemoteLink, _ configuration: ReplicaConfiguration, _ layout: Layout?,
+        _ database: RemoteDatabase, _ s3: S3Client, _ logger: Logger,
+        _ progress: (@Sendable (Summary) -> Void)?
+    ) async throws -> Summary {
         try await RemoteDatabase.probe(configuration.postgres)
         // A server never set up (or older) is set up here when this role owns it, so that the
         // first replica is one command; a replica role is told to ask the owner.
@@ -48,7 +52,9 @@ package enum ReplicaBootstrap {
                 guard version >= RemoteSchema.oldestServed else {
                     throw ReplicaConfiguration.Problem(RemoteError.schemaTooOld(found: version, needed: RemoteSchema.latest).description)
                 }
-                logger.warning("the server's docfs schema is version \(version): hard links are refused until its owner runs `docfs remote setup` (version \(RemoteSchema.latest))")
+                logger.warning(
+                    "the server's docfs schema is version \(version): hard links are refused until its owner runs `docfs remote setup` (version \(RemoteSchema.latest))"
+                )
             }
         }
         try await RemoteSetup.checkBucket(configuration, s3) {
@@ -84,15 +90,18 @@ package enum ReplicaBootstrap {
         let store = try LocalStore.open(at: url, logger: logger)
         defer { store.close() }
         guard let replica = store.replica else { throw ProviderError(.invalidArgument, "store \(url.path) has no server") }
-        try await copyTree(into: replica, from: database, rootID: rootID, anchor: anchor, witness: witness,
-                           summary: &summary, progress: progress)
+        try await copyTree(
+            into: replica, from: database, rootID: rootID, anchor: anchor, witness: witness,
+            summary: &summary, progress: progress)
         return summary
     }
 
     /// The server's tree, folder by folder, under its own identifiers, into a new replica's store,
     /// and the anchor its changes are followed from.
-    static func copyTree(into store: any ReplicaStore, from database: any ReplicaServer, rootID: Int64, anchor: Int64,
-                         witness: UUID?, summary: inout Summary, progress: (@Sendable (Summary) -> Void)?) async throws {
+    static func copyTree(
+        into store: any ReplicaStore, from database: any ReplicaServer, rootID: Int64, anchor: Int64,
+        witness: UUID?, summary: inout Summary, progress: (@Sendable (Summary) -> Void)?
+    ) async throws {
         var folders: [(serverID: Int64, row: Int64)] = [(rootID, ReplicaRows.root)]
         // Further names of files (hard links) once every item is here.
         var names: [ServerItem] = []
@@ -114,7 +123,7 @@ package enum ReplicaBootstrap {
                     folders.append((item.id, item.id))
                 case .file: summary.files += 1
                 case .symlink: summary.links += 1
-                case .fifo, .socket, .characterDevice, .blockDevice: break  // never on a server (`ServerItem.kind`)
+                case .fifo, .socket, .characterDevice, .blockDevice: break // never on a server (`ServerItem.kind`)
                 }
                 progress?(summary)
             }
@@ -136,9 +145,10 @@ package enum ReplicaBootstrap {
                 if made[path] != nil { continue }
                 let applied = try await database.createItem(
                     operationID: UUID(), parentID: parent, name: component, kind: .folder,
-                    attributes: ReplicatedAttributes(ownerID: getuid(), groupID: getgid(), posixPermissions: 0o755, creationTime: now,
-                                                     modificationTime: now,
-                                                     types: [ContentType.folder.identifier] + ContentTypeRegistry.standard.supertypes(of: .folder).map(\.identifier)))
+                    attributes: ReplicatedAttributes(
+                        ownerID: getuid(), groupID: getgid(), posixPermissions: 0o755, creationTime: now,
+                        modificationTime: now,
+                        types: [ContentType.folder.identifier] + ContentTypeRegistry.standard.supertypes(of: .folder).map(\.identifier)))
                 made[path] = applied.itemID
             }
         }

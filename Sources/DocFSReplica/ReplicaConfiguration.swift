@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import DocFSRemote
@@ -63,19 +63,24 @@ package struct ReplicaConfiguration: Sendable {
     }
 
     /// `store`: the replica's store (its `pgpass` is read first); nil for the owner's set-up.
-    package static func resolve(link: RemoteLink, store: URL?,
-                               environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ReplicaConfiguration {
+    package static func resolve(
+        link: RemoteLink, store: URL?,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> ReplicaConfiguration {
         guard var postgres = PostgresURL(link.postgres, environment: [:]) else {
             throw Problem("the store's PostgreSQL URL is not valid: \(link.postgres)")
         }
         if postgres.password == nil {
-            postgres.password = store.flatMap { pgpassPassword($0.path + "/pgpass", postgres) }
+            postgres.password =
+                store.flatMap { pgpassPassword($0.path + "/pgpass", postgres) }
                 ?? environment["PGPASSWORD"]
                 ?? environment["HOME"].flatMap { pgpassPassword($0 + "/.pgpass", postgres) }
         }
         let chain = AWSCredentialChain(environment: environment, explicitFile: link.credentialsFile)
         guard let resolved = try chain.resolve() else {
-            throw Problem("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, name a profile of ~/.aws/credentials with AWS_PROFILE, or give `docfs init --s3-credentials FILE`")
+            throw Problem(
+                "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, name a profile of ~/.aws/credentials with AWS_PROFILE, or give `docfs init --s3-credentials FILE`"
+            )
         }
         let credentials = resolved.credentials
         let region = resolved.region ?? link.region
@@ -86,8 +91,9 @@ package struct ReplicaConfiguration: Sendable {
         } else {
             endpoint = .aws(region: region)
         }
-        var configuration = ReplicaConfiguration(postgres: postgres, endpoint: endpoint, credentials: credentials, region: region,
-                                                 bucket: link.bucket, prefix: link.prefix)
+        var configuration = ReplicaConfiguration(
+            postgres: postgres, endpoint: endpoint, credentials: credentials, region: region,
+            bucket: link.bucket, prefix: link.prefix)
         configuration.credentialChain = chain
         configuration.listen = try listenTarget(link.listen, postgres: postgres, store: store, environment: environment)
         configuration.read = try readTarget(link.read, postgres: postgres, store: store, environment: environment)
@@ -100,16 +106,22 @@ package struct ReplicaConfiguration: Sendable {
     static func pgpassPassword(_ path: String, _ url: PostgresURL) -> String? {
         var st = stat()
         guard stat(path, &st) == 0, st.st_mode & 0o077 == 0,
-              let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+            let text = try? String(contentsOfFile: path, encoding: .utf8)
+        else { return nil }
         for line in text.split(whereSeparator: \.isNewline) where !line.hasPrefix("#") {
             var fields: [String] = []
             var current = ""
             var escaped = false
             for ch in line {
-                if escaped { current.append(ch); escaped = false }
-                else if ch == "\\" { escaped = true }
-                else if ch == ":" && fields.count < 4 { fields.append(current); current = "" }
-                else { current.append(ch) }
+                if escaped {
+                    current.append(ch); escaped = false
+                } else if ch == "\\" {
+                    escaped = true
+                } else if ch == ":" && fields.count < 4 {
+                    fields.append(current); current = ""
+                } else {
+                    current.append(ch)
+                }
             }
             fields.append(current)
             guard fields.count == 5 else { continue }
@@ -121,8 +133,10 @@ package struct ReplicaConfiguration: Sendable {
 
     /// `--remote-listen`'s value as kept in the link: its password found like the server's, else
     /// the server's own when it names the same role.
-    static func listenTarget(_ text: String?, postgres: PostgresURL, store: URL?,
-                             environment: [String: String]) throws -> ListenTarget {
+    static func listenTarget(
+        _ text: String?, postgres: PostgresURL, store: URL?,
+        environment: [String: String]
+    ) throws -> ListenTarget {
         guard let text else { return .server }
         if text == RemoteLink.noListen { return .none }
         guard let url = PostgresURL(text, environment: [:]) else {
@@ -133,8 +147,10 @@ package struct ReplicaConfiguration: Sendable {
 
     /// `--remote-read`'s value as kept in the link (nil: reads go to `postgres`), its password
     /// found as `--remote-listen`'s is.
-    static func readTarget(_ text: String?, postgres: PostgresURL, store: URL?,
-                           environment: [String: String]) throws -> PostgresURL? {
+    static func readTarget(
+        _ text: String?, postgres: PostgresURL, store: URL?,
+        environment: [String: String]
+    ) throws -> PostgresURL? {
         guard let text else { return nil }
         guard let url = PostgresURL(text, environment: [:]) else {
             throw Problem("the store's standby URL (--remote-read) is not valid: \(text)")
@@ -147,7 +163,8 @@ package struct ReplicaConfiguration: Sendable {
     static func withPassword(_ url: PostgresURL, postgres: PostgresURL, store: URL?, environment: [String: String]) -> PostgresURL {
         var url = url
         if url.password == nil {
-            url.password = store.flatMap { pgpassPassword($0.path + "/pgpass", url) }
+            url.password =
+                store.flatMap { pgpassPassword($0.path + "/pgpass", url) }
                 ?? (url.user == postgres.user ? postgres.password : nil)
                 ?? environment["PGPASSWORD"]
                 ?? environment["HOME"].flatMap { pgpassPassword($0 + "/.pgpass", url) }
@@ -174,11 +191,14 @@ package struct ReplicaConfiguration: Sendable {
 extension ReplicaConfiguration {
     /// A database client and an S3 client of this server for the length of `body` (a command's
     /// work: init, gc), both shut down however it ends.
-    func withClients<T: Sendable>(logger: Logger, operationTimeout: Duration = .seconds(15),
-                                  _ body: (RemoteDatabase, S3Client) async throws -> T) async throws -> T {
+    func withClients<T: Sendable>(
+        logger: Logger, operationTimeout: Duration = .seconds(15),
+        _ body: (RemoteDatabase, S3Client) async throws -> T
+    ) async throws -> T {
         let database = RemoteDatabase(url: postgres, logger: logger, maximumConnections: 2, operationTimeout: operationTimeout)
-        let s3 = S3Client(endpoint: endpoint, credentials: credentials, region: region, connectTimeout: .seconds(5), logger: logger,
-                          renewCredentials: { [self] in currentCredentials() }, caFile: s3CA)
+        let s3 = S3Client(
+            endpoint: endpoint, credentials: credentials, region: region, connectTimeout: .seconds(5), logger: logger,
+            renewCredentials: { [self] in currentCredentials() }, caFile: s3CA)
         do {
             let result = try await body(database, s3)
             await database.shutdown()

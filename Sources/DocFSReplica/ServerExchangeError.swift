@@ -51,7 +51,10 @@ struct ServerExchangeError: Error {
             } else if s3.kind == .untrusted {
                 self.init(.stalled, "object storage: \(s3.message)", reached: false)
             } else if s3.kind == .authentication {
-                self.init(.stalled, "object storage refused the credentials (\(s3.code ?? "HTTP \(s3.status ?? 0)")): check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY", reached: true)
+                self.init(
+                    .stalled,
+                    "object storage refused the credentials (\(s3.code ?? "HTTP \(s3.status ?? 0)")): check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY",
+                    reached: true)
             } else if s3.code == "NoSuchBucket" {
                 self.init(.stalled, "the bucket \(bucket) does not exist on the object storage", reached: true)
             } else if s3.kind == .quota {

@@ -59,7 +59,7 @@ enum ServerRowChecks {
         case .file:
             if let key = item.contentKey, let problem = contentKey(key, prefix: prefix) { return problem }
         case .folder, .fifo, .socket, .characterDevice, .blockDevice:
-            break  // the server keeps only files, folders and links (`ServerItem.kind`)
+            break // the server keeps only files, folders and links (`ServerItem.kind`)
         }
         return nil
     }

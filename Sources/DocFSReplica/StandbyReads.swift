@@ -58,8 +58,10 @@ final class StandbyReads: ReplicaServer {
     /// `docfs init --remote-read`: the standby answers and serves the primary's tree.
     static func check(standby: PostgresURL, primary: PostgresURL, logger: Logger = Logger(label: "docfs.postgres")) async throws {
         try await RemoteDatabase.probe(standby, logger: logger)
-        let (p, s) = (RemoteDatabase(url: primary, logger: logger, maximumConnections: 1, operationTimeout: .seconds(15)),
-                      RemoteDatabase(url: standby, logger: logger, maximumConnections: 1, operationTimeout: .seconds(15)))
+        let (p, s) = (
+            RemoteDatabase(url: primary, logger: logger, maximumConnections: 1, operationTimeout: .seconds(15)),
+            RemoteDatabase(url: standby, logger: logger, maximumConnections: 1, operationTimeout: .seconds(15))
+        )
         let reads = StandbyReads(primary: p, standby: s, standbyName: standby.withoutPassword)
         do {
             try await reads.checkTree()
@@ -106,7 +108,8 @@ final class StandbyReads: ReplicaServer {
             }
             guard let wanted else { return seen }
             guard ContinuousClock.now < deadline else {
-                throw RemoteError.unreachable("the read standby \(standbyName) has the change log to \(seen), the server to \(wanted): waiting for its replay")
+                throw RemoteError.unreachable(
+                    "the read standby \(standbyName) has the change log to \(seen), the server to \(wanted): waiting for its replay")
             }
             try await Task.sleep(for: pause)
             pause = min(pause * 2, .milliseconds(500))

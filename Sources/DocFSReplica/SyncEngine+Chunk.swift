@@ -46,8 +46,10 @@ extension SyncEngine {
     }
 
     /// Sends the chunk's changes and decides each; returns what they came to.
-    func applyChunk(_ chunk: [OutboxEntry], contents: [Int64: RemoteContent], refusedUploads: [Int64: String],
-                    rootID: Int64) async -> ChunkProgress {
+    func applyChunk(
+        _ chunk: [OutboxEntry], contents: [Int64: RemoteContent], refusedUploads: [Int64: String],
+        rootID: Int64
+    ) async -> ChunkProgress {
         var progress = ChunkProgress()
         var sending: [Sent] = []
         var index = 0
@@ -58,11 +60,14 @@ extension SyncEngine {
                 continue
             }
             let entry = chunk[index]
-            let plan = self.plan(entry, content: contents[entry.seq], refusal: refusedUploads[entry.seq], rootID: rootID,
-                                 progress: progress)
+            let plan = self.plan(
+                entry, content: contents[entry.seq], refusal: refusedUploads[entry.seq], rootID: rootID,
+                progress: progress)
             if case .send(let operation) = plan {
-                sending.append(Sent(entry: entry, operation: operation, index: index, content: contents[entry.seq],
-                                    row: progress.assigned[entry.row] ?? store.currentRow(entry.row)))
+                sending.append(
+                    Sent(
+                        entry: entry, operation: operation, index: index, content: contents[entry.seq],
+                        row: progress.assigned[entry.row] ?? store.currentRow(entry.row)))
                 switch operation.change {
                 case .create, .link: progress.created[store.currentRow(entry.row)] = entry.id
                 default: break
@@ -122,8 +127,10 @@ extension SyncEngine {
         case .success(let outcome):
             if let permanent = outcome.permanent { progress.assigned[entry.row] = permanent }
             if let follow = outcome.follow { progress.refresh.append(follow) }
-            progress.completions.append(OutboxCompletion(entry: entry, permanentRow: outcome.permanent,
-                                                                   contentKey: outcome.keptContentKey))
+            progress.completions.append(
+                OutboxCompletion(
+                    entry: entry, permanentRow: outcome.permanent,
+                    contentKey: outcome.keptContentKey))
         case .failure(let error):
             let sorted = ServerExchangeError(error, bucket: configuration.bucket)
             if sorted.setsAside {
@@ -149,9 +156,11 @@ extension SyncEngine {
             if path.hasSuffix("?") { path = "item \(row) (deleted here)" }
             if ReplicaRows.isPermanent(row) {
                 progress.refresh.append(row)
-                store.noteConflict("this replica's \(entry.kind.rawValue) was undone: \(sorted.message)", row: row,
-                                   summary: "\(path): \(entry.kind.rawValue) undone (\(sorted.message))")
-                logger.warning("sync: \(path): the server refused the \(entry.kind.rawValue) (\(sorted.message)); undone here, the item follows the server")
+                store.noteConflict(
+                    "this replica's \(entry.kind.rawValue) was undone: \(sorted.message)", row: row,
+                    summary: "\(path): \(entry.kind.rawValue) undone (\(sorted.message))")
+                logger.warning(
+                    "sync: \(path): the server refused the \(entry.kind.rawValue) (\(sorted.message)); undone here, the item follows the server")
             } else {
                 // The first refusal says why (a later change of the item fails for that one).
                 if store.syncError(of: row) == nil { store.setSyncError(sorted.message, row: row) }
@@ -193,15 +202,19 @@ extension SyncEngine {
             if let held = setAside[row] ?? setAside[current] {
                 throw ServerExchangeError.WaitsFor(row: row, "its folder is set aside (\(held.reason))")
             }
-            throw ServerExchangeError.Refused(row == entry.row ? "it was never created on the server"
-                                                        : "its folder was never created on the server")
+            throw ServerExchangeError.Refused(
+                row == entry.row
+                    ? "it was never created on the server"
+                    : "its folder was never created on the server")
         }
         return .item(current)
     }
 
     /// The entry as an operation; nil when there is nothing to send.
-    private func operation(for entry: OutboxEntry, content: RemoteContent?, rootID: Int64,
-                           progress: ChunkProgress) throws -> RemoteOperation? {
+    private func operation(
+        for entry: OutboxEntry, content: RemoteContent?, rootID: Int64,
+        progress: ChunkProgress
+    ) throws -> RemoteOperation? {
         func target(_ row: Int64) throws -> RemoteOperation.Target {
             try self.target(row, of: entry, rootID: rootID, progress: progress)
         }
@@ -216,8 +229,11 @@ extension SyncEngine {
             // As the outbox recorded it; a create without attributes sends what it always has (0, 0, 0644, times 0).
             var attributes = details.newItem ?? ReplicatedAttributes(creationTime: FileTime(seconds: 0), modificationTime: FileTime(seconds: 0))
             attributes.types = typeChain(entry.row)
-            return RemoteOperation(id: entry.id, .create(parent: try target(parent), name: name, kind: kind,
-                                                         attributes: attributes, content: content))
+            return RemoteOperation(
+                id: entry.id,
+                .create(
+                    parent: try target(parent), name: name, kind: kind,
+                    attributes: attributes, content: content))
         case .content:
             guard let content else {
                 // The file was deleted before its new contents went up: that version never
@@ -227,31 +243,43 @@ extension SyncEngine {
             }
             let version = Int64(details.contentVersion ?? 2)
             let base = details.baseVersion.map { Int64($0) } ?? version - 1
-            return RemoteOperation(id: entry.id, .content(item: try target(entry.row), expectedVersion: base, content: content,
-                                                          modificationTime: details.changes.modificationTime ?? FileTime(seconds: 0)))
+            return RemoteOperation(
+                id: entry.id,
+                .content(
+                    item: try target(entry.row), expectedVersion: base, content: content,
+                    modificationTime: details.changes.modificationTime ?? FileTime(seconds: 0)))
         case .move:
             guard let parent = entry.parent, let name = entry.name else { throw ServerExchangeError.Refused("the outbox entry is incomplete") }
             // Where the replica saw the item: a folder not on the server yet is not checked.
             var expectedParent: Int64?
             if let from = details.fromParent, case .item(let id)? = try? target(from) { expectedParent = id }
-            return RemoteOperation(id: entry.id, .move(item: try target(entry.row), toParent: try target(parent), name: name,
-                                                       expectedParentID: expectedParent,
-                                                       expectedName: expectedParent == nil ? nil : details.fromName,
-                                                       types: typeChain(entry.row)))
+            return RemoteOperation(
+                id: entry.id,
+                .move(
+                    item: try target(entry.row), toParent: try target(parent), name: name,
+                    expectedParentID: expectedParent,
+                    expectedName: expectedParent == nil ? nil : details.fromName,
+                    types: typeChain(entry.row)))
         case .trash:
             return RemoteOperation(id: entry.id, .trash(item: try target(entry.row)))
         case .untrash:
             guard let parent = entry.parent, let name = entry.name else { throw ServerExchangeError.Refused("the outbox entry is incomplete") }
-            return RemoteOperation(id: entry.id, .untrash(item: try target(entry.row), toParent: try target(parent), name: name,
-                                                          types: typeChain(entry.row)))
+            return RemoteOperation(
+                id: entry.id,
+                .untrash(
+                    item: try target(entry.row), toParent: try target(parent), name: name,
+                    types: typeChain(entry.row)))
         case .delete:
             let current = progress.assigned[entry.row] ?? store.currentRow(entry.row)
             // Never on the server (deleted before its create went): nothing to delete there.
             if current >= ReplicaRows.temporaryBase, progress.created[current] == nil { return nil }
             // Kept until the server has answered about this delete (a retry needs it again).
             let unsent = Int64(unsentVersions[current] ?? 0)
-            return RemoteOperation(id: entry.id, .delete(item: try target(entry.row),
-                                                         expectedContentVersion: details.contentVersion.map { Int64($0) - unsent }))
+            return RemoteOperation(
+                id: entry.id,
+                .delete(
+                    item: try target(entry.row),
+                    expectedContentVersion: details.contentVersion.map { Int64($0) - unsent }))
         case .attributes:
             return RemoteOperation(id: entry.id, .attributes(item: try target(entry.row), changes: details.changes))
         case .link:
@@ -273,9 +301,12 @@ extension SyncEngine {
             if current >= ReplicaRows.temporaryBase, progress.created[current] == nil { return nil }
             var expectedParent: Int64?
             if let from = details.fromParent, case .item(let id)? = try? target(from) { expectedParent = id }
-            return RemoteOperation(id: entry.id, .moveName(name: try target(entry.row), toParent: try target(parent), newName: name,
-                                                           expectedParentID: expectedParent,
-                                                           expectedName: expectedParent == nil ? nil : details.fromName))
+            return RemoteOperation(
+                id: entry.id,
+                .moveName(
+                    name: try target(entry.row), toParent: try target(parent), newName: name,
+                    expectedParentID: expectedParent,
+                    expectedName: expectedParent == nil ? nil : details.fromName))
         }
     }
 
@@ -288,14 +319,17 @@ extension SyncEngine {
     }
 
     /// What the server's answer to a change means here.
-    private func conclude(_ sent: Sent, _ answer: Result<AppliedChange, RemoteError>, rootID: Int64,
-                          progress: ChunkProgress) async throws -> Outcome {
+    private func conclude(
+        _ sent: Sent, _ answer: Result<AppliedChange, RemoteError>, rootID: Int64,
+        progress: ChunkProgress
+    ) async throws -> Outcome {
         let entry = sent.entry
         let itemID = progress.assigned[entry.row] ?? store.currentRow(entry.row)
         switch (sent.operation.change, answer) {
         case (.create(_, let name, _, _, _), .success(let applied)):
-            return Outcome(permanent: applied.itemID, follow: renamed(applied, entry, name, row: applied.itemID),
-                           keptContentKey: sent.content?.key)
+            return Outcome(
+                permanent: applied.itemID, follow: renamed(applied, entry, name, row: applied.itemID),
+                keptContentKey: sent.content?.key)
         case (.content, .success):
             return Outcome(keptContentKey: sent.content?.key)
         case (.content, .failure(.versionConflict)):
@@ -319,7 +353,9 @@ extension SyncEngine {
             // Its file or folder gone on the server, or a name it does not take: the name goes
             // here too (a name only here would be half-done).
             let path = try store.dropRefusedName(row: sent.row)
-            logger.warning("sync: \(path ?? "a further name") of item \(entry.details.linkOf ?? 0): the server refused the hard link (\(error)); the name is removed here")
+            logger.warning(
+                "sync: \(path ?? "a further name") of item \(entry.details.linkOf ?? 0): the server refused the hard link (\(error)); the name is removed here"
+            )
             return Outcome()
         case (.unlink, .success), (.unlink, .failure(.notFound)):
             return Outcome()

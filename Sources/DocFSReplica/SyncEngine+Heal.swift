@@ -68,13 +68,16 @@ extension SyncEngine {
         let sending = wanted.filter { heldRows.contains(store.currentRow($0.itemID)) }
         let hashes = Set(sending.flatMap(\.hashes))
         let files = held.map { BlockUploader.File(seqs: [], operationID: UUID(), path: $0.path) }
-        let uploader = BlockUploader(server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix,
-                                     writer: configuration.postgres.user, logger: logger)
+        let uploader = BlockUploader(
+            server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix,
+            writer: configuration.postgres.user, logger: logger)
         let result = try await uploader.upload(files, only: hashes)
         progress.withLock { $0.noteUploaded(result.uploadedBytes) }
         let healed = try await database.knownBlocks(Array(hashes))
         let paths = held.prefix(3).map { store.path(ofRow: $0.row) }.joined(separator: ", ")
-        logger.notice("sync: sent again \(healed.count) of \(hashes.count) block(s) the server marked damaged (\(result.uploadedBytes) bytes), from this replica's copies of \(paths)\(held.count > 3 ? " and \(held.count - 3) more" : "")")
+        logger.notice(
+            "sync: sent again \(healed.count) of \(hashes.count) block(s) the server marked damaged (\(result.uploadedBytes) bytes), from this replica's copies of \(paths)\(held.count > 3 ? " and \(held.count - 3) more" : "")"
+        )
         // Those whose blocks stayed damaged hold other bytes here (or were marked again while
         // this ran): not tried again for a while.
         let stuck = sending.filter { !Set($0.hashes).isSubset(of: healed) }
@@ -90,7 +93,8 @@ extension SyncEngine {
         rows.compactMap { wanted in
             let row = store.currentRow(wanted)
             guard let item = store.item(ofRow: row), item.kind == .file, item.isDownloaded,
-                  let url = store.contentURL(ofRow: row) else { return nil }
+                let url = store.contentURL(ofRow: row)
+            else { return nil }
             return (row, url.path)
         }
     }

@@ -35,10 +35,12 @@ extension SyncEngine {
     func abortStaleUploads() async throws {
         // Listed without a prefix in the query (some S3-compatible servers check the signature of
         // `/` in query values wrongly) and filtered here.
-        let prefix = ContentObjectKey.make(prefix: configuration.prefix, operationID: UUID()).split(separator: "/").dropLast().joined(separator: "/") + "/"
+        let prefix =
+            ContentObjectKey.make(prefix: configuration.prefix, operationID: UUID()).split(separator: "/").dropLast().joined(separator: "/") + "/"
         for upload in try await s3.listMultipartUploads(bucket: configuration.bucket, prefix: nil) where upload.key.hasPrefix(prefix) {
             guard let name = upload.key.split(separator: "/").last, let id = UUID(uuidString: String(name)),
-                  !store.outboxEntryIDs(among: [id]).isEmpty else { continue }
+                !store.outboxEntryIDs(among: [id]).isEmpty
+            else { continue }
             try await s3.abortMultipartUpload(bucket: configuration.bucket, key: upload.key, uploadID: upload.uploadID)
             logger.notice("sync: aborted the unfinished multipart upload of \(upload.key) left by the last run; it is sent again")
         }

@@ -15,18 +15,22 @@ extension SyncEngine {
         store.setSyncError(reason, row: row)
         let path = store.path(ofRow: row)
         progress.withLock { $0.failedItems += 1 }
-        logger.error("sync: \(path): the \(entry.kind.rawValue) is set aside: \(reason); the item's changes wait (a later change of it, or docfs sync --retry, tries again), the others go on")
+        logger.error(
+            "sync: \(path): the \(entry.kind.rawValue) is set aside: \(reason); the item's changes wait (a later change of it, or docfs sync --retry, tries again), the others go on"
+        )
     }
 
     /// Lets set-aside items whose outbox has news, or that were asked for, try again; counts
     /// what stays set aside for the status.
     func releaseSetAside() {
-        let retry = retryRequests.withLock { r -> Set<Int64> in defer { r.removeAll() }; return r }
+        let retry = retryRequests.withLock { r -> Set<Int64> in
+            defer { r.removeAll() }; return r
+        }
         if !setAside.isEmpty {
             let waiting = store.outboxWaiting(rows: Set(setAside.keys))
             var released: [Int64] = []
             for (row, held) in setAside {
-                guard let now = waiting[row] else { setAside[row] = nil; continue }  // nothing left to send
+                guard let now = waiting[row] else { setAside[row] = nil; continue } // nothing left to send
                 if now.latest > held.latest || retry.contains(row) || retry.contains(store.currentRow(row)) { released.append(row) }
             }
             while let row = released.popLast() {
@@ -37,6 +41,8 @@ extension SyncEngine {
             }
         }
         let held = setAside.isEmpty ? 0 : store.outboxWaiting(rows: Set(setAside.keys)).values.reduce(0) { $0 + $1.count }
-        progress.withLock { $0.setAsideItems = setAside.count; $0.setAsideChanges = held }
+        progress.withLock {
+            $0.setAsideItems = setAside.count; $0.setAsideChanges = held
+        }
     }
 }

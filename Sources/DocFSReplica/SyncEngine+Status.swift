@@ -26,7 +26,9 @@ extension SyncEngine {
             return changed
         }
         if changed {
-            logger.error("sync: \(failure.message)\(failure.stalls ? " (retrying every minute; local work goes on)" : " (retrying with backoff; local work goes on)")")
+            logger.error(
+                "sync: \(failure.message)\(failure.stalls ? " (retrying every minute; local work goes on)" : " (retrying with backoff; local work goes on)")"
+            )
         }
     }
 
@@ -48,9 +50,10 @@ extension SyncEngine {
                 + Self.listenNote(configuration.listen) + (configuration.read.map { ", reads from \($0.withoutPassword)" } ?? ""))
         let positions = incoming.positions.withLock { $0 }
         let conflicts = store.conflictSummary
-        status.incoming = Self.incomingCount(latest: positions.latest, anchor: positions.anchor,
-                                             deferred: incoming.deferredCount.load(ordering: .relaxed),
-                                             held: heldChanges.withLock { $0.count })
+        status.incoming = Self.incomingCount(
+            latest: positions.latest, anchor: positions.anchor,
+            deferred: incoming.deferredCount.load(ordering: .relaxed),
+            held: heldChanges.withLock { $0.count })
         status.anchor = positions.anchor
         status.conflicts = conflicts.count
         status.recentConflicts = conflicts.recent

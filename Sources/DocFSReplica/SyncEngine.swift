@@ -69,28 +69,37 @@ package final class SyncEngine: Sendable {
         // One pool for sending and receiving, and the listening connection beside it: at most
         // `poolConnections` + 1 sessions per replica (docs/REMOTE.md, "Connections").
         let listenURL: PostgresURL? = if case .url(let url) = configuration.listen { url } else { nil }
-        let server = RemoteDatabase(url: configuration.postgres, logger: quiet, maximumConnections: Self.poolConnections,
-                                    operationTimeout: .seconds(5), listenURL: listenURL)
+        let server = RemoteDatabase(
+            url: configuration.postgres, logger: quiet, maximumConnections: Self.poolConnections,
+            operationTimeout: .seconds(5), listenURL: listenURL)
         // Reads from a hot standby (`--remote-read`): a pool of its own beside the primary's.
-        let reads: any ReplicaServer = configuration.read.map {
-            StandbyReads(primary: server, standby: RemoteDatabase(url: $0, logger: quiet, maximumConnections: Self.poolConnections,
-                                                                  operationTimeout: .seconds(5)),
-                         standbyName: $0.withoutPassword)
-        } ?? server
-        self.init(store: store, configuration: configuration, logger: logger,
-                  server: server, incomingServer: reads,
-                  objects: S3Client(endpoint: configuration.endpoint, credentials: configuration.credentials, region: configuration.region,
-                                    connectTimeout: .seconds(5), readTimeout: .seconds(60), logger: quiet,
-                                    renewCredentials: { configuration.currentCredentials() }, caFile: configuration.s3CA,
-                                    uploadLimit: configuration.uploadLimit.map { RateLimit(bytesPerSecond: $0) },
-                                    downloadLimit: configuration.downloadLimit.map { RateLimit(bytesPerSecond: $0) }))
+        let reads: any ReplicaServer =
+            configuration.read.map {
+                StandbyReads(
+                    primary: server,
+                    standby: RemoteDatabase(
+                        url: $0, logger: quiet, maximumConnections: Self.poolConnections,
+                        operationTimeout: .seconds(5)),
+                    standbyName: $0.withoutPassword)
+            } ?? server
+        self.init(
+            store: store, configuration: configuration, logger: logger,
+            server: server, incomingServer: reads,
+            objects: S3Client(
+                endpoint: configuration.endpoint, credentials: configuration.credentials, region: configuration.region,
+                connectTimeout: .seconds(5), readTimeout: .seconds(60), logger: quiet,
+                renewCredentials: { configuration.currentCredentials() }, caFile: configuration.s3CA,
+                uploadLimit: configuration.uploadLimit.map { RateLimit(bytesPerSecond: $0) },
+                downloadLimit: configuration.downloadLimit.map { RateLimit(bytesPerSecond: $0) }))
     }
 
     /// With the servers given: `incomingServer` is a connection pool of its own for other
     /// replicas' changes (the tests give in-memory ones).
-    package init(store: any ReplicaStore, configuration: ReplicaConfiguration, logger: Logger,
-                 server: any ReplicaServer, incomingServer: any ReplicaServer, objects: any ObjectStore,
-                 timing: RetryTiming = RetryTiming()) {
+    package init(
+        store: any ReplicaStore, configuration: ReplicaConfiguration, logger: Logger,
+        server: any ReplicaServer, incomingServer: any ReplicaServer, objects: any ObjectStore,
+        timing: RetryTiming = RetryTiming()
+    ) {
         self.timing = timing
         self.store = store
         self.configuration = configuration
@@ -99,11 +108,13 @@ package final class SyncEngine: Sendable {
         s3 = objects
         incomingDatabase = incomingServer
         verifier = DownloadVerifier(database: incomingServer, logger: logger)
-        incoming = IncomingSync(store: store, database: incomingServer, s3: objects, bucket: configuration.bucket,
-                                prefix: configuration.prefix, logger: logger,
-                                verifier: verifier)
-        follower = ChangeFollower(incoming: incoming, database: incomingServer, logger: logger,
-                                  listens: configuration.listen != .none)
+        incoming = IncomingSync(
+            store: store, database: incomingServer, s3: objects, bucket: configuration.bucket,
+            prefix: configuration.prefix, logger: logger,
+            verifier: verifier)
+        follower = ChangeFollower(
+            incoming: incoming, database: incomingServer, logger: logger,
+            listens: configuration.listen != .none)
         // Made before the mount answers (the engine is made first), kept by the store after.
         writers = HeldWriters.watching(store)
         onDemand = ContentsOnDemand.attached(to: store, logger: logger)
@@ -119,24 +130,27 @@ package final class SyncEngine: Sendable {
         let (s3, bucket) = (self.s3, configuration.bucket)
         let verifier = self.verifier
         // A damaged block this replica marked: it looks whether it holds the bytes.
-        let fetcher = ContentFetcher(server: incomingDatabase, objects: s3, bucket: bucket, prefix: configuration.prefix, logger: logger,
-                                     reported: { [weak self] in self?.requestHeal() })
+        let fetcher = ContentFetcher(
+            server: incomingDatabase, objects: s3, bucket: bucket, prefix: configuration.prefix, logger: logger,
+            reported: { [weak self] in self?.requestHeal() })
         onDemand.setTransfers { request, ended in
-            ContentDownload(row: request.row, key: request.key, contentVersion: request.contentVersion, size: request.size,
-                            path: request.path,
-                            fetch: { range, progress in
-                                try await fetcher.fetch(key: request.key, range: range, intoFileAt: FilePath(request.path), progress: progress)
-                            },
-                            verify: { path in await verifier.check(path, key: request.key) },
-                            ended: { download, failure in ended(download, failure) })
+            ContentDownload(
+                row: request.row, key: request.key, contentVersion: request.contentVersion, size: request.size,
+                path: request.path,
+                fetch: { range, progress in
+                    try await fetcher.fetch(key: request.key, range: range, intoFileAt: FilePath(request.path), progress: progress)
+                },
+                verify: { path in await verifier.check(path, key: request.key) },
+                ended: { download, failure in ended(download, failure) })
         }
-        store.attach(ReplicaStoreHooks(
-            wake: { wake.signal() },
-            status: { [weak self] in self?.statusJSON() ?? "{}" },
-            retry: { [weak self] row in
-                self?.retryRequests.withLock { _ = $0.insert(row) }
-                wake.signal()
-            }))
+        store.attach(
+            ReplicaStoreHooks(
+                wake: { wake.signal() },
+                status: { [weak self] in self?.statusJSON() ?? "{}" },
+                retry: { [weak self] row in
+                    self?.retryRequests.withLock { _ = $0.insert(row) }
+                    wake.signal()
+                }))
         // A file's writer let go: what other replicas did to it meanwhile, kept aside, is fetched
         // and applied by the loop, between chunks (never while a create of this replica is on the
         // server and not yet completed here, which a fetch would take for another replica's item).
@@ -153,7 +167,9 @@ package final class SyncEngine: Sendable {
     /// Stops sending (what is pending stays in the outbox for the next mount) and closes the
     /// connections.
     package func stop() async {
-        let running = task.withLock { t -> Task<Void, Never>? in defer { t = nil }; return t }
+        let running = task.withLock { t -> Task<Void, Never>? in
+            defer { t = nil }; return t
+        }
         running?.cancel()
         await running?.value
         await follower.stop()
@@ -206,7 +222,9 @@ package final class SyncEngine: Sendable {
                     await wake.wait(timeout: .seconds(5))
                     continue
                 }
-                progress.withLock { $0.oldestPendingNs = first.enqueuedNs; $0.state = "uploading" }
+                progress.withLock {
+                    $0.oldestPendingNs = first.enqueuedNs; $0.state = "uploading"
+                }
                 try await send(entries, rootID: rootID!)
                 backoff = timing.firstBackoff
             } catch is CancellationError {
@@ -265,7 +283,8 @@ package final class SyncEngine: Sendable {
             for index in start..<end where entries[index].kind == .create || entries[index].kind == .content {
                 var st = stat()
                 if let url = store.contentURL(ofRow: store.currentRow(entries[index].row)),
-                   stat(url.path, &st) == 0 {
+                    stat(url.path, &st) == 0
+                {
                     bytes += Int64(st.st_size)
                 }
                 if bytes >= Self.chunkBytes { end = index + 1; break }
@@ -274,7 +293,8 @@ package final class SyncEngine: Sendable {
             // the two share one upload (a chunk may grow to twice its size for it).
             var files = Set(entries[start..<end].filter { $0.kind == .create || $0.kind == .content }.map { store.currentRow($0.row) })
             while end < entries.count, end - start < 2 * Self.chunkSize, entries[end].kind == .content,
-                  files.contains(store.currentRow(entries[end].row)) {
+                files.contains(store.currentRow(entries[end].row))
+            {
                 files.insert(store.currentRow(entries[end].row))
                 end += 1
             }
@@ -283,7 +303,7 @@ package final class SyncEngine: Sendable {
             let began = ContinuousClock.now
             let (contents, refusedUploads, uploadedBytes) = try await upload(chunk)
             let uploaded = ContinuousClock.now
-            if !contents.isEmpty { await FaultInjection.pause(.uploadDone) }  // test-only (DOCFS_FAULT)
+            if !contents.isEmpty { await FaultInjection.pause(.uploadDone) } // test-only (DOCFS_FAULT)
             // The chunk's changes in one call (or a few, after a refusal); the server drops the
             // upload intents of the contents its versions now name.
             let chunkProgress = await applyChunk(chunk, contents: contents, refusedUploads: refusedUploads, rootID: rootID)
@@ -302,20 +322,24 @@ package final class SyncEngine: Sendable {
                     p.lastError = nil
                 }
             }
-            logger.debug("sync: chunk of \(chunk.count) entries: upload \(uploaded - began), server \(committed - uploaded), completed here \(ContinuousClock.now - committed)")
+            logger.debug(
+                "sync: chunk of \(chunk.count) entries: upload \(uploaded - began), server \(committed - uploaded), completed here \(ContinuousClock.now - committed)"
+            )
             follower.wake.signal()
             if !refresh.isEmpty {
                 // Noted with the completions: a fetch cut short is the loop's to try again (the
                 // change log will not name these items again for this replica).
                 heldChanges.withLock { $0.formUnion(refresh) }
-                FaultInjection.point(.refetch)  // test-only (DOCFS_FAULT)
+                FaultInjection.point(.refetch) // test-only (DOCFS_FAULT)
                 await FaultInjection.pause(.refetch)
                 do {
                     try await incoming.refresh(refresh)
                     heldChanges.withLock { $0.subtract(refresh) }
                     writers.clearFetched(refresh)
                 } catch {
-                    logger.notice("sync: the server's state of \(refresh.count) item(s) it decided about is fetched again later: \(ServerExchangeError(error, bucket: configuration.bucket).message)")
+                    logger.notice(
+                        "sync: the server's state of \(refresh.count) item(s) it decided about is fetched again later: \(ServerExchangeError(error, bucket: configuration.bucket).message)"
+                    )
                     follower.wake.signal()
                 }
             }
@@ -345,12 +369,17 @@ package final class SyncEngine: Sendable {
             guard let entries = byRow[row], let url = store.contentURL(ofRow: row) else { return nil }
             return BlockUploader.File(seqs: entries.map(\.seq), operationID: entries[0].id, path: url.path)
         }
-        let uploader = BlockUploader(server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix,
-                                     writer: configuration.postgres.user, logger: logger)
+        let uploader = BlockUploader(
+            server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix,
+            writer: configuration.postgres.user, logger: logger)
         let result = try await uploader.upload(files)
         // Each version says which replica sent it (`docfs versions`).
         let replica = "\(ConflictNames.hostName):\(store.url.lastPathComponent)"
-        return (result.contents.mapValues { var content = $0; content.replica = replica; return content }, result.refused, result.uploadedBytes)
+        return (
+            result.contents.mapValues {
+                var content = $0; content.replica = replica; return content
+            }, result.refused, result.uploadedBytes
+        )
     }
 
     /// The item's content type and what it conforms to, nearest first, for the server's check of
@@ -373,8 +402,9 @@ package final class SyncEngine: Sendable {
     func renamed(_ applied: AppliedChange, _ entry: OutboxEntry, _ asked: String, row: Int64) -> Int64? {
         guard let name = applied.name, name != asked, !applied.replayed else { return nil }
         let path = store.path(ofRow: entry.row)
-        store.noteConflict("named \"\(name)\": another replica had already put an item named \"\(asked)\" there", row: row,
-                           summary: "\(path): renamed to \"\(name)\" (another replica's \"\(asked)\" came first)")
+        store.noteConflict(
+            "named \"\(name)\": another replica had already put an item named \"\(asked)\" there", row: row,
+            summary: "\(path): renamed to \"\(name)\" (another replica's \"\(asked)\" came first)")
         logger.warning("sync: \(path): another replica's item is named \"\(asked)\" there already; this one is \"\(name)\" now")
         return row
     }
@@ -383,8 +413,10 @@ package final class SyncEngine: Sendable {
     /// replica's version goes beside it as "NAME (conflicted copy from HOST YYYY-MM-DD).EXT"; here
     /// the item takes the server's version, and the copy holds this replica's.
     /// With `refusal` (the server's layout does not allow writing the file), the same, for that reason.
-    func keepConflictedCopy(_ entry: OutboxEntry, itemID: Int64, content: RemoteContent, rootID: Int64,
-                            refusal: String? = nil) async throws -> Outcome {
+    func keepConflictedCopy(
+        _ entry: OutboxEntry, itemID: Int64, content: RemoteContent, rootID: Int64,
+        refusal: String? = nil
+    ) async throws -> Outcome {
         // What this chunk sent so far is committed: the item is read as the server has it now,
         // and the copy made here exists on the server (its own call) before it exists here.
         guard let server = try await database.item(itemID), let parentID = server.parentID else {
@@ -393,31 +425,40 @@ package final class SyncEngine: Sendable {
         let row = store.currentRow(entry.row)
         let name = ConflictNames.copy(of: server.name, host: ConflictNames.hostName, date: Date())
         let local = store.item(ofRow: row)
-        let attributes = ReplicatedAttributes(ownerID: local?.ownerID ?? server.ownerID, groupID: local?.groupID ?? server.groupID,
-                                              posixPermissions: local?.posixPermissions ?? server.posixPermissions & 0o7777,
-                                              creationTime: local?.creationTime ?? server.creationTime,
-                                              modificationTime: entry.details.changes.modificationTime ?? server.modificationTime)
-        let applied = try await database.createItem(operationID: ConflictNames.copyOperation(entry.id), parentID: parentID, name: name,
-                                                    kind: .file, attributes: attributes, content: content)
+        let attributes = ReplicatedAttributes(
+            ownerID: local?.ownerID ?? server.ownerID, groupID: local?.groupID ?? server.groupID,
+            posixPermissions: local?.posixPermissions ?? server.posixPermissions & 0o7777,
+            creationTime: local?.creationTime ?? server.creationTime,
+            modificationTime: entry.details.changes.modificationTime ?? server.modificationTime)
+        let applied = try await database.createItem(
+            operationID: ConflictNames.copyOperation(entry.id), parentID: parentID, name: name,
+            kind: .file, attributes: attributes, content: content)
         let parentRow = parentID == rootID ? ReplicaRows.root : parentID
         // The server's name for the copy, if a folder can hold it (`ServerRowChecks`); else the one asked for.
         let given = applied.name.flatMap { ServerRowChecks.name($0) == nil ? $0 : nil }
-        try store.forkConflictedCopy(of: row, as: applied.itemID, name: given ?? name, parentRow: parentRow, sending: entry.seq,
-                                     contentKey: content.key)
+        try store.forkConflictedCopy(
+            of: row, as: applied.itemID, name: given ?? name, parentRow: parentRow, sending: entry.seq,
+            contentKey: content.key)
         conflicted.insert(row)
         let path = store.path(ofRow: row)
         let copyName = given ?? name
         if let refusal {
-            store.noteConflict("conflicted copy of \"\(server.name)\": \(refusal); the server's version kept the name",
-                               row: applied.itemID, summary: "\(path): \(refusal); this replica's version is \"\(copyName)\"")
-            store.noteConflict("this replica's edit is \"\(copyName)\" beside it: \(refusal)", row: row,
-                               summary: "\(path): the server's version kept the name")
-            logger.warning("sync: \(path): the server refused this replica's edit (\(refusal)): the server's version keeps the name, this replica's is \"\(copyName)\"")
+            store.noteConflict(
+                "conflicted copy of \"\(server.name)\": \(refusal); the server's version kept the name",
+                row: applied.itemID, summary: "\(path): \(refusal); this replica's version is \"\(copyName)\"")
+            store.noteConflict(
+                "this replica's edit is \"\(copyName)\" beside it: \(refusal)", row: row,
+                summary: "\(path): the server's version kept the name")
+            logger.warning(
+                "sync: \(path): the server refused this replica's edit (\(refusal)): the server's version keeps the name, this replica's is \"\(copyName)\""
+            )
         } else {
-            store.noteConflict("conflicted copy of \"\(server.name)\": both replicas changed it; the server's version kept the name",
-                               row: applied.itemID, summary: "\(path): edited on two replicas; this one's version is \"\(copyName)\"")
-            store.noteConflict("edited on another replica too; this replica's version is \"\(copyName)\" beside it", row: row,
-                               summary: "\(path): the other replica's version kept the name")
+            store.noteConflict(
+                "conflicted copy of \"\(server.name)\": both replicas changed it; the server's version kept the name",
+                row: applied.itemID, summary: "\(path): edited on two replicas; this one's version is \"\(copyName)\"")
+            store.noteConflict(
+                "edited on another replica too; this replica's version is \"\(copyName)\" beside it", row: row,
+                summary: "\(path): the other replica's version kept the name")
             logger.warning("sync: \(path) was changed on another replica too: the server's version keeps the name, this replica's is \"\(copyName)\"")
         }
         return Outcome(follow: row)

@@ -12,22 +12,27 @@ package enum TreeMarker {
 
     /// Writes the marker if the prefix has none; refuses a prefix that names another tree, or
     /// that is inside or above another tree's (`checkNesting`).
-    package static func claim(tree: String, database: String, configuration: ReplicaConfiguration,
-                              objects: S3Client) async throws {
+    package static func claim(
+        tree: String, database: String, configuration: ReplicaConfiguration,
+        objects: S3Client
+    ) async throws {
         if let found = try await read(configuration, objects) {
             guard found.tree == tree else { throw mismatch(found.tree, tree, configuration) }
             return
         }
         try await checkNesting(configuration, objects)
         let bytes = try JSONEncoder().encode(Marker(tree: tree, database: database))
-        try await objects.putObject(bucket: configuration.bucket, key: key(prefix: configuration.prefix), bytes: Array(bytes),
-                                    contentType: "application/json")
+        try await objects.putObject(
+            bucket: configuration.bucket, key: key(prefix: configuration.prefix), bytes: Array(bytes),
+            contentType: "application/json")
     }
 
     /// Checks that the prefix's marker names `tree`.
     package static func check(tree: String, configuration: ReplicaConfiguration, objects: any ObjectStore) async throws {
         guard let found = try await read(configuration, objects) else {
-            throw ReplicaConfiguration.Problem("s3://\(configuration.bucket)/\(key(prefix: configuration.prefix)) is missing while the database has tree \(tree): a wrong --objects prefix, or the marker was deleted (the server's owner runs `docfs remote setup` to write it again)")
+            throw ReplicaConfiguration.Problem(
+                "s3://\(configuration.bucket)/\(key(prefix: configuration.prefix)) is missing while the database has tree \(tree): a wrong --objects prefix, or the marker was deleted (the server's owner runs `docfs remote setup` to write it again)"
+            )
         }
         guard found.tree == tree else { throw mismatch(found.tree, tree, configuration) }
     }
@@ -38,16 +43,21 @@ package enum TreeMarker {
     }
 
     private static func mismatch(_ found: String, _ tree: String, _ configuration: ReplicaConfiguration) -> ReplicaConfiguration.Problem {
-        ReplicaConfiguration.Problem("s3://\(configuration.bucket)/\(configuration.prefix) belongs to tree \(found), not to this database's tree \(tree): give each tree a prefix of its own")
+        ReplicaConfiguration.Problem(
+            "s3://\(configuration.bucket)/\(configuration.prefix) belongs to tree \(found), not to this database's tree \(tree): give each tree a prefix of its own"
+        )
     }
 
-    private static func read(_ configuration: ReplicaConfiguration, _ objects: any ObjectStore,
-                             prefix: String? = nil) async throws -> Marker? {
+    private static func read(
+        _ configuration: ReplicaConfiguration, _ objects: any ObjectStore,
+        prefix: String? = nil
+    ) async throws -> Marker? {
         let prefix = prefix ?? configuration.prefix
         let bytes: [UInt8]
         do {
-            bytes = try await objects.getObjectBytes(bucket: configuration.bucket, key: key(prefix: prefix), versionID: nil,
-                                                     range: nil, upTo: 64 * 1024)
+            bytes = try await objects.getObjectBytes(
+                bucket: configuration.bucket, key: key(prefix: prefix), versionID: nil,
+                range: nil, upTo: 64 * 1024)
         } catch let error as S3Error where error.kind == .notFound {
             return nil
         }
@@ -75,8 +85,9 @@ package enum TreeMarker {
         while let level = levels.popLast() {
             var token: String?
             repeat {
-                let page = try await s3.listObjects(bucket: configuration.bucket, prefix: level.isEmpty ? nil : level,
-                                                    delimiter: "/", continuationToken: token)
+                let page = try await s3.listObjects(
+                    bucket: configuration.bucket, prefix: level.isEmpty ? nil : level,
+                    delimiter: "/", continuationToken: token)
                 if level != own, page.objects.contains(where: { $0.key == level + "docfs-tree.json" }) {
                     let inner = String(level.dropLast())
                     let found = try await read(configuration, s3, prefix: inner)
@@ -88,12 +99,16 @@ package enum TreeMarker {
         }
     }
 
-    private static func nested(inner: String, outer: String, tree: String, _ configuration: ReplicaConfiguration,
-                               innerIsOther: Bool = false) -> ReplicaConfiguration.Problem {
+    private static func nested(
+        inner: String, outer: String, tree: String, _ configuration: ReplicaConfiguration,
+        innerIsOther: Bool = false
+    ) -> ReplicaConfiguration.Problem {
         func place(_ p: String) -> String { p.isEmpty ? "s3://\(configuration.bucket) (the bucket's root)" : "s3://\(configuration.bucket)/\(p)" }
-        let why = innerIsOther
+        let why =
+            innerIsOther
             ? "\(place(inner)) holds tree \(tree), inside this tree's prefix \(place(outer))"
             : "\(place(inner)) is inside \(place(outer)), the prefix of tree \(tree)"
-        return ReplicaConfiguration.Problem("\(why): prefixes cannot nest (a tree's gc would remove the other's objects); give each tree a prefix beside the others'")
+        return ReplicaConfiguration.Problem(
+            "\(why): prefixes cannot nest (a tree's gc would remove the other's objects); give each tree a prefix beside the others'")
     }
 }

@@ -29,8 +29,10 @@ package enum VersionHistory {
     }
 
     /// Downloads version `number` of the item into the file at `path` (created or truncated).
-    package static func fetch(itemID: Int64, number: Int64, to path: String, configuration: ReplicaConfiguration,
-                              logger: Logger) async throws -> RemoteVersion {
+    package static func fetch(
+        itemID: Int64, number: Int64, to path: String, configuration: ReplicaConfiguration,
+        logger: Logger
+    ) async throws -> RemoteVersion {
         try await configuration.withClients(logger: logger) { database, s3 in
             guard let version = try await database.versions(of: itemID).first(where: { $0.number == number }) else {
                 throw ReplicaConfiguration.Problem("the server has no version \(number) of this file (`docfs versions PATH` lists them)")

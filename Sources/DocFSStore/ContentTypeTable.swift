@@ -30,10 +30,12 @@ struct ContentTypeTable: Sendable {
     let detectsLazily: Bool
 
     init(layout: Layout, database: SharedMimeDatabase = .system) {
-        let registry = ContentTypeRegistry(declarations: layout.types.map { type in
-            ContentTypeDeclaration(ContentType(type.identifier), conformsTo: type.conformsTo.map { ContentType($0) },
-                                   extensions: type.extensions, mimeTypes: type.mime ?? [], viewOnly: type.viewOnly)
-        })
+        let registry = ContentTypeRegistry(
+            declarations: layout.types.map { type in
+                ContentTypeDeclaration(
+                    ContentType(type.identifier), conformsTo: type.conformsTo.map { ContentType($0) },
+                    extensions: type.extensions, mimeTypes: type.mime ?? [], viewOnly: type.viewOnly)
+            })
         let detector = ContentTypeDetector(registry: registry, database: database)
         self.registry = registry
         self.detector = detector
@@ -41,9 +43,10 @@ struct ContentTypeTable: Sendable {
         var rules: [String: FolderRule] = [:]
         for folder in layout.folders {
             guard let allowed = folder.allowedContentTypes else { continue }
-            rules[folder.path] = FolderRule(path: folder.path,
-                                            allowed: allowed.map { Self.resolve($0, registry: registry, detector: detector) },
-                                            subfolders: folder.subfolders ?? true)
+            rules[folder.path] = FolderRule(
+                path: folder.path,
+                allowed: allowed.map { Self.resolve($0, registry: registry, detector: detector) },
+                subfolders: folder.subfolders ?? true)
         }
         self.rules = rules
         self.detectsLazily = !layout.types.contains { $0.viewOnly }
@@ -62,7 +65,10 @@ struct ContentTypeTable: Sendable {
         for folder in layout.folders {
             for word in folder.allowedContentTypes ?? [] where !word.contains("/") {
                 guard table.registry.isDeclared(ContentType(word)) else {
-                    throw ProviderError(.invalidArgument, "folder '\(folder.path)': allowedContentTypes: unknown content type '\(word)' (declare it under types:, or use a built-in such as public.image, com.adobe.pdf, public.plain-text)")
+                    throw ProviderError(
+                        .invalidArgument,
+                        "folder '\(folder.path)': allowedContentTypes: unknown content type '\(word)' (declare it under types:, or use a built-in such as public.image, com.adobe.pdf, public.plain-text)"
+                    )
                 }
             }
         }
@@ -124,7 +130,8 @@ struct ContentTypeTable: Sendable {
 
     /// The refusal of `type` by `rule`, with the reason the daemon logs next to the path.
     func refusal(_ type: ContentType, by rule: FolderRule, detail: String = "") -> ProviderError {
-        ProviderError(.typeNotAllowed, "type \(type.identifier) is not among the folder's allowed types \(rule.allowedList) (rule of /\(rule.path))\(detail)")
+        ProviderError(
+            .typeNotAllowed, "type \(type.identifier) is not among the folder's allowed types \(rule.allowedList) (rule of /\(rule.path))\(detail)")
     }
 }
 

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import Synchronization
@@ -122,9 +122,9 @@ package enum FaultInjection {
     @inline(__always)
     private static func Glibc_write(_ fd: Int32, _ buffer: UnsafePointer<CChar>, _ count: Int) -> Int {
         #if canImport(Glibc)
-        return Glibc.write(fd, buffer, count)
+            return Glibc.write(fd, buffer, count)
         #else
-        return Darwin.write(fd, buffer, count)
+            return Darwin.write(fd, buffer, count)
         #endif
     }
 }

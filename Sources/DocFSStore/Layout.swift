@@ -18,8 +18,10 @@ package struct Layout: Sendable, Codable, Equatable {
         /// a relative path is relative to the layout file. nil when none was given.
         package var template: String?
 
-        package init(identifier: String, conformsTo: [String] = [], extensions: [String] = [], mime: [String]? = nil, viewOnly: Bool = false,
-                    template: String? = nil) {
+        package init(
+            identifier: String, conformsTo: [String] = [], extensions: [String] = [], mime: [String]? = nil, viewOnly: Bool = false,
+            template: String? = nil
+        ) {
             self.identifier = identifier
             self.conformsTo = conformsTo
             self.extensions = extensions
@@ -42,8 +44,10 @@ package struct Layout: Sendable, Codable, Equatable {
         /// With `allowedContentTypes`: whether plain subfolders may be made inside (nil: yes).
         package var subfolders: Bool?
 
-        package init(path: String, capabilities: [String]? = nil, allowedContentTypes: [String]? = nil, contents: [String]? = nil,
-                    subfolders: Bool? = nil) {
+        package init(
+            path: String, capabilities: [String]? = nil, allowedContentTypes: [String]? = nil, contents: [String]? = nil,
+            subfolders: Bool? = nil
+        ) {
             self.path = path
             self.capabilities = capabilities
             self.allowedContentTypes = allowedContentTypes
@@ -203,14 +207,19 @@ private struct LayoutParser {
         let list = try words(node, key: key)
         for word in list {
             do { _ = try Capabilities(words: [word]) } catch {
-                throw fail(node, "folder '\(folder)': \(key): unknown capability word '\(word)' (expected one of: all, \(Capabilities.words.map(\.word).joined(separator: ", ")))")
+                throw fail(
+                    node,
+                    "folder '\(folder)': \(key): unknown capability word '\(word)' (expected one of: all, \(Capabilities.words.map(\.word).joined(separator: ", ")))"
+                )
             }
         }
         return list
     }
 
     func typeDeclaration(_ node: Node, index: Int) throws -> Layout.TypeDeclaration {
-        guard let mapping = node.mapping else { throw fail(node, "types[\(index)] must be a mapping with identifier, conformsTo, extensions, mime, viewOnly") }
+        guard let mapping = node.mapping else {
+            throw fail(node, "types[\(index)] must be a mapping with identifier, conformsTo, extensions, mime, viewOnly")
+        }
         var identifier: String?
         var declaration = Layout.TypeDeclaration(identifier: "")
         for (keyNode, value) in mapping {
@@ -239,7 +248,9 @@ private struct LayoutParser {
     }
 
     func folder(_ node: Node, index: Int) throws -> Layout.Folder {
-        guard let mapping = node.mapping else { throw fail(node, "folders[\(index)] must be a mapping with path, capabilities, allowedContentTypes, contents") }
+        guard let mapping = node.mapping else {
+            throw fail(node, "folders[\(index)] must be a mapping with path, capabilities, allowedContentTypes, contents")
+        }
         var path: String?
         var pathNode: Node?
         var pending: [(String, Node, Node)] = []
@@ -278,7 +289,8 @@ private struct LayoutParser {
             case "allowedContentTypes": folder.allowedContentTypes = isNull(value) ? nil : try words(value, key: key)
             case "subfolders": folder.subfolders = isNull(value) ? nil : try bool(value, key: key)
             default:
-                throw fail(keyNode, "folder '\(normalized)': unknown key '\(key)' (expected path, capabilities, allowedContentTypes, contents, subfolders)")
+                throw fail(
+                    keyNode, "folder '\(normalized)': unknown key '\(key)' (expected path, capabilities, allowedContentTypes, contents, subfolders)")
             }
         }
         return folder

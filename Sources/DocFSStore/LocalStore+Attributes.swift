@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import DocFSProvider
@@ -12,7 +12,9 @@ import Logging
 // Metadata of one item: tags, favourite rank, last-used date, mode, owner and times.
 extension LocalStore: AppleMetadataProvider {
     /// Changes metadata of one item (one transaction, one new metadata version).
-    private func updateSync(_ identifier: ItemIdentifier, _ what: String, _ change: (inout Record) throws(ProviderError) -> Void) throws(ProviderError) -> Item {
+    private func updateSync(
+        _ identifier: ItemIdentifier, _ what: String, _ change: (inout Record) throws(ProviderError) -> Void
+    ) throws(ProviderError) -> Item {
         return try write { (database) throws(ProviderError) -> Item in
             let row = try self.itemRow(identifier)
             var record = try read { (tree) throws(ProviderError) -> Record in
@@ -78,8 +80,10 @@ extension LocalStore: ExtendedAttributeProvider {
         return value
     }
 
-    package func setExtendedAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
-                                     forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
+    package func setExtendedAttribute(
+        named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
+        forItemIdentifier identifier: ItemIdentifier
+    ) async throws(ProviderError) {
         try ExtendedAttributes.checkStorable(name, value)
         try write { (database) throws(ProviderError) in
             let row = try self.itemRow(identifier)
@@ -93,8 +97,10 @@ extension LocalStore: ExtendedAttributeProvider {
                 try flushJournal(database)
                 try database.inDatabase { db in
                     if let value {
-                        try db.execute(sql: "INSERT INTO xattr (item, name, value) VALUES (?, ?, ?) ON CONFLICT(item, name) DO UPDATE SET value = excluded.value",
-                                       arguments: [row, name, value])
+                        try db.execute(
+                            sql:
+                                "INSERT INTO xattr (item, name, value) VALUES (?, ?, ?) ON CONFLICT(item, name) DO UPDATE SET value = excluded.value",
+                            arguments: [row, name, value])
                     } else {
                         try db.execute(sql: "DELETE FROM xattr WHERE item = ? AND name = ?", arguments: [row, name])
                     }
@@ -179,14 +185,17 @@ extension LocalStore {
             let type = types.detector.type(forFolderNamed: name)
             if type == .folder {
                 if rule.subfolders || rule.admits(.folder, in: types.registry) { return }
-                throw ProviderError(.typeNotAllowed, "subfolders are not allowed here: the folder takes only \(rule.allowedList) (rule of /\(rule.path), subfolders: false)")
+                throw ProviderError(
+                    .typeNotAllowed,
+                    "subfolders are not allowed here: the folder takes only \(rule.allowedList) (rule of /\(rule.path), subfolders: false)")
             }
             if !rule.admits(type, in: types.registry) { throw types.refusal(type, by: rule) }
         case .symlink:
             if !rule.admits(.symbolicLink, in: types.registry) { throw types.refusal(.symbolicLink, by: rule) }
         case .fifo, .socket, .characterDevice, .blockDevice:
             // Not documents: only a folder without a list of allowed types takes them.
-            throw ProviderError(.typeNotAllowed, "FIFOs and sockets are not documents: the folder takes only \(rule.allowedList) (rule of /\(rule.path))")
+            throw ProviderError(
+                .typeNotAllowed, "FIFOs and sockets are not documents: the folder takes only \(rule.allowedList) (rule of /\(rule.path))")
         case .file:
             let candidates = types.detector.candidates(forFilename: name)
             guard let first = candidates.first else { return }
@@ -205,8 +214,10 @@ extension LocalStore {
     /// `contents`: the bytes of a single file imported from memory (no staged file to read).
     /// `lazily` (a copy through the mount): a file no rule checks is left undetected
     /// (`undetectedType`) and typed when first asked (`contentType(of:)`), not in every close.
-    func admitImport(_ items: [(record: Record, source: String)], into parent: Record,
-                     contents: [UInt8]? = nil, lazily: Bool = false) throws(ProviderError) -> [Record] {
+    func admitImport(
+        _ items: [(record: Record, source: String)], into parent: Record,
+        contents: [UInt8]? = nil, lazily: Bool = false
+    ) throws(ProviderError) -> [Record] {
         let topRule = contentRule(forFolder: parent.row)
         let policy = parent.contentsPolicy ?? .all
         // Folders of the import that pass a rule on to what is inside them.
@@ -251,8 +262,9 @@ extension LocalStore {
                 if let contents {
                     detection = types.detector.detect(name: record.item.filename, contents: contents)
                 } else {
-                    detection = try types.detector.detect(regularFileAt: source, name: record.item.filename,
-                                                          size: record.item.documentSize)
+                    detection = try types.detector.detect(
+                        regularFileAt: source, name: record.item.filename,
+                        size: record.item.documentSize)
                 }
                 if let rule {
                     try check(detection, of: record.item.filename, by: rule)
@@ -306,11 +318,13 @@ extension LocalStore {
         guard types.documents.documentType(for: type, in: types.registry) != nil else { return }
         do throws(ProviderError) {
             let wrapper: FileWrapper
-            if let contents { wrapper = FileWrapper(regularFileWithContents: Data(contents)) } else {
+            if let contents {
+                wrapper = FileWrapper(regularFileWithContents: Data(contents))
+            } else {
                 wrapper = try FileWrapper(url: URL(fileURLWithPath: source))
             }
             try types.documents.validate(wrapper, as: type, in: types.registry)
-        } catch where error.code == .corruptFile {
+        } catch  where error.code == .corruptFile {
             throw ProviderError(.corruptFile, "not a valid \(type.identifier) document: \(error.reason)")
         }
     }
@@ -327,11 +341,12 @@ extension LocalStore {
     package func contentType(of item: Item) -> ContentType {
         guard item.contentType == Self.undetectedType else { return item.contentType }
         guard let row = self.row(for: item.identifier),
-              let record = tree.reading({ tree -> Record? in
-                  // A file's other name reads as the file (its bytes are the target row's).
-                  let found = tree.record(tree.resolve(row))
-                  return found?.linkOf.flatMap { tree.record($0) } ?? found
-              }) else {
+            let record = tree.reading({ tree -> Record? in
+                // A file's other name reads as the file (its bytes are the target row's).
+                let found = tree.record(tree.resolve(row))
+                return found?.linkOf.flatMap { tree.record($0) } ?? found
+            })
+        else {
             return types.detector.detect(name: item.filename, contents: []).type
         }
         return detectedType(of: record)
@@ -389,7 +404,9 @@ extension LocalStore {
                 return
             }
             if !rule.subfolders, !rule.admits(.folder, in: types.registry) {
-                throw ProviderError(.typeNotAllowed, "subfolders are not allowed here: the folder takes only \(rule.allowedList) (rule of /\(rule.path), subfolders: false)")
+                throw ProviderError(
+                    .typeNotAllowed,
+                    "subfolders are not allowed here: the folder takes only \(rule.allowedList) (rule of /\(rule.path), subfolders: false)")
             }
             for child in tree.childRows(of: record.row) {
                 if let childRecord = tree.records[child] { try checkTree(childRecord, by: rule, in: tree) }

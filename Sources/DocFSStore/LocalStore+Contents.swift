@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import DocFSProvider
@@ -14,7 +14,9 @@ import GRDB
 extension LocalStore {
     package func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 {
         let fd = try openStoredContents(of: identifier)
-        if let replica, let onDemand = replica.onDemandHandler, let row = row(for: identifier) { onDemand.contentsOpened(row: replica.currentRow(row)) }
+        if let replica, let onDemand = replica.onDemandHandler, let row = row(for: identifier) {
+            onDemand.contentsOpened(row: replica.currentRow(row))
+        }
         return fd
     }
 
@@ -25,15 +27,17 @@ extension LocalStore {
         switch found.kind {
         case .folder: throw ProviderError(.isDirectory, "\(path(of: identifier)) is a folder")
         case .symlink: throw ProviderError(.invalidArgument, "\(path(of: identifier)) is a symbolic link")
-        case .fifo, .socket, .characterDevice, .blockDevice: throw ProviderError(.invalidArgument, "\(path(of: identifier)) has no stored contents (a FIFO or socket)")
+        case .fifo, .socket, .characterDevice, .blockDevice:
+            throw ProviderError(.invalidArgument, "\(path(of: identifier)) has no stored contents (a FIFO or socket)")
         case .file: break
         }
         let row = self.row(for: identifier)!
         if let fd = try contents.openSegmentContents(row) { return fd }
         var path = contents.path(row)
         if !found.isDownloaded, let current = replica?.currentRow(row), let record = tree.record(current),
-           !record.item.isDownloaded {
-            path = try downloadedPath(of: record)  // a replica's file on the server only
+            !record.item.isDownloaded
+        {
+            path = try downloadedPath(of: record) // a replica's file on the server only
         }
         let fd = sysOpen(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 { throw ProviderError.posix(errno, "open contents of \(self.path(of: identifier))") }
@@ -44,8 +48,10 @@ extension LocalStore {
     /// (another replica's arrived since the writer's copy began), the bytes become a conflicted
     /// copy beside it, "NAME (conflicted copy from HOST DATE).EXT", and the item keeps the newer
     /// version: nothing written is put over what another replica wrote, and nothing is dropped.
-    package func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
-                               from fileURL: URL) async throws(ProviderError) -> Item {
+    package func modifyContents(
+        ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
+        from fileURL: URL
+    ) async throws(ProviderError) -> Item {
         try modify(identifier, from: fileURL.path, base: baseVersion?.contentVersion)
     }
 
@@ -57,24 +63,27 @@ extension LocalStore {
                 guard let record = tree.records[row] else { throw ProviderError(.noSuchItem, "no item with identifier '\(identifier)'") }
                 switch record.item.kind {
                 case .folder: throw ProviderError(.isDirectory, "\(tree.path(of: row)) is a folder")
-                case .symlink, .fifo, .socket, .characterDevice, .blockDevice: throw ProviderError(.invalidArgument, "\(tree.path(of: row)) is not a regular file")
+                case .symlink, .fifo, .socket, .characterDevice, .blockDevice:
+                    throw ProviderError(.invalidArgument, "\(tree.path(of: row)) is not a regular file")
                 case .file: return record
                 }
             }
             if let base, base != record.item.itemVersion.contentVersion { return .moved(record) }
-            logger.debug("modify \(record.item.filename): version \(record.item.itemVersion.contentVersion + 1) over \(base.map(String.init) ?? "any")")
+            logger.debug(
+                "modify \(record.item.filename): version \(record.item.itemVersion.contentVersion + 1) over \(base.map(String.init) ?? "any")")
             let status = try fileStatus(sourcePath).get()
             guard status.kind == .file else {
                 throw ProviderError(.invalidArgument, "new contents for \(record.item.filename) must be a regular file")
             }
             record = try admitModified(record, from: sourcePath)
             // The old contents stay reachable until the row is committed, to undo a failed commit.
-            let replacement = try contents.replace(row, version: record.item.itemVersion.contentVersion, with: sourcePath,
-                                                   record.item.filename)
+            let replacement = try contents.replace(
+                row, version: record.item.itemVersion.contentVersion, with: sourcePath,
+                record.item.filename)
             record.item.documentSize = status.size
             // The staged file's time: the last write, or what the program set (futimens) after it.
             record.item.modificationTime = status.modificationTime
-            FaultInjection.point(.modifyCommit)  // test-only crash point (DOCFS_FAULT)
+            FaultInjection.point(.modifyCommit) // test-only crash point (DOCFS_FAULT)
             record.item.itemVersion.contentVersion += 1
             // The change time of the last write (or attribute change) the staged file saw, so a
             // write leaves ctime equal to mtime, as on ext4; never earlier than the item's own.
@@ -89,11 +98,12 @@ extension LocalStore {
                 throw error
             }
             contents.finish(replacement)
-            return .modified(tree.update { tree -> Item in
-                tree.replaceKeepingCounts(record)
-                tree.dirty.insert(row)
-                return tree.records[row]!.item
-            })
+            return .modified(
+                tree.update { tree -> Item in
+                    tree.replaceKeepingCounts(record)
+                    tree.dirty.insert(row)
+                    return tree.records[row]!.item
+                })
         }
         switch outcome {
         case .modified(let item): return item
@@ -106,18 +116,24 @@ extension LocalStore {
     /// DocFSReplica's `WriterConflicts`, beside the incoming conflicts); the store makes the copy.
     private func keepAsConflictedCopy(_ record: Record, from sourcePath: String, base: UInt64) throws(ProviderError) -> Item {
         guard let parent = record.parent else { throw ProviderError(.noSuchItem, "\(record.item.filename) has no folder") }
-        let conflict = WriterConflict(row: record.row, name: record.item.filename, path: path(of: record.item.identifier),
-                                      base: base, current: record.item.itemVersion.contentVersion)
+        let conflict = WriterConflict(
+            row: record.row, name: record.item.filename, path: path(of: record.item.identifier),
+            base: base, current: record.item.itemVersion.contentVersion)
         let handler = replica?.writerConflicts
-        let place = tree.uniqueName(handler?.copyName(for: conflict) ?? Self.conflictCopyName(of: record.item.filename),
-                                    in: parent, isFolder: false)
-        let copy = try importSync(path: sourcePath, name: place, toParent: Self.identifier(forRow: parent),
-                                  attributes: NewItemAttributes(ownerID: record.item.ownerID, groupID: record.item.groupID,
-                                                                posixPermissions: record.item.posixPermissions))
+        let place = tree.uniqueName(
+            handler?.copyName(for: conflict) ?? Self.conflictCopyName(of: record.item.filename),
+            in: parent, isFolder: false)
+        let copy = try importSync(
+            path: sourcePath, name: place, toParent: Self.identifier(forRow: parent),
+            attributes: NewItemAttributes(
+                ownerID: record.item.ownerID, groupID: record.item.groupID,
+                posixPermissions: record.item.posixPermissions))
         if let handler {
             handler.kept(conflict, asCopy: self.row(for: copy.identifier) ?? 0, named: place)
         } else {
-            logger.warning("\(conflict.path): written while another replica's version \(conflict.current) arrived (the writer began at \(base)): the new version keeps the name, this one is \"\(place)\"")
+            logger.warning(
+                "\(conflict.path): written while another replica's version \(conflict.current) arrived (the writer began at \(base)): the new version keeps the name, this one is \"\(place)\""
+            )
         }
         return try item(for: record.item.identifier)
     }
@@ -131,8 +147,10 @@ extension LocalStore {
 
     /// A new file from the bridge's memory (`SmallFileImportProvider`): imported like a staged file,
     /// its bytes appended to a segment (or, past `smallFileLimit`, written to a content file).
-    package func importDocument(contents: [UInt8], named name: String, toParentItemIdentifier parent: ItemIdentifier,
-                                attributes: NewItemAttributes) async throws(ProviderError) -> Item {
+    package func importDocument(
+        contents: [UInt8], named name: String, toParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes
+    ) async throws(ProviderError) -> Item {
         try importSync(path: "", contents: contents, name: name, toParent: parent, attributes: attributes)
     }
 

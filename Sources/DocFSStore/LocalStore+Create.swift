@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import DocFSProvider
@@ -48,10 +48,12 @@ extension LocalStore: SpecialItemProvider {
     /// Owner, group and mode come from `attributes` (the caller's, set by the bridge); without
     /// them the item belongs to whoever runs the store. Times: `modified` (and `accessed`) as
     /// given, birth and change time now.
-    func newRecord(row: Int64, parent: Record, name: String, kind: ItemKind, size: Int64 = 0,
-                   now: FileTime, modified: FileTime? = nil, accessed: FileTime? = nil,
-                   attributes: NewItemAttributes?, mode: UInt16? = nil, target: String? = nil,
-                   typed: Bool = true) -> Record {
+    func newRecord(
+        row: Int64, parent: Record, name: String, kind: ItemKind, size: Int64 = 0,
+        now: FileTime, modified: FileTime? = nil, accessed: FileTime? = nil,
+        attributes: NewItemAttributes?, mode: UInt16? = nil, target: String? = nil,
+        typed: Bool = true
+    ) -> Record {
         let policy = parent.contentsPolicy ?? .all
         let type = typed || kind != .file ? types.type(forFilename: name, kind: kind) : ContentType.data
         var item = Item(
@@ -73,38 +75,50 @@ extension LocalStore: SpecialItemProvider {
 
     /// A new folder (see `Provider`); it takes its parent's contents policy. Without
     /// `attributes` it belongs to whoever runs the store, mode 0755.
-    package func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
-                                attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    package func createDirectory(
+        withName name: String, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         try createSync(name: name, parent: parent, kind: .folder, target: nil, attributes: attributes)
     }
 
     /// A new symbolic link, its target stored as given (see `Provider`).
-    package func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
-                                   attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    package func createSymbolicLink(
+        withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         try ItemNames.validateSymbolicLinkTarget(target)
         return try createSync(name: name, parent: parent, kind: .symlink, target: target, attributes: attributes)
     }
 
     /// FIFOs and sockets: items with no contents, never typed or validated as documents.
-    package func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
-                                  attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    package func createSpecialItem(
+        withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         guard kind.isSpecial else { throw ProviderError(.invalidArgument, "only FIFOs, sockets and device nodes are special items") }
         return try createSync(name: name, parent: parent, kind: kind, target: nil, attributes: attributes)
     }
 
-    private func createSync(name: String, parent: ItemIdentifier, kind: ItemKind, target: String?,
-                            attributes: NewItemAttributes?) throws(ProviderError) -> Item {
+    private func createSync(
+        name: String, parent: ItemIdentifier, kind: ItemKind, target: String?,
+        attributes: NewItemAttributes?
+    ) throws(ProviderError) -> Item {
         try ItemNames.validate(name)
         return try write { (database) throws(ProviderError) -> Item in
             let parentRow = try self.parentRow(parent)
             let parentRecord = try read { (tree) throws(ProviderError) in try checkedParent(tree, parentRow, parent, name: name) }
             let row = tree.nextRow
             let now = FileTime.now()
-            var record = newRecord(row: row, parent: parentRecord, name: name, kind: kind,
-                                   size: Int64(target?.utf8.count ?? 0), now: now, attributes: attributes, target: target)
+            var record = newRecord(
+                row: row, parent: parentRecord, name: name, kind: kind,
+                size: Int64(target?.utf8.count ?? 0), now: now, attributes: attributes, target: target)
             if kind.isDevice { record.item.deviceNumber = attributes?.deviceNumber ?? 0 }
             let newParent = Self.touched(parentRecord, now: now)
-            try commit(database, saving: [record, newParent], "create \(kind == .folder ? "folder" : kind == .symlink ? "symbolic link" : kind == .fifo ? "FIFO" : kind.isDevice ? "device node" : "socket") \(name)")
+            try commit(
+                database, saving: [record, newParent],
+                "create \(kind == .folder ? "folder" : kind == .symlink ? "symbolic link" : kind == .fifo ? "FIFO" : kind.isDevice ? "device node" : "socket") \(name)"
+            )
             return tree.update { tree -> Item in
                 tree.nextRow = max(tree.nextRow, row + 1)
                 tree.insert(record)
@@ -123,11 +137,13 @@ extension LocalStore {
     /// entry. The store takes the staged file by its sealed name (`withSealedPath`), so there is
     /// no rename into the access window first. The bridge and `docfs import --store` hand files
     /// over by path instead (`importStagedFile`). `attributes`: see `importSync`.
-    package func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
-                               attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    package func importDocument(
+        from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         try file.withSealedPath { (path) throws(ProviderError) -> Item in
             let item = try importSync(path: path, name: file.name, toParent: parent, attributes: attributes)
-            file.noteMovedAway()  // an import that succeeded has taken (or removed) the staged file
+            file.noteMovedAway() // an import that succeeded has taken (or removed) the staged file
             return item
         }
     }
@@ -135,8 +151,10 @@ extension LocalStore {
     /// The store's own hand-over (`StagedFileImportProvider`): the staged file at `path` in
     /// `staging/` becomes the item `name`, with no scope in between. On success the file is
     /// taken; on a refusal it is where it was.
-    package func importStagedFile(at path: String, named name: String, toParentItemIdentifier parent: ItemIdentifier,
-                                  attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    package func importStagedFile(
+        at path: String, named name: String, toParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         try importSync(path: path, name: name, toParent: parent, attributes: attributes)
     }
 
@@ -146,17 +164,20 @@ extension LocalStore {
     /// times the program set; its contents (a package's files) belong to the same owner.
     /// With `contents` (a small file from the bridge's memory) there is no staged file: the
     /// bytes are the file's, and `attributes` give its times and mode.
-    func importSync(path sourcePath: String, contents: [UInt8]? = nil, name: String, toParent parent: ItemIdentifier,
-                    attributes: NewItemAttributes?) throws(ProviderError) -> Item {
+    func importSync(
+        path sourcePath: String, contents: [UInt8]? = nil, name: String, toParent parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) throws(ProviderError) -> Item {
         try ItemNames.validate(name)
         return try write { (database) throws(ProviderError) -> Item in
             let parentRow = try self.parentRow(parent)
             let status: FileStatus
             if let contents {
                 let now = FileTime.now()
-                status = FileStatus(kind: .file, size: Int64(contents.count), mode: attributes?.posixPermissions ?? 0o644,
-                                    modificationTime: attributes?.modificationTime ?? now, accessTime: attributes?.accessTime ?? now,
-                                    changeTime: attributes?.changeTime ?? now, inode: 0, device: 0)
+                status = FileStatus(
+                    kind: .file, size: Int64(contents.count), mode: attributes?.posixPermissions ?? 0o644,
+                    modificationTime: attributes?.modificationTime ?? now, accessTime: attributes?.accessTime ?? now,
+                    changeTime: attributes?.changeTime ?? now, inode: 0, device: 0)
             } else {
                 status = try fileStatus(sourcePath).get()
             }
@@ -165,20 +186,23 @@ extension LocalStore {
             var plan: [PlannedItem] = []
             var nextRow = tree.nextRow
             let now = FileTime.now()
-            try planImport(path: sourcePath, name: name, status: status, parent: parentRecord, into: &plan, nextRow: &nextRow,
-                           now: now, attributes: attributes, top: true)
+            try planImport(
+                path: sourcePath, name: name, status: status, parent: parentRecord, into: &plan, nextRow: &nextRow,
+                now: now, attributes: attributes, top: true)
             // Content types from the bytes, the folder's allowed types, document validation:
             // refused here, nothing has been moved yet. A copy through the mount leaves the type
             // of a file no rule checks to the first reader; `docfs import` of a user's files
             // (no `attributes`) types them now, from the files themselves.
-            let admitted = try admitImport(plan.map { ($0.record, $0.source) }, into: parentRecord, contents: contents,
-                                           lazily: attributes != nil)
+            let admitted = try admitImport(
+                plan.map { ($0.record, $0.source) }, into: parentRecord, contents: contents,
+                lazily: attributes != nil)
             for index in plan.indices { plan[index].record = admitted[index] }
             // Move the contents in first, then commit the rows: a crash in between leaves only
             // content files without rows, which the next open removes (`StoreContents.placeNew`).
-            let placed = try self.contents.placeNew(plan.lazy.filter { $0.record.item.kind == .file }
-                .map { (row: $0.record.row, source: $0.source, size: $0.record.item.documentSize) }, contents: contents)
-            FaultInjection.point(.importCommit)  // test-only crash point (DOCFS_FAULT)
+            let placed = try self.contents.placeNew(
+                plan.lazy.filter { $0.record.item.kind == .file }
+                    .map { (row: $0.record.row, source: $0.source, size: $0.record.item.documentSize) }, contents: contents)
+            FaultInjection.point(.importCommit) // test-only crash point (DOCFS_FAULT)
             let newParent = Self.touched(parentRecord, entry: attributes?.entryTime ?? now)
             do throws(ProviderError) {
                 try commit(database, saving: plan.map(\.record) + [newParent], "import \(name)")
@@ -207,9 +231,11 @@ extension LocalStore {
         var source: String
     }
 
-    private func planImport(path: String, name: String, status: FileStatus, parent: Record,
-                            into plan: inout [PlannedItem], nextRow: inout Int64,
-                            now: FileTime, attributes: NewItemAttributes?, top: Bool) throws(ProviderError) {
+    private func planImport(
+        path: String, name: String, status: FileStatus, parent: Record,
+        into plan: inout [PlannedItem], nextRow: inout Int64,
+        now: FileTime, attributes: NewItemAttributes?, top: Bool
+    ) throws(ProviderError) {
         try ItemNames.validate(name)
         let row = nextRow
         nextRow += 1
@@ -221,23 +247,26 @@ extension LocalStore {
         let own = given ?? owned
         switch status.kind {
         case .file:
-            var record = newRecord(row: row, parent: parent, name: name, kind: .file, size: status.size, now: now,
-                                   modified: given?.modificationTime ?? status.modificationTime,
-                                   accessed: given?.accessTime ?? (attributes == nil ? nil : status.accessTime),
-                                   attributes: own, mode: given == nil ? status.mode : nil, typed: false)
+            var record = newRecord(
+                row: row, parent: parent, name: name, kind: .file, size: status.size, now: now,
+                modified: given?.modificationTime ?? status.modificationTime,
+                accessed: given?.accessTime ?? (attributes == nil ? nil : status.accessTime),
+                attributes: own, mode: given == nil ? status.mode : nil, typed: false)
             // A copy's change time is its last write's (or attribute change's), not the import's.
             if let changed = given?.changeTime, changed < record.item.changeTime { record.item.changeTime = changed }
             plan.append(PlannedItem(record: record, source: path))
         case .symlink:
             let target = try sysReadlink(path)
-            let record = newRecord(row: row, parent: parent, name: name, kind: .symlink, size: Int64(target.utf8.count),
-                                   now: now, modified: given?.modificationTime ?? status.modificationTime,
-                                   attributes: own, target: target)
+            let record = newRecord(
+                row: row, parent: parent, name: name, kind: .symlink, size: Int64(target.utf8.count),
+                now: now, modified: given?.modificationTime ?? status.modificationTime,
+                attributes: own, target: target)
             plan.append(PlannedItem(record: record, source: path))
         case .directory:
-            var folder = newRecord(row: row, parent: parent, name: name, kind: .folder, now: now,
-                                   modified: given?.modificationTime ?? status.modificationTime,
-                                   attributes: own, mode: given == nil ? status.mode : nil)
+            var folder = newRecord(
+                row: row, parent: parent, name: name, kind: .folder, now: now,
+                modified: given?.modificationTime ?? status.modificationTime,
+                attributes: own, mode: given == nil ? status.mode : nil)
             let index = plan.count
             plan.append(PlannedItem(record: folder, source: path))
             let names = try directoryEntries(path).sorted()
@@ -246,14 +275,18 @@ extension LocalStore {
                 let childPath = path + "/" + child
                 let childStatus = try fileStatus(childPath).get()
                 if childStatus.kind == .directory { folderCount += 1 }
-                try planImport(path: childPath, name: child, status: childStatus, parent: folder, into: &plan, nextRow: &nextRow,
-                               now: now, attributes: attributes, top: false)
+                try planImport(
+                    path: childPath, name: child, status: childStatus, parent: folder, into: &plan, nextRow: &nextRow,
+                    now: now, attributes: attributes, top: false)
             }
             folder.item.childItemCount = names.count
             folder.item.childFolderCount = folderCount
             plan[index].record = folder
         case .other:
-            throw ProviderError(.unsupported, "cannot import '\(name)': only files, folders, symbolic links, FIFOs and sockets can be stored, and only FIFOs and sockets made in the mount")
+            throw ProviderError(
+                .unsupported,
+                "cannot import '\(name)': only files, folders, symbolic links, FIFOs and sockets can be stored, and only FIFOs and sockets made in the mount"
+            )
         }
     }
 }
@@ -292,8 +325,10 @@ extension LocalStore {
     /// waits for these), with an empty or small content file per file item. Built with the store's
     /// own record rules (`newRecord`: owner, mode, capabilities, type), not through FUSE, so a
     /// million items take a minute or so. Returns the number of items added.
-    package static func populate(at url: URL, shape: ScaleShape, logger: Logger,
-                                progress: ((Int) -> Void)? = nil) throws -> Int {
+    package static func populate(
+        at url: URL, shape: ScaleShape, logger: Logger,
+        progress: ((Int) -> Void)? = nil
+    ) throws -> Int {
         let store = try open(at: url, logger: logger, cacheItems: 1024)
         defer { store.close() }
         return try store.populate(shape, progress: progress)
@@ -338,9 +373,10 @@ extension LocalStore {
                 progress?(added)
             }
             func make(_ name: String, in parent: Record, kind: ItemKind) throws(ProviderError) -> Record {
-                let record = newRecord(row: nextRow, parent: parent, name: name, kind: kind,
-                                       size: kind == .file ? Int64(shape.fileSize) : 0, now: now,
-                                       attributes: kind == .folder ? folderAttributes : attributes)
+                let record = newRecord(
+                    row: nextRow, parent: parent, name: name, kind: kind,
+                    size: kind == .file ? Int64(shape.fileSize) : 0, now: now,
+                    attributes: kind == .folder ? folderAttributes : attributes)
                 nextRow += 1
                 if kind == .file {
                     let fd = sysOpen(contents.path(record.row), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)

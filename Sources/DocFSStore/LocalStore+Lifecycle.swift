@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import DocFSProvider
@@ -17,8 +17,10 @@ extension LocalStore {
     /// folder index entries) from SQLite as they go.
     /// `smallFileLimit`: files imported with at most this many bytes go to a segment (0: none);
     /// `segmentSize`: when a new segment is started (tests make it small).
-    package static func open(at url: URL, logger: Logger, cacheItems: Int? = nil, smallFileLimit: Int = 0,
-                             segmentSize: Int64 = ContentSegments.defaultSegmentLimit) throws -> LocalStore {
+    package static func open(
+        at url: URL, logger: Logger, cacheItems: Int? = nil, smallFileLimit: Int = 0,
+        segmentSize: Int64 = ContentSegments.defaultSegmentLimit
+    ) throws -> LocalStore {
         let path = url.path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -60,7 +62,9 @@ extension LocalStore {
             let (loadedLayout, wasClean) = try Self.validate(queue, path: path)
             let recovery = try StoreJournal.recover(storePath: path, database: queue)
             if recovery.applied > 0 || recovery.discardedBytes > 0 {
-                logger.notice("store \(path): applied \(recovery.applied) change(s) from the journal of an unclean shutdown\(recovery.discardedBytes > 0 ? "; \(recovery.discardedBytes) byte(s) of a torn last entry discarded" : "")")
+                logger.notice(
+                    "store \(path): applied \(recovery.applied) change(s) from the journal of an unclean shutdown\(recovery.discardedBytes > 0 ? "; \(recovery.discardedBytes) byte(s) of a torn last entry discarded" : "")"
+                )
             }
             try Self.migrateIfNeeded(queue, path: path, logger: logger)
             do {
@@ -98,14 +102,15 @@ extension LocalStore {
             // Segments never for a replica, whose rows the server renumbers.
             let contents = StoreContents(store: url, segments: segments, smallFileLimit: replica == nil ? smallFileLimit : 0, logger: logger)
             let writer = StoreWriter(storePath: path, database: queue, journal: journal, lockFD: fd, logger: logger)
-            let store = LocalStore(url: url, layout: loadedLayout, writer: writer, state: tree, logger: logger,
-                                   replica: replica, contents: contents)
+            let store = LocalStore(
+                url: url, layout: loadedLayout, writer: writer, state: tree, logger: logger,
+                replica: replica, contents: contents)
             openedQueue = nil
             try store.finishOpening(wasClean: wasClean)
             return store
         } catch {
             try? openedQueue?.close()
-            StoreWriter.releaseLock(fd)  // a refused open leaves the lock file as it found it (no stale pid)
+            StoreWriter.releaseLock(fd) // a refused open leaves the lock file as it found it (no stale pid)
             if let error = error as? ProviderError { throw error }
             throw ProviderError(.ioError, "store \(path): \(Self.describe(error))")
         }
@@ -121,7 +126,9 @@ extension LocalStore {
             throw ProviderError(.corruptFile, "store \(path): cannot migrate \(databaseName) to format \(formatVersion): \(describe(error))")
         }
         if let migrated {
-            logger?.notice("store \(path): migrated \(migrated) item(s) from format 1 to format \(formatVersion) (exact times; owner \(getuid()), group \(getgid()) for every item)")
+            logger?.notice(
+                "store \(path): migrated \(migrated) item(s) from format 1 to format \(formatVersion) (exact times; owner \(getuid()), group \(getgid()) for every item)"
+            )
         }
         // Stores made before the tree was read from SQLite on demand lack the index that counts a
         // folder's subfolders; made once, in one statement.
@@ -132,7 +139,9 @@ extension LocalStore {
             throw ProviderError(.corruptFile, "store \(path): cannot add the folder index to \(databaseName): \(describe(error))")
         }
         if let indexed {
-            logger?.notice("store \(path): added the index of folders by parent (\(indexed) folder(s)), so that the tree is read from \(databaseName) on demand instead of loaded whole at each mount")
+            logger?.notice(
+                "store \(path): added the index of folders by parent (\(indexed) folder(s)), so that the tree is read from \(databaseName) on demand instead of loaded whole at each mount"
+            )
         }
         do {
             try queue.inDatabase { db in try Schema.addContentColumns(db) }
@@ -341,7 +350,9 @@ extension LocalStore {
                 throw ProviderError(error.code, "cannot create store \(path): \(error.reason)", errno: error.errnoOverride)
             }
             guard entries.isEmpty else {
-                throw ProviderError(.directoryNotEmpty, "cannot create store \(path): the directory is not empty (\(entries.count) entries); give a new path or an empty directory")
+                throw ProviderError(
+                    .directoryNotEmpty,
+                    "cannot create store \(path): the directory is not empty (\(entries.count) entries); give a new path or an empty directory")
             }
         } else {
             do {
@@ -396,14 +407,18 @@ extension LocalStore {
     private static func insertInitialTree(_ db: Database, layout: Layout, folders: Bool) throws {
         let now = Date()
         let rootCaps = Capabilities.all.subtracting([.allowsRenaming, .allowsReparenting, .allowsDeleting, .allowsTrashing])
-        var root = Record(row: rootRow, parent: nil, item: Item(
-            identifier: .rootContainer, parentIdentifier: .rootContainer, filename: "/", kind: .folder,
-            contentType: .folder, childItemCount: 0, creationDate: now, contentModificationDate: now,
-            capabilities: rootCaps))
-        let trash = Record(row: trashRow, parent: nil, item: Item(
-            identifier: .trashContainer, parentIdentifier: .rootContainer, filename: trashName, kind: .folder,
-            contentType: .folder, childItemCount: 0, creationDate: now, contentModificationDate: now,
-            capabilities: rootCaps))
+        var root = Record(
+            row: rootRow, parent: nil,
+            item: Item(
+                identifier: .rootContainer, parentIdentifier: .rootContainer, filename: "/", kind: .folder,
+                contentType: .folder, childItemCount: 0, creationDate: now, contentModificationDate: now,
+                capabilities: rootCaps))
+        let trash = Record(
+            row: trashRow, parent: nil,
+            item: Item(
+                identifier: .trashContainer, parentIdentifier: .rootContainer, filename: trashName, kind: .folder,
+                contentType: .folder, childItemCount: 0, creationDate: now, contentModificationDate: now,
+                capabilities: rootCaps))
         var records: [Int64: Record] = [:]
         var nextRow: Int64 = 3
         var pathToRow: [String: Int64] = ["": rootRow]
@@ -425,10 +440,12 @@ extension LocalStore {
                 } else {
                     let row = nextRow
                     nextRow += 1
-                    var record = Record(row: row, parent: parentRow, item: Item(
-                        identifier: ItemIdentifier(String(row)), parentIdentifier: identifier(forRow: parentRow),
-                        filename: component, kind: .folder, contentType: .folder, childItemCount: 0,
-                        creationDate: now, contentModificationDate: now, capabilities: .all))
+                    var record = Record(
+                        row: row, parent: parentRow,
+                        item: Item(
+                            identifier: ItemIdentifier(String(row)), parentIdentifier: identifier(forRow: parentRow),
+                            filename: component, kind: .folder, contentType: .folder, childItemCount: 0,
+                            creationDate: now, contentModificationDate: now, capabilities: .all))
                     if isDeclaredFolder {
                         record.item.capabilities = try folder.folderCapabilities
                         record.contentsPolicy = try folder.contentsCapabilities
@@ -476,8 +493,10 @@ extension LocalStore {
     /// Commits `records` (upserts) and `deletions` as one journal entry; every so many entries the
     /// batch goes to SQLite. A failed batch stays in the journal and is retried: the actions in it
     /// were already accepted.
-    func commit(_ database: DatabaseQueue, saving records: [Record], deleting deletions: [Int64] = [],
-                replicated: Bool = true, _ what: @autoclosure () -> String) throws(ProviderError) {
+    func commit(
+        _ database: DatabaseQueue, saving records: [Record], deleting deletions: [Int64] = [],
+        replicated: Bool = true, _ what: @autoclosure () -> String
+    ) throws(ProviderError) {
         var changes: [StoreJournal.Change] = []
         changes.reserveCapacity(deletions.count + records.count)
         for row in deletions { changes.append(.delete(row)) }
@@ -503,7 +522,7 @@ extension LocalStore {
     }
 
     package func synchronize() async throws(ProviderError) {
-        FaultInjection.hold(.fsync)  // test-only (DOCFS_FAULT): a slow disk's fsync
+        FaultInjection.hold(.fsync) // test-only (DOCFS_FAULT): a slow disk's fsync
         try synchronizeSync()
     }
 

@@ -35,14 +35,17 @@ extension LocalStore {
         }
     }
 
-    package func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
-                             newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item {
+    package func reparentItem(
+        withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
+        newName: String?, replacing: ItemIdentifier?
+    ) async throws(ProviderError) -> Item {
         if let newName { try ItemNames.validate(newName) }
         return try write { (database) throws(ProviderError) -> Item in
             let row = try self.itemRow(identifier)
             let destinationRow = try self.parentRow(parent)
-            return try moveSync(row: row, identifier: identifier, to: destinationRow, parent: parent, newName: newName,
-                         replacing: replacing, database: database, trashing: nil)
+            return try moveSync(
+                row: row, identifier: identifier, to: destinationRow, parent: parent, newName: newName,
+                replacing: replacing, database: database, trashing: nil)
         }
     }
 
@@ -53,9 +56,11 @@ extension LocalStore {
     /// Moves an item to another folder (or the same one under a new name), replacing the item at
     /// the destination if `replacing` names it. One transaction; the replaced content file is
     /// unlinked after the commit.
-    func moveSync(row: Int64, identifier: ItemIdentifier, to destinationRow: Int64, parent: ItemIdentifier,
-                  newName: String?, replacing: ItemIdentifier?, database: DatabaseQueue,
-                  trashing: TrashMove?, gathering: [Record] = []) throws(ProviderError) -> Item {
+    func moveSync(
+        row: Int64, identifier: ItemIdentifier, to destinationRow: Int64, parent: ItemIdentifier,
+        newName: String?, replacing: ItemIdentifier?, database: DatabaseQueue,
+        trashing: TrashMove?, gathering: [Record] = []
+    ) throws(ProviderError) -> Item {
         struct Plan {
             var record: Record
             var oldParent: Record
@@ -82,7 +87,7 @@ extension LocalStore {
             }
             var replaced: Record?
             if let existingRow = tree.children[destinationRow]?[NameKey(name)] {
-                if existingRow == row { return nil }  // already there under that name
+                if existingRow == row { return nil } // already there under that name
                 guard let replacing, Self.row(for: replacing).map(tree.resolve) == existingRow, let existing = tree.records[existingRow] else {
                     throw ProviderError(.filenameCollision, "'\(name)' already exists in \(tree.path(of: destinationRow))")
                 }
@@ -188,9 +193,10 @@ extension LocalStore: TrashProvider {
                 return (record, tree.uniqueName(record.item.filename, in: Self.trashRow, isFolder: record.item.isFolder), gathering)
             }
             if record.parent == Self.trashRow { return record.item }
-            return try moveSync(row: row, identifier: identifier, to: Self.trashRow, parent: .trashContainer, newName: name,
-                                replacing: nil, database: database, trashing: .into(originalName: record.item.filename),
-                                gathering: gathering)
+            return try moveSync(
+                row: row, identifier: identifier, to: Self.trashRow, parent: .trashContainer, newName: name,
+                replacing: nil, database: database, trashing: .into(originalName: record.item.filename),
+                gathering: gathering)
         }
     }
 
@@ -206,7 +212,7 @@ extension LocalStore: TrashProvider {
             guard var record = tree.records[trashedRow], record.trashedFrom == folderRow else { continue }
             var name = record.trashedName ?? record.item.filename
             if used.contains(NameKey(name)) { name = record.item.filename }
-            if used.contains(NameKey(name)) { continue }  // leave it loose rather than rename it twice
+            if used.contains(NameKey(name)) { continue } // leave it loose rather than rename it twice
             used.insert(NameKey(name))
             record.parent = folderRow
             record.item.parentIdentifier = identifier(forRow: folderRow)
@@ -221,8 +227,10 @@ extension LocalStore: TrashProvider {
 
     /// `mv .Trash/x FOLDER/NAME`: restores under the name the move gives, in one step (see
     /// `Provider`; the plain form, back where it came from, is built on this).
-    package func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
-                            newName: String) async throws(ProviderError) -> Item {
+    package func untrashItem(
+        withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+        newName: String
+    ) async throws(ProviderError) -> Item {
         try ItemNames.validate(newName)
         return try write { (database) throws(ProviderError) -> Item in
             let row = try self.itemRow(identifier)
@@ -234,8 +242,9 @@ extension LocalStore: TrashProvider {
                     throw ProviderError(.invalidArgument, "cannot restore into the trash")
                 }
             }
-            return try moveSync(row: row, identifier: identifier, to: destination, parent: parent,
-                                newName: newName, replacing: nil, database: database, trashing: .outOf)
+            return try moveSync(
+                row: row, identifier: identifier, to: destination, parent: parent,
+                newName: newName, replacing: nil, database: database, trashing: .outOf)
         }
     }
 
@@ -264,8 +273,10 @@ extension LocalStore: TrashProvider {
 // `kill -9` leaves it complete or absent; `docfs check` counts the names and `--repair` mends
 // the counts.
 extension LocalStore: HardLinkProvider {
-    package func linkItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
-                          name: String) async throws(ProviderError) -> Item {
+    package func linkItem(
+        withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+        name: String
+    ) async throws(ProviderError) -> Item {
         try ItemNames.validate(name)
         if let refusal = replica?.linkRefusal() { throw ProviderError(.notPermitted, refusal) }
         try admitItem(named: name, kind: (try item(for: identifier)).kind, into: parent)
@@ -295,7 +306,7 @@ extension LocalStore: HardLinkProvider {
             linked.item.linkCount += 1
             linked.item.noteMetadataChange(at: now)
             let newParent = Self.touched(parentRecord, now: now)
-            FaultInjection.point(.linkCommit)  // test-only crash point (DOCFS_FAULT)
+            FaultInjection.point(.linkCommit) // test-only crash point (DOCFS_FAULT)
             try commit(database, saving: [nameRecord, linked, newParent], "link \(name) to item \(target.row)")
             return tree.update { tree -> Item in
                 tree.nextRow = max(tree.nextRow, nameRow + 1)
@@ -307,8 +318,10 @@ extension LocalStore: HardLinkProvider {
         }
     }
 
-    package func removeName(_ name: String, inParentItemIdentifier parent: ItemIdentifier,
-                            ofItemWithIdentifier identifier: ItemIdentifier) async throws(ProviderError) {
+    package func removeName(
+        _ name: String, inParentItemIdentifier parent: ItemIdentifier,
+        ofItemWithIdentifier identifier: ItemIdentifier
+    ) async throws(ProviderError) {
         try write { (database) throws(ProviderError) in
             let parentRow = try self.parentRow(parent)
             let targetRow = try self.itemRow(identifier)
@@ -321,8 +334,10 @@ extension LocalStore: HardLinkProvider {
         }
     }
 
-    package func moveName(_ name: String, inParentItemIdentifier parent: ItemIdentifier, ofItemWithIdentifier identifier: ItemIdentifier,
-                          toParentItemIdentifier newParent: ItemIdentifier, newName: String) async throws(ProviderError) -> Item {
+    package func moveName(
+        _ name: String, inParentItemIdentifier parent: ItemIdentifier, ofItemWithIdentifier identifier: ItemIdentifier,
+        toParentItemIdentifier newParent: ItemIdentifier, newName: String
+    ) async throws(ProviderError) -> Item {
         try ItemNames.validate(newName)
         return try write { (database) throws(ProviderError) -> Item in
             let parentRow = try self.parentRow(parent)
@@ -331,7 +346,10 @@ extension LocalStore: HardLinkProvider {
             let (named, target, fromParent) = try namedRecords(name, in: parentRow, of: targetRow)
             let intoTrash = destinationRow == Self.trashRow && fromParent.row != Self.trashRow
             if intoTrash, let replica, replica.knownServerSchema() < ServerSchemaVersions.trashedNames {
-                throw ProviderError(.notPermitted, "the server's docfs schema keeps no trashed names (version \(ServerSchemaVersions.trashedNames) does: its owner runs `docfs remote setup`); rm removes just that name")
+                throw ProviderError(
+                    .notPermitted,
+                    "the server's docfs schema keeps no trashed names (version \(ServerSchemaVersions.trashedNames) does: its owner runs `docfs remote setup`); rm removes just that name"
+                )
             }
             let (toParent, existing) = try read { (tree) throws(ProviderError) -> (Record, Record?) in
                 guard let folder = tree.records[tree.resolve(destinationRow)] else {
@@ -451,11 +469,14 @@ extension LocalStore: HardLinkProvider {
         }
         // The item's own name goes: it takes the place of another of its names.
         guard let other = try nameRows(of: target.row, database).first,
-              let otherRecord = try read({ $0.records[other] }) else {
+            let otherRecord = try read({ $0.records[other] })
+        else {
             changed.item.linkCount = 1
             plan.deleting.append(target.row)
             if target.item.kind == .file { plan.dropped.append(target.row) }
-            logger.warning("store \(url.path): item \(target.row) counted \(target.item.linkCount) names but has one; deleted with it (docfs check --repair mends such counts)")
+            logger.warning(
+                "store \(url.path): item \(target.row) counted \(target.item.linkCount) names but has one; deleted with it (docfs check --repair mends such counts)"
+            )
             return plan
         }
         changed.parent = otherRecord.parent

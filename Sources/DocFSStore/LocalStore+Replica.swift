@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import DocFSProvider
@@ -66,7 +66,10 @@ extension LocalStore: ReplicaStatusProvider, OpenWritersProvider, OnDemandProvid
     }
 
     package func evictContents(ofItemWithIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Int {
-        guard let replica else { throw ProviderError(.unsupported, "\(path(of: identifier)) is in a store without a server: there is nowhere to download evicted contents from") }
+        guard let replica else {
+            throw ProviderError(
+                .unsupported, "\(path(of: identifier)) is in a store without a server: there is nowhere to download evicted contents from")
+        }
         guard let onDemand = replica.onDemandHandler else { throw notSyncing(identifier) }
         return try await onDemand.evictContents(ofItemWithIdentifier: identifier)
     }
@@ -91,6 +94,9 @@ extension LocalStore: ReplicaStatusProvider, OpenWritersProvider, OnDemandProvid
     }
 
     private func notSyncing(_ identifier: ItemIdentifier) -> ProviderError {
-        ProviderError(.serverUnreachable, "the contents of \(path(of: identifier)) are on the server only, and this mount is not syncing (evicted files are read while the replica is mounted)", errno: EIO)
+        ProviderError(
+            .serverUnreachable,
+            "the contents of \(path(of: identifier)) are on the server only, and this mount is not syncing (evicted files are read while the replica is mounted)",
+            errno: EIO)
     }
 }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import DocFSProvider
@@ -109,8 +109,10 @@ package final class LocalStore: Provider, @unchecked Sendable {
     var outbox: StoreOutbox? { replica?.outbox }
 
     /// Called by `open(at:logger:)` only (LocalStore+Lifecycle).
-    init(url: URL, layout: Layout, writer: StoreWriter, state: TreeState, logger: Logger,
-         replica: ReplicaState? = nil, contents: StoreContents) {
+    init(
+        url: URL, layout: Layout, writer: StoreWriter, state: TreeState, logger: Logger,
+        replica: ReplicaState? = nil, contents: StoreContents
+    ) {
         let tree = StoreTree(state, replica: replica != nil)
         self.replica = replica.map {
             StoreReplica(state: $0, url: url, layout: layout, logger: logger, tree: tree, writer: writer, contents: contents)
@@ -219,10 +221,10 @@ package final class LocalStore: Provider, @unchecked Sendable {
     /// glibc's `malloc_trim`, which Swift's Glibc module does not declare.
     private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
         #if canImport(Glibc)
-        guard let symbol = dlsym(nil, "malloc_trim") else { return nil }
-        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+            guard let symbol = dlsym(nil, "malloc_trim") else { return nil }
+            return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
         #else
-        return nil
+            return nil
         #endif
     }()
 

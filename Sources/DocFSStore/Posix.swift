@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import DocFSProvider
@@ -33,11 +33,13 @@ func fileStatus(_ path: String) -> Result<FileStatus, ProviderError> {
     case S_IFLNK: kind = .symlink
     default: kind = .other
     }
-    return .success(FileStatus(kind: kind, size: Int64(st.st_size), mode: UInt16(st.st_mode & 0o7777),
-                               modificationTime: FileTime(seconds: Int64(st.st_mtim.tv_sec), nanoseconds: Int32(st.st_mtim.tv_nsec)),
-                               accessTime: FileTime(seconds: Int64(st.st_atim.tv_sec), nanoseconds: Int32(st.st_atim.tv_nsec)),
-                               changeTime: FileTime(seconds: Int64(st.st_ctim.tv_sec), nanoseconds: Int32(st.st_ctim.tv_nsec)),
-                               inode: UInt64(st.st_ino), device: UInt64(st.st_dev)))
+    return .success(
+        FileStatus(
+            kind: kind, size: Int64(st.st_size), mode: UInt16(st.st_mode & 0o7777),
+            modificationTime: FileTime(seconds: Int64(st.st_mtim.tv_sec), nanoseconds: Int32(st.st_mtim.tv_nsec)),
+            accessTime: FileTime(seconds: Int64(st.st_atim.tv_sec), nanoseconds: Int32(st.st_atim.tv_nsec)),
+            changeTime: FileTime(seconds: Int64(st.st_ctim.tv_sec), nanoseconds: Int32(st.st_ctim.tv_nsec)),
+            inode: UInt64(st.st_ino), device: UInt64(st.st_dev)))
 }
 
 func sysRename(_ from: String, _ to: String, _ what: @autoclosure () -> String) throws(ProviderError) {
@@ -60,17 +62,17 @@ func sysOpen(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
 @inline(__always)
 private func Glibc_open(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
     #if canImport(Glibc)
-    return Glibc.open(path, flags, mode)
+        return Glibc.open(path, flags, mode)
     #else
-    return Darwin.open(path, flags, mode)
+        return Darwin.open(path, flags, mode)
     #endif
 }
 
 func sysClose(_ fd: Int32) {
     #if canImport(Glibc)
-    _ = Glibc.close(fd)
+        _ = Glibc.close(fd)
     #else
-    _ = Darwin.close(fd)
+        _ = Darwin.close(fd)
     #endif
 }
 
@@ -101,9 +103,10 @@ func sysStatvfs(_ path: String) -> StorageStatistics {
         return StorageStatistics(blockSize: 4096, totalBlocks: 0, freeBlocks: 0, availableBlocks: 0, totalFiles: 0, freeFiles: 0)
     }
     let blockSize = UInt64(st.f_frsize != 0 ? st.f_frsize : st.f_bsize)
-    return StorageStatistics(blockSize: blockSize, totalBlocks: UInt64(st.f_blocks), freeBlocks: UInt64(st.f_bfree),
-                             availableBlocks: UInt64(st.f_bavail), totalFiles: UInt64(st.f_files),
-                             freeFiles: UInt64(st.f_ffree), maxNameLength: UInt64(st.f_namemax))
+    return StorageStatistics(
+        blockSize: blockSize, totalBlocks: UInt64(st.f_blocks), freeBlocks: UInt64(st.f_bfree),
+        availableBlocks: UInt64(st.f_bavail), totalFiles: UInt64(st.f_files),
+        freeFiles: UInt64(st.f_ffree), maxNameLength: UInt64(st.f_namemax))
 }
 
 /// The entries of a directory (names only, without `.` and `..`).

@@ -5,12 +5,13 @@ import GRDB
 /// The SQLite schema and row mapping.
 enum Schema {
     static func create(_ db: Database) throws {
-        try db.execute(sql: """
-            CREATE TABLE meta (
-                key TEXT PRIMARY KEY NOT NULL,
-                value TEXT NOT NULL
-            );
-            """)
+        try db.execute(
+            sql: """
+                CREATE TABLE meta (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    value TEXT NOT NULL
+                );
+                """)
         try createItemTable(db, named: "item")
         try db.execute(sql: folderIndexSQL)
         try db.execute(sql: "CREATE INDEX IF NOT EXISTS item_names ON item(linkOf) WHERE linkOf IS NOT NULL")
@@ -20,38 +21,39 @@ enum Schema {
     /// Format 2: times are INTEGER nanoseconds since the epoch (format 1 kept REAL seconds, which
     /// rounded nanoseconds away); every item has an owner, a group and a change time.
     static func createItemTable(_ db: Database, named table: String) throws {
-        try db.execute(sql: """
-            CREATE TABLE \(table) (
-                id INTEGER PRIMARY KEY AUTOINCREMENT,
-                parent INTEGER,
-                name TEXT NOT NULL,
-                kind INTEGER NOT NULL,
-                contentType TEXT NOT NULL,
-                size INTEGER NOT NULL DEFAULT 0,
-                created INTEGER NOT NULL,
-                modified INTEGER NOT NULL,
-                lastUsed INTEGER,
-                tagData BLOB,
-                favoriteRank INTEGER,
-                caps INTEGER NOT NULL,
-                contentsCaps INTEGER,
-                contentVersion INTEGER NOT NULL DEFAULT 1,
-                metadataVersion INTEGER NOT NULL DEFAULT 1,
-                symlinkTarget TEXT,
-                perms INTEGER NOT NULL,
-                trashedFrom INTEGER,
-                trashedName TEXT,
-                changed INTEGER NOT NULL DEFAULT 0,
-                uid INTEGER NOT NULL DEFAULT 0,
-                gid INTEGER NOT NULL DEFAULT 0,
-                remoteKey TEXT,
-                absent INTEGER NOT NULL DEFAULT 0,
-                linkOf INTEGER,
-                links INTEGER NOT NULL DEFAULT 1,
-                rdev INTEGER NOT NULL DEFAULT 0
-            );
-            CREATE UNIQUE INDEX \(table)_parent_name ON \(table)(parent, name);
-            """)
+        try db.execute(
+            sql: """
+                CREATE TABLE \(table) (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    parent INTEGER,
+                    name TEXT NOT NULL,
+                    kind INTEGER NOT NULL,
+                    contentType TEXT NOT NULL,
+                    size INTEGER NOT NULL DEFAULT 0,
+                    created INTEGER NOT NULL,
+                    modified INTEGER NOT NULL,
+                    lastUsed INTEGER,
+                    tagData BLOB,
+                    favoriteRank INTEGER,
+                    caps INTEGER NOT NULL,
+                    contentsCaps INTEGER,
+                    contentVersion INTEGER NOT NULL DEFAULT 1,
+                    metadataVersion INTEGER NOT NULL DEFAULT 1,
+                    symlinkTarget TEXT,
+                    perms INTEGER NOT NULL,
+                    trashedFrom INTEGER,
+                    trashedName TEXT,
+                    changed INTEGER NOT NULL DEFAULT 0,
+                    uid INTEGER NOT NULL DEFAULT 0,
+                    gid INTEGER NOT NULL DEFAULT 0,
+                    remoteKey TEXT,
+                    absent INTEGER NOT NULL DEFAULT 0,
+                    linkOf INTEGER,
+                    links INTEGER NOT NULL DEFAULT 1,
+                    rdev INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE UNIQUE INDEX \(table)_parent_name ON \(table)(parent, name);
+                """)
     }
 
     /// Brings a format-1 store to format 2 in one transaction: times to exact nanoseconds, and
@@ -71,13 +73,14 @@ enum Schema {
             let ns = { (column: String) in
                 "(CAST(\(column) AS INTEGER) * 1000000000 + CAST(ROUND((\(column) - CAST(\(column) AS INTEGER)) * 1e9) AS INTEGER))"
             }
-            try db.execute(sql: """
-                INSERT INTO item_v2 (\(format2Columns))
-                SELECT id, parent, name, kind, contentType, size, \(ns("created")), \(ns("modified")),
-                       CASE WHEN lastUsed IS NULL THEN NULL ELSE \(ns("lastUsed")) END, tagData, favoriteRank, caps,
-                       contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms, trashedFrom, trashedName,
-                       \(ns("modified")), ?, ? FROM item
-                """, arguments: [Int64(owner), Int64(group)])
+            try db.execute(
+                sql: """
+                    INSERT INTO item_v2 (\(format2Columns))
+                    SELECT id, parent, name, kind, contentType, size, \(ns("created")), \(ns("modified")),
+                           CASE WHEN lastUsed IS NULL THEN NULL ELSE \(ns("lastUsed")) END, tagData, favoriteRank, caps,
+                           contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms, trashedFrom, trashedName,
+                           \(ns("modified")), ?, ? FROM item
+                    """, arguments: [Int64(owner), Int64(group)])
             count = db.changesCount
             try db.execute(sql: "DROP TABLE item")
             try db.execute(sql: "ALTER TABLE item_v2 RENAME TO item")
@@ -92,14 +95,15 @@ enum Schema {
 
     /// Stored extended attributes; added to format 1 later, so an older store gets it at open.
     static func createXattrTable(_ db: Database) throws {
-        try db.execute(sql: """
-            CREATE TABLE IF NOT EXISTS xattr (
-                item INTEGER NOT NULL,
-                name TEXT NOT NULL,
-                value BLOB NOT NULL,
-                PRIMARY KEY (item, name)
-            ) WITHOUT ROWID
-            """)
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS xattr (
+                    item INTEGER NOT NULL,
+                    name TEXT NOT NULL,
+                    value BLOB NOT NULL,
+                    PRIMARY KEY (item, name)
+                ) WITHOUT ROWID
+                """)
     }
 
     /// The value of `key` in `meta`, nil when it is not set.
@@ -123,8 +127,9 @@ enum Schema {
     }
 
     static func setMeta(_ db: Database, _ key: String, _ value: String) throws {
-        try db.execute(sql: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                       arguments: [key, value])
+        try db.execute(
+            sql: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            arguments: [key, value])
     }
 
     /// A replica's file adds `remoteKey` (the server's object with the same bytes as its current
@@ -133,11 +138,13 @@ enum Schema {
     /// The columns before hard links and device nodes (a journal an earlier docfs left).
     static let contentColumns = format2Columns + ", remoteKey, absent"
     static let contentColumnCount = 24
-    static let format2Columns = "id, parent, name, kind, contentType, size, created, modified, lastUsed, tagData, favoriteRank, caps, contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms, trashedFrom, trashedName, changed, uid, gid"
+    static let format2Columns =
+        "id, parent, name, kind, contentType, size, created, modified, lastUsed, tagData, favoriteRank, caps, contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms, trashedFrom, trashedName, changed, uid, gid"
     static let format2ColumnCount = 22
     /// Format 1's columns: a journal left by a crash of an older docfs holds rows in this shape,
     /// applied before the store is migrated.
-    static let legacyColumns = "id, parent, name, kind, contentType, size, created, modified, lastUsed, tagData, favoriteRank, caps, contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms, trashedFrom, trashedName"
+    static let legacyColumns =
+        "id, parent, name, kind, contentType, size, created, modified, lastUsed, tagData, favoriteRank, caps, contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms, trashedFrom, trashedName"
     static let legacyColumnCount = 19
 
     /// A record's row as column values, in the order of `columns` (what the journal logs).
@@ -170,17 +177,20 @@ enum Schema {
     /// Inserts or replaces one row given as column values (see `values(of:)`).
     static func upsert(_ db: Database, values: [DatabaseValue]) throws {
         if values.count == legacyColumnCount {
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO item (\(legacyColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-                .execute(arguments: StatementArguments(values))
+            try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO item (\(legacyColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            )
+            .execute(arguments: StatementArguments(values))
             return
         }
         // A journal an earlier docfs left (format 2's columns): the newer columns keep what they had.
         // Cached: every action runs this, and parsing it cost more than executing it.
-        let sql = switch values.count {
-        case format2ColumnCount: format2UpsertSQL
-        case contentColumnCount: contentUpsertSQL
-        default: upsertSQL
-        }
+        let sql =
+            switch values.count {
+            case format2ColumnCount: format2UpsertSQL
+            case contentColumnCount: contentUpsertSQL
+            default: upsertSQL
+            }
         try db.cachedStatement(sql: sql)
             .execute(arguments: StatementArguments(values))
     }
@@ -226,9 +236,10 @@ enum Schema {
         item.isDownloaded = (row[23] as Int64? ?? 0) == 0
         item.linkCount = max(Int(row[25] as Int64? ?? 1), 1)
         item.deviceNumber = UInt64(bitPattern: row[26] as Int64? ?? 0)
-        var record = Record(row: id, parent: parent, item: item,
-                            contentsPolicy: contentsCaps.map { Capabilities(rawValue: UInt32(truncatingIfNeeded: $0)) },
-                            trashedFrom: row[17], trashedName: row[18])
+        var record = Record(
+            row: id, parent: parent, item: item,
+            contentsPolicy: contentsCaps.map { Capabilities(rawValue: UInt32(truncatingIfNeeded: $0)) },
+            trashedFrom: row[17], trashedName: row[18])
         record.remoteKey = row[22]
         record.linkOf = row[24]
         return record

@@ -5,24 +5,24 @@ import DocFSProvider
 package struct StoreCheckReport: Sendable {
     /// The kinds of problem a check looks for; `StoreChecker` names what a repair does about each.
     package enum Kind: String, Sendable {
-        case database           // SQLite's own integrity check failed (not repairable here)
-        case missingRoot        // the root or trash row is missing or not a folder
-        case missingParent      // an item's parent row does not exist
-        case parentNotFolder    // an item's parent is a file or a symbolic link
-        case unreachable        // an item is not below the root or the trash (a cycle)
-        case invalidName        // empty, `.`/`..`, `/` or NUL inside, longer than 255 bytes
-        case duplicateName      // two items with the same name in one folder
-        case missingContents    // a file item without its content file
-        case sizeMismatch       // a file item whose size is not its content file's
-        case orphanContents     // a content file that belongs to no file item
-        case stagedLeftover     // a file left in staging/ by an interrupted copy
-        case danglingAttribute  // a stored extended attribute of an item that does not exist
-        case danglingLink       // a symbolic link item without a target
-        case sequence           // the identifier sequence is behind the largest identifier
-        case journal            // the journal holds changes that cannot be applied (set aside by a repair)
-        case segment            // a segment (small files' bytes) unreadable from some offset on (cut there by a repair)
-        case danglingName       // a hard link's name row naming no item (or a folder, or another name)
-        case linkCount          // an item whose count of names is not the names it has
+        case database // SQLite's own integrity check failed (not repairable here)
+        case missingRoot // the root or trash row is missing or not a folder
+        case missingParent // an item's parent row does not exist
+        case parentNotFolder // an item's parent is a file or a symbolic link
+        case unreachable // an item is not below the root or the trash (a cycle)
+        case invalidName // empty, `.`/`..`, `/` or NUL inside, longer than 255 bytes
+        case duplicateName // two items with the same name in one folder
+        case missingContents // a file item without its content file
+        case sizeMismatch // a file item whose size is not its content file's
+        case orphanContents // a content file that belongs to no file item
+        case stagedLeftover // a file left in staging/ by an interrupted copy
+        case danglingAttribute // a stored extended attribute of an item that does not exist
+        case danglingLink // a symbolic link item without a target
+        case sequence // the identifier sequence is behind the largest identifier
+        case journal // the journal holds changes that cannot be applied (set aside by a repair)
+        case segment // a segment (small files' bytes) unreadable from some offset on (cut there by a repair)
+        case danglingName // a hard link's name row naming no item (or a folder, or another name)
+        case linkCount // an item whose count of names is not the names it has
     }
 
     /// One problem: its kind and a line naming the item or file.

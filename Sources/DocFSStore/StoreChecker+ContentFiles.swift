@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import DocFSProvider
 import GRDB
@@ -12,8 +12,10 @@ extension StoreChecker {
     /// Counts the content files and notes `sizeMismatch`, `orphanContents` and `missingContents`:
     /// the directory is read as it goes and sizes are looked up in batches, so memory stays
     /// bounded. A store without `contents/` has none; another failure to list it is thrown.
-    static func checkContentFiles(_ queue: DatabaseQueue, _ index: inout Index, path: String,
-                                  into report: inout StoreCheckReport) throws(ProviderError) {
+    static func checkContentFiles(
+        _ queue: DatabaseQueue, _ index: inout Index, path: String,
+        into report: inout StoreCheckReport
+    ) throws(ProviderError) {
         let fileKind = ItemKind.file.rawValue
         let contentsPath = path + "/" + LocalStore.contentsName
         var orphanNames: [String] = []

@@ -9,19 +9,23 @@ extension StoreChecker {
         var found = report
         do {
             try queue.inDatabase { db in
-                let dangling = try Row.fetchCursor(db, sql: """
-                    SELECT n.id, n.name, n.linkOf FROM item n LEFT JOIN item t ON t.id = n.linkOf
-                    WHERE n.linkOf IS NOT NULL AND (t.id IS NULL OR t.kind = 1 OR t.linkOf IS NOT NULL) ORDER BY n.id
-                    """)
+                let dangling = try Row.fetchCursor(
+                    db,
+                    sql: """
+                        SELECT n.id, n.name, n.linkOf FROM item n LEFT JOIN item t ON t.id = n.linkOf
+                        WHERE n.linkOf IS NOT NULL AND (t.id IS NULL OR t.kind = 1 OR t.linkOf IS NOT NULL) ORDER BY n.id
+                        """)
                 while let row = try dangling.next() {
                     let named: Int64 = row[2]
                     found.found(.danglingName, "\(describe(row[0], row[1])) is a name of item \(named), which does not exist or cannot have names")
                 }
-                let counts = try Row.fetchCursor(db, sql: """
-                    SELECT t.id, t.name, t.links, (SELECT COUNT(*) FROM item n WHERE n.linkOf = t.id) FROM item t
-                    WHERE t.linkOf IS NULL AND t.kind != 1 AND (t.links != 1 OR EXISTS (SELECT 1 FROM item n WHERE n.linkOf = t.id))
-                    ORDER BY t.id
-                    """)
+                let counts = try Row.fetchCursor(
+                    db,
+                    sql: """
+                        SELECT t.id, t.name, t.links, (SELECT COUNT(*) FROM item n WHERE n.linkOf = t.id) FROM item t
+                        WHERE t.linkOf IS NULL AND t.kind != 1 AND (t.links != 1 OR EXISTS (SELECT 1 FROM item n WHERE n.linkOf = t.id))
+                        ORDER BY t.id
+                        """)
                 while let row = try counts.next() {
                     let recorded: Int64 = row[2]
                     let names: Int64 = row[3]

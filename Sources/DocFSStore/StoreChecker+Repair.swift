@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import DocFSProvider
@@ -34,9 +34,11 @@ extension StoreChecker {
         for (row, name) in [(LocalStore.rootRow, "/"), (LocalStore.trashRow, LocalStore.trashName)]
         where records[row]?.item.isFolder != true || records[row]?.parent != nil {
             let caps = Capabilities.all.subtracting([.allowsRenaming, .allowsReparenting, .allowsDeleting, .allowsTrashing])
-            var record = Record(row: row, parent: nil, item: Item(
-                identifier: LocalStore.identifier(forRow: row), parentIdentifier: .rootContainer, filename: name, kind: .folder,
-                contentType: .folder, childItemCount: 0, creationDate: now, contentModificationDate: now, capabilities: caps))
+            var record = Record(
+                row: row, parent: nil,
+                item: Item(
+                    identifier: LocalStore.identifier(forRow: row), parentIdentifier: .rootContainer, filename: name, kind: .folder,
+                    contentType: .folder, childItemCount: 0, creationDate: now, contentModificationDate: now, capabilities: caps))
             if let old = records[row], old.item.kind == .file {
                 filesToRemove.append(path + "/" + LocalStore.contentsName + "/" + String(row))
             }
@@ -54,10 +56,10 @@ extension StoreChecker {
         let contentsPath = path + "/" + LocalStore.contentsName
         for row in records.keys.sorted() where row > LocalStore.trashRow {
             let record = records[row]!
-            if record.linkOf != nil { continue }  // a name: its item has the contents
+            if record.linkOf != nil { continue } // a name: its item has the contents
             switch record.item.kind {
             case .file where !record.item.isDownloaded:
-                break  // a replica's file on the server only: no content file to check
+                break // a replica's file on the server only: no content file to check
             case .file:
                 let status = try? fileStatus(contentsPath + "/" + String(row)).get()
                 if status?.kind != .file, let length = segmentLengths[row] {
@@ -69,7 +71,9 @@ extension StoreChecker {
                         fixed.item.itemVersion.metadataVersion += 1
                         records[row] = fixed
                         saving[row] = fixed
-                        done.append("set the size of item \(row) '\(record.item.filename)' to its segment entry's \(length) bytes (was \(record.item.documentSize))")
+                        done.append(
+                            "set the size of item \(row) '\(record.item.filename)' to its segment entry's \(length) bytes (was \(record.item.documentSize))"
+                        )
                     }
                 } else if status?.kind != .file {
                     records[row] = nil
@@ -82,7 +86,8 @@ extension StoreChecker {
                     fixed.item.itemVersion.metadataVersion += 1
                     records[row] = fixed
                     saving[row] = fixed
-                    done.append("set the size of item \(row) '\(record.item.filename)' to its content file's \(size) bytes (was \(record.item.documentSize))")
+                    done.append(
+                        "set the size of item \(row) '\(record.item.filename)' to its content file's \(size) bytes (was \(record.item.documentSize))")
                 }
             case .symlink where (record.item.symlinkTargetPath ?? "").isEmpty:
                 records[row] = nil
@@ -113,9 +118,11 @@ extension StoreChecker {
             }
             let row = nextRow
             nextRow += 1
-            var record = Record(row: row, parent: LocalStore.rootRow, item: Item(
-                identifier: LocalStore.identifier(forRow: row), parentIdentifier: .rootContainer, filename: name, kind: .folder,
-                contentType: .folder, childItemCount: 0, creationDate: now, contentModificationDate: now, capabilities: .all))
+            var record = Record(
+                row: row, parent: LocalStore.rootRow,
+                item: Item(
+                    identifier: LocalStore.identifier(forRow: row), parentIdentifier: .rootContainer, filename: name, kind: .folder,
+                    contentType: .folder, childItemCount: 0, creationDate: now, contentModificationDate: now, capabilities: .all))
             record.item.posixPermissions = 0o755
             records[row] = record
             saving[row] = record
@@ -134,7 +141,9 @@ extension StoreChecker {
             moved.item.itemVersion.metadataVersion += 1
             records[row] = moved
             saving[row] = moved
-            done.append("moved item \(row) '\(record.item.filename)' (its folder \(record.parent.map(String.init) ?? "none") is gone or not a folder) to /\(records[target]!.item.filename)")
+            done.append(
+                "moved item \(row) '\(record.item.filename)' (its folder \(record.parent.map(String.init) ?? "none") is gone or not a folder) to /\(records[target]!.item.filename)"
+            )
         }
 
         // Names: invalid ones and duplicates get a fresh name in their folder.
@@ -151,7 +160,9 @@ extension StoreChecker {
             }
             used[parent, default: []].insert(NameKey(name))
             if name.utf8.elementsEqual(record.item.filename.utf8) { continue }
-            done.append("renamed item \(row) '\(record.item.filename)' to '\(name)' (\(valid ? "its name was taken in its folder" : "its name was not valid"))")
+            done.append(
+                "renamed item \(row) '\(record.item.filename)' to '\(name)' (\(valid ? "its name was taken in its folder" : "its name was not valid"))"
+            )
             record.item.filename = name
             record.item.itemVersion.metadataVersion += 1
             records[row] = record

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import DocFSProvider
 import GRDB
@@ -19,11 +19,14 @@ extension StoreChecker {
 
     /// Notes `segment` for each unreadable tail, and marks the file items without a content file
     /// whose bytes a segment holds (`sizeMismatch` when their lengths differ).
-    static func checkSegments(_ queue: DatabaseQueue, _ index: inout Index, path: String,
-                              into report: inout StoreCheckReport) throws(ProviderError) {
+    static func checkSegments(
+        _ queue: DatabaseQueue, _ index: inout Index, path: String,
+        into report: inout StoreCheckReport
+    ) throws(ProviderError) {
         let (lengths, damages) = try segmentEntries(path: path)
         for damage in damages {
-            report.found(.segment, "segments/\(damage.segment) is unreadable after offset \(damage.offset) (\(damage.reason)); \(damage.size) byte(s) there")
+            report.found(
+                .segment, "segments/\(damage.segment) is unreadable after offset \(damage.offset) (\(damage.reason)); \(damage.size) byte(s) there")
         }
         let fileKind = ItemKind.file.rawValue
         var found = report
@@ -32,7 +35,8 @@ extension StoreChecker {
                 let statement = try db.cachedStatement(sql: "SELECT name, size FROM item WHERE id = ?")
                 for (row, length) in lengths.sorted(by: { $0.key < $1.key }) {
                     guard let slim = index.items[row], slim.kind == fileKind, !slim.hasContents, !slim.absent,
-                          let stored = try Row.fetchOne(statement, arguments: [row]) else { continue }
+                        let stored = try Row.fetchOne(statement, arguments: [row])
+                    else { continue }
                     index.items[row]!.hasContents = true
                     found.segmentFiles += 1
                     found.contentBytes += Int64(length)

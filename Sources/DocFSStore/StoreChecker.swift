@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import DocFSProvider
@@ -32,8 +32,10 @@ package enum StoreChecker {
     /// (or a repair is asked of a database SQLite finds damaged), `.ioError` when the repairs
     /// cannot be saved. Called by `docfs check`.
     /// `progress` is told each step as it starts (for `docfs check` on a terminal).
-    package static func check(at url: URL, repair: Bool,
-                              progress: ((String) -> Void)? = nil) throws(ProviderError) -> StoreCheckReport {
+    package static func check(
+        at url: URL, repair: Bool,
+        progress: ((String) -> Void)? = nil
+    ) throws(ProviderError) -> StoreCheckReport {
         let path = url.path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -183,8 +185,9 @@ package enum StoreChecker {
                 let rows = try Row.fetchCursor(db, sql: "SELECT id, parent, CASE WHEN linkOf IS NULL THEN kind ELSE 255 END, absent FROM item")
                 while let row = try rows.next() {
                     let parent: Int64? = row[1]
-                    index.items[row[0]] = Slim(parent: parent ?? -1, kind: UInt8(clamping: row[2] as Int),
-                                               absent: (row[3] as Int64? ?? 0) != 0)
+                    index.items[row[0]] = Slim(
+                        parent: parent ?? -1, kind: UInt8(clamping: row[2] as Int),
+                        absent: (row[3] as Int64? ?? 0) != 0)
                 }
                 if try db.tableExists("xattr") {
                     index.attributeOwners = try Int64.fetchAll(db, sql: "SELECT DISTINCT item FROM xattr")

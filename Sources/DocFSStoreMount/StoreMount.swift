@@ -36,9 +36,11 @@ public final class StoreMount: @unchecked Sendable {
         public var smallFileLimit: Int
         /// The bound `-o segments` sets, and the default.
         public static let defaultSmallFileLimit = 256 << 10
-        public init(mount: MountOptions = MountOptions(), cacheItems: Int? = nil, cacheSize: Int64? = nil,
-                    uploadLimit: Int64? = nil, downloadLimit: Int64? = nil,
-                    smallFileLimit: Int = Options.defaultSmallFileLimit) {
+        public init(
+            mount: MountOptions = MountOptions(), cacheItems: Int? = nil, cacheSize: Int64? = nil,
+            uploadLimit: Int64? = nil, downloadLimit: Int64? = nil,
+            smallFileLimit: Int = Options.defaultSmallFileLimit
+        ) {
             self.smallFileLimit = smallFileLimit
             self.uploadLimit = uploadLimit
             self.downloadLimit = downloadLimit
@@ -79,14 +81,17 @@ public final class StoreMount: @unchecked Sendable {
 
     /// Opens the store at `path` and mounts it at `mountpoint` (an existing, empty directory);
     /// live when this returns. A replica's sync starts with `serve` or `start`.
-    public init(storeAt path: String, at mountpoint: String, options: Options = Options(),
-                logger: Logger = Logger(label: "docfs")) throws(MountError) {
+    public init(
+        storeAt path: String, at mountpoint: String, options: Options = Options(),
+        logger: Logger = Logger(label: "docfs")
+    ) throws(MountError) {
         self.mountpoint = mountpoint
         self.logger = logger
         let store: LocalStore
         do {
-            store = try LocalStore.open(at: URL(fileURLWithPath: path), logger: logger, cacheItems: options.cacheItems,
-                                        smallFileLimit: options.smallFileLimit)
+            store = try LocalStore.open(
+                at: URL(fileURLWithPath: path), logger: logger, cacheItems: options.cacheItems,
+                smallFileLimit: options.smallFileLimit)
         } catch {
             throw .cannotOpenStore(path: path, reason: "\(error)")
         }
@@ -173,7 +178,9 @@ public final class StoreMount: @unchecked Sendable {
             closed = true
             if let engine {
                 let done = DispatchSemaphore(value: 0)
-                Task { await engine.stop(); done.signal() }
+                Task {
+                    await engine.stop(); done.signal()
+                }
                 done.wait()
                 left = store.replica?.outboxCounts.pending ?? 0
             }

@@ -24,18 +24,21 @@ extension ConformanceRun {
         }
         let moded = try provider.item(for: id)
         try expect(moded.posixPermissions & 0o7777 == 0o640, "chmod 640: the provider's mode is \(String(moded.posixPermissions, radix: 8))")
-        try expect(lstatus(path).map { $0.st_mode & 0o7777 & ~0o640 == 0 } == true,
-                   "chmod 640: stat shows \(String(lstatus(path)?.st_mode ?? 0, radix: 8)), more than the mode")
+        try expect(
+            lstatus(path).map { $0.st_mode & 0o7777 & ~0o640 == 0 } == true,
+            "chmod 640: stat shows \(String(lstatus(path)?.st_mode ?? 0, radix: 8)), more than the mode")
 
         // utimensat with nanoseconds: the provider keeps them whole, and stat shows them.
         var times = [timespec(tv_sec: 1_234_567_890, tv_nsec: 123_456_789), timespec(tv_sec: 1_600_000_000, tv_nsec: 987_654_321)]
         try expect(utimensat(AT_FDCWD, m(path), &times, AT_SYMLINK_NOFOLLOW) == 0, "utimensat: \(Self.errnoName(errno))")
         let timed = try provider.item(for: id)
-        try expect(timed.modificationTime == FileTime(seconds: 1_600_000_000, nanoseconds: 987_654_321),
-                   "utimensat: the provider's modification time is \(timed.modificationTime)")
+        try expect(
+            timed.modificationTime == FileTime(seconds: 1_600_000_000, nanoseconds: 987_654_321),
+            "utimensat: the provider's modification time is \(timed.modificationTime)")
         if let st = lstatus(path) {
-            try expect(st.st_mtim.tv_sec == 1_600_000_000 && st.st_mtim.tv_nsec == 987_654_321,
-                       "utimensat: stat shows mtime \(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)")
+            try expect(
+                st.st_mtim.tv_sec == 1_600_000_000 && st.st_mtim.tv_nsec == 987_654_321,
+                "utimensat: stat shows mtime \(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)")
         }
 
         // chown as root: kept whole, or refused (EPERM) with nothing changed.
@@ -80,12 +83,15 @@ extension ConformanceRun {
         var st = statvfs()
         try expect(statvfs(mnt, &st) == 0, "statvfs: \(Self.errnoName(errno))")
         let stats = provider.storageStatistics()
-        try expect(UInt64(st.f_bsize) == stats.blockSize && UInt64(st.f_frsize) == stats.blockSize,
-                   "statvfs block size \(st.f_bsize)/\(st.f_frsize), the provider's \(stats.blockSize)")
+        try expect(
+            UInt64(st.f_bsize) == stats.blockSize && UInt64(st.f_frsize) == stats.blockSize,
+            "statvfs block size \(st.f_bsize)/\(st.f_frsize), the provider's \(stats.blockSize)")
         try expect(UInt64(st.f_namemax) == stats.maxNameLength, "statvfs f_namemax \(st.f_namemax), the provider's \(stats.maxNameLength)")
-        try expect(stats.maxNameLength >= 1 && stats.maxNameLength <= 255, "the longest name is \(stats.maxNameLength) bytes (1 to 255: FUSE's limit)")
-        try expect(st.f_bavail <= st.f_bfree && st.f_bfree <= st.f_blocks,
-                   "statvfs blocks: \(st.f_bavail) available, \(st.f_bfree) free, \(st.f_blocks) in all")
+        try expect(
+            stats.maxNameLength >= 1 && stats.maxNameLength <= 255, "the longest name is \(stats.maxNameLength) bytes (1 to 255: FUSE's limit)")
+        try expect(
+            st.f_bavail <= st.f_bfree && st.f_bfree <= st.f_blocks,
+            "statvfs blocks: \(st.f_bavail) available, \(st.f_bfree) free, \(st.f_blocks) in all")
         try expect(st.f_ffree <= st.f_files, "statvfs files: \(st.f_ffree) free of \(st.f_files)")
     }
 
@@ -103,8 +109,9 @@ extension ConformanceRun {
             try expect(childIdentifier(name, in: parent) == nil, "\(path): the provider's folder still has the name")
             try expect(lstatus(path) == nil && errno == ENOENT, "\(path): stat after the removal is not ENOENT")
             if let item = try? provider.item(for: id) {
-                try expect(trash && item.parentIdentifier == .trashContainer,
-                           "\(path): the provider still has the item, in \(item.parentIdentifier)")
+                try expect(
+                    trash && item.parentIdentifier == .trashContainer,
+                    "\(path): the provider still has the item, in \(item.parentIdentifier)")
             }
         }
         try expect(unlink(m(base + "/f.txt")) == 0, "unlink \(base)/f.txt: \(Self.errnoName(errno))")
@@ -141,8 +148,9 @@ extension ConformanceRun {
         try expect(X.get(m(path), "user.docfs.tags") == Array("red,blue".utf8), "user.docfs.tags reads back otherwise")
         try expect(X.set(m(path), "user.docfs.favorite-rank", Array("7".utf8)) == 0, "set user.docfs.favorite-rank: \(Self.errnoName(errno))")
         try expect(try provider.item(for: id).favoriteRank == 7, "the provider's favourite rank is not 7")
-        try expect(X.remove(m(path), "user.docfs.tags") == 0 && X.remove(m(path), "user.docfs.favorite-rank") == 0,
-                   "remove the tags and the rank: \(Self.errnoName(errno))")
+        try expect(
+            X.remove(m(path), "user.docfs.tags") == 0 && X.remove(m(path), "user.docfs.favorite-rank") == 0,
+            "remove the tags and the rank: \(Self.errnoName(errno))")
         let cleared = try provider.item(for: id)
         try expect(cleared.tagData == nil && cleared.favoriteRank == nil, "the removed tags or rank stay at the provider")
     }

@@ -12,13 +12,15 @@ extension ConformanceRun {
         let writable = try? writableFolder()
         guard let folder = writable ?? nil else {
             check("contents read through the mount are the provider's", contentsAgree)
-            for name in ["a new file is the provider's", "identifiers stay across renames and moves",
-                         "a refusal leaves nothing half-done", "a change the provider signals shows through the kernel's caches",
-                         "a refused modification keeps the old version", "the trash round trip keeps the item",
-                         "extended attributes round trip", "hard links share one item",
-                         "chmod, chown and utimens reach the provider", "truncate changes the provider's contents",
-                         "unlink and rmdir remove the provider's items", "special items are the provider's",
-                         "tags and favourite rank round trip"] {
+            for name in [
+                "a new file is the provider's", "identifiers stay across renames and moves",
+                "a refusal leaves nothing half-done", "a change the provider signals shows through the kernel's caches",
+                "a refused modification keeps the old version", "the trash round trip keeps the item",
+                "extended attributes round trip", "hard links share one item",
+                "chmod, chown and utimens reach the provider", "truncate changes the provider's contents",
+                "unlink and rmdir remove the provider's items", "special items are the provider's",
+                "tags and favourite rank round trip",
+            ] {
                 check(name) { throw CheckStop.skipped("no folder allows adding: a read-only tree") }
             }
             return
@@ -53,13 +55,16 @@ extension ConformanceRun {
             for child in children {
                 let where_ = path + "/" + child.filename
                 try expect(seen.insert(child.filename).inserted, "\(where_): enumerated twice")
-                try expect(!child.filename.isEmpty && child.filename != "." && child.filename != ".."
-                           && !child.filename.contains("/") && child.filename.utf8.count <= 255, "\(where_): not a valid name")
-                try expect(child.parentIdentifier == folder.identifier, "\(where_): parent \(child.parentIdentifier), enumerated in \(folder.identifier)")
+                try expect(
+                    !child.filename.isEmpty && child.filename != "." && child.filename != ".."
+                        && !child.filename.contains("/") && child.filename.utf8.count <= 255, "\(where_): not a valid name")
+                try expect(
+                    child.parentIdentifier == folder.identifier, "\(where_): parent \(child.parentIdentifier), enumerated in \(folder.identifier)")
                 let again = try provider.item(for: child.identifier)
-                try expect(again.filename == child.filename && again.kind == child.kind && again.parentIdentifier == child.parentIdentifier
-                           && (child.isFolder || again.documentSize == child.documentSize),
-                           "\(where_): item(for:) answers otherwise than the enumeration (\(again.filename), \(again.kind), \(again.documentSize) bytes)")
+                try expect(
+                    again.filename == child.filename && again.kind == child.kind && again.parentIdentifier == child.parentIdentifier
+                        && (child.isFolder || again.documentSize == child.documentSize),
+                    "\(where_): item(for:) answers otherwise than the enumeration (\(again.filename), \(again.kind), \(again.documentSize) bytes)")
                 let named = try provider.childItem(named: child.filename, in: folder.identifier)
                 try expect(named.identifier == child.identifier, "\(where_): childItem(named:) gives \(named.identifier), not \(child.identifier)")
             }
@@ -108,7 +113,8 @@ extension ConformanceRun {
         let result = writeFile(folder.path + "/" + name, bytes, flags: O_CREAT | O_EXCL)
         try expect(result == 0, "create and write \(name): \(Self.errnoName(result))")
         let item = try provider.childItem(named: name, in: folder.item.identifier)
-        try expect(item.kind == .file && item.documentSize == Int64(bytes.count), "\(name): the provider has \(item.kind), \(item.documentSize) bytes")
+        try expect(
+            item.kind == .file && item.documentSize == Int64(bytes.count), "\(name): the provider has \(item.kind), \(item.documentSize) bytes")
         let fd = try provider.openContents(of: item.identifier)
         defer { close(fd) }
         try expect(try Self.readAll(fd: fd, what: name) == bytes, "\(name): the provider's contents are not what was written")
@@ -124,7 +130,8 @@ extension ConformanceRun {
         try expect(mkdir(m(base + "/sub"), 0o755) == 0, "mkdir \(base)/sub: \(Self.errnoName(errno))")
         try expect(writeFile(base + "/a.txt", Array("identity".utf8)) == 0, "write \(base)/a.txt")
         guard let dirID = childIdentifier(tag, in: folder.item.identifier), let subID = childIdentifier("sub", in: dirID),
-              let fileID = childIdentifier("a.txt", in: dirID) else { throw CheckStop.failed("the provider lacks what mkdir and write made") }
+            let fileID = childIdentifier("a.txt", in: dirID)
+        else { throw CheckStop.failed("the provider lacks what mkdir and write made") }
         try expect(rename(m(base + "/a.txt"), m(base + "/b.txt")) == 0, "rename a.txt b.txt: \(Self.errnoName(errno))")
         try expect(childIdentifier("b.txt", in: dirID) == fileID, "a rename in one folder changed the file's identifier")
         try expect(childIdentifier("a.txt", in: dirID) == nil && lstatus(base + "/a.txt") == nil, "the old name stays after the rename")
@@ -158,8 +165,12 @@ extension ConformanceRun {
         try expect(try readAll(base + "/full/kept.txt") == Array("kept".utf8), "the refusals changed a file")
 
         // A folder that does not allow adding, if the tree has one: nothing appears in it.
-        guard let closed = try walk().first(where: { $0.item.isFolder && $0.item.capabilities.contains(.allowsContentEnumerating)
-                                                  && !$0.item.capabilities.contains(.allowsAddingSubItems) && $0.item.identifier != .trashContainer }) else { return }
+        guard
+            let closed = try walk().first(where: {
+                $0.item.isFolder && $0.item.capabilities.contains(.allowsContentEnumerating)
+                    && !$0.item.capabilities.contains(.allowsAddingSubItems) && $0.item.identifier != .trashContainer
+            })
+        else { return }
         let inside = try names(in: closed.item.identifier)
         let refused = writeFile(closed.path + "/" + tag + ".txt", [1], flags: O_CREAT | O_EXCL)
         try expect([EACCES, EPERM, EROFS].contains(refused), "\(closed.path): a create where adding is not allowed gave \(Self.errnoName(refused))")
@@ -178,10 +189,13 @@ extension ConformanceRun {
         // Looked up and stat'ed: the kernel now caches the name and its attributes.
         try expect(lstatus(base + "/signal.txt") != nil && lstatus(base + "/signalled.txt") == nil, "stat before the provider's change")
         try wait { try await onItsOwn.rename(id, "signalled.txt") }
-        try expect(eventually { lstatus(base + "/signal.txt") == nil && lstatus(base + "/signalled.txt") != nil },
-                   "a rename the provider made itself did not show through the mount within \(options.signalDeadline) s")
+        try expect(
+            eventually { lstatus(base + "/signal.txt") == nil && lstatus(base + "/signalled.txt") != nil },
+            "a rename the provider made itself did not show through the mount within \(options.signalDeadline) s")
         try wait { try await onItsOwn.delete(id) }
-        try expect(eventually { lstatus(base + "/signalled.txt") == nil }, "a delete the provider made itself did not show within \(options.signalDeadline) s")
+        try expect(
+            eventually { lstatus(base + "/signalled.txt") == nil },
+            "a delete the provider made itself did not show within \(options.signalDeadline) s")
     }
 
     func refusedModificationKeepsOld() throws {
@@ -193,7 +207,9 @@ extension ConformanceRun {
         let stored = writeFile(path, declared.refused)
         try expect(stored != 0, "the refused contents of \(path) were kept (every call returned 0)")
         try expect(try readAll(path) == declared.accepted, "\(path): after the refusal it does not read as the old version")
-        let folderID = declared.folder.isEmpty ? ItemIdentifier.rootContainer
+        let folderID =
+            declared.folder.isEmpty
+            ? ItemIdentifier.rootContainer
             : try walk().first { $0.path == "/" + declared.folder }.map(\.item.identifier) ?? .rootContainer
         let item = try provider.childItem(named: declared.name, in: folderID)
         let fd = try provider.openContents(of: item.identifier)
@@ -246,14 +262,17 @@ extension ConformanceRun {
         try expect(writeFile(first, Array("one".utf8)) == 0, "write \(first)")
         try expect(link(m(first), m(second)) == 0, "link: \(Self.errnoName(errno))")
         guard let a = lstatus(first), let b = lstatus(second) else { throw CheckStop.failed("a name is missing after link") }
-        try expect(a.st_ino == b.st_ino && a.st_nlink == 2 && b.st_nlink == 2, "inodes \(a.st_ino)/\(b.st_ino), link counts \(a.st_nlink)/\(b.st_nlink)")
-        try expect(childIdentifier(tag + "-link-a.txt", in: folder.item.identifier) == childIdentifier(tag + "-link-b.txt", in: folder.item.identifier),
-                   "the two names are two items at the provider")
+        try expect(
+            a.st_ino == b.st_ino && a.st_nlink == 2 && b.st_nlink == 2, "inodes \(a.st_ino)/\(b.st_ino), link counts \(a.st_nlink)/\(b.st_nlink)")
+        try expect(
+            childIdentifier(tag + "-link-a.txt", in: folder.item.identifier) == childIdentifier(tag + "-link-b.txt", in: folder.item.identifier),
+            "the two names are two items at the provider")
         try expect(writeFile(second, Array("two, through the second name".utf8)) == 0, "write through \(second)")
         try expect(try readAll(first) == Array("two, through the second name".utf8), "the first name does not read what the second wrote")
         try expect(unlink(m(first)) == 0, "unlink \(first): \(Self.errnoName(errno))")
-        try expect(lstatus(second)?.st_nlink == 1 && (try? readAll(second)) == Array("two, through the second name".utf8),
-                   "the other name did not stay whole with one link")
+        try expect(
+            lstatus(second)?.st_nlink == 1 && (try? readAll(second)) == Array("two, through the second name".utf8),
+            "the other name did not stay whole with one link")
         try expect(link(m(folder.path), m(folder.path + "/" + tag + "-folder-link")) == -1 && errno == EPERM, "a folder's link: not EPERM")
     }
 

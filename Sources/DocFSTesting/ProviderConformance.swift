@@ -52,8 +52,10 @@ public enum ProviderConformance {
     public struct OnItsOwn: Sendable {
         public var rename: @Sendable (ItemIdentifier, String) async throws -> Void
         public var delete: @Sendable (ItemIdentifier) async throws -> Void
-        public init(rename: @escaping @Sendable (ItemIdentifier, String) async throws -> Void,
-                    delete: @escaping @Sendable (ItemIdentifier) async throws -> Void) {
+        public init(
+            rename: @escaping @Sendable (ItemIdentifier, String) async throws -> Void,
+            delete: @escaping @Sendable (ItemIdentifier) async throws -> Void
+        ) {
             (self.rename, self.delete) = (rename, delete)
         }
     }
@@ -87,8 +89,10 @@ public enum ProviderConformance {
     }
 
     /// Mounts `provider`, runs every check it declares, unmounts, and reports.
-    public static func check(_ provider: any Provider, options: Options = Options(),
-                             logger: Logger = Logger(label: "docfs.conformance")) throws -> Report {
+    public static func check(
+        _ provider: any Provider, options: Options = Options(),
+        logger: Logger = Logger(label: "docfs.conformance")
+    ) throws -> Report {
         var mountOptions = options.mount
         if options.servesTrash(of: provider) { mountOptions.bridge.trash = true }
         let mount = try TemporaryMount(provider, options: mountOptions, logger: logger)

@@ -19,8 +19,10 @@ public final class TemporaryMount {
     private let base: String
     private let mount: ProviderMount
 
-    public init(_ provider: any Provider, options: MountOptions = MountOptions(),
-                logger: Logger = Logger(label: "docfs.test")) throws {
+    public init(
+        _ provider: any Provider, options: MountOptions = MountOptions(),
+        logger: Logger = Logger(label: "docfs.test")
+    ) throws {
         var template = Array((NSTemporaryDirectory() + "docfs-test-\(getpid())-XXXXXX").utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw ProviderError.posix(errno, "make a temporary mountpoint")
@@ -48,8 +50,10 @@ public final class TemporaryMount {
     deinit { close() }
 
     /// Mounts, runs `body` with the mountpoint, and always unmounts.
-    public static func with<T>(_ provider: any Provider, options: MountOptions = MountOptions(),
-                               _ body: (String) throws -> T) throws -> T {
+    public static func with<T>(
+        _ provider: any Provider, options: MountOptions = MountOptions(),
+        _ body: (String) throws -> T
+    ) throws -> T {
         let mount = try TemporaryMount(provider, options: options)
         defer { mount.close() }
         return try body(mount.path)

@@ -22,8 +22,10 @@ package struct ReplicatedAttributes: Sendable, Equatable {
     /// it out: the chain is worked out when the create is sent).
     package var types: [String]?
 
-    package init(ownerID: UInt32 = 0, groupID: UInt32 = 0, posixPermissions: UInt16 = 0o644, creationTime: FileTime,
-                 modificationTime: FileTime, tagData: Data? = nil, symlinkTargetPath: String? = nil, types: [String]? = nil) {
+    package init(
+        ownerID: UInt32 = 0, groupID: UInt32 = 0, posixPermissions: UInt16 = 0o644, creationTime: FileTime,
+        modificationTime: FileTime, tagData: Data? = nil, symlinkTargetPath: String? = nil, types: [String]? = nil
+    ) {
         self.types = types
         self.ownerID = ownerID
         self.groupID = groupID

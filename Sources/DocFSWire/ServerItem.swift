@@ -37,13 +37,15 @@ package struct ServerItem: Sendable, Equatable {
     /// A name row's item (a further name of that file, `RemoteSchema+Links`); nil for an item.
     package var linkOf: Int64?
 
-    package init(id: Int64, parentID: Int64?, name: String, kind: ItemKind, size: Int64 = 0,
-                 creationTime: FileTime = FileTime(seconds: 0), modificationTime: FileTime = FileTime(seconds: 0),
-                 changeTime: FileTime = FileTime(seconds: 0), accessTime: FileTime = FileTime(seconds: 0),
-                 ownerID: UInt32 = 0, groupID: UInt32 = 0, posixPermissions: UInt16 = 0o644, tagData: Data? = nil,
-                 favoriteRank: Int64? = nil, symlinkTargetPath: String? = nil, contentKey: String? = nil,
-                 contentVersion: Int64 = 1, metadataVersion: Int64 = 1, trashTime: FileTime? = nil, deleted: Bool = false,
-                 linkOf: Int64? = nil) {
+    package init(
+        id: Int64, parentID: Int64?, name: String, kind: ItemKind, size: Int64 = 0,
+        creationTime: FileTime = FileTime(seconds: 0), modificationTime: FileTime = FileTime(seconds: 0),
+        changeTime: FileTime = FileTime(seconds: 0), accessTime: FileTime = FileTime(seconds: 0),
+        ownerID: UInt32 = 0, groupID: UInt32 = 0, posixPermissions: UInt16 = 0o644, tagData: Data? = nil,
+        favoriteRank: Int64? = nil, symlinkTargetPath: String? = nil, contentKey: String? = nil,
+        contentVersion: Int64 = 1, metadataVersion: Int64 = 1, trashTime: FileTime? = nil, deleted: Bool = false,
+        linkOf: Int64? = nil
+    ) {
         self.id = id
         self.parentID = parentID
         self.name = name

@@ -18,14 +18,19 @@ enum HotPathBenchmark {
         results.append(("inode table: forget", time(iterations) { i in table.forget(UInt64(i + 2), 2) }))
 
         let name = Array("report-2026-11-22.pdf".utf8CString)
-        results.append(("name check (21 bytes)", time(iterations) { _ in
-            name.withUnsafeBufferPointer { p in _ = try? Bridge.name(p.baseAddress!) }
-        }))
+        results.append(
+            (
+                "name check (21 bytes)",
+                time(iterations) { _ in
+                    name.withUnsafeBufferPointer { p in _ = try? Bridge.name(p.baseAddress!) }
+                }
+            ))
 
         let now = Date()
-        let item = Item(identifier: ItemIdentifier("42"), parentIdentifier: .rootContainer, filename: "report.pdf",
-                        kind: .file, contentType: .pdf, documentSize: 4096, creationDate: now,
-                        contentModificationDate: now, capabilities: .all)
+        let item = Item(
+            identifier: ItemIdentifier("42"), parentIdentifier: .rootContainer, filename: "report.pdf",
+            kind: .file, contentType: .pdf, documentSize: 4096, creationDate: now,
+            contentModificationDate: now, capabilities: .all)
         let attributes = Attributes()
         results.append(("stat from item", time(iterations) { i in _ = attributes.stat(of: item, ino: UInt64(i)) }))
 

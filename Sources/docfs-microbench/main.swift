@@ -41,12 +41,16 @@ defer { store.close() }
 let folders = 1_000
 print("store (\(folders) folders, then lookups):")
 var made: [Item] = []
-report("  createDirectory (one transaction)", try await timeActions(folders) { i in
-    made.append(try await store.createDirectory(withName: "d\(i)", inParentItemIdentifier: .rootContainer))
-})
+report(
+    "  createDirectory (one transaction)",
+    try await timeActions(folders) { i in
+        made.append(try await store.createDirectory(withName: "d\(i)", inParentItemIdentifier: .rootContainer))
+    })
 report("  childItem(named:in:) hit", try time(100_000) { i in _ = try store.childItem(named: "d\(i % folders)", in: .rootContainer) })
 report("  childItem(named:in:) miss", try time(100_000) { i in _ = try? store.childItem(named: "x\(i % folders)", in: .rootContainer) })
 report("  item(for:)", try time(100_000) { i in _ = try store.item(for: made[i % folders].identifier) })
 report("  enumerateItems (\(folders) children)", try time(200) { _ in _ = try store.enumerateItems(in: .rootContainer) })
-report("  renameItem (one transaction)", try await timeActions(folders) { i in _ = try await store.renameItem(withIdentifier: made[i].identifier, toName: "r\(i)") })
+report(
+    "  renameItem (one transaction)",
+    try await timeActions(folders) { i in _ = try await store.renameItem(withIdentifier: made[i].identifier, toName: "r\(i)") })
 report("  deleteItem (one transaction)", try await timeActions(folders) { i in try await store.deleteItem(withIdentifier: made[i].identifier) })

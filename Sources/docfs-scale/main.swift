@@ -59,8 +59,10 @@ struct Populate: ParsableCommand {
                 if terminal { FileHandle.standardError.write(Data("\r\(done) items…".utf8)) }
             }
             if terminal { FileHandle.standardError.write(Data("\r".utf8)) }
-            print(String(format: "populated %@ with %d items (a folder of %d files, the rest in a tree) in %.1f s",
-                         store, added, shape.bigFolderFiles, Date().timeIntervalSince(start)))
+            print(
+                String(
+                    format: "populated %@ with %d items (a folder of %d files, the rest in a tree) in %.1f s",
+                    store, added, shape.bigFolderFiles, Date().timeIntervalSince(start)))
         } catch {
             fail("\(error)")
         }

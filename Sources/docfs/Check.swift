@@ -99,7 +99,8 @@ struct CheckJSON: Encodable {
         problems = report.problems.map { Problem(kind: $0.kind.rawValue, message: $0.message) }
         repairs = report.repairs
         remaining = report.remaining.map { Problem(kind: $0.kind.rawValue, message: $0.message) }
-        counts = Counts(folders: report.folders, files: report.files, symlinks: report.symlinks,
-                        contentFiles: report.contentFiles, contentBytes: report.contentBytes)
+        counts = Counts(
+            folders: report.folders, files: report.files, symlinks: report.symlinks,
+            contentFiles: report.contentFiles, contentBytes: report.contentBytes)
     }
 }

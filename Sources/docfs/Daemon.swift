@@ -10,7 +10,8 @@ enum Daemon {
     static let spawnSetsid: Int16 = 0x80
 
     static func start(arguments: [String], logFile: String, mountpoint: String, store: String) throws {
-        let exe = CommandLine.arguments[0].contains("/")
+        let exe =
+            CommandLine.arguments[0].contains("/")
             ? MountTable.canonical(CommandLine.arguments[0])
             : (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         let logFD = open(logFile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
@@ -53,8 +54,9 @@ enum Daemon {
             }
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
-                throw UserFacingError(failureText(logFile: logFile, from: startOffset)
-                    ?? "docfs: the daemon exited before the mount was live (see \(logFile))")
+                throw UserFacingError(
+                    failureText(logFile: logFile, from: startOffset)
+                        ?? "docfs: the daemon exited before the mount was live (see \(logFile))")
             }
             usleep(10_000)
         }

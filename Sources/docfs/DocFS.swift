@@ -12,7 +12,10 @@ struct DocFS: ParsableCommand {
             in a layout file what may be added, read and written; the mount enforces it.
             """,
         version: BuildInfo.text,
-        subcommands: [Init.self, Mount.self, Unmount.self, Status.self, Info.self, Check.self, Import.self, New.self, Trash.self, Tag.self, Pin.self, Evict.self, Sync.self, Versions.self, Remote.self]
+        subcommands: [
+            Init.self, Mount.self, Unmount.self, Status.self, Info.self, Check.self, Import.self, New.self, Trash.self, Tag.self, Pin.self,
+            Evict.self, Sync.self, Versions.self, Remote.self,
+        ]
     )
 
     /// Our own messages go out as they are ("docfs: …"), not behind ArgumentParser's "Error:".

@@ -101,14 +101,16 @@ struct Import: ParsableCommand {
             }
             if cancelledAt != nil {
                 let notStarted = sources.count - index - 1
-                FileHandle.standardError.write(Data("docfs: import cancelled: \(imported) imported, \(source.name) was not imported, \(notStarted) not started\n".utf8))
+                FileHandle.standardError.write(
+                    Data("docfs: import cancelled: \(imported) imported, \(source.name) was not imported, \(notStarted) not started\n".utf8))
                 throw ExitCode(130)
             }
             progress.draw(force: false)
         }
         progress.clear()
         if cancelledAt != nil {
-            FileHandle.standardError.write(Data("docfs: import cancelled: \(imported) imported, \(sources.count - imported - refused) not started\n".utf8))
+            FileHandle.standardError.write(
+                Data("docfs: import cancelled: \(imported) imported, \(sources.count - imported - refused) not started\n".utf8))
             throw ExitCode(130)
         }
         if progress.enabled {

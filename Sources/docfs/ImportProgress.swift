@@ -48,6 +48,7 @@ struct ImportProgress {
 
     func summary(imported: Int, refused: Int) -> String {
         let t = Date().timeIntervalSince(start)
-        return "docfs: \(imported) imported, \(refused) refused; \(doneFiles) files, \(Self.size(doneBytes)) in \(String(format: "%.1f", t)) s (\(rate))"
+        return
+            "docfs: \(imported) imported, \(refused) refused; \(doneFiles) files, \(Self.size(doneBytes)) in \(String(format: "%.1f", t)) s (\(rate))"
     }
 }

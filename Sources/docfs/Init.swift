@@ -17,10 +17,18 @@ struct Init: ParsableCommand {
 
     @OptionGroup var server: RemoteOptions
 
-    @Option(name: .customLong("remote-listen"), help: ArgumentHelp("Where the mount LISTENs for other replicas' changes, when --remote is a pgbouncer in transaction pooling (which cannot carry LISTEN): PostgreSQL itself, as the same role; or none: no LISTEN, the change log is read every second. Kept with the store.", valueName: "postgres://USER@HOST:PORT/DB|none"))
+    @Option(
+        name: .customLong("remote-listen"),
+        help: ArgumentHelp(
+            "Where the mount LISTENs for other replicas' changes, when --remote is a pgbouncer in transaction pooling (which cannot carry LISTEN): PostgreSQL itself, as the same role; or none: no LISTEN, the change log is read every second. Kept with the store.",
+            valueName: "postgres://USER@HOST:PORT/DB|none"))
     var remoteListen: String?
 
-    @Option(name: .customLong("remote-read"), help: ArgumentHelp("A hot standby of --remote's PostgreSQL (streaming replication) that the mount reads the change log, listings and metadata from; writes still go to --remote, and no change is applied before the standby has replayed it. As the same role unless the URL names another. Kept with the store.", valueName: "postgres://USER@HOST:PORT/DB"))
+    @Option(
+        name: .customLong("remote-read"),
+        help: ArgumentHelp(
+            "A hot standby of --remote's PostgreSQL (streaming replication) that the mount reads the change log, listings and metadata from; writes still go to --remote, and no change is applied before the standby has replayed it. As the same role unless the URL names another. Kept with the store.",
+            valueName: "postgres://USER@HOST:PORT/DB"))
     var remoteRead: String?
 
     func validate() throws {
@@ -69,7 +77,8 @@ struct Init: ParsableCommand {
             throw UserFacingError("docfs: \(option) must be \(shape)")
         }
         guard url.password == nil else {
-            throw UserFacingError("docfs: \(option) takes no password: it is --remote's when the role is the same, else STORE/pgpass, PGPASSWORD or ~/.pgpass")
+            throw UserFacingError(
+                "docfs: \(option) takes no password: it is --remote's when the role is the same, else STORE/pgpass, PGPASSWORD or ~/.pgpass")
         }
         let absolute = { (path: String?) in path.map { URL(fileURLWithPath: $0).standardizedFileURL.path } }
         url.sslRootCert = absolute(url.sslRootCert)
@@ -94,12 +103,14 @@ struct Init: ParsableCommand {
         }
         // The listening URL is checked now, like --remote (the mount would only retry it).
         if case .url(let listen) = configuration.listen,
-           case .failure(let error) = runBlocking({ try await RemoteDatabase.probe(listen) }) {
+            case .failure(let error) = runBlocking({ try await RemoteDatabase.probe(listen) })
+        {
             throw UserFacingError("docfs: --remote-listen \(listen): \(error)")
         }
         // The standby too, and that it serves this tree (another database's rows would be applied).
         if let standby = configuration.read,
-           case .failure(let error) = runBlocking({ try await configuration.checkStandby() }) {
+            case .failure(let error) = runBlocking({ try await configuration.checkStandby() })
+        {
             throw UserFacingError("docfs: --remote-read \(standby): \(error)")
         }
         let existed = FileManager.default.fileExists(atPath: store)
@@ -110,9 +121,12 @@ struct Init: ParsableCommand {
         let logger = Logger(label: "docfs")
         let progress = ProgressLine()
         let result = runBlocking {
-            try await ReplicaBootstrap.initialize(store: storeURL, link: link, configuration: configuration,
-                                                  layout: layout, logger: logger) { s in
-                progress.update("taking the server's tree: \(s.folders) folder(s), \(s.files) file(s) (\(ImportProgress.size(s.bytes))), \(s.links) link(s)")
+            try await ReplicaBootstrap.initialize(
+                store: storeURL, link: link, configuration: configuration,
+                layout: layout, logger: logger
+            ) { s in
+                progress.update(
+                    "taking the server's tree: \(s.folders) folder(s), \(s.files) file(s) (\(ImportProgress.size(s.bytes))), \(s.links) link(s)")
             }
         }
         progress.clear()
@@ -121,9 +135,11 @@ struct Init: ParsableCommand {
             do { try ReplicaConfiguration.savePassword(url, store: storeURL) } catch {
                 throw UserFacingError("docfs: \(error)")
             }
-            var line = "docfs: \(store) is a replica of \(stored) with contents in s3://\(bucket)/\(prefix) (server schema version \(summary.schemaVersion))"
+            var line =
+                "docfs: \(store) is a replica of \(stored) with contents in s3://\(bucket)/\(prefix) (server schema version \(summary.schemaVersion))"
             if summary.files + summary.folders + summary.links > 0 {
-                line += "; took the metadata of \(summary.folders) folder(s), \(summary.files) file(s) (\(summary.bytes) bytes, downloaded when opened), \(summary.links) link(s)"
+                line +=
+                    "; took the metadata of \(summary.folders) folder(s), \(summary.files) file(s) (\(summary.bytes) bytes, downloaded when opened), \(summary.links) link(s)"
             }
             FileHandle.standardError.write(Data((line + "\n").utf8))
         case .failure(let error):

@@ -5,9 +5,11 @@ import DocFSMetrics
 /// `docfs remote gc`, `docfs remote check`): the run's figures as Prometheus text for
 /// node_exporter's textfile collector, written also when the run fails.
 struct MetricsFileOption: ParsableArguments {
-    @Option(name: .customLong("metrics-file"), help: ArgumentHelp(
-        "Also write the run's figures as Prometheus text to PATH (for node_exporter's textfile collector; docs/USING.md lists the names).",
-        valueName: "PATH"))
+    @Option(
+        name: .customLong("metrics-file"),
+        help: ArgumentHelp(
+            "Also write the run's figures as Prometheus text to PATH (for node_exporter's textfile collector; docs/USING.md lists the names).",
+            valueName: "PATH"))
     var path: String?
 
     /// Where the run records its figures (nil without --metrics-file).

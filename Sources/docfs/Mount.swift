@@ -95,22 +95,35 @@ struct Mount: ParsableCommand {
     @Flag(help: "Give the tree a trash (rm moves items to /.Trash).")
     var trash = false
 
-    @Flag(help: "Let every user on the machine reach the mount (FUSE's allow_other). Safe: docfs checks owners and permission bits for each caller as ext4 does.")
+    @Flag(
+        help:
+            "Let every user on the machine reach the mount (FUSE's allow_other). Safe: docfs checks owners and permission bits for each caller as ext4 does."
+    )
     var allowOther = false
 
     @Option(help: "Items the store keeps in memory (its working set; default 50000). Same as -o cache_items=N.")
     var cacheItems: Int?
 
-    @Option(help: ArgumentHelp("A replica's limit for downloaded contents, e.g. 64M or 10G: files the server has and no one has open are evicted, least recently opened first.", valueName: "size"))
+    @Option(
+        help: ArgumentHelp(
+            "A replica's limit for downloaded contents, e.g. 64M or 10G: files the server has and no one has open are evicted, least recently opened first.",
+            valueName: "size"))
     var cacheSize: String?
 
-    @Option(name: .customLong("upload-limit"), help: ArgumentHelp("A replica's upload rate limit, bytes per second, e.g. 10M or 512k. Same as -o upload_limit=RATE.", valueName: "rate"))
+    @Option(
+        name: .customLong("upload-limit"),
+        help: ArgumentHelp("A replica's upload rate limit, bytes per second, e.g. 10M or 512k. Same as -o upload_limit=RATE.", valueName: "rate"))
     var uploadLimit: String?
 
-    @Option(name: .customLong("download-limit"), help: ArgumentHelp("A replica's download rate limit, e.g. 10M. Same as -o download_limit=RATE.", valueName: "rate"))
+    @Option(
+        name: .customLong("download-limit"),
+        help: ArgumentHelp("A replica's download rate limit, e.g. 10M. Same as -o download_limit=RATE.", valueName: "rate"))
     var downloadLimit: String?
 
-    @Option(help: ArgumentHelp("Serve Prometheus metrics at http://ADDRESS:PORT/metrics (PORT alone: on 127.0.0.1). Same as -o metrics=ADDRESS:PORT.", valueName: "address:port"))
+    @Option(
+        help: ArgumentHelp(
+            "Serve Prometheus metrics at http://ADDRESS:PORT/metrics (PORT alone: on 127.0.0.1). Same as -o metrics=ADDRESS:PORT.",
+            valueName: "address:port"))
     var metrics: String?
 
     @Flag(help: "Let --metrics serve on an address other than loopback (anyone who reaches it reads the metrics). Same as -o metrics_public.")
@@ -135,7 +148,10 @@ struct Mount: ParsableCommand {
             }
         }
         if let metrics {
-            do { _ = try MetricsAddress.parse(metrics, public: metricsPublic || o.joined(separator: ",").split(separator: ",").contains("metrics_public")) } catch {
+            do {
+                _ = try MetricsAddress.parse(
+                    metrics, public: metricsPublic || o.joined(separator: ",").split(separator: ",").contains("metrics_public"))
+            } catch {
                 throw ValidationError("--metrics: \(error)")
             }
         }
@@ -165,8 +181,9 @@ struct Mount: ParsableCommand {
         if foreground {
             try serve(storePath: storePath, mountpoint: mnt)
         } else {
-            try Daemon.start(arguments: daemonArguments(storePath: storePath, mountpoint: mnt),
-                             logFile: logFile ?? defaultLogFile(storePath: storePath), mountpoint: mnt, store: storePath)
+            try Daemon.start(
+                arguments: daemonArguments(storePath: storePath, mountpoint: mnt),
+                logFile: logFile ?? defaultLogFile(storePath: storePath), mountpoint: mnt, store: storePath)
         }
     }
 
@@ -190,7 +207,8 @@ struct Mount: ParsableCommand {
             throw UserFacingError("docfs: \(mountpoint) is already a mountpoint (in use); unmount it first")
         }
         if let children = try? FileManager.default.contentsOfDirectory(atPath: mnt), !children.isEmpty,
-           !o.joined(separator: ",").split(separator: ",").contains("nonempty") {
+            !o.joined(separator: ",").split(separator: ",").contains("nonempty")
+        {
             throw UserFacingError("docfs: mountpoint \(mountpoint) is not empty (its files would be hidden); use an empty directory or -o nonempty")
         }
     }
@@ -291,7 +309,7 @@ struct Mount: ParsableCommand {
                 }
                 metricsChoice.text = kv[1]
             case "metrics_public": metricsChoice.isPublic = true
-            case "nonempty", "auto_unmount": break  // checked above / always on
+            case "nonempty", "auto_unmount": break // checked above / always on
             default:
                 // mount(8)'s and fstab's own words mean nothing to libfuse, which would refuse them.
                 if MountHelper.isMountOnlyOption(opt) { continue }
@@ -299,8 +317,9 @@ struct Mount: ParsableCommand {
             }
         }
         if allowOther, !fuse.contains("allow_other") { fuse.append("allow_other") }
-        return ParsedOptions(bridge: bridgeOptions, fuse: fuse, cacheItems: cache, limits: limits, metrics: metricsChoice,
-                             smallFileLimit: smallFileLimit)
+        return ParsedOptions(
+            bridge: bridgeOptions, fuse: fuse, cacheItems: cache, limits: limits, metrics: metricsChoice,
+            smallFileLimit: smallFileLimit)
     }
 
     /// The daemon itself: open the store, mount, serve until unmounted or signalled.
@@ -334,8 +353,12 @@ struct Mount: ParsableCommand {
         mountOptions.signals = true
         mountOptions.bridge.otherUsers = fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
         if isMemory {
-            if cacheSize != nil { throw UserFacingError("docfs: --cache-size is for a replica (docfs init --remote); the in-memory provider keeps everything in memory") }
-            if limits.upload != nil || limits.download != nil { throw UserFacingError("docfs: --upload-limit and --download-limit are for a replica (docfs init --remote)") }
+            if cacheSize != nil {
+                throw UserFacingError("docfs: --cache-size is for a replica (docfs init --remote); the in-memory provider keeps everything in memory")
+            }
+            if limits.upload != nil || limits.download != nil {
+                throw UserFacingError("docfs: --upload-limit and --download-limit are for a replica (docfs init --remote)")
+            }
             let memory: MemoryProvider
             do { memory = try MemoryProvider() } catch {
                 throw UserFacingError("docfs: cannot start the in-memory provider: \(error)")
@@ -357,18 +380,23 @@ struct Mount: ParsableCommand {
         }
         let mount: StoreMount
         do {
-            mount = try StoreMount(storeAt: storePath, at: mnt,
-                                   options: StoreMount.Options(mount: mountOptions, cacheItems: cacheLimit,
-                                                               cacheSize: cacheSize.flatMap(CacheCommand.parseSize),
-                                                               uploadLimit: limits.upload, downloadLimit: limits.download,
-                                                               smallFileLimit: parsed.smallFileLimit),
-                                   logger: log)
+            mount = try StoreMount(
+                storeAt: storePath, at: mnt,
+                options: StoreMount.Options(
+                    mount: mountOptions, cacheItems: cacheLimit,
+                    cacheSize: cacheSize.flatMap(CacheCommand.parseSize),
+                    uploadLimit: limits.upload, downloadLimit: limits.download,
+                    smallFileLimit: parsed.smallFileLimit),
+                logger: log)
         } catch {
             switch error {
             case .cannotOpenStore(_, let reason): throw UserFacingError("docfs: cannot open store \(store): \(reason)")
             case .replicaConfiguration(_, let server, let reason): throw UserFacingError("docfs: store \(store) is a replica of \(server): \(reason)")
-            case .cacheSizeWithoutRemote: throw UserFacingError("docfs: --cache-size is for a replica (docfs init --remote): store \(store) keeps all its contents here")
-            case .limitWithoutRemote: throw UserFacingError("docfs: --upload-limit and --download-limit are for a replica (docfs init --remote): store \(store) has no server")
+            case .cacheSizeWithoutRemote:
+                throw UserFacingError("docfs: --cache-size is for a replica (docfs init --remote): store \(store) keeps all its contents here")
+            case .limitWithoutRemote:
+                throw UserFacingError(
+                    "docfs: --upload-limit and --download-limit are for a replica (docfs init --remote): store \(store) has no server")
             case .cannotMount(_, _, let reason): throw UserFacingError("docfs: cannot mount \(store) at \(mountpoint): \(reason)")
             }
         }

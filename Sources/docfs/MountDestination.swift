@@ -13,7 +13,8 @@ struct MountDestination: ImportDestination {
         guard stat(folder, &st) == 0 else { throw UserFacingError("docfs: \(folder): \(String(cString: strerror(errno)))") }
         guard st.st_mode & S_IFMT == S_IFDIR else { throw UserFacingError("docfs: \(folder) is not a folder") }
         guard Info.attribute(folder, "user.docfs.identifier") != nil else {
-            throw UserFacingError("docfs: \(folder) is not inside a docfs mount (to import into a store that is not mounted, use --store STORE --to /FOLDER)")
+            throw UserFacingError(
+                "docfs: \(folder) is not inside a docfs mount (to import into a store that is not mounted, use --store STORE --to /FOLDER)")
         }
         self.folder = folder
     }

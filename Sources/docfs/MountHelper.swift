@@ -50,7 +50,7 @@ enum MountHelper {
         if name != helperName {
             // mount.fuse3's form: `docfs STORE MNT -o OPTS`.
             guard args.count >= 4, let first = args.first, !first.hasPrefix("-"),
-                  !subcommands.contains(first), first != "help", args.dropFirst(2).contains(where: { $0 == "-o" || $0.hasPrefix("-o") })
+                !subcommands.contains(first), first != "help", args.dropFirst(2).contains(where: { $0 == "-o" || $0.hasPrefix("-o") })
             else { return .command }
         }
         // mount.fuse3 adds `dev,suid` to every mount it runs (mount(8)'s defaults), asked for or

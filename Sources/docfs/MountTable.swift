@@ -20,7 +20,9 @@ enum MountTable {
     /// The store behind the docfs mount that holds `path` (the kernel shows it as docfs:STORE).
     static func store(holding path: String) -> String? {
         let p = canonical(path)
-        let mounts = entries().filter { $0.type == "fuse.docfs" && (p == $0.mountpoint || p.hasPrefix($0.mountpoint == "/" ? "/" : $0.mountpoint + "/")) }
+        let mounts = entries().filter {
+            $0.type == "fuse.docfs" && (p == $0.mountpoint || p.hasPrefix($0.mountpoint == "/" ? "/" : $0.mountpoint + "/"))
+        }
         guard let entry = mounts.max(by: { $0.mountpoint.count < $1.mountpoint.count }), entry.source.hasPrefix("docfs:") else { return nil }
         return String(entry.source.dropFirst("docfs:".count))
     }
@@ -37,7 +39,8 @@ enum MountTable {
         let u = s.utf8
         while i < u.endIndex {
             if u[i] == UInt8(ascii: "\\"), let end = u.index(i, offsetBy: 4, limitedBy: u.endIndex),
-               let v = UInt8(String(decoding: u[u.index(after: i)..<end], as: UTF8.self), radix: 8) {
+                let v = UInt8(String(decoding: u[u.index(after: i)..<end], as: UTF8.self), radix: 8)
+            {
                 bytes.append(v)
                 i = end
             } else {

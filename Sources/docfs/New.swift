@@ -51,11 +51,14 @@ struct New: ParsableCommand {
         }
         let store = MountTable.store(holding: folder)
         guard let template = Templates.find(type, store: store) else {
-            throw UserFacingError("docfs: no template for '\(type)': give a text, Markdown or JSON type, a package type, or name a template for it in the layout (types: - identifier: … template: FILE)")
+            throw UserFacingError(
+                "docfs: no template for '\(type)': give a text, Markdown or JSON type, a package type, or name a template for it in the layout (types: - identifier: … template: FILE)"
+            )
         }
         // The folder's own rule, said plainly before anything is tried.
         if let words = Info.attribute(folder, "user.docfs.capabilities"),
-           !words.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }).contains("add") {
+            !words.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }).contains("add")
+        {
             throw UserFacingError("docfs: \(folder) does not allow adding documents (its capabilities: \(words.isEmpty ? "none" : words))")
         }
         for n in 1...10_000 {
@@ -70,7 +73,9 @@ struct New: ParsableCommand {
             case EEXIST:
                 continue
             case EPERM:
-                throw UserFacingError("docfs: \(folder) does not accept \(template.type.identifier) documents: it is not among the folder's allowed content types (\(fileName): \(String(cString: strerror(e))))")
+                throw UserFacingError(
+                    "docfs: \(folder) does not accept \(template.type.identifier) documents: it is not among the folder's allowed content types (\(fileName): \(String(cString: strerror(e))))"
+                )
             case EACCES:
                 throw UserFacingError("docfs: \(folder) does not allow adding documents (\(fileName): \(String(cString: strerror(e))))")
             default:
@@ -140,7 +145,7 @@ struct New: ParsableCommand {
 enum Templates {
     enum Contents {
         case file([UInt8])
-        case package(String)   // a directory whose contents are copied
+        case package(String) // a directory whose contents are copied
     }
 
     struct Template {
@@ -183,8 +188,10 @@ enum Templates {
             }
         }
         func ext(_ file: String) -> String { file == "template" ? "" : String(file.dropFirst("template.".count)) }
-        guard let hit = candidates.first(where: { $0.identifier == word })
-                ?? candidates.first(where: { ext($0.file).lowercased() == word.lowercased() }) else { return nil }
+        guard
+            let hit = candidates.first(where: { $0.identifier == word })
+                ?? candidates.first(where: { ext($0.file).lowercased() == word.lowercased() })
+        else { return nil }
         let path = dir + "/" + hit.identifier + "/" + hit.file
         var st = stat()
         guard lstat(path, &st) == 0 else { return nil }
@@ -199,9 +206,10 @@ enum Templates {
     /// types) are copied into STORE/templates, so `docfs new` finds them through any mount.
     /// Checked before the store is made; returns the work to do after.
     static func plan(for layout: Layout, layoutFile: URL) throws -> [(identifier: String, file: String, source: Contents)] {
-        let registry = ContentTypeRegistry(declarations: layout.types.map {
-            ContentTypeDeclaration(ContentType($0.identifier), conformsTo: $0.conformsTo.map { ContentType($0) }, extensions: $0.extensions)
-        })
+        let registry = ContentTypeRegistry(
+            declarations: layout.types.map {
+                ContentTypeDeclaration(ContentType($0.identifier), conformsTo: $0.conformsTo.map { ContentType($0) }, extensions: $0.extensions)
+            })
         var out: [(String, String, Contents)] = []
         for decl in layout.types {
             let type = ContentType(decl.identifier)
@@ -210,13 +218,16 @@ enum Templates {
                 let url = URL(fileURLWithPath: template, relativeTo: layoutFile.deletingLastPathComponent())
                 var st = stat()
                 guard lstat(url.path, &st) == 0 else {
-                    throw UserFacingError("docfs: cannot use layout \(layoutFile.path): type \(decl.identifier): template \(template): \(String(cString: strerror(errno)))")
+                    throw UserFacingError(
+                        "docfs: cannot use layout \(layoutFile.path): type \(decl.identifier): template \(template): \(String(cString: strerror(errno)))"
+                    )
                 }
                 if st.st_mode & S_IFMT == S_IFDIR {
                     out.append((decl.identifier, file, .package(url.path)))
                 } else {
                     guard let data = FileManager.default.contents(atPath: url.path) else {
-                        throw UserFacingError("docfs: cannot use layout \(layoutFile.path): type \(decl.identifier): template \(template) cannot be read")
+                        throw UserFacingError(
+                            "docfs: cannot use layout \(layoutFile.path): type \(decl.identifier): template \(template) cannot be read")
                     }
                     out.append((decl.identifier, file, .file([UInt8](data))))
                 }
@@ -243,7 +254,11 @@ enum Templates {
                 switch entry.source {
                 case .file(let bytes): try Data(bytes).write(to: URL(fileURLWithPath: target))
                 case .package(let source):
-                    if source.isEmpty { try fm.createDirectory(atPath: target, withIntermediateDirectories: false) } else { try fm.copyItem(atPath: source, toPath: target) }
+                    if source.isEmpty {
+                        try fm.createDirectory(atPath: target, withIntermediateDirectories: false)
+                    } else {
+                        try fm.copyItem(atPath: source, toPath: target)
+                    }
                 }
             } catch {
                 throw UserFacingError("docfs: cannot write the template of \(entry.identifier) into \(store): \(error.localizedDescription)")

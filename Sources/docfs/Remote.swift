@@ -5,6 +5,8 @@ import Foundation
 struct Remote: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Work on a replica's server (PostgreSQL and the bucket).",
-        subcommands: [RemoteSetupCommand.self, RemoteAddReplica.self, RemoteReplicas.self, RemoteRemoveReplica.self, RemoteQuota.self,
-                       RemoteGC.self, RemoteCheck.self])
+        subcommands: [
+            RemoteSetupCommand.self, RemoteAddReplica.self, RemoteReplicas.self, RemoteRemoveReplica.self, RemoteQuota.self,
+            RemoteGC.self, RemoteCheck.self,
+        ])
 }

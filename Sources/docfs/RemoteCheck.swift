@@ -54,7 +54,9 @@ struct RemoteCheck: ParsableCommand {
         } else {
             print("checked \(report.blocks) block(s) in \(report.packs) pack(s) (\(Status.bytesText(report.bytes)))")
             for block in report.damaged {
-                print("damaged: block \(block.hash) in \(block.pack) at \(block.offset) (\(block.length) bytes)\(block.named ? "" : ", named by no version")")
+                print(
+                    "damaged: block \(block.hash) in \(block.pack) at \(block.offset) (\(block.length) bytes)\(block.named ? "" : ", named by no version")"
+                )
             }
             for version in report.versions {
                 let state = version.current ? "current" : version.deleted ? "deleted file" : "older version"

@@ -24,16 +24,25 @@ struct RemoteGC: ParsableCommand {
     @Option(help: ArgumentHelp("Spare what changed more recently than this (e.g. 30m, 1h, 7d; 0 for none).", valueName: "DURATION"))
     var grace = "1h"
 
-    @Option(name: .customLong("keep-versions"), help: ArgumentHelp("Keep versions that stopped being current for this long (`docfs versions` lists and restores them).", valueName: "DURATION"))
+    @Option(
+        name: .customLong("keep-versions"),
+        help: ArgumentHelp(
+            "Keep versions that stopped being current for this long (`docfs versions` lists and restores them).", valueName: "DURATION"))
     var keepVersions = "30d"
 
-    @Option(name: .customLong("keep-log"), help: ArgumentHelp("Trim change log entries older than this (a replica away for longer rebuilds from a full listing).", valueName: "DURATION"))
+    @Option(
+        name: .customLong("keep-log"),
+        help: ArgumentHelp("Trim change log entries older than this (a replica away for longer rebuilds from a full listing).", valueName: "DURATION")
+    )
     var keepLog = "30d"
 
     @Flag(name: .customLong("dry-run"), help: "Count what would be removed; remove nothing.")
     var dryRun = false
 
-    @Flag(help: "Print one JSON object (versions, versionBytes, leftovers, leftoverBytes, recentKept, abandonedUploads, logEntries, manifests, blocks, blockBytes, packsDeleted, packsRewritten, packBytes, damagedBlocks, dryRun).")
+    @Flag(
+        help:
+            "Print one JSON object (versions, versionBytes, leftovers, leftoverBytes, recentKept, abandonedUploads, logEntries, manifests, blocks, blockBytes, packsDeleted, packsRewritten, packBytes, damagedBlocks, dryRun)."
+    )
     var json = false
 
     @OptionGroup var metricsFile: MetricsFileOption
@@ -90,18 +99,24 @@ struct RemoteGC: ParsableCommand {
         }
         let verb = dryRun ? "would remove" : "removed"
         print("\(verb) \(report.versions) old version(s) (\(Status.bytesText(report.versionBytes)))")
-        print("\(verb) \(report.packsDeleted) pack(s) no block is in, \(dryRun ? "would rewrite" : "rewrote") \(report.packsRewritten) mostly dead (\(Status.bytesText(report.packBytes)) freed)")
+        print(
+            "\(verb) \(report.packsDeleted) pack(s) no block is in, \(dryRun ? "would rewrite" : "rewrote") \(report.packsRewritten) mostly dead (\(Status.bytesText(report.packBytes)) freed)"
+        )
         if !dryRun { print("removed \(report.blocks) block(s) no kept version names (\(Status.bytesText(report.blockBytes)))") }
         print("\(verb) \(report.leftovers) left-over object(s) (\(Status.bytesText(report.leftoverBytes)))")
         print("\(dryRun ? "would abort" : "aborted") \(report.abandonedUploads) multipart upload(s) never finished")
         if report.recentKept > 0 { print("kept \(report.recentKept) object(s) newer than the grace period (\(grace))") }
         if !dryRun {
             print("trimmed \(report.logEntries) change log entries older than \(keepLog)")
-            print("trimmed \(report.operations) applied operation id(s), \(report.versionRows) collected version row(s) and \(report.tombstones) deleted item(s) older than \(keepLog)")
+            print(
+                "trimmed \(report.operations) applied operation id(s), \(report.versionRows) collected version row(s) and \(report.tombstones) deleted item(s) older than \(keepLog)"
+            )
         }
         if !report.damagedBlocks.isEmpty {
             let named = report.damagedBlocks.filter(\.named)
-            print("\(report.damagedBlocks.count) block(s) marked damaged: \(named.count) named by kept versions (kept until their bytes are sent again; `docfs remote check` lists the files), \(report.damagedBlocks.count - named.count) named by none")
+            print(
+                "\(report.damagedBlocks.count) block(s) marked damaged: \(named.count) named by kept versions (kept until their bytes are sent again; `docfs remote check` lists the files), \(report.damagedBlocks.count - named.count) named by none"
+            )
             for block in named { print("damaged: block \(block.hash) in \(block.pack) at \(block.offset)") }
         }
         if report.expiredIntents > 0 { print("dropped \(report.expiredIntents) upload intent(s) of replicas that never committed their versions") }
@@ -124,7 +139,9 @@ struct RemoteGC: ParsableCommand {
         metrics.set("packs_rewritten", "Mostly dead packs rewritten", Int64(r.packsRewritten))
         metrics.set("pack_bytes_freed", "Bytes freed in the bucket by deleting and rewriting packs", r.packBytes)
         metrics.set("damaged_blocks", "Blocks marked damaged when the last run ran", Int64(r.damagedBlocks.count))
-        metrics.set("damaged_blocks_named", "Damaged blocks a kept version still names (their files need the bytes again)", Int64(r.damagedBlocks.filter(\.named).count))
+        metrics.set(
+            "damaged_blocks_named", "Damaged blocks a kept version still names (their files need the bytes again)",
+            Int64(r.damagedBlocks.filter(\.named).count))
         metrics.set("expired_intents_dropped", "Upload intents of replicas that never committed, dropped", Int64(r.expiredIntents))
     }
 

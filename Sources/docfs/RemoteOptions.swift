@@ -21,13 +21,23 @@ struct RemoteOptions: ParsableArguments {
     @Option(help: "The S3 region (default: AWS_REGION, else us-east-1).")
     var region: String?
 
-    @Option(name: .customLong("s3-credentials"), help: ArgumentHelp("A file (mode 0600) with aws_access_key_id and aws_secret_access_key ([AWS_PROFILE] section), read when the environment has no AWS keys.", valueName: "FILE"))
+    @Option(
+        name: .customLong("s3-credentials"),
+        help: ArgumentHelp(
+            "A file (mode 0600) with aws_access_key_id and aws_secret_access_key ([AWS_PROFILE] section), read when the environment has no AWS keys.",
+            valueName: "FILE"))
     var s3Credentials: String?
 
-    @Option(name: .customLong("s3-ca"), help: ArgumentHelp("A CA certificate (PEM) to check the S3 endpoint's certificate against, instead of the system's (else AWS_CA_BUNDLE).", valueName: "FILE"))
+    @Option(
+        name: .customLong("s3-ca"),
+        help: ArgumentHelp(
+            "A CA certificate (PEM) to check the S3 endpoint's certificate against, instead of the system's (else AWS_CA_BUNDLE).", valueName: "FILE")
+    )
     var s3CA: String?
 
-    @Option(name: .customLong("password-file"), help: ArgumentHelp("A file (mode 0600) whose first line is the PostgreSQL password, instead of one in the URL.", valueName: "FILE"))
+    @Option(
+        name: .customLong("password-file"),
+        help: ArgumentHelp("A file (mode 0600) whose first line is the PostgreSQL password, instead of one in the URL.", valueName: "FILE"))
     var passwordFile: String?
 
     /// Any option but --remote given.
@@ -49,7 +59,9 @@ struct RemoteOptions: ParsableArguments {
 
     func server() throws -> Server {
         guard let remote, var url = PostgresURL(remote, environment: [:]) else {
-            throw UserFacingError("docfs: --remote must be postgres://USER[:PASSWORD]@HOST:PORT/DATABASE[?sslmode=disable|allow|prefer|require|verify-ca|verify-full&sslrootcert=FILE&sslcert=FILE&sslkey=FILE]")
+            throw UserFacingError(
+                "docfs: --remote must be postgres://USER[:PASSWORD]@HOST:PORT/DATABASE[?sslmode=disable|allow|prefer|require|verify-ca|verify-full&sslrootcert=FILE&sslcert=FILE&sslkey=FILE]"
+            )
         }
         guard let objects, let (bucket, prefix) = ReplicaConfiguration.parseObjects(objects) else {
             throw UserFacingError("docfs: --objects must be s3://BUCKET[/PREFIX]")
@@ -68,7 +80,10 @@ struct RemoteOptions: ParsableArguments {
             url.password = try Self.readPasswordFile(passwordFile)
         } else if url.password != nil {
             // A password on the command line shows in `ps` and the shell's history.
-            FileHandle.standardError.write(Data("docfs: warning: a password in --remote shows in `ps` and your shell's history; give it instead in PGPASSWORD, --password-file FILE (mode 0600), or a line of ~/.pgpass (host:port:database:user:password, mode 0600)\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "docfs: warning: a password in --remote shows in `ps` and your shell's history; give it instead in PGPASSWORD, --password-file FILE (mode 0600), or a line of ~/.pgpass (host:port:database:user:password, mode 0600)\n"
+                        .utf8))
         }
         if let password = url.password { environment["PGPASSWORD"] = password }
         var stored = url
@@ -77,9 +92,10 @@ struct RemoteOptions: ParsableArguments {
         stored.sslRootCert = absolute(stored.sslRootCert)
         stored.sslCert = absolute(stored.sslCert)
         stored.sslKey = absolute(stored.sslKey)
-        let link = RemoteLink(postgres: stored.withoutPassword, bucket: bucket, prefix: prefix, endpoint: s3Endpoint,
-                              region: region ?? environment["AWS_REGION"] ?? "us-east-1",
-                              credentialsFile: absolute(s3Credentials), s3CA: caFile)
+        let link = RemoteLink(
+            postgres: stored.withoutPassword, bucket: bucket, prefix: prefix, endpoint: s3Endpoint,
+            region: region ?? environment["AWS_REGION"] ?? "us-east-1",
+            credentialsFile: absolute(s3Credentials), s3CA: caFile)
         return Server(url: url, stored: stored, link: link, environment: environment, bucket: bucket, prefix: prefix)
     }
 
@@ -89,7 +105,8 @@ struct RemoteOptions: ParsableArguments {
         guard stat(path, &st) == 0 else { throw UserFacingError("docfs: cannot read \(path): \(String(cString: strerror(errno)))") }
         guard st.st_mode & 0o077 == 0 else { throw UserFacingError("docfs: \(path) may be read by others: chmod 600 it") }
         guard let text = try? String(contentsOfFile: path, encoding: .utf8),
-              let first = text.split(separator: "\n", omittingEmptySubsequences: false).first, !first.isEmpty else {
+            let first = text.split(separator: "\n", omittingEmptySubsequences: false).first, !first.isEmpty
+        else {
             throw UserFacingError("docfs: \(path) holds no password")
         }
         return String(first)

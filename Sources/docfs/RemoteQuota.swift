@@ -22,7 +22,9 @@ struct RemoteQuota: ParsableCommand {
     @Option(name: .customLong("live-intents"), help: ArgumentHelp("Upload intents the role may hold at once (or none).", valueName: "N"))
     var liveIntents: String?
 
-    @Option(name: .customLong("bytes-per-day"), help: ArgumentHelp("Pack bytes the role may record in 24 hours: N, or N with K, M, G or T (or none).", valueName: "SIZE"))
+    @Option(
+        name: .customLong("bytes-per-day"),
+        help: ArgumentHelp("Pack bytes the role may record in 24 hours: N, or N with K, M, G or T (or none).", valueName: "SIZE"))
     var bytesPerDay: String?
 
     /// `none` → no limit; `12`, `10G` → bytes (binary units).

@@ -8,8 +8,10 @@ import DocFSStore
 /// The owner's commands for replicas' login roles: one per replica, listed and revocable.
 enum ReplicaRoleCommand {
     /// Runs `body` with the server the options name (the owner's role), for one command.
-    static func withDatabase<T: Sendable>(_ options: RemoteOptions, _ what: String,
-                                          _ body: @escaping @Sendable (RemoteDatabase) async throws -> T) throws -> T {
+    static func withDatabase<T: Sendable>(
+        _ options: RemoteOptions, _ what: String,
+        _ body: @escaping @Sendable (RemoteDatabase) async throws -> T
+    ) throws -> T {
         guard options.remote != nil, options.objects != nil else {
             throw UserFacingError("docfs: \(what) needs --remote postgres://OWNER@HOST:PORT/DB and --objects s3://BUCKET[/PREFIX]")
         }
@@ -54,15 +56,19 @@ struct RemoteAddReplica: ParsableCommand {
     @Argument(help: "The replica's role name (letters, digits, _, - and .).")
     var name: String
 
-    @Option(name: .customLong("replica-password-file"), help: ArgumentHelp("A file (mode 0600) holding the role's password (none: certificate or peer login).", valueName: "FILE"))
+    @Option(
+        name: .customLong("replica-password-file"),
+        help: ArgumentHelp("A file (mode 0600) holding the role's password (none: certificate or peer login).", valueName: "FILE"))
     var replicaPasswordFile: String?
 
     func run() throws {
         let password = try replicaPasswordFile.map(RemoteOptions.readPasswordFile)
         let name = self.name
         let (created, group, largeObjects) = try ReplicaRoleCommand.withDatabase(server, "add-replica") { database in
-            (try await database.addReplica(name, password: password), try await database.replicasGroup(),
-             try await database.publicMayCreateLargeObjects())
+            (
+                try await database.addReplica(name, password: password), try await database.replicasGroup(),
+                try await database.publicMayCreateLargeObjects()
+            )
         }
         let stored = try server.server().stored
         var url = stored
@@ -71,11 +77,13 @@ struct RemoteAddReplica: ParsableCommand {
         print("docfs: replica \(name) \(created ? "added" : "let in again") (a login role in \(group))")
         print("init a replica with: docfs init --remote \(url) --objects \(server.objects ?? "s3://BUCKET/PREFIX") STORE")
         if largeObjects {
-            FileHandle.standardError.write(Data("""
-                docfs: warning: every role may create large objects in this database, outside every quota (the \
-                functions are the bootstrap superuser's); a superuser runs, in it: \(RemoteSchema.largeObjectRevoke)
+            FileHandle.standardError.write(
+                Data(
+                    """
+                    docfs: warning: every role may create large objects in this database, outside every quota (the \
+                    functions are the bootstrap superuser's); a superuser runs, in it: \(RemoteSchema.largeObjectRevoke)
 
-                """.utf8))
+                    """.utf8))
         }
         if let objects = server.objects, let (bucket, prefix) = ReplicaConfiguration.parseObjects(objects) {
             print("give it S3 keys of its own, with this policy and no other S3 rights (AWS IAM, MinIO):")
@@ -95,17 +103,27 @@ struct RemoteAddReplica: ParsableCommand {
         let policy: [String: Any] = [
             "Version": "2012-10-17",
             "Statement": [
-                ["Sid": "ReadTheTree", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
-                 "Resource": ["arn:aws:s3:::\(bucket)/\(tree)*"]],
-                ["Sid": "AddItsOwnPacks", "Effect": "Allow",
-                 "Action": ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
-                 "Resource": ["arn:aws:s3:::\(bucket)/\(own)*"]],
-                ["Sid": "ListItsUploads", "Effect": "Allow", "Action": ["s3:ListBucketMultipartUploads"],
-                 "Resource": ["arn:aws:s3:::\(bucket)"]],
-                ["Sid": "NeverRemoveOrRewind", "Effect": "Deny",
-                 "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:PutBucketVersioning",
-                            "s3:PutLifecycleConfiguration", "s3:PutBucketPolicy", "s3:DeleteBucketPolicy"],
-                 "Resource": ["arn:aws:s3:::\(bucket)", "arn:aws:s3:::\(bucket)/*"]],
+                [
+                    "Sid": "ReadTheTree", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+                    "Resource": ["arn:aws:s3:::\(bucket)/\(tree)*"],
+                ],
+                [
+                    "Sid": "AddItsOwnPacks", "Effect": "Allow",
+                    "Action": ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                    "Resource": ["arn:aws:s3:::\(bucket)/\(own)*"],
+                ],
+                [
+                    "Sid": "ListItsUploads", "Effect": "Allow", "Action": ["s3:ListBucketMultipartUploads"],
+                    "Resource": ["arn:aws:s3:::\(bucket)"],
+                ],
+                [
+                    "Sid": "NeverRemoveOrRewind", "Effect": "Deny",
+                    "Action": [
+                        "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:PutBucketVersioning",
+                        "s3:PutLifecycleConfiguration", "s3:PutBucketPolicy", "s3:DeleteBucketPolicy",
+                    ],
+                    "Resource": ["arn:aws:s3:::\(bucket)", "arn:aws:s3:::\(bucket)/*"],
+                ],
             ],
         ]
         let data = (try? JSONSerialization.data(withJSONObject: policy, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])) ?? Data()
@@ -133,10 +151,14 @@ struct RemoteReplicas: ParsableCommand {
         print("NAME\tSTATE\tLAST SEEN\tOPERATIONS\tVERSIONS\tBYTES\tINTENTS (QUOTA)\tPACK BYTES 24H (QUOTA)")
         for replica in list {
             let seen = replica.lastSeenNs.map { ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double($0) / 1e9)) } ?? "never"
-            print("\(replica.name)\t\(replica.active ? "active" : "removed")\t\(seen)\t\(replica.operations)\t\(replica.versions)\t\(Status.bytesText(replica.bytes))\t\(ReplicaListing.usage(quotas[replica.name]))")
+            print(
+                "\(replica.name)\t\(replica.active ? "active" : "removed")\t\(seen)\t\(replica.operations)\t\(replica.versions)\t\(Status.bytesText(replica.bytes))\t\(ReplicaListing.usage(quotas[replica.name]))"
+            )
         }
         if let all = quotas[RemoteDatabase.defaultQuotaRole] {
-            print("default quotas (docfs remote quota default): \(all.liveIntents.map(String.init) ?? "no limit") intents, \(all.bytesPerDay.map(Status.bytesText) ?? "no limit") of packs per 24 hours")
+            print(
+                "default quotas (docfs remote quota default): \(all.liveIntents.map(String.init) ?? "no limit") intents, \(all.bytesPerDay.map(Status.bytesText) ?? "no limit") of packs per 24 hours"
+            )
         }
     }
 }
@@ -160,10 +182,11 @@ struct RemoteRemoveReplica: ParsableCommand {
         let name = self.name
         let removal = try ReplicaRoleCommand.withDatabase(server, "remove-replica") { try await $0.removeReplica(name) }
         guard removal.survivors.isEmpty else {
-            throw UserFacingError("docfs: replica \(name) may no longer log in or call the server, but \(removal.survivors.count) "
-                + "session(s) of it could not be ended (pids \(removal.survivors.map(String.init).joined(separator: ", "))): "
-                + (removal.why ?? "still running")
-                + "; a superuser can end them, or GRANT pg_signal_backend TO the owner and run remove-replica again")
+            throw UserFacingError(
+                "docfs: replica \(name) may no longer log in or call the server, but \(removal.survivors.count) "
+                    + "session(s) of it could not be ended (pids \(removal.survivors.map(String.init).joined(separator: ", "))): "
+                    + (removal.why ?? "still running")
+                    + "; a superuser can end them, or GRANT pg_signal_backend TO the owner and run remove-replica again")
         }
         print("docfs: replica \(name) removed: it may no longer log in (\(removal.ended) session(s) ended)")
     }

@@ -23,7 +23,11 @@ struct RemoteSetupCommand: ParsableCommand {
     @Option(name: .customLong("replica-role"), help: ArgumentHelp("Create (if missing) and grant the role replicas log in as.", valueName: "ROLE"))
     var replicaRole: String?
 
-    @Option(name: .customLong("replica-password-file"), help: ArgumentHelp("With --replica-role: a file (mode 0600) holding the new role's password (none: the role has no password, e.g. for certificate or peer login).", valueName: "FILE"))
+    @Option(
+        name: .customLong("replica-password-file"),
+        help: ArgumentHelp(
+            "With --replica-role: a file (mode 0600) holding the new role's password (none: the role has no password, e.g. for certificate or peer login).",
+            valueName: "FILE"))
     var replicaPasswordFile: String?
 
     @Option(help: "A layout file (YAML or JSON) for a server that has none yet.")
@@ -52,16 +56,21 @@ struct RemoteSetupCommand: ParsableCommand {
         let (role, layoutValueCopy, logger) = (replicaRole, layoutValue, quiet)
         let progress = ProgressLine()
         defer { progress.clear() }
-        let result = runBlocking({ try await RemoteSetup.run(configuration: configuration, replicaRole: role, password: password,
-                                                             layout: layoutValueCopy, logger: logger) { step in
-            progress.update("docfs remote setup: \(step)", force: true)
-        } })
+        let result = runBlocking({
+            try await RemoteSetup.run(
+                configuration: configuration, replicaRole: role, password: password,
+                layout: layoutValueCopy, logger: logger
+            ) { step in
+                progress.update("docfs remote setup: \(step)", force: true)
+            }
+        })
         progress.clear()
         switch result {
         case .failure(let error):
             throw UserFacingError("docfs: cannot set up \(stored): \(error)")
         case .success(let report):
-            var line = "docfs: \(stored) is set up (schema version \(report.schemaVersion), tree \(report.treeID)) with contents in s3://\(bucket)/\(prefix)"
+            var line =
+                "docfs: \(stored) is set up (schema version \(report.schemaVersion), tree \(report.treeID)) with contents in s3://\(bucket)/\(prefix)"
             if let role = report.replicaRole { line += "; replica role \(role) \(report.createdRole ? "created" : "granted again")" }
             if report.layoutSet { line += "; layout set" }
             print(line)

@@ -6,12 +6,17 @@ import Glibc
 /// on the mount's root); `docfs status`: every docfs mount of the machine (StatusList).
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show the sync status of a mounted replica: online, pending changes and bytes, upload rate, last error; without a mountpoint, every docfs mount of the machine.")
+        abstract:
+            "Show the sync status of a mounted replica: online, pending changes and bytes, upload rate, last error; without a mountpoint, every docfs mount of the machine."
+    )
 
     @Argument(help: "The mountpoint (or any path in the mount); none: list every docfs mount.")
     var mountpoint: String?
 
-    @Flag(help: "Print the daemon's JSON object (fields online, pending, pendingBytes, lastError, …, and build: this docfs's version; see docs/USING.md).")
+    @Flag(
+        help:
+            "Print the daemon's JSON object (fields online, pending, pendingBytes, lastError, …, and build: this docfs's version; see docs/USING.md)."
+    )
     var json = false
 
     func run() throws {
@@ -61,16 +66,21 @@ struct Status: ParsableCommand {
         ]
         let uploaded = (f["uploadedBytes"] as? NSNumber)?.int64Value ?? 0
         let rate = (f["uploadRate"] as? NSNumber)?.doubleValue ?? 0
-        lines.append("uploaded   \(bytesText(uploaded)) since mount, \(f["sent"] as? Int ?? 0) change(s) sent" + (rate > 0 ? ", now \(bytesText(Int64(rate)))/s" : ""))
+        lines.append(
+            "uploaded   \(bytesText(uploaded)) since mount, \(f["sent"] as? Int ?? 0) change(s) sent"
+                + (rate > 0 ? ", now \(bytesText(Int64(rate)))/s" : ""))
         if let oldest = (f["oldestPendingSeconds"] as? NSNumber)?.doubleValue {
             lines.append("oldest     waiting \(Int(oldest)) s")
         }
         let incoming = (f["incoming"] as? NSNumber)?.int64Value ?? 0
-        lines.append("incoming   \(incoming == 0 ? "up to date" : "\(incoming) change(s) from other replicas to apply") (change log position \((f["anchor"] as? NSNumber)?.int64Value ?? 0))")
+        lines.append(
+            "incoming   \(incoming == 0 ? "up to date" : "\(incoming) change(s) from other replicas to apply") (change log position \((f["anchor"] as? NSNumber)?.int64Value ?? 0))"
+        )
         let downloading = f["downloading"] as? Int ?? 0
         if let limit = (f["cacheLimit"] as? NSNumber)?.int64Value {
             let here = (f["cachedBytes"] as? NSNumber)?.int64Value
-            lines.append("cache      \(here.map(bytesText) ?? "?") of \(bytesText(limit)) here" + (downloading > 0 ? ", \(downloading) downloading" : ""))
+            lines.append(
+                "cache      \(here.map(bytesText) ?? "?") of \(bytesText(limit)) here" + (downloading > 0 ? ", \(downloading) downloading" : ""))
         } else if downloading > 0 {
             lines.append("cache      \(downloading) downloading (no --cache-size)")
         }
@@ -80,10 +90,13 @@ struct Status: ParsableCommand {
         }
         if let aside = f["setAside"] as? Int, aside > 0 {
             let changes = f["setAsideChanges"] as? Int ?? 0
-            lines.append("set aside  \(aside) item(s), \(changes) change(s) waiting: the server refused them (user.docfs.sync says why); a later change of the item, or docfs sync --retry PATH, tries again")
+            lines.append(
+                "set aside  \(aside) item(s), \(changes) change(s) waiting: the server refused them (user.docfs.sync says why); a later change of the item, or docfs sync --retry PATH, tries again"
+            )
         }
         if let refused = f["refusedIncoming"] as? Int, refused > 0 {
-            lines.append("bad rows   \(refused) item(s) from the server not applied here: their rows break a rule no replica breaks (the log names each)")
+            lines.append(
+                "bad rows   \(refused) item(s) from the server not applied here: their rows break a rule no replica breaks (the log names each)")
         }
         if let restore = f["restore"] as? String {
             lines.append("restore    \(restore)")

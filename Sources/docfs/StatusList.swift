@@ -14,8 +14,10 @@ enum StatusList {
         var answering = true
 
         var fields: [String: Any] {
-            var f: [String: Any] = ["mountpoint": mountpoint, "store": store, "provider": provider, "replica": sync != nil,
-                                    "answering": answering]
+            var f: [String: Any] = [
+                "mountpoint": mountpoint, "store": store, "provider": provider, "replica": sync != nil,
+                "answering": answering,
+            ]
             f["online"] = (sync?["online"] as? Bool).map { $0 as Any } ?? NSNull()
             f["pending"] = (sync?["pending"] as? Int).map { $0 as Any } ?? NSNull()
             f["setAside"] = (sync?["setAside"] as? Int).map { $0 as Any } ?? NSNull()
@@ -69,14 +71,17 @@ enum StatusList {
         var table = [["MOUNTPOINT", "STORE", "PROVIDER", "REPLICA", "ONLINE", "PENDING", "SET ASIDE"]]
         for row in rows {
             let online = !row.answering ? "not answering" : (row.sync?["online"] as? Bool).map { $0 ? "online" : "offline" } ?? "-"
-            table.append([row.mountpoint, row.store, row.provider, row.sync == nil ? "no" : "yes", online,
-                          (row.sync?["pending"] as? Int).map(String.init) ?? "-",
-                          (row.sync?["setAside"] as? Int).map(String.init) ?? "-"])
+            table.append([
+                row.mountpoint, row.store, row.provider, row.sync == nil ? "no" : "yes", online,
+                (row.sync?["pending"] as? Int).map(String.init) ?? "-",
+                (row.sync?["setAside"] as? Int).map(String.init) ?? "-",
+            ])
         }
         let widths = (0..<table[0].count).map { column in table.map { $0[column].count }.max() ?? 0 }
         for line in table {
-            print(zip(line, widths).map { cell, width in cell.padding(toLength: width, withPad: " ", startingAt: 0) }.joined(separator: "  ")
-                .trimmingCharacters(in: .whitespaces))
+            print(
+                zip(line, widths).map { cell, width in cell.padding(toLength: width, withPad: " ", startingAt: 0) }.joined(separator: "  ")
+                    .trimmingCharacters(in: .whitespaces))
         }
     }
 

@@ -16,7 +16,8 @@ final class StoreDestination: ImportDestination {
         log.logLevel = .warning
         do { store = try LocalStore.open(at: URL(fileURLWithPath: path), logger: log) } catch let error as ProviderError {
             if error.code == .busy {
-                throw UserFacingError("docfs: cannot import into store \(path): \(error.reason); import through the mount instead (--to MOUNT/FOLDER)")
+                throw UserFacingError(
+                    "docfs: cannot import into store \(path): \(error.reason); import through the mount instead (--to MOUNT/FOLDER)")
             }
             throw UserFacingError("docfs: cannot open store \(path): \(error)")
         } catch {

@@ -63,8 +63,10 @@ struct Trash: ParsableCommand {
                 let isDir = lstat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR
                 let from = Info.attribute(path, "user.docfs.trashed-from")
                 if json {
-                    entries.append(Entry(name: name, folder: isDir, trashedFrom: from,
-                                         identifier: Info.attribute(path, "user.docfs.identifier")))
+                    entries.append(
+                        Entry(
+                            name: name, folder: isDir, trashedFrom: from,
+                            identifier: Info.attribute(path, "user.docfs.identifier")))
                 } else {
                     print("\(name)\(isDir ? "/" : "")\t\(from ?? "?")")
                 }

@@ -9,7 +9,10 @@ struct Unmount: ParsableCommand {
     @Argument(help: "The mountpoint.")
     var mountpoint: String
 
-    @Flag(help: "A replica: unmount at once, leaving changes not yet on the server in the outbox for the next mount (Ctrl-C while waiting does the same).")
+    @Flag(
+        help:
+            "A replica: unmount at once, leaving changes not yet on the server in the outbox for the next mount (Ctrl-C while waiting does the same)."
+    )
     var noWait = false
 
     func run() throws {
@@ -24,7 +27,9 @@ struct Unmount: ParsableCommand {
         let pid = daemonPID(source: entry.source)
         let status = runProgram("/bin/fusermount3", ["-u", mnt])
         if status != 0, umount2(mnt, 0) != 0 {
-            throw UserFacingError("docfs: cannot unmount \(mountpoint): \(String(cString: strerror(errno))) (busy? close files and leave the directory, or use fusermount3 -uz)")
+            throw UserFacingError(
+                "docfs: cannot unmount \(mountpoint): \(String(cString: strerror(errno))) (busy? close files and leave the directory, or use fusermount3 -uz)"
+            )
         }
         // The daemon finishes what it acknowledged before it exits.
         if let pid {
@@ -38,7 +43,8 @@ struct Unmount: ParsableCommand {
     static func isRunning(_ pid: pid_t) -> Bool {
         guard kill(pid, 0) == 0 else { return false }
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return true }
+            let close = stat.lastIndex(of: ")")
+        else { return true }
         let state = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).first
         return state != "Z" && state != "X"
     }
@@ -104,7 +110,9 @@ struct Unmount: ParsableCommand {
         if unmountInterrupted != 0 {
             FileHandle.standardError.write(Data("docfs: not waiting: \(snapshot.pending) change(s) stay in the outbox for the next mount\n".utf8))
         } else if snapshot.sendable > 0 {
-            reportLeft(snapshot, why: "the server stayed unreachable for \(Int(Self.offlineWait)) s (\(snapshot.fields["lastError"] as? String ?? "offline"))")
+            reportLeft(
+                snapshot,
+                why: "the server stayed unreachable for \(Int(Self.offlineWait)) s (\(snapshot.fields["lastError"] as? String ?? "offline"))")
         } else {
             reportLeft(snapshot, why: nil)
         }

@@ -78,7 +78,8 @@ struct VersionsList: ParsableCommand {
 }
 
 struct VersionsRestore: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "restore", abstract: "Make version N the file's contents again, or a file beside it.")
+    static let configuration = CommandConfiguration(
+        commandName: "restore", abstract: "Make version N the file's contents again, or a file beside it.")
 
     @Argument(help: "A file inside a docfs mount of a replica.") var path: String
     @Argument(help: "The version's number (`docfs versions PATH`).") var number: Int64
@@ -102,7 +103,8 @@ struct VersionsRestore: ParsableCommand {
         let progress = ProgressLine()
         defer { progress.clear() }
         progress.update("fetching version \(number) from the server", force: true)
-        switch runBlocking({ try await VersionHistory.fetch(itemID: id, number: number, to: fetched, configuration: configuration, logger: logger) }) {
+        switch runBlocking({ try await VersionHistory.fetch(itemID: id, number: number, to: fetched, configuration: configuration, logger: logger) })
+        {
         case .success: break
         case .failure(let error): throw UserFacingError("docfs: version \(number) of \(path): \(error)")
         }

@@ -6,8 +6,9 @@ import DocFSProvider
 
 final class CapabilityCheckTests: XCTestCase {
     private func item(_ name: String, _ kind: ItemKind = .file, caps: Capabilities, parent: ItemIdentifier = .rootContainer) -> Item {
-        Item(identifier: ItemIdentifier(name), parentIdentifier: parent, filename: name, kind: kind,
-             contentType: kind == .folder ? .folder : .data, creationDate: Date(), contentModificationDate: Date(), capabilities: caps)
+        Item(
+            identifier: ItemIdentifier(name), parentIdentifier: parent, filename: name, kind: kind,
+            contentType: kind == .folder ? .folder : .data, creationDate: Date(), contentModificationDate: Date(), capabilities: caps)
     }
 
     private func errno(_ body: () throws(ProviderError) -> Void) -> Int32? {
@@ -39,16 +40,21 @@ final class CapabilityCheckTests: XCTestCase {
         let fixedPlace = item("y", caps: [.allowsReading, .allowsRenaming])
         let undeletable = item("z", caps: [.allowsReading])
         // rename in place needs allowsRenaming
-        XCTAssertEqual(errno { () throws(ProviderError) in try CapabilityCheck.move(fixedName, from: a, to: a, renaming: true, replacing: nil) }, EPERM)
+        XCTAssertEqual(
+            errno { () throws(ProviderError) in try CapabilityCheck.move(fixedName, from: a, to: a, renaming: true, replacing: nil) }, EPERM)
         XCTAssertNil(errno { () throws(ProviderError) in try CapabilityCheck.move(fixedPlace, from: a, to: a, renaming: true, replacing: nil) })
         // moving elsewhere needs allowsReparenting, and the destination's allowsAddingSubItems
-        XCTAssertEqual(errno { () throws(ProviderError) in try CapabilityCheck.move(fixedPlace, from: a, to: b, renaming: false, replacing: nil) }, EPERM)
+        XCTAssertEqual(
+            errno { () throws(ProviderError) in try CapabilityCheck.move(fixedPlace, from: a, to: b, renaming: false, replacing: nil) }, EPERM)
         XCTAssertNil(errno { () throws(ProviderError) in try CapabilityCheck.move(fixedName, from: a, to: b, renaming: false, replacing: nil) })
-        XCTAssertEqual(errno { () throws(ProviderError) in try CapabilityCheck.move(fixedName, from: a, to: closed, renaming: false, replacing: nil) }, EACCES)
+        XCTAssertEqual(
+            errno { () throws(ProviderError) in try CapabilityCheck.move(fixedName, from: a, to: closed, renaming: false, replacing: nil) }, EACCES)
         // moving elsewhere under a new name also needs allowsRenaming
-        XCTAssertEqual(errno { () throws(ProviderError) in try CapabilityCheck.move(fixedName, from: a, to: b, renaming: true, replacing: nil) }, EPERM)
+        XCTAssertEqual(
+            errno { () throws(ProviderError) in try CapabilityCheck.move(fixedName, from: a, to: b, renaming: true, replacing: nil) }, EPERM)
         // replacing needs the replaced item's allowsDeleting
-        XCTAssertEqual(errno { () throws(ProviderError) in try CapabilityCheck.move(fixedPlace, from: a, to: a, renaming: true, replacing: undeletable) }, EPERM)
+        XCTAssertEqual(
+            errno { () throws(ProviderError) in try CapabilityCheck.move(fixedPlace, from: a, to: a, renaming: true, replacing: undeletable) }, EPERM)
         XCTAssertNil(errno { () throws(ProviderError) in try CapabilityCheck.move(fixedPlace, from: a, to: a, renaming: true, replacing: fixedName) })
     }
 

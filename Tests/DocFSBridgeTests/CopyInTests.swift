@@ -22,8 +22,10 @@ final class CopyInTests: XCTestCase {
     func testChmodChownAndAccessTimeBeforeTheImportAreCarriedByIt() {
         var c = CopyIn(parent: 1, name: "a", attributes: Self.attributes)
         let atime = FileTime(seconds: 42, nanoseconds: 0)
-        c.apply(AttributeChanges(posixPermissions: 0o4755, ownerID: 0, groupID: 0,
-                                 modificationTime: FileTime(seconds: 1, nanoseconds: 0), accessTime: atime))
+        c.apply(
+            AttributeChanges(
+                posixPermissions: 0o4755, ownerID: 0, groupID: 0,
+                modificationTime: FileTime(seconds: 1, nanoseconds: 0), accessTime: atime))
         let landed = c.importAttributes(stagedModificationTime: FileTime(seconds: 99, nanoseconds: 0))
         XCTAssertEqual(landed.posixPermissions, 0o4755)
         XCTAssertEqual(landed.ownerID, 0)

@@ -22,16 +22,20 @@ final class InitNegotiationTests: XCTestCase {
     }
 
     /// Sends a reply (header + body) through amendReply; returns the flags the kernel would read.
-    private func reply(_ n: InitNegotiation, unique: UInt64, error: Int32 = 0, flags: UInt32,
-                       bodySize: Int = MemoryLayout<fuse_init_out>.size) -> UInt32 {
+    private func reply(
+        _ n: InitNegotiation, unique: UInt64, error: Int32 = 0, flags: UInt32,
+        bodySize: Int = MemoryLayout<fuse_init_out>.size
+    ) -> UInt32 {
         var header = fuse_out_header(len: 0, error: error, unique: unique)
         var body = fuse_init_out()
         body.major = 7
         body.flags = flags
         return withUnsafeMutableBytes(of: &header) { h in
             withUnsafeMutableBytes(of: &body) { b in
-                var iov = [iovec(iov_base: h.baseAddress, iov_len: h.count),
-                           iovec(iov_base: b.baseAddress, iov_len: min(bodySize, b.count))]
+                var iov = [
+                    iovec(iov_base: h.baseAddress, iov_len: h.count),
+                    iovec(iov_base: b.baseAddress, iov_len: min(bodySize, b.count)),
+                ]
                 iov.withUnsafeMutableBufferPointer { n.amendReply($0.baseAddress!, count: 2) }
                 return b.load(fromByteOffset: 12, as: UInt32.self)
             }

@@ -63,23 +63,37 @@ final class PermissionCheckTests: XCTestCase {
         XCTAssertEqual(errno { () throws(ProviderError) in try PermissionCheck.requireStickyOwner(item: theirs, folder: tmp, for: other) }, EPERM)
         XCTAssertEqual(errno { () throws(ProviderError) in try PermissionCheck.requireStickyOwner(item: theirs, folder: tmp, for: root) }, 0)
         // The folder's owner may remove anything in it.
-        XCTAssertEqual(errno { () throws(ProviderError) in
-            try PermissionCheck.requireStickyOwner(item: mine, folder: folder(0o1777), for: owner) }, 0)
-        XCTAssertEqual(errno { () throws(ProviderError) in
-            try PermissionCheck.requireStickyOwner(item: theirs, folder: folder(0o777, owner: 0), for: other) }, 0)
+        XCTAssertEqual(
+            errno { () throws(ProviderError) in
+                try PermissionCheck.requireStickyOwner(item: mine, folder: folder(0o1777), for: owner)
+            }, 0)
+        XCTAssertEqual(
+            errno { () throws(ProviderError) in
+                try PermissionCheck.requireStickyOwner(item: theirs, folder: folder(0o777, owner: 0), for: other)
+            }, 0)
     }
 
     func testUserAttributes() {
-        XCTAssertEqual(errno { () throws(ProviderError) in
-            try PermissionCheck.requireUserAttribute(write: true, on: file(0o644), kind: .file, for: other) }, EACCES)
-        XCTAssertEqual(errno { () throws(ProviderError) in
-            try PermissionCheck.requireUserAttribute(write: false, on: file(0o644), kind: .file, for: other) }, 0)
-        XCTAssertEqual(errno { () throws(ProviderError) in
-            try PermissionCheck.requireUserAttribute(write: true, on: folder(0o1777), kind: .folder, for: other) }, EPERM)
-        XCTAssertEqual(errno { () throws(ProviderError) in
-            try PermissionCheck.requireUserAttribute(write: true, on: file(0o777), kind: .symlink, for: owner) }, EPERM)
-        XCTAssertEqual(errno { () throws(ProviderError) in
-            try PermissionCheck.requireUserAttribute(write: false, on: file(0o777), kind: .fifo, for: owner) }, ENODATA)
+        XCTAssertEqual(
+            errno { () throws(ProviderError) in
+                try PermissionCheck.requireUserAttribute(write: true, on: file(0o644), kind: .file, for: other)
+            }, EACCES)
+        XCTAssertEqual(
+            errno { () throws(ProviderError) in
+                try PermissionCheck.requireUserAttribute(write: false, on: file(0o644), kind: .file, for: other)
+            }, 0)
+        XCTAssertEqual(
+            errno { () throws(ProviderError) in
+                try PermissionCheck.requireUserAttribute(write: true, on: folder(0o1777), kind: .folder, for: other)
+            }, EPERM)
+        XCTAssertEqual(
+            errno { () throws(ProviderError) in
+                try PermissionCheck.requireUserAttribute(write: true, on: file(0o777), kind: .symlink, for: owner)
+            }, EPERM)
+        XCTAssertEqual(
+            errno { () throws(ProviderError) in
+                try PermissionCheck.requireUserAttribute(write: false, on: file(0o777), kind: .fifo, for: owner)
+            }, ENODATA)
     }
 
     func testNewItemsBelongToTheCallerOrInheritTheSetGroupIDFoldersGroup() {
@@ -126,9 +140,11 @@ final class PermissionCheckTests: XCTestCase {
     }
 
     func testTimes() {
-        XCTAssertEqual(errno { () throws(ProviderError) in try OwnershipRules.setTimes(file(0o666), explicit: true, bothNow: false, by: other) }, EPERM)
+        XCTAssertEqual(
+            errno { () throws(ProviderError) in try OwnershipRules.setTimes(file(0o666), explicit: true, bothNow: false, by: other) }, EPERM)
         XCTAssertEqual(errno { () throws(ProviderError) in try OwnershipRules.setTimes(file(0o666), explicit: false, bothNow: true, by: other) }, 0)
-        XCTAssertEqual(errno { () throws(ProviderError) in try OwnershipRules.setTimes(file(0o644), explicit: false, bothNow: true, by: other) }, EACCES)
+        XCTAssertEqual(
+            errno { () throws(ProviderError) in try OwnershipRules.setTimes(file(0o644), explicit: false, bothNow: true, by: other) }, EACCES)
         XCTAssertEqual(errno { () throws(ProviderError) in try OwnershipRules.setTimes(file(0o644), explicit: false, bothNow: false, by: other) }, 0)
         XCTAssertEqual(errno { () throws(ProviderError) in try OwnershipRules.setTimes(file(0o400), explicit: true, bothNow: false, by: owner) }, 0)
     }

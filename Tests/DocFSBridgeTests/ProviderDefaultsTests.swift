@@ -13,18 +13,20 @@ class TinyProvider: Provider, @unchecked Sendable {
     init(files: [String: String]) {
         let now = Date()
         items = files.keys.sorted().map {
-            Item(identifier: ItemIdentifier($0), parentIdentifier: .rootContainer, filename: $0, kind: .file,
-                 contentType: .plainText, documentSize: Int64(files[$0]!.utf8.count), creationDate: now,
-                 contentModificationDate: now, capabilities: [.allowsReading], posixPermissions: 0o444)
+            Item(
+                identifier: ItemIdentifier($0), parentIdentifier: .rootContainer, filename: $0, kind: .file,
+                contentType: .plainText, documentSize: Int64(files[$0]!.utf8.count), creationDate: now,
+                contentModificationDate: now, capabilities: [.allowsReading], posixPermissions: 0o444)
         }
         contents = Dictionary(uniqueKeysWithValues: files.map { (ItemIdentifier($0.key), $0.value) })
     }
 
     func item(for identifier: ItemIdentifier) throws(ProviderError) -> Item {
         if identifier == .rootContainer {
-            return Item(identifier: .rootContainer, parentIdentifier: .rootContainer, filename: "/", kind: .folder,
-                        contentType: .folder, childItemCount: items.count, creationDate: Date(), contentModificationDate: Date(),
-                        capabilities: [.allowsReading, .allowsContentEnumerating])
+            return Item(
+                identifier: .rootContainer, parentIdentifier: .rootContainer, filename: "/", kind: .folder,
+                contentType: .folder, childItemCount: items.count, creationDate: Date(), contentModificationDate: Date(),
+                capabilities: [.allowsReading, .allowsContentEnumerating])
         }
         guard let item = items.first(where: { $0.identifier == identifier }) else { throw ProviderError(.noSuchItem) }
         return item
@@ -50,14 +52,16 @@ class TinyProvider: Provider, @unchecked Sendable {
 /// asked: the plain forms of Apple's vocabulary must arrive here.
 final class AttributedOnlyProvider: TrashProvider, @unchecked Sendable {
     nonisolated(unsafe) var calls: [String] = []
-    let root = Item(identifier: .rootContainer, parentIdentifier: .rootContainer, filename: "/", kind: .folder,
-                    contentType: .folder, childItemCount: 0, creationDate: Date(), contentModificationDate: Date(), capabilities: .all)
+    let root = Item(
+        identifier: .rootContainer, parentIdentifier: .rootContainer, filename: "/", kind: .folder,
+        contentType: .folder, childItemCount: 0, creationDate: Date(), contentModificationDate: Date(), capabilities: .all)
 
     func item(for identifier: ItemIdentifier) throws(ProviderError) -> Item {
         if identifier == .rootContainer { return root }
         if identifier == ItemIdentifier("trashed") {
-            return Item(identifier: identifier, parentIdentifier: .trashContainer, filename: "x 2.txt", kind: .file,
-                        contentType: .plainText, creationDate: Date(), contentModificationDate: Date(), capabilities: .all)
+            return Item(
+                identifier: identifier, parentIdentifier: .trashContainer, filename: "x 2.txt", kind: .file,
+                contentType: .plainText, creationDate: Date(), contentModificationDate: Date(), capabilities: .all)
         }
         throw ProviderError(.noSuchItem)
     }
@@ -65,23 +69,31 @@ final class AttributedOnlyProvider: TrashProvider, @unchecked Sendable {
     func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 { throw ProviderError(.noSuchItem) }
 
     private func record(_ call: String) -> Item { calls.append(call); return root }
-    func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
-                        attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    func importDocument(
+        from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         record("import \(file.name) \(attributes.map { String($0.posixPermissions, radix: 8) } ?? "nil")")
     }
-    func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
-                         attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    func createDirectory(
+        withName name: String, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         record("mkdir \(name) \(attributes == nil ? "nil" : "given")")
     }
-    func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
-                            attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    func createSymbolicLink(
+        withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         record("symlink \(name) \(target) \(attributes == nil ? "nil" : "given")")
     }
     func trashItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
         record("trash \(identifier)")
     }
-    func untrashItem(withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
-                     newName: String) async throws(ProviderError) -> Item {
+    func untrashItem(
+        withIdentifier identifier: ItemIdentifier, toParentItemIdentifier parent: ItemIdentifier,
+        newName: String
+    ) async throws(ProviderError) -> Item {
         record("untrash \(identifier) \(parent) \(newName)")
     }
     func trashOrigin(of identifier: ItemIdentifier) -> TrashOrigin? {
@@ -107,12 +119,15 @@ final class ProviderDefaultsTests: XCTestCase {
         close(fd)
         // Every change is refused as a read-only filesystem refuses it; it opts into nothing, and
         // the bridge refuses what the opt-ins do (tags are not supported, no FIFOs).
-        XCTAssertFalse(provider is any TrashProvider || provider is any AppleMetadataProvider
-                       || provider is any ExtendedAttributeProvider || provider is any SpecialItemProvider)
+        XCTAssertFalse(
+            provider is any TrashProvider || provider is any AppleMetadataProvider
+                || provider is any ExtendedAttributeProvider || provider is any SpecialItemProvider)
         let bridge = Bridge(provider: provider, logger: Logger(label: "test"))
         defer { bridge.shutdown() }
         let url = URL(fileURLWithPath: "/nonexistent")
-        var e = await errno { () async throws(ProviderError) in _ = try await provider.createDirectory(withName: "d", inParentItemIdentifier: .rootContainer) }
+        var e = await errno { () async throws(ProviderError) in
+            _ = try await provider.createDirectory(withName: "d", inParentItemIdentifier: .rootContainer)
+        }
         XCTAssertEqual(e, EROFS)
         e = await errno { () async throws(ProviderError) in _ = try await provider.importDocument(at: url, toParentItemIdentifier: .rootContainer) }
         XCTAssertEqual(e, EROFS)
@@ -125,8 +140,9 @@ final class ProviderDefaultsTests: XCTestCase {
         e = await errno { () async throws(ProviderError) in _ = try await bridge.setTagData(Data(), of: ItemIdentifier("a.txt")) }
         XCTAssertEqual(e, EOPNOTSUPP)
         e = await errno { () async throws(ProviderError) in
-            _ = try await bridge.createSpecialItem(named: "p", kind: .fifo, in: .rootContainer,
-                                                   attributes: NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o644))
+            _ = try await bridge.createSpecialItem(
+                named: "p", kind: .fifo, in: .rootContainer,
+                attributes: NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o644))
         }
         XCTAssertEqual(e, EPERM)
         let a = ItemIdentifier("a.txt")
@@ -153,18 +169,22 @@ final class ProviderDefaultsTests: XCTestCase {
         _ = try await provider.importDocument(at: staged, toParentItemIdentifier: .rootContainer)
         XCTAssertTrue(FileManager.default.fileExists(atPath: staged.path) == false, "a plain import's file is taken once it succeeded")
         _ = try await provider.createDirectory(withName: "d", inParentItemIdentifier: .rootContainer)
-        _ = try await provider.createDirectory(withName: "e", inParentItemIdentifier: .rootContainer,
-                                               attributes: NewItemAttributes(ownerID: 1, groupID: 1, posixPermissions: 0o700))
+        _ = try await provider.createDirectory(
+            withName: "e", inParentItemIdentifier: .rootContainer,
+            attributes: NewItemAttributes(ownerID: 1, groupID: 1, posixPermissions: 0o700))
         _ = try await provider.createSymbolicLink(withName: "l", target: "t", inParentItemIdentifier: .rootContainer)
         // Its origin folder is gone: back to the root, under the name it had.
         _ = try await provider.untrashItem(withIdentifier: ItemIdentifier("trashed"), toParentItemIdentifier: nil)
         _ = try await provider.untrashItem(withIdentifier: ItemIdentifier("trashed"), toParentItemIdentifier: ItemIdentifier("here"))
-        _ = try await provider.setAttributes(ofItemWithIdentifier: .rootContainer, posixPermissions: 0o750,
-                                             contentModificationDate: Date(timeIntervalSince1970: 1000))
-        XCTAssertEqual(provider.calls, [
-            "import \(staged.lastPathComponent) nil", "mkdir d nil", "mkdir e given", "symlink l t nil",
-            "untrash trashed \(ItemIdentifier.rootContainer) x.txt", "untrash trashed here x.txt", "setattr 750 1000",
-        ])
+        _ = try await provider.setAttributes(
+            ofItemWithIdentifier: .rootContainer, posixPermissions: 0o750,
+            contentModificationDate: Date(timeIntervalSince1970: 1000))
+        XCTAssertEqual(
+            provider.calls,
+            [
+                "import \(staged.lastPathComponent) nil", "mkdir d nil", "mkdir e given", "symlink l t nil",
+                "untrash trashed \(ItemIdentifier.rootContainer) x.txt", "untrash trashed here x.txt", "setattr 750 1000",
+            ])
     }
 
     /// The opt-in sides are found by a cast: a plain provider has none (its files open with

@@ -9,9 +9,10 @@ import DocFSProvider
 /// 30 s, within the file and byte limits.
 final class SiblingPrefetchTests: XCTestCase {
     private func file(_ id: String, in folder: String = "F", size: Int64) -> Item {
-        Item(identifier: ItemIdentifier(id), parentIdentifier: ItemIdentifier(folder), filename: id, kind: .file,
-             contentType: .data, documentSize: size, creationDate: Date(), contentModificationDate: Date(),
-             capabilities: .all)
+        Item(
+            identifier: ItemIdentifier(id), parentIdentifier: ItemIdentifier(folder), filename: id, kind: .file,
+            contentType: .data, documentSize: size, creationDate: Date(), contentModificationDate: Date(),
+            capabilities: .all)
     }
 
     func testOpeningReadsTheOtherSmallFilesAheadOncePerWindow() throws {
@@ -20,15 +21,18 @@ final class SiblingPrefetchTests: XCTestCase {
         defer { unlink(content) }
         let siblings = [
             file("a", size: 10), file("b", size: 20), file("big", size: 2 << 20), file("empty", size: 0),
-            Item(identifier: ItemIdentifier("sub"), parentIdentifier: ItemIdentifier("F"), filename: "sub", kind: .folder,
-                 contentType: .folder, creationDate: Date(), contentModificationDate: Date(), capabilities: .all),
+            Item(
+                identifier: ItemIdentifier("sub"), parentIdentifier: ItemIdentifier("F"), filename: "sub", kind: .folder,
+                contentType: .folder, creationDate: Date(), contentModificationDate: Date(), capabilities: .all),
             file("c", size: 30),
         ]
         let opened = Mutex<[String]>([])
-        let prefetch = SiblingPrefetch(children: { $0 == ItemIdentifier("F") ? siblings : [] }, openContents: { id in
-            opened.withLock { $0.append(id.rawValue) }
-            return open(content, O_RDONLY)
-        })
+        let prefetch = SiblingPrefetch(
+            children: { $0 == ItemIdentifier("F") ? siblings : [] },
+            openContents: { id in
+                opened.withLock { $0.append(id.rawValue) }
+                return open(content, O_RDONLY)
+            })
         XCTAssertTrue(prefetch.opened(siblings[0], now: 100))
         prefetch.settle()
         XCTAssertEqual(opened.withLock { $0 }, ["b", "c"], "not the opened file, folders, empty or large files")

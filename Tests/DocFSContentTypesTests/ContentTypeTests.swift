@@ -16,12 +16,16 @@ enum Samples {
         return bytes
     }
     /// A 1×1 grey PNG.
-    static let png = hex("89504e470d0a1a0a0000000d49484452000000010000000108000000003a7e9b550000000a49444154789c636000000002000148afa4710000000049454e44ae426082")
+    static let png = hex(
+        "89504e470d0a1a0a0000000d49484452000000010000000108000000003a7e9b550000000a49444154789c636000000002000148afa4710000000049454e44ae426082")
     /// The start of a JFIF JPEG.
-    static let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0x00, 0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00]
+    static let jpeg: [UInt8] =
+        [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0x00, 0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00]
     static let pdf = Array("%PDF-1.4\n%\u{e2}\u{e3}\u{cf}\u{d3}\n1 0 obj\n<< /Type /Catalog >>\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF\n".utf8)
     /// A zip holding a.txt.
-    static let zip = hex("504b03041400000000004b19765d7a7a6fed030000000300000005000000612e74787468690a504b010214031400000000004b19765d7a7a6fed0300000003000000050000000000000000000000800100000000612e747874504b0506000000000100010033000000260000000000")
+    static let zip = hex(
+        "504b03041400000000004b19765d7a7a6fed030000000300000005000000612e74787468690a504b010214031400000000004b19765d7a7a6fed0300000003000000050000000000000000000000800100000000612e747874504b0506000000000100010033000000260000000000"
+    )
     static let json = Array(#"{"name": "docfs", "tags": ["a", "b"], "size": 3}"#.utf8)
     static let utf8Text = Array("Grüße aus dem Dateisystem — ✓\n".utf8)
     /// Latin-1 "Grüße": not UTF-8.
@@ -84,8 +88,9 @@ final class ContentTypeRegistryTests: XCTestCase {
 
     func testUserTypes() {
         let registry = ContentTypeRegistry(declarations: [
-            ContentTypeDeclaration(ContentType("com.example.invoice"), conformsTo: [.pdf], extensions: ["invoice"],
-                                   mimeTypes: ["application/x-invoice"]),
+            ContentTypeDeclaration(
+                ContentType("com.example.invoice"), conformsTo: [.pdf], extensions: ["invoice"],
+                mimeTypes: ["application/x-invoice"]),
             ContentTypeDeclaration(ContentType("com.example.deck"), conformsTo: [.package], extensions: [".Deck"]),
             ContentTypeDeclaration(ContentType("com.example.log"), conformsTo: [.plainText], extensions: ["log"], viewOnly: true),
             ContentTypeDeclaration(ContentType("com.example.blob"), extensions: ["blob"]),
@@ -175,9 +180,9 @@ final class SharedMimeDatabaseTests: XCTestCase {
         }
         XCTAssertTrue(matches("AB..CD"))
         XCTAssertFalse(matches("AB..EF"))
-        XCTAssertTrue(matches("..........x"))       // offset 10, masked lowercase
-        XCTAssertTrue(matches(".............X"))    // offset 13, inside the range
-        XCTAssertFalse(matches("..............X"))  // offset 14, outside
+        XCTAssertTrue(matches("..........x")) // offset 10, masked lowercase
+        XCTAssertTrue(matches(".............X")) // offset 13, inside the range
+        XCTAssertFalse(matches("..............X")) // offset 14, outside
     }
 }
 
@@ -186,10 +191,11 @@ final class ContentTypeDetectorTests: XCTestCase {
 
     override func setUpWithError() throws {
         try XCTSkipIf(SharedMimeDatabase.system.isEmpty, "no shared-mime-info database (install shared-mime-info: make deps)")
-        detector = ContentTypeDetector(registry: ContentTypeRegistry(declarations: [
-            ContentTypeDeclaration(ContentType("com.example.invoice"), conformsTo: [.pdf], extensions: ["invoice"]),
-            ContentTypeDeclaration(ContentType("com.example.deck"), conformsTo: [.package], extensions: ["deck"]),
-        ]))
+        detector = ContentTypeDetector(
+            registry: ContentTypeRegistry(declarations: [
+                ContentTypeDeclaration(ContentType("com.example.invoice"), conformsTo: [.pdf], extensions: ["invoice"]),
+                ContentTypeDeclaration(ContentType("com.example.deck"), conformsTo: [.package], extensions: ["deck"]),
+            ]))
     }
 
     func detect(_ name: String?, _ bytes: [UInt8]) -> Detection { detector.detect(name: name, contents: bytes) }

@@ -3,7 +3,7 @@ import XCTest
 import DocFSProvider
 @testable import DocFSMemory
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Hard links and device nodes in the in-memory tree, as the store keeps them.
@@ -62,8 +62,9 @@ final class MemoryHardLinkTests: XCTestCase {
         XCTAssertEqual(try names(), ["c.txt", "d"])
         XCTAssertEqual(try provider.item(for: a.identifier).linkCount, 2)
         let other = try await importFile("o.txt", "other")
-        let moved = try await provider.moveName("b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
-                                                toParentItemIdentifier: .rootContainer, newName: "o.txt")
+        let moved = try await provider.moveName(
+            "b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
+            toParentItemIdentifier: .rootContainer, newName: "o.txt")
         XCTAssertEqual(moved.identifier, a.identifier)
         XCTAssertEqual(moved.filename, "o.txt")
         XCTAssertThrowsError(try provider.item(for: other.identifier))
@@ -81,8 +82,9 @@ final class MemoryHardLinkTests: XCTestCase {
     func testDeviceNodesKeepTheirNumbers() async throws {
         var attributes = NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o644)
         attributes.deviceNumber = 0x0700
-        let node = try await provider.createSpecialItem(withName: "loop", kind: .blockDevice, inParentItemIdentifier: .rootContainer,
-                                                        attributes: attributes)
+        let node = try await provider.createSpecialItem(
+            withName: "loop", kind: .blockDevice, inParentItemIdentifier: .rootContainer,
+            attributes: attributes)
         XCTAssertEqual(node.kind, .blockDevice)
         XCTAssertEqual(try provider.childItem(named: "loop", in: .rootContainer).deviceNumber, 0x0700)
         XCTAssertThrowsError(try provider.openContents(of: node.identifier))
@@ -93,8 +95,9 @@ final class MemoryHardLinkTests: XCTestCase {
         let a = try await importFile("a.txt", "alpha")
         let d = try await provider.createDirectory(withName: "d", inParentItemIdentifier: .rootContainer)
         _ = try await provider.linkItem(withIdentifier: a.identifier, toParentItemIdentifier: d.identifier, name: "b.txt")
-        let trashed = try await provider.moveName("b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
-                                                  toParentItemIdentifier: .trashContainer, newName: "b.txt")
+        let trashed = try await provider.moveName(
+            "b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
+            toParentItemIdentifier: .trashContainer, newName: "b.txt")
         XCTAssertEqual([trashed.parentIdentifier, trashed.identifier], [.trashContainer, a.identifier])
         XCTAssertEqual(trashed.linkCount, 2, "a name in the trash is still a name")
         XCTAssertEqual(provider.trashOrigin(of: a.identifier), TrashOrigin(parentIdentifier: d.identifier, filename: "b.txt"))
@@ -103,10 +106,12 @@ final class MemoryHardLinkTests: XCTestCase {
         XCTAssertEqual(try provider.childItem(named: "b.txt", in: d.identifier).identifier, a.identifier)
         XCTAssertNil(provider.trashOrigin(of: a.identifier))
         _ = try await provider.untrashItem(withIdentifier: d.identifier, toParentItemIdentifier: .rootContainer, newName: "d")
-        _ = try await provider.moveName("a.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: a.identifier,
-                                        toParentItemIdentifier: .trashContainer, newName: "a.txt")
-        _ = try await provider.moveName("b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
-                                        toParentItemIdentifier: .trashContainer, newName: "b2.txt")
+        _ = try await provider.moveName(
+            "a.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: a.identifier,
+            toParentItemIdentifier: .trashContainer, newName: "a.txt")
+        _ = try await provider.moveName(
+            "b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
+            toParentItemIdentifier: .trashContainer, newName: "b2.txt")
         XCTAssertEqual(provider.trashOrigin(of: a.identifier), TrashOrigin(parentIdentifier: .rootContainer, filename: "a.txt"))
         try await provider.removeName("a.txt", inParentItemIdentifier: .trashContainer, ofItemWithIdentifier: a.identifier)
         XCTAssertEqual(try provider.item(for: a.identifier).linkCount, 1)

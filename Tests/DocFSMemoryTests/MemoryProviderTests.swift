@@ -3,7 +3,7 @@ import XCTest
 import DocFSProvider
 @testable import DocFSMemory
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 final class MemoryProviderTests: XCTestCase {
@@ -56,8 +56,10 @@ final class MemoryProviderTests: XCTestCase {
         try provider.enumerateItems(in: folder).map(\.filename)
     }
 
-    private func assertCode(_ code: ProviderError.Code, file: StaticString = #filePath, line: UInt = #line,
-                            _ body: () async throws -> Void) async {
+    private func assertCode(
+        _ code: ProviderError.Code, file: StaticString = #filePath, line: UInt = #line,
+        _ body: () async throws -> Void
+    ) async {
         do {
             try await body()
             XCTFail("expected \(code), got success", file: file, line: line)
@@ -174,11 +176,13 @@ final class MemoryProviderTests: XCTestCase {
         let one = try await importFile("f", [1], into: a.identifier)
         let two = try await importFile("f", [2], into: b.identifier)
         await assertCode(.filenameCollision) {
-            _ = try await self.provider.reparentItem(withIdentifier: one.identifier, toParentItemWithIdentifier: b.identifier,
-                                                     newName: nil, replacing: nil)
+            _ = try await self.provider.reparentItem(
+                withIdentifier: one.identifier, toParentItemWithIdentifier: b.identifier,
+                newName: nil, replacing: nil)
         }
-        let moved = try await provider.reparentItem(withIdentifier: one.identifier, toParentItemWithIdentifier: b.identifier,
-                                                    newName: nil, replacing: two.identifier)
+        let moved = try await provider.reparentItem(
+            withIdentifier: one.identifier, toParentItemWithIdentifier: b.identifier,
+            newName: nil, replacing: two.identifier)
         XCTAssertEqual(moved.parentIdentifier, b.identifier)
         XCTAssertEqual(try contents(moved.identifier), [1])
         await assertCode(.noSuchItem) { _ = try self.provider.item(for: two.identifier) }
@@ -187,23 +191,27 @@ final class MemoryProviderTests: XCTestCase {
         // A folder may not move below itself; folders and files do not replace each other.
         let inner = try await provider.createDirectory(withName: "inner", inParentItemIdentifier: b.identifier)
         await assertCode(.invalidArgument) {
-            _ = try await self.provider.reparentItem(withIdentifier: b.identifier, toParentItemWithIdentifier: inner.identifier,
-                                                     newName: nil, replacing: nil)
+            _ = try await self.provider.reparentItem(
+                withIdentifier: b.identifier, toParentItemWithIdentifier: inner.identifier,
+                newName: nil, replacing: nil)
         }
         await assertCode(.isDirectory) {
-            _ = try await self.provider.reparentItem(withIdentifier: one.identifier, toParentItemWithIdentifier: b.identifier,
-                                                     newName: "inner", replacing: inner.identifier)
+            _ = try await self.provider.reparentItem(
+                withIdentifier: one.identifier, toParentItemWithIdentifier: b.identifier,
+                newName: "inner", replacing: inner.identifier)
         }
         await assertCode(.notDirectory) {
-            _ = try await self.provider.reparentItem(withIdentifier: a.identifier, toParentItemWithIdentifier: one.identifier,
-                                                     newName: nil, replacing: nil)
+            _ = try await self.provider.reparentItem(
+                withIdentifier: a.identifier, toParentItemWithIdentifier: one.identifier,
+                newName: nil, replacing: nil)
         }
         // Replacing a non-empty folder.
         _ = try await provider.createDirectory(withName: "x", inParentItemIdentifier: inner.identifier)
         let other = try await provider.createDirectory(withName: "other", inParentItemIdentifier: a.identifier)
         await assertCode(.directoryNotEmpty) {
-            _ = try await self.provider.reparentItem(withIdentifier: other.identifier, toParentItemWithIdentifier: b.identifier,
-                                                     newName: "inner", replacing: inner.identifier)
+            _ = try await self.provider.reparentItem(
+                withIdentifier: other.identifier, toParentItemWithIdentifier: b.identifier,
+                newName: "inner", replacing: inner.identifier)
         }
     }
 
@@ -321,13 +329,15 @@ final class MemoryProviderTests: XCTestCase {
             try await self.provider.setExtendedAttribute(named: "user.docfs.tags", to: Data(), mode: .upsert, forItemIdentifier: file.identifier)
         }
         await assertCode(.invalidArgument) {
-            try await self.provider.setExtendedAttribute(named: "user.big", to: Data(count: 16 * 1024 + 1), mode: .upsert,
-                                                          forItemIdentifier: file.identifier)
+            try await self.provider.setExtendedAttribute(
+                named: "user.big", to: Data(count: 16 * 1024 + 1), mode: .upsert,
+                forItemIdentifier: file.identifier)
         }
         await assertCode(.noSpace) {
             for n in 0..<5 {
-                try await self.provider.setExtendedAttribute(named: "user.v\(n)", to: Data(count: 16 * 1024), mode: .upsert,
-                                                              forItemIdentifier: file.identifier)
+                try await self.provider.setExtendedAttribute(
+                    named: "user.v\(n)", to: Data(count: 16 * 1024), mode: .upsert,
+                    forItemIdentifier: file.identifier)
             }
         }
         try await provider.setExtendedAttribute(named: "user.color", to: nil, mode: .upsert, forItemIdentifier: file.identifier)
@@ -337,9 +347,11 @@ final class MemoryProviderTests: XCTestCase {
     func testAttributesTagsAndSpecialItems() async throws {
         let file = try await importFile("x.txt", [1])
         let t = FileTime(seconds: 1_700_000_000, nanoseconds: 999_999_999)
-        let changed = try await provider.setAttributes(ofItemWithIdentifier: file.identifier,
-                                                        changes: AttributeChanges(posixPermissions: 0o600, ownerID: 42, groupID: 43,
-                                                                                  modificationTime: t, accessTime: t))
+        let changed = try await provider.setAttributes(
+            ofItemWithIdentifier: file.identifier,
+            changes: AttributeChanges(
+                posixPermissions: 0o600, ownerID: 42, groupID: 43,
+                modificationTime: t, accessTime: t))
         XCTAssertEqual(changed.posixPermissions, 0o600)
         XCTAssertEqual(changed.ownerID, 42)
         XCTAssertEqual(changed.groupID, 43)
@@ -352,20 +364,23 @@ final class MemoryProviderTests: XCTestCase {
         XCTAssertEqual(ranked.favoriteRank, 5)
 
         let attributes = NewItemAttributes(ownerID: 7, groupID: 8, posixPermissions: 0o640)
-        let fifo = try await provider.createSpecialItem(withName: "pipe", kind: .fifo, inParentItemIdentifier: .rootContainer,
-                                                        attributes: attributes)
+        let fifo = try await provider.createSpecialItem(
+            withName: "pipe", kind: .fifo, inParentItemIdentifier: .rootContainer,
+            attributes: attributes)
         XCTAssertEqual(fifo.kind, .fifo)
         XCTAssertEqual(fifo.ownerID, 7)
         XCTAssertEqual(fifo.posixPermissions, 0o640)
-        let socket = try await provider.createSpecialItem(withName: "sock", kind: .socket, inParentItemIdentifier: .rootContainer,
-                                                          attributes: attributes)
+        let socket = try await provider.createSpecialItem(
+            withName: "sock", kind: .socket, inParentItemIdentifier: .rootContainer,
+            attributes: attributes)
         XCTAssertEqual(socket.kind, .socket)
         await assertCode(.invalidArgument) { _ = try self.provider.openContents(of: fifo.identifier) }
         await assertCode(.invalidArgument) {
             _ = try await self.provider.createSpecialItem(withName: "f", kind: .file, inParentItemIdentifier: .rootContainer, attributes: attributes)
         }
-        let link = try await provider.createSymbolicLink(withName: "l", target: "x.txt", inParentItemIdentifier: .rootContainer,
-                                                         attributes: attributes)
+        let link = try await provider.createSymbolicLink(
+            withName: "l", target: "x.txt", inParentItemIdentifier: .rootContainer,
+            attributes: attributes)
         XCTAssertEqual(link.posixPermissions, 0o777)
         XCTAssertEqual(link.documentSize, 5)
         await assertCode(.unsupported) {
@@ -378,9 +393,13 @@ final class MemoryProviderTests: XCTestCase {
     }
 
     func testCapabilitiesAndFolderRules() async throws {
-        provider = try MemoryProvider(capabilities: [.allowsReading, .allowsContentEnumerating, .allowsAddingSubItems],
-                                      folders: [.init(path: "Inbox/Mail", capabilities: [.allowsReading, .allowsContentEnumerating],
-                                                      contents: [.allowsReading, .allowsDeleting])])
+        provider = try MemoryProvider(
+            capabilities: [.allowsReading, .allowsContentEnumerating, .allowsAddingSubItems],
+            folders: [
+                .init(
+                    path: "Inbox/Mail", capabilities: [.allowsReading, .allowsContentEnumerating],
+                    contents: [.allowsReading, .allowsDeleting])
+            ])
         let inbox = try provider.childItem(named: "Inbox", in: .rootContainer)
         XCTAssertEqual(inbox.capabilities, [.allowsReading, .allowsContentEnumerating, .allowsAddingSubItems])
         let mail = try provider.childItem(named: "Mail", in: inbox.identifier)

@@ -72,7 +72,8 @@ final class MetricsTests: XCTestCase {
     func testReplayStaysInsideItsBucket() {
         XCTAssertEqual(RequestStats.bucketBounds.sorted(), RequestStats.bucketBounds)
         let metrics = MountMetrics(build: [])
-        let histogram = metrics.registry.makeDurationHistogram(name: "replay_check", labels: [], buckets: [.nanoseconds(10_000), .nanoseconds(50_000)])
+        let histogram = metrics.registry.makeDurationHistogram(
+            name: "replay_check", labels: [], buckets: [.nanoseconds(10_000), .nanoseconds(50_000)])
         // 3 requests said to take 3 ns in all, in the second bucket: clamped to its lower edge.
         MountMetrics.replay(count: 3, nanos: 3, slot: 1, into: histogram)
         let text = metrics.registry.emitToString()

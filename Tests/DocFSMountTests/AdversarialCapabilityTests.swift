@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Every way in, out and through a capability is refused with the documented errno, logs one
@@ -42,8 +42,10 @@ final class AdversarialCapabilityTests: MountTestCase {
 
     /// Runs `call` (returns -1 and sets errno on failure), expects `expected`, and exactly one
     /// new log line naming `/path` (a path inside the mount) with the errno's name.
-    func expectRefusal(_ what: String, _ path: String, _ expected: Int32, logged: Bool = true,
-                       file: StaticString = #filePath, line: UInt = #line, _ call: () -> Int32) {
+    func expectRefusal(
+        _ what: String, _ path: String, _ expected: Int32, logged: Bool = true,
+        file: StaticString = #filePath, line: UInt = #line, _ call: () -> Int32
+    ) {
         let before = refusalLines(path).count
         let got = fx.errnoOf(what, call)
         XCTAssertErrno(got, expected, "\(what) \(path)", file: file, line: line)
@@ -52,17 +54,21 @@ final class AdversarialCapabilityTests: MountTestCase {
         let deadline = Date().addingTimeInterval(5)
         while lines.count == before && Date() < deadline { usleep(20_000); lines = refusalLines(path) }
         let new = Array(lines.dropFirst(before))
-        XCTAssertEqual(new.count, 1, "\(what) \(path): one refusal line expected, got:\n\(new.joined(separator: "\n"))",
-                       file: file, line: line)
+        XCTAssertEqual(
+            new.count, 1, "\(what) \(path): one refusal line expected, got:\n\(new.joined(separator: "\n"))",
+            file: file, line: line)
         if let first = new.first {
-            XCTAssert(first.contains("(\(errnoName(expected)))"), "\(what): log line names the errno: \(first)",
-                      file: file, line: line)
+            XCTAssert(
+                first.contains("(\(errnoName(expected)))"), "\(what): log line names the errno: \(first)",
+                file: file, line: line)
         }
     }
 
     /// Nothing was left: the listing is `names`, no staged data, no new content file.
-    func assertNothingLeft(_ folder: String, _ names: [String], contents: Int? = nil,
-                           file: StaticString = #filePath, line: UInt = #line) {
+    func assertNothingLeft(
+        _ folder: String, _ names: [String], contents: Int? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         XCTAssertEqual(fx.list(fx.m(folder)), names, "\(folder) must be unchanged", file: file, line: line)
         XCTAssertEqual(fx.stagedLeftovers(), [], "no staged file may be left", file: file, line: line)
         if let contents {
@@ -115,7 +121,8 @@ final class AdversarialCapabilityTests: MountTestCase {
         XCTAssertErrno(fx.errnoOf("unlink") { unlink(fx.m("Open/hard")) }, 0)
 
         // O_CREAT races: eight processes at once, on one name and on their own names.
-        let race = fx.sh("""
+        let race = fx.sh(
+            """
             for i in 1 2 3 4 5 6 7 8; do
               python3 -c '
             import os, sys, errno
@@ -164,8 +171,10 @@ final class AdversarialCapabilityTests: MountTestCase {
     func testEveryWayToChangeAFileWithoutWriteIsRefused() throws {
         try makeFrozen()
         let a = fx.m("Frozen/a.pdf")
-        for (label, flags) in [("O_WRONLY", O_WRONLY), ("O_RDWR", O_RDWR), ("O_TRUNC", O_WRONLY | O_TRUNC),
-                               ("O_APPEND", O_WRONLY | O_APPEND), ("O_CREAT on it", O_WRONLY | O_CREAT)] {
+        for (label, flags) in [
+            ("O_WRONLY", O_WRONLY), ("O_RDWR", O_RDWR), ("O_TRUNC", O_WRONLY | O_TRUNC),
+            ("O_APPEND", O_WRONLY | O_APPEND), ("O_CREAT on it", O_WRONLY | O_CREAT),
+        ] {
             expectRefusal("open \(label)", "/Frozen/a.pdf", EACCES) {
                 let fd = open(a, flags, 0o644); return fd < 0 ? -1 : close(fd)
             }
@@ -178,7 +187,8 @@ final class AdversarialCapabilityTests: MountTestCase {
         }
         // ftruncate, fallocate and a writable shared mmap all need a writable descriptor, which
         // open refuses; with a read-only one the kernel refuses them itself (EINVAL/EBADF/EACCES).
-        let py = fx.sh("""
+        let py = fx.sh(
+            """
             python3 -c '
             import os, mmap, errno
             fd = os.open("mnt/Frozen/a.pdf", os.O_RDONLY)
@@ -196,7 +206,9 @@ final class AdversarialCapabilityTests: MountTestCase {
         let fallocate = fx.sh("fallocate -l 1M mnt/Frozen/a.pdf")
         XCTAssertNotEqual(fallocate.status, 0, "\(fallocate)")
         XCTAssert(fallocate.stderr.contains("Permission denied"), "fallocate opens for writing first: \(fallocate)")
-        let tools = fx.sh("truncate -s 0 mnt/Frozen/a.pdf; echo more >> mnt/Frozen/a.pdf; touch -m -d 2001-01-01 mnt/Frozen/a.pdf; cp src/a.pdf mnt/Frozen/a.pdf; exit 0")
+        let tools = fx.sh(
+            "truncate -s 0 mnt/Frozen/a.pdf; echo more >> mnt/Frozen/a.pdf; touch -m -d 2001-01-01 mnt/Frozen/a.pdf; cp src/a.pdf mnt/Frozen/a.pdf; exit 0"
+        )
         XCTAssertEqual(tools.stderr.components(separatedBy: "Permission denied").count - 1, 4, "\(tools)")
         XCTAssertErrno(fx.writeFile(fx.m("Open/x.pdf"), Array("replacement".utf8)), 0)
         expectRefusal("rename over it", "/Open/x.pdf", EPERM) { rename(fx.m("Open/x.pdf"), a) }
@@ -244,10 +256,15 @@ final class AdversarialCapabilityTests: MountTestCase {
         let setup = fx.sh("cp src/s.txt mnt/Blind/s.txt")
         XCTAssertEqual(setup.status, 0, "\(setup)")
         let s = fx.m("Blind/s.txt")
-        expectRefusal("open O_RDONLY", "/Blind/s.txt", EACCES) { let fd = open(s, O_RDONLY); return fd < 0 ? -1 : close(fd) }
-        expectRefusal("open O_RDWR", "/Blind/s.txt", EACCES) { let fd = open(s, O_RDWR); return fd < 0 ? -1 : close(fd) }
+        expectRefusal("open O_RDONLY", "/Blind/s.txt", EACCES) {
+            let fd = open(s, O_RDONLY); return fd < 0 ? -1 : close(fd)
+        }
+        expectRefusal("open O_RDWR", "/Blind/s.txt", EACCES) {
+            let fd = open(s, O_RDWR); return fd < 0 ? -1 : close(fd)
+        }
         // mmap, copy_file_range and sendfile need a readable descriptor: the open fails first.
-        let py = fx.sh("""
+        let py = fx.sh(
+            """
             python3 -c '
             import os, errno
             try:
@@ -260,7 +277,9 @@ final class AdversarialCapabilityTests: MountTestCase {
             """)
         XCTAssertEqual(py.stdout, "EACCES\n", "\(py)")
         XCTAssertEqual(py.stderr.components(separatedBy: "Permission denied").count - 1, 2, "\(py)")
-        XCTAssertFalse(FileManager.default.fileExists(atPath: fx.dir + "/copied.txt") && (try? Data(contentsOf: URL(fileURLWithPath: fx.dir + "/copied.txt")))?.isEmpty == false)
+        XCTAssertFalse(
+            FileManager.default.fileExists(atPath: fx.dir + "/copied.txt")
+                && (try? Data(contentsOf: URL(fileURLWithPath: fx.dir + "/copied.txt")))?.isEmpty == false)
         // Writing (which it allows) still works: O_WRONLY.
         XCTAssertErrno(fx.writeFile(s, Array("new".utf8), flags: O_WRONLY | O_TRUNC), 0)
         let mode = fx.stat(s).st.st_mode

@@ -11,8 +11,9 @@ final class ArchiveExampleTests: MountTestCase {
     func testATarArchiveMountsReadOnlyWithItsContentsModesAndTimes() throws {
         let archiveBin = URL(fileURLWithPath: fx.bin).deletingLastPathComponent().appendingPathComponent("docfs-archive").path
         guard access(archiveBin, X_OK) == 0 else { throw XCTSkip("docfs-archive is not built next to \(fx.bin)") }
-        let long = String(repeating: "long-name-", count: 12) + "end.txt"   // over 100 bytes: a GNU 'L' record
-        var r = fx.sh("""
+        let long = String(repeating: "long-name-", count: 12) + "end.txt" // over 100 bytes: a GNU 'L' record
+        var r = fx.sh(
+            """
             set -e
             mkdir -p src/docs/sub && cd src
             printf 'hello\\n' > docs/a.txt && head -c 70000 /dev/urandom > docs/sub/blob.bin
@@ -34,7 +35,8 @@ final class ArchiveExampleTests: MountTestCase {
             if child.hasExited || Date() > deadline { return }
             usleep(20_000)
         }
-        r = fx.sh("""
+        r = fx.sh(
+            """
             diff -r extracted/docs mnt/docs && echo same
             stat -c '%a %Y' mnt/docs/a.txt
             readlink mnt/docs/link

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Names at and past the limits, bytes that are not UTF-8, `.`/`..`, newlines, Unicode
@@ -31,30 +31,34 @@ final class BadInputTests: MountTestCase {
     // MARK: name length
 
     func testNameLengthLimitForEveryWayToMakeAName() {
-        let lines = py(Self.errnoProbe + """
+        let lines = py(
+            Self.errnoProbe + """
 
-            def touch(p):
-                os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o644))
-            ok, long = "n" * 255, "n" * 256
-            euro_ok, euro_long = "\\u20ac" * 85, "\\u20ac" * 85 + "x"   # 255 and 256 bytes of UTF-8
-            ops = [
-                ("create255", lambda b: touch(b + "/" + ok)),
-                ("create256", lambda b: touch(b + "/" + long)),
-                ("createEuro255", lambda b: touch(b + "/" + euro_ok)),
-                ("createEuro256", lambda b: touch(b + "/" + euro_long)),
-                ("mkdir256", lambda b: os.mkdir(b + "/" + long)),
-                ("symlink256", lambda b: os.symlink("t", b + "/" + long)),
-                ("rename256", lambda b: os.rename(b + "/" + ok, b + "/" + long)),
-                ("mkdir255", lambda b: os.mkdir(b + "/d" + "n" * 254)),
-                ("rename255", lambda b: os.rename(b + "/d" + "n" * 254, b + "/e" + "n" * 254)),
-            ]
-            os.makedirs("plain", exist_ok=True)
-            print(probe("mnt", ops))
-            print(probe("plain", ops))
-            print(sorted(os.listdir("mnt")) == sorted(os.listdir("plain")))
-            """)
+                def touch(p):
+                    os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o644))
+                ok, long = "n" * 255, "n" * 256
+                euro_ok, euro_long = "\\u20ac" * 85, "\\u20ac" * 85 + "x"   # 255 and 256 bytes of UTF-8
+                ops = [
+                    ("create255", lambda b: touch(b + "/" + ok)),
+                    ("create256", lambda b: touch(b + "/" + long)),
+                    ("createEuro255", lambda b: touch(b + "/" + euro_ok)),
+                    ("createEuro256", lambda b: touch(b + "/" + euro_long)),
+                    ("mkdir256", lambda b: os.mkdir(b + "/" + long)),
+                    ("symlink256", lambda b: os.symlink("t", b + "/" + long)),
+                    ("rename256", lambda b: os.rename(b + "/" + ok, b + "/" + long)),
+                    ("mkdir255", lambda b: os.mkdir(b + "/d" + "n" * 254)),
+                    ("rename255", lambda b: os.rename(b + "/d" + "n" * 254, b + "/e" + "n" * 254)),
+                ]
+                os.makedirs("plain", exist_ok=True)
+                print(probe("mnt", ops))
+                print(probe("plain", ops))
+                print(sorted(os.listdir("mnt")) == sorted(os.listdir("plain")))
+                """)
         XCTAssertEqual(lines.count, 3)
-        XCTAssertEqual(lines.first, "create255=OK create256=ENAMETOOLONG createEuro255=OK createEuro256=ENAMETOOLONG mkdir256=ENAMETOOLONG symlink256=ENAMETOOLONG rename256=ENAMETOOLONG mkdir255=OK rename255=OK")
+        XCTAssertEqual(
+            lines.first,
+            "create255=OK create256=ENAMETOOLONG createEuro255=OK createEuro256=ENAMETOOLONG mkdir256=ENAMETOOLONG symlink256=ENAMETOOLONG rename256=ENAMETOOLONG mkdir255=OK rename255=OK"
+        )
         XCTAssertEqual(lines.first, lines.dropFirst().first, "the same answers as a local filesystem")
         XCTAssertEqual(lines.last, "True", "the same names as a local filesystem")
     }
@@ -64,25 +68,28 @@ final class BadInputTests: MountTestCase {
     func testNonUTF8IsRefusedWithEILSEQEverywhereAndNothingIsMangled() {
         XCTAssertErrno(fx.writeFile(fx.m("ok.txt"), [1]), 0)
         XCTAssertErrno(fx.mkdirErrno(fx.m("dir")), 0)
-        let lines = py(Self.errnoProbe + """
+        let lines = py(
+            Self.errnoProbe + """
 
-            bad = b"bad\\xff\\xfe.txt"
-            def touch(p):
-                os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o644))
-            ops = [
-                ("create", lambda b: touch(b + b"/" + bad)),
-                ("mkdir", lambda b: os.mkdir(b + b"/" + bad)),
-                ("mknod", lambda b: os.mknod(b + b"/" + bad, 0o644 | 0o100000)),
-                ("symlinkName", lambda b: os.symlink(b"target", b + b"/" + bad)),
-                ("symlinkTarget", lambda b: os.symlink(bad, b + b"/link")),
-                ("renameFile", lambda b: os.rename(b + b"/ok.txt", b + b"/" + bad)),
-                ("renameDir", lambda b: os.rename(b + b"/dir", b + b"/dir/../" + bad)),
-                ("lookup", lambda b: os.stat(b + b"/" + bad)),
-            ]
-            print(probe(b"mnt", ops))
-            print(sorted(os.listdir(b"mnt")))
-            """)
-        XCTAssertEqual(lines.first, "create=EILSEQ mkdir=EILSEQ mknod=EILSEQ symlinkName=EILSEQ symlinkTarget=EILSEQ renameFile=EILSEQ renameDir=EILSEQ lookup=EILSEQ")
+                bad = b"bad\\xff\\xfe.txt"
+                def touch(p):
+                    os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o644))
+                ops = [
+                    ("create", lambda b: touch(b + b"/" + bad)),
+                    ("mkdir", lambda b: os.mkdir(b + b"/" + bad)),
+                    ("mknod", lambda b: os.mknod(b + b"/" + bad, 0o644 | 0o100000)),
+                    ("symlinkName", lambda b: os.symlink(b"target", b + b"/" + bad)),
+                    ("symlinkTarget", lambda b: os.symlink(bad, b + b"/link")),
+                    ("renameFile", lambda b: os.rename(b + b"/ok.txt", b + b"/" + bad)),
+                    ("renameDir", lambda b: os.rename(b + b"/dir", b + b"/dir/../" + bad)),
+                    ("lookup", lambda b: os.stat(b + b"/" + bad)),
+                ]
+                print(probe(b"mnt", ops))
+                print(sorted(os.listdir(b"mnt")))
+                """)
+        XCTAssertEqual(
+            lines.first,
+            "create=EILSEQ mkdir=EILSEQ mknod=EILSEQ symlinkName=EILSEQ symlinkTarget=EILSEQ renameFile=EILSEQ renameDir=EILSEQ lookup=EILSEQ")
         XCTAssertEqual(lines.last, "[b'dir', b'ok.txt']", "nothing was created or renamed")
         XCTAssertFalse(fx.logLines { $0.contains("refused") && $0.contains("EILSEQ") }.isEmpty, "refusals are logged")
     }
@@ -90,30 +97,31 @@ final class BadInputTests: MountTestCase {
     // MARK: . and ..
 
     func testDotAndDotDotBehaveAsOnALocalFilesystem() {
-        let lines = py(Self.errnoProbe + """
+        let lines = py(
+            Self.errnoProbe + """
 
-            def setup(b):
-                os.mkdir(b + "/d"); os.mkdir(b + "/d/e")
-                with open(b + "/d/f", "w") as f: f.write("f")
-            def touch(p):
-                os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o644))
-            ops = [
-                ("setup", setup),
-                ("mkdirDot", lambda b: os.mkdir(b + "/d/.")),
-                ("mkdirDotDot", lambda b: os.mkdir(b + "/d/..")),
-                ("rmdirDot", lambda b: os.rmdir(b + "/d/.")),
-                ("rmdirDotDot", lambda b: os.rmdir(b + "/d/e/..")),
-                ("unlinkDot", lambda b: os.unlink(b + "/d/.")),
-                ("renameDot", lambda b: os.rename(b + "/d/.", b + "/x")),
-                ("renameToDotDot", lambda b: os.rename(b + "/d/f", b + "/d/e/..")),
-                ("createViaDotDot", lambda b: touch(b + "/d/e/../g")),
-                ("readViaDots", lambda b: open(b + "/d/./e/../f").read()),
-            ]
-            os.makedirs("plain", exist_ok=True)
-            print(probe("mnt", ops))
-            print(probe("plain", ops))
-            print(sorted(os.listdir("mnt/d")), sorted(os.listdir("plain/d")))
-            """)
+                def setup(b):
+                    os.mkdir(b + "/d"); os.mkdir(b + "/d/e")
+                    with open(b + "/d/f", "w") as f: f.write("f")
+                def touch(p):
+                    os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o644))
+                ops = [
+                    ("setup", setup),
+                    ("mkdirDot", lambda b: os.mkdir(b + "/d/.")),
+                    ("mkdirDotDot", lambda b: os.mkdir(b + "/d/..")),
+                    ("rmdirDot", lambda b: os.rmdir(b + "/d/.")),
+                    ("rmdirDotDot", lambda b: os.rmdir(b + "/d/e/..")),
+                    ("unlinkDot", lambda b: os.unlink(b + "/d/.")),
+                    ("renameDot", lambda b: os.rename(b + "/d/.", b + "/x")),
+                    ("renameToDotDot", lambda b: os.rename(b + "/d/f", b + "/d/e/..")),
+                    ("createViaDotDot", lambda b: touch(b + "/d/e/../g")),
+                    ("readViaDots", lambda b: open(b + "/d/./e/../f").read()),
+                ]
+                os.makedirs("plain", exist_ok=True)
+                print(probe("mnt", ops))
+                print(probe("plain", ops))
+                print(sorted(os.listdir("mnt/d")), sorted(os.listdir("plain/d")))
+                """)
         XCTAssertEqual(lines.count, 3)
         XCTAssertEqual(lines.first, lines.dropFirst().first, "the same answers as a local filesystem")
         XCTAssertEqual(lines.last, "['e', 'f', 'g'] ['e', 'f', 'g']")
@@ -171,7 +179,8 @@ final class BadInputTests: MountTestCase {
 
         // Write 1 MiB files until the disk is full; each line: name, bytes acknowledged by
         // write(), and the errno of the first failing write or close (OK when close returned 0).
-        let fill = fx.sh("""
+        let fill = fx.sh(
+            """
             python3 -c '
             import os, errno
             for i in range(20):

@@ -35,8 +35,9 @@ final class BlockMountTests: ReplicaTestCase {
         let got = try r.localTree(b.mnt)
         XCTAssertEqual(got.count, want.count)
         for (path, w) in want {
-            XCTAssert(got[path].map { $0.kind == w.kind && $0.size == w.size && $0.sha256 == w.sha256 } ?? false,
-                      "\(path) on the second replica: \(String(describing: got[path])), expected \(w)")
+            XCTAssert(
+                got[path].map { $0.kind == w.kind && $0.size == w.size && $0.sha256 == w.sha256 } ?? false,
+                "\(path) on the second replica: \(String(describing: got[path])), expected \(w)")
         }
     }
 
@@ -46,7 +47,7 @@ final class BlockMountTests: ReplicaTestCase {
     func testAnUploadSlowerThanGcsGraceKeepsItsBlocks() throws {
         let r = try makeRemote(mount: false)
         try r.fx.mount(extra: ["--upload-limit", "2M"])
-        let size = 24 << 20  // three packs, about 12 s at 2 MiB/s
+        let size = 24 << 20 // three packs, about 12 s at 2 MiB/s
         XCTAssertEqual(r.fx.sh("head -c \(size) /dev/urandom > src/slow.bin && cp src/slow.bin mnt/").status, 0)
         var runs = 0
         let deadline = Date().addingTimeInterval(240)
@@ -77,11 +78,14 @@ final class BlockMountTests: ReplicaTestCase {
         XCTAssertGreaterThanOrEqual(appended, 1 << 20)
 
         // 4 KiB rewritten in the middle.
-        XCTAssertEqual(r.fx.sh("""
-            head -c 4096 /dev/urandom > patch
-            dd if=patch of=big/big.src bs=4096 seek=8192 conv=notrunc status=none
-            dd if=patch of=mnt/big.bin bs=4096 seek=8192 conv=notrunc status=none
-            """).status, 0)
+        XCTAssertEqual(
+            r.fx.sh(
+                """
+                head -c 4096 /dev/urandom > patch
+                dd if=patch of=big/big.src bs=4096 seek=8192 conv=notrunc status=none
+                dd if=patch of=mnt/big.bin bs=4096 seek=8192 conv=notrunc status=none
+                """
+            ).status, 0)
         let edited = try uploadedBytes(r) - first - appended
         XCTAssertLessThan(edited, 9 << 20, "an edit of 4 KiB in the middle uploaded \(edited) bytes (a few blocks)")
 
@@ -108,11 +112,14 @@ final class BlockMountTests: ReplicaTestCase {
         let env = r.awsEnvironment(secret: servers.secretKey)
         r.fx.daemonEnv = r.awsEnvironment(secret: "not-the-key")
         try r.fx.mount()
-        XCTAssertEqual(r.fx.sh("""
-            mkdir kept && printf 'the first version' > kept/notes.txt
-            for i in 1 2 3 4 5 6 7 8 9; do head -c 20000 /dev/urandom > kept/tmp$i.bin; done
-            cp -r kept/. mnt/
-            """).status, 0)
+        XCTAssertEqual(
+            r.fx.sh(
+                """
+                mkdir kept && printf 'the first version' > kept/notes.txt
+                for i in 1 2 3 4 5 6 7 8 9; do head -c 20000 /dev/urandom > kept/tmp$i.bin; done
+                cp -r kept/. mnt/
+                """
+            ).status, 0)
         XCTAssertEqual(try r.unmount(["--no-wait"], timeout: 60).status, 0)
         XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15), "the daemon ended after docfs unmount --no-wait")
         XCTAssertEqual(try r.objects().count, 0, "nothing went up with the refused key")
@@ -125,8 +132,9 @@ final class BlockMountTests: ReplicaTestCase {
         // gc keeps versions for --keep-versions after they stopped being current: the deleted
         // files' deletes are dated two hours back on the server (as the owner may), so they are
         // older than that when notes.txt gets its second version, with no wait for the clock.
-        _ = try r.servers.psql(r.databaseURL,
-                               "UPDATE docfs_items SET changed_ns = changed_ns - 7200000000000 WHERE deleted AND name LIKE 'tmp%.bin'")
+        _ = try r.servers.psql(
+            r.databaseURL,
+            "UPDATE docfs_items SET changed_ns = changed_ns - 7200000000000 WHERE deleted AND name LIKE 'tmp%.bin'")
         XCTAssertEqual(r.fx.sh("printf 'the second version' > mnt/notes.txt").status, 0)
         try r.waitUntilUploaded()
 

@@ -8,8 +8,10 @@ import XCTest
 /// uploads land.
 final class BlockPlaceMountTests: ReplicaTestCase {
     /// Runs `sql` as `role`: the server must refuse it with a message holding `words`.
-    func assertRefused(_ r: RemoteMount, _ role: String, _ what: String, _ sql: String, _ words: String,
-                       file: StaticString = #filePath, line: UInt = #line) {
+    func assertRefused(
+        _ r: RemoteMount, _ role: String, _ what: String, _ sql: String, _ words: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         do {
             let rows = try r.servers.psql(r.roleURL(role), sql)
             XCTFail("\(what): the server accepted it: \(rows)", file: file, line: line)
@@ -20,10 +22,14 @@ final class BlockPlaceMountTests: ReplicaTestCase {
 
     /// The first block of the live file `name`: its hash, its place's pack and its length.
     func firstBlock(_ r: RemoteMount, of name: String) throws -> (hash: String, pack: String, length: Int64) {
-        let row = try XCTUnwrap(r.servers.psql(r.databaseURL, """
-            SELECT b.hash, b.pack_key, b.length FROM docfs_items i JOIN docfs_manifest_blocks mb ON mb.key = i.content_key
-            JOIN docfs_blocks b ON b.hash = mb.hash WHERE i.name = '\(name)' AND NOT i.deleted ORDER BY mb.ordinal LIMIT 1
-            """).first)
+        let row = try XCTUnwrap(
+            r.servers.psql(
+                r.databaseURL,
+                """
+                SELECT b.hash, b.pack_key, b.length FROM docfs_items i JOIN docfs_manifest_blocks mb ON mb.key = i.content_key
+                JOIN docfs_blocks b ON b.hash = mb.hash WHERE i.name = '\(name)' AND NOT i.deleted ORDER BY mb.ordinal LIMIT 1
+                """
+            ).first)
         return (row[0] ?? "", row[1] ?? "", Int64(row[2] ?? "") ?? 0)
     }
 
@@ -60,13 +66,19 @@ final class BlockPlaceMountTests: ReplicaTestCase {
         // Re-placing it with another length: refused, whatever the pack's size.
         let newPack = "\(r.prefix)/packs/\(hostile)/\(UUID().uuidString.lowercased())"
         _ = try r.servers.psql(r.roleURL(hostile), "SELECT docfs_record_intents(ARRAY['\(newPack)'])")
-        assertRefused(r, hostile, "a place with the issue's length", """
+        assertRefused(
+            r, hostile, "a place with the issue's length",
+            """
             SELECT docfs_record_pack('\(newPack)', 4294967296, ARRAY['\(hash)'], ARRAY[123::bigint], ARRAY[99999::bigint])
             """, "length is not the block's")
-        assertRefused(r, hostile, "a place one byte short", """
+        assertRefused(
+            r, hostile, "a place one byte short",
+            """
             SELECT docfs_record_pack('\(newPack)', \(length), ARRAY['\(hash)'], ARRAY[0::bigint], ARRAY[\(length - 1)::bigint])
             """, "length is not the block's")
-        assertRefused(r, hostile, "one hash with two lengths in one pack", """
+        assertRefused(
+            r, hostile, "one hash with two lengths in one pack",
+            """
             SELECT docfs_record_pack('\(newPack)', 100, ARRAY[repeat('c', 64), repeat('c', 64)], ARRAY[0::bigint, 10::bigint],
                                      ARRAY[10::bigint, 20::bigint])
             """, "length is not the block's")
@@ -76,21 +88,25 @@ final class BlockPlaceMountTests: ReplicaTestCase {
         // The mark (twice: still one role's report), then a place of the right length in a pack
         // that holds nothing, in one transaction (before the writer's heal adds a sound place):
         // one more place, never in place of the first.
-        _ = try r.servers.psql(r.roleURL(hostile), """
+        _ = try r.servers.psql(
+            r.roleURL(hostile),
+            """
             SELECT docfs_mark_block_damaged('\(hash)', '\(pack)'); SELECT docfs_mark_block_damaged('\(hash)', '\(pack)');
             SELECT docfs_record_pack('\(newPack)', \(length), ARRAY['\(hash)'], ARRAY[0::bigint], ARRAY[\(length)::bigint], 'v1')
             """)
         XCTAssertEqual(try places(r, hash).intersection([pack, newPack]), [pack, newPack], "the first place stays")
-        XCTAssertEqual(try r.count("SELECT reports FROM docfs_blocks WHERE hash = '\(hash)' AND pack_key = '\(pack)'"), 1,
-                       "one role's marks are one report")
+        XCTAssertEqual(
+            try r.count("SELECT reports FROM docfs_blocks WHERE hash = '\(hash)' AND pack_key = '\(pack)'"), 1,
+            "one role's marks are one report")
 
         // The other replica reads the file from the bucket byte-exact (the empty place tried,
         // reported, and the first one read), and the writer does too once it evicted its copy.
         XCTAssertEqual(r.fx.docfs(["evict", b.mnt + "/big.bin"]).status, 0)
         let read = r.fx.sh("cmp src.bin '\(b.mnt)/big.bin'", timeout: 90)
         XCTAssertEqual(read.status, 0, "the reader reads big.bin byte-exact: \(read)\n\(r.logTail())")
-        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_block_reports WHERE pack_key = '\(newPack)' AND role = '\(r.roleName("reader"))'"), 1,
-                       "the reader tried the unflagged empty place first, reported it, and read the first place")
+        XCTAssertEqual(
+            try r.count("SELECT count(*) FROM docfs_block_reports WHERE pack_key = '\(newPack)' AND role = '\(r.roleName("reader"))'"), 1,
+            "the reader tried the unflagged empty place first, reported it, and read the first place")
         XCTAssertEqual(r.fx.docfs(["evict", r.mnt + "/big.bin"]).status, 0)
         XCTAssertEqual(r.fx.sh("cmp src.bin mnt/big.bin", timeout: 90).status, 0, "the writer reads big.bin byte-exact")
 
@@ -134,8 +150,9 @@ final class BlockPlaceMountTests: ReplicaTestCase {
         eventually("the reader's report reached the server", timeout: 60) {
             ((try? r.count("SELECT count(*) FROM docfs_block_reports WHERE hash = '\(hash)' AND pack_key = '\(pack)'")) ?? 0) >= 1
         }
-        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_blocks WHERE pack_key = '\(pack)'"), blocksThere,
-                       "one replica's report drops no place")
+        XCTAssertEqual(
+            try r.count("SELECT count(*) FROM docfs_blocks WHERE pack_key = '\(pack)'"), blocksThere,
+            "one replica's report drops no place")
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_blocks WHERE pack_key = '\(pack)' AND confirmed"), 0)
 
         // The third replica's reports (its own password) confirm them: the places go once the

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Every argument a replica sends is bounded and checked (schema 15, docs/REMOTE.md "Bounds and
@@ -17,8 +17,10 @@ final class BoundedReplicaMountTests: ReplicaTestCase {
 
     /// Runs `sql` as `url`'s role: the server must refuse it with a message holding `words`
     /// (looked for in psql's message only, not in the statement the error repeats).
-    func assertRefused(_ r: RemoteMount, url: String, _ what: String, _ sql: String, _ words: String,
-                       file: StaticString = #filePath, line: UInt = #line) {
+    func assertRefused(
+        _ r: RemoteMount, url: String, _ what: String, _ sql: String, _ words: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         do {
             let rows = try r.servers.psql(url, sql, timeout: 120)
             XCTFail("\(what): the server accepted it: \(rows.prefix(3))", file: file, line: line)
@@ -29,8 +31,10 @@ final class BoundedReplicaMountTests: ReplicaTestCase {
     }
 
     /// A file written on `writer` reaches `reader` byte-exact: the honest replicas' writes land.
-    func assertWritesLand(_ r: RemoteMount, from writer: String, to reader: String, name: String,
-                          file: StaticString = #filePath, line: UInt = #line) {
+    func assertWritesLand(
+        _ r: RemoteMount, from writer: String, to reader: String, name: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         let text = "\(name) \(UUID())"
         XCTAssertEqual(r.fx.sh("printf '\(text)' > '\(writer)/\(name)'").status, 0, file: file, line: line)
         eventually("\(name) reaches \(reader)", timeout: 90, { contents(reader + "/" + name) == text }, file: file, line: line)
@@ -57,24 +61,30 @@ final class BoundedReplicaMountTests: ReplicaTestCase {
         XCTAssertEqual(given.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: String] }, ["image/png": "public.png"])
 
         // A replica role may not set them at all: neither a widening word nor broken JSON.
-        assertRefused(r, url: hostile, "text let into the image folder", #"SELECT docfs_set_layout_mime('{"image/png": "public.plain-text"}')"#,
-                      "permission denied")
+        assertRefused(
+            r, url: hostile, "text let into the image folder", #"SELECT docfs_set_layout_mime('{"image/png": "public.plain-text"}')"#,
+            "permission denied")
         assertRefused(r, url: hostile, "words that are not JSON", "SELECT docfs_set_layout_mime('not json')", "permission denied")
         // Nor the owner anything but a bounded object of the layout's MIME words, each a concrete type.
-        for (what, json, words) in [("not JSON", "not json", "are not JSON"),
-                                    ("not an object", "[1, 2]", "a JSON object of at most"),
-                                    ("a word every item conforms to", #"{"image/png": "public.data"}"#, "names no concrete content type"),
-                                    ("a value that is no identifier", #"{"image/png": "x y"}"#, "names no concrete content type"),
-                                    ("a word the layout does not name", #"{"text/plain": "public.plain-text"}"#, "is not a MIME type the layout names"),
-                                    ("a huge object", "{" + (0..<2000).map { #""image/x\#($0)":"public.png""# }.joined(separator: ",") + "}",
-                                     "a JSON object of at most")] {
+        for (what, json, words) in [
+            ("not JSON", "not json", "are not JSON"),
+            ("not an object", "[1, 2]", "a JSON object of at most"),
+            ("a word every item conforms to", #"{"image/png": "public.data"}"#, "names no concrete content type"),
+            ("a value that is no identifier", #"{"image/png": "x y"}"#, "names no concrete content type"),
+            ("a word the layout does not name", #"{"text/plain": "public.plain-text"}"#, "is not a MIME type the layout names"),
+            (
+                "a huge object", "{" + (0..<2000).map { #""image/x\#($0)":"public.png""# }.joined(separator: ",") + "}",
+                "a JSON object of at most"
+            ),
+        ] {
             assertRefused(r, url: r.databaseURL, what, "SELECT docfs_set_layout_mime('\(json)')", words)
         }
         XCTAssertEqual(try mimeNow(), given, "the words are as the owner gave them")
 
         // The server still refuses text in the image folder, from the hostile role's own call.
         let pictures = try XCTUnwrap(r.identifier(r.mnt + "/Pictures"))
-        try assertOperationRefused(r, r.roleName("hostile"), "a text file into Pictures",
+        try assertOperationRefused(
+            r, r.roleName("hostile"), "a text file into Pictures",
             #"{"op":"\#(UUID())","kind":"create","parent":\#(pictures),"name":"notes.txt","item_kind":"file","types":["public.plain-text","public.text","public.data"]}"#,
             "takes only public.png")
         // and every create into a typed folder still works for the honest ones.
@@ -105,17 +115,23 @@ final class BoundedReplicaMountTests: ReplicaTestCase {
             """
         }
         assertRefused(r, url: hostile, "1025 operations in one call", ops(1025, ""), "at most 1024 operations")
-        assertRefused(r, url: hostile, "200 items of 200 tags each", ops(200, ", 'tags', (SELECT jsonb_agg('t' || j || '-' || i) FROM generate_series(1, 200) j)"),
-                      "at most 32768 tags")
+        assertRefused(
+            r, url: hostile, "200 items of 200 tags each",
+            ops(200, ", 'tags', (SELECT jsonb_agg('t' || j || '-' || i) FROM generate_series(1, 200) j)"),
+            "at most 32768 tags")
         assertRefused(r, url: hostile, "20 MB of operations", ops(100, ", 'pad', repeat('x', 200000)"), "at most 16777216 bytes")
-        try assertOperationRefused(r, hostileRole, "257 tags on one item",
+        try assertOperationRefused(
+            r, hostileRole, "257 tags on one item",
             #"{"op":"\#(UUID())","kind":"create","parent":\#(shared),"name":"tagged","item_kind":"directory","tags":[\#((0...256).map { "\"t\($0)\"" }.joined(separator: ","))]}"#,
             "at most 256 words")
         assertRefused(r, url: hostile, "the unbounded call behind it", "SELECT docfs_apply_unbounded('[]')", "permission denied")
-        assertRefused(r, url: hostile, "10001 intents in one call",
-                      "SELECT docfs_record_intents(ARRAY(SELECT 'replica/packs/' || gen_random_uuid() FROM generate_series(1, 10001)))",
-                      "at most 10000 intents")
-        assertRefused(r, url: hostile, "4097 manifests in one call", """
+        assertRefused(
+            r, url: hostile, "10001 intents in one call",
+            "SELECT docfs_record_intents(ARRAY(SELECT 'replica/packs/' || gen_random_uuid() FROM generate_series(1, 10001)))",
+            "at most 10000 intents")
+        assertRefused(
+            r, url: hostile, "4097 manifests in one call",
+            """
             SELECT docfs_record_manifests((SELECT jsonb_agg(jsonb_build_object('key', 'replica/manifests/' || gen_random_uuid() || '-0123456789abcdef',
                 'size', 0, 'hashes', '[]'::jsonb)) FROM generate_series(1, 4097)), '{}')
             """, "at most 4096 manifests")
@@ -124,7 +140,9 @@ final class BoundedReplicaMountTests: ReplicaTestCase {
         let pack = newKey("packs/\(hostileRole)")
         _ = try r.servers.psql(hostile, "SELECT docfs_record_intents(ARRAY['\(pack)'])")
         let small = String(repeating: "c", count: 64), large = String(repeating: "d", count: 64)
-        _ = try r.servers.psql(hostile, """
+        _ = try r.servers.psql(
+            hostile,
+            """
             SELECT docfs_record_pack('\(pack)', 65546, ARRAY['\(small)', '\(large)'], ARRAY[0::bigint, 10::bigint], ARRAY[10::bigint, 65536::bigint], 'v1')
             """)
         let manifest = { (hash: String, count: Int, length: Int) in
@@ -144,14 +162,20 @@ final class BoundedReplicaMountTests: ReplicaTestCase {
         let held = try r.count("SELECT count(*) FROM docfs_upload_intents WHERE role = '\(hostileRole)'")
         let room = max(0, 3 - held)
         if room > 0 {
-            _ = try r.servers.psql(hostile, "SELECT docfs_record_intents(ARRAY[\((0..<room).map { _ in "'\(newKey("packs/\(hostileRole)"))'" }.joined(separator: ","))])")
+            _ = try r.servers.psql(
+                hostile, "SELECT docfs_record_intents(ARRAY[\((0..<room).map { _ in "'\(newKey("packs/\(hostileRole)"))'" }.joined(separator: ","))])"
+            )
         }
-        assertRefused(r, url: hostile, "one intent past the quota", "SELECT docfs_record_intents(ARRAY['\(newKey("packs/\(hostileRole)"))'])", "over its quota of 3")
+        assertRefused(
+            r, url: hostile, "one intent past the quota", "SELECT docfs_record_intents(ARRAY['\(newKey("packs/\(hostileRole)"))'])",
+            "over its quota of 3")
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_upload_intents WHERE role = '\(hostileRole)'"), max(held, 3))
         _ = try r.servers.psql(r.databaseURL, "DELETE FROM docfs_upload_intents WHERE role = '\(hostileRole)'")
         let bigPack = newKey("packs/\(hostileRole)")
         _ = try r.servers.psql(hostile, "SELECT docfs_record_intents(ARRAY['\(bigPack)'])")
-        assertRefused(r, url: hostile, "a pack past the bytes per day", """
+        assertRefused(
+            r, url: hostile, "a pack past the bytes per day",
+            """
             SELECT docfs_record_pack('\(bigPack)', 200000, ARRAY[repeat('e', 64)], ARRAY[0::bigint], ARRAY[1000::bigint])
             """, "over its quota of 102400")
         let list = r.fx.docfs(["remote", "replicas", "--json"] + r.remoteArguments, env: env)
@@ -274,18 +298,22 @@ final class BoundedReplicaMountTests: ReplicaTestCase {
         repeat {
             last = statusFields(r, b.mnt)
             if (last?["lastError"] as? String)?.contains("over its quota of 102400") == true { break }
-            usleep(200_000)  // the poll interval, within the deadline
+            usleep(200_000) // the poll interval, within the deadline
         } while Date() < deadline
-        XCTAssert((last?["lastError"] as? String)?.contains("over its quota of 102400") == true,
-                  "the second replica's status names the quota: \(last ?? [:])\n\((try? String(contentsOfFile: b.store + "/docfs.log", encoding: .utf8))?.suffix(3000) ?? "")")
+        XCTAssert(
+            (last?["lastError"] as? String)?.contains("over its quota of 102400") == true,
+            "the second replica's status names the quota: \(last ?? [:])\n\((try? String(contentsOfFile: b.store + "/docfs.log", encoding: .utf8))?.suffix(3000) ?? "")"
+        )
         XCTAssertGreaterThan((last?["pending"] as? NSNumber)?.intValue ?? 0, 0, "kept here, waiting: \(last ?? [:])")
         XCTAssertEqual(r.fx.sh("cmp big.bin '\(b.mnt)/big.bin'").status, 0, "readable here meanwhile")
         XCTAssertFalse(FileManager.default.fileExists(atPath: r.mnt + "/big.bin"), "nothing past the quota reached the server")
 
         let raise = r.fx.docfs(["remote", "quota", role, "--bytes-per-day", "100M"] + r.remoteArguments, env: env)
         XCTAssertEqual(raise.status, 0, "\(raise)")
-        eventually("big.bin reaches the first replica once the quota is raised", timeout: 180, {
-            r.fx.sh("cmp big.bin mnt/big.bin").status == 0
-        })
+        eventually(
+            "big.bin reaches the first replica once the quota is raised", timeout: 180,
+            {
+                r.fx.sh("cmp big.bin mnt/big.bin").status == 0
+            })
     }
 }

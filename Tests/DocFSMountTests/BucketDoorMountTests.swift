@@ -19,8 +19,9 @@ final class BucketDoorMountTests: ReplicaTestCase {
         XCTAssertFalse(policy.contains("s3:*"), policy)
         for statement in object["Statement"] as? [[String: Any]] ?? [] where statement["Effect"] as? String == "Allow" {
             let actions = statement["Action"] as? [String] ?? []
-            XCTAssertFalse(actions.contains { $0.hasPrefix("s3:Delete") || $0.hasPrefix("s3:PutBucket") || $0.hasPrefix("s3:PutLifecycle") },
-                           "no delete, no change to the bucket: \(statement)")
+            XCTAssertFalse(
+                actions.contains { $0.hasPrefix("s3:Delete") || $0.hasPrefix("s3:PutBucket") || $0.hasPrefix("s3:PutLifecycle") },
+                "no delete, no change to the bucket: \(statement)")
         }
         XCTAssert(policy.contains("\"Deny\"") && policy.contains("s3:DeleteObjectVersion") && policy.contains("s3:PutBucketVersioning"), policy)
         let file = r.fx.dir + "/policy-\(role).json"
@@ -49,10 +50,13 @@ final class BucketDoorMountTests: ReplicaTestCase {
         let b = try makeSecond(r, env: secondKeys, name: "second")
         XCTAssertEqual(r.fx.sh("head -c 200000 /dev/urandom > src.bin && cp src.bin '\(b.mnt)/b.bin'").status, 0)
         try waitForQuiet(r, b)
-        let packs = try r.servers.psql(r.databaseURL, """
+        let packs = try r.servers.psql(
+            r.databaseURL,
+            """
             SELECT DISTINCT b.pack_key FROM docfs_items i JOIN docfs_manifest_blocks mb ON mb.key = i.content_key
             JOIN docfs_blocks b ON b.hash = mb.hash WHERE i.name = 'b.bin' AND NOT i.deleted
-            """).compactMap { $0.first ?? nil }
+            """
+        ).compactMap { $0.first ?? nil }
         XCTAssertFalse(packs.isEmpty)
         for pack in packs { XCTAssert(pack.hasPrefix("\(r.prefix)/packs/\(second)/"), pack) }
         let pack = try XCTUnwrap(packs.first)
@@ -61,11 +65,13 @@ final class BucketDoorMountTests: ReplicaTestCase {
         XCTAssertNil(refusal(r, otherKeys, ["get", r.bucket, pack]), "reading the tree's objects")
         let own = "\(r.prefix)/packs/\(other)/\(UUID().uuidString.lowercased())"
         XCTAssertNil(refusal(r, otherKeys, ["put", r.bucket, own, "mine"]), "adding under its own folder")
-        for (what, args) in [("overwriting the second replica's pack", ["put", r.bucket, pack, "garbage"]),
-                             ("deleting the second replica's pack", ["delete", r.bucket, pack]),
-                             ("a pack in the owner's folder", ["put", r.bucket, "\(r.prefix)/packs/\(UUID().uuidString.lowercased())", "x"]),
-                             ("the tree's marker", ["put", r.bucket, "\(r.prefix)/docfs-tree.json", "{}"]),
-                             ("deleting its own object", ["delete", r.bucket, own])] {
+        for (what, args) in [
+            ("overwriting the second replica's pack", ["put", r.bucket, pack, "garbage"]),
+            ("deleting the second replica's pack", ["delete", r.bucket, pack]),
+            ("a pack in the owner's folder", ["put", r.bucket, "\(r.prefix)/packs/\(UUID().uuidString.lowercased())", "x"]),
+            ("the tree's marker", ["put", r.bucket, "\(r.prefix)/docfs-tree.json", "{}"]),
+            ("deleting its own object", ["delete", r.bucket, own]),
+        ] {
             let refused = refusal(r, otherKeys, args)
             XCTAssertNotNil(refused, "\(what): accepted")
             XCTAssert(refused?.contains("AccessDenied") == true, "\(what): \(refused ?? "")")
@@ -91,14 +97,17 @@ final class BucketDoorMountTests: ReplicaTestCase {
     /// writer once evicted. The server refuses a pack without a version, or with a bad one.
     func testAReplicasOwnKeysCannotChangeThePacksItWrote() throws {
         let r = try makeRemote()
-        XCTAssertEqual(try r.servers.psql(r.databaseURL, "SELECT value FROM docfs_meta WHERE key = 'pack_versions'").first?.first, "on",
-                       "the owner's set-up turned the bucket's versioning on")
+        XCTAssertEqual(
+            try r.servers.psql(r.databaseURL, "SELECT value FROM docfs_meta WHERE key = 'pack_versions'").first?.first, "on",
+            "the owner's set-up turned the bucket's versioning on")
         let second = r.roleName("second")
         let secondKeys = try replicaKeys(r, role: second)
         let b = try makeSecond(r, env: secondKeys, name: "second")
         XCTAssertEqual(r.fx.sh("head -c 300000 /dev/urandom > src.bin && cp src.bin '\(b.mnt)/b.bin'").status, 0)
         try waitForQuiet(r, b)
-        let rows = try r.servers.psql(r.databaseURL, """
+        let rows = try r.servers.psql(
+            r.databaseURL,
+            """
             SELECT DISTINCT b.pack_key, b.pack_version FROM docfs_items i JOIN docfs_manifest_blocks mb ON mb.key = i.content_key
             JOIN docfs_blocks b ON b.hash = mb.hash WHERE i.name = 'b.bin' AND NOT i.deleted
             """)
@@ -113,8 +122,9 @@ final class BucketDoorMountTests: ReplicaTestCase {
             XCTAssertEqual(versions.count, 2, "the pack's bytes and the garbage, each a version: \(versions)")
             XCTAssert(versions.contains { $0["versionId"] as? String == version && $0["latest"] as? Bool == false }, "\(versions)")
             for (what, args) in [("deleting its own pack", ["delete", r.bucket, pack])]
-                    + versions.compactMap({ $0["versionId"] as? String }).map({ ("deleting the version \($0)", ["delete-version", r.bucket, pack, $0]) })
-                    + [("suspending the bucket's versioning", ["suspend-versioning", r.bucket])] {
+                + versions.compactMap({ $0["versionId"] as? String }).map({ ("deleting the version \($0)", ["delete-version", r.bucket, pack, $0]) })
+                + [("suspending the bucket's versioning", ["suspend-versioning", r.bucket])]
+            {
                 let refused = refusal(r, secondKeys, args)
                 XCTAssert(refused?.contains("AccessDenied") == true, "\(what): \(refused ?? "accepted")")
             }
@@ -138,11 +148,13 @@ final class BucketDoorMountTests: ReplicaTestCase {
         let record = { (version: String) in
             "SELECT docfs_record_pack('\(fresh)', 1, ARRAY['\(hash)'], ARRAY[0::bigint], ARRAY[1::bigint]\(version))"
         }
-        for (what, sql, expected) in [("no version", record(""), "no version id"),
-                                      ("a NULL version", record(", NULL::text"), "no version id"),
-                                      ("a bad version", record(", 'a b'"), "not a version id"),
-                                      ("\"null\"", record(", 'null'"), "not a version id"),
-                                      ("a version too long", record(", repeat('v', 1025)"), "not a version id")] {
+        for (what, sql, expected) in [
+            ("no version", record(""), "no version id"),
+            ("a NULL version", record(", NULL::text"), "no version id"),
+            ("a bad version", record(", 'a b'"), "not a version id"),
+            ("\"null\"", record(", 'null'"), "not a version id"),
+            ("a version too long", record(", repeat('v', 1025)"), "not a version id"),
+        ] {
             XCTAssertThrowsError(try r.servers.psql(r.roleURL(second), sql), what) { error in
                 XCTAssert("\(error)".contains(expected), "\(what): \(error)")
             }
@@ -152,8 +164,9 @@ final class BucketDoorMountTests: ReplicaTestCase {
         XCTAssertThrowsError(try r.servers.psql(r.roleURL(second), record(", 'v2'")), "another version") { error in
             XCTAssert("\(error)".contains("recorded with another version"), "\(error)")
         }
-        XCTAssertEqual(try r.servers.psql(r.databaseURL, "SELECT DISTINCT pack_version FROM docfs_blocks WHERE pack_key = '\(fresh)'")
-            .map { $0.first ?? nil }, ["v1"])
+        XCTAssertEqual(
+            try r.servers.psql(r.databaseURL, "SELECT DISTINCT pack_version FROM docfs_blocks WHERE pack_key = '\(fresh)'")
+                .map { $0.first ?? nil }, ["v1"])
         XCTAssertEqual(r.fx.sh("printf 'still writing' > '\(b.mnt)/after.txt'").status, 0)
         try waitForQuiet(r, b)
         XCTAssertEqual(contents(r.mnt + "/after.txt"), "still writing")
@@ -175,7 +188,9 @@ final class BucketDoorMountTests: ReplicaTestCase {
         try waitForQuiet(r, b, others: [c])
 
         func blocks(_ name: String, outside folder: String) throws -> (all: Int, outside: Int) {
-            let rows = try r.servers.psql(r.databaseURL, """
+            let rows = try r.servers.psql(
+                r.databaseURL,
+                """
                 SELECT count(*), count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM docfs_blocks p WHERE p.hash = mb.hash
                                                                  AND p.pack_key LIKE '\(r.prefix)/packs/\(folder)/%'))
                 FROM docfs_items i JOIN docfs_manifest_blocks mb ON mb.key = i.content_key
@@ -190,8 +205,10 @@ final class BucketDoorMountTests: ReplicaTestCase {
         XCTAssertEqual(cBlocks.outside, 0, "every block of c.bin has a place in the third replica's own folder")
 
         // The second replica overwrites its own packs with garbage, as its keys allow.
-        let packs = try r.servers.psql(r.databaseURL, "SELECT DISTINCT pack_key FROM docfs_blocks WHERE pack_key LIKE '\(r.prefix)/packs/\(second)/%'")
-            .compactMap { $0.first ?? nil }
+        let packs = try r.servers.psql(
+            r.databaseURL, "SELECT DISTINCT pack_key FROM docfs_blocks WHERE pack_key LIKE '\(r.prefix)/packs/\(second)/%'"
+        )
+        .compactMap { $0.first ?? nil }
         XCTAssertFalse(packs.isEmpty)
         for pack in packs { XCTAssertNil(refusal(r, secondKeys, ["put", r.bucket, pack, "garbage"]), "its own folder: \(pack)") }
 

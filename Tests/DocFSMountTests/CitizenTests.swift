@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// /sbin/mount.fuse.docfs for the tests that go through mount(8): mount(8) looks for helpers in
@@ -22,7 +22,9 @@ final class SystemMountHelper {
         target = docfs
         if let existing = try? FileManager.default.destinationOfSymbolicLink(atPath: Self.path) {
             // A link to the binary under test (left by a killed run) is ours to replace.
-            if existing == docfs { unlink(Self.path) } else {
+            if existing == docfs {
+                unlink(Self.path)
+            } else {
                 flock(lockFD, LOCK_UN); close(lockFD)
                 throw XCTSkip("\(Self.path) is installed (-> \(existing)); not replacing it for the test")
             }
@@ -100,7 +102,9 @@ final class CitizenTests: MountTestCase {
 
     private func mountLine() -> String? {
         let text = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").map(String.init).first { $0.split(separator: " ").count > 2 && Mounts.unescape(String($0.split(separator: " ")[1])) == fx.mnt }
+        return text.split(separator: "\n").map(String.init).first {
+            $0.split(separator: " ").count > 2 && Mounts.unescape(String($0.split(separator: " ")[1])) == fx.mnt
+        }
     }
 
     /// `umount MNT` unmounts, and the daemon then exits by itself.
@@ -120,7 +124,9 @@ final class CitizenTests: MountTestCase {
 
     func testMountTypeFuseDocfsIgnoresMountOnlyOptionsAndUmountStopsTheDaemon() throws {
         try installHelper()
-        let r = fx.sh("mount -t fuse.docfs \"$PWD/store\" \"$PWD/mnt\" -o rw,defaults,nofail,_netdev,noauto,users,noexec,comment=docs,x-systemd.automount,x-systemd.requires=network-online.target")
+        let r = fx.sh(
+            "mount -t fuse.docfs \"$PWD/store\" \"$PWD/mnt\" -o rw,defaults,nofail,_netdev,noauto,users,noexec,comment=docs,x-systemd.automount,x-systemd.requires=network-online.target"
+        )
         XCTAssertEqual(r.status, 0, "mount -t fuse.docfs: \(r)")
         XCTAssertTrue(fx.isMounted)
         let line = mountLine() ?? ""
@@ -156,11 +162,11 @@ final class CitizenTests: MountTestCase {
         try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
         let fstab = fx.dir + "/fstab"
         try """
-            # a test fstab: the docfs line as docs/USING.md shows it, and a noauto line mount -a must skip
-            \(fx.store) \(fx.mnt) fuse.docfs defaults,nofail,_netdev,x-systemd.automount,trash 0 0
-            \(fx.store) \(other) fuse.docfs noauto,nofail 0 0
+        # a test fstab: the docfs line as docs/USING.md shows it, and a noauto line mount -a must skip
+        \(fx.store) \(fx.mnt) fuse.docfs defaults,nofail,_netdev,x-systemd.automount,trash 0 0
+        \(fx.store) \(other) fuse.docfs noauto,nofail 0 0
 
-            """.write(toFile: fstab, atomically: true, encoding: .utf8)
+        """.write(toFile: fstab, atomically: true, encoding: .utf8)
         var r = fx.sh("mount --fstab fstab -a")
         XCTAssertEqual(r.status, 0, "mount --fstab FILE -a: \(r)")
         XCTAssertTrue(fx.isMounted)
@@ -209,7 +215,9 @@ final class CitizenTests: MountTestCase {
         r = fx.sh("./mount.fuse.docfs store mnt -N 1234")
         XCTAssertNotEqual(r.status, 0)
         XCTAssertFalse(fx.isMounted)
-        r = fx.sh("./mount.fuse.docfs docfs:\"$PWD/store\" \"$PWD/mnt\" -n -s -v -o rw,nofail,user,x-gvfs-show,log_file=\"$PWD/helper.log\",trash -t fuse.docfs")
+        r = fx.sh(
+            "./mount.fuse.docfs docfs:\"$PWD/store\" \"$PWD/mnt\" -n -s -v -o rw,nofail,user,x-gvfs-show,log_file=\"$PWD/helper.log\",trash -t fuse.docfs"
+        )
         XCTAssertEqual(r.status, 0, "\(r)")
         XCTAssertTrue(fx.isMounted)
         XCTAssertEqual(fx.list(fx.m(".Trash")), [], "-o trash gives the mount a trash")
@@ -236,8 +244,9 @@ final class CitizenTests: MountTestCase {
     /// The class's layout with a template for com.example.invoice (relative to the layout file).
     private func writeLayoutWithTemplate() throws {
         try "<invoice/>\n".write(toFile: fx.dir + "/invoice-template.xml", atomically: true, encoding: .utf8)
-        let layout = Self.layout!.replacingOccurrences(of: "    extensions: [invoice]\n",
-                                                       with: "    extensions: [invoice]\n    template: invoice-template.xml\n")
+        let layout = Self.layout!.replacingOccurrences(
+            of: "    extensions: [invoice]\n",
+            with: "    extensions: [invoice]\n    template: invoice-template.xml\n")
         XCTAssertTrue(layout.contains("template:"))
         try layout.write(toFile: fx.dir + "/layout.yaml", atomically: true, encoding: .utf8)
     }
@@ -311,7 +320,8 @@ final class CitizenTests: MountTestCase {
 
     private func jsonObject(_ text: String, file: StaticString = #filePath, line: UInt = #line) -> [String: Any] {
         guard let data = text.data(using: .utf8),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else {
             XCTFail("not a JSON object: \(text)", file: file, line: line)
             return [:]
         }
@@ -342,9 +352,13 @@ final class CitizenTests: MountTestCase {
         r = fx.docfs(["info", "--json", fx.m("Notes/one.txt")])
         XCTAssertEqual(r.status, 0, "\(r)")
         let info = jsonObject(r.stdout)
-        XCTAssertEqual(Set(info.keys), ["path", "identifier", "type", "conformsTo", "size", "created", "modified", "lastUsed",
-                                        "capabilities", "tags", "favoriteRank", "contentVersion", "metadataVersion", "trashedFrom",
-                                        "sync", "temporary", "downloaded", "pinned"])
+        XCTAssertEqual(
+            Set(info.keys),
+            [
+                "path", "identifier", "type", "conformsTo", "size", "created", "modified", "lastUsed",
+                "capabilities", "tags", "favoriteRank", "contentVersion", "metadataVersion", "trashedFrom",
+                "sync", "temporary", "downloaded", "pinned",
+            ])
         XCTAssertTrue(info["sync"] is NSNull, "a store without a remote has no sync state")
         XCTAssertTrue(info["downloaded"] is NSNull, "nor contents on demand")
         XCTAssertEqual(info["pinned"] as? Bool, false)
@@ -412,7 +426,8 @@ final class CitizenTestsGenerated: XCTestCase {
                 // "  NAME   abstract"; continuation lines are indented further; "  See 'docfs help …'".
                 guard line.hasPrefix("  "), !line.hasPrefix("   "), !line.hasPrefix("  See ") else { continue }
                 guard let word = line.split(separator: " ").first.map(String.init), word != "help",
-                      word.allSatisfy({ $0.isLowercase || $0 == "-" }) else { continue }
+                    word.allSatisfy({ $0.isLowercase || $0 == "-" })
+                else { continue }
                 let sub = path + [word]
                 paths.append(sub)
                 walk(sub)
@@ -442,9 +457,10 @@ final class CitizenTestsGenerated: XCTestCase {
             }
         }
         // What `make generated` wrote (and `make install` installs) is exactly the generator's output.
-        let generated = ProcessInfo.processInfo.environment["DOCFS_GENERATED"]
+        let generated =
+            ProcessInfo.processInfo.environment["DOCFS_GENERATED"]
             ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent().appendingPathComponent(".build/generated").path
+            .deletingLastPathComponent().appendingPathComponent(".build/generated").path
         let man = generated + "/man/docfs.1"
         guard FileManager.default.fileExists(atPath: man) else {
             if ProcessInfo.processInfo.environment["DOCFS_GENERATED"] != nil { XCTFail("\(man) is missing; make generated did not run") }
@@ -480,10 +496,9 @@ final class CitizenTestsGenerated: XCTestCase {
                 let words = line.split(separator: " ")
                 // Only the usage line and unbreakable words may stick out.
                 if line.hasPrefix("USAGE:") || line.hasPrefix("  See '") || words.count == 1 { continue }
-                if line.hasPrefix("  ") && words.count <= 2 { continue }   // an option name and its value
+                if line.hasPrefix("  ") && words.count <= 2 { continue } // an option name and its value
                 XCTFail("docfs \(path.joined(separator: " ")) --help at 50 columns: a line of \(line.count): \(line)")
             }
         }
     }
 }
-

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `docfs mount` / `unmount` as a user runs them: clear refusals, daemon mode.
@@ -28,8 +28,9 @@ final class CommandLineTests: MountTestCase {
         XCTAssert(r.stderr.hasPrefix("docfs: "), "\(r)")
         XCTAssert(r.stderr.contains("no-such-mountpoint"), "message must name the mountpoint: \(r)")
         let msg = r.stderr.lowercased()
-        XCTAssert(msg.contains("does not exist") || msg.contains("no such") || msg.contains("missing")
-                  || msg.contains("not found"), "\(r)")
+        XCTAssert(
+            msg.contains("does not exist") || msg.contains("no such") || msg.contains("missing")
+                || msg.contains("not found"), "\(r)")
         XCTAssertFalse(Mounts.isMounted(missing))
     }
 
@@ -56,7 +57,8 @@ final class CommandLineTests: MountTestCase {
         // The daemon: from "(pid N)" if printed, else the process naming our unique mountpoint.
         var daemons = Proc.mentioning(fx.mnt)
         if let range = (r.stdout + r.stderr).range(of: #"pid (\d+)"#, options: .regularExpression),
-           let pid = pid_t((r.stdout + r.stderr)[range].dropFirst(4)) {
+            let pid = pid_t((r.stdout + r.stderr)[range].dropFirst(4))
+        {
             XCTAssert(daemons.contains(pid), "reported pid \(pid) is not a live process naming \(fx.mnt): \(daemons)")
             daemons = [pid]
         }

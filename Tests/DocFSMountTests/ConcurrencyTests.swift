@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Many writers, listers, readers and renamers on one folder at once: everything lands intact
@@ -17,7 +17,8 @@ final class ConcurrencyTests: MountTestCase {
             }
         }
         XCTAssertEqual(fx.sh("mkdir mnt/shared && printf seed > mnt/shared/seed.txt").status, 0)
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             set -u
             for t in 0 1 2 3 4 5 6 7; do
               ( cp -r src/t$t mnt/shared/t$t || echo "cp t$t failed" ) &

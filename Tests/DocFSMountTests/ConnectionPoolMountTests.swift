@@ -13,7 +13,9 @@ final class ConnectionPoolMountTests: ReplicaTestCase {
     /// Sessions on the tree's database by role: all of them, and those whose last statement was a
     /// LISTEN. The tests' own psql sessions are left out.
     func sessions(_ r: RemoteMount) throws -> [String: (all: Int, listening: Int)] {
-        let rows = try r.servers.psql(r.servers.adminURL, """
+        let rows = try r.servers.psql(
+            r.servers.adminURL,
+            """
             SELECT usename, count(*), count(*) FILTER (WHERE query LIKE 'LISTEN%')
             FROM pg_stat_activity
             WHERE datname = '\(r.database)' AND backend_type = 'client backend'
@@ -41,9 +43,12 @@ final class ConnectionPoolMountTests: ReplicaTestCase {
         }
         // Both replicas send and receive at once: files on each, a folder of them renamed, some
         // removed, each round counted while it is on its way.
-        for round in 0 ..< 8 {
+        for round in 0..<8 {
             for (mnt, side) in [(r.mnt, "a"), (b.mnt, "b")] {
-                XCTAssertEqual(r.fx.sh("mkdir -p '\(mnt)/\(side)\(round)' && for i in 1 2 3 4 5 6; do printf '\(side) \(round) %s' $i > '\(mnt)/\(side)\(round)'/f$i.txt; done").status, 0)
+                XCTAssertEqual(
+                    r.fx.sh(
+                        "mkdir -p '\(mnt)/\(side)\(round)' && for i in 1 2 3 4 5 6; do printf '\(side) \(round) %s' $i > '\(mnt)/\(side)\(round)'/f$i.txt; done"
+                    ).status, 0)
             }
             try sample()
             if round > 0 {
@@ -55,7 +60,8 @@ final class ConnectionPoolMountTests: ReplicaTestCase {
         var converged = false
         while Date() < deadline, !converged {
             try sample()
-            converged = contents(b.mnt + "/a7/f6.txt") == "a 7 6" && contents(r.mnt + "/b7/f6.txt") == "b 7 6"
+            converged =
+                contents(b.mnt + "/a7/f6.txt") == "a 7 6" && contents(r.mnt + "/b7/f6.txt") == "b 7 6"
                 && exists(b.mnt + "/a6-moved/f6.txt") && !exists(r.mnt + "/b6/f1.txt")
             if !converged { usleep(200_000) }
         }
@@ -83,7 +89,8 @@ final class ConnectionPoolMountTests: ReplicaTestCase {
     /// The test pgbouncer's URL for `role` (with `password`) on this tree's database.
     func bouncerURL(_ r: RemoteMount, role: String, password: String) throws -> String {
         guard let text = ProcessInfo.processInfo.environment["DOCFS_TEST_PGBOUNCER_URL"], !text.isEmpty,
-              let port = URLComponents(string: text)?.port else {
+            let port = URLComponents(string: text)?.port
+        else {
             throw XCTSkip("DOCFS_TEST_PGBOUNCER_URL is not set: Tests/remote/servers.sh starts pgbouncer")
         }
         return "postgres://\(role):\(password)@127.0.0.1:\(port)/\(r.database)"
@@ -120,17 +127,18 @@ final class ConnectionPoolMountTests: ReplicaTestCase {
         XCTAssertEqual(contents(b.mnt + "/shared/a.txt"), "from A")
         XCTAssertEqual(contents(c.mnt + "/shared/a.txt"), "from A")
 
-        for round in 0 ..< 3 {
+        for round in 0..<3 {
             for (mnt, side) in [(r.mnt, "a"), (b.mnt, "b"), (c.mnt, "c")] {
                 XCTAssertEqual(r.fx.sh("printf '\(side) \(round)' > '\(mnt)/shared/\(side)\(round).txt'").status, 0)
             }
         }
-        XCTAssertEqual(r.fx.sh("printf 'edited on B' > '\(b.mnt)/shared/a.txt' && mv '\(c.mnt)/shared/c0.txt' '\(c.mnt)/shared/c0-moved.txt'").status, 0)
+        XCTAssertEqual(
+            r.fx.sh("printf 'edited on B' > '\(b.mnt)/shared/a.txt' && mv '\(c.mnt)/shared/c0.txt' '\(c.mnt)/shared/c0-moved.txt'").status, 0)
         var last = ""
         eventually("the three replicas have every file", timeout: 180) {
             last = ""
             for mnt in [r.mnt, b.mnt, c.mnt] {
-                for round in 0 ..< 3 {
+                for round in 0..<3 {
                     for side in ["a", "b", "c"] where !(side == "c" && round == 0) {
                         guard self.contents("\(mnt)/shared/\(side)\(round).txt") == "\(side) \(round)" else {
                             last = "\(mnt): \(side)\(round).txt"; return false
@@ -138,7 +146,8 @@ final class ConnectionPoolMountTests: ReplicaTestCase {
                     }
                 }
                 guard self.contents("\(mnt)/shared/c0-moved.txt") == "c 0", !self.exists("\(mnt)/shared/c0.txt"),
-                      self.contents("\(mnt)/shared/a.txt") == "edited on B" else { last = "\(mnt): a.txt or c0"; return false }
+                    self.contents("\(mnt)/shared/a.txt") == "edited on B"
+                else { last = "\(mnt): a.txt or c0"; return false }
             }
             return true
         }

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Content types on the mount: folders take only the types they allow (by name at create, by
@@ -30,10 +30,12 @@ final class ContentTypeMountTests: MountTestCase {
     }
 
     // Real bytes.
-    static let png: [UInt8] = hex("89504e470d0a1a0a0000000d49484452000000010000000108000000003a7e9b550000000a49444154789c636000000002000148afa4710000000049454e44ae426082")
-    static let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0x00, 0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00]
+    static let png: [UInt8] = hex(
+        "89504e470d0a1a0a0000000d49484452000000010000000108000000003a7e9b550000000a49444154789c636000000002000148afa4710000000049454e44ae426082")
+    static let jpeg: [UInt8] =
+        [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0x00, 0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00]
     static let pdf = Array("%PDF-1.4\n1 0 obj\n<< /Type /Catalog >>\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF\n".utf8)
-    static let latin1: [UInt8] = [0x47, 0x72, 0xFC, 0xDF, 0x65, 0x0A]   // "Grüße" in Latin-1
+    static let latin1: [UInt8] = [0x47, 0x72, 0xFC, 0xDF, 0x65, 0x0A] // "Grüße" in Latin-1
 
     static func hex(_ text: String) -> [UInt8] {
         stride(from: 0, to: text.count, by: 2).map { i in
@@ -89,8 +91,9 @@ final class ContentTypeMountTests: MountTestCase {
         XCTAssertEqual(storeFiles(), before)
         let lines = fx.logLines { $0.contains("refused") && $0.contains("/Photos/notes.txt") }
         XCTAssertEqual(lines.count, 1, "log:\n\(fx.log)")
-        XCTAssertTrue(lines.first?.contains("type public.plain-text is not among the folder's allowed types [public.image]") ?? false,
-                      lines.joined(separator: "\n"))
+        XCTAssertTrue(
+            lines.first?.contains("type public.plain-text is not among the folder's allowed types [public.image]") ?? false,
+            lines.joined(separator: "\n"))
         XCTAssertTrue(lines.first?.contains("EPERM") ?? false, lines.joined(separator: "\n"))
     }
 

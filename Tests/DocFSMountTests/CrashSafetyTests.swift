@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// README.md, *Durability*: `kill -9` of the daemon at the worst moments, then a remount. What
@@ -56,7 +56,8 @@ final class CrashSafetyTests: MountTestCase {
         let done = testBytes(3 << 20, seed: 11)
         XCTAssertErrno(fx.writeFile(fx.m("done.bin"), done), 0)
         // 200 MiB in 1 MiB writes, each chunk a known pattern, slowed just enough to be caught.
-        let writer = try background("""
+        let writer = try background(
+            """
             exec python3 -c '
             import time
             with open("mnt/big.bin", "wb", buffering=0) as f:
@@ -80,7 +81,9 @@ final class CrashSafetyTests: MountTestCase {
         if big.errno == 0 {
             // Complete or nothing: if it is there, every byte is right.
             XCTAssertEqual(big.st.st_size, 200 << 20, "a torn big.bin is in the tree")
-            let r = fx.sh("python3 -c 'import sys\nd=open(\"mnt/big.bin\",\"rb\").read()\nsys.exit(0 if all(d[i<<20:(i+1)<<20]==bytes([i%251])*(1<<20) for i in range(200)) else 1)'")
+            let r = fx.sh(
+                "python3 -c 'import sys\nd=open(\"mnt/big.bin\",\"rb\").read()\nsys.exit(0 if all(d[i<<20:(i+1)<<20]==bytes([i%251])*(1<<20) for i in range(200)) else 1)'"
+            )
             XCTAssertEqual(r.status, 0, "big.bin contents: \(r)")
         } else {
             XCTAssertErrno(big.errno, ENOENT)
@@ -116,7 +119,9 @@ final class CrashSafetyTests: MountTestCase {
         }
         XCTAssertGreaterThanOrEqual(present, 50, "the copy was killed after at least 60 imports")
         // Nothing else appeared: only names of the source.
-        let r = fx.sh("cd mnt && find . -type f | sed 's|^./||' | sort > ../found.txt && cd ../src && find tree -type f | sort > ../all.txt && comm -23 ../found.txt ../all.txt")
+        let r = fx.sh(
+            "cd mnt && find . -type f | sed 's|^./||' | sort > ../found.txt && cd ../src && find tree -type f | sort > ../all.txt && comm -23 ../found.txt ../all.txt"
+        )
         XCTAssertEqual(r.stdout, "", "files in the tree that are not in the source: \(r)")
         assertStoreConsistent("after kill -9 during cp -r")
     }
@@ -140,7 +145,7 @@ final class CrashSafetyTests: MountTestCase {
             expected["r0-2.bin"]! += more
             XCTAssertErrno(fx.writeFile(fx.m("empty-\(round)"), []), 0)
             expected["empty-\(round)"] = []
-            fx.kill9()   // at once: no sync, no clean shutdown
+            fx.kill9() // at once: no sync, no clean shutdown
             try fx.mount()
             XCTAssertEqual(fx.list(fx.mnt), expected.keys.sorted(), "after round \(round)")
             for (name, bytes) in expected.sorted(by: { $0.key < $1.key }) {
@@ -158,7 +163,8 @@ final class CrashSafetyTests: MountTestCase {
         let r = fx.sh("cp -r src/many mnt/a && mkdir mnt/b", timeout: 180)
         XCTAssertEqual(r.status, 0, "\(r)")
         // One process renaming the files one by one from a/ to b/, killed half way.
-        let mover = try background("""
+        let mover = try background(
+            """
             exec python3 -c '
             import os
             for i in range(\(count)):
@@ -176,7 +182,8 @@ final class CrashSafetyTests: MountTestCase {
         XCTAssertGreaterThan(b.count, 0)
 
         // Then a folder with 2,000 children renamed back and forth, killed mid-loop.
-        let flipper = try background("""
+        let flipper = try background(
+            """
             exec python3 -c '
             import os
             os.rename("mnt/b", "mnt/x")
@@ -185,7 +192,7 @@ final class CrashSafetyTests: MountTestCase {
             '
             """)
         defer { flipper.signalGroup(SIGKILL); flipper.wait(seconds: 10) }
-        waitUntil(1.0) { flipper.hasExited }   // let it flip for a moment (not an assertion)
+        waitUntil(1.0) { flipper.hasExited } // let it flip for a moment (not an assertion)
         fx.kill9()
         XCTAssertTrue(flipper.wait(seconds: 30))
         try fx.mount()
@@ -194,7 +201,9 @@ final class CrashSafetyTests: MountTestCase {
         let moved = top.contains("x") ? "x" : "y"
         XCTAssertEqual(Set(fx.list(fx.m(moved)) ?? []), b, "the renamed folder kept its children")
         // Contents of every file, wherever it ended up.
-        let check = fx.sh("cd mnt && for d in a \(moved); do for f in $d/*; do n=${f#$d/f}; [ \"$(cat $f)\" = \"file $n\" ] || echo bad $f; done; done", timeout: 120)
+        let check = fx.sh(
+            "cd mnt && for d in a \(moved); do for f in $d/*; do n=${f#$d/f}; [ \"$(cat $f)\" = \"file $n\" ] || echo bad $f; done; done",
+            timeout: 120)
         XCTAssertEqual(check.stdout, "", "\(check)")
         assertStoreConsistent("after kill -9 during renames")
     }
@@ -241,8 +250,9 @@ final class CrashSafetyTests: MountTestCase {
         XCTAssertEqual(fx.waitForDaemonExit(seconds: 20), 134, "log:\n\(fx.log)")
         try fx.mount()
         let got = fx.readFile(fx.m("doc.bin"))
-        XCTAssertTrue(got.bytes == old || got.bytes == new,
-                      "doc.bin must be the old or the new version, got \(got.bytes?.count ?? -1) bytes (errno \(got.errno))")
+        XCTAssertTrue(
+            got.bytes == old || got.bytes == new,
+            "doc.bin must be the old or the new version, got \(got.bytes?.count ?? -1) bytes (errno \(got.errno))")
         XCTAssertEqual(Int(fx.stat(fx.m("doc.bin")).st.st_size), got.bytes?.count ?? -1, "stat size matches the contents")
         assertStoreConsistent("after a crash inside a modify")
     }
@@ -252,7 +262,8 @@ final class CrashSafetyTests: MountTestCase {
     /// fsync and fdatasync go through to the provider's synchronize (which fsyncs the content
     /// file and checkpoints SQLite); what they acknowledged is there after kill -9.
     func testFsyncAndFdatasyncSucceedAndPersist() throws {
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             python3 -c '
             import os
             for name, sync in (("f1", os.fsync), ("f2", os.fdatasync)):

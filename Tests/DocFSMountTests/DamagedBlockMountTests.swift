@@ -63,12 +63,16 @@ extension BlockMountTests {
     func testTheCheckReadsAPackWhoseLastBlockGcDropped() throws {
         let r = try makeRemote()
         // Eight files of one size in one copy: packed together (a few packs at most, on a busy machine).
-        XCTAssertEqual(r.fx.sh("mkdir eight && for n in 1 2 3 4 5 6 7 8; do head -c 50000 /dev/urandom > eight/f$n.bin; done && cp eight/* mnt/").status, 0)
+        XCTAssertEqual(
+            r.fx.sh("mkdir eight && for n in 1 2 3 4 5 6 7 8; do head -c 50000 /dev/urandom > eight/f$n.bin; done && cp eight/* mnt/").status, 0)
         _ = try uploadedBytes(r)
-        let rows = try r.servers.psql(r.databaseURL, """
+        let rows = try r.servers.psql(
+            r.databaseURL,
+            """
             SELECT b.pack_key, i.name FROM docfs_blocks b JOIN docfs_manifest_blocks mb ON mb.hash = b.hash
             JOIN docfs_items i ON i.content_key = mb.key ORDER BY b.pack_key, b.pack_offset
-            """).compactMap { row -> (String, String)? in
+            """
+        ).compactMap { row -> (String, String)? in
             guard row.count == 2, let pack = row[0], let name = row[1] else { return nil }
             return (pack, name)
         }

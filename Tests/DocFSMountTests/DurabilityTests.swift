@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What close() acknowledged is there after a clean remount and after `kill -9` of the daemon.
@@ -45,7 +45,8 @@ final class DurabilityTests: MountTestCase {
     }
 
     func testRenamesAndDeletesSurviveKill9() throws {
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             mkdir -p mnt/a/b && printf one > mnt/a/b/1 && printf two > mnt/a/2 && printf gone > mnt/a/3 \
             && mv mnt/a mnt/z && mv mnt/z/2 mnt/z/b/2 && rm mnt/z/3
             """)

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The errno a Linux filesystem gives, for the ordinary failures.
@@ -54,12 +54,14 @@ final class ErrnoTests: MountTestCase {
 
     func testNonUTF8NameGivesEILSEQ() {
         // "bad\xff.txt": not UTF-8. docfs names are UTF-8 strings; other names are refused.
-        let path: [CChar] = Array(fx.m("").utf8).map { CChar(bitPattern: $0) }
+        let path: [CChar] =
+            Array(fx.m("").utf8).map { CChar(bitPattern: $0) }
             + [0x2F, 0x62, 0x61, 0x64, CChar(bitPattern: 0xFF), 0x2E, 0x74, 0x78, 0x74, 0]
-        XCTAssertErrno(fx.errnoOf("open non-UTF-8") {
-            let fd = open(path, O_WRONLY | O_CREAT, 0o644)
-            return fd < 0 ? -1 : close(fd)
-        }, EILSEQ)
+        XCTAssertErrno(
+            fx.errnoOf("open non-UTF-8") {
+                let fd = open(path, O_WRONLY | O_CREAT, 0o644)
+                return fd < 0 ? -1 : close(fd)
+            }, EILSEQ)
         XCTAssertErrno(fx.errnoOf("mkdir non-UTF-8") { mkdir(path, 0o755) }, EILSEQ)
         XCTAssertEqual(fx.list(fx.mnt), [])
     }

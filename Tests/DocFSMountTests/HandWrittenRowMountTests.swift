@@ -8,8 +8,11 @@ import XCTest
 final class HandWrittenRowMountTests: ReplicaTestCase {
     func testRowsNoReplicaCouldWriteAreSetAsideAndNeverCrashADaemon() throws {
         let r = try makeRemote()
-        XCTAssertEqual(r.fx.sh("head -c 300000 /dev/urandom > big.src && head -c 5000 /dev/urandom > good.src"
-                               + " && cp big.src mnt/big.bin && cp good.src mnt/good.txt").status, 0)
+        XCTAssertEqual(
+            r.fx.sh(
+                "head -c 300000 /dev/urandom > big.src && head -c 5000 /dev/urandom > good.src"
+                    + " && cp big.src mnt/big.bin && cp good.src mnt/good.txt"
+            ).status, 0)
         _ = try r.waitUntilUploaded(timeout: 180)
         let b = try makeSecond(r)
         try waitForQuiet(r, b)
@@ -33,7 +36,8 @@ final class HandWrittenRowMountTests: ReplicaTestCase {
         }
         // Items: three names no folder can hold, the three files above, and one good row last
         // (its contents good.txt's), with a change each.
-        let items = ["('a/b', 0::bigint, NULL::text)", "(repeat('x', 4096), 0, NULL)", "('../x', 0, NULL)"]
+        let items =
+            ["('a/b', 0::bigint, NULL::text)", "(repeat('x', 4096), 0, NULL)", "('../x', 0, NULL)"]
             + bad.map { "('\($0.0)', \($0.3), '\(r.prefix)/manifests/hand-\($0.0)')" }
             + ["('handmade-ok.txt', \(good.size), '\(goodKey)')"]
         sql += """

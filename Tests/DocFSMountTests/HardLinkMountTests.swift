@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What the hard-link tests look at: the inode and link count of names.
@@ -25,7 +25,8 @@ extension MountTestCase {
 /// absent. Runs with the store and with the memory provider (the remounts: store only).
 final class HardLinkMountTests: MountTestCase {
     func makeLinkedSource() {
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             mkdir -p src/sub && printf alpha > src/a && ln src/a src/b && ln src/a src/sub/c \
             && printf lone > src/x && printf pair > src/sub/p && ln src/sub/p src/q
             """)
@@ -58,7 +59,8 @@ final class HardLinkMountTests: MountTestCase {
     }
 
     func testBothNamesAreOneFile() throws {
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             printf alpha > mnt/a && mkdir mnt/d && ln mnt/a mnt/d/b && printf ' more' >> mnt/d/b && cat mnt/a && echo \
             && chmod 600 mnt/a && stat -c %a mnt/d/b && touch -d @1000000000 mnt/d/b && stat -c %Y mnt/a
             """)
@@ -66,7 +68,8 @@ final class HardLinkMountTests: MountTestCase {
         XCTAssertEqual(r.stdout, "alpha more\n600\n1000000000\n")
         assertLinked(["mnt/a", "mnt/d/b"], count: 2)
         // One descriptor per name, written and read across.
-        let py = fx.sh("""
+        let py = fx.sh(
+            """
             python3 - <<'PY'
             import os
             w = os.open("mnt/d/b", os.O_WRONLY)
@@ -77,7 +80,8 @@ final class HardLinkMountTests: MountTestCase {
             """)
         XCTAssertEqual(py.stdout, "ALPHA more\n", "\(py)")
         // A file still being written (created, not closed) is linked too, and keeps being written.
-        let open = fx.sh("""
+        let open = fx.sh(
+            """
             python3 - <<'PY'
             import os
             fd = os.open("mnt/w", os.O_WRONLY | os.O_CREAT, 0o644)
@@ -93,7 +97,8 @@ final class HardLinkMountTests: MountTestCase {
     }
 
     func testEachNameGoesAloneAndTheLastTakesTheFile() throws {
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             printf alpha > mnt/a && printf other > mnt/o && mkdir mnt/d && ln mnt/a mnt/d/b && ln mnt/a mnt/c \
             && rm mnt/a && stat -c %h mnt/c && mv mnt/d/b mnt/e && stat -c %h mnt/e \
             && mv mnt/c mnt/o && stat -c %h mnt/o && cat mnt/o && echo && ls mnt && ls mnt/d
@@ -108,7 +113,8 @@ final class HardLinkMountTests: MountTestCase {
             assertLinked(["mnt/e", "mnt/o"], count: 2)
         }
         // A descriptor keeps the contents once the last name is gone.
-        let py = fx.sh("""
+        let py = fx.sh(
+            """
             python3 - <<'PY'
             import os
             fd = os.open("mnt/o", os.O_RDONLY)
@@ -123,7 +129,8 @@ final class HardLinkMountTests: MountTestCase {
     }
 
     func testFoldersAndTakenNamesAreRefusedAsOnExt4() throws {
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             python3 - <<'PY'
             import errno, os
             os.mkdir("mnt/d")
@@ -162,8 +169,9 @@ final class HardLinkMountTests: MountTestCase {
     func testKillNineDuringLinksLeavesConsistentCounts() throws {
         if MountFixture.usesMemoryProvider { throw XCTSkip("the memory provider keeps nothing across mounts") }
         XCTAssertEqual(fx.sh("printf alpha > mnt/a && mkdir mnt/d").status, 0)
-        let loop = try Child("/bin/sh", ["-c", "i=0; while [ $i -lt 2000 ]; do ln mnt/a mnt/d/l$i || exit 1; [ $((i % 3)) = 0 ] && rm mnt/d/l$i; i=$((i+1)); done"],
-                             cwd: fx.dir, env: [:], stdout: "/dev/null", stderr: "/dev/null")
+        let loop = try Child(
+            "/bin/sh", ["-c", "i=0; while [ $i -lt 2000 ]; do ln mnt/a mnt/d/l$i || exit 1; [ $((i % 3)) = 0 ] && rm mnt/d/l$i; i=$((i+1)); done"],
+            cwd: fx.dir, env: [:], stdout: "/dev/null", stderr: "/dev/null")
         defer { loop.signal(SIGKILL); _ = loop.wait(seconds: 10) }
         XCTAssertTrue(waitUntil(20) { (fx.list(fx.m("d"))?.count ?? 0) >= 50 }, "links are being made")
         fx.kill9()
@@ -207,14 +215,16 @@ final class HardLinkRulesMountTests: MountTestCase {
         let r = fx.sh("ln mnt/a mnt/Sealed/b")
         XCTAssertNotEqual(r.status, 0)
         XCTAssertTrue(r.stderr.contains("Permission denied"), "\(r)")
-        XCTAssertFalse(fx.logLines { $0.contains("link") && $0.contains("Sealed/b") && $0.contains("allowsAddingSubItems") }.isEmpty,
-                       "one log line naming the path and the rule; log:\n\(fx.log)")
+        XCTAssertFalse(
+            fx.logLines { $0.contains("link") && $0.contains("Sealed/b") && $0.contains("allowsAddingSubItems") }.isEmpty,
+            "one log line naming the path and the rule; log:\n\(fx.log)")
         XCTAssertEqual(fx.list(fx.m("Sealed")), [])
         XCTAssertEqual(fx.sh("stat -c %h mnt/a").stdout, "1\n")
     }
 
     func testDeviceNodesAreInertItems() throws {
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             mknod mnt/null c 1 3 && mknod mnt/loop b 7 0 && stat -c '%F %t:%T' mnt/null mnt/loop \
             && { cat mnt/null; echo "cat $?"; } 2>&1 | sed 's/.*Permission denied/EACCES/'
             """)
@@ -240,7 +250,8 @@ final class HardLinkRulesMountTests: MountTestCase {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("posix/links.sh").path
         XCTAssertEqual(fx.sh("chmod 755 . mnt").status, 0)
-        let ext4 = fx.sh("""
+        let ext4 = fx.sh(
+            """
             mkdir -p ext4 && truncate -s 32M ext4.img && mkfs.ext4 -q -F ext4.img && mount -o loop,nodev ext4.img ext4 \
             && chmod 755 ext4 && sh '\(script)' ext4/run; s=$?; umount ext4 2>/dev/null; exit $s
             """, timeout: 120)

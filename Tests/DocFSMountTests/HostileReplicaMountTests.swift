@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The server is the only door (schema 11): one replica's credentials, used by hand with psql,
@@ -9,8 +9,10 @@ import Glibc
 /// the other replicas keep syncing, their daemons stay up and every file reads byte-exact.
 final class HostileReplicaMountTests: ReplicaTestCase {
     /// Runs `sql` as `role`: the server must refuse it with a message holding `words`.
-    func assertRefused(_ r: RemoteMount, _ role: String, _ what: String, _ sql: String, _ words: String,
-                       file: StaticString = #filePath, line: UInt = #line) {
+    func assertRefused(
+        _ r: RemoteMount, _ role: String, _ what: String, _ sql: String, _ words: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         do {
             let rows = try r.servers.psql(r.roleURL(role), sql)
             XCTFail("\(what): the server accepted it: \(rows)", file: file, line: line)
@@ -21,7 +23,8 @@ final class HostileReplicaMountTests: ReplicaTestCase {
 
     func testAHostileReplicaIsRefusedAndTheOthersGoOn() throws {
         let r = try makeRemote()
-        XCTAssertEqual(r.fx.sh("mkdir mnt/shared && printf 'from A' > mnt/shared/a.txt && head -c 300000 /dev/urandom > mnt/shared/big.bin").status, 0)
+        XCTAssertEqual(
+            r.fx.sh("mkdir mnt/shared && printf 'from A' > mnt/shared/a.txt && head -c 300000 /dev/urandom > mnt/shared/big.bin").status, 0)
         try r.waitUntilUploaded()
         let second = try makeSecond(r, name: "honest")
         let third = try makeSecond(r, name: "third")
@@ -32,26 +35,38 @@ final class HostileReplicaMountTests: ReplicaTestCase {
         let before = try r.serverTree()
         let root = try XCTUnwrap(r.servers.psql(r.databaseURL, "SELECT id FROM docfs_items WHERE parent_id IS NULL").first?.first ?? nil)
         let shared = try XCTUnwrap(before["/shared"]?.id)
-        let honestOperation = try XCTUnwrap(r.servers.psql(r.databaseURL,
-            "SELECT operation_id FROM docfs_changes WHERE role = '\(honest)' LIMIT 1").first?.first ?? nil)
-        let honestManifest = try XCTUnwrap(r.servers.psql(r.databaseURL,
-            "SELECT key FROM docfs_manifests WHERE role = '\(honest)' LIMIT 1").first?.first ?? nil)
+        let honestOperation = try XCTUnwrap(
+            r.servers.psql(
+                r.databaseURL,
+                "SELECT operation_id FROM docfs_changes WHERE role = '\(honest)' LIMIT 1"
+            ).first?.first ?? nil)
+        let honestManifest = try XCTUnwrap(
+            r.servers.psql(
+                r.databaseURL,
+                "SELECT key FROM docfs_manifests WHERE role = '\(honest)' LIMIT 1"
+            ).first?.first ?? nil)
         let knownBlock = try XCTUnwrap(r.servers.psql(r.databaseURL, "SELECT hash, pack_key, length FROM docfs_blocks LIMIT 1").first)
         let (hash, pack, length) = (knownBlock[0] ?? "", knownBlock[1] ?? "", knownBlock[2] ?? "0")
         let packs = "replica/packs/"
         let newPack = packs + hostile + "/" + UUID().uuidString.lowercased()
 
         // Plain SQL on the tables: nothing but reading.
-        assertRefused(r, hostile, "a change-log row far ahead (freezes every replica)", """
+        assertRefused(
+            r, hostile, "a change-log row far ahead (freezes every replica)",
+            """
             INSERT INTO docfs_changes (position, item_id, kind, operation_id, content_version, metadata_version, at_ns)
             VALUES (9000000000000000000, \(shared), 'create', gen_random_uuid(), 1, 1, 0)
             """, "permission denied")
-        assertRefused(r, hostile, "a block of length 0", """
+        assertRefused(
+            r, hostile, "a block of length 0",
+            """
             INSERT INTO docfs_blocks (hash, pack_key, pack_offset, length, created_ns) VALUES (repeat('a', 64), '\(newPack)', 0, 0, 0)
             """, "permission denied")
         assertRefused(r, hostile, "a block made negative", "UPDATE docfs_blocks SET length = -1", "permission denied")
         assertRefused(r, hostile, "a name with a slash", "UPDATE docfs_items SET name = 'a/b' WHERE id = \(shared)", "permission denied")
-        assertRefused(r, hostile, "a version with a wrong SHA-256", """
+        assertRefused(
+            r, hostile, "a version with a wrong SHA-256",
+            """
             INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns, sha256)
             VALUES (\(shared), 9, 'x', 1, 0, repeat('0', 64))
             """, "permission denied")
@@ -64,68 +79,92 @@ final class HostileReplicaMountTests: ReplicaTestCase {
         // Through the functions: every field checked.
         let create = { (fields: String) in #"{"op":"\#(UUID())","kind":"create","parent":\#(shared),\#(fields)}"# }
         try assertOperationRefused(r, hostile, "a name with /", create(#""name":"a/b","item_kind":"directory""#), "is not a valid item name")
-        try assertOperationRefused(r, hostile, "a 4 KiB name", create(#""name":"\#(String(repeating: "x", count: 4096))","item_kind":"directory""#),
-                                   "is not a valid item name")
+        try assertOperationRefused(
+            r, hostile, "a 4 KiB name", create(#""name":"\#(String(repeating: "x", count: 4096))","item_kind":"directory""#),
+            "is not a valid item name")
         try assertOperationRefused(r, hostile, "the name ..", create(#""name":"..","item_kind":"directory""#), "is not a valid item name")
         try assertOperationRefused(r, hostile, "an empty name", create(#""name":"","item_kind":"directory""#), "is not a valid item name")
         try assertOperationRefused(r, hostile, "a kind no folder holds", create(#""name":"s","item_kind":"socket""#), "is not a kind of item")
         try assertOperationRefused(r, hostile, "a mode out of range", create(#""name":"m","item_kind":"directory","mode":99999"#), "out of range")
         try assertOperationRefused(r, hostile, "an owner out of range", create(#""name":"u","item_kind":"directory","uid":-1"#), "out of range")
-        try assertOperationRefused(r, hostile, "a time before any", create(#""name":"t","item_kind":"directory","created_ns":-9000000000000000000"#),
-                                   "out of range")
-        try assertOperationRefused(r, hostile, "another replica's contents",
-                                   create(#""name":"stolen","item_kind":"file","content_key":"\#(honestManifest)","size":6"#),
-                                   "not recorded by this replica")
-        try assertOperationRefused(r, hostile, "contents no upload recorded",
-                                   create(#""name":"ghost","item_kind":"file","content_key":"replica/objects/ghost","size":1"#),
-                                   "is not on the server")
-        try assertOperationRefused(r, hostile, "another replica's operation id (a replay, or one pre-empted)",
-                                   #"{"op":"\#(honestOperation)","kind":"create","parent":\#(shared),"name":"p","item_kind":"directory"}"#,
-                                   "belongs to another replica")
-        try assertOperationRefused(r, hostile, "a forged operation kind", #"{"op":"\#(UUID())","kind":"layout","item":\#(root)}"#,
-                                   "not an operation")
+        try assertOperationRefused(
+            r, hostile, "a time before any", create(#""name":"t","item_kind":"directory","created_ns":-9000000000000000000"#),
+            "out of range")
+        try assertOperationRefused(
+            r, hostile, "another replica's contents",
+            create(#""name":"stolen","item_kind":"file","content_key":"\#(honestManifest)","size":6"#),
+            "not recorded by this replica")
+        try assertOperationRefused(
+            r, hostile, "contents no upload recorded",
+            create(#""name":"ghost","item_kind":"file","content_key":"replica/objects/ghost","size":1"#),
+            "is not on the server")
+        try assertOperationRefused(
+            r, hostile, "another replica's operation id (a replay, or one pre-empted)",
+            #"{"op":"\#(honestOperation)","kind":"create","parent":\#(shared),"name":"p","item_kind":"directory"}"#,
+            "belongs to another replica")
+        try assertOperationRefused(
+            r, hostile, "a forged operation kind", #"{"op":"\#(UUID())","kind":"layout","item":\#(root)}"#,
+            "not an operation")
 
         // Packs, blocks, manifests and intents.
-        assertRefused(r, hostile, "a pack recorded without its intent", """
+        assertRefused(
+            r, hostile, "a pack recorded without its intent",
+            """
             SELECT docfs_record_pack('\(newPack)', 10, ARRAY[repeat('b', 64)], ARRAY[0::bigint], ARRAY[10::bigint])
             """, "has no upload intent")
-        assertRefused(r, hostile, "an intent outside the tree's prefix", """
+        assertRefused(
+            r, hostile, "an intent outside the tree's prefix",
+            """
             SELECT docfs_record_intents(ARRAY['elsewhere/packs/\(UUID().uuidString.lowercased())'])
             """, "not a pack or manifest of this tree")
         // Packs only under its own folder (schema 16): neither another replica's nor the owner's.
         for elsewhere in [packs + honest + "/", packs] {
-            assertRefused(r, hostile, "an intent for a pack outside its folder", """
+            assertRefused(
+                r, hostile, "an intent for a pack outside its folder",
+                """
                 SELECT docfs_record_intents(ARRAY['\(elsewhere)\(UUID().uuidString.lowercased())'])
                 """, "is not under this replica's folder")
         }
         _ = try r.servers.psql(r.roleURL(hostile), "SELECT docfs_record_intents(ARRAY['\(newPack)'])")
-        for (what, offset, length, size, words) in [("a block of length 0", 0, 0, 10, "not a place in a pack"),
-                                                    ("a block of negative length", 0, -5, 10, "not a place in a pack"),
-                                                    ("a block past its pack's end", 8, 4, 10, "not a place in a pack"),
-                                                    ("a huge pack", 0, 10, 1_000_000_000_000_000, "not a pack size")] {
-            assertRefused(r, hostile, what, """
+        for (what, offset, length, size, words) in [
+            ("a block of length 0", 0, 0, 10, "not a place in a pack"),
+            ("a block of negative length", 0, -5, 10, "not a place in a pack"),
+            ("a block past its pack's end", 8, 4, 10, "not a place in a pack"),
+            ("a huge pack", 0, 10, 1_000_000_000_000_000, "not a pack size"),
+        ] {
+            assertRefused(
+                r, hostile, what,
+                """
                 SELECT docfs_record_pack('\(newPack)', \(size), ARRAY[repeat('b', 64)], ARRAY[\(offset)::bigint], ARRAY[\(length)::bigint])
                 """, words)
         }
         // A block the tree has, recorded again elsewhere: the sound one keeps its place (dedup is not poisoned).
-        _ = try r.servers.psql(r.roleURL(hostile), """
+        _ = try r.servers.psql(
+            r.roleURL(hostile),
+            """
             SELECT docfs_record_pack('\(newPack)', \(length), ARRAY['\(hash)'], ARRAY[0::bigint], ARRAY[\(length)::bigint], 'v1')
             """)
         XCTAssertEqual(try r.servers.psql(r.databaseURL, "SELECT pack_key FROM docfs_blocks WHERE hash = '\(hash)'").first?.first, pack)
-        assertRefused(r, hostile, "a manifest claiming another replica's operation", """
+        assertRefused(
+            r, hostile, "a manifest claiming another replica's operation",
+            """
             SELECT docfs_record_manifests('[{"key":"replica/manifests/\(honestOperation)-0123456789abcdef","size":\(length),"hashes":["\(hash)"]}]', '{}')
             """, "belongs to another replica")
-        assertRefused(r, hostile, "a manifest whose size is not its blocks'", """
+        assertRefused(
+            r, hostile, "a manifest whose size is not its blocks'",
+            """
             SELECT docfs_record_manifests('[{"key":"replica/manifests/\(UUID().uuidString.lowercased())-0123456789abcdef","size":\((Int(length) ?? 0) + 1),"hashes":["\(hash)"]}]', '{}')
             """, "bytes in its blocks")
         // Another replica's intent: neither renewed nor dropped by this one.
         let honestPack = packs + honest + "/" + UUID().uuidString.lowercased()
         _ = try r.servers.psql(r.roleURL(honest), "SELECT docfs_record_intents(ARRAY['\(honestPack)'])")
-        assertRefused(r, hostile, "taking another replica's intent", "SELECT docfs_record_intents(ARRAY['\(honestPack)'])",
-                      "is not under this replica's folder")
+        assertRefused(
+            r, hostile, "taking another replica's intent", "SELECT docfs_record_intents(ARRAY['\(honestPack)'])",
+            "is not under this replica's folder")
         _ = try r.servers.psql(r.roleURL(hostile), "SELECT docfs_drop_intents(ARRAY['\(honestPack)'])")
-        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_upload_intents WHERE key = '\(honestPack)'"), 1,
-                       "another replica's intent stays")
+        XCTAssertEqual(
+            try r.count("SELECT count(*) FROM docfs_upload_intents WHERE key = '\(honestPack)'"), 1,
+            "another replica's intent stays")
 
         // Nothing of that reached the tree, and the honest replicas go on.
         let after = try r.serverTree()

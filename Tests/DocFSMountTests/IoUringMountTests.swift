@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// FUSE over io_uring (`RingTransport`, off by default, `-o io_uring`): everyday tools
@@ -26,7 +26,7 @@ final class IoUringMountTests: MountTestCase {
     }
 
     override func tearDown() {
-        super.tearDown()   // unmounts first: a connection keeps the ring it was given
+        super.tearDown() // unmounts first: a connection keeps the ring it was given
         if let previous { try? Self.setParameter(previous) }
         previous = nil
     }
@@ -53,7 +53,8 @@ final class IoUringMountTests: MountTestCase {
         try fx.writeSource("small.txt", Array("hello through the ring\n".utf8))
         try fx.writeSource("big.bin", testBytes(5 << 20 + 123, seed: 38))
         for i in 0..<40 { try fx.writeSource("tree/d\(i % 4)/f\(i).dat", testBytes(1000 * i + 7, seed: UInt64(i))) }
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             set -e
             cp src/small.txt src/big.bin mnt/
             cmp src/small.txt mnt/small.txt && cmp src/big.bin mnt/big.bin
@@ -70,11 +71,12 @@ final class IoUringMountTests: MountTestCase {
         XCTAssertEqual(r.status, 0, "\(r)\nlog:\n\(fx.log)")
         // Each queue's thread is pinned to its CPU (the queues of online CPUs at least).
         let pid = try XCTUnwrap(fx.daemonPID)
-        let pinned = Set(((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []).compactMap { task -> String? in
-            let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
-            return status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") }
-                .map { $0.dropFirst("Cpus_allowed_list:".count).trimmingCharacters(in: .whitespaces) }
-        })
+        let pinned = Set(
+            ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []).compactMap { task -> String? in
+                let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
+                return status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") }
+                    .map { $0.dropFirst("Cpus_allowed_list:".count).trimmingCharacters(in: .whitespaces) }
+            })
         let online = ProcessInfo.processInfo.activeProcessorCount
         for cpu in 0..<online { XCTAssertTrue(pinned.contains("\(cpu)"), "no thread pinned to CPU \(cpu): \(pinned)") }
         XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
@@ -82,8 +84,9 @@ final class IoUringMountTests: MountTestCase {
         XCTAssertNotNil(served, "no count of ring-served requests in the log:\n\(fx.log)")
         // Well over a hundred requests above (lookups, creates, 1 MiB writes, reads, readdirs).
         XCTAssertGreaterThan(served ?? 0, 100, "too few requests through the ring")
-        XCTAssertTrue(fx.log.split(separator: "\n").filter { $0.contains("io_uring: queue") && $0.contains("refused") }.isEmpty,
-                      "the kernel refused ring entries:\n\(fx.log)")
+        XCTAssertTrue(
+            fx.log.split(separator: "\n").filter { $0.contains("io_uring: queue") && $0.contains("refused") }.isEmpty,
+            "the kernel refused ring entries:\n\(fx.log)")
     }
 
     /// A chmod that narrows a folder makes the kernel forget the names below it (inval_entry,
@@ -94,7 +97,8 @@ final class IoUringMountTests: MountTestCase {
     func testChmodLoopBesideCreatesFinishes() throws {
         try Self.setParameter("Y")
         try fx.mount(extra: ["-o", "io_uring"])
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             mkdir mnt/d || exit 1
             pids=
             for w in 1 2 3 4 5 6 7 8; do
@@ -123,10 +127,14 @@ final class IoUringMountTests: MountTestCase {
         try fx.mount(extra: ["-o", "io_uring"], env: ["DOCFS_FAULT": "fsync:wait", "DOCFS_FAULT_RELEASE": release])
         XCTAssertErrno(fx.writeFile(fx.m("held.txt"), Array("held".utf8)), 0)
         XCTAssertErrno(fx.writeFile(fx.m("free.txt"), Array("free".utf8)), 0)
-        let syncer = try Child("/usr/bin/taskset", ["-c", "0", "python3", "-c",
-                                                    "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY); os.fsync(fd); os.close(fd)",
-                                                    fx.m("held.txt")],
-                               cwd: fx.dir, stdout: fx.dir + "/syncer.out", stderr: fx.dir + "/syncer.out")
+        let syncer = try Child(
+            "/usr/bin/taskset",
+            [
+                "-c", "0", "python3", "-c",
+                "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY); os.fsync(fd); os.close(fd)",
+                fx.m("held.txt"),
+            ],
+            cwd: fx.dir, stdout: fx.dir + "/syncer.out", stderr: fx.dir + "/syncer.out")
         // Let go, whatever happened, so that nothing stays waiting on the mount.
         defer {
             _ = FileManager.default.createFile(atPath: release, contents: nil)
@@ -149,7 +157,8 @@ final class IoUringMountTests: MountTestCase {
     /// registration fail, so that the kernel serves through /dev/fuse, with one log line.
     func testQueueThatCannotStartFallsBackToDevFuse() throws {
         try Self.setParameter("Y")
-        let cpus = try String(contentsOfFile: "/sys/devices/system/cpu/possible", encoding: .utf8)
+        let cpus =
+            try String(contentsOfFile: "/sys/devices/system/cpu/possible", encoding: .utf8)
             .split(whereSeparator: { $0 == "," || $0 == "-" || $0 == "\n" }).compactMap { Int($0) }.max() ?? 0
         try fx.mount(extra: ["-o", "io_uring"], env: ["DOCFS_TEST_RING_QUEUE_FAILS": "\(cpus)"])
         try fx.writeSource("a.bin", testBytes(300_000, seed: 11))
@@ -158,8 +167,9 @@ final class IoUringMountTests: MountTestCase {
         XCTAssertTrue(fx.stopDaemon(), "unclean stop; log:\n\(fx.log)")
         let lines = fx.log.split(separator: "\n").filter { $0.contains("could not start") }
         XCTAssertEqual(lines.count, 1, "expected one line for the queue:\n\(fx.log)")
-        XCTAssertTrue(lines.first?.contains("queue \(cpus) could not start") == true
-                      && lines.first?.contains("serving through /dev/fuse") == true, "\(lines)")
+        XCTAssertTrue(
+            lines.first?.contains("queue \(cpus) could not start") == true
+                && lines.first?.contains("serving through /dev/fuse") == true, "\(lines)")
         XCTAssertEqual(ringServed() ?? 0, 0, "requests went through the ring:\n\(fx.log)")
     }
 
@@ -171,7 +181,8 @@ final class IoUringMountTests: MountTestCase {
         try Self.setParameter("Y")
         try fx.mount(extra: ["-o", "io_uring"], env: ["DOCFS_TEST_RING_ENTRIES_LOST": "0"])
         // From CPU 1 (queue 1, which serves): the files, their names cached.
-        let setup = fx.sh("taskset -c 1 sh -c 'for k in 1 2 3 4 5 6 7 8 9 10 11 12; do echo $k > mnt/f$k && cat mnt/f$k > /dev/null || exit 1; done'", timeout: 30)
+        let setup = fx.sh(
+            "taskset -c 1 sh -c 'for k in 1 2 3 4 5 6 7 8 9 10 11 12; do echo $k > mnt/f$k && cat mnt/f$k > /dev/null || exit 1; done'", timeout: 30)
         XCTAssertEqual(setup.status, 0, "\(setup)\nlog:\n\(fx.log)")
         // From CPU 0: twelve opens at once, each a request in queue 0, which loses its entries.
         _ = fx.sh("for k in 1 2 3 4 5 6 7 8 9 10 11 12; do taskset -c 0 cat mnt/f$k > /dev/null 2>&1 & done; wait", timeout: 60)

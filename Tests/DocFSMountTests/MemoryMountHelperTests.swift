@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `mount -t fuse.docfs memory: MNT`: mount(8) runs the helper (`/sbin/mount.fuse.docfs`, a link

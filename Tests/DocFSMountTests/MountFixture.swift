@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What a shell command (or the `docfs` binary) produced.
@@ -37,7 +37,8 @@ enum DocFSBinary {
                 let candidate = dir.appendingPathComponent("docfs").path
                 var isDir: ObjCBool = false
                 if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDir), !isDir.boolValue,
-                   FileManager.default.isExecutableFile(atPath: candidate) {
+                    FileManager.default.isExecutableFile(atPath: candidate)
+                {
                     return candidate
                 }
                 dir = dir.deletingLastPathComponent()
@@ -75,7 +76,8 @@ enum Mounts {
         var i = 0
         while i < b.count {
             if b[i] == UInt8(ascii: "\\"), i + 3 < b.count,
-               let v = UInt8(String(decoding: b[(i + 1)...(i + 3)], as: UTF8.self), radix: 8) {
+                let v = UInt8(String(decoding: b[(i + 1)...(i + 3)], as: UTF8.self), radix: 8)
+            {
                 out.append(v); i += 4
             } else {
                 out.append(b[i]); i += 1
@@ -92,7 +94,8 @@ enum Proc {
         // A zombie still answers kill(0); look at its state too.
         if kill(pid, 0) != 0 { return false }
         if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-           let close = stat.lastIndex(of: ")") {
+            let close = stat.lastIndex(of: ")")
+        {
             let rest = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces)
             if rest.hasPrefix("Z") || rest.hasPrefix("X") { return false }
         }
@@ -133,8 +136,10 @@ final class Child {
 
     /// Starts `exe args` in `cwd` with stdin from /dev/null and stdout/stderr appended to the
     /// given files (the same path for both shares one descriptor).
-    init(_ exe: String, _ args: [String], cwd: String, env: [String: String] = [:],
-         stdout: String, stderr: String) throws {
+    init(
+        _ exe: String, _ args: [String], cwd: String, env: [String: String] = [:],
+        stdout: String, stderr: String
+    ) throws {
         var fa = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&fa)
         defer { posix_spawn_file_actions_destroy(&fa) }
@@ -208,8 +213,10 @@ final class Child {
 }
 
 /// Runs a process with a timeout; output goes to files so that pipes can never block it.
-func runProcess(_ exe: String, _ args: [String], cwd: String, env: [String: String] = [:],
-                timeout: Double, outDir: String, onTimeout: () -> Void = {}) -> ShellResult {
+func runProcess(
+    _ exe: String, _ args: [String], cwd: String, env: [String: String] = [:],
+    timeout: Double, outDir: String, onTimeout: () -> Void = {}
+) -> ShellResult {
     let tag = UUID().uuidString.prefix(8)
     let outPath = "\(outDir)/.out-\(tag)", errPath = "\(outDir)/.err-\(tag)"
     defer {
@@ -238,7 +245,7 @@ func runProcess(_ exe: String, _ args: [String], cwd: String, env: [String: Stri
 final class Watchdog: @unchecked Sendable {
     private let disarmed = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
-    private var didFire = false          // written by the watchdog thread before `finished`
+    private var didFire = false // written by the watchdog thread before `finished`
     init(seconds: Double, action: @escaping @Sendable () -> Void) {
         Thread.detachNewThread { [self] in
             if disarmed.wait(timeout: .now() + seconds) == .timedOut {
@@ -344,10 +351,11 @@ final class MountFixture {
             source = "memory:"
         }
         mountCount += 1
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)   // one log per mount
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil) // one log per mount
         let ring = Self.forcesIoUring ? ["-o", "io_uring"] : []
-        let p = try Child(bin, ["mount", source, mnt, "-f", "-o", "auto_unmount", "--log-level", "debug"] + ring + extra,
-                          cwd: dir, env: env, stdout: logPath, stderr: logPath)
+        let p = try Child(
+            bin, ["mount", source, mnt, "-f", "-o", "auto_unmount", "--log-level", "debug"] + ring + extra,
+            cwd: dir, env: env, stdout: logPath, stderr: logPath)
         daemon = p
         let deadline = Date().addingTimeInterval(20)
         while !Mounts.isMounted(mnt) {
@@ -491,14 +499,18 @@ final class MountFixture {
 
     /// Runs `/bin/sh -c script` in the fixture directory (so `mnt/...`, `src/...`, `store` work;
     /// `$DOCFS` is the binary). On timeout the daemon is killed and the mount lazily unmounted.
-    func sh(_ script: String, timeout: Double = MountFixture.commandTimeout,
-            file: StaticString = #filePath, line: UInt = #line) -> ShellResult {
+    func sh(
+        _ script: String, timeout: Double = MountFixture.commandTimeout,
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> ShellResult {
         let pid = daemonPID, mnt = self.mnt
-        let r = runProcess("/bin/sh", ["-c", script], cwd: dir, env: ["DOCFS": bin], timeout: timeout,
-                           outDir: dir, onTimeout: { MountFixture.abort(pid: pid, mnt: mnt) })
+        let r = runProcess(
+            "/bin/sh", ["-c", script], cwd: dir, env: ["DOCFS": bin], timeout: timeout,
+            outDir: dir, onTimeout: { MountFixture.abort(pid: pid, mnt: mnt) })
         if r.timedOut {
-            XCTFail("shell command timed out after \(timeout) s; daemon killed and mount detached: \(script)\nlog:\n\(log)",
-                    file: file, line: line)
+            XCTFail(
+                "shell command timed out after \(timeout) s; daemon killed and mount detached: \(script)\nlog:\n\(log)",
+                file: file, line: line)
         }
         return r
     }
@@ -506,13 +518,16 @@ final class MountFixture {
     /// Runs the docfs binary with `args` (cwd: the fixture directory), `env` added to its environment.
     func docfs(_ args: [String], env: [String: String] = [:], timeout: Double = MountFixture.commandTimeout) -> ShellResult {
         let pid = daemonPID, mnt = self.mnt
-        return runProcess(bin, args, cwd: dir, env: env, timeout: timeout, outDir: dir,
-                          onTimeout: { MountFixture.abort(pid: pid, mnt: mnt) })
+        return runProcess(
+            bin, args, cwd: dir, env: env, timeout: timeout, outDir: dir,
+            onTimeout: { MountFixture.abort(pid: pid, mnt: mnt) })
     }
 
     /// Runs `body` (in-process syscalls on the mount) under a watchdog.
-    func guarded<T>(_ what: String = "syscall", seconds: Double = MountFixture.commandTimeout,
-                    _ body: () throws -> T) rethrows -> T {
+    func guarded<T>(
+        _ what: String = "syscall", seconds: Double = MountFixture.commandTimeout,
+        _ body: () throws -> T
+    ) rethrows -> T {
         let pid = daemonPID, mnt = self.mnt
         let dog = Watchdog(seconds: seconds) {
             warn("MountFixture: \(what) on \(mnt) hung for \(seconds) s; killing the daemon")
@@ -534,8 +549,9 @@ final class MountFixture {
     /// Writes bytes to a scratch file outside the mount (under src/).
     func writeSource(_ rel: String, _ bytes: [UInt8]) throws {
         let path = src + "/" + rel
-        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
-                                                withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent,
+            withIntermediateDirectories: true)
         try Data(bytes).write(to: URL(fileURLWithPath: path))
     }
 
@@ -632,25 +648,32 @@ func testBytes(_ count: Int, seed: UInt64) -> [UInt8] {
 }
 
 func errnoName(_ e: Int32) -> String {
-    let names: [Int32: String] = [0: "OK", EPERM: "EPERM", ENOENT: "ENOENT", EIO: "EIO", EACCES: "EACCES",
-                                  EEXIST: "EEXIST", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EINVAL: "EINVAL",
-                                  ENOSPC: "ENOSPC", EROFS: "EROFS", ENAMETOOLONG: "ENAMETOOLONG",
-                                  ENOTEMPTY: "ENOTEMPTY", EILSEQ: "EILSEQ", ENOSYS: "ENOSYS",
-                                  ENOTCONN: "ENOTCONN", EXDEV: "EXDEV", EBUSY: "EBUSY"]
+    let names: [Int32: String] = [
+        0: "OK", EPERM: "EPERM", ENOENT: "ENOENT", EIO: "EIO", EACCES: "EACCES",
+        EEXIST: "EEXIST", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EINVAL: "EINVAL",
+        ENOSPC: "ENOSPC", EROFS: "EROFS", ENAMETOOLONG: "ENAMETOOLONG",
+        ENOTEMPTY: "ENOTEMPTY", EILSEQ: "EILSEQ", ENOSYS: "ENOSYS",
+        ENOTCONN: "ENOTCONN", EXDEV: "EXDEV", EBUSY: "EBUSY",
+    ]
     return names[e] ?? "errno \(e)"
 }
 
 /// Asserts an errno by name, so failures read "got EPERM, expected EACCES".
-func XCTAssertErrno(_ got: Int32, _ expected: Int32, _ message: String = "",
-                    file: StaticString = #filePath, line: UInt = #line) {
-    XCTAssert(got == expected, "got \(errnoName(got)), expected \(errnoName(expected)) \(message)",
-              file: file, line: line)
+func XCTAssertErrno(
+    _ got: Int32, _ expected: Int32, _ message: String = "",
+    file: StaticString = #filePath, line: UInt = #line
+) {
+    XCTAssert(
+        got == expected, "got \(errnoName(got)), expected \(errnoName(expected)) \(message)",
+        file: file, line: line)
 }
 
 /// Asserts a read succeeded with exactly `want`; on failure reports sizes and the first
 /// differing offset instead of dumping the bytes.
-func XCTAssertBytes(_ got: (bytes: [UInt8]?, errno: Int32), _ want: [UInt8], _ message: String = "",
-                    file: StaticString = #filePath, line: UInt = #line) {
+func XCTAssertBytes(
+    _ got: (bytes: [UInt8]?, errno: Int32), _ want: [UInt8], _ message: String = "",
+    file: StaticString = #filePath, line: UInt = #line
+) {
     guard let b = got.bytes else {
         XCTFail("read failed with \(errnoName(got.errno)) \(message)", file: file, line: line)
         return
@@ -660,7 +683,8 @@ func XCTAssertBytes(_ got: (bytes: [UInt8]?, errno: Int32), _ want: [UInt8], _ m
     func show(_ x: [UInt8]) -> String {
         x.count <= 120 ? String(reflecting: String(decoding: x, as: UTF8.self)) : "\(x.count) bytes"
     }
-    XCTFail("contents differ: got \(b.count) bytes, expected \(want.count); first difference at offset \(diff); "
+    XCTFail(
+        "contents differ: got \(b.count) bytes, expected \(want.count); first difference at offset \(diff); "
             + "got \(show(b)), expected \(show(want)) \(message)", file: file, line: line)
 }
 
@@ -692,7 +716,7 @@ class MountTestCase: XCTestCase {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if condition() { return true }
-            usleep(10_000)  // the poll interval, within the deadline
+            usleep(10_000) // the poll interval, within the deadline
         }
         return condition()
     }

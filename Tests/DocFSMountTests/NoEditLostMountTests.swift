@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// No edit lost between replicas: a file held open for writing on one replica while another
@@ -16,15 +16,18 @@ final class NoEditLostMountTests: ReplicaTestCase {
         let out: String
         let go: String
 
-        init(_ r: RemoteMount, _ path: String, _ text: String, truncating: Bool = true, more: String? = nil,
-             file: StaticString = #filePath, line: UInt = #line) throws {
+        init(
+            _ r: RemoteMount, _ path: String, _ text: String, truncating: Bool = true, more: String? = nil,
+            file: StaticString = #filePath, line: UInt = #line
+        ) throws {
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .appendingPathComponent("remote/hold_open.py").path
             let name = UUID().uuidString
             out = r.fx.dir + "/hold-\(name).out"
             go = r.fx.dir + "/hold-\(name).go"
-            child = try Child("/usr/bin/env", ["python3", script, path, truncating ? "trunc" : "inplace", text, go] + (more.map { [$0] } ?? []),
-                              cwd: r.fx.dir, stdout: out, stderr: out)
+            child = try Child(
+                "/usr/bin/env", ["python3", script, path, truncating ? "trunc" : "inplace", text, go] + (more.map { [$0] } ?? []),
+                cwd: r.fx.dir, stdout: out, stderr: out)
             let deadline = Date().addingTimeInterval(30)
             while !output.contains("ready"), !child.hasExited, Date() < deadline { usleep(20_000) }
             XCTAssert(output.contains("ready"), "the holder did not open and write \(path): \(output)", file: file, line: line)
@@ -106,7 +109,9 @@ final class NoEditLostMountTests: ReplicaTestCase {
         assertSameTrees(r, b, file: file, line: line)
         let copies = names(r.mnt).filter { $0.hasPrefix(stem + " (conflicted copy from ") }
         XCTAssertEqual(copies.count, 1, "one conflicted copy: \(names(r.mnt))\nlog A:\n\(r.logTail())", file: file, line: line)
-        XCTAssertEqual(contents(r.mnt + "/" + stem + ".txt"), "B saved", "A follows the server's version of the name; log A:\n\(r.logTail(60))", file: file, line: line)
+        XCTAssertEqual(
+            contents(r.mnt + "/" + stem + ".txt"), "B saved", "A follows the server's version of the name; log A:\n\(r.logTail(60))", file: file,
+            line: line)
         XCTAssertEqual(copies.first.flatMap { contents(r.mnt + "/" + $0) }, "A held open", "A's bytes beside it", file: file, line: line)
     }
 
@@ -233,15 +238,20 @@ final class NoEditLostMountTests: ReplicaTestCase {
     func testAnItemTheServerRefusesIsSetAsideAndTheRestGoesOn() throws {
         let r = try makeRemote()
         let b = try makeSecond(r)
-        _ = try r.servers.psql(r.databaseURL, """
+        _ = try r.servers.psql(
+            r.databaseURL,
+            """
             CREATE FUNCTION docfs_test_poison() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN IF NEW.name = 'poison.txt' THEN RAISE EXCEPTION 'poison.txt is not welcome here'; END IF; RETURN NEW; END $$;
             CREATE TRIGGER docfs_test_poison BEFORE INSERT OR UPDATE ON docfs_items FOR EACH ROW EXECUTE FUNCTION docfs_test_poison();
             """)
-        XCTAssertEqual(r.fx.sh("""
-            printf one > mnt/before.txt && printf bad > mnt/poison.txt && printf more >> mnt/poison.txt && \
-            printf two > mnt/after.txt && mkdir mnt/later && printf three > mnt/later/inside.txt
-            """).status, 0)
+        XCTAssertEqual(
+            r.fx.sh(
+                """
+                printf one > mnt/before.txt && printf bad > mnt/poison.txt && printf more >> mnt/poison.txt && \
+                printf two > mnt/after.txt && mkdir mnt/later && printf three > mnt/later/inside.txt
+                """
+            ).status, 0)
         eventually("B has everything but the refused file", timeout: 60) {
             contents(b.mnt + "/after.txt") == "two" && contents(b.mnt + "/later/inside.txt") == "three"
         }
@@ -340,8 +350,9 @@ final class NoEditLostMountTests: ReplicaTestCase {
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_versions"), 0, "nothing committed yet")
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_manifests"), 1, "the manifest is recorded")
         let out = r.fx.dir + "/gc.out"
-        let gc = try Child(r.fx.bin, ["remote", "gc", r.fx.store, "--grace", "0", "--keep-versions", "0", "--json"], cwd: r.fx.dir,
-                           env: r.awsEnvironment(secret: r.servers.secretKey), stdout: out, stderr: out + ".err")
+        let gc = try Child(
+            r.fx.bin, ["remote", "gc", r.fx.store, "--grace", "0", "--keep-versions", "0", "--json"], cwd: r.fx.dir,
+            env: r.awsEnvironment(secret: r.servers.secretKey), stdout: out, stderr: out + ".err")
         defer { if !gc.hasExited { gc.signal(SIGKILL); gc.wait(seconds: nil) } }
         eventually("gc waits for the replica's transaction", timeout: 30) {
             ((try? r.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")) ?? 0) > 1
@@ -352,9 +363,11 @@ final class NoEditLostMountTests: ReplicaTestCase {
         XCTAssertEqual(gc.status, 0, "gc: \(report) \((try? String(contentsOfFile: out + ".err", encoding: .utf8)) ?? "")")
 
         try r.waitUntilUploaded()
-        XCTAssertEqual(try r.count("""
-            SELECT count(*) FROM docfs_versions v WHERE NOT EXISTS (SELECT 1 FROM docfs_manifests m WHERE m.key = v.content_key)
-            """), 0, "a committed version names a manifest gc dropped: \(report)")
+        XCTAssertEqual(
+            try r.count(
+                """
+                SELECT count(*) FROM docfs_versions v WHERE NOT EXISTS (SELECT 1 FROM docfs_manifests m WHERE m.key = v.content_key)
+                """), 0, "a committed version names a manifest gc dropped: \(report)")
         try r.assertServerMatchesMount()
         let b = try makeSecond(r)
         eventually("the second replica reads the file byte-exact", timeout: 60) {
@@ -371,7 +384,8 @@ final class NoEditLostMountTests: ReplicaTestCase {
             (try? r.objects().count) == 1 && r.fx.log.contains("DOCFS_FAULT: waiting at upload-done")
         }
         XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_versions"), 0, "nothing names the object yet")
-        let gc = r.fx.docfs(["remote", "gc", r.fx.store, "--grace", "0", "--keep-versions", "0", "--json"], env: r.awsEnvironment(secret: r.servers.secretKey))
+        let gc = r.fx.docfs(
+            ["remote", "gc", r.fx.store, "--grace", "0", "--keep-versions", "0", "--json"], env: r.awsEnvironment(secret: r.servers.secretKey))
         XCTAssertEqual(gc.status, 0, "\(gc)")
         XCTAssertEqual(try r.objects().count, 1, "gc removed the object of an upload in flight: \(gc.stdout)")
 

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Contents on demand (README's *Remote*): `init --remote` of a tree takes its metadata only,
@@ -53,7 +53,9 @@ final class OnDemandMountTests: ReplicaTestCase {
         XCTAssertEqual(r.fx.sh("du -k '\(file)' | cut -f1").stdout.trimmingCharacters(in: .whitespacesAndNewlines), "0")
 
         // A read in the middle of the file waits for its range only, and gets the right bytes.
-        let slice = r.fx.sh("dd if='\(file)' bs=4096 skip=1000 count=16 status=none > slice-b && dd if=src/t/big.bin bs=4096 skip=1000 count=16 status=none > slice-a && cmp slice-a slice-b")
+        let slice = r.fx.sh(
+            "dd if='\(file)' bs=4096 skip=1000 count=16 status=none > slice-b && dd if=src/t/big.bin bs=4096 skip=1000 count=16 status=none > slice-a && cmp slice-a slice-b"
+        )
         XCTAssertEqual(slice.status, 0, "\(slice)")
         let diff = r.fx.sh("diff -r src/t '\(b.mnt)/t'")
         XCTAssertEqual(diff.status, 0, "every file reads right: \(diff)")
@@ -84,7 +86,9 @@ final class OnDemandMountTests: ReplicaTestCase {
         let file = b.mnt + "/far.bin"
         XCTAssertEqual(r.xattr(file, "user.docfs.downloaded"), "no")
         for (skip, count) in [(size / 4096 - 1, 2), (400, 40), (0, 3)] {
-            let slice = r.fx.sh("dd if='\(file)' bs=4096 skip=\(skip) count=\(count) status=none > b.part && dd if=src/far.bin bs=4096 skip=\(skip) count=\(count) status=none > a.part && cmp a.part b.part")
+            let slice = r.fx.sh(
+                "dd if='\(file)' bs=4096 skip=\(skip) count=\(count) status=none > b.part && dd if=src/far.bin bs=4096 skip=\(skip) count=\(count) status=none > a.part && cmp a.part b.part"
+            )
             XCTAssertEqual(slice.status, 0, "4 KiB blocks \(skip)..<\(skip + count): \(slice)")
         }
         XCTAssertEqual(r.fx.sh("cmp src/far.bin '\(file)'").status, 0)

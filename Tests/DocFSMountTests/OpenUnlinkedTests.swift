@@ -7,7 +7,8 @@ import XCTest
 final class OpenUnlinkedTests: MountTestCase {
     func testUnlinkedWhileOpenForWritingKeepsWorkingUntilClose() throws {
         XCTAssertEqual(fx.sh("printf old > mnt/a.txt").status, 0)
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             python3 - <<'PY'
             import os
             fd = os.open("mnt/a.txt", os.O_RDWR)
@@ -31,7 +32,8 @@ final class OpenUnlinkedTests: MountTestCase {
 
     func testReplacedWhileOpenForReadingStillReadsTheOldContents() throws {
         XCTAssertEqual(fx.sh("printf one > mnt/a.txt && printf two > mnt/b.txt").status, 0)
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             python3 - <<'PY'
             import os
             fd = os.open("mnt/a.txt", os.O_RDONLY)

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What an operator sees of a running docfs (issue 41): `-o metrics` read by the Prometheus
@@ -44,19 +44,23 @@ final class OperatorMountTests: MountTestCase {
         let after = try scrape(python, port: port)
         XCTAssertEqual(after.types["docfs_fuse_request_duration_seconds"], "histogram")
         XCTAssertEqual(after.types["docfs_fuse_requests"], "counter")
-        XCTAssertGreaterThanOrEqual(after.total("docfs_fuse_written_bytes_total") - before.total("docfs_fuse_written_bytes_total"),
-                                    Double(payload.count), "bytes written moved by the copy")
+        XCTAssertGreaterThanOrEqual(
+            after.total("docfs_fuse_written_bytes_total") - before.total("docfs_fuse_written_bytes_total"),
+            Double(payload.count), "bytes written moved by the copy")
         XCTAssertGreaterThan(after.total("docfs_fuse_requests_total") { $0["op"] == "write" }, 0)
-        XCTAssertGreaterThan(after.total("docfs_fuse_requests_total") { $0["op"] == "lookup" },
-                             before.total("docfs_fuse_requests_total") { $0["op"] == "lookup" })
-        XCTAssertEqual(after.total("docfs_fuse_request_duration_seconds_count") { $0["op"] == "write" },
-                       after.total("docfs_fuse_requests_total") { $0["op"] == "write" }, "the histogram counts every request")
+        XCTAssertGreaterThan(
+            after.total("docfs_fuse_requests_total") { $0["op"] == "lookup" },
+            before.total("docfs_fuse_requests_total") { $0["op"] == "lookup" })
+        XCTAssertEqual(
+            after.total("docfs_fuse_request_duration_seconds_count") { $0["op"] == "write" },
+            after.total("docfs_fuse_requests_total") { $0["op"] == "write" }, "the histogram counts every request")
         XCTAssertGreaterThan(after.total("docfs_fuse_request_duration_seconds_sum") { $0["op"] == "write" }, 0)
         XCTAssertEqual(after.total("docfs_items"), before.total("docfs_items") + 1, "the copy is one item more")
         XCTAssertGreaterThanOrEqual(after.total("docfs_store_content_bytes"), Double(payload.count))
         let refusals = after.samples["docfs_refusals_total"] ?? []
-        XCTAssert(refusals.contains { $0.labels["errno"] == "EACCES" && $0.labels["rule"] == "accessDenied" && $0.value >= 1 },
-                  "the refused cp is counted: \(refusals)")
+        XCTAssert(
+            refusals.contains { $0.labels["errno"] == "EACCES" && $0.labels["rule"] == "accessDenied" && $0.value >= 1 },
+            "the refused cp is counted: \(refusals)")
         XCTAssertEqual(before.total("docfs_refusals_total") { $0["errno"] == "EACCES" }, 0)
         XCTAssert(fx.stopDaemon(), "clean stop")
     }
@@ -92,7 +96,9 @@ final class OperatorMountTests: MountTestCase {
     func testProgressOnATerminalAndNothingExtraWhenPiped() throws {
         let r = runOnTerminal(fx.bin, ["check", fx.store], dir: fx.dir)
         XCTAssertEqual(r.status, 0, "\(r)")
-        XCTAssert(r.terminal.contains("docfs check: checking") && r.terminal.contains("\r\u{1B}[K"), "progress drawn on the terminal: \(r.terminal.debugDescription)")
+        XCTAssert(
+            r.terminal.contains("docfs check: checking") && r.terminal.contains("\r\u{1B}[K"),
+            "progress drawn on the terminal: \(r.terminal.debugDescription)")
         XCTAssert(r.stdout.contains("is consistent"), "\(r)")
 
         let piped = fx.docfs(["check", fx.store])
@@ -119,7 +125,8 @@ final class OperatorMountTests: MountTestCase {
         XCTAssertEqual(figures.types["docfs_check_files"], "gauge")
         XCTAssertEqual(figures.samples["docfs_check_files"]?.first?.labels["store"], fx.store)
         XCTAssertEqual(figures.total("docfs_check_last_run_timestamp_seconds"), Date().timeIntervalSince1970, accuracy: 120)
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: fx.dir).filter { $0.hasPrefix(".check.prom") }, [], "no temporary file left")
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: fx.dir).filter { $0.hasPrefix(".check.prom") }, [], "no temporary file left")
 
         try "x".write(toFile: fx.store + "/staging/left-over", atomically: false, encoding: .utf8)
         let bad = fx.docfs(["check", fx.store, "--metrics-file", file])
@@ -242,18 +249,21 @@ struct MetricsScrape {
             """
         let r = runProcess(python, ["-c", script, source], cwd: dir, timeout: 60, outDir: dir)
         guard r.status == 0, let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
-              let samples = object["samples"] as? [String: [[Any]]], let types = object["types"] as? [String: String] else {
+            let samples = object["samples"] as? [String: [[Any]]], let types = object["types"] as? [String: String]
+        else {
             throw FixtureError("parsing \(source) failed: \(r)")
         }
-        return MetricsScrape(samples: samples.mapValues { list in
-            list.map { Sample(labels: $0[0] as? [String: String] ?? [:], value: ($0[1] as? NSNumber)?.doubleValue ?? .nan) }
-        }, types: types)
+        return MetricsScrape(
+            samples: samples.mapValues { list in
+                list.map { Sample(labels: $0[0] as? [String: String] ?? [:], value: ($0[1] as? NSNumber)?.doubleValue ?? .nan) }
+            }, types: types)
     }
 
     /// A python with prometheus_client (Tests/remote/servers.sh installs it beside moto).
     static func parserPython(dir: String) throws -> String {
         guard let python = ProcessInfo.processInfo.environment["DOCFS_TEST_S3_PYTHON"],
-              runProcess(python, ["-c", "import prometheus_client.parser"], cwd: dir, timeout: 30, outDir: dir).status == 0 else {
+            runProcess(python, ["-c", "import prometheus_client.parser"], cwd: dir, timeout: 30, outDir: dir).status == 0
+        else {
             throw XCTSkip("needs prometheus_client: run under Tests/remote/servers.sh run -- … (as make test does)")
         }
         return python
@@ -293,6 +303,7 @@ func runOnTerminal(_ exe: String, _ args: [String], dir: String, env: [String: S
     guard r.status == 0, let object = (try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8))) as? [String: Any] else {
         return TerminalRun(status: -1, terminal: "", stdout: "the pty runner failed: \(r)")
     }
-    return TerminalRun(status: Int32((object["status"] as? Int) ?? -1), terminal: object["tty"] as? String ?? "",
-                       stdout: object["stdout"] as? String ?? "")
+    return TerminalRun(
+        status: Int32((object["status"] as? Int) ?? -1), terminal: object["tty"] as? String ?? "",
+        stdout: object["stdout"] as? String ?? "")
 }

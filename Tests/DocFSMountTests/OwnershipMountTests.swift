@@ -25,7 +25,9 @@ final class OwnershipMountTests: MountTestCase {
     func testOtherUsersAreHeldToTheModeBitsAndAccessAgrees() {
         var r = fx.sh("cd mnt && echo secret > private && chmod 600 private && mkdir shared && chmod 755 shared && echo hi > open")
         XCTAssertEqual(r.status, 0, "\(r)")
-        r = sh(as: 2001, """
+        r = sh(
+            as: 2001,
+            """
             cd mnt
             cat private 2>/dev/null && echo read || echo no-read
             test -r private && echo r || echo no-r
@@ -112,7 +114,9 @@ final class OwnershipMountTests: MountTestCase {
             """
         try script.write(toFile: fx.dir + "/fifo_modes.py", atomically: true, encoding: .utf8)
         let r = fx.sh("python3 fifo_modes.py", timeout: 60)
-        XCTAssertEqual(r.stdout, """
+        XCTAssertEqual(
+            r.stdout,
+            """
             other EACCES EACCES EACCES
             root ok ok ok
             owner ok ok ok
@@ -128,7 +132,9 @@ final class OwnershipMountTests: MountTestCase {
     func testNewItemsBelongToTheirMakerAndSetGroupIDFoldersPassTheirGroupOn() {
         var r = fx.sh("cd mnt && mkdir team && chown 0:3000 team && chmod 2777 team && mkdir home && chmod 777 home")
         XCTAssertEqual(r.status, 0, "\(r)")
-        r = sh(as: 2001, groups: [3000], """
+        r = sh(
+            as: 2001, groups: [3000],
+            """
             cd mnt
             umask 022
             echo a > home/mine && mkdir home/dir && stat -c '%u %g %a' home/mine home/dir
@@ -141,7 +147,9 @@ final class OwnershipMountTests: MountTestCase {
     func testChownChgrpAndChmodFollowLinuxRules() {
         var r = fx.sh("cd mnt && mkdir -m 777 pub && echo x > pub/f && chown 2001:2001 pub/f")
         XCTAssertEqual(r.status, 0, "\(r)")
-        r = sh(as: 2001, groups: [3000], """
+        r = sh(
+            as: 2001, groups: [3000],
+            """
             cd mnt/pub
             chown 2002 f 2>&1 | grep -q 'not permitted' && echo chown-EPERM
             chgrp 3000 f && stat -c %g f
@@ -161,7 +169,9 @@ final class OwnershipMountTests: MountTestCase {
         XCTAssertEqual(r.status, 0, "\(r)")
         r = sh(as: 2001, "echo a > mnt/tmp/a-file")
         XCTAssertEqual(r.status, 0, "\(r)")
-        r = sh(as: 2002, """
+        r = sh(
+            as: 2002,
+            """
             rm -f mnt/tmp/a-file 2>&1 | grep -q 'not permitted' && echo rm-EPERM
             mv mnt/tmp/a-file mnt/tmp/b 2>&1 | grep -q 'not permitted' && echo mv-EPERM
             echo b > mnt/tmp/b-file && rm mnt/tmp/b-file && echo own-removed
@@ -172,9 +182,13 @@ final class OwnershipMountTests: MountTestCase {
     }
 
     func testWritesByOthersClearSetIDBits() {
-        var r = fx.sh("cd mnt && mkdir -m 777 w && cd w && for f in u g k t o; do printf a > $f; done && chown 2001:2001 u g k t o && chmod 4755 u && chmod 2775 g && chmod 2765 k && chmod 6755 t && chmod 4755 o")
+        var r = fx.sh(
+            "cd mnt && mkdir -m 777 w && cd w && for f in u g k t o; do printf a > $f; done && chown 2001:2001 u g k t o && chmod 4755 u && chmod 2775 g && chmod 2765 k && chmod 6755 t && chmod 4755 o"
+        )
         XCTAssertEqual(r.status, 0, "\(r)")
-        r = sh(as: 2001, """
+        r = sh(
+            as: 2001,
+            """
             cd mnt/w
             printf b >> u && printf b >> g && printf b >> k && truncate -s 0 t && : > o
             stat -c %a u g k t o
@@ -199,9 +213,12 @@ final class OwnershipMountTests: MountTestCase {
 
     private func largeWriteByAnotherUserClearsSetID() throws {
         try fx.writeSource("large.bin", testBytes(3 << 20, seed: 5))
-        var r = fx.sh("chmod 755 src && chmod 644 src/large.bin && cd mnt && mkdir -m 777 big && printf a > big/u && chown 2001:2001 big/u && chmod 4755 big/u")
+        var r = fx.sh(
+            "chmod 755 src && chmod 644 src/large.bin && cd mnt && mkdir -m 777 big && printf a > big/u && chown 2001:2001 big/u && chmod 4755 big/u")
         XCTAssertEqual(r.status, 0, "\(r)")
-        r = sh(as: 2001, "dd if=src/large.bin of=mnt/big/u bs=1M conv=notrunc status=none && stat -c %a mnt/big/u && cmp src/large.bin mnt/big/u && echo same")
+        r = sh(
+            as: 2001,
+            "dd if=src/large.bin of=mnt/big/u bs=1M conv=notrunc status=none && stat -c %a mnt/big/u && cmp src/large.bin mnt/big/u && echo same")
         XCTAssertEqual(r.stdout, "755\nsame\n", "\(r)\nlog:\n\(fx.log)")
     }
 
@@ -217,7 +234,8 @@ final class OwnershipMountTests: MountTestCase {
     }
 
     func testOwnersModesAndExactTimesSurviveRemountAndKill9() throws {
-        var r = fx.sh("""
+        var r = fx.sh(
+            """
             cd mnt && mkdir -m 2750 d && chown 2001:3000 d && echo x > d/f && chown 2002:3001 d/f && chmod 4640 d/f
             touch -h -d '2019-01-02 03:04:05.123456789' d/f && ln -s f d/l && touch -h -d '2001-02-03 04:05:06.000000007' d/l
             mkfifo -m 620 d/pipe
@@ -225,13 +243,15 @@ final class OwnershipMountTests: MountTestCase {
             stat -c '%n %u %g %a %F %.9Y' d d/f d/l d/pipe
             """)
         XCTAssertEqual(r.status, 0, "\(r)\n\(fx.log)")
-        XCTAssertTrue(r.stdout.hasPrefix("""
-            d 2001 3000 2750 directory 1.002002954
-            d/f 2002 3001 4640 regular file 1546398245.123456789
-            d/l 0 3000 777 symbolic link 981173106.000000007
-            d/pipe 0 3000 620 fifo 
+        XCTAssertTrue(
+            r.stdout.hasPrefix(
+                """
+                d 2001 3000 2750 directory 1.002002954
+                d/f 2002 3001 4640 regular file 1546398245.123456789
+                d/l 0 3000 777 symbolic link 981173106.000000007
+                d/pipe 0 3000 620 fifo 
 
-            """.dropLast()), "\(r)")
+                """.dropLast()), "\(r)")
         let expected = r.stdout
         let listing = "cd mnt && stat -c '%n %u %g %a %F %.9Y' d d/f d/l d/pipe"
         XCTAssertTrue(fx.stopDaemon())

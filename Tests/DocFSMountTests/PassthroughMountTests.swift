@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The kernel's FUSE passthrough (issue 38): a stored file opened read-only is read by the kernel
@@ -51,7 +51,8 @@ final class PassthroughMountTests: MountTestCase {
         XCTAssertEqual(fx.sh("cmp \(fx.src)/big.bin \(fx.m("big.bin"))").status, 0)
         close(held)
         // Random reads and a mapping go to the backing file too.
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             python3 -c '
             import mmap, os, random, sys
             a = open(sys.argv[1], "rb").read(); f = open(sys.argv[2], "rb")
@@ -106,7 +107,9 @@ final class PassthroughMountTests: MountTestCase {
         // while the writer is waiting for it); should load make the close come before the open
         // starts waiting, the open succeeds all the same (a reader closed just before is never
         // in the way), so the assertion holds either way.
-        let closer = Thread { usleep(300_000); close(reader) }
+        let closer = Thread {
+            usleep(300_000); close(reader)
+        }
         closer.start()
         let writer = open(path, O_WRONLY | O_APPEND)
         XCTAssertGreaterThanOrEqual(writer, 0, "errno \(errno)")
@@ -137,7 +140,8 @@ final class PassthroughMountTests: MountTestCase {
         try mountExpectingPassthrough()
         let before = try requests("write")
         // The reference copy gets the same writes.
-        let dd = fx.sh("""
+        let dd = fx.sh(
+            """
             set -e; cp src/big.bin ref.bin
             for i in $(seq 1 25); do
               n=$(( $(od -An -N2 -tu2 /dev/urandom) % 1600 ))
@@ -147,7 +151,8 @@ final class PassthroughMountTests: MountTestCase {
         XCTAssertEqual(dd.status, 0, "\(dd)")
         XCTAssertEqual(fx.sh("cmp ref.bin mnt/big.bin").status, 0)
         // One handle: pwrites, growing the file; stat while it is open follows them.
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             python3 -c '
             import os, random, sys, time
             ref = os.open("ref.bin", os.O_RDWR); f = os.open(sys.argv[1], os.O_RDWR)
@@ -188,7 +193,8 @@ final class PassthroughMountTests: MountTestCase {
         try storeFiles(big: big, small: [1], extra: [])
         try mountExpectingPassthrough()
         let before = try requests("write")
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             python3 -c '
             import os, sys
             path, contents = sys.argv[1], sys.argv[2]
@@ -234,15 +240,20 @@ final class PassthroughMountTests: MountTestCase {
             }.max() ?? 0
         }
         let out = fx.dir + "/writer.txt"
-        let writer = try Child("/bin/sh", ["-c", """
-            exec python3 -c '
-            import time
-            with open("mnt/big.bin", "wb", buffering=0) as f:
-                for i in range(200):
-                    f.write(bytes([i % 251]) * (1 << 20))
-                    time.sleep(0.01)  # the point: paced so that the kill lands mid-write
-            '
-            """], cwd: fx.dir, stdout: out, stderr: out)
+        let writer = try Child(
+            "/bin/sh",
+            [
+                "-c",
+                """
+                exec python3 -c '
+                import time
+                with open("mnt/big.bin", "wb", buffering=0) as f:
+                    for i in range(200):
+                        f.write(bytes([i % 251]) * (1 << 20))
+                        time.sleep(0.01)  # the point: paced so that the kill lands mid-write
+                '
+                """,
+            ], cwd: fx.dir, stdout: out, stderr: out)
         defer { writer.signalGroup(SIGKILL); writer.wait(seconds: 10) }
         XCTAssertTrue(waitUntil(60) { largestStaged() >= 16 << 20 || writer.hasExited }, "the write never got going")
         let midway = !writer.hasExited
@@ -275,7 +286,8 @@ final class PassthroughMountTests: MountTestCase {
         let log = fx.dir + "/nocap.txt"
         // The daemon in the foreground inside the namespace, stopped by the unmount there; the
         // whole shell is bounded by timeout(1) and the wait for the mount by a deadline.
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             timeout -s KILL 90 unshare -Urm --propagation private sh -c '
               "$DOCFS" mount store mnt -f -o auto_unmount,passthrough --log-level debug > \(log) 2>&1 & pid=$!
               i=0; until grep -q " $PWD/mnt " /proc/self/mounts; do

@@ -7,7 +7,8 @@ import XCTest
 /// namespaces docfs does not support answer EOPNOTSUPP, as on a filesystem without them.
 final class PrivilegeAttributeTests: MountTestCase {
     func testRootWritersKeepSetIDBits() {
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             set -e
             cd mnt
             printf a > u && chmod 4755 u && printf b >> u && stat -c %a u
@@ -25,7 +26,8 @@ final class PrivilegeAttributeTests: MountTestCase {
 
     /// A root writer's large first write keeps them too, and lands whole.
     func testRootLargeWritesKeepSetIDBits() {
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             set -e
             head -c 3145728 /dev/urandom > large.bin
             printf a > mnt/u && chmod 4755 mnt/u

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Capabilities from the layout are enforced, with the errno README.md's *Refusals* table gives,

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The servers Tests/remote/servers.sh started (PostgreSQL and the signature-checking moto), as
@@ -9,7 +9,8 @@ import Glibc
 /// clients — `psql` and boto3 (Tests/remote/s3check.py) — never through docfs's own code, so a
 /// bug docfs makes on both sides of a round trip cannot hide itself.
 struct RemoteServers {
-    static let skipMessage = "no test servers: run `make test`, or Tests/remote/servers.sh run -- env DOCFS_BIN=... swift test --skip-build --filter RemoteMountTests"
+    static let skipMessage =
+        "no test servers: run `make test`, or Tests/remote/servers.sh run -- env DOCFS_BIN=... swift test --skip-build --filter RemoteMountTests"
 
     /// The maintenance database's URL (…/postgres); tests make a database of their own beside it.
     let adminURL: String
@@ -45,8 +46,10 @@ struct RemoteServers {
 
     /// The environment a client (boto3, or the docfs daemon) needs for the test S3 server.
     var s3Environment: [String: String] {
-        ["AWS_ACCESS_KEY_ID": accessKey, "AWS_SECRET_ACCESS_KEY": secretKey, "AWS_REGION": "us-east-1",
-         "DOCFS_TEST_S3_ENDPOINT": s3Endpoint]
+        [
+            "AWS_ACCESS_KEY_ID": accessKey, "AWS_SECRET_ACCESS_KEY": secretKey, "AWS_REGION": "us-east-1",
+            "DOCFS_TEST_S3_ENDPOINT": s3Endpoint,
+        ]
     }
 
     /// The URL of database `name` on the test cluster.
@@ -62,10 +65,14 @@ struct RemoteServers {
     /// Runs one SQL statement with psql against `url` and returns its rows (nil for SQL NULL).
     /// Throws with psql's message when it fails (a server that is down, an SQL error).
     func psql(_ url: String, _ sql: String, timeout: Double = 30) throws -> [[String?]] {
-        let r = runProcess(pgBin + "/psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
-                                             "-F", Self.fieldSeparator, "-R", Self.recordSeparator,
-                                             "-P", "null=\(Self.nullMarker)", "-d", url, "-c", sql],
-                           cwd: "/", env: ["PGCLIENTENCODING": "UTF8"], timeout: timeout, outDir: "/tmp")
+        let r = runProcess(
+            pgBin + "/psql",
+            [
+                "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                "-F", Self.fieldSeparator, "-R", Self.recordSeparator,
+                "-P", "null=\(Self.nullMarker)", "-d", url, "-c", sql,
+            ],
+            cwd: "/", env: ["PGCLIENTENCODING": "UTF8"], timeout: timeout, outDir: "/tmp")
         guard r.status == 0 else { throw FixtureError("psql failed: \(sql)\n\(r)") }
         var text = r.stdout
         if text.hasSuffix("\n") { text.removeLast() }
@@ -79,8 +86,9 @@ struct RemoteServers {
 
     /// Runs s3check.py (see that file) and decodes its JSON answer.
     func s3check(_ args: [String], env: [String: String] = [:], timeout: Double = 120) throws -> Any {
-        let r = runProcess(python, [s3check] + args, cwd: "/", env: s3Environment.merging(env) { $1 },
-                           timeout: timeout, outDir: "/tmp")
+        let r = runProcess(
+            python, [s3check] + args, cwd: "/", env: s3Environment.merging(env) { $1 },
+            timeout: timeout, outDir: "/tmp")
         guard r.status == 0, let json = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) else {
             throw FixtureError("s3check.py \(args.joined(separator: " ")) failed: \(r)")
         }
@@ -162,8 +170,10 @@ final class RemoteMount {
     /// test credentials in init's environment (unless `initEnv` replaces them) plus
     /// `extraInitArguments`; the daemon gets `mountEnv` (default: the test credentials).
     /// `createBucket: false` leaves the bucket missing.
-    init(servers: RemoteServers, extraInitArguments: [String] = [], initEnv: [String: String]? = nil,
-         mountEnv: [String: String]? = nil, createBucket: Bool = true) throws {
+    init(
+        servers: RemoteServers, extraInitArguments: [String] = [], initEnv: [String: String]? = nil,
+        mountEnv: [String: String]? = nil, createBucket: Bool = true
+    ) throws {
         if MountFixture.usesMemoryProvider { throw XCTSkip("a remote replica needs the store (DOCFS_TEST_PROVIDER=memory)") }
         self.servers = servers
         let unique = String(UInt64.random(in: 0...UInt64.max), radix: 36)
@@ -174,8 +184,9 @@ final class RemoteMount {
         _ = try servers.psql(servers.adminURL, "CREATE DATABASE \(database) OWNER \(owner)")
         do {
             if createBucket { _ = try servers.s3check(["create-bucket", bucket]) }
-            fx = try MountFixture(initArguments: remoteArguments + extraInitArguments,
-                                  initEnv: initEnv ?? awsEnvironment(secret: servers.secretKey))
+            fx = try MountFixture(
+                initArguments: remoteArguments + extraInitArguments,
+                initEnv: initEnv ?? awsEnvironment(secret: servers.secretKey))
             fx.daemonEnv = mountEnv ?? awsEnvironment(secret: servers.secretKey)
         } catch {
             teardown()
@@ -187,8 +198,10 @@ final class RemoteMount {
 
     /// The --remote/--objects/--s3-endpoint arguments of this replica.
     var remoteArguments: [String] {
-        ["--remote", databaseURL, "--objects", "s3://\(bucket)/\(prefix)", "--s3-endpoint", servers.s3Endpoint,
-         "--region", "us-east-1"]
+        [
+            "--remote", databaseURL, "--objects", "s3://\(bucket)/\(prefix)", "--s3-endpoint", servers.s3Endpoint,
+            "--region", "us-east-1",
+        ]
     }
 
     /// The arguments of another replica of this tree, logging in as a role of its own: made with
@@ -257,9 +270,10 @@ final class RemoteMount {
         guard r.status == 0, let object = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any] else {
             throw FixtureError("docfs status \(fx.mnt) --json: \(r)")
         }
-        return SyncStatus(online: object["online"] as? Bool, pending: (object["pending"] as? NSNumber)?.intValue,
-                          pendingBytes: (object["pendingBytes"] as? NSNumber)?.intValue,
-                          lastError: object["lastError"] as? String, raw: r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        return SyncStatus(
+            online: object["online"] as? Bool, pending: (object["pending"] as? NSNumber)?.intValue,
+            pendingBytes: (object["pendingBytes"] as? NSNumber)?.intValue,
+            lastError: object["lastError"] as? String, raw: r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     /// Polls `docfs status --json` (every 0.2 s) until `condition` holds and returns that status.
@@ -306,8 +320,9 @@ final class RemoteMount {
             child.signalGroup(SIGKILL)
             child.wait(seconds: nil)
         }
-        return ShellResult(status: timedOut ? -1 : child.status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-                           stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "", timedOut: timedOut)
+        return ShellResult(
+            status: timedOut ? -1 : child.status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "", timedOut: timedOut)
     }
 
     func logTail(_ lines: Int = 40) -> String {
@@ -351,7 +366,9 @@ final class RemoteMount {
 
     /// Every live item under the root (not deleted, not trashed), by path ("/a/b").
     func serverTree() throws -> [String: ServerItem] {
-        let rows = try servers.psql(databaseURL, """
+        let rows = try servers.psql(
+            databaseURL,
+            """
             WITH RECURSIVE t(id, path, kind, size, content_key, symlink_target) AS (
                 SELECT id, ''::text, kind, size, content_key, symlink_target FROM docfs_items WHERE parent_id IS NULL
               UNION ALL
@@ -364,7 +381,8 @@ final class RemoteMount {
         var tree = [String: ServerItem]()
         for row in rows {
             guard row.count == 6, let id = row[0].flatMap({ Int64($0) }), let path = row[1], let kind = row[2],
-                  let size = row[3].flatMap({ Int64($0) }) else { throw FixtureError("unexpected psql row \(row)") }
+                let size = row[3].flatMap({ Int64($0) })
+            else { throw FixtureError("unexpected psql row \(row)") }
             tree[path] = ServerItem(id: id, path: path, kind: kind, size: size, contentKey: row[4], symlinkTarget: row[5])
         }
         return tree
@@ -394,7 +412,9 @@ final class RemoteMount {
     /// Every manifest on the server (versions made of blocks): its blocks in order, as
     /// [pack, offset, length].
     func manifests() throws -> [String: [[Any]]] {
-        let rows = try servers.psql(databaseURL, """
+        let rows = try servers.psql(
+            databaseURL,
+            """
             SELECT m.key, b.pack_key, b.pack_offset, b.length FROM docfs_manifests m
             LEFT JOIN docfs_manifest_blocks mb ON mb.key = m.key LEFT JOIN docfs_blocks b ON b.hash = mb.hash
             ORDER BY m.key, mb.ordinal
@@ -438,8 +458,9 @@ final class RemoteMount {
     /// in a second process, with each file's sha256.
     func localTree(_ root: String) throws -> [String: LocalEntry] {
         let pid = fx.daemonPID, mnt = fx.mnt
-        let r = runProcess(servers.python, [servers.s3check, "tree", root], cwd: "/", timeout: 120, outDir: "/tmp",
-                           onTimeout: { MountFixture.abort(pid: pid, mnt: mnt) })
+        let r = runProcess(
+            servers.python, [servers.s3check, "tree", root], cwd: "/", timeout: 120, outDir: "/tmp",
+            onTimeout: { MountFixture.abort(pid: pid, mnt: mnt) })
         guard r.status == 0, let entries = try? JSONDecoder().decode([LocalEntry].self, from: Data(r.stdout.utf8)) else {
             throw FixtureError("s3check.py tree \(root): \(r)")
         }
@@ -500,8 +521,9 @@ final class RemoteMount {
         XCTAssertEqual(got.keys.sorted(), want.keys.sorted(), "the mount's \(folder) differs from \(source)", file: file, line: line)
         for (path, w) in want {
             guard let g = got[path] else { continue }
-            XCTAssert(g.kind == w.kind && g.size == w.size && g.sha256 == w.sha256 && g.target == w.target,
-                      "\(folder)\(path) in the mount: \(g), expected \(w)", file: file, line: line)
+            XCTAssert(
+                g.kind == w.kind && g.size == w.size && g.sha256 == w.sha256 && g.target == w.target,
+                "\(folder)\(path) in the mount: \(g), expected \(w)", file: file, line: line)
         }
     }
 
@@ -514,30 +536,39 @@ final class RemoteMount {
     func assertNothingDoubled(expectedItems: Int, file: StaticString = #filePath, line: UInt = #line) throws {
         let rows = try count("SELECT count(*) FROM docfs_items WHERE parent_id IS NOT NULL")
         XCTAssertEqual(rows, expectedItems, "item rows on the server (deleted ones included) for \(expectedItems) items made", file: file, line: line)
-        let doubled = try servers.psql(databaseURL, """
+        let doubled = try servers.psql(
+            databaseURL,
+            """
             SELECT parent_id, name, count(*) FROM docfs_items WHERE parent_id IS NOT NULL
             GROUP BY parent_id, name HAVING count(*) > 1 ORDER BY 1, 2 LIMIT 10
             """)
         XCTAssertEqual(doubled.count, 0, "(parent_id, name) with more than one row: \(doubled)", file: file, line: line)
 
-        let shared = try servers.psql(databaseURL, """
+        let shared = try servers.psql(
+            databaseURL,
+            """
             SELECT content_key, count(DISTINCT item_id) FROM docfs_versions WHERE content_key IS NOT NULL
             GROUP BY content_key HAVING count(DISTINCT item_id) > 1 ORDER BY 1 LIMIT 10
             """)
         XCTAssertEqual(shared.count, 0, "objects named by versions of more than one item: \(shared)", file: file, line: line)
         // Versions name objects (before schema 8) or manifests, whose blocks are in packs.
-        let versionKeys = Set(try servers.psql(databaseURL, "SELECT DISTINCT content_key FROM docfs_versions WHERE content_key IS NOT NULL")
-            .compactMap { $0.first ?? nil })
+        let versionKeys = Set(
+            try servers.psql(databaseURL, "SELECT DISTINCT content_key FROM docfs_versions WHERE content_key IS NOT NULL")
+                .compactMap { $0.first ?? nil })
         let manifests = try manifests()
         let packKeys = packKeys(of: manifests)
         let objectKeys = Set(try objects().map(\.key))
         let orphans = objectKeys.subtracting(versionKeys).subtracting(packKeys).sorted()
         let lost = versionKeys.subtracting(objectKeys).subtracting(manifests.keys).sorted()
         let lostPacks = packKeys.subtracting(objectKeys).sorted()
-        XCTAssert(orphans.isEmpty, "\(orphans.count) objects no version or block refers to (\(objectKeys.count) objects, \(versionKeys.count) keys named): \(orphans.prefix(5))", file: file, line: line)
+        XCTAssert(
+            orphans.isEmpty,
+            "\(orphans.count) objects no version or block refers to (\(objectKeys.count) objects, \(versionKeys.count) keys named): \(orphans.prefix(5))",
+            file: file, line: line)
         XCTAssert(lost.isEmpty, "\(lost.count) versions whose object or manifest is missing: \(lost.prefix(5))", file: file, line: line)
         XCTAssert(lostPacks.isEmpty, "\(lostPacks.count) packs blocks are in are missing: \(lostPacks.prefix(5))", file: file, line: line)
-        let unnamed = try count("SELECT count(*) FROM docfs_manifests m WHERE NOT EXISTS (SELECT 1 FROM docfs_versions v WHERE v.content_key = m.key)")
+        let unnamed = try count(
+            "SELECT count(*) FROM docfs_manifests m WHERE NOT EXISTS (SELECT 1 FROM docfs_versions v WHERE v.content_key = m.key)")
         XCTAssertEqual(unnamed, 0, "manifests no version names (recorded twice?)", file: file, line: line)
         let open = try unfinishedUploads()
         XCTAssert(open.isEmpty, "multipart uploads left open: \(open.prefix(5))", file: file, line: line)
@@ -559,7 +590,8 @@ final class RemoteMount {
         guard !left.isEmpty else { return 0 }
         _ = try servers.psql(databaseURL, "UPDATE docfs_upload_intents SET created_ns = created_ns - 3600000000000")
         let report = try gc(["--grace", "0", "--keep-versions", "1h", "--keep-log", "1h"])
-        XCTAssertEqual((report["packsDeleted"] as? NSNumber)?.intValue, left.count, "gc deletes the packs the kill left: \(report)", file: file, line: line)
+        XCTAssertEqual(
+            (report["packsDeleted"] as? NSNumber)?.intValue, left.count, "gc deletes the packs the kill left: \(report)", file: file, line: line)
         return left.count
     }
 
@@ -597,9 +629,10 @@ final class RemoteMount {
     /// A line of the daemon's `/proc/PID/status` in bytes: `VmRSS` (resident now), `VmHWM` (its peak).
     func daemonMemory(_ field: String) -> Int? {
         guard let pid = fx.daemonPID,
-              let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("\(field):") }),
-              let kb = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return nil }
+            let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("\(field):") }),
+            let kb = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
+        else { return nil }
         return kb * 1024
     }
 
@@ -658,10 +691,13 @@ class RemoteMountTestCase: XCTestCase {
     }
 
     /// A store with a fresh remote (database and bucket), mounted unless `mount` is false.
-    func makeRemote(extraInitArguments: [String] = [], initEnv: [String: String]? = nil,
-                    mountEnv: [String: String]? = nil, createBucket: Bool = true, mount: Bool = true) throws -> RemoteMount {
-        let r = try RemoteMount(servers: servers, extraInitArguments: extraInitArguments, initEnv: initEnv,
-                                mountEnv: mountEnv, createBucket: createBucket)
+    func makeRemote(
+        extraInitArguments: [String] = [], initEnv: [String: String]? = nil,
+        mountEnv: [String: String]? = nil, createBucket: Bool = true, mount: Bool = true
+    ) throws -> RemoteMount {
+        let r = try RemoteMount(
+            servers: servers, extraInitArguments: extraInitArguments, initEnv: initEnv,
+            mountEnv: mountEnv, createBucket: createBucket)
         remotes.append(r)
         if mount { try r.fx.mount() }
         return r

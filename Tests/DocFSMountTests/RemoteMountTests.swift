@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Issue 15, the remote replica, through the mount: what `cp`, `dd`, `kill -9` and a server that
@@ -21,8 +21,9 @@ final class RemoteMountTests: RemoteMountTestCase {
         let source = r.fx.src + "/tree"
         // 6 × 5 × 10 = 300 small files in 36 folders, an empty file, a link, a 1 MiB and a
         // 5 MiB + 1 file (past a 5 MiB part: multipart, if the engine splits there).
-        try makeSourceTree(source, folders: 6, subfolders: 5, filesPerFolder: 10,
-                           bigFiles: [1 << 20, 5 * (1 << 20) + 1])
+        try makeSourceTree(
+            source, folders: 6, subfolders: 5, filesPerFolder: 10,
+            bigFiles: [1 << 20, 5 * (1 << 20) + 1])
         let cp = r.fx.sh("cp -r src/tree mnt/")
         XCTAssertEqual(cp.status, 0, "cp -r into the mount: \(cp)")
         try r.assertMountHolds(source, under: "tree")
@@ -55,8 +56,9 @@ final class RemoteMountTests: RemoteMountTestCase {
         defer { _ = r.fx.docfs(["unmount", mnt2]) }
         let diff = r.fx.sh("diff -r --no-dereference mnt '\(mnt2)'")
         XCTAssertEqual(diff.status, 0, "the second replica differs: \(diff)")
-        XCTAssertEqual(r.xattr(mnt2 + "/shared", "user.docfs.identifier"), r.xattr(r.fx.m("shared"), "user.docfs.identifier"),
-                       "both replicas name the folder by the server's identifier")
+        XCTAssertEqual(
+            r.xattr(mnt2 + "/shared", "user.docfs.identifier"), r.xattr(r.fx.m("shared"), "user.docfs.identifier"),
+            "both replicas name the folder by the server's identifier")
         let status = r.fx.docfs(["status", mnt2, "--json"])
         XCTAssert(status.stdout.contains("\"pending\":0"), "nothing to send back: \(status)")
     }
@@ -73,7 +75,8 @@ final class RemoteMountTests: RemoteMountTestCase {
         var before = [String: (identifier: Int64, inode: UInt64)]()
         for path in ["folder", "folder/note.txt"] {
             guard let id = r.identifier(r.fx.m(path)), let ino = r.inode(r.fx.m(path)) else {
-                return XCTFail("\(path): no identifier or inode (identifier xattr: \(String(describing: r.xattr(r.fx.m(path), "user.docfs.identifier"))))")
+                return XCTFail(
+                    "\(path): no identifier or inode (identifier xattr: \(String(describing: r.xattr(r.fx.m(path), "user.docfs.identifier"))))")
             }
             XCTAssertGreaterThanOrEqual(id, Self.firstTemporaryIdentifier, "\(path) before upload")
             before[path] = (id, ino)
@@ -113,7 +116,8 @@ final class RemoteMountTests: RemoteMountTestCase {
             if cp.status != 0 { failed.append("round \(round): \(cp.stderr.trimmingCharacters(in: .newlines))") }
         }
         let refusals = r.fx.log.split(separator: "\n").filter { $0.contains("refused import") }
-        XCTAssertEqual(failed, [], "cp into a folder that got its permanent identifier meanwhile; the log says:\n\(refusals.prefix(5).joined(separator: "\n"))")
+        XCTAssertEqual(
+            failed, [], "cp into a folder that got its permanent identifier meanwhile; the log says:\n\(refusals.prefix(5).joined(separator: "\n"))")
         try r.waitUntilUploaded()
         try r.assertServerMatchesMount()
     }
@@ -154,9 +158,12 @@ final class RemoteMountTests: RemoteMountTestCase {
 
         func row(_ name: String) throws -> [String?] {
             let id = try XCTUnwrap(ids["/" + name], "\(name) was never on the server")
-            return try r.servers.psql(r.databaseURL, """
+            return try r.servers.psql(
+                r.databaseURL,
+                """
                 SELECT deleted, trashed_ns IS NOT NULL, array_to_string(tags, ',') FROM docfs_items WHERE id = \(id)
-                """).first ?? []
+                """
+            ).first ?? []
         }
         XCTAssertEqual(try row("trashed"), ["f", "t", ""], "trashed: (deleted, trashed, tags)")
         XCTAssertEqual(try row("deleted").first, "t", "deleted for good")
@@ -186,7 +193,7 @@ final class RemoteMountTests: RemoteMountTestCase {
         try r.assertServerMatchesMount()
         let left = try r.collectPacksLeftByAKill()
         if left > 0 { warn("testKill9DuringUploads: the kill left \(left) pack(s) for gc") }
-        try r.assertNothingDoubled(expectedItems: items + 1)   // + the folder `tree`
+        try r.assertNothingDoubled(expectedItems: items + 1) // + the folder `tree`
     }
 
     /// A replica mounted with `DOCFS_FAULT=fault`, a random file of `mebibytes` copied in as
@@ -194,7 +201,8 @@ final class RemoteMountTests: RemoteMountTestCase {
     func copyABigFileUntilTheFault(_ fault: String, mebibytes: Int, file: StaticString = #filePath, line: UInt = #line) throws -> RemoteMount {
         let r = try makeRemote(mount: false)
         try r.fx.mount(env: ["DOCFS_FAULT": fault])
-        let dd = r.fx.sh("mkdir -p src && dd if=/dev/urandom of=src/big.bin bs=1M count=\(mebibytes) status=none && cp src/big.bin mnt/big.bin", timeout: 120)
+        let dd = r.fx.sh(
+            "mkdir -p src && dd if=/dev/urandom of=src/big.bin bs=1M count=\(mebibytes) status=none && cp src/big.bin mnt/big.bin", timeout: 120)
         XCTAssertEqual(dd.status, 0, "cp into the mount: \(dd)", file: file, line: line)
         XCTAssertEqual(r.fx.waitForDaemonExit(seconds: 60), 134, "the daemon did not stop at \(fault); log:\n\(r.fx.log)", file: file, line: line)
         return r
@@ -207,8 +215,9 @@ final class RemoteMountTests: RemoteMountTestCase {
     func testKill9InTheMiddleOfAnUploadSendsOnlyWhatIsMissing() throws {
         // 40 MiB: five packs of about 8 MiB; the daemon dies once the first is in.
         let r = try copyABigFileUntilTheFault("upload-part:abort", mebibytes: 40)
-        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_items WHERE parent_id IS NOT NULL"), 0,
-                       "the file reached PostgreSQL before its blocks were all in")
+        XCTAssertEqual(
+            try r.count("SELECT count(*) FROM docfs_items WHERE parent_id IS NOT NULL"), 0,
+            "the file reached PostgreSQL before its blocks were all in")
         let recorded = try r.count("SELECT count(*) FROM docfs_blocks")
         XCTAssertGreaterThan(recorded, 0, "the first pack's blocks are recorded")
         XCTAssertEqual(try r.unfinishedUploads(), [], "packs go up in one request each")
@@ -266,7 +275,8 @@ final class RemoteMountTests: RemoteMountTestCase {
         // changes whose order matters — a folder made, filled, renamed, filled again; a delete.
         let source = r.fx.src + "/tree"
         try makeSourceTree(source, folders: 2, subfolders: 3, filesPerFolder: 8)
-        let work = r.fx.sh("""
+        let work = r.fx.sh(
+            """
             set -e
             cp -r src/tree mnt/
             mkdir mnt/made
@@ -284,8 +294,9 @@ final class RemoteMountTests: RemoteMountTestCase {
         }
         XCTAssertGreaterThan(offline.pending ?? 0, 0, "pending while PostgreSQL is down: \(offline)")
         let human = r.fx.docfs(["status", r.fx.mnt])
-        XCTAssert(human.status == 0 && human.stdout.contains("offline") && human.stdout.contains(offline.lastError ?? "?"),
-                  "docfs status (human) while PostgreSQL is down: \(human)")
+        XCTAssert(
+            human.status == 0 && human.stdout.contains("offline") && human.stdout.contains(offline.lastError ?? "?"),
+            "docfs status (human) while PostgreSQL is down: \(human)")
         // Offline is normal: the item waits (pending, or an error saying why), never "uploaded".
         let state = r.xattr(r.fx.m("renamed/two.txt"), "user.docfs.sync") ?? "none"
         XCTAssert(state == "pending" || state.hasPrefix("error:"), "user.docfs.sync of renamed/two.txt: \(state)")
@@ -346,7 +357,7 @@ final class RemoteMountTests: RemoteMountTestCase {
         XCTAssertEqual(dd.status, 0, "dd into the mount: \(dd)")
         try r.waitUntilUploaded(timeout: 180)
 
-        let server = try r.assertServerMatchesMount()   // size and sha256 of its blocks via boto3
+        let server = try r.assertServerMatchesMount() // size and sha256 of its blocks via boto3
         let key = try XCTUnwrap(server["/big.bin"]?.contentKey, "big.bin has no contents")
         let blocks = try XCTUnwrap(try r.manifests()[key], "big.bin's version names no manifest")
         XCTAssertGreaterThan(blocks.count, 20, "cut into blocks of about 1 MiB: \(blocks.count)")
@@ -361,8 +372,9 @@ final class RemoteMountTests: RemoteMountTestCase {
         // (the FUSE writes of dd, allocator slack): growth, not an absolute figure.
         let peak = try XCTUnwrap(r.daemonMemory("VmHWM"), "no VmHWM for the daemon")
         print("RemoteMountTests: a 200 MiB upload raised the daemon's peak RSS from \(before >> 20) to \(peak >> 20) MiB")
-        XCTAssertLessThan(peak - before, Self.uploadMemoryBound + (40 << 20),
-                          "the daemon's peak resident memory grew by \((peak - before) >> 20) MiB (from \(before >> 20) MiB) for a 200 MiB upload")
+        XCTAssertLessThan(
+            peak - before, Self.uploadMemoryBound + (40 << 20),
+            "the daemon's peak resident memory grew by \((peak - before) >> 20) MiB (from \(before >> 20) MiB) for a 200 MiB upload")
     }
 
     // MARK: 6. refusals are reported once, clearly
@@ -385,7 +397,8 @@ final class RemoteMountTests: RemoteMountTestCase {
         // Authentication errors are reported, not retried in a flood: watch the log for 10 s.
         sleep(10)
         let lines = r.logLines(mentioningAnyOf: words)
-        XCTAssert((1...3).contains(lines.count), "log lines about the credentials in 10 s: \(lines.count)\n\(lines.prefix(10).joined(separator: "\n"))")
+        XCTAssert(
+            (1...3).contains(lines.count), "log lines about the credentials in 10 s: \(lines.count)\n\(lines.prefix(10).joined(separator: "\n"))")
         XCTAssertFalse(r.fx.log.contains(servers.secretKey), "the log holds the secret")
     }
 
@@ -457,52 +470,66 @@ final class RemoteMountTests: RemoteMountTestCase {
         let bin = try DocFSBinary.path()
         let env = ["AWS_ACCESS_KEY_ID": servers.accessKey, "AWS_SECRET_ACCESS_KEY": servers.secretKey, "AWS_REGION": "us-east-1"]
         func initStore(_ name: String, remote: String, bucket: String, secret: String? = nil) -> ShellResult {
-            runProcess(bin, ["init", "\(dir)/\(name)", "--remote", remote, "--objects", "s3://\(bucket)/replica",
-                             "--s3-endpoint", servers.s3Endpoint], cwd: dir,
-                       env: env.merging(["AWS_SECRET_ACCESS_KEY": secret ?? servers.secretKey]) { $1 }, timeout: 60, outDir: dir)
+            runProcess(
+                bin,
+                [
+                    "init", "\(dir)/\(name)", "--remote", remote, "--objects", "s3://\(bucket)/replica",
+                    "--s3-endpoint", servers.s3Endpoint,
+                ], cwd: dir,
+                env: env.merging(["AWS_SECRET_ACCESS_KEY": secret ?? servers.secretKey]) { $1 }, timeout: 60, outDir: dir)
         }
         func assertOneClearMessage(_ r: ShellResult, naming word: String, _ what: String) {
             XCTAssertNotEqual(r.status, 0, "\(what): init succeeded: \(r)")
             let lines = r.stderr.split(separator: "\n")
             XCTAssertEqual(lines.count, 1, "\(what): one message on stderr: \(r)")
-            XCTAssert(r.stderr.hasPrefix("docfs: ") && r.stderr.range(of: word, options: .caseInsensitive) != nil,
-                      "\(what): the message says \(word): \(r)")
+            XCTAssert(
+                r.stderr.hasPrefix("docfs: ") && r.stderr.range(of: word, options: .caseInsensitive) != nil,
+                "\(what): the message says \(word): \(r)")
         }
 
         // A bucket that does not exist.
         let missing = "docfs-missing-\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
-        assertOneClearMessage(initStore("no-bucket", remote: servers.databaseURL(database), bucket: missing),
-                              naming: missing, "a missing bucket")
+        assertOneClearMessage(
+            initStore("no-bucket", remote: servers.databaseURL(database), bucket: missing),
+            naming: missing, "a missing bucket")
         let bucket = "docfs-init-\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
         _ = try servers.s3check(["create-bucket", bucket])
         addTeardownBlock { _ = try? servers.s3check(["delete-bucket", bucket]) }
         // A wrong secret: S3 refuses the signature.
-        assertOneClearMessage(initStore("bad-secret", remote: servers.databaseURL(database), bucket: bucket,
-                                        secret: "wrong-secret-0123456789abcdefghijklmnopqrstu"),
-                              naming: "AWS_SECRET_ACCESS_KEY", "a wrong secret key")
+        assertOneClearMessage(
+            initStore(
+                "bad-secret", remote: servers.databaseURL(database), bucket: bucket,
+                secret: "wrong-secret-0123456789abcdefghijklmnopqrstu"),
+            naming: "AWS_SECRET_ACCESS_KEY", "a wrong secret key")
         // A database the server does not have: the server says so at once, and so must docfs
         // (not a timeout as if nobody had answered).
-        assertOneClearMessage(initStore("no-database", remote: servers.databaseURL(database + "_missing"), bucket: bucket),
-                              naming: "does not exist", "a missing database")
+        assertOneClearMessage(
+            initStore("no-database", remote: servers.databaseURL(database + "_missing"), bucket: bucket),
+            naming: "does not exist", "a missing database")
         // A port nobody listens on (port 1 on loopback): the connection is refused at once.
-        assertOneClearMessage(initStore("no-server", remote: "postgres://docfs@127.0.0.1:1/\(database)", bucket: bucket),
-                              naming: "refused", "an unreachable PostgreSQL")
+        assertOneClearMessage(
+            initStore("no-server", remote: "postgres://docfs@127.0.0.1:1/\(database)", bucket: bucket),
+            naming: "refused", "an unreachable PostgreSQL")
         // A server whose TLS certificate another CA signed: refused by verify-full, nothing left.
         if let otherCA = ProcessInfo.processInfo.environment["DOCFS_TEST_PG_OTHER_CA"] {
-            assertOneClearMessage(initStore("bad-cert", remote: servers.databaseURL(database) + "?sslmode=verify-full&sslrootcert=\(otherCA)",
-                                            bucket: bucket),
-                                  naming: "certificate was not accepted", "a certificate from another CA")
+            assertOneClearMessage(
+                initStore(
+                    "bad-cert", remote: servers.databaseURL(database) + "?sslmode=verify-full&sslrootcert=\(otherCA)",
+                    bucket: bucket),
+                naming: "certificate was not accepted", "a certificate from another CA")
             XCTAssertFalse(FileManager.default.fileExists(atPath: "\(dir)/bad-cert"), "a refused init leaves nothing behind")
         }
         // Both usable: init succeeds and migrates the server's schema.
         let good = initStore("good", remote: servers.databaseURL(database), bucket: bucket)
         XCTAssertEqual(good.status, 0, "init with a usable server and bucket: \(good)")
-        let tables = try servers.psql(servers.databaseURL(database),
-                                      "SELECT count(*) FROM docfs_items WHERE parent_id IS NULL")
+        let tables = try servers.psql(
+            servers.databaseURL(database),
+            "SELECT count(*) FROM docfs_items WHERE parent_id IS NULL")
         XCTAssertEqual(tables.first?.first, "1", "the root row after init")
         // A password in the URL still works, with a warning naming the alternatives.
-        let withPassword = initStore("with-password", remote: servers.databaseURL(database).replacingOccurrences(of: "://docfs@", with: "://docfs:pw@"),
-                                     bucket: bucket)
+        let withPassword = initStore(
+            "with-password", remote: servers.databaseURL(database).replacingOccurrences(of: "://docfs@", with: "://docfs:pw@"),
+            bucket: bucket)
         XCTAssertEqual(withPassword.status, 0, "\(withPassword)")
         XCTAssert(withPassword.stderr.contains("warning: a password in --remote") && withPassword.stderr.contains("PGPASSWORD"), "\(withPassword)")
     }
@@ -531,7 +558,8 @@ final class RemoteMountTests: RemoteMountTestCase {
         return paths.filter { path in
             var st = Glibc.stat()
             guard Glibc.lstat(root + "/" + path, &st) == 0, st.st_mode & S_IFMT == S_IFREG,
-                  let data = FileManager.default.contents(atPath: root + "/" + path) else { return false }
+                let data = FileManager.default.contents(atPath: root + "/" + path)
+            else { return false }
             return data.range(of: Data(secret.utf8)) != nil
         }
     }

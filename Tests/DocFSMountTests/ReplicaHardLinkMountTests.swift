@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Hard links across replicas (schema 12, `RemoteSchema+Links`): a name made on one replica is a
@@ -29,8 +29,9 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
             return first.ino == second.ino && first.links == 2 && second.links == 2
         }
         XCTAssertEqual(contents(b.mnt + "/e/b"), "one")
-        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_items WHERE link_of IS NOT NULL AND NOT deleted"), 1,
-                       "the server keeps the name as a name row")
+        XCTAssertEqual(
+            try r.count("SELECT count(*) FROM docfs_items WHERE link_of IS NOT NULL AND NOT deleted"), 1,
+            "the server keeps the name as a name row")
 
         // An edit through either name on B is the one file's, on A under both names.
         XCTAssertEqual(r.fx.sh("printf two > '\(b.mnt)/e/b'").status, 0)
@@ -39,8 +40,9 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
         }
         XCTAssertEqual(r.fx.sh("printf three > '\(b.mnt)/d/a'").status, 0)
         eventually("A reads B's edit through the first name", timeout: 60) { contents(r.mnt + "/e/b") == "three" }
-        XCTAssertEqual(try r.count("SELECT count(DISTINCT item_id) FROM docfs_versions v JOIN docfs_items i ON i.id = v.item_id WHERE i.name = 'a'"), 1,
-                       "the edits are versions of one item")
+        XCTAssertEqual(
+            try r.count("SELECT count(DISTINCT item_id) FROM docfs_versions v JOIN docfs_items i ON i.id = v.item_id WHERE i.name = 'a'"), 1,
+            "the edits are versions of one item")
 
         // A rename of the further name.
         XCTAssertEqual(r.fx.sh("mv mnt/e/b mnt/d/c").status, 0)
@@ -56,7 +58,9 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
         }
         // And a link made on B, unlinked on B: A follows.
         XCTAssertEqual(r.fx.sh("ln '\(b.mnt)/d/c' '\(b.mnt)/e/again'").status, 0)
-        eventually("A shows B's link", timeout: 60) { inode(r.mnt + "/e/again")?.ino == inode(r.mnt + "/d/c")?.ino && inode(r.mnt + "/d/c")?.links == 2 }
+        eventually("A shows B's link", timeout: 60) {
+            inode(r.mnt + "/e/again")?.ino == inode(r.mnt + "/d/c")?.ino && inode(r.mnt + "/d/c")?.links == 2
+        }
         XCTAssertEqual(r.fx.sh("rm '\(b.mnt)/e/again'").status, 0)
         eventually("A drops B's removed name", timeout: 60) { !exists(r.mnt + "/e/again") && inode(r.mnt + "/d/c")?.links == 1 }
         try waitForQuiet(r, b)
@@ -78,10 +82,12 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
             return !exists(b.mnt + "/d/b") && kept.ino == inTrash.ino && kept.links == 2 && inTrash.links == 2
         }
         XCTAssertEqual(contents(b.mnt + "/.Trash/b"), "one")
-        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_items WHERE link_of IS NOT NULL AND trashed_ns IS NOT NULL AND NOT deleted"), 1,
-                       "the server keeps the name in its trash")
-        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_items WHERE name = 'a' AND trashed_ns IS NULL AND NOT deleted"), 1,
-                       "the item stays where it is")
+        XCTAssertEqual(
+            try r.count("SELECT count(*) FROM docfs_items WHERE link_of IS NOT NULL AND trashed_ns IS NOT NULL AND NOT deleted"), 1,
+            "the server keeps the name in its trash")
+        XCTAssertEqual(
+            try r.count("SELECT count(*) FROM docfs_items WHERE name = 'a' AND trashed_ns IS NULL AND NOT deleted"), 1,
+            "the item stays where it is")
 
         // B restores it: A has it back, the same file under both names.
         let restored = r.fx.sh("mv '\(b.mnt)/.Trash/b' '\(b.mnt)/d/b'")
@@ -154,7 +160,9 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
 
     func testTheServerRefusesANameNoReplicaCouldMakeAndTheTreeStaysWhole() throws {
         let r = try makeRemote()
-        XCTAssertEqual(r.fx.sh("mkdir mnt/shared && printf a > mnt/shared/a.txt && printf g > mnt/shared/gone.txt && ln mnt/shared/a.txt mnt/shared/b.txt").status, 0)
+        XCTAssertEqual(
+            r.fx.sh("mkdir mnt/shared && printf a > mnt/shared/a.txt && printf g > mnt/shared/gone.txt && ln mnt/shared/a.txt mnt/shared/b.txt")
+                .status, 0)
         try r.waitUntilUploaded()
         XCTAssertEqual(r.fx.sh("rm mnt/shared/gone.txt").status, 0)
         try r.waitUntilUploaded()
@@ -166,26 +174,36 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
         let gone = try r.count("SELECT id FROM docfs_items WHERE name = 'gone.txt' AND deleted")
         let link = { (fields: String) in #"{"op":"\#(UUID())","kind":"link",\#(fields)}"# }
 
-        try assertOperationRefused(r, hostile, "a link to a folder", link(#""item":\#(shared),"parent":\#(shared),"name":"x""#),
-                                   "folders cannot be hard-linked")
-        try assertOperationRefused(r, hostile, "a link into a missing folder", link(#""item":\#(file),"parent":999999999,"name":"x""#),
-                                   "is not on the server")
-        try assertOperationRefused(r, hostile, "a link into a file", link(#""item":\#(file),"parent":\#(file),"name":"x""#),
-                                   "is not a directory")
-        try assertOperationRefused(r, hostile, "a link with a / in its name", link(#""item":\#(file),"parent":\#(shared),"name":"a/b""#),
-                                   "is not a valid item name")
-        try assertOperationRefused(r, hostile, "a link named ..", link(#""item":\#(file),"parent":\#(shared),"name":"..""#),
-                                   "is not a valid item name")
-        try assertOperationRefused(r, hostile, "a link to a deleted file", link(#""item":\#(gone),"parent":\#(shared),"name":"x""#),
-                                   "is not on the server")
-        try assertOperationRefused(r, hostile, "a link to a name", link(#""item":\#(name),"parent":\#(shared),"name":"x""#),
-                                   "not an item")
-        try assertOperationRefused(r, hostile, "an unlink of an item", #"{"op":"\#(UUID())","kind":"unlink","item":\#(file)}"#,
-                                   "is an item, not one of its further names")
-        try assertOperationRefused(r, hostile, "an edit of a name row", #"{"op":"\#(UUID())","kind":"attributes","item":\#(name),"mode":511}"#,
-                                   "is a further name of item")
-        try assertOperationRefused(r, hostile, "a delete of a name row", #"{"op":"\#(UUID())","kind":"delete","item":\#(name)}"#,
-                                   "is a further name of item")
+        try assertOperationRefused(
+            r, hostile, "a link to a folder", link(#""item":\#(shared),"parent":\#(shared),"name":"x""#),
+            "folders cannot be hard-linked")
+        try assertOperationRefused(
+            r, hostile, "a link into a missing folder", link(#""item":\#(file),"parent":999999999,"name":"x""#),
+            "is not on the server")
+        try assertOperationRefused(
+            r, hostile, "a link into a file", link(#""item":\#(file),"parent":\#(file),"name":"x""#),
+            "is not a directory")
+        try assertOperationRefused(
+            r, hostile, "a link with a / in its name", link(#""item":\#(file),"parent":\#(shared),"name":"a/b""#),
+            "is not a valid item name")
+        try assertOperationRefused(
+            r, hostile, "a link named ..", link(#""item":\#(file),"parent":\#(shared),"name":"..""#),
+            "is not a valid item name")
+        try assertOperationRefused(
+            r, hostile, "a link to a deleted file", link(#""item":\#(gone),"parent":\#(shared),"name":"x""#),
+            "is not on the server")
+        try assertOperationRefused(
+            r, hostile, "a link to a name", link(#""item":\#(name),"parent":\#(shared),"name":"x""#),
+            "not an item")
+        try assertOperationRefused(
+            r, hostile, "an unlink of an item", #"{"op":"\#(UUID())","kind":"unlink","item":\#(file)}"#,
+            "is an item, not one of its further names")
+        try assertOperationRefused(
+            r, hostile, "an edit of a name row", #"{"op":"\#(UUID())","kind":"attributes","item":\#(name),"mode":511}"#,
+            "is a further name of item")
+        try assertOperationRefused(
+            r, hostile, "a delete of a name row", #"{"op":"\#(UUID())","kind":"delete","item":\#(name)}"#,
+            "is a further name of item")
 
         let after = try r.serverTree()
         XCTAssertEqual(Set(after.keys), Set(before.keys), "the tree is as the replica left it")
@@ -201,7 +219,8 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
         XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15), "the daemon is still running after docfs unmount")
         // The server as schema 11 left it (before names, and before packs kept their versions:
         // such a server takes a pack without one).
-        _ = try servers.psql(r.databaseURL, "DELETE FROM docfs_schema_migrations WHERE version >= 12; DELETE FROM docfs_meta WHERE key = 'pack_versions'")
+        _ = try servers.psql(
+            r.databaseURL, "DELETE FROM docfs_schema_migrations WHERE version >= 12; DELETE FROM docfs_meta WHERE key = 'pack_versions'")
         try r.fx.mount()
         XCTAssertEqual(r.fx.sh("printf two > mnt/b").status, 0)
         try r.waitUntilUploaded()
@@ -211,8 +230,11 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
         XCTAssertFalse(exists(r.mnt + "/c"))
         XCTAssertFalse(r.logLines(mentioningAnyOf: ["`docfs remote setup` to upgrade it"]).isEmpty, r.logTail())
 
-        let setup = r.fx.docfs(["remote", "setup", "--remote", r.databaseURL, "--objects", "s3://\(r.bucket)/\(r.prefix)",
-                                "--s3-endpoint", servers.s3Endpoint], env: r.awsEnvironment(secret: servers.secretKey))
+        let setup = r.fx.docfs(
+            [
+                "remote", "setup", "--remote", r.databaseURL, "--objects", "s3://\(r.bucket)/\(r.prefix)",
+                "--s3-endpoint", servers.s3Endpoint,
+            ], env: r.awsEnvironment(secret: servers.secretKey))
         XCTAssertEqual(setup.status, 0, "\(setup)")
         // The idle replica asks the server again: links are taken without a remount.
         eventually("a link taken once the server is upgraded", timeout: 30) { r.fx.sh("ln mnt/a mnt/c").status == 0 }

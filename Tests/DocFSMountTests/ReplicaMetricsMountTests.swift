@@ -36,7 +36,8 @@ final class ReplicaMetricsMountTests: ReplicaTestCase {
         XCTAssertEqual(scrape.total("docfs_replica_set_aside_items"), 0)
         XCTAssertEqual(scrape.total("docfs_replica_conflicts_total"), 0)
         XCTAssertEqual(scrape.types["docfs_replica_uploaded_bytes"], "counter")
-        let lastSync = try XCTUnwrap(scrape.samples["docfs_replica_last_sync_timestamp_seconds"]?.first?.value, "caught up: \(scrape.samples.keys.sorted())")
+        let lastSync = try XCTUnwrap(
+            scrape.samples["docfs_replica_last_sync_timestamp_seconds"]?.first?.value, "caught up: \(scrape.samples.keys.sorted())")
         XCTAssertEqual(lastSync, Date().timeIntervalSince1970, accuracy: 120)
         XCTAssertGreaterThanOrEqual(scrape.total("docfs_store_content_bytes"), Double(payload.count))
     }
@@ -72,8 +73,10 @@ final class ReplicaMetricsMountTests: ReplicaTestCase {
     func testSetupAndRestoreShowProgressOnATerminalOnly() throws {
         let r = try makeRemote()
         let env = r.awsEnvironment(secret: r.servers.secretKey)
-        let setupArguments = ["remote", "setup", "--remote", r.databaseURL, "--objects", "s3://\(r.bucket)/\(r.prefix)",
-                              "--s3-endpoint", r.servers.s3Endpoint]
+        let setupArguments = [
+            "remote", "setup", "--remote", r.databaseURL, "--objects", "s3://\(r.bucket)/\(r.prefix)",
+            "--s3-endpoint", r.servers.s3Endpoint,
+        ]
         let setup = runOnTerminal(r.fx.bin, setupArguments, dir: r.fx.dir, env: env)
         XCTAssertEqual(setup.status, 0, "\(setup)")
         XCTAssert(setup.terminal.contains("docfs remote setup: ") && setup.terminal.contains("\r\u{1B}[K"), "\(setup)")
@@ -87,7 +90,8 @@ final class ReplicaMetricsMountTests: ReplicaTestCase {
             try r.waitUntilUploaded()
         }
         let listing = r.fx.docfs(["versions", "--json", r.fx.m("notes.txt")], env: env)
-        let versions = try XCTUnwrap((try JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [String: Any])?["versions"] as? [[String: Any]], "\(listing)")
+        let versions = try XCTUnwrap(
+            (try JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [String: Any])?["versions"] as? [[String: Any]], "\(listing)")
         let first = try XCTUnwrap(versions.first { ($0["size"] as? Int) == 5 }?["number"] as? Int, "\(versions)")
         let restore = runOnTerminal(r.fx.bin, ["versions", "restore", r.fx.m("notes.txt"), String(first), "--as", "v1.txt"], dir: r.fx.dir, env: env)
         XCTAssertEqual(restore.status, 0, "\(restore)")

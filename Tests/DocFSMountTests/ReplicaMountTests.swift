@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Two replicas of one tree, each a mounted store of its own: what one does appears on the other,
@@ -79,7 +79,9 @@ class ReplicaTestCase: RemoteMountTestCase {
     func assertSameTrees(_ r: RemoteMount, _ second: Second, file: StaticString = #filePath, line: UInt = #line) {
         let diff = r.fx.sh("diff -r --no-dereference mnt '\(second.mnt)'")
         XCTAssertEqual(diff.status, 0, "the replicas differ: \(diff)", file: file, line: line)
-        let modes = r.fx.sh("cd mnt && find . -printf '%p %m\\n' | sort > ../modes-a; cd '\(second.mnt)' && find . -printf '%p %m\\n' | sort > '\(r.fx.dir)/modes-b'; cmp '\(r.fx.dir)/modes-a' '\(r.fx.dir)/modes-b'")
+        let modes = r.fx.sh(
+            "cd mnt && find . -printf '%p %m\\n' | sort > ../modes-a; cd '\(second.mnt)' && find . -printf '%p %m\\n' | sort > '\(r.fx.dir)/modes-b'; cmp '\(r.fx.dir)/modes-a' '\(r.fx.dir)/modes-b'"
+        )
         XCTAssertEqual(modes.status, 0, "the replicas' modes differ: \(modes)", file: file, line: line)
     }
 
@@ -126,25 +128,34 @@ final class ReplicaMountTests: ReplicaTestCase {
     func testConcurrentChangesFollowTheConflictRules() throws {
         let r = try makeRemote()
         let b = try makeSecond(r)
-        XCTAssertEqual(r.fx.sh("""
-            mkdir mnt/f mnt/x mnt/y && printf base > mnt/f/edit.txt && printf base > mnt/f/gone.txt && \
-            printf base > mnt/f/ren.txt
-            """).status, 0)
+        XCTAssertEqual(
+            r.fx.sh(
+                """
+                mkdir mnt/f mnt/x mnt/y && printf base > mnt/f/edit.txt && printf base > mnt/f/gone.txt && \
+                printf base > mnt/f/ren.txt
+                """
+            ).status, 0)
         eventually("B has the base tree") { contents(b.mnt + "/f/ren.txt") == "base" && exists(b.mnt + "/y") }
         try waitForQuiet(r, b)
 
         try r.servers.stopPostgres()
         // On A: edits, renames, a new file, a folder moved into another.
-        XCTAssertEqual(r.fx.sh("""
-            printf 'from A' > mnt/f/edit.txt && printf 'edit A' > mnt/f/gone.txt && mv mnt/f/ren.txt mnt/f/renA.txt && \
-            printf 'same A' > mnt/f/same.txt && mv mnt/x mnt/y/
-            """).status, 0)
+        XCTAssertEqual(
+            r.fx.sh(
+                """
+                printf 'from A' > mnt/f/edit.txt && printf 'edit A' > mnt/f/gone.txt && mv mnt/f/ren.txt mnt/f/renA.txt && \
+                printf 'same A' > mnt/f/same.txt && mv mnt/x mnt/y/
+                """
+            ).status, 0)
         // On B: the same file edited, the edited one deleted, the same file renamed otherwise,
         // the same new name, and the other folder moved the other way round (a cycle).
-        XCTAssertEqual(r.fx.sh("""
-            printf 'from B' > '\(b.mnt)/f/edit.txt' && rm '\(b.mnt)/f/gone.txt' && mv '\(b.mnt)/f/ren.txt' '\(b.mnt)/f/renB.txt' && \
-            printf 'same B' > '\(b.mnt)/f/same.txt' && mv '\(b.mnt)/y' '\(b.mnt)/x/'
-            """).status, 0)
+        XCTAssertEqual(
+            r.fx.sh(
+                """
+                printf 'from B' > '\(b.mnt)/f/edit.txt' && rm '\(b.mnt)/f/gone.txt' && mv '\(b.mnt)/f/ren.txt' '\(b.mnt)/f/renB.txt' && \
+                printf 'same B' > '\(b.mnt)/f/same.txt' && mv '\(b.mnt)/y' '\(b.mnt)/x/'
+                """
+            ).status, 0)
         try r.servers.startPostgres()
         try waitForQuiet(r, b)
         assertSameTrees(r, b)
@@ -156,8 +167,9 @@ final class ReplicaMountTests: ReplicaTestCase {
         let versions = Set([contents(r.mnt + "/f/edit.txt"), copies.first.flatMap { contents(r.mnt + "/f/" + $0) }])
         XCTAssertEqual(versions, ["from A", "from B"], "both edits are kept")
         if let copy = copies.first {
-            XCTAssertNotNil(r.xattr(r.mnt + "/f/" + copy, "user.docfs.conflict") ?? r.xattr(b.mnt + "/f/" + copy, "user.docfs.conflict"),
-                            "the copy is marked on the replica that made it")
+            XCTAssertNotNil(
+                r.xattr(r.mnt + "/f/" + copy, "user.docfs.conflict") ?? r.xattr(b.mnt + "/f/" + copy, "user.docfs.conflict"),
+                "the copy is marked on the replica that made it")
         }
         // Edit against delete keeps the edit.
         XCTAssertEqual(contents(r.mnt + "/f/gone.txt"), "edit A")
@@ -168,8 +180,9 @@ final class ReplicaMountTests: ReplicaTestCase {
         XCTAssertEqual(Set([contents(r.mnt + "/f/same.txt"), contents(r.mnt + "/f/same 2.txt")]), ["same A", "same B"], "\(files)")
         // The cycle: one folder inside the other, never both.
         let top = names(r.mnt)
-        XCTAssert((exists(r.mnt + "/y/x") && !top.contains("x")) || (exists(r.mnt + "/x/y") && !top.contains("y")),
-                  "one of the two moves, not a cycle: \(top)")
+        XCTAssert(
+            (exists(r.mnt + "/y/x") && !top.contains("x")) || (exists(r.mnt + "/x/y") && !top.contains("y")),
+            "one of the two moves, not a cycle: \(top)")
         let status = statusFields(r, r.mnt).flatMap { $0["conflicts"] as? Int } ?? 0
         let statusB = statusFields(r, b.mnt).flatMap { $0["conflicts"] as? Int } ?? 0
         XCTAssertGreaterThan(status + statusB, 0, "docfs status counts the conflicts")
@@ -183,7 +196,9 @@ final class ReplicaMountTests: ReplicaTestCase {
         XCTAssertEqual(r.fx.sh("mkdir mnt/keep && printf one > mnt/keep/a.txt && printf two > mnt/keep/b.txt").status, 0)
         eventually("B has the tree") { contents(b.mnt + "/keep/b.txt") == "two" }
         XCTAssertEqual(r.fx.docfs(["unmount", b.mnt]).status, 0)
-        XCTAssertEqual(r.fx.sh("printf changed > mnt/keep/a.txt && rm mnt/keep/b.txt && mkdir mnt/new && printf n > mnt/new/c.txt && mv mnt/keep mnt/kept").status, 0)
+        XCTAssertEqual(
+            r.fx.sh("printf changed > mnt/keep/a.txt && rm mnt/keep/b.txt && mkdir mnt/new && printf n > mnt/new/c.txt && mv mnt/keep mnt/kept")
+                .status, 0)
         try r.waitUntilUploaded()
         try mountSecond(r, b)
         try waitForQuiet(r, b)
@@ -219,7 +234,8 @@ final class RemoteGCTests: ReplicaTestCase {
     func testGarbageCollectionRemovesWhatNoReplicaNeeds() throws {
         let r = try makeRemote()
         let b = try makeSecond(r)
-        XCTAssertEqual(r.fx.sh("mkdir mnt/d && printf one > mnt/d/edited.txt && printf keep > mnt/d/kept.txt && printf bye > mnt/d/gone.txt").status, 0)
+        XCTAssertEqual(
+            r.fx.sh("mkdir mnt/d && printf one > mnt/d/edited.txt && printf keep > mnt/d/kept.txt && printf bye > mnt/d/gone.txt").status, 0)
         eventually("B has the tree") { contents(b.mnt + "/d/gone.txt") == "bye" }
         try waitForQuiet(r, b)
         // B is away while A replaces one version and deletes a file.
@@ -236,7 +252,8 @@ final class RemoteGCTests: ReplicaTestCase {
         let before = Set(try r.objects().map(\.key))
         // Objects of versions that are not the current one of a live file (a new file's create
         // and content version sent together name one object, which stays while it is current).
-        let garbage = try r.count("""
+        let garbage = try r.count(
+            """
             SELECT count(DISTINCT v.content_key) FROM docfs_versions v JOIN docfs_items i ON i.id = v.item_id
             WHERE v.content_key IS NOT NULL AND (i.deleted OR v.content_version < i.content_version)
               AND NOT EXISTS (SELECT 1 FROM docfs_items l WHERE l.content_key = v.content_key AND NOT l.deleted)
@@ -303,12 +320,15 @@ final class RemoteGCTests: ReplicaTestCase {
 
 extension ReplicaTestCase {
     /// `docfs_apply` of one operation as `role`: the answer must be a refusal holding `words`.
-    func assertOperationRefused(_ r: RemoteMount, _ role: String, _ what: String, _ operation: String, _ words: String,
-                                file: StaticString = #filePath, line: UInt = #line) throws {
+    func assertOperationRefused(
+        _ r: RemoteMount, _ role: String, _ what: String, _ operation: String, _ words: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let sql = "SELECT docfs_apply('[\(operation.replacingOccurrences(of: "'", with: "''"))]'::jsonb)::text"
         let answer = try r.servers.psql(r.roleURL(role), sql).first?.first ?? nil
         let text = answer ?? "no answer"
-        XCTAssert(text.contains("\"ok\": false") && text.contains(words), "\(what): expected a refusal with \"\(words)\", got \(text)",
-                  file: file, line: line)
+        XCTAssert(
+            text.contains("\"ok\": false") && text.contains(words), "\(what): expected a refusal with \"\(words)\", got \(text)",
+            file: file, line: line)
     }
 }

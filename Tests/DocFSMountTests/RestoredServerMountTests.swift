@@ -21,12 +21,14 @@ final class RestoredServerMountTests: ReplicaTestCase {
         // Two other replicas write after the restore, more than A did.
         let b = try makeSecond(r, name: "b")
         let c = try makeSecond(r, name: "c")
-        XCTAssertEqual(r.fx.sh("for i in $(seq 1 20); do printf \"c$i from C\" > '\(c.mnt)'/c$i.txt; done; printf 'b1 from B' > '\(b.mnt)'/b1.txt").status, 0)
+        XCTAssertEqual(
+            r.fx.sh("for i in $(seq 1 20); do printf \"c$i from C\" > '\(c.mnt)'/c$i.txt; done; printf 'b1 from B' > '\(b.mnt)'/b1.txt").status, 0)
         eventually("B and C have sent everything", timeout: 120) {
             [b, c].allSatisfy { (self.statusFields(r, $0.mnt)?["pending"] as? NSNumber)?.intValue == 0 }
         }
         let before = try r.serverTree()
-        XCTAssertTrue(before.keys.contains { $0.hasPrefix("/a") } == false, "the restored server has none of A's later files: \(before.keys.sorted())")
+        XCTAssertTrue(
+            before.keys.contains { $0.hasPrefix("/a") } == false, "the restored server has none of A's later files: \(before.keys.sorted())")
 
         // A comes back: it notices, keeps its five files aside, and takes the server's tree.
         try r.fx.mount()
@@ -65,7 +67,9 @@ final class RestoredServerMountTests: ReplicaTestCase {
         XCTAssertEqual(r.fx.sh("printf 'in the backup' > mnt/f0.txt && printf 'g0 in the backup' > mnt/g0.txt").status, 0)
         try r.waitUntilUploaded()
         let dump = try r.dumpDatabase()
-        XCTAssertEqual(r.fx.sh("mkdir mnt/docs && printf 'inside a lost folder' > mnt/docs/inner.txt && printf 'mine, after the backup' > mnt/clash.txt").status, 0)
+        XCTAssertEqual(
+            r.fx.sh("mkdir mnt/docs && printf 'inside a lost folder' > mnt/docs/inner.txt && printf 'mine, after the backup' > mnt/clash.txt").status,
+            0)
         try r.waitUntilUploaded()
         XCTAssertEqual(try r.unmount().status, 0)
         XCTAssertNotNil(r.fx.waitForDaemonExit(seconds: 15))
@@ -79,7 +83,8 @@ final class RestoredServerMountTests: ReplicaTestCase {
 
         try r.fx.mount()
         let status = try r.waitForStatus("the restore reported", timeout: 120) { $0.raw.contains("\"restore\":\"") && $0.pending == 0 }
-        XCTAssertTrue(status.raw.contains("3 item(s) of this replica it lost are put back at their paths (1 under a conflicted-copy name)"), status.raw)
+        XCTAssertTrue(
+            status.raw.contains("3 item(s) of this replica it lost are put back at their paths (1 under a conflicted-copy name)"), status.raw)
         XCTAssertFalse(status.raw.contains("kept in"), status.raw)
         eventually("B sees A's lost items again", timeout: 120) {
             self.contents(b.mnt + "/docs/inner.txt") == "inside a lost folder"

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// S3 credentials as AWS tools take them, against moto checking signatures, keys and session
@@ -14,12 +14,17 @@ final class S3CredentialMountTests: ReplicaTestCase {
         try FileManager.default.createDirectory(atPath: home + "/.aws", withIntermediateDirectories: true)
         let file = home + "/.aws/credentials"
         try writeCredentials(file, id: id, secret: secret)
-        return (["HOME": home, "AWS_PROFILE": "team", "AWS_REGION": "us-east-1",
-                 "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": ""], file)
+        return (
+            [
+                "HOME": home, "AWS_PROFILE": "team", "AWS_REGION": "us-east-1",
+                "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
+            ], file
+        )
     }
 
     func writeCredentials(_ file: String, id: String, secret: String) throws {
-        let text = "[default]\naws_access_key_id = NOTTHISONE\naws_secret_access_key = no\n\n[team]\naws_access_key_id = \(id)\naws_secret_access_key = \(secret)\n"
+        let text =
+            "[default]\naws_access_key_id = NOTTHISONE\naws_secret_access_key = no\n\n[team]\naws_access_key_id = \(id)\naws_secret_access_key = \(secret)\n"
         let temporary = file + ".new"
         try text.write(toFile: temporary, atomically: false, encoding: .utf8)
         XCTAssertEqual(chmod(temporary, 0o600), 0)
@@ -45,28 +50,36 @@ final class S3CredentialMountTests: ReplicaTestCase {
         let second = try key(servers.s3check(["create-key", user]))
         try writeCredentials(file, id: second.id, secret: second.secret)
         _ = try servers.s3check(["delete-key", user, first.id])
-        XCTAssertThrowsError(try servers.s3check(["list", r.bucket], env: ["AWS_ACCESS_KEY_ID": first.id, "AWS_SECRET_ACCESS_KEY": first.secret]),
-                             "the server refuses the old key now")
+        XCTAssertThrowsError(
+            try servers.s3check(["list", r.bucket], env: ["AWS_ACCESS_KEY_ID": first.id, "AWS_SECRET_ACCESS_KEY": first.secret]),
+            "the server refuses the old key now")
         XCTAssertEqual(r.fx.sh("printf two > mnt/two.txt").status, 0)
         try r.waitUntilUploaded(timeout: 60)
         let keys = try r.objects().count
         XCTAssertEqual(keys, 2, "both files on the server")
-        XCTAssertTrue(r.logLines(mentioningAnyOf: [first.id, second.id, first.secret, second.secret]).allSatisfy { !$0.contains(first.secret) && !$0.contains(second.secret) })
+        XCTAssertTrue(
+            r.logLines(mentioningAnyOf: [first.id, second.id, first.secret, second.secret]).allSatisfy {
+                !$0.contains(first.secret) && !$0.contains(second.secret)
+            })
     }
 
     func testASessionTokenIsSentAndAWrongOneRefused() throws {
         let r = try makeRemote(mount: false)
         let session = try key(servers.s3check(["session", "docfs-session-\(UInt32.random(in: 0...UInt32.max))"]))
         let token = try XCTUnwrap(session.token)
-        r.fx.daemonEnv = ["AWS_ACCESS_KEY_ID": session.id, "AWS_SECRET_ACCESS_KEY": session.secret, "AWS_SESSION_TOKEN": token,
-                          "AWS_REGION": "us-east-1"]
+        r.fx.daemonEnv = [
+            "AWS_ACCESS_KEY_ID": session.id, "AWS_SECRET_ACCESS_KEY": session.secret, "AWS_SESSION_TOKEN": token,
+            "AWS_REGION": "us-east-1",
+        ]
         try r.fx.mount()
         XCTAssertEqual(r.fx.sh("printf t > mnt/t.txt").status, 0)
         try r.waitUntilUploaded(timeout: 60)
 
         // The same keys with another token: moto refuses them, init says so and leaves nothing.
-        let wrong = ["AWS_ACCESS_KEY_ID": session.id, "AWS_SECRET_ACCESS_KEY": session.secret, "AWS_SESSION_TOKEN": "not-the-token",
-                     "AWS_REGION": "us-east-1"]
+        let wrong = [
+            "AWS_ACCESS_KEY_ID": session.id, "AWS_SECRET_ACCESS_KEY": session.secret, "AWS_SESSION_TOKEN": "not-the-token",
+            "AWS_REGION": "us-east-1",
+        ]
         let other = r.fx.docfs(["init", r.fx.dir + "/other"] + r.remoteArguments, env: wrong)
         XCTAssertNotEqual(other.status, 0, "\(other)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: r.fx.dir + "/other"))

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A store bigger than the daemon's working set, mounted: every item is there for `find` and
@@ -15,8 +15,9 @@ final class ScaleMountTests: MountTestCase {
     /// The daemon's resident memory in KiB.
     func residentKiB() -> Int {
         guard let pid = fx.daemonPID,
-              let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return -1 }
+            let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+        else { return -1 }
         return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? -1
     }
 
@@ -24,9 +25,13 @@ final class ScaleMountTests: MountTestCase {
         if MountFixture.usesMemoryProvider { throw XCTSkip("the store's working set") }
         let scale = (fx.bin as NSString).deletingLastPathComponent + "/docfs-scale"
         guard FileManager.default.isExecutableFile(atPath: scale) else { throw XCTSkip("no docfs-scale beside \(fx.bin)") }
-        let populated = runProcess(scale, ["populate", fx.store, "--items", String(Self.items), "--big-folder", "5000",
-                                           "--per-folder", "500"],
-                                   cwd: fx.dir, timeout: 300, outDir: fx.dir)
+        let populated = runProcess(
+            scale,
+            [
+                "populate", fx.store, "--items", String(Self.items), "--big-folder", "5000",
+                "--per-folder", "500",
+            ],
+            cwd: fx.dir, timeout: 300, outDir: fx.dir)
         XCTAssertEqual(populated.status, 0, "\(populated)")
         // "populated STORE with N items …"
         let words = populated.stdout.split(separator: " ")
@@ -47,7 +52,9 @@ final class ScaleMountTests: MountTestCase {
         XCTAssertEqual(probes.stdout, "0\n0\n", "\(probes)")
         // A copy in, a rename and a delete in the big folder, then the walk again.
         for i in 0..<200 { try fx.writeSource("in/f\(i).txt", Array("file \(i)\n".utf8)) }
-        let changed = fx.sh("cp -r src/in mnt/big/in && mv mnt/big/f0000000.txt mnt/big/renamed.txt && rm mnt/big/f0000001.txt && diff -r src/in mnt/big/in && ls mnt/big | wc -l")
+        let changed = fx.sh(
+            "cp -r src/in mnt/big/in && mv mnt/big/f0000000.txt mnt/big/renamed.txt && rm mnt/big/f0000001.txt && diff -r src/in mnt/big/in && ls mnt/big | wc -l"
+        )
         XCTAssertEqual(changed.stdout, "5000\n", "\(changed)")
         let after = residentKiB()
         // The whole tree in memory took about 1 KiB an item in the store alone (30 MiB here) and

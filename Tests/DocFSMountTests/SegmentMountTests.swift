@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `docfs mount -o segments=SIZE` (issue 28; on by default with 256 KiB since issue 38): small files copied in are stored in the store's
@@ -135,7 +135,9 @@ final class SegmentMountTests: MountTestCase {
         }
         XCTAssertGreaterThanOrEqual(present, 50, "the copy was killed after about 100 imports")
         if midway { XCTAssertLessThan(present, count, "killed half way, yet every file is there") }
-        let r = fx.sh("cd mnt && find . -type f | sed 's|^./||' | sort > ../found.txt && cd ../src && find tree -type f | sort > ../all.txt && comm -23 ../found.txt ../all.txt")
+        let r = fx.sh(
+            "cd mnt && find . -type f | sed 's|^./||' | sort > ../found.txt && cd ../src && find tree -type f | sort > ../all.txt && comm -23 ../found.txt ../all.txt"
+        )
         XCTAssertEqual(r.stdout, "", "files in the tree that are not in the source: \(r)")
         assertConsistentAfterStop("after kill -9 during cp -r of small files")
     }

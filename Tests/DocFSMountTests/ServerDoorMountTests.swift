@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One replica's credentials against PostgreSQL's own traps (schema 14, `RemoteSchema+Guards`),
@@ -49,13 +49,17 @@ final class ServerDoorMountTests: ReplicaTestCase {
         let photos = try XCTUnwrap(r.identifier(r.mnt + "/Photos"))
         let archive = try XCTUnwrap(r.identifier(r.mnt + "/Archive"))
         let shared = try XCTUnwrap(r.identifier(r.mnt + "/shared"))
-        let honestOperation = try XCTUnwrap(r.servers.psql(r.databaseURL,
-            "SELECT operation_id FROM docfs_changes WHERE role = '\(r.roleName("honest"))' LIMIT 1").first?.first ?? nil)
+        let honestOperation = try XCTUnwrap(
+            r.servers.psql(
+                r.databaseURL,
+                "SELECT operation_id FROM docfs_changes WHERE role = '\(r.roleName("honest"))' LIMIT 1"
+            ).first?.first ?? nil)
         let before = try r.serverTree()
 
         // As deployed: no TEMP for a replica (nor any role but the owner), no other tree's database.
-        XCTAssert(answer(r, hostile, "CREATE TEMP TABLE docfs_layout (id integer)").contains("permission denied to create temporary tables"),
-                  answer(r, hostile, "CREATE TEMP TABLE docfs_layout (id integer)"))
+        XCTAssert(
+            answer(r, hostile, "CREATE TEMP TABLE docfs_layout (id integer)").contains("permission denied to create temporary tables"),
+            answer(r, hostile, "CREATE TEMP TABLE docfs_layout (id integer)"))
         let publicRights = try r.servers.psql(r.databaseURL, RemoteSchemaText.publicMayConnect)
         XCTAssertEqual(publicRights.first?.first ?? nil, "false", "PUBLIC keeps no TEMP or CONNECT on the tree's database")
 
@@ -76,24 +80,29 @@ final class ServerDoorMountTests: ReplicaTestCase {
             answer(r, hostile, shadows + "SELECT docfs_apply('[\(operation)]');")
         }
         func op() -> String { UUID().uuidString.lowercased() }
-        let text = apply("""
+        let text = apply(
+            """
             {"op": "\(op())", "kind": "create", "parent": \(photos), "name": "note.txt", "item_kind": "file", "types": ["public.plain-text"]}
             """)
         XCTAssert(text.contains("false") && text.contains("takes only"), "a text file into an images-only folder: \(text)")
-        let added = apply("""
+        let added = apply(
+            """
             {"op": "\(op())", "kind": "create", "parent": \(archive), "name": "sneaked", "item_kind": "directory", "types": ["public.folder"]}
             """)
         XCTAssert(added.contains("false") && added.contains("does not allow adding"), "an add into a folder without add: \(added)")
-        let reused = apply("""
+        let reused = apply(
+            """
             {"op": "\(honestOperation)", "kind": "create", "parent": \(shared), "name": "claimed.txt", "item_kind": "file"}
             """)
         XCTAssert(reused.contains("false") && reused.contains("belongs to another replica"), "another replica's operation id: \(reused)")
         let missing = "replica/manifests/\(op())-0123456789abcdef"
-        let phantom = answer(r, hostile, shadows + """
-            INSERT INTO docfs_manifests (key, size, created_ns, role) VALUES ('\(missing)', 5, 0, '\(hostile)');
-            INSERT INTO docfs_upload_intents VALUES ('\(missing)', 0, '\(hostile)');
-            SELECT docfs_apply('[{"op": "\(op())", "kind": "create", "parent": \(shared), "name": "phantom.bin", "item_kind": "file", "content_key": "\(missing)", "size": 5}]');
-            """)
+        let phantom = answer(
+            r, hostile,
+            shadows + """
+                INSERT INTO docfs_manifests (key, size, created_ns, role) VALUES ('\(missing)', 5, 0, '\(hostile)');
+                INSERT INTO docfs_upload_intents VALUES ('\(missing)', 0, '\(hostile)');
+                SELECT docfs_apply('[{"op": "\(op())", "kind": "create", "parent": \(shared), "name": "phantom.bin", "item_kind": "file", "content_key": "\(missing)", "size": 5}]');
+                """)
         XCTAssert(phantom.contains("false") && phantom.contains("is not on the server"), "a version naming a missing manifest: \(phantom)")
 
         // Nothing of it reached the server; the honest replica goes on, byte-exact.
@@ -121,11 +130,14 @@ final class ServerDoorMountTests: ReplicaTestCase {
         holder.standardError = output
         try holder.run()
         input.fileHandleForWriting.write(Data((sql + "\n").utf8))
-        return (log, {
-            try? input.fileHandleForWriting.close()
-            if holder.isRunning { kill(holder.processIdentifier, SIGKILL) }
-            holder.waitUntilExit()
-        })
+        return (
+            log,
+            {
+                try? input.fileHandleForWriting.close()
+                if holder.isRunning { kill(holder.processIdentifier, SIGKILL) }
+                holder.waitUntilExit()
+            }
+        )
     }
 
     /// The scene of the lock-holding tests: the first replica's `/shared` uploaded, a second
@@ -144,7 +156,9 @@ final class ServerDoorMountTests: ReplicaTestCase {
     func testAReplicaHoldingLocksHoldsNoOtherReplicaUp() throws {
         let (r, writer, hostile) = try sharedFolderWithAWriter(hostile: "holder")
         // Its limits, set by add-replica in the tree's database.
-        let limits = try r.servers.psql(r.databaseURL, """
+        let limits = try r.servers.psql(
+            r.databaseURL,
+            """
             SELECT r.rolconnlimit::text, array_to_string(s.setconfig, ',') FROM pg_roles r
             JOIN pg_db_role_setting s ON s.setrole = r.oid JOIN pg_database d ON d.oid = s.setdatabase AND d.datname = current_database()
             WHERE r.rolname = '\(hostile)'
@@ -161,16 +175,25 @@ final class ServerDoorMountTests: ReplicaTestCase {
         // (pg_locks, not pg_stat_activity's state: the owner may not read another role's state.)
         // Everything it can take, in one transaction left open and idle: the old advisory key, a
         // table lock SELECT allows, and the writers' lock through a call of its own.
-        let (log, end) = try holdIdle(r, role: hostile, """
+        let (log, end) = try holdIdle(
+            r, role: hostile,
+            """
             BEGIN; SELECT pg_advisory_lock(\(0x646f_6366_7301)); LOCK TABLE docfs_items IN ACCESS SHARE MODE; SELECT docfs_apply('[]');
             """)
         defer { end() }
         eventually("the holder's transaction is open", timeout: 30) {
-            (try? r.count("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE a.usename = '\(hostile)' AND l.locktype = 'advisory'")) == 1
+            (try? r.count(
+                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE a.usename = '\(hostile)' AND l.locktype = 'advisory'"))
+                == 1
         }
-        if (try? r.count("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE a.usename = '\(hostile)' AND l.locktype = 'advisory'")) != 1 {
-            XCTFail("the holder: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")\n"
-                + "\((try? r.servers.psql(r.databaseURL, "SELECT usename, state, query FROM pg_stat_activity WHERE datname = current_database()")) ?? [])")
+        if (try? r.count(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE a.usename = '\(hostile)' AND l.locktype = 'advisory'"))
+            != 1
+        {
+            XCTFail(
+                "the holder: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")\n"
+                    + "\((try? r.servers.psql(r.databaseURL, "SELECT usename, state, query FROM pg_stat_activity WHERE datname = current_database()")) ?? [])"
+            )
         }
         let started = Date()
         XCTAssertEqual(r.fx.sh("printf 'written meanwhile' > '\(writer.mnt)/shared/meanwhile.txt'").status, 0)
@@ -198,9 +221,12 @@ final class ServerDoorMountTests: ReplicaTestCase {
         let (r, writer, hostile) = try sharedFolderWithAWriter(hostile: "lifter")
         let shared = try XCTUnwrap(r.identifier(r.mnt + "/shared"))
         // The owner reads other roles' session states (pg_read_all_stats, from set-up).
-        XCTAssertEqual(try r.servers.psql(r.databaseURL, "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')::text").first?.first ?? nil,
-                       "true")
-        let (log, end) = try holdIdle(r, role: hostile, """
+        XCTAssertEqual(
+            try r.servers.psql(r.databaseURL, "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')::text").first?.first ?? nil,
+            "true")
+        let (log, end) = try holdIdle(
+            r, role: hostile,
+            """
             SET idle_in_transaction_session_timeout = 0; SET statement_timeout = 0; SET lock_timeout = 0;
             BEGIN;
             SELECT docfs_apply('[{"op": "\(UUID().uuidString.lowercased())", "kind": "create", "parent": \(shared), "name": "held", "item_kind": "directory", "mode": 493, "uid": 0, "gid": 0}]');
@@ -221,8 +247,9 @@ final class ServerDoorMountTests: ReplicaTestCase {
             (try? r.serverTree()["/shared/meanwhile.txt"]) != nil
         }
         XCTAssertNotNil(try r.serverTree()["/shared/meanwhile.txt"], "landed after \(Date().timeIntervalSince(started)) s")
-        XCTAssertEqual(try r.count("SELECT count(*) FROM pg_stat_activity WHERE usename = '\(hostile)'"), 0,
-                       "the server ended the lifter's session")
+        XCTAssertEqual(
+            try r.count("SELECT count(*) FROM pg_stat_activity WHERE usename = '\(hostile)'"), 0,
+            "the server ended the lifter's session")
         XCTAssertNil(try r.serverTree()["/shared/held"], "what the ended session did was rolled back")
         eventually("and it reached the first replica byte-exact", timeout: 60) {
             self.contents(r.mnt + "/shared/meanwhile.txt") == "written meanwhile"
@@ -245,8 +272,9 @@ final class ServerDoorMountTests: ReplicaTestCase {
         let staying = try makeSecond(r, name: "staying")
         try waitForQuiet(r, leaving, others: [staying])
         let role = r.roleName("leaving")
-        XCTAssertGreaterThan(try r.count("SELECT count(*) FROM pg_stat_activity WHERE usename = '\(role)'"), 0,
-                             "the mounted replica holds sessions (its LISTEN at least)")
+        XCTAssertGreaterThan(
+            try r.count("SELECT count(*) FROM pg_stat_activity WHERE usename = '\(role)'"), 0,
+            "the mounted replica holds sessions (its LISTEN at least)")
         let env = r.awsEnvironment(secret: r.servers.secretKey)
         let removed = r.fx.docfs(["remote", "remove-replica", role] + r.remoteArguments, env: env)
         XCTAssertEqual(removed.status, 0, "\(removed)")
@@ -263,8 +291,9 @@ final class ServerDoorMountTests: ReplicaTestCase {
             return (fields?["lastError"] as? String)?.contains("not permitted to log in") == true
         }
         XCTAssert((fields?["lastError"] as? String)?.contains("not permitted to log in") == true, "status: \(fields ?? [:])")
-        XCTAssertFalse(r.fx.sh("grep -c 'not permitted to log in' '\(leaving.store)/docfs.log'").stdout.hasPrefix("0"),
-                       "its log says why: \(r.fx.sh("tail -20 '\(leaving.store)/docfs.log'").stdout)")
+        XCTAssertFalse(
+            r.fx.sh("grep -c 'not permitted to log in' '\(leaving.store)/docfs.log'").stdout.hasPrefix("0"),
+            "its log says why: \(r.fx.sh("tail -20 '\(leaving.store)/docfs.log'").stdout)")
         // The others go on.
         XCTAssertEqual(r.fx.sh("printf 'goes on' > '\(staying.mnt)/shared/on.txt'").status, 0)
         eventually("the staying replica's write lands and reaches the first", timeout: 60) {
@@ -285,8 +314,9 @@ final class ServerDoorMountTests: ReplicaTestCase {
         XCTAssertEqual(added.status, 0, "\(added)")
         let revoke = "REVOKE EXECUTE ON FUNCTION lo_create(oid), lo_creat(integer), lo_from_bytea(oid, bytea) FROM PUBLIC"
         XCTAssert(added.stderr.contains(revoke), "add-replica says what a superuser runs: \(added.stderr)")
-        XCTAssertFalse(answer(r, role, "SELECT lo_from_bytea(0, 'x')::text").contains("permission denied"),
-                       "before: the gap the warning names")
+        XCTAssertFalse(
+            answer(r, role, "SELECT lo_from_bytea(0, 'x')::text").contains("permission denied"),
+            "before: the gap the warning names")
 
         _ = try r.servers.psql(r.superuserDatabaseURL, revoke)
         for sql in ["SELECT lo_from_bytea(0, 'x')", "SELECT lo_create(0)", "SELECT lo_creat(-1)"] {

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The layout's rules on the server (RemoteSchema versions 3 and 4): a replica's layout folders
@@ -33,11 +33,11 @@ final class ServerRulesMountTests: ReplicaTestCase {
     func tamper(_ r: RemoteMount, _ store: String, _ sql: String, _ arguments: String = "()") {
         let script = r.fx.dir + "/tamper-\(UInt32.random(in: 0...UInt32.max)).py"
         try? """
-            import sqlite3, sys
-            db = sqlite3.connect(sys.argv[1])
-            db.execute(\"\"\"\(sql)\"\"\", \(arguments))
-            db.commit()
-            """.write(toFile: script, atomically: true, encoding: .utf8)
+        import sqlite3, sys
+        db = sqlite3.connect(sys.argv[1])
+        db.execute(\"\"\"\(sql)\"\"\", \(arguments))
+        db.commit()
+        """.write(toFile: script, atomically: true, encoding: .utf8)
         let result = r.fx.sh("python3 '\(script)' '\(store)/store.sqlite'")
         XCTAssertEqual(result.status, 0, "\(result)")
     }
@@ -56,18 +56,25 @@ final class ServerRulesMountTests: ReplicaTestCase {
 
         // The server itself refuses what its layout refuses, whoever asks (here psql).
         let archive = try XCTUnwrap(r.identifier(r.mnt + "/Archive"))
-        XCTAssertThrowsError(try r.servers.psql(r.databaseURL, """
-            INSERT INTO docfs_items (parent_id, name, kind, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid, mode)
-            VALUES (\(archive), 'sneaked', 'directory', 0, 0, 0, 0, 0, 0, 493)
-            """)) { error in XCTAssertTrue("\(error)".contains("does not allow adding items to /Archive"), "\(error)") }
+        XCTAssertThrowsError(
+            try r.servers.psql(
+                r.databaseURL,
+                """
+                INSERT INTO docfs_items (parent_id, name, kind, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid, mode)
+                VALUES (\(archive), 'sneaked', 'directory', 0, 0, 0, 0, 0, 0, 493)
+                """)
+        ) { error in XCTAssertTrue("\(error)".contains("does not allow adding items to /Archive"), "\(error)") }
 
         // B's stored layout loses its rules (as a replica made with an older layout would have).
         XCTAssertEqual(r.fx.docfs(["unmount", b.mnt]).status, 0)
         tamper(r, b.store, "UPDATE meta SET value = ? WHERE key = 'layout'", "('{\"trash\":false,\"types\":[],\"folders\":[]}',)")
         try mountSecond(r, b)
         let png = ContentTypeMountTests.png.map { String(format: "\\%03o", $0) }.joined()
-        XCTAssertEqual(r.fx.sh("printf '\(png)' > '\(b.mnt)/Notes/photo.png' && printf ok > '\(b.mnt)/Notes/ok.txt' && printf text > '\(b.mnt)/Pictures/notes.txt'").status, 0,
-                       "B's old rules take all three")
+        XCTAssertEqual(
+            r.fx.sh(
+                "printf '\(png)' > '\(b.mnt)/Notes/photo.png' && printf ok > '\(b.mnt)/Notes/ok.txt' && printf text > '\(b.mnt)/Pictures/notes.txt'"
+            ).status, 0,
+            "B's old rules take all three")
 
         // The server takes the text and refuses the PNG: B keeps it, marked; A never sees it.
         eventually("A has ok.txt") { contents(r.mnt + "/Notes/ok.txt") == "ok" }
@@ -87,8 +94,9 @@ final class ServerRulesMountTests: ReplicaTestCase {
 
     func testTheServerRefusesRenamesDeletesAndEditsTheItemsCapabilitiesDoNotAllow() throws {
         let r = try makeRemoteWithLayout()
-        XCTAssertEqual(r.fx.sh("printf a > mnt/Frozen/a.txt && printf b > mnt/Frozen/b.txt && printf c > mnt/Frozen/c.txt").status, 0,
-                       "Frozen takes new files; what is in it is read-only")
+        XCTAssertEqual(
+            r.fx.sh("printf a > mnt/Frozen/a.txt && printf b > mnt/Frozen/b.txt && printf c > mnt/Frozen/c.txt").status, 0,
+            "Frozen takes new files; what is in it is read-only")
         XCTAssertNotEqual(r.fx.sh("mv mnt/Frozen/a.txt mnt/Frozen/a2.txt").status, 0, "A's own rules refuse the rename")
         try r.waitUntilUploaded()
         let b = try makeSecond(r)
@@ -96,8 +104,9 @@ final class ServerRulesMountTests: ReplicaTestCase {
 
         // The server keeps the items' capabilities itself, and refuses whoever asks (here psql).
         let frozen = try XCTUnwrap(r.identifier(r.mnt + "/Frozen"))
-        XCTAssertEqual(try r.count("SELECT count(*) FROM docfs_items WHERE parent_id = \(frozen) AND caps = '[\"read\"]'::jsonb AND NOT deleted"), 3,
-                       "\((try? r.servers.psql(r.databaseURL, "SELECT id, name, caps, deleted FROM docfs_items")) ?? [])")
+        XCTAssertEqual(
+            try r.count("SELECT count(*) FROM docfs_items WHERE parent_id = \(frozen) AND caps = '[\"read\"]'::jsonb AND NOT deleted"), 3,
+            "\((try? r.servers.psql(r.databaseURL, "SELECT id, name, caps, deleted FROM docfs_items")) ?? [])")
         let a = try XCTUnwrap(r.identifier(r.mnt + "/Frozen/a.txt"))
         XCTAssertThrowsError(try r.servers.psql(r.databaseURL, "UPDATE docfs_items SET name = 'sneaked.txt' WHERE id = \(a)")) { error in
             XCTAssertTrue("\(error)".contains("does not allow renaming /Frozen/a.txt"), "\(error)")
@@ -107,7 +116,8 @@ final class ServerRulesMountTests: ReplicaTestCase {
         XCTAssertEqual(r.fx.docfs(["unmount", b.mnt]).status, 0)
         tamper(r, b.store, "UPDATE item SET caps = 65535 WHERE parent = (SELECT id FROM item WHERE name = 'Frozen')")
         try mountSecond(r, b)
-        let changed = r.fx.sh("mv '\(b.mnt)/Frozen/a.txt' '\(b.mnt)/Frozen/a2.txt' && rm '\(b.mnt)/Frozen/b.txt' && printf changed > '\(b.mnt)/Frozen/c.txt'")
+        let changed = r.fx.sh(
+            "mv '\(b.mnt)/Frozen/a.txt' '\(b.mnt)/Frozen/a2.txt' && rm '\(b.mnt)/Frozen/b.txt' && printf changed > '\(b.mnt)/Frozen/c.txt'")
         XCTAssertEqual(changed.status, 0, "B's old rules allow all three: \(changed)")
 
         // The server refuses all three: B's rename and delete are undone; B's edit goes beside the
@@ -121,10 +131,12 @@ final class ServerRulesMountTests: ReplicaTestCase {
         let copy = try XCTUnwrap(copyName(b.mnt))
         XCTAssertEqual(contents(b.mnt + "/Frozen/" + copy), "changed", "B's edit is not lost: \(contents(b.store + "/docfs.log") ?? "")")
         eventually("B's c.txt has the server's version") { contents(b.mnt + "/Frozen/c.txt") == "c" }
-        XCTAssertTrue((r.xattr(b.mnt + "/Frozen/c.txt", "user.docfs.conflict") ?? "").contains("does not allow writing /Frozen/c.txt"),
-                      r.xattr(b.mnt + "/Frozen/c.txt", "user.docfs.conflict") ?? "no conflict noted")
-        XCTAssertTrue((r.xattr(b.mnt + "/Frozen/a.txt", "user.docfs.conflict") ?? "").contains("does not allow renaming"),
-                      r.xattr(b.mnt + "/Frozen/a.txt", "user.docfs.conflict") ?? "no conflict noted")
+        XCTAssertTrue(
+            (r.xattr(b.mnt + "/Frozen/c.txt", "user.docfs.conflict") ?? "").contains("does not allow writing /Frozen/c.txt"),
+            r.xattr(b.mnt + "/Frozen/c.txt", "user.docfs.conflict") ?? "no conflict noted")
+        XCTAssertTrue(
+            (r.xattr(b.mnt + "/Frozen/a.txt", "user.docfs.conflict") ?? "").contains("does not allow renaming"),
+            r.xattr(b.mnt + "/Frozen/a.txt", "user.docfs.conflict") ?? "no conflict noted")
         // A never saw any of it.
         XCTAssertEqual(contents(r.mnt + "/Frozen/a.txt"), "a")
         XCTAssertEqual(contents(r.mnt + "/Frozen/b.txt"), "b")

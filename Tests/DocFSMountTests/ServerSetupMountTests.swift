@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `docfs remote setup` and the replica role, against the loopback servers: what the role may
@@ -20,9 +20,12 @@ final class ServerSetupMountTests: ReplicaTestCase {
             _ = try? servers!.psql(r.databaseURL, "DROP OWNED BY \(role)")
             _ = try? servers!.psql(servers!.adminURL, "DROP ROLE IF EXISTS \(role)")
         }
-        let setup = r.fx.docfs(["remote", "setup", "--remote", r.databaseURL, "--objects", "s3://\(r.bucket)/\(r.prefix)",
-                                "--s3-endpoint", servers.s3Endpoint, "--replica-role", role, "--replica-password-file", file],
-                               env: r.awsEnvironment(secret: servers.secretKey))
+        let setup = r.fx.docfs(
+            [
+                "remote", "setup", "--remote", r.databaseURL, "--objects", "s3://\(r.bucket)/\(r.prefix)",
+                "--s3-endpoint", servers.s3Endpoint, "--replica-role", role, "--replica-password-file", file,
+            ],
+            env: r.awsEnvironment(secret: servers.secretKey))
         XCTAssertEqual(setup.status, 0, "\(setup)")
         XCTAssertTrue(setup.stdout.contains("replica role \(role) created"), setup.stdout)
         var u = try XCTUnwrap(URLComponents(string: r.databaseURL))
@@ -59,7 +62,9 @@ final class ServerSetupMountTests: ReplicaTestCase {
         assertRefusedToReplica(url, "UPDATE docfs_layout SET layout = '{}'", "permission denied")
         assertRefusedToReplica(url, "SET session_replication_role = replica", "permission denied")
         // No table is written but through the server's functions (schema 11), whatever a client sets.
-        assertRefusedToReplica(url, """
+        assertRefusedToReplica(
+            url,
+            """
             SELECT set_config('docfs.initial_contents', 'on', false);
             UPDATE docfs_items SET content_version = content_version + 1, content_key = 'elsewhere', size = 9 WHERE name = 'ro.txt'
             """, "permission denied")
@@ -69,15 +74,19 @@ final class ServerSetupMountTests: ReplicaTestCase {
         let nowhere = "'\(r.prefix)/packs/00000000-0000-0000-0000-000000000000'"
         assertRefusedToReplica(url, "UPDATE docfs_blocks SET damaged_ns = 1", "permission denied")
         assertRefusedToReplica(url, "SELECT docfs_mark_block_damaged('ABC', \(nowhere))", "not a block hash")
-        assertRefusedToReplica(url, "SELECT docfs_mark_block_damaged(repeat('a', 64), 'elsewhere/packs/00000000-0000-0000-0000-000000000000')",
-                               "not a pack of this tree")
+        assertRefusedToReplica(
+            url, "SELECT docfs_mark_block_damaged(repeat('a', 64), 'elsewhere/packs/00000000-0000-0000-0000-000000000000')",
+            "not a pack of this tree")
         // (Schema 16 dropped schema 9's record of blocks, which replaced places.)
-        assertRefusedToReplica(url, "SELECT docfs_record_blocks(ARRAY[repeat('b', 64)], ARRAY[\(nowhere)], ARRAY[0::bigint], ARRAY[1::bigint])",
-                               "does not exist")
-        assertRefusedToReplica(url, "SELECT docfs_record_pack('\(r.prefix)/objects/x', 1, ARRAY[repeat('b', 64)], ARRAY[0::bigint], ARRAY[1::bigint])",
-                               "not a pack of this tree")
-        XCTAssertEqual(try asReplica(url, "SELECT docfs_mark_block_damaged(repeat('a', 64), \(nowhere))").first?.first, "f",
-                       "a block that is not there is not marked")
+        assertRefusedToReplica(
+            url, "SELECT docfs_record_blocks(ARRAY[repeat('b', 64)], ARRAY[\(nowhere)], ARRAY[0::bigint], ARRAY[1::bigint])",
+            "does not exist")
+        assertRefusedToReplica(
+            url, "SELECT docfs_record_pack('\(r.prefix)/objects/x', 1, ARRAY[repeat('b', 64)], ARRAY[0::bigint], ARRAY[1::bigint])",
+            "not a pack of this tree")
+        XCTAssertEqual(
+            try asReplica(url, "SELECT docfs_mark_block_damaged(repeat('a', 64), \(nowhere))").first?.first, "f",
+            "a block that is not there is not marked")
 
         // A replica with that role: init (no migration, no password in its URL), mount, sync both ways.
         let second = Second(store: r.fx.dir + "/second", mnt: r.fx.dir + "/mnt2")
@@ -88,8 +97,9 @@ final class ServerSetupMountTests: ReplicaTestCase {
         arguments[1] = try XCTUnwrap(roleURL.string)
         // The password from a file (never in `ps`): kept in STORE/pgpass for the mount.
         XCTAssertFalse(password.isEmpty)
-        let initResult = r.fx.docfs(["init", second.store] + arguments + ["--password-file", r.fx.dir + "/replica-password"],
-                                    env: r.awsEnvironment(secret: servers.secretKey))
+        let initResult = r.fx.docfs(
+            ["init", second.store] + arguments + ["--password-file", r.fx.dir + "/replica-password"],
+            env: r.awsEnvironment(secret: servers.secretKey))
         XCTAssertEqual(initResult.status, 0, "\(initResult)")
         XCTAssertFalse(initResult.stderr.contains("warning"), initResult.stderr)
         try mountSecond(r, second)
@@ -123,7 +133,9 @@ final class ServerSetupMountTests: ReplicaTestCase {
 
         // A version row naming a key outside PREFIX/objects/ (written by hand): gc leaves the object.
         _ = try servers.s3check(["put", r.bucket, "elsewhere/keep.txt", "not docfs's"])
-        _ = try servers.psql(r.databaseURL, """
+        _ = try servers.psql(
+            r.databaseURL,
+            """
             INSERT INTO docfs_versions (item_id, content_version, content_key, size, created_ns)
             SELECT id, 100, 'elsewhere/keep.txt', 12, 0 FROM docfs_items WHERE name = 'one.txt'
             """)
@@ -153,15 +165,19 @@ final class ServerSetupMountTests: ReplicaTestCase {
             arguments[3] = objects
             return arguments
         }
-        let inside = r.fx.docfs(["init", r.fx.dir + "/inside"] + arguments(try otherDatabase("inside"), "s3://\(r.bucket)/\(r.prefix)/packs"), env: env)
+        let inside = r.fx.docfs(
+            ["init", r.fx.dir + "/inside"] + arguments(try otherDatabase("inside"), "s3://\(r.bucket)/\(r.prefix)/packs"), env: env)
         XCTAssertNotEqual(inside.status, 0, "\(inside)")
         XCTAssertTrue(inside.stderr.contains("s3://\(r.bucket)/\(r.prefix)/packs is inside s3://\(r.bucket)/\(r.prefix),"), inside.stderr)
         XCTAssertEqual(inside.stderr.split(separator: "\n").count, 1, inside.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: r.fx.dir + "/inside"))
 
         let aboveURL = try otherDatabase("above")
-        let above = r.fx.docfs(["remote", "setup", "--remote", aboveURL, "--objects", "s3://\(r.bucket)",
-                                "--s3-endpoint", servers.s3Endpoint], env: env)
+        let above = r.fx.docfs(
+            [
+                "remote", "setup", "--remote", aboveURL, "--objects", "s3://\(r.bucket)",
+                "--s3-endpoint", servers.s3Endpoint,
+            ], env: env)
         XCTAssertNotEqual(above.status, 0, "\(above)")
         XCTAssertTrue(above.stderr.contains("s3://\(r.bucket)/\(r.prefix) holds tree "), above.stderr)
         XCTAssertTrue(above.stderr.contains("s3://\(r.bucket) (the bucket's root)"), above.stderr)
@@ -178,11 +194,13 @@ final class ServerSetupMountTests: ReplicaTestCase {
         let r = try makeRemote(mount: false)
         let env = r.awsEnvironment(secret: servers.secretKey)
         // The gc lock is a row of the owner's docfs_locks (schema 14), held by a transaction.
-        let release = try r.holdInAPsqlSession("BEGIN; SELECT 1 FROM docfs_locks WHERE name = 'gc' FOR UPDATE; SELECT pg_sleep(300)",
-                                               name: "docfs-test-gc-holder-\(getpid())")
+        let release = try r.holdInAPsqlSession(
+            "BEGIN; SELECT 1 FROM docfs_locks WHERE name = 'gc' FOR UPDATE; SELECT pg_sleep(300)",
+            name: "docfs-test-gc-holder-\(getpid())")
         addTeardownBlock(release)
         eventually("the psql session holds the gc lock") {
-            (try? self.servers.psql(r.databaseURL,
+            (try? self.servers.psql(
+                r.databaseURL,
                 "SELECT count(*) FROM (SELECT 1 FROM docfs_locks WHERE name = 'gc' FOR UPDATE SKIP LOCKED) AS free"))?.first?.first == "0"
         }
 
@@ -194,9 +212,10 @@ final class ServerSetupMountTests: ReplicaTestCase {
 
         release()
         // The advisory key of earlier versions, which any role may take, decides nothing now.
-        let key: Int64 = 0x646f_6366_7303  // RemoteDatabase.garbageLockKey
-        let oldKey = try r.holdInAPsqlSession("SELECT pg_advisory_lock(\(key)); SELECT pg_sleep(300)",
-                                              name: "docfs-test-old-gc-key-\(getpid())")
+        let key: Int64 = 0x646f_6366_7303 // RemoteDatabase.garbageLockKey
+        let oldKey = try r.holdInAPsqlSession(
+            "SELECT pg_advisory_lock(\(key)); SELECT pg_sleep(300)",
+            name: "docfs-test-old-gc-key-\(getpid())")
         addTeardownBlock(oldKey)
         eventually("the psql session holds the old key") {
             (try? self.servers.psql(r.databaseURL, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"))?.first?.first == "1"
@@ -219,8 +238,11 @@ final class ServerSetupMountTests: ReplicaTestCase {
         XCTAssertTrue(stalled.lastError!.contains("this docfs needs"), stalled.raw)
         XCTAssertGreaterThan(stalled.pending ?? 0, 0)
         // The owner runs the set-up: the replica goes on.
-        let setup = r.fx.docfs(["remote", "setup", "--remote", r.databaseURL, "--objects", "s3://\(r.bucket)/\(r.prefix)",
-                                "--s3-endpoint", servers.s3Endpoint], env: r.awsEnvironment(secret: servers.secretKey))
+        let setup = r.fx.docfs(
+            [
+                "remote", "setup", "--remote", r.databaseURL, "--objects", "s3://\(r.bucket)/\(r.prefix)",
+                "--s3-endpoint", servers.s3Endpoint,
+            ], env: r.awsEnvironment(secret: servers.secretKey))
         XCTAssertEqual(setup.status, 0, "\(setup)")
         try r.waitForStatus("the replica going on after the set-up", timeout: 120) { $0.pending == 0 && $0.lastError == nil }
     }

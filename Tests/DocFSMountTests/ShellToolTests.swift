@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Everyday shell tools on a mount where everything is allowed.
@@ -37,7 +37,9 @@ final class ShellToolTests: MountTestCase {
         try makeTree()
         let r = fx.sh("cp -r src/tree mnt/tree && diff -r src/tree mnt/tree")
         XCTAssertEqual(r.status, 0, "\(r)")
-        let listing = fx.sh("cd src/tree && find . | sort > ../../want.txt && cd ../../mnt/tree && find . | sort > ../../got.txt && cd ../.. && diff want.txt got.txt")
+        let listing = fx.sh(
+            "cd src/tree && find . | sort > ../../want.txt && cd ../../mnt/tree && find . | sort > ../../got.txt && cd ../.. && diff want.txt got.txt"
+        )
         XCTAssertEqual(listing.status, 0, "listings differ: \(listing)")
         XCTAssertEqual(fx.stat(fx.m("tree/big/three-mib.bin")).st.st_size, 3 << 20)
         XCTAssertEqual(fx.stat(fx.m("tree/empty")).st.st_size, 0)

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A replica that reads from a hot standby (`docfs init --remote-read`): the standby is the test
@@ -82,14 +82,16 @@ final class StandbyReadMountTests: ReplicaTestCase {
     func testAReplicaReadingFromAStandbySeesEveryFileByteExact() throws {
         let r = try makeRemote()
         let port = try standbyPort()
-        write(r, "before", 0 ..< 3)
+        write(r, "before", 0..<3)
         try r.waitUntilUploaded()
         let b = try makeReader(r, name: "b", port: port)
         XCTAssertTrue(same(r, b, "before"))
         let started = Date()
-        write(r, "after", 0 ..< 8)
+        write(r, "after", 0..<8)
         eventually("B has A's files byte for byte", timeout: 180) { same(r, b, "after") }
-        print("standby: 8 files (two of 5 MB) on B through the standby \(String(format: "%.2f", Date().timeIntervalSince(started))) s after the first was written (an observation)")
+        print(
+            "standby: 8 files (two of 5 MB) on B through the standby \(String(format: "%.2f", Date().timeIntervalSince(started))) s after the first was written (an observation)"
+        )
         // B writes too: to the primary, and A has it.
         XCTAssertEqual(r.fx.sh("printf 'from B' > '\(b.mnt)/after/b.txt'").status, 0)
         eventually("A has B's file", timeout: 120) { contents(r.mnt + "/after/b.txt") == "from B" }
@@ -98,8 +100,9 @@ final class StandbyReadMountTests: ReplicaTestCase {
         // B's reads were on the standby: its sessions there, named as a replica's.
         let role = r.roleName("b")
         eventually("B has sessions on the standby", timeout: 60) {
-            let rows = try? self.servers.psql(self.onStandby(self.servers.adminURL, port: port),
-                                              "SELECT count(*) FROM pg_stat_activity WHERE usename = '\(role)' AND application_name = 'docfs'")
+            let rows = try? self.servers.psql(
+                self.onStandby(self.servers.adminURL, port: port),
+                "SELECT count(*) FROM pg_stat_activity WHERE usename = '\(role)' AND application_name = 'docfs'")
             return (Int(rows?.first?.first.flatMap { $0 } ?? "0") ?? 0) > 0
         }
         let status = r.fx.docfs(["status", b.mnt], timeout: 30).stdout
@@ -113,7 +116,7 @@ final class StandbyReadMountTests: ReplicaTestCase {
         try standbyReplay(pause: true, port: port)
         var paused = true
         defer { if paused { try? standbyReplay(pause: false, port: port) } }
-        write(r, "held", 0 ..< 6)
+        write(r, "held", 0..<6)
         try r.waitUntilUploaded()
         // On the primary, not yet on the standby: B says it waits, and shows none of them.
         eventually("B's status says it waits for the standby", timeout: 60) {
@@ -134,10 +137,10 @@ final class StandbyReadMountTests: ReplicaTestCase {
         let r = try makeRemote()
         let port = try standbyPort()
         let b = try makeReader(r, name: "b", port: port)
-        write(r, "w", 0 ..< 4)
+        write(r, "w", 0..<4)
         try stopStandby()
         defer { _ = try? standbyPort() }
-        write(r, "w", 4 ..< 8)
+        write(r, "w", 4..<8)
         // Down: B is still mounted and works here; its status names the standby.
         eventually("B's status names the standby that is down", timeout: 60) {
             (self.statusFields(r, b.mnt)?["lastError"] as? String ?? "").contains("the read standby")
@@ -148,11 +151,11 @@ final class StandbyReadMountTests: ReplicaTestCase {
         try mountSecond(r, b)
         XCTAssertEqual(contents(b.mnt + "/b-local.txt"), "local on B")
         _ = try standbyPort()
-        write(r, "w", 8 ..< 10)
+        write(r, "w", 8..<10)
         // Restarted once more while A writes.
         try stopStandby()
         _ = try standbyPort()
-        write(r, "w", 10 ..< 12)
+        write(r, "w", 10..<12)
         eventually("B has every file A wrote, byte for byte", timeout: 240) { same(r, b, "w") }
         eventually("A has B's file", timeout: 120) { contents(r.mnt + "/b-local.txt") == "local on B" }
         try waitForQuiet(r, b)

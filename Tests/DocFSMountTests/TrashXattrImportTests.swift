@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Issue 4 through shell tools: trash (rm → trash → mv back, rm in the trash, refusals, rm -r),
@@ -48,7 +48,9 @@ final class TrashMountTests: MountTestCase {
         try fx.writeSource("tree/sub/deeper/c.bin", testBytes(70_000, seed: 3))
         var r = fx.sh("cp -r src/tree mnt/Docs/ && rm -r mnt/Docs/tree && ls mnt/Docs && ls -R mnt/.Trash")
         XCTAssertEqual(r.status, 0, "\(r)")
-        XCTAssertEqual(r.stdout, """
+        XCTAssertEqual(
+            r.stdout,
+            """
             mnt/.Trash:
             tree
 
@@ -74,7 +76,9 @@ final class TrashMountTests: MountTestCase {
     /// Names a trashed folder gathers from the top of the trash leave the kernel's cache too:
     /// `ls -l` cached them, and after the folder is trashed they must no longer stat.
     func testGatheredNamesLeaveTheTrashListingAndCache() throws {
-        var r = fx.sh("mkdir mnt/Docs/g && echo x > mnt/Docs/g/x.txt && rm mnt/Docs/g/x.txt && ls -l mnt/.Trash >/dev/null && rmdir mnt/Docs/g && ls -A mnt/.Trash && ls -A mnt/.Trash/g")
+        var r = fx.sh(
+            "mkdir mnt/Docs/g && echo x > mnt/Docs/g/x.txt && rm mnt/Docs/g/x.txt && ls -l mnt/.Trash >/dev/null && rmdir mnt/Docs/g && ls -A mnt/.Trash && ls -A mnt/.Trash/g"
+        )
         XCTAssertEqual(r.status, 0, "\(r)")
         XCTAssertTrue(r.stdout.hasSuffix("g\nx.txt\n"), "\(r)")
         // The kernel is told to forget .Trash/x.txt right after the rmdir answers.
@@ -164,7 +168,8 @@ final class TrashOptionTests: MountTestCase {
 
 final class XattrMountTests: MountTestCase {
     func testUserAttributesRoundTripAndPersist() throws {
-        var r = fx.sh("""
+        var r = fx.sh(
+            """
             echo hi > mnt/f.txt && setfattr -n user.color -v blue mnt/f.txt && setfattr -n user.note -v 'two words' mnt/f.txt \
             && getfattr --only-values -n user.color mnt/f.txt && echo && getfattr -d mnt/f.txt
             """)
@@ -240,10 +245,12 @@ final class XattrMountTests: MountTestCase {
         try script.write(toFile: fx.dir + "/x.py", atomically: true, encoding: .utf8)
         let r = fx.sh("python3 x.py mnt/f.txt")
         XCTAssertEqual(r.status, 0, "\(r)")
-        XCTAssertEqual(r.stdout.split(separator: "\n"), [
-            "ENODATA", "OK", "EEXIST", "OK", "3", "-1 ERANGE", "10", "E2BIG", "ENOSPC",
-            "ENOTSUP", "ENOTSUP", "ENOTSUP", "EPERM", "ENODATA",  // Python names EOPNOTSUPP ENOTSUP
-        ])
+        XCTAssertEqual(
+            r.stdout.split(separator: "\n"),
+            [
+                "ENODATA", "OK", "EEXIST", "OK", "3", "-1 ERANGE", "10", "E2BIG", "ENOSPC",
+                "ENOTSUP", "ENOTSUP", "ENOTSUP", "EPERM", "ENODATA", // Python names EOPNOTSUPP ENOTSUP
+            ])
         XCTAssertFalse(fx.logLines { $0.contains("security.test") && $0.contains("EOPNOTSUPP") }.isEmpty, fx.log)
     }
 
@@ -255,13 +262,16 @@ final class XattrMountTests: MountTestCase {
 
     func testCpPreservesUserAttributes() throws {
         try fx.writeSource("f.txt", Array("data\n".utf8))
-        let r = fx.sh("setfattr -n user.origin -v laptop src/f.txt && cp --preserve=xattr src/f.txt mnt/f.txt && getfattr --only-values -n user.origin mnt/f.txt")
+        let r = fx.sh(
+            "setfattr -n user.origin -v laptop src/f.txt && cp --preserve=xattr src/f.txt mnt/f.txt && getfattr --only-values -n user.origin mnt/f.txt"
+        )
         XCTAssertEqual(r.status, 0, "\(r)")
         XCTAssertEqual(r.stdout, "laptop")
     }
 
     func testTagsRankAndLastUsedDate() throws {
-        var r = fx.sh("""
+        var r = fx.sh(
+            """
             echo hi > mnt/f.txt && setfattr -n user.docfs.tags -v 'red,work' mnt/f.txt \
             && setfattr -n user.docfs.favorite-rank -v 7 mnt/f.txt && touch -a -d '2021-03-04 05:06:07Z' mnt/f.txt \
             && $DOCFS info mnt/f.txt
@@ -303,8 +313,10 @@ final class ImportCommandTests: MountTestCase {
         try fx.writeSource("b.pdf", Array("%PDF-1.4\n%%EOF\n".utf8))
         try fx.writeSource("c.png", [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
         XCTAssertEqual(fx.sh("echo old > mnt/Projects/d.txt && cp src/a.txt src/d.txt").status, 0)
-        let r = fx.docfs(["import", "src/a.txt", "src/b.pdf", "src/c.png", "src/d.txt", "src/missing.txt",
-                          "--to", "mnt/Projects", "--types", "public.text,com.adobe.pdf"])
+        let r = fx.docfs([
+            "import", "src/a.txt", "src/b.pdf", "src/c.png", "src/d.txt", "src/missing.txt",
+            "--to", "mnt/Projects", "--types", "public.text,com.adobe.pdf",
+        ])
         XCTAssertEqual(r.status, 1, "\(r)")
         let lines = r.stdout.split(separator: "\n").map(String.init)
         XCTAssertEqual(lines.count, 5, "\(r)")
@@ -363,7 +375,8 @@ final class ImportCommandTests: MountTestCase {
         defer { if !child.hasExited { child.signal(SIGKILL); child.wait(seconds: 10) } }
         let deadline = Date().addingTimeInterval(60)
         while !child.hasExited, Date() < deadline,
-              !((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").contains("imported m001.bin") { usleep(10_000) }
+            !((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").contains("imported m001.bin")
+        { usleep(10_000) }
         child.signal(SIGINT)
         XCTAssertTrue(child.wait(seconds: 60))
         let stdout = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""

@@ -8,7 +8,8 @@ import XCTest
 /// it; it checks the contract across many close-then-truncate rounds and a remount.)
 final class TruncateRaceTests: MountTestCase {
     func testTruncateByPathRightAfterCloseIsNeitherRefusedNorLost() throws {
-        let r = fx.sh("""
+        let r = fx.sh(
+            """
             python3 - <<'PY'
             import os
             p = "mnt/t.bin"

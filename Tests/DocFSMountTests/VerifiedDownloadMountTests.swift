@@ -30,8 +30,9 @@ final class VerifiedDownloadMountTests: ReplicaTestCase {
         XCTAssertFalse(read.stdout.contains("forged"), read.stdout)
         XCTAssertEqual(r.xattr(b.mnt + "/doc.txt", "user.docfs.downloaded"), "no", "nothing of it kept")
         let log = (try? String(contentsOfFile: b.store + "/docfs.log", encoding: .utf8)) ?? ""
-        XCTAssertEqual(log.split(separator: "\n").filter { $0.contains("sync: block") && $0.contains(pack) && $0.contains("does not match") }.count, 1,
-                       "one line of the check, naming the pack (the store and the read then say what failed): \(log.suffix(2000))")
+        XCTAssertEqual(
+            log.split(separator: "\n").filter { $0.contains("sync: block") && $0.contains(pack) && $0.contains("does not match") }.count, 1,
+            "one line of the check, naming the pack (the store and the read then say what failed): \(log.suffix(2000))")
 
         try damage(r, pack: pack, with: "the real contents")
         XCTAssertEqual(contents(b.mnt + "/doc.txt"), "the real contents")
@@ -42,7 +43,9 @@ final class VerifiedDownloadMountTests: ReplicaTestCase {
     func damage(_ r: RemoteMount, pack: String, with text: String) throws {
         let put = try XCTUnwrap(try servers.s3check(["put", r.bucket, pack, text]) as? [String: Any])
         guard let version = put["versionId"] as? String, version != "null" else { return }
-        _ = try servers.psql(r.databaseURL, """
+        _ = try servers.psql(
+            r.databaseURL,
+            """
             UPDATE docfs_packs SET version_id = '\(version)' WHERE key = '\(pack)';
             UPDATE docfs_blocks SET pack_version = '\(version)' WHERE pack_key = '\(pack)';
             """)
@@ -60,7 +63,9 @@ final class VerifiedDownloadMountTests: ReplicaTestCase {
             let id = try XCTUnwrap(r.identifier(r.fx.m(name)))
             let object = "\(r.prefix)/objects/\(name)"
             _ = try servers.s3check(["put", r.bucket, object, bytes])
-            _ = try servers.psql(r.databaseURL, """
+            _ = try servers.psql(
+                r.databaseURL,
+                """
                 UPDATE docfs_items SET content_key = '\(object)' WHERE id = \(id);
                 UPDATE docfs_versions SET content_key = '\(object)',
                        sha256 = encode(sha256(convert_to((SELECT CASE WHEN name = 'old.txt' THEN 'older contents!' ELSE 'older contents?' END

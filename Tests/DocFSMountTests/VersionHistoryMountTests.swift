@@ -27,8 +27,9 @@ final class VersionHistoryMountTests: ReplicaTestCase {
         var list = try listing(r, r.fx.m("notes.txt"))
         XCTAssertEqual(list.versions.map(\.size).suffix(3), [3, 7, 17], "\(list)")
         XCTAssertEqual(list.current, list.versions.last?.number)
-        XCTAssertTrue(list.versions.allSatisfy { $0.replica?.hasSuffix(":" + URL(fileURLWithPath: r.fx.store).lastPathComponent) == true },
-                      "each version names the replica that sent it: \(list)")
+        XCTAssertTrue(
+            list.versions.allSatisfy { $0.replica?.hasSuffix(":" + URL(fileURLWithPath: r.fx.store).lastPathComponent) == true },
+            "each version names the replica that sent it: \(list)")
         let first = try XCTUnwrap(list.versions.first { $0.size == 3 }).number
         let human = r.fx.docfs(["versions", r.fx.m("notes.txt")], env: env)
         XCTAssertEqual(human.status, 0, "\(human)")

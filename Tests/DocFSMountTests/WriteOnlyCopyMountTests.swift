@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A write-only copy (issue 38): a file created `O_WRONLY` (cp, tar, a shell's `>`) is written

@@ -41,9 +41,10 @@ final class ArchitectureDocTests: XCTestCase {
         let sources = root.appendingPathComponent("Sources")
         let diagram = try XCTUnwrap(doc.components(separatedBy: "```").dropFirst().first, "the layer diagram")
         let regex = try NSRegularExpression(pattern: "\\b(CFuse|DocFS[A-Za-z]*)\\b")
-        let named = Set(regex.matches(in: diagram, range: NSRange(diagram.startIndex..., in: diagram)).map {
-            String(diagram[Range($0.range, in: diagram)!])
-        })
+        let named = Set(
+            regex.matches(in: diagram, range: NSRange(diagram.startIndex..., in: diagram)).map {
+                String(diagram[Range($0.range, in: diagram)!])
+            })
         let modules = try fm.contentsOfDirectory(atPath: sources.path).filter { $0 == "CFuse" || $0.hasPrefix("DocFS") }
         for module in named {
             XCTAssert(modules.contains(module), "the diagram names \(module), which is not a module in Sources/")
@@ -51,10 +52,11 @@ final class ArchitectureDocTests: XCTestCase {
         for module in modules {
             XCTAssert(named.contains(module), "the diagram does not show \(module)")
         }
-        let folders = fm.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { path in
-            var isFolder: ObjCBool = false
-            return fm.fileExists(atPath: sources.appendingPathComponent(path).path, isDirectory: &isFolder) && isFolder.boolValue
-        } ?? []
+        let folders =
+            fm.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { path in
+                var isFolder: ObjCBool = false
+                return fm.fileExists(atPath: sources.appendingPathComponent(path).path, isDirectory: &isFolder) && isFolder.boolValue
+            } ?? []
         XCTAssertGreaterThan(folders.count, 10)
         for folder in folders {
             XCTAssert(doc.contains("`Sources/\(folder)`"), "docs/ARCHITECTURE.md does not describe the folder Sources/\(folder)")
@@ -66,7 +68,9 @@ final class ArchitectureDocTests: XCTestCase {
         let sources = root.appendingPathComponent("Sources")
         let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
         for file in files {
-            let lines = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).count
+            let lines = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8).split(
+                separator: "\n", omittingEmptySubsequences: false
+            ).count
             XCTAssertLessThanOrEqual(lines, 601, "Sources/\(file) has \(lines) lines")
         }
     }

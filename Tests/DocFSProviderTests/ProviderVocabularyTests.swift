@@ -42,10 +42,12 @@ final class ProviderVocabularyTests: XCTestCase {
 
     func testItemDefaultsPermissionsByKind() {
         let now = Date()
-        let folder = Item(identifier: ItemIdentifier("1"), parentIdentifier: .rootContainer, filename: "a",
-                          kind: .folder, contentType: .folder, creationDate: now, contentModificationDate: now, capabilities: .all)
-        let file = Item(identifier: ItemIdentifier("2"), parentIdentifier: .rootContainer, filename: "b",
-                        kind: .file, contentType: .data, creationDate: now, contentModificationDate: now, capabilities: .all)
+        let folder = Item(
+            identifier: ItemIdentifier("1"), parentIdentifier: .rootContainer, filename: "a",
+            kind: .folder, contentType: .folder, creationDate: now, contentModificationDate: now, capabilities: .all)
+        let file = Item(
+            identifier: ItemIdentifier("2"), parentIdentifier: .rootContainer, filename: "b",
+            kind: .file, contentType: .data, creationDate: now, contentModificationDate: now, capabilities: .all)
         XCTAssertEqual(folder.posixPermissions, 0o755)
         XCTAssertEqual(file.posixPermissions, 0o644)
         XCTAssertNotEqual(ItemIdentifier.rootContainer, ItemIdentifier.trashContainer)

@@ -17,8 +17,9 @@ final class ConcurrentWritersTests: XCTestCase {
 
         init(_ url: PostgresURL) async throws {
             connection = try await PostgresConnection.connect(
-                configuration: .init(host: url.host, port: url.port, username: url.user, password: url.password,
-                                     database: url.database, tls: .disable),
+                configuration: .init(
+                    host: url.host, port: url.port, username: url.user, password: url.password,
+                    database: url.database, tls: .disable),
                 id: Int.random(in: 1 ... .max), logger: logger)
             try await connection.query("BEGIN", logger: logger)
         }
@@ -27,7 +28,8 @@ final class ConcurrentWritersTests: XCTestCase {
         func apply(_ operations: [String]) async throws -> String {
             let json = "[" + operations.joined(separator: ",") + "]"
             for try await (text) in try await connection.query("SELECT docfs_apply(\(json)::jsonb)::text", logger: logger)
-                .decode(String.self) { return text }
+                .decode(String.self)
+            { return text }
             return ""
         }
 
@@ -63,10 +65,13 @@ final class ConcurrentWritersTests: XCTestCase {
     }
 
     func folder(_ db: RemoteDatabase, _ parent: Int64, _ name: String) async throws -> Int64 {
-        try await db.createItem(operationID: UUID(), parentID: parent, name: name, kind: .folder,
-                                attributes: ReplicatedAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o755,
-                                                                 creationTime: FileTime(totalNanoseconds: 1),
-                                                                 modificationTime: FileTime(totalNanoseconds: 1))).itemID
+        try await db.createItem(
+            operationID: UUID(), parentID: parent, name: name, kind: .folder,
+            attributes: ReplicatedAttributes(
+                ownerID: 0, groupID: 0, posixPermissions: 0o755,
+                creationTime: FileTime(totalNanoseconds: 1),
+                modificationTime: FileTime(totalNanoseconds: 1))
+        ).itemID
     }
 
     /// Waits, with a deadline, until `condition` holds.
@@ -85,7 +90,8 @@ final class ConcurrentWritersTests: XCTestCase {
         var n = 0
         for try await (count) in try await reader.connection.query(
             "SELECT count(*)::bigint FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-            logger: reader.logger).decode(Int64.self) { n = Int(count) }
+            logger: reader.logger
+        ).decode(Int64.self) { n = Int(count) }
         try await reader.end("ROLLBACK")
         try await reader.connection.close()
         return n
@@ -107,11 +113,13 @@ final class ConcurrentWritersTests: XCTestCase {
             // A newer writer of another folder commits meanwhile (before, it waited for the held one).
             let newer = UUID()
             // (Waiting for the held writer, it would fail after the call's 30 s.)
-            let committed = try await db.createItem(operationID: newer, parentID: b, name: "newer", kind: .folder,
-                                                    attributes: ReplicatedAttributes(ownerID: 0, groupID: 0,
-                                                                                     posixPermissions: 0o755,
-                                                                                     creationTime: FileTime(totalNanoseconds: 1),
-                                                                                     modificationTime: FileTime(totalNanoseconds: 1)))
+            let committed = try await db.createItem(
+                operationID: newer, parentID: b, name: "newer", kind: .folder,
+                attributes: ReplicatedAttributes(
+                    ownerID: 0, groupID: 0,
+                    posixPermissions: 0o755,
+                    creationTime: FileTime(totalNanoseconds: 1),
+                    modificationTime: FileTime(totalNanoseconds: 1)))
             XCTAssertFalse(committed.replayed)
 
             // The follower sees the newer change, not the held one, and moves its anchor past it.
@@ -133,10 +141,12 @@ final class ConcurrentWritersTests: XCTestCase {
             XCTAssertTrue(all.allSatisfy { $0.position > 0 })
             XCTAssertEqual(Array(all.suffix(2).map(\.operationID)), [newer, older])
             // A replay answers the position the commit gave.
-            let replay = try await db.createItem(operationID: newer, parentID: b, name: "newer", kind: .folder,
-                                                 attributes: ReplicatedAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o755,
-                                                                                  creationTime: FileTime(totalNanoseconds: 1),
-                                                                                  modificationTime: FileTime(totalNanoseconds: 1)))
+            let replay = try await db.createItem(
+                operationID: newer, parentID: b, name: "newer", kind: .folder,
+                attributes: ReplicatedAttributes(
+                    ownerID: 0, groupID: 0, posixPermissions: 0o755,
+                    creationTime: FileTime(totalNanoseconds: 1),
+                    modificationTime: FileTime(totalNanoseconds: 1)))
             XCTAssertTrue(replay.replayed)
             XCTAssertEqual(replay.position, all.first { $0.operationID == newer }?.position)
         }
@@ -153,10 +163,12 @@ final class ConcurrentWritersTests: XCTestCase {
             let older = UUID()
             _ = try await held.apply([Self.createFolder(older, parent: a, name: "held")])
             let newer = UUID()
-            _ = try await db.createItem(operationID: newer, parentID: b, name: "free", kind: .folder,
-                                        attributes: ReplicatedAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o755,
-                                                                         creationTime: FileTime(totalNanoseconds: 1),
-                                                                         modificationTime: FileTime(totalNanoseconds: 1)))
+            _ = try await db.createItem(
+                operationID: newer, parentID: b, name: "free", kind: .folder,
+                attributes: ReplicatedAttributes(
+                    ownerID: 0, groupID: 0, posixPermissions: 0o755,
+                    creationTime: FileTime(totalNanoseconds: 1),
+                    modificationTime: FileTime(totalNanoseconds: 1)))
             let anchor = try await db.latestPosition()
             try await held.end("COMMIT")
             let later = try await db.changes(since: anchor)
@@ -186,8 +198,9 @@ final class ConcurrentWritersTests: XCTestCase {
             _ = try await held.apply([Self.move(UUID(), item: item, to: root, name: "y", from: root, was: "x")])
             // The second rename of the same item, seen where it was: waits for the first…
             let second = Task {
-                try await db.moveItem(operationID: UUID(), itemID: item, toParentID: root, name: "z",
-                                      expectedParentID: root, expectedName: "x")
+                try await db.moveItem(
+                    operationID: UUID(), itemID: item, toParentID: root, name: "z",
+                    expectedParentID: root, expectedName: "x")
             }
             try await eventually("the second writer waits for the item's row") { try await self.waitingForLocks(url) >= 1 }
             try await held.end("COMMIT")
@@ -256,7 +269,9 @@ final class ConcurrentWritersTests: XCTestCase {
             XCTAssertEqual(all.first?.position, before.first?.position, "the log kept its positions")
             XCTAssertGreaterThan(all[1].position, all[0].position)
             // Every function still finds pg_temp last (CREATE OR REPLACE drops a function's settings).
-            let left = try await ServerGuardTests.value(url, """
+            let left = try await ServerGuardTests.value(
+                url,
+                """
                 SELECT string_agg(p.proname, ', ') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
                 WHERE n.nspname = 'public' AND p.proname LIKE 'docfs\\_%'
                   AND NOT coalesce(p.proconfig, '{}') @> ARRAY['search_path=pg_catalog, public, pg_temp']

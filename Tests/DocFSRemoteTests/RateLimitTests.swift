@@ -8,7 +8,11 @@ final class RateLimitTests: XCTestCase {
     final class FakeClock: Sendable {
         let state = Mutex((now: ContinuousClock.now, slept: Duration.zero))
         func now() -> ContinuousClock.Instant { state.withLock { $0.now } }
-        func sleep(_ d: Duration) { state.withLock { $0.now += d; $0.slept += d } }
+        func sleep(_ d: Duration) {
+            state.withLock {
+                $0.now += d; $0.slept += d
+            }
+        }
         var slept: Double { state.withLock { Double($0.slept.components.seconds) + Double($0.slept.components.attoseconds) / 1e18 } }
     }
 
@@ -18,7 +22,7 @@ final class RateLimitTests: XCTestCase {
         // The bucket holds a quarter second: 256 KiB go at once, the rest at 1 MiB/s.
         try await limit.take(256 << 10)
         XCTAssertEqual(clock.slept, 0)
-        for _ in 0..<40 { try await limit.take(256 << 10) }   // 10 MiB more
+        for _ in 0..<40 { try await limit.take(256 << 10) } // 10 MiB more
         XCTAssertEqual(clock.slept, 10, accuracy: 0.01)
         // A piece larger than the bucket is taken in parts, at the same rate.
         try await limit.take(2 << 20)
@@ -30,7 +34,7 @@ final class RateLimitTests: XCTestCase {
         let limit = RateLimit(bytesPerSecond: 1 << 20, now: { clock.now() }, sleep: { clock.sleep($0) })
         try await limit.take(1 << 20)
         let before = clock.slept
-        clock.state.withLock { $0.now += .seconds(60) }    // idle for a minute
+        clock.state.withLock { $0.now += .seconds(60) } // idle for a minute
         try await limit.take(1 << 20)
         XCTAssertEqual(clock.slept - before, 0.75, accuracy: 0.01, "a quarter second's burst, not a minute's")
     }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import DocFSProvider
 import DocFSWire
@@ -42,8 +42,10 @@ final class RemoteDatabaseTests: XCTestCase {
     }
 
     static func adminQuery(_ url: PostgresURL, _ sql: String) async throws {
-        let client = PostgresClient(configuration: .init(host: url.host, port: url.port, username: url.user,
-                                                         password: url.password, database: url.database, tls: .disable))
+        let client = PostgresClient(
+            configuration: .init(
+                host: url.host, port: url.port, username: url.user,
+                password: url.password, database: url.database, tls: .disable))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             try await client.query(PostgresQuery(unsafeSQL: sql))
@@ -52,10 +54,11 @@ final class RemoteDatabaseTests: XCTestCase {
     }
 
     func attributes(mode: UInt16 = 0o644) -> ReplicatedAttributes {
-        ReplicatedAttributes(ownerID: 1000, groupID: 1000, posixPermissions: mode,
-                             creationTime: FileTime(totalNanoseconds: 1_700_000_000_123_456_789),
-                             modificationTime: FileTime(totalNanoseconds: 1_700_000_001_987_654_321),
-                             tagData: Data("red,work".utf8))
+        ReplicatedAttributes(
+            ownerID: 1000, groupID: 1000, posixPermissions: mode,
+            creationTime: FileTime(totalNanoseconds: 1_700_000_000_123_456_789),
+            modificationTime: FileTime(totalNanoseconds: 1_700_000_001_987_654_321),
+            tagData: Data("red,work".utf8))
     }
 
     func testMigrationIsVersionedIdempotentAndRefusesANewerSchema() async throws {
@@ -95,13 +98,15 @@ final class RemoteDatabaseTests: XCTestCase {
             let root = try await db.rootID()
             let op = UUID()
             let content = try await db.recordedContent("report", size: 42)
-            let created = try await db.createItem(operationID: op, parentID: root, name: "report.pdf", kind: .file,
-                                                  attributes: attributes(), content: content)
+            let created = try await db.createItem(
+                operationID: op, parentID: root, name: "report.pdf", kind: .file,
+                attributes: attributes(), content: content)
             XCTAssertFalse(created.replayed)
             XCTAssertGreaterThan(created.itemID, root)
             // The same request again (a lost reply, a restart): the same item, nothing new.
-            let retried = try await db.createItem(operationID: op, parentID: root, name: "report.pdf", kind: .file,
-                                                  attributes: attributes(), content: content)
+            let retried = try await db.createItem(
+                operationID: op, parentID: root, name: "report.pdf", kind: .file,
+                attributes: attributes(), content: content)
             XCTAssertTrue(retried.replayed)
             XCTAssertEqual(retried.itemID, created.itemID)
             // Schema 17 gives the position as the call commits: the first answer says 0, a
@@ -115,8 +120,10 @@ final class RemoteDatabaseTests: XCTestCase {
             let ids = try await withThrowingTaskGroup(of: Int64.self) { group in
                 for _ in 0..<6 {
                     group.addTask {
-                        try await db.createItem(operationID: op2, parentID: root, name: "Folder", kind: .folder,
-                                                attributes: folderAttributes).itemID
+                        try await db.createItem(
+                            operationID: op2, parentID: root, name: "Folder", kind: .folder,
+                            attributes: folderAttributes
+                        ).itemID
                     }
                 }
                 var ids: Set<Int64> = []
@@ -143,8 +150,9 @@ final class RemoteDatabaseTests: XCTestCase {
 
             // Another operation with a name already taken, or an operation id reused for another kind.
             // (A name taken by another replica's item first: the later one gets a suffix.)
-            let second = try await db.createItem(operationID: UUID(), parentID: root, name: "report.pdf", kind: .file,
-                                                 attributes: attributes())
+            let second = try await db.createItem(
+                operationID: UUID(), parentID: root, name: "report.pdf", kind: .file,
+                attributes: attributes())
             XCTAssertEqual(second.name, "report 2.pdf")
             _ = try await db.deleteItem(operationID: UUID(), itemID: second.itemID)
             do {
@@ -154,8 +162,9 @@ final class RemoteDatabaseTests: XCTestCase {
                 XCTAssertEqual(error, .operationReused(op, previousKind: "create"))
             }
             do {
-                _ = try await db.createItem(operationID: UUID(), parentID: created.itemID, name: "x", kind: .file,
-                                            attributes: attributes())
+                _ = try await db.createItem(
+                    operationID: UUID(), parentID: created.itemID, name: "x", kind: .file,
+                    attributes: attributes())
                 XCTFail("a child of a file")
             } catch RemoteError.invalid {}
         }
@@ -184,22 +193,28 @@ final class RemoteDatabaseTests: XCTestCase {
     func testNewContentVersionIsACompareAndSwap() async throws {
         try await withDatabase { db, _ in
             let root = try await db.rootID()
-            let (a, b, c) = (try await db.recordedContent("a", size: 1), try await db.recordedContent("b", size: 2),
-                             try await db.recordedContent("c", size: 3))
-            let file = try await db.createItem(operationID: UUID(), parentID: root, name: "notes.txt", kind: .file,
-                                               attributes: attributes(), content: a)
+            let (a, b, c) = (
+                try await db.recordedContent("a", size: 1), try await db.recordedContent("b", size: 2),
+                try await db.recordedContent("c", size: 3)
+            )
+            let file = try await db.createItem(
+                operationID: UUID(), parentID: root, name: "notes.txt", kind: .file,
+                attributes: attributes(), content: a)
             let op = UUID()
-            let v2 = try await db.newContentVersion(operationID: op, itemID: file.itemID, expectedVersion: 1,
-                                                    content: b, modificationTime: FileTime(totalNanoseconds: 5))
+            let v2 = try await db.newContentVersion(
+                operationID: op, itemID: file.itemID, expectedVersion: 1,
+                content: b, modificationTime: FileTime(totalNanoseconds: 5))
             XCTAssertEqual(v2.contentVersion, 2)
-            let replay = try await db.newContentVersion(operationID: op, itemID: file.itemID, expectedVersion: 1,
-                                                        content: b, modificationTime: FileTime(totalNanoseconds: 5))
+            let replay = try await db.newContentVersion(
+                operationID: op, itemID: file.itemID, expectedVersion: 1,
+                content: b, modificationTime: FileTime(totalNanoseconds: 5))
             XCTAssertTrue(replay.replayed)
             XCTAssertEqual(replay.contentVersion, 2)
             // Another writer that still thinks version 1 is current loses.
             do {
-                _ = try await db.newContentVersion(operationID: UUID(), itemID: file.itemID, expectedVersion: 1,
-                                                   content: c, modificationTime: FileTime(totalNanoseconds: 6))
+                _ = try await db.newContentVersion(
+                    operationID: UUID(), itemID: file.itemID, expectedVersion: 1,
+                    content: c, modificationTime: FileTime(totalNanoseconds: 6))
                 XCTFail("the compare-and-swap let a stale writer through")
             } catch let error as RemoteError {
                 XCTAssertEqual(error, .versionConflict(itemID: file.itemID, expected: 1, current: 2))
@@ -210,9 +225,10 @@ final class RemoteDatabaseTests: XCTestCase {
             XCTAssertEqual(item?.size, 2)
             XCTAssertEqual(item?.modificationTime.totalNanoseconds, 5)
             do {
-                _ = try await db.newContentVersion(operationID: UUID(), itemID: 999_999, expectedVersion: 1,
-                                                   content: try await db.recordedContent("empty", size: 0),
-                                                   modificationTime: FileTime(totalNanoseconds: 0))
+                _ = try await db.newContentVersion(
+                    operationID: UUID(), itemID: 999_999, expectedVersion: 1,
+                    content: try await db.recordedContent("empty", size: 0),
+                    modificationTime: FileTime(totalNanoseconds: 0))
                 XCTFail("a version of no item")
             } catch let error as RemoteError {
                 XCTAssertEqual(error, .notFound(itemID: 999_999))
@@ -223,14 +239,20 @@ final class RemoteDatabaseTests: XCTestCase {
     func testRenameMoveTrashDeleteAndAttributes() async throws {
         try await withDatabase { db, _ in
             let root = try await db.rootID()
-            let a = try await db.createItem(operationID: UUID(), parentID: root, name: "A", kind: .folder,
-                                            attributes: attributes(mode: 0o755)).itemID
-            let b = try await db.createItem(operationID: UUID(), parentID: a, name: "B", kind: .folder,
-                                            attributes: attributes(mode: 0o755)).itemID
-            let f = try await db.createItem(operationID: UUID(), parentID: b, name: "f", kind: .file,
-                                            attributes: attributes()).itemID
-            _ = try await db.moveItem(operationID: UUID(), itemID: f, toParentID: b, name: "g")  // rename
-            _ = try await db.moveItem(operationID: UUID(), itemID: f, toParentID: root, name: "g")  // reparent
+            let a = try await db.createItem(
+                operationID: UUID(), parentID: root, name: "A", kind: .folder,
+                attributes: attributes(mode: 0o755)
+            ).itemID
+            let b = try await db.createItem(
+                operationID: UUID(), parentID: a, name: "B", kind: .folder,
+                attributes: attributes(mode: 0o755)
+            ).itemID
+            let f = try await db.createItem(
+                operationID: UUID(), parentID: b, name: "f", kind: .file,
+                attributes: attributes()
+            ).itemID
+            _ = try await db.moveItem(operationID: UUID(), itemID: f, toParentID: b, name: "g") // rename
+            _ = try await db.moveItem(operationID: UUID(), itemID: f, toParentID: root, name: "g") // reparent
             let rootNames = try await db.children(of: root).map(\.name)
             XCTAssertEqual(rootNames, ["A", "g"])
             do {
@@ -258,9 +280,11 @@ final class RemoteDatabaseTests: XCTestCase {
             XCTAssertEqual(restored?.name, "g restored")
             XCTAssertGreaterThan(restored?.metadataVersion ?? 0, trashed.metadataVersion)
 
-            let attrs = try await db.setAttributes(operationID: UUID(), itemID: f, changes: AttributeChanges(
-                posixPermissions: 0o4750, ownerID: 0, modificationTime: FileTime(totalNanoseconds: 77),
-                tagData: .some(Data("blue".utf8)), favoriteRank: .some(3)))
+            let attrs = try await db.setAttributes(
+                operationID: UUID(), itemID: f,
+                changes: AttributeChanges(
+                    posixPermissions: 0o4750, ownerID: 0, modificationTime: FileTime(totalNanoseconds: 77),
+                    tagData: .some(Data("blue".utf8)), favoriteRank: .some(3)))
             let after = try await db.item(f)
             XCTAssertEqual(after?.ownerID, 0)
             XCTAssertEqual(after?.groupID, 1000)
@@ -299,8 +323,9 @@ final class RemoteDatabaseTests: XCTestCase {
             expected.append((.create, d.itemID))
             let f = try await db.createItem(operationID: UUID(), parentID: d.itemID, name: "f", kind: .file, attributes: attributes())
             expected.append((.create, f.itemID))
-            _ = try await db.newContentVersion(operationID: UUID(), itemID: f.itemID, expectedVersion: 1,
-                                               content: try await db.recordedContent("k2", size: 9), modificationTime: FileTime(totalNanoseconds: 1))
+            _ = try await db.newContentVersion(
+                operationID: UUID(), itemID: f.itemID, expectedVersion: 1,
+                content: try await db.recordedContent("k2", size: 9), modificationTime: FileTime(totalNanoseconds: 1))
             expected.append((.content, f.itemID))
             _ = try await db.moveItem(operationID: UUID(), itemID: f.itemID, toParentID: root, name: "f2")
             expected.append((.move, f.itemID))
@@ -345,10 +370,12 @@ final class RemoteDatabaseTests: XCTestCase {
                 group.addTask {
                     // LISTEN is issued as the listening task starts: give it a moment, then change things.
                     try await Task.sleep(for: .milliseconds(500))
-                    _ = try await db.createItem(operationID: UUID(), parentID: root, name: "n1", kind: .file,
-                                                attributes: fileAttributes)
-                    _ = try await db.createItem(operationID: UUID(), parentID: root, name: "n2", kind: .file,
-                                                attributes: fileAttributes)
+                    _ = try await db.createItem(
+                        operationID: UUID(), parentID: root, name: "n1", kind: .file,
+                        attributes: fileAttributes)
+                    _ = try await db.createItem(
+                        operationID: UUID(), parentID: root, name: "n2", kind: .file,
+                        attributes: fileAttributes)
                     return nil
                 }
                 group.addTask {
@@ -421,7 +448,8 @@ final class PostgresTLSTests: XCTestCase {
     func testAServerSignedByAnotherCAIsRefused() async throws {
         for mode in ["verify-full", "verify-ca", "require"] {
             let url = try url("?sslmode=\(mode)&sslrootcert=\(try ca("DOCFS_TEST_PG_OTHER_CA"))")
-            await assertRefused(url, saying: "TLS certificate was not accepted", "sslmode=\(mode) with a root certificate that did not sign the server's")
+            await assertRefused(
+                url, saying: "TLS certificate was not accepted", "sslmode=\(mode) with a root certificate that did not sign the server's")
         }
     }
 
@@ -507,22 +535,36 @@ extension RemoteDatabaseTests {
             let root = try await db.rootID()
             let other = RemoteDatabase(url: url)
             defer { Task { await other.shutdown() } }
-            let taken = try await db.createItem(operationID: UUID(), parentID: root, name: "taken", kind: .folder,
-                                                attributes: attributes(mode: 0o755))
+            let taken = try await db.createItem(
+                operationID: UUID(), parentID: root, name: "taken", kind: .folder,
+                attributes: attributes(mode: 0o755))
             let folder = UUID()
             let answers = try await db.apply([
-                RemoteOperation(id: folder, .create(parent: .item(root), name: "new", kind: .folder,
-                                                    attributes: attributes(mode: 0o755), content: nil)),
-                RemoteOperation(id: UUID(), .create(parent: .createdBy(folder), name: "a.txt", kind: .file,
-                                                    attributes: attributes(), content: nil)),
-                RemoteOperation(id: UUID(), .move(item: .item(taken.itemID), toParent: .item(taken.itemID), name: "taken",
-                                                  expectedParentID: nil, expectedName: nil, types: nil)),
-                RemoteOperation(id: UUID(), .create(parent: .item(root), name: "b.txt", kind: .file, attributes: attributes(),
-                                                    content: nil)),
+                RemoteOperation(
+                    id: folder,
+                    .create(
+                        parent: .item(root), name: "new", kind: .folder,
+                        attributes: attributes(mode: 0o755), content: nil)),
+                RemoteOperation(
+                    id: UUID(),
+                    .create(
+                        parent: .createdBy(folder), name: "a.txt", kind: .file,
+                        attributes: attributes(), content: nil)),
+                RemoteOperation(
+                    id: UUID(),
+                    .move(
+                        item: .item(taken.itemID), toParent: .item(taken.itemID), name: "taken",
+                        expectedParentID: nil, expectedName: nil, types: nil)),
+                RemoteOperation(
+                    id: UUID(),
+                    .create(
+                        parent: .item(root), name: "b.txt", kind: .file, attributes: attributes(),
+                        content: nil)),
             ])
             XCTAssertEqual(answers.count, 3, "stopped at the refused move: \(answers)")
             guard answers.count == 3, case .success(let made) = answers[0], case .success(let inside) = answers[1],
-                  case .failure(.invalid) = answers[2] else { return XCTFail("\(answers)") }
+                case .failure(.invalid) = answers[2]
+            else { return XCTFail("\(answers)") }
             let names = Set(try await other.children(of: root).map(\.name))
             XCTAssertEqual(names, ["taken", "new"], "what came before the refusal stays, nothing after it")
             let child = try await other.item(inside.itemID)

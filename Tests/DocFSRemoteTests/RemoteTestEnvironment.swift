@@ -15,7 +15,8 @@ enum RemoteTestEnvironment {
     static func s3() throws -> S3 {
         let env = ProcessInfo.processInfo.environment
         guard let url = env["DOCFS_TEST_S3_ENDPOINT"], let endpoint = S3Endpoint(url: url),
-              let key = env["DOCFS_TEST_S3_ACCESS_KEY"], let secret = env["DOCFS_TEST_S3_SECRET_KEY"] else {
+            let key = env["DOCFS_TEST_S3_ACCESS_KEY"], let secret = env["DOCFS_TEST_S3_SECRET_KEY"]
+        else {
             throw XCTSkip("DOCFS_TEST_S3_ENDPOINT is not set: \(skipMessage)")
         }
         guard endpoint.host == "127.0.0.1" else { throw XCTSkip("DOCFS_TEST_S3_ENDPOINT must be on 127.0.0.1") }
@@ -27,7 +28,8 @@ enum RemoteTestEnvironment {
     static func openS3() throws -> S3 {
         let env = try s3()
         guard let url = ProcessInfo.processInfo.environment["DOCFS_TEST_S3_OPEN_ENDPOINT"], let endpoint = S3Endpoint(url: url),
-              endpoint.host == "127.0.0.1" else {
+            endpoint.host == "127.0.0.1"
+        else {
             throw XCTSkip("DOCFS_TEST_S3_OPEN_ENDPOINT is not set: \(skipMessage)")
         }
         return S3(endpoint: endpoint, credentials: env.credentials)

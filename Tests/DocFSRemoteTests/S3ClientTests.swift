@@ -40,8 +40,9 @@ final class S3ClientTests: XCTestCase {
     }
 
     func testPutGetHeadListDeleteWithSignaturesChecked() async throws {
-        try await checkKeys(["plain.txt", "dir/with space.txt", "deep/a/b/c~d-e_f.g", "deep/x y"],
-                            deleting: "dir/with space.txt", prefix: "deep", open: false)
+        try await checkKeys(
+            ["plain.txt", "dir/with space.txt", "deep/a/b/c~d-e_f.g", "deep/x y"],
+            deleting: "dir/with space.txt", prefix: "deep", open: false)
     }
 
     /// `+`, `&`, `=` and non-ASCII in keys, `/` in a listing's prefix: on the moto that checks no
@@ -49,9 +50,12 @@ final class S3ClientTests: XCTestCase {
     /// the URL unescaped before signing it again. The encoding itself is AWS's (SigV4Tests:
     /// `$` → `%24` in AWS's PUT example; per-segment UTF-8 percent-encoding in testKeysAreEncodedPerSegment).
     func testKeysWithPlusAmpersandEqualsAndNonASCII() async throws {
-        try await checkKeys(["plus+sign", "amp&and=equals", "dir+x/a&b=c d.txt", "ünïcødé/日本語 ファイル.txt",
-                             "ünïcødé/+&=.txt"],
-                            deleting: "amp&and=equals", prefix: "ünïcødé/", open: true)
+        try await checkKeys(
+            [
+                "plus+sign", "amp&and=equals", "dir+x/a&b=c d.txt", "ünïcødé/日本語 ファイル.txt",
+                "ünïcødé/+&=.txt",
+            ],
+            deleting: "amp&and=equals", prefix: "ünïcødé/", open: true)
     }
 
     func checkKeys(_ keys: [String], deleting doomed: String, prefix: String, open: Bool) async throws {
@@ -71,7 +75,7 @@ final class S3ClientTests: XCTestCase {
             XCTAssertEqual(Set(underPrefix.map(\.key)), Set(keys.filter { $0.hasPrefix(prefix) }))
 
             try await client.deleteObject(bucket: bucket, key: doomed)
-            try await client.deleteObject(bucket: bucket, key: doomed)  // again: still fine
+            try await client.deleteObject(bucket: bucket, key: doomed) // again: still fine
             do {
                 _ = try await client.headObject(bucket: bucket, key: doomed)
                 XCTFail("HEAD of a deleted object succeeded")
@@ -120,7 +124,7 @@ final class S3ClientTests: XCTestCase {
             let chunks = dir.appendingPathComponent("chunks")
             XCTAssertTrue(FileManager.default.createFile(atPath: chunks.path, contents: nil))
             for start in stride(from: Int64(0), to: 1_000_003, by: 300_000).reversed() {
-                let range = start ..< min(1_000_003, start + 300_000)
+                let range = start..<min(1_000_003, start + 300_000)
                 let written = try await client.getObject(bucket: bucket, key: "one put", range: range, intoFileAt: FilePath(chunks.path))
                 XCTAssertEqual(written, Int64(range.count))
             }
@@ -139,7 +143,7 @@ final class S3ClientTests: XCTestCase {
     func testMultipartUploadOfALargeFileResumesAndLeavesNoUploadBehind() async throws {
         let dir = try RemoteTestEnvironment.temporaryDirectory(self)
         let source = dir.appendingPathComponent("big")
-        let size = 12 * 1024 * 1024 + 12_345  // three parts of 5 MiB: 5, 5, 2.01
+        let size = 12 * 1024 * 1024 + 12_345 // three parts of 5 MiB: 5, 5, 2.01
         let bytes = try writeRandomFile(source, size: size)
         let partSize: Int64 = 5 * 1024 * 1024
         try await withBucket { client, bucket in
@@ -147,8 +151,9 @@ final class S3ClientTests: XCTestCase {
             // Start by hand and send part 1 only, as if the process died after it.
             let uploadID = try await client.createMultipartUpload(bucket: bucket, key: key)
             let fd = try FileDescriptor.open(FilePath(source.path), .readOnly)
-            let etag1 = try await client.uploadPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: 1,
-                                                    fd: fd, offset: 0, length: partSize)
+            let etag1 = try await client.uploadPart(
+                bucket: bucket, key: key, uploadID: uploadID, partNumber: 1,
+                fd: fd, offset: 0, length: partSize)
             try fd.close()
             let pending = try await client.listMultipartUploads(bucket: bucket)
             XCTAssertEqual(pending.map(\.key), [key])
@@ -159,8 +164,9 @@ final class S3ClientTests: XCTestCase {
             XCTAssertEqual(parts.first?.size, partSize)
 
             // Resume: part 1 is not sent again; 2 and 3 are; the upload completes.
-            try await client.uploadFile(at: FilePath(source.path), bucket: bucket, key: key, partSize: partSize,
-                                        resumeUploadID: uploadID, uploadStarted: { _ in XCTFail("a new upload was started") })
+            try await client.uploadFile(
+                at: FilePath(source.path), bucket: bucket, key: key, partSize: partSize,
+                resumeUploadID: uploadID, uploadStarted: { _ in XCTFail("a new upload was started") })
             let remaining = try await client.listMultipartUploads(bucket: bucket)
             XCTAssertEqual(remaining, [])
             let head = try await client.headObject(bucket: bucket, key: key)
@@ -172,8 +178,9 @@ final class S3ClientTests: XCTestCase {
 
             // A fresh upload of the same file: the callback sees the upload ID before any part.
             let started = UploadIDBox()
-            try await client.uploadFile(at: FilePath(source.path), bucket: bucket, key: "objects/second", partSize: partSize,
-                                        uploadStarted: { id in await started.set(id) })
+            try await client.uploadFile(
+                at: FilePath(source.path), bucket: bucket, key: "objects/second", partSize: partSize,
+                uploadStarted: { id in await started.set(id) })
             let startedID = await started.id
             XCTAssertNotNil(startedID)
             let again = try await client.headObject(bucket: bucket, key: "objects/second")
@@ -195,7 +202,10 @@ final class S3ClientTests: XCTestCase {
         let source = dir.appendingPathComponent("large")
         let size = 64 * 1024 * 1024
         // Written a MiB at a time, so making the file does not raise the peak either.
-        let handle = try FileHandle(forWritingTo: { FileManager.default.createFile(atPath: source.path, contents: nil); return source }())
+        let handle = try FileHandle(
+            forWritingTo: {
+                FileManager.default.createFile(atPath: source.path, contents: nil); return source
+            }())
         var hasher = SHA256()
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<(size / (1 << 20)) {
@@ -251,8 +261,10 @@ final class S3ClientTests: XCTestCase {
         let bucket = RemoteTestEnvironment.uniqueName("docfs-test")
         try await good.createBucket(bucket)
         try await good.shutdown()
-        for credentials in [S3Credentials(accessKeyID: env.credentials.accessKeyID, secretAccessKey: "wrong" + env.credentials.secretAccessKey),
-                            S3Credentials(accessKeyID: "AKIANOSUCHKEY0000000", secretAccessKey: env.credentials.secretAccessKey)] {
+        for credentials in [
+            S3Credentials(accessKeyID: env.credentials.accessKeyID, secretAccessKey: "wrong" + env.credentials.secretAccessKey),
+            S3Credentials(accessKeyID: "AKIANOSUCHKEY0000000", secretAccessKey: env.credentials.secretAccessKey),
+        ] {
             let bad = S3Client(endpoint: env.endpoint, credentials: credentials)
             do {
                 try await bad.putObject(bucket: bucket, key: "k", bytes: [1, 2, 3])
@@ -274,8 +286,9 @@ final class S3ClientTests: XCTestCase {
         _ = try RemoteTestEnvironment.s3()
         // A loopback port nobody listens on (bound and released just now).
         let port = try Self.freeLoopbackPort()
-        let client = S3Client(endpoint: S3Endpoint(url: "http://127.0.0.1:\(port)")!,
-                              credentials: S3Credentials(accessKeyID: "a", secretAccessKey: "b"), connectTimeout: .seconds(2))
+        let client = S3Client(
+            endpoint: S3Endpoint(url: "http://127.0.0.1:\(port)")!,
+            credentials: S3Credentials(accessKeyID: "a", secretAccessKey: "b"), connectTimeout: .seconds(2))
         do {
             _ = try await client.headObject(bucket: "bucket", key: "k")
             XCTFail("a request to a closed port succeeded")

@@ -17,7 +17,7 @@ final class S3VersionedBucketTests: XCTestCase {
             let before = try await client.versioningEnabled(bucket: bucket)
             XCTAssertFalse(before)
             try await client.enableVersioning(bucket: bucket)
-            try await client.enableVersioning(bucket: bucket)  // on already is fine
+            try await client.enableVersioning(bucket: bucket) // on already is fine
             let after = try await client.versioningEnabled(bucket: bucket)
             XCTAssert(after)
 
@@ -41,7 +41,7 @@ final class S3VersionedBucketTests: XCTestCase {
             XCTAssertEqual(versions.first { $0.versionID == id }?.size, 19)
 
             for version in versions { try await client.deleteObjectVersion(bucket: bucket, key: key, versionID: version.versionID) }
-            try await client.deleteObjectVersion(bucket: bucket, key: key, versionID: id)  // gone already is fine
+            try await client.deleteObjectVersion(bucket: bucket, key: key, versionID: id) // gone already is fine
             do {
                 _ = try await client.getObjectBytes(bucket: bucket, key: key, versionID: id)
                 XCTFail("a deleted version read")

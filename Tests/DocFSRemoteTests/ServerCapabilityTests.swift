@@ -15,15 +15,18 @@ final class ServerCapabilityTests: XCTestCase {
                     {"path":"Movable","contents":["read","reparent"]}]}
         """#
 
-    let attributes = ReplicatedAttributes(ownerID: 1000, groupID: 1000, posixPermissions: 0o644,
-                                          creationTime: FileTime(totalNanoseconds: 1),
-                                          modificationTime: FileTime(totalNanoseconds: 1))
+    let attributes = ReplicatedAttributes(
+        ownerID: 1000, groupID: 1000, posixPermissions: 0o644,
+        creationTime: FileTime(totalNanoseconds: 1),
+        modificationTime: FileTime(totalNanoseconds: 1))
 
     func file(_ db: RemoteDatabase, _ parent: Int64, _ name: String, types: [String]? = nil) async throws -> Int64 {
         var attributes = self.attributes
         attributes.types = types
-        return try await db.createItem(operationID: UUID(), parentID: parent, name: name, kind: .file, attributes: attributes,
-                                       content: try await db.recordedContent(name, size: 1)).itemID
+        return try await db.createItem(
+            operationID: UUID(), parentID: parent, name: name, kind: .file, attributes: attributes,
+            content: try await db.recordedContent(name, size: 1)
+        ).itemID
     }
 
     func folder(_ db: RemoteDatabase, _ parent: Int64, _ name: String) async throws -> Int64 {
@@ -51,7 +54,9 @@ final class ServerCapabilityTests: XCTestCase {
             let root = try await db.rootID()
             func make(_ parent: Int64, _ name: String, _ kind: String) async throws -> Int64 {
                 let key = kind == "file" ? "'objects/\(UUID().uuidString.lowercased())'" : "NULL"
-                try await RemoteDatabaseTests.adminQuery(url, """
+                try await RemoteDatabaseTests.adminQuery(
+                    url,
+                    """
                     INSERT INTO docfs_items (parent_id, name, kind, size, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid,
                                              mode, content_key)
                     VALUES (\(parent), '\(name)', '\(kind)', \(kind == "file" ? 1 : 0), 1, 1, 1, 1, 1000, 1000, 420, \(key))
@@ -71,9 +76,10 @@ final class ServerCapabilityTests: XCTestCase {
                 _ = try await db.moveItem(operationID: UUID(), itemID: old, toParentID: frozen, name: "new.txt")
             }
             await assertRefused("does not allow writing /Frozen/inner/deep.txt") {
-                _ = try await db.newContentVersion(operationID: UUID(), itemID: deep, expectedVersion: 1,
-                                                   content: try await db.recordedContent("x", size: 2),
-                                                   modificationTime: FileTime(totalNanoseconds: 2))
+                _ = try await db.newContentVersion(
+                    operationID: UUID(), itemID: deep, expectedVersion: 1,
+                    content: try await db.recordedContent("x", size: 2),
+                    modificationTime: FileTime(totalNanoseconds: 2))
             }
             await assertRefused("does not allow renaming /Archive") {
                 _ = try await db.moveItem(operationID: UUID(), itemID: archive, toParentID: root, name: "Old")
@@ -105,38 +111,46 @@ final class ServerCapabilityTests: XCTestCase {
             }
             // The first contents of a file made empty are its creating program's: they go in
             // (the server decides; no client setting); a later edit does not.
-            let fresh = try await db.createItem(operationID: UUID(), parentID: frozen, name: "fresh.txt", kind: .file,
-                                                attributes: attributes).itemID
+            let fresh = try await db.createItem(
+                operationID: UUID(), parentID: frozen, name: "fresh.txt", kind: .file,
+                attributes: attributes
+            ).itemID
             let w = try await db.recordedContent("w", size: 5)
-            _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 1, content: w,
-                                               modificationTime: FileTime(totalNanoseconds: 5))
+            _ = try await db.newContentVersion(
+                operationID: UUID(), itemID: fresh, expectedVersion: 1, content: w,
+                modificationTime: FileTime(totalNanoseconds: 5))
             // The same object named again (versions sent together share one upload) writes nothing.
-            _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 2, content: w,
-                                               modificationTime: FileTime(totalNanoseconds: 6))
+            _ = try await db.newContentVersion(
+                operationID: UUID(), itemID: fresh, expectedVersion: 2, content: w,
+                modificationTime: FileTime(totalNanoseconds: 6))
             await assertRefused("does not allow writing /Frozen/old.txt") {
-                _ = try await db.newContentVersion(operationID: UUID(), itemID: old, expectedVersion: 1,
-                                                   content: try await db.recordedContent("o", size: 5),
-                                                   modificationTime: FileTime(totalNanoseconds: 5))
+                _ = try await db.newContentVersion(
+                    operationID: UUID(), itemID: old, expectedVersion: 1,
+                    content: try await db.recordedContent("o", size: 5),
+                    modificationTime: FileTime(totalNanoseconds: 5))
             }
             await assertRefused("does not allow writing /Frozen/fresh.txt") {
-                _ = try await db.newContentVersion(operationID: UUID(), itemID: fresh, expectedVersion: 3,
-                                                   content: try await db.recordedContent("v", size: 6),
-                                                   modificationTime: FileTime(totalNanoseconds: 6))
+                _ = try await db.newContentVersion(
+                    operationID: UUID(), itemID: fresh, expectedVersion: 3,
+                    content: try await db.recordedContent("v", size: 6),
+                    modificationTime: FileTime(totalNanoseconds: 6))
             }
             // An item made where everything is allowed keeps that when it moves in (as on a replica).
             let free = try await file(db, root, "free.txt")
             _ = try await db.moveItem(operationID: UUID(), itemID: free, toParentID: frozen, name: "free.txt")
             _ = try await db.moveItem(operationID: UUID(), itemID: free, toParentID: frozen, name: "still free.txt")
-            _ = try await db.newContentVersion(operationID: UUID(), itemID: free, expectedVersion: 1,
-                                               content: try await db.recordedContent("y", size: 3), modificationTime: FileTime(totalNanoseconds: 3))
+            _ = try await db.newContentVersion(
+                operationID: UUID(), itemID: free, expectedVersion: 1,
+                content: try await db.recordedContent("y", size: 3), modificationTime: FileTime(totalNanoseconds: 3))
             _ = try await db.deleteItem(operationID: UUID(), itemID: free)
 
             // A view-only type is never written, wherever it is.
             let log = try await file(db, root, "run.log", types: ["com.example.log", "public.plain-text", "public.data"])
             await assertRefused("does not allow writing (com.example.log is view-only) /run.log") {
-                _ = try await db.newContentVersion(operationID: UUID(), itemID: log, expectedVersion: 1,
-                                                   content: try await db.recordedContent("z", size: 4),
-                                                   modificationTime: FileTime(totalNanoseconds: 4))
+                _ = try await db.newContentVersion(
+                    operationID: UUID(), itemID: log, expectedVersion: 1,
+                    content: try await db.recordedContent("z", size: 4),
+                    modificationTime: FileTime(totalNanoseconds: 4))
             }
             _ = try await db.moveItem(operationID: UUID(), itemID: log, toParentID: root, name: "renamed.log")
             _ = try await db.deleteItem(operationID: UUID(), itemID: log)
@@ -154,15 +168,21 @@ final class ServerCapabilityTests: XCTestCase {
 
     func testMIMEWordsAreCheckedOnceAReplicaResolvedThem() async throws {
         try await RemoteDatabaseTests.withDatabase { db, url in
-            _ = try await db.setLayout(operationID: UUID(), json: #"""
-                {"trash":false,"types":[],"folders":[{"path":"Pictures","allowedContentTypes":["image/png"]},
-                                                     {"path":"Odd","allowedContentTypes":["image/x-nobody-resolved"]}]}
-                """#)
+            _ = try await db.setLayout(
+                operationID: UUID(),
+                json: #"""
+                    {"trash":false,"types":[],"folders":[{"path":"Pictures","allowedContentTypes":["image/png"]},
+                                                         {"path":"Odd","allowedContentTypes":["image/x-nobody-resolved"]}]}
+                    """#)
             let root = try await db.rootID()
-            let pictures = try await db.createItem(operationID: UUID(), parentID: root, name: "Pictures", kind: .folder,
-                                                   attributes: attributes).itemID
-            let odd = try await db.createItem(operationID: UUID(), parentID: root, name: "Odd", kind: .folder,
-                                              attributes: attributes).itemID
+            let pictures = try await db.createItem(
+                operationID: UUID(), parentID: root, name: "Pictures", kind: .folder,
+                attributes: attributes
+            ).itemID
+            let odd = try await db.createItem(
+                operationID: UUID(), parentID: root, name: "Odd", kind: .folder,
+                attributes: attributes
+            ).itemID
             let text = ["public.plain-text", "public.text", "public.data"]
             // Before a replica resolved the word, the server leaves it to the replicas.
             _ = try await file(db, pictures, "early.txt", types: text)

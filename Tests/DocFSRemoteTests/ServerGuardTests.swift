@@ -9,10 +9,14 @@ import XCTest
 final class ServerGuardTests: XCTestCase {
     /// The first column of the first row of `sql`, as text (nil: no row or NULL).
     static func value(_ url: PostgresURL, _ sql: String) async throws -> String? {
-        let client = PostgresClient(configuration: .init(host: url.host, port: url.port, username: url.user,
-                                                         password: url.password, database: url.database, tls: .disable))
+        let client = PostgresClient(
+            configuration: .init(
+                host: url.host, port: url.port, username: url.user,
+                password: url.password, database: url.database, tls: .disable))
         return try await withThrowingTaskGroup(of: String?.self) { group in
-            group.addTask { await client.run(); return nil }
+            group.addTask {
+                await client.run(); return nil
+            }
             var result: String?
             for try await (v) in try await client.query(PostgresQuery(unsafeSQL: sql)).decode(String?.self) { result = v; break }
             group.cancelAll()
@@ -30,7 +34,9 @@ final class ServerGuardTests: XCTestCase {
             try await RemoteDatabaseTests.adminQuery(url, "CREATE ROLE \(role) LOGIN")
             try await RemoteDatabaseTests.adminQuery(url, "GRANT \(group) TO \(role)")
             try await RemoteDatabaseTests.adminQuery(url, "GRANT CONNECT ON DATABASE \(url.database) TO \(role)")
-            let unguarded = try await Self.value(url, """
+            let unguarded = try await Self.value(
+                url,
+                """
                 SELECT count(*)::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
                 WHERE n.nspname = 'public' AND p.proname LIKE 'docfs\\_%'
                   AND NOT coalesce(p.proconfig, '{}') @> ARRAY['search_path=pg_catalog, public, pg_temp']
@@ -39,13 +45,17 @@ final class ServerGuardTests: XCTestCase {
 
             let at14 = try await db.migrate()
             XCTAssertEqual(at14, RemoteSchema.latest)
-            let left = try await Self.value(url, """
+            let left = try await Self.value(
+                url,
+                """
                 SELECT string_agg(p.proname, ', ') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
                 WHERE n.nspname = 'public' AND p.proname LIKE 'docfs\\_%'
                   AND NOT coalesce(p.proconfig, '{}') @> ARRAY['search_path=pg_catalog, public, pg_temp']
                 """)
             XCTAssertNil(left, "every function has pg_temp last")
-            let publicRights = try await Self.value(url, """
+            let publicRights = try await Self.value(
+                url,
+                """
                 SELECT string_agg(a.privilege_type, ',') FROM pg_database d, aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
                 WHERE d.datname = current_database() AND a.grantee = 0
                 """)
@@ -54,10 +64,13 @@ final class ServerGuardTests: XCTestCase {
             XCTAssertEqual(groupConnects, "true")
             let limit = try await Self.value(url, "SELECT rolconnlimit::text FROM pg_roles WHERE rolname = '\(role)'")
             XCTAssertEqual(limit, String(RemoteSchema.replicaConnectionLimit))
-            let settings = try await Self.value(url, """
-                SELECT array_to_string(s.setconfig, ',') FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole
-                JOIN pg_database d ON d.oid = s.setdatabase WHERE r.rolname = '\(role)' AND d.datname = current_database()
-                """) ?? ""
+            let settings =
+                try await Self.value(
+                    url,
+                    """
+                    SELECT array_to_string(s.setconfig, ',') FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole
+                    JOIN pg_database d ON d.oid = s.setdatabase WHERE r.rolname = '\(role)' AND d.datname = current_database()
+                    """) ?? ""
             for (name, value) in RemoteSchema.replicaSettings {
                 XCTAssert(settings.contains("\(name)=\(value)"), "\(name): \(settings)")
             }
@@ -69,10 +82,13 @@ final class ServerGuardTests: XCTestCase {
             // An owner's own value survives the next set-up.
             try await RemoteDatabaseTests.adminQuery(url, "ALTER ROLE \(role) IN DATABASE \(url.database) SET statement_timeout = '5min'")
             try await db.addReplica(role, password: nil)
-            let kept = try await Self.value(url, """
-                SELECT array_to_string(s.setconfig, ',') FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole
-                JOIN pg_database d ON d.oid = s.setdatabase WHERE r.rolname = '\(role)' AND d.datname = current_database()
-                """) ?? ""
+            let kept =
+                try await Self.value(
+                    url,
+                    """
+                    SELECT array_to_string(s.setconfig, ',') FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole
+                    JOIN pg_database d ON d.oid = s.setdatabase WHERE r.rolname = '\(role)' AND d.datname = current_database()
+                    """) ?? ""
             XCTAssert(kept.contains("statement_timeout=5min"), kept)
             try? await RemoteDatabaseTests.adminQuery(url, "DROP ROLE IF EXISTS \(role)")
         }

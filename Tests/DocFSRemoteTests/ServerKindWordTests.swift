@@ -10,9 +10,12 @@ final class ServerKindWordTests: XCTestCase {
     func testCreateSendsTheServersWord() throws {
         for (kind, word) in [(ServerItem.serverKind("file"), "file"), (.folder, "directory"), (.symlink, "symlink")] {
             let one = FileTime(totalNanoseconds: 1)
-            let operation = RemoteOperation(id: UUID(), .create(parent: .item(1), name: "n", kind: kind,
-                                                                attributes: ReplicatedAttributes(creationTime: one, modificationTime: one),
-                                                                content: nil))
+            let operation = RemoteOperation(
+                id: UUID(),
+                .create(
+                    parent: .item(1), name: "n", kind: kind,
+                    attributes: ReplicatedAttributes(creationTime: one, modificationTime: one),
+                    content: nil))
             let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(RemoteDatabase.WireOperation(operation)))
             XCTAssertEqual((json as? [String: Any])?["item_kind"] as? String, word)
         }

@@ -10,9 +10,10 @@ import XCTest
 /// (from a replica that never saw them) passes it the oldest. Version 13: one name trashed and
 /// restored alone, every field checked. Against the PostgreSQL `make test` starts.
 final class ServerNameTests: XCTestCase {
-    let attributes = ReplicatedAttributes(ownerID: 1000, groupID: 1000, posixPermissions: 0o644,
-                                          creationTime: FileTime(totalNanoseconds: 1),
-                                          modificationTime: FileTime(totalNanoseconds: 1))
+    let attributes = ReplicatedAttributes(
+        ownerID: 1000, groupID: 1000, posixPermissions: 0o644,
+        creationTime: FileTime(totalNanoseconds: 1),
+        modificationTime: FileTime(totalNanoseconds: 1))
 
     func link(_ db: RemoteDatabase, _ item: Int64, _ parent: Int64, _ name: String) async throws -> AppliedChange {
         try await db.applyOne(RemoteOperation(id: UUID(), .link(item: .item(item), parent: .item(parent), name: name)))
@@ -23,8 +24,10 @@ final class ServerNameTests: XCTestCase {
             let root = try await db.rootID()
             let docs = try await db.createItem(operationID: UUID(), parentID: root, name: "docs", kind: .folder, attributes: attributes).itemID
             _ = try await db.createItem(operationID: UUID(), parentID: docs, name: "b", kind: .folder, attributes: attributes)
-            let file = try await db.createItem(operationID: UUID(), parentID: root, name: "a", kind: .file, attributes: attributes,
-                                               content: try await db.recordedContent("a", size: 1)).itemID
+            let file = try await db.createItem(
+                operationID: UUID(), parentID: root, name: "a", kind: .file, attributes: attributes,
+                content: try await db.recordedContent("a", size: 1)
+            ).itemID
 
             let linked = try await link(db, file, docs, "b")
             XCTAssertEqual(linked.name, "b 2", "a name taken in the folder gets the usual suffix")
@@ -36,8 +39,12 @@ final class ServerNameTests: XCTestCase {
             let logged = try await db.changes(since: 0).last?.kind
             XCTAssertEqual(logged, .link, "the change log carries it")
 
-            let moved = try await db.applyOne(RemoteOperation(id: UUID(), .moveName(name: .item(name), toParent: .item(root), newName: "c",
-                                                                                     expectedParentID: docs, expectedName: "b 2")))
+            let moved = try await db.applyOne(
+                RemoteOperation(
+                    id: UUID(),
+                    .moveName(
+                        name: .item(name), toParent: .item(root), newName: "c",
+                        expectedParentID: docs, expectedName: "b 2")))
             XCTAssertEqual(moved.name, "c")
             do {
                 _ = try await db.moveItem(operationID: UUID(), itemID: name, toParentID: docs, name: "x")
@@ -92,8 +99,10 @@ final class ServerNameTests: XCTestCase {
             let docs = try await db.createItem(operationID: UUID(), parentID: root, name: "docs", kind: .folder, attributes: attributes).itemID
             let gone = try await db.createItem(operationID: UUID(), parentID: root, name: "gone", kind: .folder, attributes: attributes).itemID
             _ = try await db.deleteItem(operationID: UUID(), itemID: gone, expectedContentVersion: nil)
-            let file = try await db.createItem(operationID: UUID(), parentID: root, name: "a", kind: .file, attributes: attributes,
-                                               content: try await db.recordedContent("a", size: 1)).itemID
+            let file = try await db.createItem(
+                operationID: UUID(), parentID: root, name: "a", kind: .file, attributes: attributes,
+                content: try await db.recordedContent("a", size: 1)
+            ).itemID
             let name = try await link(db, file, docs, "b").itemID
 
             // Refused as invalid (saying `words`) or, without words, as invalid or not found.
@@ -111,8 +120,9 @@ final class ServerNameTests: XCTestCase {
                 XCTAssertEqual(after, before, "\(what): the tree is unharmed")
             }
             // Out of the trash before it is in it.
-            try await refused(.untrash(item: .item(name), toParent: .item(docs), name: "b", types: nil), "an untrash of a live name",
-                              saying: "is not in the trash")
+            try await refused(
+                .untrash(item: .item(name), toParent: .item(docs), name: "b", types: nil), "an untrash of a live name",
+                saying: "is not in the trash")
 
             let trashed = try await db.applyOne(RemoteOperation(id: UUID(), .trash(item: .item(name))))
             XCTAssertEqual(trashed.itemID, name)
@@ -131,25 +141,35 @@ final class ServerNameTests: XCTestCase {
             XCTAssertEqual(logged?.itemID, name)
 
             // Bad values: each refused, nothing changed.
-            try await refused(.untrash(item: .item(name), toParent: .item(987_654), name: "b", types: nil), "an untrash to a missing folder",
-                              saying: nil)
-            try await refused(.untrash(item: .item(name), toParent: .item(gone), name: "b", types: nil), "an untrash to a deleted folder",
-                              saying: nil)
-            try await refused(.untrash(item: .item(name), toParent: .item(file), name: "b", types: nil), "an untrash into a file",
-                              saying: "is not a directory")
-            try await refused(.untrash(item: .item(name), toParent: .item(docs), name: "x/y", types: nil), "an untrash to a bad name",
-                              saying: nil)
+            try await refused(
+                .untrash(item: .item(name), toParent: .item(987_654), name: "b", types: nil), "an untrash to a missing folder",
+                saying: nil)
+            try await refused(
+                .untrash(item: .item(name), toParent: .item(gone), name: "b", types: nil), "an untrash to a deleted folder",
+                saying: nil)
+            try await refused(
+                .untrash(item: .item(name), toParent: .item(file), name: "b", types: nil), "an untrash into a file",
+                saying: "is not a directory")
+            try await refused(
+                .untrash(item: .item(name), toParent: .item(docs), name: "x/y", types: nil), "an untrash to a bad name",
+                saying: nil)
             // A name is never what brings a folder back from the trash.
             _ = try await db.trashItem(operationID: UUID(), itemID: docs)
-            try await refused(.untrash(item: .item(name), toParent: .item(docs), name: "b", types: nil), "an untrash into a trashed folder",
-                              saying: "is in the trash")
+            try await refused(
+                .untrash(item: .item(name), toParent: .item(docs), name: "b", types: nil), "an untrash into a trashed folder",
+                saying: "is in the trash")
             _ = try await db.untrashItem(operationID: UUID(), itemID: docs, toParentID: root, name: "docs")
 
             // Back where it was (a taken name gets the usual suffix); then trashed and removed alone.
-            _ = try await db.createItem(operationID: UUID(), parentID: docs, name: "b", kind: .file, attributes: attributes,
-                                        content: try await db.recordedContent("b", size: 1))
-            let restored = try await db.applyOne(RemoteOperation(id: UUID(), .untrash(item: .item(name), toParent: .item(docs),
-                                                                                     name: "b", types: nil)))
+            _ = try await db.createItem(
+                operationID: UUID(), parentID: docs, name: "b", kind: .file, attributes: attributes,
+                content: try await db.recordedContent("b", size: 1))
+            let restored = try await db.applyOne(
+                RemoteOperation(
+                    id: UUID(),
+                    .untrash(
+                        item: .item(name), toParent: .item(docs),
+                        name: "b", types: nil)))
             XCTAssertEqual(restored.name, "b 2")
             let backRow = try await db.item(name)
             let back = try XCTUnwrap(backRow)

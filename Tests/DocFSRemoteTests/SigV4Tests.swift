@@ -6,16 +6,21 @@ import XCTest
 /// Chunk"): credentials AKIAIOSFODNN7EXAMPLE / wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY, bucket
 /// examplebucket (virtual-hosted host), us-east-1, 20130524T000000Z.
 final class SigV4Tests: XCTestCase {
-    let signer = SigV4Signer(credentials: S3Credentials(accessKeyID: "AKIAIOSFODNN7EXAMPLE",
-                                                        secretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"))
+    let signer = SigV4Signer(
+        credentials: S3Credentials(
+            accessKeyID: "AKIAIOSFODNN7EXAMPLE",
+            secretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"))
     let host = "examplebucket.s3.amazonaws.com"
     let date = "20130524T000000Z"
 
     func testGetObjectWithRange() {
-        let signed = signer.sign(method: "GET", canonicalURI: "/test.txt", query: [],
-                                 headers: [("Host", host), ("Range", "bytes=0-9")],
-                                 payloadHash: SigV4Signer.emptyPayloadHash, amzDate: date)
-        XCTAssertEqual(signed.canonicalRequest, """
+        let signed = signer.sign(
+            method: "GET", canonicalURI: "/test.txt", query: [],
+            headers: [("Host", host), ("Range", "bytes=0-9")],
+            payloadHash: SigV4Signer.emptyPayloadHash, amzDate: date)
+        XCTAssertEqual(
+            signed.canonicalRequest,
+            """
             GET
             /test.txt
 
@@ -27,28 +32,34 @@ final class SigV4Tests: XCTestCase {
             host;range;x-amz-content-sha256;x-amz-date
             e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
             """)
-        XCTAssertEqual(signed.stringToSign, """
+        XCTAssertEqual(
+            signed.stringToSign,
+            """
             AWS4-HMAC-SHA256
             20130524T000000Z
             20130524/us-east-1/s3/aws4_request
             7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972
             """)
         XCTAssertEqual(signed.signature, "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
-        XCTAssertEqual(signed.authorization,
-                       "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
-                       + "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
-                       + "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
+        XCTAssertEqual(
+            signed.authorization,
+            "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
+                + "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
+                + "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
     }
 
     func testPutObject() {
         let body = Array("Welcome to Amazon S3.".utf8)
         let hash = SigV4Signer.sha256Hex(body)
         XCTAssertEqual(hash, "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072")
-        let signed = signer.sign(method: "PUT", canonicalURI: S3Path.encodeComponent("test$file.text", keepSlash: true).prefixedSlash,
-                                 query: [],
-                                 headers: [("Host", host), ("Date", "Fri, 24 May 2013 00:00:00 GMT"),
-                                           ("x-amz-storage-class", "REDUCED_REDUNDANCY")],
-                                 payloadHash: hash, amzDate: date)
+        let signed = signer.sign(
+            method: "PUT", canonicalURI: S3Path.encodeComponent("test$file.text", keepSlash: true).prefixedSlash,
+            query: [],
+            headers: [
+                ("Host", host), ("Date", "Fri, 24 May 2013 00:00:00 GMT"),
+                ("x-amz-storage-class", "REDUCED_REDUNDANCY"),
+            ],
+            payloadHash: hash, amzDate: date)
         XCTAssertTrue(signed.canonicalRequest.hasPrefix("PUT\n/test%24file.text\n\n"))
         XCTAssertTrue(signed.canonicalRequest.contains("\ndate;host;x-amz-content-sha256;x-amz-date;x-amz-storage-class\n"))
         XCTAssertTrue(signed.stringToSign.hasSuffix("9e0e90d9c76de8fa5b200d8c849cd5b8dc7a3be3951ddb7f6a76b4158342019d"))
@@ -57,8 +68,9 @@ final class SigV4Tests: XCTestCase {
 
     func testGetBucketLifecycle() {
         // The query `?lifecycle` has an empty value: canonical form `lifecycle=`.
-        let signed = signer.sign(method: "GET", canonicalURI: "/", query: [("lifecycle", "")],
-                                 headers: [("Host", host)], payloadHash: SigV4Signer.emptyPayloadHash, amzDate: date)
+        let signed = signer.sign(
+            method: "GET", canonicalURI: "/", query: [("lifecycle", "")],
+            headers: [("Host", host)], payloadHash: SigV4Signer.emptyPayloadHash, amzDate: date)
         XCTAssertTrue(signed.canonicalRequest.hasPrefix("GET\n/\nlifecycle=\n"))
         XCTAssertTrue(signed.stringToSign.hasSuffix("9766c798316ff2757b517bc739a67f6213b4ab36dd5da2f94eaebf79c77395ca"))
         XCTAssertEqual(signed.signature, "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543")
@@ -66,16 +78,18 @@ final class SigV4Tests: XCTestCase {
 
     func testListObjects() {
         // Given out of order: the canonical query sorts them.
-        let signed = signer.sign(method: "GET", canonicalURI: "/", query: [("prefix", "J"), ("max-keys", "2")],
-                                 headers: [("Host", host)], payloadHash: SigV4Signer.emptyPayloadHash, amzDate: date)
+        let signed = signer.sign(
+            method: "GET", canonicalURI: "/", query: [("prefix", "J"), ("max-keys", "2")],
+            headers: [("Host", host)], payloadHash: SigV4Signer.emptyPayloadHash, amzDate: date)
         XCTAssertTrue(signed.canonicalRequest.hasPrefix("GET\n/\nmax-keys=2&prefix=J\n"))
         XCTAssertTrue(signed.stringToSign.hasSuffix("df57d21db20da04d7fa30298dd4488ba3a2b47ca3a489c74750e0f1e7df1b9b7"))
         XCTAssertEqual(signed.signature, "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7")
     }
 
     func testSignedHeadersIncludeTheExactHostWithPort() {
-        let signed = signer.sign(method: "GET", canonicalURI: "/b/k", query: [], headers: [("host", "127.0.0.1:9000")],
-                                 payloadHash: SigV4Signer.unsignedPayload, amzDate: date)
+        let signed = signer.sign(
+            method: "GET", canonicalURI: "/b/k", query: [], headers: [("host", "127.0.0.1:9000")],
+            payloadHash: SigV4Signer.unsignedPayload, amzDate: date)
         XCTAssertTrue(signed.canonicalRequest.contains("\nhost:127.0.0.1:9000\n"))
         XCTAssertTrue(signed.canonicalRequest.hasSuffix("\nUNSIGNED-PAYLOAD"))
         XCTAssertTrue(signed.headers.contains { $0.name == "x-amz-content-sha256" && $0.value == "UNSIGNED-PAYLOAD" })
@@ -95,7 +109,8 @@ final class SigV4Tests: XCTestCase {
     }
 
     func testXMLTextsAreUnescaped() {
-        let xml = "<ListBucketResult><Contents><Key>a &amp; b&lt;c&gt;&quot;&apos;&#233;&#xE9;</Key><Size>3</Size></Contents>"
+        let xml =
+            "<ListBucketResult><Contents><Key>a &amp; b&lt;c&gt;&quot;&apos;&#233;&#xE9;</Key><Size>3</Size></Contents>"
             + "<Contents><Key>x</Key><Size>0</Size></Contents><IsTruncated>false</IsTruncated></ListBucketResult>"
         let entries = S3XML.elements("Contents", in: xml)
         XCTAssertEqual(entries.count, 2)
@@ -105,8 +120,9 @@ final class SigV4Tests: XCTestCase {
 
     func testErrorsAreSortedByWhatToDo() {
         func error(_ status: Int, _ code: String?) -> S3Error {
-            S3Error.fromResponse(status: status, body: code.map { "<Error><Code>\($0)</Code><Message>m</Message></Error>" } ?? "",
-                                 operation: "op")
+            S3Error.fromResponse(
+                status: status, body: code.map { "<Error><Code>\($0)</Code><Message>m</Message></Error>" } ?? "",
+                operation: "op")
         }
         XCTAssertEqual(error(403, "SignatureDoesNotMatch").kind, .authentication)
         XCTAssertEqual(error(403, "InvalidAccessKeyId").kind, .authentication)

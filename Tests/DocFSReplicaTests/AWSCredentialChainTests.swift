@@ -45,7 +45,9 @@ final class AWSCredentialChainTests: XCTestCase {
 
     func testTheEnvironmentComesFirstAndTheConfigFileLast() throws {
         try write(home + "/.aws/credentials", Self.credentials)
-        try write(home + "/.aws/config", """
+        try write(
+            home + "/.aws/config",
+            """
             [default]
             region = us-west-2
             [profile sso]
@@ -53,8 +55,10 @@ final class AWSCredentialChainTests: XCTestCase {
             aws_secret_access_key = config-secret
             region = ap-south-1
             """)
-        let environment = ["HOME": home!, "AWS_ACCESS_KEY_ID": "ENVKEY", "AWS_SECRET_ACCESS_KEY": "env-secret",
-                           "AWS_SESSION_TOKEN": "env-token"]
+        let environment = [
+            "HOME": home!, "AWS_ACCESS_KEY_ID": "ENVKEY", "AWS_SECRET_ACCESS_KEY": "env-secret",
+            "AWS_SESSION_TOKEN": "env-token",
+        ]
         let fromEnvironment = try XCTUnwrap(AWSCredentialChain(environment: environment, explicitFile: nil).resolve())
         XCTAssertEqual(fromEnvironment.credentials.accessKeyID, "ENVKEY")
         XCTAssertEqual(fromEnvironment.credentials.sessionToken, "env-token")

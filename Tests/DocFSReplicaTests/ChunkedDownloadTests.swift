@@ -36,7 +36,7 @@ final class ChunkedDownloadTests: XCTestCase {
         XCTAssertEqual(gap.begin(1), 0)
         XCTAssertTrue(gap.want(500..<510))
         XCTAssertEqual(gap.begin(2), 5)
-        gap.end(1)  // stream 1's request failed or was dropped after chunk 0
+        gap.end(1) // stream 1's request failed or was dropped after chunk 0
         XCTAssertEqual(gap.begin(3), 1, "chunks 1-4: no stream reaches them now")
 
         var empty = ChunkPlan(size: 0, chunkSize: 100)
@@ -64,10 +64,14 @@ final class ChunkedDownloadTests: XCTestCase {
         }
 
         func fetch(_ range: Range<Int64>, _ progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64 {
-            let first = requests.withLock { r -> Bool in r.append(range.lowerBound); return r.count == 1 }
+            let first = requests.withLock { r -> Bool in
+                r.append(range.lowerBound); return r.count == 1
+            }
             if holdingTheStart && range.lowerBound == 0 {
                 await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                    DispatchQueue.global().async { self.held.wait(); c.resume() }
+                    DispatchQueue.global().async {
+                        self.held.wait(); c.resume()
+                    }
                 }
             }
             let fd = open(path, O_WRONLY)
@@ -94,17 +98,20 @@ final class ChunkedDownloadTests: XCTestCase {
 
     /// A download of `size` bytes in chunks of 4 KiB; `outcome` is set when it ends, as the store
     /// does it: the readers hear of the end.
-    func makeDownload(size: Int64, path: String, retryDelays: [Duration] = [.zero, .zero],
-                      fetch: @escaping ContentDownload.Fetch) -> (ContentDownload, XCTestExpectation, Outcome) {
+    func makeDownload(
+        size: Int64, path: String, retryDelays: [Duration] = [.zero, .zero],
+        fetch: @escaping ContentDownload.Fetch
+    ) -> (ContentDownload, XCTestExpectation, Outcome) {
         let done = expectation(description: "the download ends")
         let outcome = Outcome()
-        let download = ContentDownload(row: 1, key: "k", contentVersion: 1, size: size, path: path, chunkSize: 4096, stallTimeout: 30,
-                                       retryDelays: retryDelays, fetch: fetch,
-                                       ended: { download, failure in
-                                           download.arrival.finish(failure.map { ProviderError(.ioError, $0, errno: EIO) })
-                                           outcome.state.withLock { $0 = .some(failure) }
-                                           done.fulfill()
-                                       })
+        let download = ContentDownload(
+            row: 1, key: "k", contentVersion: 1, size: size, path: path, chunkSize: 4096, stallTimeout: 30,
+            retryDelays: retryDelays, fetch: fetch,
+            ended: { download, failure in
+                download.arrival.finish(failure.map { ProviderError(.ioError, $0, errno: EIO) })
+                outcome.state.withLock { $0 = .some(failure) }
+                done.fulfill()
+            })
         return (download, done, outcome)
     }
 
@@ -123,12 +130,12 @@ final class ChunkedDownloadTests: XCTestCase {
         download.start()
 
         // The stream from byte 0 is held; the last bytes still arrive, and right.
-        try download.arrival.waitFor(size - 100 ..< size)
+        try download.arrival.waitFor(size - 100..<size)
         let fd = open(path, O_RDONLY)
         defer { close(fd) }
         var tail = [UInt8](repeating: 0, count: 100)
         XCTAssertEqual(tail.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 100, off_t(size - 100)) }, 100)
-        XCTAssertEqual(tail, (size - 100 ..< size).map { UInt8($0 % 251) })
+        XCTAssertEqual(tail, (size - 100..<size).map { UInt8($0 % 251) })
         XCTAssertFalse(download.arrival.isFinished, "the first stream is still held")
         XCTAssertEqual(server.requests.withLock { $0.sorted() }, [0, 15 * 4096], "one stream from the start, one from the reader's first chunk")
 
@@ -143,7 +150,9 @@ final class ChunkedDownloadTests: XCTestCase {
     }
 
     func testAShortAnswerFailsTheDownloadAndItsReaders() throws {
-        let (download, done, outcome) = makeDownload(size: 10_000, path: "/nonexistent") { range, progress in _ = progress(10); return 10 }
+        let (download, done, outcome) = makeDownload(size: 10_000, path: "/nonexistent") { range, progress in
+            _ = progress(10); return 10
+        }
         download.start()
         XCTAssertThrowsError(try download.arrival.waitForAll())
         wait(for: [done], timeout: 30)

@@ -45,8 +45,9 @@ final class ConflictNamesTests: XCTestCase {
         assertFits(copy)
         XCTAssertTrue(copy.hasPrefix("a (conflicted copy from hostA \(stamp)).eee"), copy)
         // A long base and a long extension share the cut.
-        let both = ConflictNames.copy(of: String(repeating: "b", count: 150) + "." + String(repeating: "e", count: 100),
-                                      host: "hostA", date: day)
+        let both = ConflictNames.copy(
+            of: String(repeating: "b", count: 150) + "." + String(repeating: "e", count: 100),
+            host: "hostA", date: day)
         assertFits(both)
         XCTAssertTrue(both.contains(" (conflicted copy from hostA \(stamp))."), both)
     }

@@ -113,9 +113,12 @@ final class SyncAnchorTests: XCTestCase {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("docfs-anchor-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         try LocalStore.create(at: directory, layout: nil, folders: false)
-        try LocalStore.linkRemote(at: directory, RemoteLink(postgres: "postgres://nobody@127.0.0.1:1/none", bucket: "bucket",
-                                                            prefix: "tree", endpoint: "http://127.0.0.1:1", region: "us-east-1",
-                                                            credentialsFile: nil))
+        try LocalStore.linkRemote(
+            at: directory,
+            RemoteLink(
+                postgres: "postgres://nobody@127.0.0.1:1/none", bucket: "bucket",
+                prefix: "tree", endpoint: "http://127.0.0.1:1", region: "us-east-1",
+                credentialsFile: nil))
         var store: LocalStore! = try LocalStore.open(at: directory, logger: Logger(label: "docfs.anchor.tests"))
         defer { store?.close() }
         try roundTrip(store.replica!)
@@ -145,12 +148,14 @@ final class SyncAnchorTests: XCTestCase {
 final class HeldWritersInStoreTests: ReplicaTestCase {
     func testTheEngineHandsTheStoreItsWatchOnceAcrossRestarts() async throws {
         XCTAssertNil(store.replica?.state.writers, "no watch before an engine")
-        let first = SyncEngine(store: store.replica!, configuration: Self.configuration, logger: logger,
-                               server: server, incomingServer: server, objects: objects, timing: Self.fastTiming)
+        let first = SyncEngine(
+            store: store.replica!, configuration: Self.configuration, logger: logger,
+            server: server, incomingServer: server, objects: objects, timing: Self.fastTiming)
         XCTAssertTrue(store.replica?.state.writers === first.writers, "set at the engine's init, before it starts")
         first.start()
-        let file = try await store.importDocument(contents: Array("mine".utf8), named: "a.txt", toParentItemIdentifier: .rootContainer,
-                                                  attributes: NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o644))
+        let file = try await store.importDocument(
+            contents: Array("mine".utf8), named: "a.txt", toParentItemIdentifier: .rootContainer,
+            attributes: NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o644))
         let row = try XCTUnwrap(store.row(for: file.identifier))
         store.contentsOpenedForWriting(of: file.identifier)
         await first.stop()

@@ -39,10 +39,12 @@ final class InMemoryObjects: ObjectStore {
         return data
     }
 
-    func uploadFile(at path: FilePath, bucket: String, key: String, partSize: Int64, resumeUploadID: String?,
-                    uploadStarted: @Sendable (String) async throws -> Void,
-                    partUploaded: @Sendable (Int) -> Void,
-                    digest: (@Sendable (String) -> Void)?) async throws -> String? {
+    func uploadFile(
+        at path: FilePath, bucket: String, key: String, partSize: Int64, resumeUploadID: String?,
+        uploadStarted: @Sendable (String) async throws -> Void,
+        partUploaded: @Sendable (Int) -> Void,
+        digest: (@Sendable (String) -> Void)?
+    ) async throws -> String? {
         try enter(upload: true)
         let data = try Data(contentsOf: URL(fileURLWithPath: path.string))
         digest?(SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined())
@@ -50,8 +52,10 @@ final class InMemoryObjects: ObjectStore {
         return nil
     }
 
-    func getObject(bucket: String, key: String, range: ClosedRange<Int64>?, toFileAt path: FilePath,
-                   progress: (@Sendable (Int64) -> Void)?) async throws -> Int64 {
+    func getObject(
+        bucket: String, key: String, range: ClosedRange<Int64>?, toFileAt path: FilePath,
+        progress: (@Sendable (Int64) -> Void)?
+    ) async throws -> Int64 {
         try enter(upload: false)
         var data = try object(key)
         if let range { data = data.subdata(in: Int(range.lowerBound)..<min(data.count, Int(range.upperBound) + 1)) }
@@ -60,8 +64,10 @@ final class InMemoryObjects: ObjectStore {
         return Int64(data.count)
     }
 
-    func getObject(bucket: String, key: String, range: Range<Int64>, intoFileAt path: FilePath,
-                   progress: (@Sendable (Int64) -> Bool)?) async throws -> Int64 {
+    func getObject(
+        bucket: String, key: String, range: Range<Int64>, intoFileAt path: FilePath,
+        progress: (@Sendable (Int64) -> Bool)?
+    ) async throws -> Int64 {
         try enter(upload: false)
         let data = try object(key)
         let slice = data.subdata(in: Int(range.lowerBound)..<min(data.count, Int(range.upperBound)))

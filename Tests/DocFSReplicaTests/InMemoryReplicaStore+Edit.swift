@@ -109,8 +109,10 @@ extension InMemoryReplicaStore {
         }
 
         /// The copy takes this replica's contents; the item keeps its row for the server's version.
-        func forkConflictedCopy(of row: Int64, as copyRow: Int64, at place: ReplicaPlace, asked: String, sending seq: Int64,
-                                contentKey: String?) throws(ProviderError) {
+        func forkConflictedCopy(
+            of row: Int64, as copyRow: Int64, at place: ReplicaPlace, asked: String, sending seq: Int64,
+            contentKey: String?
+        ) throws(ProviderError) {
             store.state.withLock { s in
                 s.forks.append(Fork(row: row, copyRow: copyRow, name: place.name, parentRow: place.parentRow))
                 if var copy = s.items[row] {

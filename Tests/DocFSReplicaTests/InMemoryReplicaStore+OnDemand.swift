@@ -27,10 +27,11 @@ extension InMemoryReplicaStore {
 
     func onDemandFile(row: Int64) -> OnDemandFile? {
         guard let item = incomingItem(row) else { return nil }
-        return OnDemandFile(row: row, parent: row == ReplicaRows.root ? nil : item.parentRow, kind: item.kind,
-                            isDownloaded: FileManager.default.fileExists(atPath: contentFile(row).path),
-                            size: item.size, contentVersion: UInt64(item.contentVersion), remoteKey: item.contentKey, allowsEvicting: true,
-                            waiting: state.withLock { $0.outbox.contains { $0.row == row } })
+        return OnDemandFile(
+            row: row, parent: row == ReplicaRows.root ? nil : item.parentRow, kind: item.kind,
+            isDownloaded: FileManager.default.fileExists(atPath: contentFile(row).path),
+            size: item.size, contentVersion: UInt64(item.contentVersion), remoteKey: item.contentKey, allowsEvicting: true,
+            waiting: state.withLock { $0.outbox.contains { $0.row == row } })
     }
 
     func openStoredContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 {
@@ -56,7 +57,8 @@ extension InMemoryReplicaStore {
     func placeDownloadedContents(row: Int64, from path: String, contentVersion: UInt64, key: String) throws(ProviderError) -> Bool {
         try writer.withLock { _ throws(ProviderError) -> Bool in
             guard let file = onDemandFile(row: row), file.isFile, !file.isDownloaded,
-                  file.contentVersion == contentVersion, file.remoteKey == key else { return false }
+                file.contentVersion == contentVersion, file.remoteKey == key
+            else { return false }
             guard rename(path, contentFile(row).path) == 0 else { throw ProviderError.posix(errno, "place \(path)") }
             return true
         }
@@ -73,21 +75,25 @@ extension InMemoryReplicaStore {
     // MARK: For tests
 
     /// A file of the server listed here, its contents here (`text`) or not (nil).
-    func addServerFile(_ row: Int64, _ name: String, size: Int64, text: String?, key: String? = "key", in parent: Int64 = ReplicaRows.root,
-                       version: Int64 = 1) throws {
+    func addServerFile(
+        _ row: Int64, _ name: String, size: Int64, text: String?, key: String? = "key", in parent: Int64 = ReplicaRows.root,
+        version: Int64 = 1
+    ) throws {
         state.withLock { s in
-            s.items[row] = ServerItem(id: row, parentID: parent, name: name, kind: .file, size: size,
-                                      creationTime: FileTime(totalNanoseconds: 1),
-                                      modificationTime: FileTime(totalNanoseconds: 1), contentKey: key, contentVersion: version)
+            s.items[row] = ServerItem(
+                id: row, parentID: parent, name: name, kind: .file, size: size,
+                creationTime: FileTime(totalNanoseconds: 1),
+                modificationTime: FileTime(totalNanoseconds: 1), contentKey: key, contentVersion: version)
         }
         if let text { try Data(text.utf8).write(to: contentFile(row)) }
     }
 
     func addServerFolder(_ row: Int64, _ name: String, in parent: Int64 = ReplicaRows.root) {
         state.withLock { s in
-            s.items[row] = ServerItem(id: row, parentID: parent, name: name, kind: .folder,
-                                      creationTime: FileTime(totalNanoseconds: 1),
-                                      modificationTime: FileTime(totalNanoseconds: 1), posixPermissions: 0o755)
+            s.items[row] = ServerItem(
+                id: row, parentID: parent, name: name, kind: .folder,
+                creationTime: FileTime(totalNanoseconds: 1),
+                modificationTime: FileTime(totalNanoseconds: 1), posixPermissions: 0o755)
         }
     }
 
@@ -130,8 +136,11 @@ struct InMemoryOnDemandPass: OnDemandPassing {
         return all.filter { $0.isFile && $0.isDownloaded == downloaded && $0.parent.map(folders.contains) == true }.map(\.row)
     }
 
-    func evict(_ rows: [Int64], stopAt enough: Int64?, blocker: (OnDemandFile) -> String?)
-        throws(ProviderError) -> (evicted: [Int64], bytes: Int64, kept: [(row: Int64, reason: String)]) {
+    func evict(
+        _ rows: [Int64], stopAt enough: Int64?, blocker: (OnDemandFile) -> String?
+    )
+        throws(ProviderError) -> (evicted: [Int64], bytes: Int64, kept: [(row: Int64, reason: String)])
+    {
         var evicted: [Int64] = []
         var bytes: Int64 = 0
         var kept: [(row: Int64, reason: String)] = []

@@ -70,14 +70,19 @@ final class InMemoryReplicaStore: ReplicaStore {
         }
         if let text { try Data(text.utf8).write(to: contentFile(row)) }
         state.withLock { s in
-            s.items[row] = ServerItem(id: row, parentID: parent, name: name, kind: kind, size: Int64(text?.utf8.count ?? 0),
-                                      creationTime: FileTime(totalNanoseconds: now),
-                                      modificationTime: FileTime(totalNanoseconds: now))
+            s.items[row] = ServerItem(
+                id: row, parentID: parent, name: name, kind: kind, size: Int64(text?.utf8.count ?? 0),
+                creationTime: FileTime(totalNanoseconds: now),
+                modificationTime: FileTime(totalNanoseconds: now))
         }
-        append(.create, row: row, parent: parent, name: name, bytes: Int64(text?.utf8.count ?? 0),
-               details: OutboxDetails(kind: kind, newItem: ReplicatedAttributes(posixPermissions: 0o644,
-                                                                                creationTime: FileTime(totalNanoseconds: now),
-                                                                                modificationTime: FileTime(totalNanoseconds: now))))
+        append(
+            .create, row: row, parent: parent, name: name, bytes: Int64(text?.utf8.count ?? 0),
+            details: OutboxDetails(
+                kind: kind,
+                newItem: ReplicatedAttributes(
+                    posixPermissions: 0o644,
+                    creationTime: FileTime(totalNanoseconds: now),
+                    modificationTime: FileTime(totalNanoseconds: now))))
         return row
     }
 
@@ -86,8 +91,9 @@ final class InMemoryReplicaStore: ReplicaStore {
         let row = currentRow(row)
         try Data(text.utf8).write(to: contentFile(row))
         let now = FileTime(totalNanoseconds: Int64(Date().timeIntervalSince1970 * 1e9))
-        var details = OutboxDetails(changes: AttributeChanges(modificationTime: now),
-                                    contentVersion: base + 1)
+        var details = OutboxDetails(
+            changes: AttributeChanges(modificationTime: now),
+            contentVersion: base + 1)
         details.baseVersion = base
         append(.content, row: row, bytes: Int64(text.utf8.count), details: details)
     }
@@ -109,11 +115,15 @@ final class InMemoryReplicaStore: ReplicaStore {
 
     func contentFile(_ row: Int64) -> URL { contents.appendingPathComponent(String(row)) }
 
-    private func append(_ kind: OutboxEntry.Kind, row: Int64, parent: Int64? = nil, name: String? = nil, bytes: Int64 = 0,
-                        details: OutboxDetails) {
+    private func append(
+        _ kind: OutboxEntry.Kind, row: Int64, parent: Int64? = nil, name: String? = nil, bytes: Int64 = 0,
+        details: OutboxDetails
+    ) {
         let wake = state.withLock { s -> (@Sendable () -> Void)? in
-            s.outbox.append(OutboxEntry(seq: s.nextSeq, id: UUID(), kind: kind, row: row, parent: parent, name: name, bytes: bytes,
-                                        enqueuedNs: Int64(Date().timeIntervalSince1970 * 1e9), details: details))
+            s.outbox.append(
+                OutboxEntry(
+                    seq: s.nextSeq, id: UUID(), kind: kind, row: row, parent: parent, name: name, bytes: bytes,
+                    enqueuedNs: Int64(Date().timeIntervalSince1970 * 1e9), details: details))
             s.nextSeq += 1
             s.lastAppend = .now
             return s.hooks?.wake
@@ -154,7 +164,6 @@ final class InMemoryReplicaStore: ReplicaStore {
         guard let item = state.withLock({ $0.items[row] }) else { return nil }
         return item.kind == .folder ? ["public.folder", "public.item"] : ["public.data", "public.item"]
     }
-
 
     // MARK: The outbox
 

@@ -56,13 +56,17 @@ extension InMemoryServer {
     /// oldest other name, which goes, logged as that name's `unlink`. False: no other name.
     static func passName(_ s: inout State, of itemID: Int64, operationID: UUID, at position: Int64) -> Bool {
         guard var named = s.items.values.filter({ $0.linkOf == itemID && !$0.deleted }).min(by: { $0.id < $1.id }),
-              var item = s.items[itemID] else { return false }
+            var item = s.items[itemID]
+        else { return false }
         named.deleted = true
         named.metadataVersion += 1
         named.changeTime = FileTime(totalNanoseconds: position)
         s.items[named.id] = named
-        log(&s, RemoteChange(position: nextPosition(s), itemID: named.id, kind: .unlink, operationID: operationID,
-                             contentVersion: named.contentVersion, metadataVersion: named.metadataVersion, atNs: position))
+        log(
+            &s,
+            RemoteChange(
+                position: nextPosition(s), itemID: named.id, kind: .unlink, operationID: operationID,
+                contentVersion: named.contentVersion, metadataVersion: named.metadataVersion, atNs: position))
         item.parentID = named.parentID
         item.name = named.name
         item.trashTime = named.trashTime

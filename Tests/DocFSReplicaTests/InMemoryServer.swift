@@ -76,9 +76,17 @@ final class InMemoryServer: ReplicaServer {
     func loseNextAnswer() { state.withLock { $0.loseNextAnswer = true } }
     func goDownAfterNextManifests() { state.withLock { $0.downAfterNextManifests = true } }
     var isDown: Bool { state.withLock { $0.down } }
-    func holdNext(_ call: String, skipping: Int = 0) { state.withLock { $0.holdNext = call; $0.holdSkipping = skipping } }
+    func holdNext(_ call: String, skipping: Int = 0) {
+        state.withLock {
+            $0.holdNext = call; $0.holdSkipping = skipping
+        }
+    }
     var isHolding: Bool { state.withLock { $0.held != nil } }
-    func releaseHold() { state.withLock { s in defer { s.held = nil }; return s.held }?.resume() }
+    func releaseHold() {
+        state.withLock { s in
+            defer { s.held = nil }; return s.held
+        }?.resume()
+    }
     func reachable() { state.withLock { $0.down = false } }
     func reject(name: String) { state.withLock { _ = $0.rejectedNames.insert(name) } }
     func refuseAsInvalid(namesContaining part: String?) { state.withLock { $0.invalidNamesContaining = part } }
@@ -196,8 +204,9 @@ final class InMemoryServer: ReplicaServer {
     /// Blocks in their packs and manifests naming them, as a replica records them (tests' setup).
     func recordBlocks(_ blocks: [StoredBlock], manifests: [BlockManifest]) async throws -> Set<String> {
         for pack in Set(blocks.map(\.pack)) {
-            try await recordPack(pack, size: blocks.filter { $0.pack == pack }.map { $0.offset + $0.length }.max() ?? 0,
-                                 blocks: blocks.filter { $0.pack == pack }, version: nil)
+            try await recordPack(
+                pack, size: blocks.filter { $0.pack == pack }.map { $0.offset + $0.length }.max() ?? 0,
+                blocks: blocks.filter { $0.pack == pack }, version: nil)
         }
         return manifests.isEmpty ? [] : try await recordManifests(manifests, donePacks: [])
     }
@@ -303,21 +312,25 @@ final class InMemoryServer: ReplicaServer {
         let id = operation.id
         switch operation.change {
         case let .create(parent, name, kind, attributes, content):
-            return try await create(operationID: id, parentID: try resolve(parent), name: name, kind: kind, attributes: attributes,
-                                    content: content)
+            return try await create(
+                operationID: id, parentID: try resolve(parent), name: name, kind: kind, attributes: attributes,
+                content: content)
         case let .content(item, expectedVersion, content, modificationTime):
-            return try await newContent(operationID: id, itemID: try resolve(item), expectedVersion: expectedVersion, content: content,
-                                        modificationTime: modificationTime)
+            return try await newContent(
+                operationID: id, itemID: try resolve(item), expectedVersion: expectedVersion, content: content,
+                modificationTime: modificationTime)
         case let .move(item, toParent, name, expectedParentID, expectedName, types):
-            return try await move(operationID: id, itemID: try resolve(item), toParentID: try resolve(toParent), name: name,
-                                  expectedParentID: expectedParentID, expectedName: expectedName, types: types)
+            return try await move(
+                operationID: id, itemID: try resolve(item), toParentID: try resolve(toParent), name: name,
+                expectedParentID: expectedParentID, expectedName: expectedName, types: types)
         case let .delete(item, expectedContentVersion):
             return try await delete(operationID: id, itemID: try resolve(item), expectedContentVersion: expectedContentVersion)
         case let .trash(item):
             return try await trash(operationID: id, itemID: try resolve(item))
         case let .untrash(item, toParent, name, types):
-            return try await untrash(operationID: id, itemID: try resolve(item), toParentID: try resolve(toParent), name: name,
-                                     types: types)
+            return try await untrash(
+                operationID: id, itemID: try resolve(item), toParentID: try resolve(toParent), name: name,
+                types: types)
         case let .attributes(item, changes):
             return try await attributes(operationID: id, itemID: try resolve(item), changes: changes)
         case let .link(item, parent, name):
@@ -325,8 +338,9 @@ final class InMemoryServer: ReplicaServer {
         case let .unlink(name):
             return try await unlink(operationID: id, nameID: try resolve(name))
         case let .moveName(name, toParent, newName, expectedParentID, expectedName):
-            return try await move(operationID: id, itemID: try resolve(name), toParentID: try resolve(toParent), name: newName,
-                                  expectedParentID: expectedParentID, expectedName: expectedName, types: nil, kind: .moveName)
+            return try await move(
+                operationID: id, itemID: try resolve(name), toParentID: try resolve(toParent), name: newName,
+                expectedParentID: expectedParentID, expectedName: expectedName, types: nil, kind: .moveName)
         }
     }
 
@@ -349,24 +363,34 @@ final class InMemoryServer: ReplicaServer {
             let position = Self.nextPosition(s)
             // A name row takes the name operations and (schema 13) trash and untrash; an item the others.
             if let target, let row = s.items[target],
-               row.linkOf != nil ? ![.unlink, .moveName, .trash, .untrash].contains(kind) : [.unlink, .moveName].contains(kind) {
-                throw RemoteError.invalid(row.linkOf == nil
-                    ? "item \(target) is an item, not one of its further names (a \(kind.rawValue) takes a name)"
-                    : "item \(target) is a further name of item \(row.linkOf!) (a \(kind.rawValue) takes an item)")
+                row.linkOf != nil ? ![.unlink, .moveName, .trash, .untrash].contains(kind) : [.unlink, .moveName].contains(kind)
+            {
+                throw RemoteError.invalid(
+                    row.linkOf == nil
+                        ? "item \(target) is an item, not one of its further names (a \(kind.rawValue) takes a name)"
+                        : "item \(target) is a further name of item \(row.linkOf!) (a \(kind.rawValue) takes an item)")
             }
             let (id, _) = try body(&s, position)
             let item = s.items[id]!
             // After what the body logged itself (a name passed on by a delete).
             let logged = Self.nextPosition(s)
-            Self.log(&s, RemoteChange(position: logged, itemID: id, kind: kind, operationID: operationID,
-                                      contentVersion: item.contentVersion, metadataVersion: item.metadataVersion, atNs: position))
-            let change = AppliedChange(itemID: id, contentVersion: item.contentVersion, metadataVersion: item.metadataVersion,
-                                       position: logged, replayed: false, name: item.name)
+            Self.log(
+                &s,
+                RemoteChange(
+                    position: logged, itemID: id, kind: kind, operationID: operationID,
+                    contentVersion: item.contentVersion, metadataVersion: item.metadataVersion, atNs: position))
+            let change = AppliedChange(
+                itemID: id, contentVersion: item.contentVersion, metadataVersion: item.metadataVersion,
+                position: logged, replayed: false, name: item.name)
             s.operations[operationID] = (kind, change)
             return (change, Array(s.listeners.values))
         }
         for listener in listeners { listener(change.position) }
-        if !change.replayed, state.withLock({ s in defer { s.loseNextAnswer = false }; return s.loseNextAnswer }) {
+        if !change.replayed,
+            state.withLock({ s in
+                defer { s.loseNextAnswer = false }; return s.loseNextAnswer
+            })
+        {
             throw RemoteError.unreachable("the connection broke before the answer (injected)")
         }
         return change
@@ -389,20 +413,26 @@ final class InMemoryServer: ReplicaServer {
             // (The server's own identifiers go on from theirs: tests plant from 100 up.)
             s.items[item.id] = item
             let position = Self.nextPosition(s)
-            Self.log(&s, RemoteChange(position: position, itemID: item.id, kind: .create, operationID: UUID(),
-                                      contentVersion: item.contentVersion, metadataVersion: item.metadataVersion, atNs: position))
+            Self.log(
+                &s,
+                RemoteChange(
+                    position: position, itemID: item.id, kind: .create, operationID: UUID(),
+                    contentVersion: item.contentVersion, metadataVersion: item.metadataVersion, atNs: position))
             return (position, Array(s.listeners.values))
         }
         for listener in listeners { listener(position) }
     }
 
     /// A file row by hand: `name` under `parent`, contents at `key` (nil: none) of `size` bytes.
-    static func fileRow(id: Int64, name: String, parent: Int64 = rootID, kind: ItemKind = .file, size: Int64 = 0,
-                        key: String? = nil, target: String? = nil, contentVersion: Int64 = 1) -> ServerItem {
+    static func fileRow(
+        id: Int64, name: String, parent: Int64 = rootID, kind: ItemKind = .file, size: Int64 = 0,
+        key: String? = nil, target: String? = nil, contentVersion: Int64 = 1
+    ) -> ServerItem {
         let one = FileTime(totalNanoseconds: 1)
-        return ServerItem(id: id, parentID: parent, name: name, kind: kind, size: size, creationTime: one, modificationTime: one,
-                          changeTime: one, accessTime: one, posixPermissions: kind == .folder ? 0o755 : 0o644,
-                          symlinkTargetPath: target, contentKey: key, contentVersion: contentVersion)
+        return ServerItem(
+            id: id, parentID: parent, name: name, kind: kind, size: size, creationTime: one, modificationTime: one,
+            changeTime: one, accessTime: one, posixPermissions: kind == .folder ? 0o755 : 0o644,
+            symlinkTargetPath: target, contentKey: key, contentVersion: contentVersion)
     }
 
     /// Block rows and a manifest as they are (no length, hash or sum checked).
@@ -417,8 +447,11 @@ final class InMemoryServer: ReplicaServer {
     func plantChange(at position: Int64, itemID: Int64) {
         let listeners = state.withLock { s -> [@Sendable (Int64) -> Void] in
             s.plantedPositions.insert(position)
-            Self.log(&s, RemoteChange(position: position, itemID: itemID, kind: .attributes, operationID: UUID(),
-                                      contentVersion: 1, metadataVersion: 1, atNs: position))
+            Self.log(
+                &s,
+                RemoteChange(
+                    position: position, itemID: itemID, kind: .attributes, operationID: UUID(),
+                    contentVersion: 1, metadataVersion: 1, atNs: position))
             return Array(s.listeners.values)
         }
         for listener in listeners { listener(position) }
@@ -449,8 +482,10 @@ final class InMemoryServer: ReplicaServer {
         if let part = s.invalidNamesContaining, name.contains(part) { throw RemoteError.invalid("\"\(name)\" is not a valid item name") }
     }
 
-    private func create(operationID: UUID, parentID: Int64, name: String, kind: ItemKind,
-                        attributes: ReplicatedAttributes, content: RemoteContent?) async throws -> AppliedChange {
+    private func create(
+        operationID: UUID, parentID: Int64, name: String, kind: ItemKind,
+        attributes: ReplicatedAttributes, content: RemoteContent?
+    ) async throws -> AppliedChange {
         try apply("createItem", operationID, .create) { s, position in
             try checkRejected(s, name)
             try Self.folder(s, parentID)
@@ -458,21 +493,24 @@ final class InMemoryServer: ReplicaServer {
             s.nextID += 1
             if let content, let hash = content.sha256 { s.hashes[content.key] = hash }
             let free = Self.freeName(s, name, isFolder: kind == .folder, parent: parentID, except: nil)
-            s.items[id] = ServerItem(id: id, parentID: parentID, name: free, kind: kind, size: content?.size ?? 0,
-                                     creationTime: attributes.creationTime,
-                                     modificationTime: attributes.modificationTime,
-                                     changeTime: FileTime(totalNanoseconds: position),
-                                     accessTime: attributes.modificationTime, ownerID: attributes.ownerID,
-                                     groupID: attributes.groupID, posixPermissions: attributes.posixPermissions & 0o7777,
-                                     tagData: ServerTags.data(ServerTags.array(attributes.tagData)),
-                                     symlinkTargetPath: attributes.symlinkTargetPath,
-                                     contentKey: content?.key)
+            s.items[id] = ServerItem(
+                id: id, parentID: parentID, name: free, kind: kind, size: content?.size ?? 0,
+                creationTime: attributes.creationTime,
+                modificationTime: attributes.modificationTime,
+                changeTime: FileTime(totalNanoseconds: position),
+                accessTime: attributes.modificationTime, ownerID: attributes.ownerID,
+                groupID: attributes.groupID, posixPermissions: attributes.posixPermissions & 0o7777,
+                tagData: ServerTags.data(ServerTags.array(attributes.tagData)),
+                symlinkTargetPath: attributes.symlinkTargetPath,
+                contentKey: content?.key)
             return (id, free)
         }
     }
 
-    private func newContent(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
-                            modificationTime: FileTime) async throws -> AppliedChange {
+    private func newContent(
+        operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
+        modificationTime: FileTime
+    ) async throws -> AppliedChange {
         await pauseIfHeld("newContentVersion")
         return try apply("newContentVersion", operationID, .content, target: itemID) { s, position in
             var item = try Self.live(s, itemID)
@@ -492,8 +530,10 @@ final class InMemoryServer: ReplicaServer {
         }
     }
 
-    private func move(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, expectedParentID: Int64?,
-                      expectedName: String?, types: [String]?, kind: RemoteChange.Kind = .move) async throws -> AppliedChange {
+    private func move(
+        operationID: UUID, itemID: Int64, toParentID: Int64, name: String, expectedParentID: Int64?,
+        expectedName: String?, types: [String]?, kind: RemoteChange.Kind = .move
+    ) async throws -> AppliedChange {
         try apply(kind == .move ? "moveItem" : "moveName", operationID, kind, target: itemID) { s, position in
             try checkRejected(s, name)
             var item = try Self.live(s, itemID)

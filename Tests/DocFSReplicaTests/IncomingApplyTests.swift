@@ -12,17 +12,22 @@ final class IncomingApplyTests: XCTestCase {
     override func tearDown() { store.remove() }
 
     /// The server's item as the incoming sync hands it over.
-    func server(_ row: Int64, in parent: Int64 = ReplicaRows.root, _ name: String, _ kind: ItemKind = .file,
-                deleted: Bool = false) -> ServerItem {
-        ServerItem(id: row, parentID: parent, name: name, kind: kind, creationTime: FileTime(totalNanoseconds: 1),
-                   modificationTime: FileTime(totalNanoseconds: 1), deleted: deleted)
+    func server(
+        _ row: Int64, in parent: Int64 = ReplicaRows.root, _ name: String, _ kind: ItemKind = .file,
+        deleted: Bool = false
+    ) -> ServerItem {
+        ServerItem(
+            id: row, parentID: parent, name: name, kind: kind, creationTime: FileTime(totalNanoseconds: 1),
+            modificationTime: FileTime(totalNanoseconds: 1), deleted: deleted)
     }
 
     /// An item this replica has from the server already.
     func have(_ row: Int64, in parent: Int64 = ReplicaRows.root, _ name: String, _ kind: ItemKind = .file) throws {
-        try store.addServerItem(ServerItem(id: row, parentID: parent, name: name, kind: kind,
-                                           creationTime: FileTime(totalNanoseconds: 1),
-                                           modificationTime: FileTime(totalNanoseconds: 1)))
+        try store.addServerItem(
+            ServerItem(
+                id: row, parentID: parent, name: name, kind: kind,
+                creationTime: FileTime(totalNanoseconds: 1),
+                modificationTime: FileTime(totalNanoseconds: 1)))
     }
 
     func testAFolderMovedBelowItselfIsDeferred() throws {
@@ -84,15 +89,19 @@ final class IncomingApplyTests: XCTestCase {
         try have(50, "gone", .folder)
         try have(51, in: 50, "inner", .folder)
         try have(52, in: 51, "file.txt")
-        let result = try store.applyIncoming([server(50, "gone", .folder, deleted: true), server(51, in: 50, "inner", .folder, deleted: true),
-                                              server(52, in: 51, "file.txt", deleted: true)])
+        let result = try store.applyIncoming([
+            server(50, "gone", .folder, deleted: true), server(51, in: 50, "inner", .folder, deleted: true),
+            server(52, in: 51, "file.txt", deleted: true),
+        ])
         XCTAssertEqual(result.applied, 3)
         for row: Int64 in [50, 51, 52] { XCTAssertNil(store.incomingItem(row)) }
     }
 
     func testAParentNotHereIsReportedMissing() throws {
-        let result = try store.applyIncoming([server(61, in: 60, "orphan.txt"), server(63, in: 62, "child", .folder),
-                                              server(62, "parent", .folder)])
+        let result = try store.applyIncoming([
+            server(61, in: 60, "orphan.txt"), server(63, in: 62, "child", .folder),
+            server(62, "parent", .folder),
+        ])
         XCTAssertEqual(result.missingParents, [60], "a parent in the same batch is applied first")
         XCTAssertEqual(result.applied, 2)
         XCTAssertNil(store.incomingItem(61))

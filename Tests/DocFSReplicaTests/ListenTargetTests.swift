@@ -9,8 +9,9 @@ final class ListenTargetTests: XCTestCase {
     let environment = ["AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "HOME": "/nonexistent"]
 
     func link(listen: String?) -> RemoteLink {
-        var link = RemoteLink(postgres: "postgres://laptop:pw-laptop@bouncer.example:6432/docs", bucket: "b", prefix: "p",
-                              endpoint: nil, region: "us-east-1", credentialsFile: nil)
+        var link = RemoteLink(
+            postgres: "postgres://laptop:pw-laptop@bouncer.example:6432/docs", bucket: "b", prefix: "p",
+            endpoint: nil, region: "us-east-1", credentialsFile: nil)
         link.listen = listen
         return link
     }
@@ -28,8 +29,9 @@ final class ListenTargetTests: XCTestCase {
     }
 
     func testTheSameRoleUsesTheServersPassword() throws {
-        let resolved = try ReplicaConfiguration.resolve(link: link(listen: "postgres://laptop@db.example:5432/docs"), store: nil,
-                                                        environment: environment)
+        let resolved = try ReplicaConfiguration.resolve(
+            link: link(listen: "postgres://laptop@db.example:5432/docs"), store: nil,
+            environment: environment)
         guard case .url(let url) = resolved.listen else { return XCTFail("\(resolved.listen)") }
         XCTAssertEqual(url.host, "db.example")
         XCTAssertEqual(url.port, 5432)
@@ -44,13 +46,15 @@ final class ListenTargetTests: XCTestCase {
         try "db.example:5432:docs:listener:pw-listener\n".write(to: pgpass, atomically: true, encoding: .utf8)
         // Read only when no one else may (as libpq does).
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: pgpass.path)
-        let resolved = try ReplicaConfiguration.resolve(link: link(listen: "postgres://listener@db.example:5432/docs"), store: store,
-                                                        environment: environment)
+        let resolved = try ReplicaConfiguration.resolve(
+            link: link(listen: "postgres://listener@db.example:5432/docs"), store: store,
+            environment: environment)
         guard case .url(let url) = resolved.listen else { return XCTFail("\(resolved.listen)") }
         XCTAssertEqual(url.password, "pw-listener")
         // No password anywhere: none (the server may trust the role, or says no at the mount).
-        let bare = try ReplicaConfiguration.resolve(link: link(listen: "postgres://other@db.example:5432/docs"), store: store,
-                                                    environment: environment)
+        let bare = try ReplicaConfiguration.resolve(
+            link: link(listen: "postgres://other@db.example:5432/docs"), store: store,
+            environment: environment)
         guard case .url(let other) = bare.listen else { return XCTFail("\(bare.listen)") }
         XCTAssertNil(other.password)
     }

@@ -47,9 +47,11 @@ final class ReplicaConformanceTests: ReplicaTestCase {
         }
         XCTAssert(report.passed, "\n\(report)")
         XCTAssertEqual(report["a change the provider signals shows through the kernel's caches"], .passed, "\(report)")
-        for check in ["chmod, chown and utimens reach the provider", "truncate changes the provider's contents",
-                      "unlink and rmdir remove the provider's items", "statfs gives the provider's storage statistics",
-                      "the trash round trip keeps the item", "hard links share one item"] {
+        for check in [
+            "chmod, chown and utimens reach the provider", "truncate changes the provider's contents",
+            "unlink and rmdir remove the provider's items", "statfs gives the provider's storage statistics",
+            "the trash round trip keeps the item", "hard links share one item",
+        ] {
             XCTAssertEqual(report[check], .passed, "\(check)\n\(report)")
         }
         try await waitForOutbox()

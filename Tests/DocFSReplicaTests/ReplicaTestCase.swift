@@ -36,8 +36,11 @@ class ReplicaTestCase: XCTestCase {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let url = directory.appendingPathComponent("store")
         try LocalStore.create(at: url, layout: nil, folders: false)
-        try LocalStore.linkRemote(at: url, RemoteLink(postgres: "postgres://nobody@127.0.0.1:1/none", bucket: "bucket", prefix: "tree",
-                                                      endpoint: "http://127.0.0.1:1", region: "us-east-1", credentialsFile: nil))
+        try LocalStore.linkRemote(
+            at: url,
+            RemoteLink(
+                postgres: "postgres://nobody@127.0.0.1:1/none", bucket: "bucket", prefix: "tree",
+                endpoint: "http://127.0.0.1:1", region: "us-east-1", credentialsFile: nil))
         store = try LocalStore.open(at: url, logger: logger)
         server = InMemoryServer()
         objects = InMemoryObjects()
@@ -52,8 +55,9 @@ class ReplicaTestCase: XCTestCase {
     }
 
     func startEngine() {
-        let engine = SyncEngine(store: store.replica!, configuration: Self.configuration, logger: logger,
-                                server: server, incomingServer: server, objects: objects, timing: Self.fastTiming)
+        let engine = SyncEngine(
+            store: store.replica!, configuration: Self.configuration, logger: logger,
+            server: server, incomingServer: server, objects: objects, timing: Self.fastTiming)
         engine.start()
         self.engine = engine
     }
@@ -63,7 +67,7 @@ class ReplicaTestCase: XCTestCase {
         let deadline = ContinuousClock.now + timeout
         while try !condition() {
             if ContinuousClock.now > deadline { XCTFail("timed out waiting until \(what)"); return }
-            try await Task.sleep(for: .milliseconds(10))  // the poll interval, within the deadline
+            try await Task.sleep(for: .milliseconds(10)) // the poll interval, within the deadline
         }
     }
 
@@ -97,14 +101,17 @@ class ReplicaTestCase: XCTestCase {
     func anotherReplicasFileWithADamagedPack() async throws -> String {
         let hash = Array("from elsewhere".utf8).withUnsafeBytes { BlockHash.of($0) }
         objects.put("tree/packs/p1", "xx" + "from elsewhere")
-        let missing = try await server.recordBlocks([StoredBlock(hash: hash, pack: "tree/packs/p1", offset: 2, length: 14)],
-                                                    manifests: [BlockManifest(key: "tree/manifests/m1", size: 14, hashes: [hash])])
+        let missing = try await server.recordBlocks(
+            [StoredBlock(hash: hash, pack: "tree/packs/p1", offset: 2, length: 14)],
+            manifests: [BlockManifest(key: "tree/manifests/m1", size: 14, hashes: [hash])])
         XCTAssertEqual(missing, [])
-        _ = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "report.txt", kind: .file,
-                                        attributes: ReplicatedAttributes(posixPermissions: 0o644,
-                                                                         creationTime: FileTime(totalNanoseconds: 1),
-                                                                         modificationTime: FileTime(totalNanoseconds: 1)),
-                                        content: RemoteContent(key: "tree/manifests/m1", size: 14))
+        _ = try await server.createItem(
+            operationID: UUID(), parentID: InMemoryServer.rootID, name: "report.txt", kind: .file,
+            attributes: ReplicatedAttributes(
+                posixPermissions: 0o644,
+                creationTime: FileTime(totalNanoseconds: 1),
+                modificationTime: FileTime(totalNanoseconds: 1)),
+            content: RemoteContent(key: "tree/manifests/m1", size: 14))
         try await waitUntil("the file is listed here") { (try? store.childItem(named: "report.txt", in: .rootContainer)) != nil }
         objects.put("tree/packs/p1", "xxfrom nowhere!!")
         XCTAssertThrowsError(try localText("report.txt"), "a damaged block is EIO for its reader") { error in
@@ -136,4 +143,3 @@ class ReplicaTestCase: XCTestCase {
         return String(decoding: bytes, as: UTF8.self)
     }
 }
-

@@ -16,11 +16,14 @@ final class RestoredServerTests: ReplicaTestCase {
     func othersFile(_ name: String, _ text: String) async throws -> Int64 {
         let key = "tree/objects/\(UUID().uuidString)"
         objects.put(key, text)
-        return try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: name, kind: .file,
-                                           attributes: ReplicatedAttributes(posixPermissions: 0o644,
-                                                                            creationTime: FileTime(totalNanoseconds: 42),
-                                                                            modificationTime: FileTime(totalNanoseconds: 42)),
-                                           content: RemoteContent(key: key, size: Int64(text.utf8.count))).itemID
+        return try await server.createItem(
+            operationID: UUID(), parentID: InMemoryServer.rootID, name: name, kind: .file,
+            attributes: ReplicatedAttributes(
+                posixPermissions: 0o644,
+                creationTime: FileTime(totalNanoseconds: 42),
+                modificationTime: FileTime(totalNanoseconds: 42)),
+            content: RemoteContent(key: key, size: Int64(text.utf8.count))
+        ).itemID
     }
 
     func testARestoreIsNoticedAfterOtherReplicasWroteAndNothingIsMixedUp() async throws {
@@ -105,8 +108,9 @@ final class RestoredServerTests: ReplicaTestCase {
         XCTAssertEqual(try localText("f0.txt"), "kept by the backup")
         let copy = try XCTUnwrap(tree.keys.first { $0.hasPrefix("clash (conflicted copy") })
         XCTAssertEqual(try localText(copy), "mine, after the backup")
-        XCTAssertFalse(FileManager.default.fileExists(atPath: store.url.appendingPathComponent("recovered").path),
-                       "recovered/ keeps only what could not be put back")
+        XCTAssertFalse(
+            FileManager.default.fileExists(atPath: store.url.appendingPathComponent("recovered").path),
+            "recovered/ keeps only what could not be put back")
         let status = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(engine!.statusJSON().utf8)) as? [String: Any])
         let restore = try XCTUnwrap(status["restore"] as? String, "\(status)")
         XCTAssertTrue(restore.contains("4 item(s) of this replica it lost are put back at their paths (1 under a conflicted-copy name)"), restore)

@@ -14,11 +14,14 @@ final class ServerRowCheckTests: ReplicaTestCase {
     func othersFile(_ name: String, _ text: String) async throws -> Int64 {
         let key = "tree/objects/\(UUID().uuidString.lowercased())"
         objects.put(key, text)
-        return try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: name, kind: .file,
-                                           attributes: ReplicatedAttributes(posixPermissions: 0o644,
-                                                                            creationTime: FileTime(totalNanoseconds: 42),
-                                                                            modificationTime: FileTime(totalNanoseconds: 42)),
-                                           content: RemoteContent(key: key, size: Int64(text.utf8.count))).itemID
+        return try await server.createItem(
+            operationID: UUID(), parentID: InMemoryServer.rootID, name: name, kind: .file,
+            attributes: ReplicatedAttributes(
+                posixPermissions: 0o644,
+                creationTime: FileTime(totalNanoseconds: 42),
+                modificationTime: FileTime(totalNanoseconds: 42)),
+            content: RemoteContent(key: key, size: Int64(text.utf8.count))
+        ).itemID
     }
 
     func rootNames() throws -> Set<String> { Set(try store.enumerateItems(in: .rootContainer).map(\.filename)) }
@@ -137,8 +140,9 @@ final class ServerRowCheckTests: ReplicaTestCase {
         objects.put("tree/packs/p1", String(repeating: "z", count: 64))
         let block = StoredBlock(hash: String(repeating: "a", count: 64), pack: "tree/packs/p1", offset: 0, length: -1)
         server.plant(blocks: [block], manifest: BlockManifest(key: "tree/manifests/bad", size: 4, hashes: [block.hash]))
-        try await plantAndWaitPast([InMemoryServer.fileRow(id: 300, name: "bad.bin", size: 4, key: "tree/manifests/bad")],
-                                   marker: "after.txt")
+        try await plantAndWaitPast(
+            [InMemoryServer.fileRow(id: 300, name: "bad.bin", size: 4, key: "tree/manifests/bad")],
+            marker: "after.txt")
         XCTAssertEqual(try rootNames(), ["after.txt"])
         let aside = await setAside()
         XCTAssertTrue(aside[300]?.contains("has the length -1") == true, "\(aside)")
@@ -169,9 +173,12 @@ final class ServerRowCheckTests: ReplicaTestCase {
 
     /// A lost item's name from before these checks (`..`, a name with `/`) stays inside recovered/.
     func testRecoveredNamesStayInsideRecovered() throws {
-        _ = try store.replica!.applyIncoming([ServerItem(id: 400, parentID: LocalStore.rootRow, name: "..", kind: .file,
-                                                creationTime: FileTime(totalNanoseconds: 1),
-                                                modificationTime: FileTime(totalNanoseconds: 1))])
+        _ = try store.replica!.applyIncoming([
+            ServerItem(
+                id: 400, parentID: LocalStore.rootRow, name: "..", kind: .file,
+                creationTime: FileTime(totalNanoseconds: 1),
+                modificationTime: FileTime(totalNanoseconds: 1))
+        ])
         let kept = store.replica!.keepRecovered(rows: [400], folder: "f")
         let base = store.url.path + "/recovered/f/"
         XCTAssertEqual(kept, [400: base + "item-400"])

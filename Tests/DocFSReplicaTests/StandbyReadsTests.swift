@@ -18,16 +18,18 @@ final class StandbyReadsTests: ReplicaTestCase {
     override func setUp() async throws {
         try await super.setUp()
         standby = InMemoryServer()
-        reads = StandbyReads(primary: server, standby: standby, standbyName: "postgres://r@standby.example:5432/docs",
-                             lagWait: .milliseconds(300))
+        reads = StandbyReads(
+            primary: server, standby: standby, standbyName: "postgres://r@standby.example:5432/docs",
+            lagWait: .milliseconds(300))
     }
 
     /// The standby replays the primary's log up to now.
     func replay() { standby.restore(server.backup()) }
 
     func startEngineReadingFromStandby() {
-        let engine = SyncEngine(store: store.replica!, configuration: Self.configuration, logger: logger,
-                                server: server, incomingServer: reads, objects: objects, timing: Self.fastTiming)
+        let engine = SyncEngine(
+            store: store.replica!, configuration: Self.configuration, logger: logger,
+            server: server, incomingServer: reads, objects: objects, timing: Self.fastTiming)
         engine.start()
         self.engine = engine
     }
@@ -36,9 +38,12 @@ final class StandbyReadsTests: ReplicaTestCase {
     func othersFile(_ name: String, _ text: String) async throws -> Int64 {
         let key = "tree/objects/\(UUID().uuidString)"
         objects.put(key, text)
-        return try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: name, kind: .file,
-                                           attributes: ReplicatedAttributes(posixPermissions: 0o644, creationTime: FileTime(totalNanoseconds: 42), modificationTime: FileTime(totalNanoseconds: 42)),
-                                           content: RemoteContent(key: key, size: Int64(text.utf8.count))).itemID
+        return try await server.createItem(
+            operationID: UUID(), parentID: InMemoryServer.rootID, name: name, kind: .file,
+            attributes: ReplicatedAttributes(
+                posixPermissions: 0o644, creationTime: FileTime(totalNanoseconds: 42), modificationTime: FileTime(totalNanoseconds: 42)),
+            content: RemoteContent(key: key, size: Int64(text.utf8.count))
+        ).itemID
     }
 
     func rootNames() throws -> Set<String> { Set(try store.enumerateItems(in: .rootContainer).map(\.filename)) }
@@ -104,7 +109,7 @@ final class StandbyReadsTests: ReplicaTestCase {
         reads = StandbyReads(primary: server, standby: standby, standbyName: "standby", lagWait: .milliseconds(300))
         startEngineReadingFromStandby()
         _ = try await othersFile("theirs.txt", "theirs")
-        try await Task.sleep(for: .milliseconds(800))  // several catch-ups against the lagging standby
+        try await Task.sleep(for: .milliseconds(800)) // several catch-ups against the lagging standby
         XCTAssertEqual(try rootNames(), ["mine1.txt", "mine2.txt", "mine3.txt"])
         XCTAssertFalse(FileManager.default.fileExists(atPath: store.url.path + "/recovered"))
         replay()
@@ -136,7 +141,10 @@ final class StandbyReadsTests: ReplicaTestCase {
             try await reads.awaitCurrentReads()
             XCTFail("a standby behind the primary was taken as current")
         } catch {
-            XCTAssertEqual("\(error)", "PostgreSQL unreachable: the read standby postgres://r@standby.example:5432/docs has the change log to 0, the server to \(end): waiting for its replay")
+            XCTAssertEqual(
+                "\(error)",
+                "PostgreSQL unreachable: the read standby postgres://r@standby.example:5432/docs has the change log to 0, the server to \(end): waiting for its replay"
+            )
             XCTAssertGreaterThanOrEqual(ContinuousClock.now - started, .milliseconds(300))
         }
         // Any read waits likewise.
@@ -152,8 +160,9 @@ final class StandbyReadsTests: ReplicaTestCase {
     /// "None" from the standby is asked of the primary (a manifest this replica recorded itself).
     func testAManifestTheStandbyLacksComesFromThePrimary() async throws {
         let hash = String(repeating: "a", count: 64)
-        server.plant(blocks: [StoredBlock(hash: hash, pack: "tree/packs/p", offset: 0, length: 3)],
-                     manifest: BlockManifest(key: "tree/manifests/m", size: 3, hashes: [hash]))
+        server.plant(
+            blocks: [StoredBlock(hash: hash, pack: "tree/packs/p", offset: 0, length: 3)],
+            manifest: BlockManifest(key: "tree/manifests/m", size: 3, hashes: [hash]))
         let manifest = try await reads.manifest(key: "tree/manifests/m")
         XCTAssertEqual(manifest?.blocks.map(\.hash), [hash])
         let places = try await reads.places(of: [hash])
@@ -164,8 +173,9 @@ final class StandbyReadsTests: ReplicaTestCase {
     /// A download's lookups while the standby is down come from the primary.
     func testADownloadsLookupsGoToThePrimaryWhileTheStandbyIsDown() async throws {
         let hash = String(repeating: "b", count: 64)
-        server.plant(blocks: [StoredBlock(hash: hash, pack: "tree/packs/q", offset: 0, length: 3)],
-                     manifest: BlockManifest(key: "tree/manifests/n", size: 3, hashes: [hash]))
+        server.plant(
+            blocks: [StoredBlock(hash: hash, pack: "tree/packs/q", offset: 0, length: 3)],
+            manifest: BlockManifest(key: "tree/manifests/n", size: 3, hashes: [hash]))
         replay()
         standby.failNext(RemoteError.unreachable("connection refused"), RemoteError.unreachable("connection refused"))
         let manifest = try await reads.manifest(key: "tree/manifests/n")
@@ -182,8 +192,10 @@ final class StandbyReadsTests: ReplicaTestCase {
         do { _ = try await reads.rootID(); XCTFail("read a standby that is down") } catch {
             XCTAssertEqual("\(error)", "PostgreSQL unreachable: the read standby postgres://r@standby.example:5432/docs: connection refused")
         }
-        _ = try await reads.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "sent.txt", kind: .file,
-                                       attributes: ReplicatedAttributes(posixPermissions: 0o644, creationTime: FileTime(totalNanoseconds: 1), modificationTime: FileTime(totalNanoseconds: 1)))
+        _ = try await reads.createItem(
+            operationID: UUID(), parentID: InMemoryServer.rootID, name: "sent.txt", kind: .file,
+            attributes: ReplicatedAttributes(
+                posixPermissions: 0o644, creationTime: FileTime(totalNanoseconds: 1), modificationTime: FileTime(totalNanoseconds: 1)))
         XCTAssertNotNil(server.tree()["sent.txt"])
         XCTAssertNil(standby.tree()["sent.txt"])
     }
@@ -194,8 +206,9 @@ final class ReadTargetTests: XCTestCase {
     let environment = ["AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "HOME": "/nonexistent"]
 
     func link(read: String?) -> RemoteLink {
-        var link = RemoteLink(postgres: "postgres://laptop:pw-laptop@db.example:5432/docs", bucket: "b", prefix: "p",
-                              endpoint: nil, region: "us-east-1", credentialsFile: nil)
+        var link = RemoteLink(
+            postgres: "postgres://laptop:pw-laptop@db.example:5432/docs", bucket: "b", prefix: "p",
+            endpoint: nil, region: "us-east-1", credentialsFile: nil)
         link.read = read
         return link
     }
@@ -226,8 +239,11 @@ final class ReadTargetTests: XCTestCase {
         let pgpass = store.appendingPathComponent("pgpass")
         try "standby.example:5433:docs:reader:pw-reader\n".write(to: pgpass, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: pgpass.path)
-        let read = try XCTUnwrap(ReplicaConfiguration.resolve(link: link(read: "postgres://reader@standby.example:5433/docs"),
-                                                              store: store, environment: environment).read)
+        let read = try XCTUnwrap(
+            ReplicaConfiguration.resolve(
+                link: link(read: "postgres://reader@standby.example:5433/docs"),
+                store: store, environment: environment
+            ).read)
         XCTAssertEqual(read.password, "pw-reader")
     }
 

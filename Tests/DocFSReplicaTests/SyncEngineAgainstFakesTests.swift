@@ -29,8 +29,9 @@ final class SyncEngineAgainstFakesTests: XCTestCase {
     }
 
     func startEngine() {
-        let engine = SyncEngine(store: store, configuration: ReplicaTestCase.configuration, logger: logger,
-                                server: server, incomingServer: server, objects: objects, timing: ReplicaTestCase.fastTiming)
+        let engine = SyncEngine(
+            store: store, configuration: ReplicaTestCase.configuration, logger: logger,
+            server: server, incomingServer: server, objects: objects, timing: ReplicaTestCase.fastTiming)
         engine.start()
         self.engine = engine
     }
@@ -39,7 +40,7 @@ final class SyncEngineAgainstFakesTests: XCTestCase {
         let deadline = ContinuousClock.now + timeout
         while try !condition() {
             if ContinuousClock.now > deadline { XCTFail("timed out waiting until \(what)"); return }
-            try await Task.sleep(for: .milliseconds(10))  // the poll interval, within the deadline
+            try await Task.sleep(for: .milliseconds(10)) // the poll interval, within the deadline
         }
     }
 
@@ -95,15 +96,19 @@ final class SyncEngineAgainstFakesTests: XCTestCase {
 
     func testAnotherReplicasFileIsAppliedHereWithItsContents() async throws {
         objects.put("tree/objects/theirs", "made elsewhere")
-        let folder = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "shared", kind: .folder,
-                                                 attributes: ReplicatedAttributes(posixPermissions: 0o755,
-                                                                                  creationTime: FileTime(totalNanoseconds: 1),
-                                                                                  modificationTime: FileTime(totalNanoseconds: 1)), content: nil)
-        let file = try await server.createItem(operationID: UUID(), parentID: folder.itemID, name: "note.txt", kind: .file,
-                                               attributes: ReplicatedAttributes(posixPermissions: 0o640,
-                                                                                creationTime: FileTime(totalNanoseconds: 2),
-                                                                                modificationTime: FileTime(totalNanoseconds: 3)),
-                                               content: RemoteContent(key: "tree/objects/theirs", size: 14))
+        let folder = try await server.createItem(
+            operationID: UUID(), parentID: InMemoryServer.rootID, name: "shared", kind: .folder,
+            attributes: ReplicatedAttributes(
+                posixPermissions: 0o755,
+                creationTime: FileTime(totalNanoseconds: 1),
+                modificationTime: FileTime(totalNanoseconds: 1)), content: nil)
+        let file = try await server.createItem(
+            operationID: UUID(), parentID: folder.itemID, name: "note.txt", kind: .file,
+            attributes: ReplicatedAttributes(
+                posixPermissions: 0o640,
+                creationTime: FileTime(totalNanoseconds: 2),
+                modificationTime: FileTime(totalNanoseconds: 3)),
+            content: RemoteContent(key: "tree/objects/theirs", size: 14))
         startEngine()
         try await waitUntil("the file is here") { store.text(ofRow: file.itemID) == "made elsewhere" }
 
@@ -122,21 +127,26 @@ final class SyncEngineAgainstFakesTests: XCTestCase {
     func testAnEditBasedOnAnOlderVersionBecomesAConflictedCopy() async throws {
         objects.put("tree/objects/base", "base")
         objects.put("tree/objects/theirs", "theirs")
-        let made = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "notes.txt", kind: .file,
-                                               attributes: ReplicatedAttributes(posixPermissions: 0o644,
-                                                                                creationTime: FileTime(totalNanoseconds: 1),
-                                                                                modificationTime: FileTime(totalNanoseconds: 1)),
-                                               content: RemoteContent(key: "tree/objects/base", size: 4))
+        let made = try await server.createItem(
+            operationID: UUID(), parentID: InMemoryServer.rootID, name: "notes.txt", kind: .file,
+            attributes: ReplicatedAttributes(
+                posixPermissions: 0o644,
+                creationTime: FileTime(totalNanoseconds: 1),
+                modificationTime: FileTime(totalNanoseconds: 1)),
+            content: RemoteContent(key: "tree/objects/base", size: 4))
         let row = made.itemID
-        try store.addServerItem(ServerItem(id: row, parentID: ReplicaRows.root, name: "notes.txt", kind: .file, size: 4,
-                                           creationTime: FileTime(totalNanoseconds: 1),
-                                           modificationTime: FileTime(totalNanoseconds: 1), contentKey: "tree/objects/base"))
+        try store.addServerItem(
+            ServerItem(
+                id: row, parentID: ReplicaRows.root, name: "notes.txt", kind: .file, size: 4,
+                creationTime: FileTime(totalNanoseconds: 1),
+                modificationTime: FileTime(totalNanoseconds: 1), contentKey: "tree/objects/base"))
         let position = try await server.latestPosition()
         try store.setSyncAnchor(position, witness: try await server.change(at: position)?.operationID)
         // Another replica's version 2 reaches the server; this replica writes over version 1.
-        _ = try await server.newContentVersion(operationID: UUID(), itemID: row, expectedVersion: 1,
-                                               content: RemoteContent(key: "tree/objects/theirs", size: 6),
-                                               modificationTime: FileTime(totalNanoseconds: 2))
+        _ = try await server.newContentVersion(
+            operationID: UUID(), itemID: row, expectedVersion: 1,
+            content: RemoteContent(key: "tree/objects/theirs", size: 6),
+            modificationTime: FileTime(totalNanoseconds: 2))
         try store.write("mine", to: row, base: 1)
         startEngine()
         try await waitForOutbox()

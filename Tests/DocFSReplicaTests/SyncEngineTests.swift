@@ -29,8 +29,9 @@ final class SyncEngineTests: ReplicaTestCase {
     }
 
     func testAnUnreachableServerIsRetriedAndNothingIsDoubled() async throws {
-        server.failNext(RemoteError.unreachable("connection refused"), RemoteError.unreachable("connection refused"),
-                        RemoteError.unreachable("connection refused"))
+        server.failNext(
+            RemoteError.unreachable("connection refused"), RemoteError.unreachable("connection refused"),
+            RemoteError.unreachable("connection refused"))
         objects.failNext(S3Error(kind: .unreachable, message: "connection reset"))
         _ = try await importFile("a.txt", "first")
         _ = try await importFile("b.txt", "second")
@@ -101,9 +102,10 @@ final class SyncEngineTests: ReplicaTestCase {
         await engine!.stop()
         engine = nil
         objects.put("tree/objects/theirs", "theirs")
-        _ = try await server.newContentVersion(operationID: UUID(), itemID: id, expectedVersion: 1,
-                                               content: RemoteContent(key: "tree/objects/theirs", size: 6),
-                                               modificationTime: FileTime(totalNanoseconds: 1))
+        _ = try await server.newContentVersion(
+            operationID: UUID(), itemID: id, expectedVersion: 1,
+            content: RemoteContent(key: "tree/objects/theirs", size: 6),
+            modificationTime: FileTime(totalNanoseconds: 1))
         return try await modify(try store.item(for: file.identifier), "mine")
     }
 
@@ -150,7 +152,8 @@ final class SyncEngineTests: ReplicaTestCase {
         XCTAssertEqual(try localText("notes.txt"), "mine", "the edit stays here")
         XCTAssertEqual(serverText("notes.txt"), "theirs")
         let row = store.replica!.currentRow(LocalStore.row(for: file.identifier)!)
-        XCTAssertTrue(store.replica!.syncError(of: row)?.contains("not a valid item name") ?? false, "\(String(describing: store.replica!.syncError(of: row)))")
+        XCTAssertTrue(
+            store.replica!.syncError(of: row)?.contains("not a valid item name") ?? false, "\(String(describing: store.replica!.syncError(of: row)))")
 
         server.refuseAsInvalid(namesContaining: nil)
         try await store.retrySync(of: file.identifier)
@@ -210,16 +213,20 @@ final class SyncEngineTests: ReplicaTestCase {
 
     func testAnotherReplicasChangesArriveAndDownloadWhenOpened() async throws {
         startEngine()
-        let folder = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "shared", kind: .folder,
-                                                 attributes: ReplicatedAttributes(posixPermissions: 0o755,
-                                                                                  creationTime: FileTime(totalNanoseconds: 1),
-                                                                                  modificationTime: FileTime(totalNanoseconds: 1)), content: nil)
+        let folder = try await server.createItem(
+            operationID: UUID(), parentID: InMemoryServer.rootID, name: "shared", kind: .folder,
+            attributes: ReplicatedAttributes(
+                posixPermissions: 0o755,
+                creationTime: FileTime(totalNanoseconds: 1),
+                modificationTime: FileTime(totalNanoseconds: 1)), content: nil)
         objects.put("tree/objects/report", "from elsewhere")
-        _ = try await server.createItem(operationID: UUID(), parentID: folder.itemID, name: "report.txt", kind: .file,
-                                        attributes: ReplicatedAttributes(posixPermissions: 0o644,
-                                                                         creationTime: FileTime(totalNanoseconds: 1),
-                                                                         modificationTime: FileTime(totalNanoseconds: 1)),
-                                        content: RemoteContent(key: "tree/objects/report", size: 14))
+        _ = try await server.createItem(
+            operationID: UUID(), parentID: folder.itemID, name: "report.txt", kind: .file,
+            attributes: ReplicatedAttributes(
+                posixPermissions: 0o644,
+                creationTime: FileTime(totalNanoseconds: 1),
+                modificationTime: FileTime(totalNanoseconds: 1)),
+            content: RemoteContent(key: "tree/objects/report", size: 14))
         try await waitUntil("the file is listed here") {
             let shared = try? store.childItem(named: "shared", in: .rootContainer)
             return shared.flatMap { try? store.childItem(named: "report.txt", in: $0.identifier) } != nil
@@ -232,8 +239,9 @@ final class SyncEngineTests: ReplicaTestCase {
         XCTAssertEqual(store.replica!.outboxCounts.pending, 0, "what arrived is not sent back")
 
         // Renamed and deleted there: followed here.
-        _ = try await server.moveItem(operationID: UUID(), itemID: report.identifier.rawValue.int64!, toParentID: InMemoryServer.rootID,
-                                      name: "moved.txt", expectedParentID: nil, expectedName: nil, types: nil)
+        _ = try await server.moveItem(
+            operationID: UUID(), itemID: report.identifier.rawValue.int64!, toParentID: InMemoryServer.rootID,
+            name: "moved.txt", expectedParentID: nil, expectedName: nil, types: nil)
         try await waitUntil("the move is here") { (try? store.childItem(named: "moved.txt", in: .rootContainer)) != nil }
         _ = try await server.deleteItem(operationID: UUID(), itemID: folder.itemID, expectedContentVersion: nil)
         try await waitUntil("the delete is here") { (try? store.childItem(named: "shared", in: .rootContainer)) == nil }
@@ -258,13 +266,15 @@ extension SyncEngineTests {
         // Another replica's file whose object was replaced in the bucket after its upload.
         objects.put("tree/objects/report", "from elsewhere")
         let hash = DownloadVerifier.sha256(ofFileAt: try staged("probe2", "from elsewhere").path)
-        _ = try await server.createItem(operationID: UUID(), parentID: InMemoryServer.rootID, name: "report.txt", kind: .file,
-                                        attributes: ReplicatedAttributes(posixPermissions: 0o644,
-                                                                         creationTime: FileTime(totalNanoseconds: 1),
-                                                                         modificationTime: FileTime(totalNanoseconds: 1)),
-                                        content: RemoteContent(key: "tree/objects/report", size: 14, sha256: hash))
+        _ = try await server.createItem(
+            operationID: UUID(), parentID: InMemoryServer.rootID, name: "report.txt", kind: .file,
+            attributes: ReplicatedAttributes(
+                posixPermissions: 0o644,
+                creationTime: FileTime(totalNanoseconds: 1),
+                modificationTime: FileTime(totalNanoseconds: 1)),
+            content: RemoteContent(key: "tree/objects/report", size: 14, sha256: hash))
         try await waitUntil("the file is listed here") { (try? store.childItem(named: "report.txt", in: .rootContainer)) != nil }
-        objects.put("tree/objects/report", "from nowhere!!")   // same size, other bytes
+        objects.put("tree/objects/report", "from nowhere!!") // same size, other bytes
         XCTAssertThrowsError(try localText("report.txt"), "a damaged object is EIO for its reader") { error in
             XCTAssertEqual((error as? ProviderError)?.errno, EIO, "\(error)")
         }
@@ -387,15 +397,23 @@ extension SyncEngineTests {
 
         // Another replica's name of the same file: a second name here, the same item.
         let itemID = tree["a.txt"]!.id
-        let c = try await server.applyOne(RemoteOperation(id: UUID(), .link(item: .item(itemID), parent: .item(InMemoryServer.rootID),
-                                                                            name: "c.txt")))
+        let c = try await server.applyOne(
+            RemoteOperation(
+                id: UUID(),
+                .link(
+                    item: .item(itemID), parent: .item(InMemoryServer.rootID),
+                    name: "c.txt")))
         try await waitUntil("the name is here") { (try? store.childItem(named: "c.txt", in: .rootContainer)) != nil }
         XCTAssertEqual(try store.childItem(named: "c.txt", in: .rootContainer).identifier, a.identifier)
         XCTAssertEqual(try store.item(for: a.identifier).linkCount, 3)
         XCTAssertEqual(try localText("c.txt"), "one")
         // Moved and removed there: followed here; nothing is sent back.
-        _ = try await server.applyOne(RemoteOperation(id: UUID(), .moveName(name: .item(c.itemID), toParent: .item(tree["docs/"]!.id),
-                                                                           newName: "d.txt", expectedParentID: nil, expectedName: nil)))
+        _ = try await server.applyOne(
+            RemoteOperation(
+                id: UUID(),
+                .moveName(
+                    name: .item(c.itemID), toParent: .item(tree["docs/"]!.id),
+                    newName: "d.txt", expectedParentID: nil, expectedName: nil)))
         try await waitUntil("the move is here") { (try? store.childItem(named: "d.txt", in: folder.identifier)) != nil }
         _ = try await server.applyOne(RemoteOperation(id: UUID(), .unlink(name: .item(c.itemID))))
         try await waitUntil("the name is gone here") { (try? store.item(for: a.identifier).linkCount) == 2 }
@@ -407,8 +425,9 @@ extension SyncEngineTests {
     /// refuse) waits for the file instead of being passed over: the change log names it once.
     func testANameWhoseFileIsNotHereWaitsForIt() throws {
         func row(_ id: Int64, _ parent: Int64, _ name: String, _ kind: ItemKind, linkOf: Int64? = nil) -> ServerItem {
-            ServerItem(id: id, parentID: parent, name: name, kind: kind, creationTime: FileTime(totalNanoseconds: 1),
-                       modificationTime: FileTime(totalNanoseconds: 1), linkOf: linkOf)
+            ServerItem(
+                id: id, parentID: parent, name: name, kind: kind, creationTime: FileTime(totalNanoseconds: 1),
+                modificationTime: FileTime(totalNanoseconds: 1), linkOf: linkOf)
         }
         let name = row(402, LocalStore.rootRow, "l.txt", .file, linkOf: 401)
         var result = try store.replica!.applyIncoming([name])
@@ -425,8 +444,9 @@ extension SyncEngineTests {
     /// The in-memory server refuses what the real one's name checks refuse.
     func testTheInMemoryServerChecksNamesAsTheRealOne() async throws {
         let root = InMemoryServer.rootID
-        let attributes = ReplicatedAttributes(posixPermissions: 0o644, creationTime: FileTime(totalNanoseconds: 1),
-                                              modificationTime: FileTime(totalNanoseconds: 1))
+        let attributes = ReplicatedAttributes(
+            posixPermissions: 0o644, creationTime: FileTime(totalNanoseconds: 1),
+            modificationTime: FileTime(totalNanoseconds: 1))
         let folder = try await server.createItem(operationID: UUID(), parentID: root, name: "f", kind: .folder, attributes: attributes)
         let file = try await server.createItem(operationID: UUID(), parentID: root, name: "a", kind: .file, attributes: attributes)
         func refused(_ change: RemoteOperation.Change, _ what: String) async {
@@ -443,16 +463,21 @@ extension SyncEngineTests {
         XCTAssertEqual(name.name, "a")
         await refused(.link(item: .item(name.itemID), parent: .item(root), name: "c"), "a link of a name")
         await refused(.unlink(name: .item(file.itemID)), "an unlink of an item")
-        await refused(.move(item: .item(name.itemID), toParent: .item(root), name: "m", expectedParentID: nil, expectedName: nil, types: nil),
-                      "a move of a name")
+        await refused(
+            .move(item: .item(name.itemID), toParent: .item(root), name: "m", expectedParentID: nil, expectedName: nil, types: nil),
+            "a move of a name")
         // One name in the trash (schema 13): only out of it into a live folder.
         await refused(.untrash(item: .item(name.itemID), toParent: .item(root), name: "u", types: nil), "an untrash of a live name")
         _ = try await server.applyOne(RemoteOperation(id: UUID(), .trash(item: .item(name.itemID))))
         XCTAssertNotNil(server.state.withLock { $0.items[name.itemID]?.trashTime })
         await refused(.untrash(item: .item(name.itemID), toParent: .item(file.itemID), name: "u", types: nil), "an untrash into a file")
         await refused(.untrash(item: .item(name.itemID), toParent: .item(name.itemID), name: "u", types: nil), "an untrash into a name")
-        let back = try await server.applyOne(RemoteOperation(id: UUID(), .untrash(item: .item(name.itemID), toParent: .item(folder.itemID),
-                                                                                 name: "a", types: nil)))
+        let back = try await server.applyOne(
+            RemoteOperation(
+                id: UUID(),
+                .untrash(
+                    item: .item(name.itemID), toParent: .item(folder.itemID),
+                    name: "a", types: nil)))
         XCTAssertEqual(back.name, "a")
         _ = try await server.trashItem(operationID: UUID(), itemID: folder.itemID)
         await refused(.link(item: .item(file.itemID), parent: .item(folder.itemID), name: "d"), "a link into a trashed folder")

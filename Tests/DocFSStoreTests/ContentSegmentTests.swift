@@ -3,7 +3,7 @@ import Foundation
 import DocFSProvider
 @testable import DocFSStore
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `ContentSegments` on its own: append and read back, the torn tail of an append a crash
@@ -70,7 +70,7 @@ final class ContentSegmentTests: XCTestCase {
         let fd = open(path, O_WRONLY | O_APPEND)
         XCTAssertGreaterThanOrEqual(fd, 0)
         var garbage = [UInt8](repeating: 0, count: 64)
-        garbage[0] = 0x44; garbage[1] = 0x53; garbage[2] = 0x45; garbage[3] = 0x47  // the magic, then nonsense
+        garbage[0] = 0x44; garbage[1] = 0x53; garbage[2] = 0x45; garbage[3] = 0x47 // the magic, then nonsense
         garbage[4] = 8
         XCTAssertEqual(write(fd, &garbage, garbage.count), garbage.count)
         close(fd)
@@ -231,7 +231,7 @@ final class SegmentStoreTests: StoreTestCase {
         XCTAssertNil(try store.openStoredSlice(of: large.identifier), "a file with a content file of its own")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: segmentsDir), ["1"])
         try await store.synchronize()
-        try reopen()  // without segments on: what is stored is still read
+        try reopen() // without segments on: what is stored is still read
         XCTAssertEqual(try contents(of: small.identifier), "small bytes")
         store.close()
         store = nil
@@ -291,7 +291,7 @@ final class SegmentStoreTests: StoreTestCase {
         for (index, (item, _)) in items.enumerated() where index % 6 != 0 {
             try await store.deleteItem(withIdentifier: item.identifier)
         }
-        store.contents.reaper.drain()  // waits for the compaction the deletes scheduled
+        store.contents.reaper.drain() // waits for the compaction the deletes scheduled
         XCTAssertTrue(store.contents.segments.mostlyDead().isEmpty)
         let after = try FileManager.default.contentsOfDirectory(atPath: segmentsDir).count
         XCTAssertLessThan(after, before, "mostly dead segments were removed")

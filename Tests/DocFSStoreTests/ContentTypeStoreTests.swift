@@ -6,16 +6,19 @@ import DocFSProvider
 /// The store's content-type rules without a mount: admission by name, by bytes at import and at
 /// modify, document validation, moves, package sizes, view-only types, layout checks.
 final class ContentTypeStoreTests: StoreTestCase {
-    static let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 0x0D] + Array("IHDR".utf8) + [0, 0, 0, 1, 0, 0, 0, 1, 8, 0, 0, 0, 0]
+    static let png: [UInt8] =
+        [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 0x0D] + Array("IHDR".utf8) + [0, 0, 0, 1, 0, 0, 0, 1, 8, 0, 0, 0, 0]
 
-    let layout = Layout(types: [
-        .init(identifier: "com.example.deck", conformsTo: ["com.apple.package"], extensions: ["deck"]),
-        .init(identifier: "com.example.log", conformsTo: ["public.plain-text"], extensions: ["log"], viewOnly: true),
-    ], folders: [
-        .init(path: "Photos", allowedContentTypes: ["public.image"]),
-        .init(path: "Notes", allowedContentTypes: ["public.text"]),
-        .init(path: "Strict", allowedContentTypes: ["image/png"], subfolders: false),
-    ])
+    let layout = Layout(
+        types: [
+            .init(identifier: "com.example.deck", conformsTo: ["com.apple.package"], extensions: ["deck"]),
+            .init(identifier: "com.example.log", conformsTo: ["public.plain-text"], extensions: ["log"], viewOnly: true),
+        ],
+        folders: [
+            .init(path: "Photos", allowedContentTypes: ["public.image"]),
+            .init(path: "Notes", allowedContentTypes: ["public.text"]),
+            .init(path: "Strict", allowedContentTypes: ["image/png"], subfolders: false),
+        ])
 
     override func setUpWithError() throws {
         try super.setUpWithError()
@@ -104,7 +107,8 @@ final class ContentTypeStoreTests: StoreTestCase {
         close(fd)
         XCTAssertEqual(Array(buf[0..<max(n, 0)]), Array("fine".utf8))
         // Unrestricted folders store bytes as they come.
-        let latin = try await store.importDocument(at: try stageBytes("latin1.txt", [0x47, 0x72, 0xFC, 0x0A]), toParentItemIdentifier: .rootContainer)
+        let latin = try await store.importDocument(
+            at: try stageBytes("latin1.txt", [0x47, 0x72, 0xFC, 0x0A]), toParentItemIdentifier: .rootContainer)
         XCTAssertEqual(latin.contentType, .plainText)
     }
 
@@ -146,11 +150,14 @@ final class ContentTypeStoreTests: StoreTestCase {
 
     func testLayoutWithUnknownAllowedTypeIsRefusedAtInit() throws {
         let other = directory.appendingPathComponent("other")
-        XCTAssertThrowsError(try LocalStore.create(at: other, layout: Layout(folders: [.init(path: "In", allowedContentTypes: ["public.imge"])]))) { error in
+        XCTAssertThrowsError(try LocalStore.create(at: other, layout: Layout(folders: [.init(path: "In", allowedContentTypes: ["public.imge"])]))) {
+            error in
             XCTAssertTrue("\(error)".contains("public.imge"), "\(error)")
         }
         XCTAssertFalse(FileManager.default.fileExists(atPath: other.appendingPathComponent("store.sqlite").path))
-        XCTAssertNoThrow(try LocalStore.create(at: directory.appendingPathComponent("third"),
-                                               layout: Layout(folders: [.init(path: "In", allowedContentTypes: ["image/png", "public.image"])])))
+        XCTAssertNoThrow(
+            try LocalStore.create(
+                at: directory.appendingPathComponent("third"),
+                layout: Layout(folders: [.init(path: "In", allowedContentTypes: ["image/png", "public.image"])])))
     }
 }

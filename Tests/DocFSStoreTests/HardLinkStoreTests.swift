@@ -41,8 +41,12 @@ final class HardLinkStoreTests: StoreTestCase {
         try makeStore()
         let a = try await importFile("a.txt")
         let d = try await mkdir("d")
-        await expectError(.notPermitted) { try await self.store.linkItem(withIdentifier: d.identifier, toParentItemIdentifier: .rootContainer, name: "e") }
-        await expectError(.filenameCollision) { try await self.store.linkItem(withIdentifier: a.identifier, toParentItemIdentifier: .rootContainer, name: "d") }
+        await expectError(.notPermitted) {
+            try await self.store.linkItem(withIdentifier: d.identifier, toParentItemIdentifier: .rootContainer, name: "e")
+        }
+        await expectError(.filenameCollision) {
+            try await self.store.linkItem(withIdentifier: a.identifier, toParentItemIdentifier: .rootContainer, name: "d")
+        }
         XCTAssertEqual(try store.item(for: a.identifier).linkCount, 1)
     }
 
@@ -60,8 +64,9 @@ final class HardLinkStoreTests: StoreTestCase {
         XCTAssertEqual(try contents(of: a.identifier), "alpha")
         // A move of one name, then over another item's name.
         let other = try await importFile("o.txt", "other")
-        let moved = try await store.moveName("b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
-                                             toParentItemIdentifier: .rootContainer, newName: "o.txt")
+        let moved = try await store.moveName(
+            "b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
+            toParentItemIdentifier: .rootContainer, newName: "o.txt")
         XCTAssertEqual(moved.identifier, a.identifier)
         XCTAssertThrowsError(try store.item(for: other.identifier))
         XCTAssertEqual(try names(), ["c.txt", "d", "o.txt"])
@@ -89,12 +94,14 @@ final class HardLinkStoreTests: StoreTestCase {
         _ = try await store.linkItem(withIdentifier: a.identifier, toParentItemIdentifier: d.identifier, name: "b.txt")
         let o = try await importFile("o.txt", "other")
         await expectError(.filenameCollision) {
-            try await self.store.reparentItem(withIdentifier: o.identifier, toParentItemWithIdentifier: d.identifier,
-                                              newName: "b.txt", replacing: a.identifier)
+            try await self.store.reparentItem(
+                withIdentifier: o.identifier, toParentItemWithIdentifier: d.identifier,
+                newName: "b.txt", replacing: a.identifier)
         }
         await expectError(.busy) {
-            try await self.store.reparentItem(withIdentifier: o.identifier, toParentItemWithIdentifier: .rootContainer,
-                                              newName: "a.txt", replacing: a.identifier)
+            try await self.store.reparentItem(
+                withIdentifier: o.identifier, toParentItemWithIdentifier: .rootContainer,
+                newName: "a.txt", replacing: a.identifier)
         }
         try await store.deleteItem(withIdentifier: a.identifier)
         XCTAssertEqual(try names(), ["d", "o.txt"])
@@ -116,7 +123,10 @@ final class HardLinkStoreTests: StoreTestCase {
         let queue = try DatabaseQueue(path: storeURL.appendingPathComponent("store.sqlite").path)
         try queue.inDatabase { db in
             try db.execute(sql: "UPDATE item SET links = 5 WHERE name = 'a.txt'")
-            try db.execute(sql: "INSERT INTO item (parent, name, kind, contentType, created, modified, caps, perms, linkOf) VALUES (1, 'ghost', 0, 'public.data', 0, 0, 0, 420, 999)")
+            try db.execute(
+                sql:
+                    "INSERT INTO item (parent, name, kind, contentType, created, modified, caps, perms, linkOf) VALUES (1, 'ghost', 0, 'public.data', 0, 0, 0, 420, 999)"
+            )
         }
         try queue.close()
         let found = try StoreChecker.check(at: storeURL, repair: false)
@@ -133,9 +143,10 @@ final class HardLinkStoreTests: StoreTestCase {
     func testDeviceNodesKeepTheirNumbers() async throws {
         try makeStore()
         var attributes = NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o644)
-        attributes.deviceNumber = 0x0103  // makedev(1, 3)
-        let node = try await store.createSpecialItem(withName: "null", kind: .characterDevice, inParentItemIdentifier: .rootContainer,
-                                                     attributes: attributes)
+        attributes.deviceNumber = 0x0103 // makedev(1, 3)
+        let node = try await store.createSpecialItem(
+            withName: "null", kind: .characterDevice, inParentItemIdentifier: .rootContainer,
+            attributes: attributes)
         XCTAssertEqual(node.kind, .characterDevice)
         XCTAssertEqual(node.deviceNumber, 0x0103)
         XCTAssertThrowsError(try store.openContents(of: node.identifier))
@@ -157,8 +168,9 @@ final class HardLinkStoreTests: StoreTestCase {
         let a = try await importFile("a.txt", "alpha")
         let d = try await mkdir("d")
         _ = try await store.linkItem(withIdentifier: a.identifier, toParentItemIdentifier: d.identifier, name: "b.txt")
-        let trashed = try await store.moveName("b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
-                                               toParentItemIdentifier: .trashContainer, newName: "b.txt")
+        let trashed = try await store.moveName(
+            "b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
+            toParentItemIdentifier: .trashContainer, newName: "b.txt")
         XCTAssertEqual([trashed.parentIdentifier, trashed.identifier], [.trashContainer, a.identifier])
         XCTAssertEqual(trashed.linkCount, 2, "a name in the trash is still a name")
         XCTAssertEqual(store.trashOrigin(of: a.identifier), TrashOrigin(parentIdentifier: d.identifier, filename: "b.txt"))
@@ -170,10 +182,12 @@ final class HardLinkStoreTests: StoreTestCase {
         _ = try await store.untrashItem(withIdentifier: d.identifier, toParentItemIdentifier: .rootContainer, newName: "d")
         // The item's own name in the trash: the origin is its; removing it passes the place (and
         // a trashed name's origin) to another name.
-        _ = try await store.moveName("a.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: a.identifier,
-                                     toParentItemIdentifier: .trashContainer, newName: "a.txt")
-        _ = try await store.moveName("b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
-                                     toParentItemIdentifier: .trashContainer, newName: "b2.txt")
+        _ = try await store.moveName(
+            "a.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: a.identifier,
+            toParentItemIdentifier: .trashContainer, newName: "a.txt")
+        _ = try await store.moveName(
+            "b.txt", inParentItemIdentifier: d.identifier, ofItemWithIdentifier: a.identifier,
+            toParentItemIdentifier: .trashContainer, newName: "b2.txt")
         XCTAssertEqual(store.trashOrigin(of: a.identifier), TrashOrigin(parentIdentifier: .rootContainer, filename: "a.txt"))
         try await store.removeName("a.txt", inParentItemIdentifier: .trashContainer, ofItemWithIdentifier: a.identifier)
         XCTAssertEqual(try store.item(for: a.identifier).linkCount, 1)

@@ -16,8 +16,9 @@ final class ItemKindEncodingTests: XCTestCase {
     }
 
     func testWordsOfTheServerAndTheOutbox() {
-        XCTAssertEqual(Self.all.map(\.storedName),
-                       ["file", "directory", "symlink", "fifo", "socket", "characterDevice", "blockDevice"])
+        XCTAssertEqual(
+            Self.all.map(\.storedName),
+            ["file", "directory", "symlink", "fifo", "socket", "characterDevice", "blockDevice"])
         for kind in Self.all { XCTAssertEqual(ItemKind(storedName: kind.storedName), kind) }
         XCTAssertNil(ItemKind(storedName: "folder"))
         XCTAssertEqual(Self.all.filter(\.isReplicated), [.file, .folder, .symlink])

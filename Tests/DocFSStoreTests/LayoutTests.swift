@@ -48,7 +48,8 @@ final class LayoutTests: XCTestCase {
         let layout = try Layout.load(from: write(Self.sampleYAML, to: "layout.yaml"))
         XCTAssertTrue(layout.trash)
         XCTAssertEqual(layout.types.count, 2)
-        XCTAssertEqual(layout.types[0], Layout.TypeDeclaration(identifier: "com.example.invoice", conformsTo: ["com.adobe.pdf"], extensions: ["invoice"]))
+        XCTAssertEqual(
+            layout.types[0], Layout.TypeDeclaration(identifier: "com.example.invoice", conformsTo: ["com.adobe.pdf"], extensions: ["invoice"]))
         XCTAssertTrue(layout.types[1].viewOnly)
         XCTAssertEqual(layout.folders.map(\.path), ["Inbox", "Archive", "Projects", "Projects/Team"])
         let inbox = try XCTUnwrap(layout.folder(atPath: "Inbox"))
@@ -80,7 +81,8 @@ final class LayoutTests: XCTestCase {
     }
 
     func testBadCapabilityWordNamesFileLineAndWord() throws {
-        let url = try write("""
+        let url = try write(
+            """
             folders:
               - path: Inbox
                 capabilities: [read, wirte]
@@ -95,7 +97,8 @@ final class LayoutTests: XCTestCase {
     }
 
     func testUnknownKeyIsNamed() throws {
-        let url = try write("""
+        let url = try write(
+            """
             folders:
               - path: Inbox
                 capabilites: [read]

@@ -52,11 +52,13 @@ final class LazyContentTypeStoreTests: StoreTestCase {
 
         // A move into the image folder checks the detected type: text is refused, the PNG goes in.
         await refused {
-            _ = try await self.store.reparentItem(withIdentifier: words.identifier, toParentItemWithIdentifier: photos,
-                                                  newName: nil, replacing: nil)
+            _ = try await self.store.reparentItem(
+                withIdentifier: words.identifier, toParentItemWithIdentifier: photos,
+                newName: nil, replacing: nil)
         }
-        let moved = try await store.reparentItem(withIdentifier: picture.identifier, toParentItemWithIdentifier: photos,
-                                                 newName: nil, replacing: nil)
+        let moved = try await store.reparentItem(
+            withIdentifier: picture.identifier, toParentItemWithIdentifier: photos,
+            newName: nil, replacing: nil)
         XCTAssertEqual(store.contentType(of: moved), .png)
 
         // Where a rule applies, the import detects at once, and refuses what the rule refuses.

@@ -4,7 +4,7 @@ import Logging
 import DocFSProvider
 @testable import DocFSStore
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A temporary store per test.
@@ -73,8 +73,10 @@ class StoreTestCase: XCTestCase {
 
     /// Asserts that `body` throws a ProviderError with `code`; returns it.
     @discardableResult
-    func expectError<T>(_ code: ProviderError.Code, file: StaticString = #filePath, line: UInt = #line,
-                        _ body: () async throws -> T) async -> ProviderError? {
+    func expectError<T>(
+        _ code: ProviderError.Code, file: StaticString = #filePath, line: UInt = #line,
+        _ body: () async throws -> T
+    ) async -> ProviderError? {
         do {
             _ = try await body()
             XCTFail("expected \(code), got success", file: file, line: line)
@@ -111,7 +113,7 @@ final class LocalStoreLifecycleTests: StoreTestCase {
         let pid = try String(contentsOf: storeURL.appendingPathComponent("lock"), encoding: .utf8)
         XCTAssertEqual(pid.trimmingCharacters(in: .whitespacesAndNewlines), String(getpid()))
         store.close()
-        store.close()  // idempotent
+        store.close() // idempotent
         store = try LocalStore.open(at: storeURL, logger: logger)
         XCTAssertEqual(try store.item(for: .rootContainer).filename, root.filename)
     }
@@ -214,7 +216,8 @@ final class LocalStoreLifecycleTests: StoreTestCase {
     }
 
     func testReopenKeepsEverything() async throws {
-        try makeStore(layout: Layout(trash: true, folders: [Layout.Folder(path: "Inbox", capabilities: ["read", "enumerate", "add"], contents: ["read"])]))
+        try makeStore(
+            layout: Layout(trash: true, folders: [Layout.Folder(path: "Inbox", capabilities: ["read", "enumerate", "add"], contents: ["read"])]))
         let inbox = try store.childItem(named: "Inbox", in: .rootContainer)
         let docs = try await mkdir("Docs")
         let file = try await importFile("a.txt", "alpha", into: docs.identifier)
@@ -226,8 +229,10 @@ final class LocalStoreLifecycleTests: StoreTestCase {
         _ = try await store.setAttributes(ofItemWithIdentifier: file.identifier, posixPermissions: 0o600, contentModificationDate: nil)
         let inInbox = try await importFile("b.txt", "beta", into: inbox.identifier)
         let trashed = try await store.trashItem(withIdentifier: inInbox.identifier)
-        let before = try [ItemIdentifier.rootContainer, .trashContainer, inbox.identifier, docs.identifier,
-                          file.identifier, link.identifier, trashed.identifier].map { try store.item(for: $0) }
+        let before = try [
+            ItemIdentifier.rootContainer, .trashContainer, inbox.identifier, docs.identifier,
+            file.identifier, link.identifier, trashed.identifier,
+        ].map { try store.item(for: $0) }
         try reopen()
         let after = try before.map { try store.item(for: $0.identifier) }
         for (old, new) in zip(before, after) {
@@ -272,13 +277,16 @@ final class LocalStoreLifecycleTests: StoreTestCase {
 }
 
 final class LocalStoreCapabilityTests: StoreTestCase {
-    static let layout = Layout(trash: true, folders: [
-        Layout.Folder(path: "Inbox", capabilities: ["read", "enumerate", "add"], allowedContentTypes: ["com.adobe.pdf"],
-                      contents: ["read", "rename", "delete", "trash"]),
-        Layout.Folder(path: "Archive", capabilities: ["read", "enumerate"], contents: ["read"]),
-        Layout.Folder(path: "Projects/Team", contents: ["read", "write"]),
-        Layout.Folder(path: "Projects"),
-    ])
+    static let layout = Layout(
+        trash: true,
+        folders: [
+            Layout.Folder(
+                path: "Inbox", capabilities: ["read", "enumerate", "add"], allowedContentTypes: ["com.adobe.pdf"],
+                contents: ["read", "rename", "delete", "trash"]),
+            Layout.Folder(path: "Archive", capabilities: ["read", "enumerate"], contents: ["read"]),
+            Layout.Folder(path: "Projects/Team", contents: ["read", "write"]),
+            Layout.Folder(path: "Projects"),
+        ])
 
     func testLayoutFoldersAndInheritance() async throws {
         try makeStore(layout: Self.layout)
@@ -314,8 +322,9 @@ final class LocalStoreCapabilityTests: StoreTestCase {
         XCTAssertEqual(rootFile.capabilities, .all)
 
         // Moving keeps capabilities.
-        let moved = try await store.reparentItem(withIdentifier: file.identifier, toParentItemWithIdentifier: projects.identifier,
-                                                 newName: nil, replacing: nil)
+        let moved = try await store.reparentItem(
+            withIdentifier: file.identifier, toParentItemWithIdentifier: projects.identifier,
+            newName: nil, replacing: nil)
         XCTAssertEqual(moved.capabilities, contentsCaps)
         try reopen()
         XCTAssertEqual(try store.item(for: deep.identifier).capabilities, contentsCaps)
@@ -324,7 +333,10 @@ final class LocalStoreCapabilityTests: StoreTestCase {
     }
 
     func testContentTypes() async throws {
-        try makeStore(layout: Layout(types: [Layout.TypeDeclaration(identifier: "com.example.invoice", conformsTo: ["com.adobe.pdf"], extensions: ["invoice", "txt"])]))
+        try makeStore(
+            layout: Layout(types: [
+                Layout.TypeDeclaration(identifier: "com.example.invoice", conformsTo: ["com.adobe.pdf"], extensions: ["invoice", "txt"])
+            ]))
         // Types come from the name, checked against the bytes (DocFSContentTypes has the details).
         let pdf = "%PDF-1.4\n", png = "\u{89}PNG\r\n\u{1A}\n", jpeg = "\u{FF}\u{D8}\u{FF}\u{E0}", zip = "PK\u{03}\u{04}"
         let cases: [(String, String, String)] = [
@@ -461,7 +473,9 @@ final class LocalStoreActionTests: StoreTestCase {
         }
         _ = try await mkdir("dir")
         await expectError(.filenameCollision) { try await mkdir("dir") }
-        await expectError(.filenameCollision) { try await store.createSymbolicLink(withName: "dir", target: "x", inParentItemIdentifier: .rootContainer) }
+        await expectError(.filenameCollision) {
+            try await store.createSymbolicLink(withName: "dir", target: "x", inParentItemIdentifier: .rootContainer)
+        }
     }
 
     func testNameValidation() async throws {
@@ -471,7 +485,7 @@ final class LocalStoreActionTests: StoreTestCase {
         }
         let long = String(repeating: "x", count: 256)
         await expectError(.nameTooLong) { try await mkdir(long) }
-        let multibyte = String(repeating: "é", count: 128)  // 256 bytes
+        let multibyte = String(repeating: "é", count: 128) // 256 bytes
         await expectError(.nameTooLong) { try await mkdir(multibyte) }
         XCTAssertNoThrow(try store.item(for: .rootContainer))
         _ = try await mkdir(String(repeating: "y", count: 255))
@@ -499,13 +513,15 @@ final class LocalStoreActionTests: StoreTestCase {
         XCTAssertEqual(same.filename, "c.txt", "same name is a no-op")
         await expectError(.notPermitted) { try await store.renameItem(withIdentifier: .rootContainer, toName: "x") }
 
-        let moved = try await store.reparentItem(withIdentifier: a.identifier, toParentItemWithIdentifier: dir.identifier, newName: nil, replacing: nil)
+        let moved = try await store.reparentItem(
+            withIdentifier: a.identifier, toParentItemWithIdentifier: dir.identifier, newName: nil, replacing: nil)
         XCTAssertEqual(moved.parentIdentifier, dir.identifier)
         XCTAssertEqual(try names(), ["b.txt", "dir"])
         XCTAssertEqual(try names(in: dir.identifier), ["c.txt"])
         XCTAssertEqual(try store.item(for: dir.identifier).childItemCount, 1)
         XCTAssertEqual(try store.item(for: .rootContainer).childItemCount, 2)
-        let back = try await store.reparentItem(withIdentifier: a.identifier, toParentItemWithIdentifier: .rootContainer, newName: "a2.txt", replacing: nil)
+        let back = try await store.reparentItem(
+            withIdentifier: a.identifier, toParentItemWithIdentifier: .rootContainer, newName: "a2.txt", replacing: nil)
         XCTAssertEqual(back.filename, "a2.txt")
         XCTAssertEqual(try contents(of: a.identifier), "A")
         XCTAssertEqual(try store.item(for: dir.identifier).childItemCount, 0)
@@ -521,19 +537,21 @@ final class LocalStoreActionTests: StoreTestCase {
         await expectError(.filenameCollision) {
             try await store.reparentItem(withIdentifier: a.identifier, toParentItemWithIdentifier: dir.identifier, newName: nil, replacing: nil)
         }
-        let replaced = try await store.reparentItem(withIdentifier: a.identifier, toParentItemWithIdentifier: dir.identifier,
-                                                    newName: nil, replacing: old.identifier)
+        let replaced = try await store.reparentItem(
+            withIdentifier: a.identifier, toParentItemWithIdentifier: dir.identifier,
+            newName: nil, replacing: old.identifier)
         XCTAssertEqual(replaced.identifier, a.identifier)
         XCTAssertEqual(try store.childItem(named: "a.txt", in: dir.identifier).identifier, a.identifier)
         XCTAssertEqual(try contents(of: a.identifier), "new")
         await expectError(.noSuchItem) { try store.item(for: old.identifier) }
-        store.contents.reaper.drain()  // replaced contents are removed in the background
+        store.contents.reaper.drain() // replaced contents are removed in the background
         XCTAssertFalse(FileManager.default.fileExists(atPath: oldContent.path), "the replaced contents are removed")
         XCTAssertEqual(try store.item(for: dir.identifier).childItemCount, 1)
 
         // Same folder, rename over an existing name.
         let b = try await importFile("b.txt", "bee", into: dir.identifier)
-        _ = try await store.reparentItem(withIdentifier: b.identifier, toParentItemWithIdentifier: dir.identifier, newName: "a.txt", replacing: a.identifier)
+        _ = try await store.reparentItem(
+            withIdentifier: b.identifier, toParentItemWithIdentifier: dir.identifier, newName: "a.txt", replacing: a.identifier)
         XCTAssertEqual(try names(in: dir.identifier), ["a.txt"])
         XCTAssertEqual(try contents(of: b.identifier), "bee")
 
@@ -542,13 +560,16 @@ final class LocalStoreActionTests: StoreTestCase {
         _ = try await importFile("x", into: full.identifier)
         let other = try await mkdir("other")
         await expectError(.directoryNotEmpty) {
-            try await store.reparentItem(withIdentifier: other.identifier, toParentItemWithIdentifier: .rootContainer, newName: "full", replacing: full.identifier)
+            try await store.reparentItem(
+                withIdentifier: other.identifier, toParentItemWithIdentifier: .rootContainer, newName: "full", replacing: full.identifier)
         }
         await expectError(.isDirectory) {
-            try await store.reparentItem(withIdentifier: b.identifier, toParentItemWithIdentifier: .rootContainer, newName: "full", replacing: full.identifier)
+            try await store.reparentItem(
+                withIdentifier: b.identifier, toParentItemWithIdentifier: .rootContainer, newName: "full", replacing: full.identifier)
         }
         let empty = try await mkdir("empty")
-        _ = try await store.reparentItem(withIdentifier: other.identifier, toParentItemWithIdentifier: .rootContainer, newName: "empty", replacing: empty.identifier)
+        _ = try await store.reparentItem(
+            withIdentifier: other.identifier, toParentItemWithIdentifier: .rootContainer, newName: "empty", replacing: empty.identifier)
         XCTAssertEqual(try names(), ["dir", "empty", "full"])
         XCTAssertEqual(try store.item(for: .rootContainer).childFolderCount, 3)
         try reopen()
@@ -567,7 +588,8 @@ final class LocalStoreActionTests: StoreTestCase {
         await expectError(.invalidArgument) {
             try await store.reparentItem(withIdentifier: a.identifier, toParentItemWithIdentifier: a.identifier, newName: nil, replacing: nil)
         }
-        let moved = try await store.reparentItem(withIdentifier: c.identifier, toParentItemWithIdentifier: .rootContainer, newName: nil, replacing: nil)
+        let moved = try await store.reparentItem(
+            withIdentifier: c.identifier, toParentItemWithIdentifier: .rootContainer, newName: nil, replacing: nil)
         XCTAssertEqual(moved.parentIdentifier, .rootContainer)
         XCTAssertEqual(try store.item(for: b.identifier).childFolderCount, 0)
         XCTAssertEqual(try store.item(for: .rootContainer).childFolderCount, 2)
@@ -580,7 +602,7 @@ final class LocalStoreActionTests: StoreTestCase {
         let content = try XCTUnwrap(store.contentURL(of: file.identifier))
         await expectError(.directoryNotEmpty) { try await store.deleteItem(withIdentifier: dir.identifier) }
         try await store.deleteItem(withIdentifier: file.identifier)
-        store.contents.reaper.drain()  // contents are removed in the background, after the action answers
+        store.contents.reaper.drain() // contents are removed in the background, after the action answers
         XCTAssertFalse(FileManager.default.fileExists(atPath: content.path))
         await expectError(.noSuchItem) { try store.item(for: file.identifier) }
         try await store.deleteItem(withIdentifier: dir.identifier)
@@ -640,7 +662,8 @@ final class LocalStoreActionTests: StoreTestCase {
         try makeStore()
         let dir = try await mkdir("dir")
         let file = try await importFile("f.txt", into: dir.identifier)
-        let moved = try await store.reparentItem(withIdentifier: file.identifier, toParentItemWithIdentifier: .trashContainer, newName: nil, replacing: nil)
+        let moved = try await store.reparentItem(
+            withIdentifier: file.identifier, toParentItemWithIdentifier: .trashContainer, newName: nil, replacing: nil)
         XCTAssertEqual(moved.parentIdentifier, .trashContainer)
         let back = try await store.untrashItem(withIdentifier: file.identifier, toParentItemIdentifier: nil)
         XCTAssertEqual(back.parentIdentifier, dir.identifier)
@@ -665,7 +688,7 @@ final class LocalStoreActionTests: StoreTestCase {
         var buffer = [UInt8](repeating: 0, count: 64)
         let count = pread(oldFD, &buffer, buffer.count, 0)
         XCTAssertEqual(String(decoding: buffer[0..<max(count, 0)], as: UTF8.self), "version one")
-        store.contents.reaper.drain()  // the old version is removed in the background
+        store.contents.reaper.drain() // the old version is removed in the background
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: store.stagingDirectory.path).filter { $0.hasPrefix(".previous") }, [])
         let dir = try await mkdir("d")
         await expectError(.isDirectory) { try await store.modifyContents(ofItemWithIdentifier: dir.identifier, from: staged) }

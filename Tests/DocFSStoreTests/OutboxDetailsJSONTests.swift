@@ -24,14 +24,18 @@ final class OutboxDetailsJSONTests: StoreTestCase {
     /// byte for byte.
     func testACreateInTodaysFormReadsIntoItsNewItemAndRoundTrips() throws {
         // "red,work" in base64; a favourite rank a create records (the server's create takes none).
-        let today = #"{"contentVersion":1,"createdNs":1700000000123456789,"favoriteRank":3,"favoriteRankChanged":true,"# +
-            #""gid":100,"kind":"file","mode":420,"modifiedNs":1700000001987654321,"tagData":"cmVkLHdvcms=","tagsChanged":true,"uid":1000}"#
+        let today =
+            #"{"contentVersion":1,"createdNs":1700000000123456789,"favoriteRank":3,"favoriteRankChanged":true,"#
+            + #""gid":100,"kind":"file","mode":420,"modifiedNs":1700000001987654321,"tagData":"cmVkLHdvcms=","tagsChanged":true,"uid":1000}"#
         let details = try decode(today)
         XCTAssertEqual(details.kind, .file)
-        XCTAssertEqual(details.newItem, ReplicatedAttributes(ownerID: 1000, groupID: 100, posixPermissions: 0o644,
-                                                             creationTime: FileTime(totalNanoseconds: 1_700_000_000_123_456_789),
-                                                             modificationTime: FileTime(totalNanoseconds: 1_700_000_001_987_654_321),
-                                                             tagData: Data("red,work".utf8)))
+        XCTAssertEqual(
+            details.newItem,
+            ReplicatedAttributes(
+                ownerID: 1000, groupID: 100, posixPermissions: 0o644,
+                creationTime: FileTime(totalNanoseconds: 1_700_000_000_123_456_789),
+                modificationTime: FileTime(totalNanoseconds: 1_700_000_001_987_654_321),
+                tagData: Data("red,work".utf8)))
         XCTAssertNil(details.changes.ownerID, "a create's attributes are its new item's, not changes")
         XCTAssertNil(details.changes.tagData)
         XCTAssertEqual(details.changes.favoriteRank, .some(3))
@@ -51,9 +55,12 @@ final class OutboxDetailsJSONTests: StoreTestCase {
     func testACreateWithoutAttributesSendsTheOldDefaults() throws {
         let details = try decode(#"{"kind":"directory"}"#)
         XCTAssertEqual(details.kind, .folder)
-        XCTAssertEqual(details.newItem, ReplicatedAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o644,
-                                                             creationTime: FileTime(totalNanoseconds: 0),
-                                                             modificationTime: FileTime(totalNanoseconds: 0)))
+        XCTAssertEqual(
+            details.newItem,
+            ReplicatedAttributes(
+                ownerID: 0, groupID: 0, posixPermissions: 0o644,
+                creationTime: FileTime(totalNanoseconds: 0),
+                modificationTime: FileTime(totalNanoseconds: 0)))
         XCTAssertEqual(try decode(try json(details)), details)
     }
 
@@ -61,8 +68,9 @@ final class OutboxDetailsJSONTests: StoreTestCase {
     /// still gives that word, to this docfs and to one that reads `tagData` itself.
     func testTagBytesThatAreNotUTF8KeepTheirServerWord() throws {
         let bytes = Data([0xff, 0xfe, 0x00])
-        let today = #"{"createdNs":1,"gid":0,"kind":"file","mode":420,"modifiedNs":1,"tagData":""# + bytes.base64EncodedString() +
-            #"","tagsChanged":true,"uid":0}"#
+        let today =
+            #"{"createdNs":1,"gid":0,"kind":"file","mode":420,"modifiedNs":1,"tagData":""# + bytes.base64EncodedString()
+            + #"","tagsChanged":true,"uid":0}"#
         let details = try decode(today)
         XCTAssertEqual(ServerTags.array(details.newItem?.tagData), ["base64:" + bytes.base64EncodedString()])
         let again = try json(details)
@@ -99,11 +107,15 @@ final class OutboxDetailsJSONTests: StoreTestCase {
     /// its outbox table after a reopen.
     func testAStoreRecordsACreateAsItsNewItem() async throws {
         try LocalStore.create(at: storeURL, layout: nil)
-        try LocalStore.linkRemote(at: storeURL, RemoteLink(postgres: "postgres://u@127.0.0.1:1/db", bucket: "b", prefix: "p",
-                                                           endpoint: "http://127.0.0.1:1", region: "us-east-1", credentialsFile: nil))
+        try LocalStore.linkRemote(
+            at: storeURL,
+            RemoteLink(
+                postgres: "postgres://u@127.0.0.1:1/db", bucket: "b", prefix: "p",
+                endpoint: "http://127.0.0.1:1", region: "us-east-1", credentialsFile: nil))
         store = try LocalStore.open(at: storeURL, logger: logger)
-        let link = try await store.createSymbolicLink(withName: "l", target: "a/b", inParentItemIdentifier: .rootContainer,
-                                                     attributes: NewItemAttributes(ownerID: 1000, groupID: 100, posixPermissions: 0o777))
+        let link = try await store.createSymbolicLink(
+            withName: "l", target: "a/b", inParentItemIdentifier: .rootContainer,
+            attributes: NewItemAttributes(ownerID: 1000, groupID: 100, posixPermissions: 0o777))
         let before = try store.replica!.outboxEntries(limit: 10)
         let create = try XCTUnwrap(before.first)
         XCTAssertEqual(create.kind, .create)

@@ -12,8 +12,11 @@ import DocFSWire
 final class OutboxTests: StoreTestCase {
     func makeReplica() throws {
         try LocalStore.create(at: storeURL, layout: nil)
-        try LocalStore.linkRemote(at: storeURL, RemoteLink(postgres: "postgres://u@127.0.0.1:1/db", bucket: "b", prefix: "p",
-                                                           endpoint: "http://127.0.0.1:1", region: "us-east-1", credentialsFile: nil))
+        try LocalStore.linkRemote(
+            at: storeURL,
+            RemoteLink(
+                postgres: "postgres://u@127.0.0.1:1/db", bucket: "b", prefix: "p",
+                endpoint: "http://127.0.0.1:1", region: "us-east-1", credentialsFile: nil))
         store = try LocalStore.open(at: storeURL, logger: logger)
     }
 
@@ -35,8 +38,9 @@ final class OutboxTests: StoreTestCase {
         }
         var attributes = NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o600)
         attributes.deviceNumber = 0x0103
-        _ = try await store.createSpecialItem(withName: "null", kind: .characterDevice, inParentItemIdentifier: .rootContainer,
-                                              attributes: attributes)
+        _ = try await store.createSpecialItem(
+            withName: "null", kind: .characterDevice, inParentItemIdentifier: .rootContainer,
+            attributes: attributes)
         XCTAssertEqual(try store.replica!.outboxEntries(limit: 100).count, before, "neither leaves an entry for the server")
         XCTAssertEqual(try store.enumerateItems(in: .rootContainer).map(\.filename), ["a.txt", "null"])
     }
@@ -59,8 +63,9 @@ final class OutboxTests: StoreTestCase {
         XCTAssertEqual(entries.first { $0.kind == .link }?.details.linkOf, 40, "the waiting link names the file by its number")
         let renumbered = LocalStore.identifier(forRow: 40)
         XCTAssertEqual(try store.item(for: renumbered).linkCount, 2)
-        _ = try await store.moveName("b.txt", inParentItemIdentifier: folder.identifier, ofItemWithIdentifier: renumbered,
-                                     toParentItemIdentifier: .rootContainer, newName: "c.txt")
+        _ = try await store.moveName(
+            "b.txt", inParentItemIdentifier: folder.identifier, ofItemWithIdentifier: renumbered,
+            toParentItemIdentifier: .rootContainer, newName: "c.txt")
         try await store.removeName("c.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: renumbered)
         entries = try store.replica!.outboxEntries(limit: 100)
         XCTAssertEqual(summary(entries), ["create docs", "link b.txt", "moveName c.txt", "unlink "])
@@ -75,8 +80,9 @@ final class OutboxTests: StoreTestCase {
         let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: .rootContainer)
         _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: .rootContainer, name: "b.txt")
         await expectError(.notPermitted) {
-            try await self.store.moveName("b.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: file.identifier,
-                                          toParentItemIdentifier: .trashContainer, newName: "b.txt")
+            try await self.store.moveName(
+                "b.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: file.identifier,
+                toParentItemIdentifier: .trashContainer, newName: "b.txt")
         }
         XCTAssertEqual(summary(try store.replica!.outboxEntries(limit: 100)), ["create a.txt", "link b.txt"])
         XCTAssertEqual(try store.enumerateItems(in: .trashContainer).map(\.filename), [])
@@ -89,13 +95,16 @@ final class OutboxTests: StoreTestCase {
         store.replica!.noteServerSchema(ServerSchemaVersions.trashedNames)
         let file = try await store.importDocument(at: try stage("a.txt", "one"), toParentItemIdentifier: .rootContainer)
         _ = try await store.linkItem(withIdentifier: file.identifier, toParentItemIdentifier: .rootContainer, name: "b.txt")
-        let trashed = try await store.moveName("b.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: file.identifier,
-                                               toParentItemIdentifier: .trashContainer, newName: "b.txt")
+        let trashed = try await store.moveName(
+            "b.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: file.identifier,
+            toParentItemIdentifier: .trashContainer, newName: "b.txt")
         XCTAssertEqual(store.trashOrigin(of: trashed.identifier)?.filename, "b.txt")
-        _ = try await store.moveName("b.txt", inParentItemIdentifier: .trashContainer, ofItemWithIdentifier: file.identifier,
-                                     toParentItemIdentifier: .rootContainer, newName: "c.txt")
-        _ = try await store.moveName("c.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: file.identifier,
-                                     toParentItemIdentifier: .trashContainer, newName: "c.txt")
+        _ = try await store.moveName(
+            "b.txt", inParentItemIdentifier: .trashContainer, ofItemWithIdentifier: file.identifier,
+            toParentItemIdentifier: .rootContainer, newName: "c.txt")
+        _ = try await store.moveName(
+            "c.txt", inParentItemIdentifier: .rootContainer, ofItemWithIdentifier: file.identifier,
+            toParentItemIdentifier: .trashContainer, newName: "c.txt")
         try await store.removeName("c.txt", inParentItemIdentifier: .trashContainer, ofItemWithIdentifier: file.identifier)
         let entries = try store.replica!.outboxEntries(limit: 100)
         XCTAssertEqual(summary(entries), ["create a.txt", "link b.txt", "trash ", "untrash c.txt", "trash ", "unlink "])
@@ -179,8 +188,9 @@ final class OutboxTests: StoreTestCase {
         var buffer = [UInt8](repeating: 0, count: 16)
         XCTAssertEqual(read(fd, &buffer, 16), 5)
         close(fd)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: storeURL.path + "/contents/\(file.identifier.rawValue)"),
-                       "no content file is left under the temporary row")
+        XCTAssertFalse(
+            FileManager.default.fileExists(atPath: storeURL.path + "/contents/\(file.identifier.rawValue)"),
+            "no content file is left under the temporary row")
         XCTAssertEqual(store.syncState(of: ItemIdentifier("8")), "pending")
         // The server decided otherwise about the change (say a conflicted copy): the item's
         // server state is noted to be fetched again with the completion, and kept across a reopen.
@@ -207,10 +217,14 @@ final class OutboxTests: StoreTestCase {
         let content = store.stagingDirectory.appendingPathComponent("download")
         try Data("server".utf8).write(to: content)
         let (one, two) = (FileTime(totalNanoseconds: 1), FileTime(totalNanoseconds: 2))
-        try store.replica!.addServerItem(.init(id: 5, parentID: 1, name: "shared", kind: .folder, creationTime: one, modificationTime: two,
-                                      posixPermissions: 0o755))
-        try store.replica!.addServerItem(.init(id: 6, parentID: 5, name: "s.txt", kind: .file, creationTime: one, modificationTime: two,
-                                      posixPermissions: 0o644), contentFile: content.path)
+        try store.replica!.addServerItem(
+            .init(
+                id: 5, parentID: 1, name: "shared", kind: .folder, creationTime: one, modificationTime: two,
+                posixPermissions: 0o755))
+        try store.replica!.addServerItem(
+            .init(
+                id: 6, parentID: 5, name: "s.txt", kind: .file, creationTime: one, modificationTime: two,
+                posixPermissions: 0o644), contentFile: content.path)
         XCTAssertTrue(try store.replica!.outboxEntries(limit: 10).isEmpty)
         XCTAssertEqual(try store.childItem(named: "s.txt", in: ItemIdentifier("5")).documentSize, 6)
         XCTAssertEqual(store.syncState(of: ItemIdentifier("6")), "uploaded")
@@ -225,12 +239,16 @@ final class OutboxTests: StoreTestCase {
     }
 
     func testThePlannerSendsWhatChangedOnly() {
-        let base = Item(identifier: ItemIdentifier("9"), parentIdentifier: .rootContainer, filename: "f", kind: .file,
-                        contentType: .data, documentSize: 3, creationDate: .distantPast, contentModificationDate: .distantPast, capabilities: .all)
+        let base = Item(
+            identifier: ItemIdentifier("9"), parentIdentifier: .rootContainer, filename: "f", kind: .file,
+            contentType: .data, documentSize: 3, creationDate: .distantPast, contentModificationDate: .distantPast, capabilities: .all)
         let old = Record(row: 9, parent: 1, item: base)
-        var touchedFolder = Record(row: 10, parent: 1, item: Item(identifier: ItemIdentifier("10"), parentIdentifier: .rootContainer,
-                                                                   filename: "d", kind: .folder, contentType: .folder, documentSize: 0,
-                                                                   creationDate: .distantPast, contentModificationDate: .distantPast, capabilities: .all))
+        var touchedFolder = Record(
+            row: 10, parent: 1,
+            item: Item(
+                identifier: ItemIdentifier("10"), parentIdentifier: .rootContainer,
+                filename: "d", kind: .folder, contentType: .folder, documentSize: 0,
+                creationDate: .distantPast, contentModificationDate: .distantPast, capabilities: .all))
         let folderBefore = touchedFolder
         touchedFolder.item.modificationTime = FileTime.now()
         XCTAssertEqual(OutboxPlanner.plan(old: folderBefore, new: touchedFolder), [], "a folder's time moved by its children is not sent")

@@ -10,8 +10,10 @@ final class OwnershipStoreTests: StoreTestCase {
     let odd = FileTime(seconds: 1_588_723_200, nanoseconds: 123_456_789)
     let early = FileTime(seconds: -86_400 * 365, nanoseconds: 1)
 
-    private func check(_ identifier: ItemIdentifier, owner: UInt32, group: UInt32, mode: UInt16, modified: FileTime? = nil,
-                       file: StaticString = #filePath, line: UInt = #line) throws {
+    private func check(
+        _ identifier: ItemIdentifier, owner: UInt32, group: UInt32, mode: UInt16, modified: FileTime? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let item = try store.item(for: identifier)
         XCTAssertEqual(item.ownerID, owner, file: file, line: line)
         XCTAssertEqual(item.groupID, group, file: file, line: line)
@@ -21,8 +23,9 @@ final class OwnershipStoreTests: StoreTestCase {
 
     func testNewItemsTakeTheirAttributesAndKeepThemThroughReopenAndCrash() async throws {
         try makeStore()
-        let folder = try await store.createDirectory(withName: "shared", inParentItemIdentifier: .rootContainer,
-                                                     attributes: NewItemAttributes(ownerID: 1234, groupID: 5678, posixPermissions: 0o2770))
+        let folder = try await store.createDirectory(
+            withName: "shared", inParentItemIdentifier: .rootContainer,
+            attributes: NewItemAttributes(ownerID: 1234, groupID: 5678, posixPermissions: 0o2770))
         try check(folder.identifier, owner: 1234, group: 5678, mode: 0o2770)
         let staged = try stage("sealed-report", "text")
         let scoped = try SecurityScopedURL(sealed: staged.path, name: "report.txt", in: store.stagingDirectory)
@@ -32,8 +35,9 @@ final class OwnershipStoreTests: StoreTestCase {
             attributes: NewItemAttributes(ownerID: 42, groupID: 43, posixPermissions: 0o4640, modificationTime: odd, accessTime: early))
         try check(file.identifier, owner: 42, group: 43, mode: 0o4640, modified: odd)
         XCTAssertEqual(try store.item(for: file.identifier).accessTime, early)
-        let fifo = try await store.createSpecialItem(withName: "pipe", kind: .fifo, inParentItemIdentifier: folder.identifier,
-                                                     attributes: NewItemAttributes(ownerID: 7, groupID: 8, posixPermissions: 0o620))
+        let fifo = try await store.createSpecialItem(
+            withName: "pipe", kind: .fifo, inParentItemIdentifier: folder.identifier,
+            attributes: NewItemAttributes(ownerID: 7, groupID: 8, posixPermissions: 0o620))
         XCTAssertEqual(fifo.kind, .fifo)
 
         try reopen()
@@ -44,8 +48,9 @@ final class OwnershipStoreTests: StoreTestCase {
         // Changes after the last flush live only in the journal: a crash keeps them.
         let before = try store.item(for: file.identifier).changeTime
         waitForTheClock(toPass: before)
-        _ = try await store.setAttributes(ofItemWithIdentifier: file.identifier,
-                                          changes: AttributeChanges(posixPermissions: 0o600, ownerID: 9, groupID: 10, modificationTime: early))
+        _ = try await store.setAttributes(
+            ofItemWithIdentifier: file.identifier,
+            changes: AttributeChanges(posixPermissions: 0o600, ownerID: 9, groupID: 10, modificationTime: early))
         let after = try store.item(for: file.identifier)
         XCTAssertGreaterThan(after.changeTime, before, "ctime moves on a change of metadata")
         store.abandonForTesting()
@@ -59,7 +64,7 @@ final class OwnershipStoreTests: StoreTestCase {
     /// test that wants a later time waits until the clock has moved past `time`.
     func waitForTheClock(toPass time: FileTime, file: StaticString = #filePath, line: UInt = #line) {
         let deadline = Date().addingTimeInterval(2)
-        while FileTime.now() <= time, Date() < deadline { usleep(500) }  // the poll interval, within the deadline: the coarse clock ticks every few ms
+        while FileTime.now() <= time, Date() < deadline { usleep(500) } // the poll interval, within the deadline: the coarse clock ticks every few ms
         XCTAssertGreaterThan(FileTime.now(), time, "the clock did not move in 2 s", file: file, line: line)
     }
 
@@ -86,20 +91,21 @@ final class OwnershipStoreTests: StoreTestCase {
         try queue.inDatabase { db in
             try db.execute(sql: "ALTER TABLE item RENAME TO item_new")
             try db.execute(sql: "DROP INDEX item_parent_name")
-            try db.execute(sql: """
-                CREATE TABLE item (id INTEGER PRIMARY KEY AUTOINCREMENT, parent INTEGER, name TEXT NOT NULL,
-                    kind INTEGER NOT NULL, contentType TEXT NOT NULL, size INTEGER NOT NULL DEFAULT 0,
-                    created REAL NOT NULL, modified REAL NOT NULL, lastUsed REAL, tagData BLOB, favoriteRank INTEGER,
-                    caps INTEGER NOT NULL, contentsCaps INTEGER, contentVersion INTEGER NOT NULL DEFAULT 1,
-                    metadataVersion INTEGER NOT NULL DEFAULT 1, symlinkTarget TEXT, perms INTEGER NOT NULL,
-                    trashedFrom INTEGER, trashedName TEXT);
-                CREATE UNIQUE INDEX item_parent_name ON item(parent, name);
-                INSERT INTO item SELECT id, parent, name, kind, contentType, size, 1588723200.5, 1588723200.25, NULL,
-                    tagData, favoriteRank, caps, contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms,
-                    trashedFrom, trashedName FROM item_new;
-                DROP TABLE item_new;
-                UPDATE meta SET value = '1' WHERE key = 'format';
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE item (id INTEGER PRIMARY KEY AUTOINCREMENT, parent INTEGER, name TEXT NOT NULL,
+                        kind INTEGER NOT NULL, contentType TEXT NOT NULL, size INTEGER NOT NULL DEFAULT 0,
+                        created REAL NOT NULL, modified REAL NOT NULL, lastUsed REAL, tagData BLOB, favoriteRank INTEGER,
+                        caps INTEGER NOT NULL, contentsCaps INTEGER, contentVersion INTEGER NOT NULL DEFAULT 1,
+                        metadataVersion INTEGER NOT NULL DEFAULT 1, symlinkTarget TEXT, perms INTEGER NOT NULL,
+                        trashedFrom INTEGER, trashedName TEXT);
+                    CREATE UNIQUE INDEX item_parent_name ON item(parent, name);
+                    INSERT INTO item SELECT id, parent, name, kind, contentType, size, 1588723200.5, 1588723200.25, NULL,
+                        tagData, favoriteRank, caps, contentsCaps, contentVersion, metadataVersion, symlinkTarget, perms,
+                        trashedFrom, trashedName FROM item_new;
+                    DROP TABLE item_new;
+                    UPDATE meta SET value = '1' WHERE key = 'format';
+                    """)
         }
         try queue.close()
 

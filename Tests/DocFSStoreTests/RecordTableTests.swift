@@ -6,9 +6,11 @@ import DocFSProvider
 /// RecordTable behaves as the dictionary it replaced: add, change in place, remove, iterate.
 final class RecordTableTests: XCTestCase {
     private func record(_ row: Int64, _ name: String) -> Record {
-        Record(row: row, parent: 1, item: Item(
-            identifier: ItemIdentifier(String(row)), parentIdentifier: .rootContainer, filename: name, kind: .file,
-            contentType: .data, creationDate: Date(), contentModificationDate: Date(), capabilities: .all))
+        Record(
+            row: row, parent: 1,
+            item: Item(
+                identifier: ItemIdentifier(String(row)), parentIdentifier: .rootContainer, filename: name, kind: .file,
+                contentType: .data, creationDate: Date(), contentModificationDate: Date(), capabilities: .all))
     }
 
     func testActsAsADictionaryByRow() {

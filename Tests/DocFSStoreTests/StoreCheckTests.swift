@@ -4,7 +4,7 @@ import DocFSProvider
 import GRDB
 @testable import DocFSStore
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `docfs check`: finds what a crash or a hand edit leaves, mends it, and refuses a mounted store.
@@ -97,8 +97,9 @@ final class StoreCheckTests: StoreTestCase {
         XCTAssertEqual(repaired.problems.count, 4)
         XCTAssertTrue(repaired.repairs.contains { $0.contains("contents/4242") }, "\(repaired.repairs)")
         XCTAssertTrue(repaired.repairs.contains { $0.contains("size of item \(a.identifier.rawValue)") }, "\(repaired.repairs)")
-        XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: contentsDir.path)),
-                       [a.identifier.rawValue, b.identifier.rawValue])
+        XCTAssertEqual(
+            Set(try FileManager.default.contentsOfDirectory(atPath: contentsDir.path)),
+            [a.identifier.rawValue, b.identifier.rawValue])
         XCTAssertTrue(try StoreChecker.check(at: storeURL, repair: false).isConsistent)
 
         store = try LocalStore.open(at: storeURL, logger: logger)
@@ -111,8 +112,9 @@ final class StoreCheckTests: StoreTestCase {
         let (a, d, b) = try await makeTree()
         // Delete the folder row behind its children's back, and hang a.txt under a file.
         try damage("DELETE FROM item WHERE id = ?", [Int64(d.identifier.rawValue)!])
-        try damage("INSERT INTO item (id, parent, name, kind, contentType, size, created, modified, caps, perms) VALUES (900, ?, 'under-a-file', 1, 'public.folder', 0, 0, 0, 0, 493)",
-                   [Int64(a.identifier.rawValue)!])
+        try damage(
+            "INSERT INTO item (id, parent, name, kind, contentType, size, created, modified, caps, perms) VALUES (900, ?, 'under-a-file', 1, 'public.folder', 0, 0, 0, 0, 493)",
+            [Int64(a.identifier.rawValue)!])
         let found = try StoreChecker.check(at: storeURL, repair: false)
         XCTAssertEqual(Set(kinds(found)), [.missingParent, .parentNotFolder], "\(found.problems)")
         let repaired = try StoreChecker.check(at: storeURL, repair: true)
@@ -132,8 +134,12 @@ final class StoreCheckTests: StoreTestCase {
         try FileManager.default.removeItem(at: contentsDir.appendingPathComponent(b.identifier.rawValue))
         try damage("UPDATE item SET symlinkTarget = NULL WHERE name = 'link'")
         // Two folders that are each other's parent.
-        try damage("INSERT INTO item (id, parent, name, kind, contentType, size, created, modified, caps, perms) VALUES (800, 801, 'x', 1, 'public.folder', 0, 0, 0, 0, 493)")
-        try damage("INSERT INTO item (id, parent, name, kind, contentType, size, created, modified, caps, perms) VALUES (801, 800, 'y', 1, 'public.folder', 0, 0, 0, 0, 493)")
+        try damage(
+            "INSERT INTO item (id, parent, name, kind, contentType, size, created, modified, caps, perms) VALUES (800, 801, 'x', 1, 'public.folder', 0, 0, 0, 0, 493)"
+        )
+        try damage(
+            "INSERT INTO item (id, parent, name, kind, contentType, size, created, modified, caps, perms) VALUES (801, 800, 'y', 1, 'public.folder', 0, 0, 0, 0, 493)"
+        )
         try damage("UPDATE sqlite_sequence SET seq = 801 WHERE name = 'item'")
         let found = try StoreChecker.check(at: storeURL, repair: false)
         XCTAssertEqual(Set(kinds(found)), [.missingContents, .danglingLink, .unreachable], "\(found.problems)")

@@ -86,7 +86,7 @@ final class StoreJournalTests: StoreTestCase {
         let stale = try Data(contentsOf: URL(fileURLWithPath: journalPath))
         try await store.deleteItem(withIdentifier: first.identifier)
         let second = try await importFile("a.txt", "two")
-        try await store.synchronize()  // the batch is in SQLite now, under the copy's generation
+        try await store.synchronize() // the batch is in SQLite now, under the copy's generation
         store.abandonForTesting()
         store = nil
         try stale.write(to: URL(fileURLWithPath: journalPath))
@@ -109,9 +109,11 @@ final class StoreJournalTests: StoreTestCase {
         try queue.close()
         do {
             let journal = try StoreJournal(storePath: storeURL.path, generation: committed + 1)
-            var clash = Record(row: 99, parent: LocalStore.rootRow, item: Item(
-                identifier: ItemIdentifier("99"), parentIdentifier: .rootContainer, filename: "taken", kind: .folder,
-                contentType: .folder, creationDate: Date(), contentModificationDate: Date(), capabilities: .all))
+            var clash = Record(
+                row: 99, parent: LocalStore.rootRow,
+                item: Item(
+                    identifier: ItemIdentifier("99"), parentIdentifier: .rootContainer, filename: "taken", kind: .folder,
+                    contentType: .folder, creationDate: Date(), contentModificationDate: Date(), capabilities: .all))
             clash.contentsPolicy = nil
             try journal.append([.upsert(Schema.values(of: clash))])
         }

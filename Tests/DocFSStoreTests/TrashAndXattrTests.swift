@@ -3,7 +3,7 @@ import Foundation
 import DocFSProvider
 @testable import DocFSStore
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Issue 4, store side: trash (gathering on folder trash, restore under a name, origin),
@@ -80,7 +80,7 @@ final class LocalStoreTrashTests: StoreTestCase {
         let content = store.contentURL(of: a.identifier)!.path
         XCTAssertTrue(FileManager.default.fileExists(atPath: content))
         try await store.deleteItem(withIdentifier: a.identifier)
-        store.contents.reaper.drain()  // contents are removed in the background
+        store.contents.reaper.drain() // contents are removed in the background
         XCTAssertFalse(FileManager.default.fileExists(atPath: content))
         try reopen()
         XCTAssertEqual(try names(in: .trashContainer), [])
@@ -109,26 +109,40 @@ final class LocalStoreXattrTests: StoreTestCase {
         try makeStore()
         let a = try await importFile("a.txt")
         let id = a.identifier
-        await expectError(.noSuchAttribute) { try await self.store.setExtendedAttribute(named: "user.x", to: Data("1".utf8), mode: .replace, forItemIdentifier: id) }
-        await expectError(.noSuchAttribute) { try await self.store.setExtendedAttribute(named: "user.x", to: nil, mode: .upsert, forItemIdentifier: id) }
+        await expectError(.noSuchAttribute) {
+            try await self.store.setExtendedAttribute(named: "user.x", to: Data("1".utf8), mode: .replace, forItemIdentifier: id)
+        }
+        await expectError(.noSuchAttribute) {
+            try await self.store.setExtendedAttribute(named: "user.x", to: nil, mode: .upsert, forItemIdentifier: id)
+        }
         try await store.setExtendedAttribute(named: "user.x", to: Data("1".utf8), mode: .create, forItemIdentifier: id)
-        let exists = await expectError(.filenameCollision) { try await self.store.setExtendedAttribute(named: "user.x", to: Data("2".utf8), mode: .create, forItemIdentifier: id) }
+        let exists = await expectError(.filenameCollision) {
+            try await self.store.setExtendedAttribute(named: "user.x", to: Data("2".utf8), mode: .create, forItemIdentifier: id)
+        }
         XCTAssertEqual(exists?.errno, EEXIST)
         try await store.setExtendedAttribute(named: "user.x", to: Data("3".utf8), mode: .replace, forItemIdentifier: id)
         XCTAssertEqual(try store.extendedAttribute(named: "user.x", of: id), Data("3".utf8))
 
         let big = Data(repeating: 7, count: ExtendedAttributes.maxValueBytes + 1)
-        let e2big = await expectError(.invalidArgument) { try await self.store.setExtendedAttribute(named: "user.big", to: big, mode: .upsert, forItemIdentifier: id) }
+        let e2big = await expectError(.invalidArgument) {
+            try await self.store.setExtendedAttribute(named: "user.big", to: big, mode: .upsert, forItemIdentifier: id)
+        }
         XCTAssertEqual(e2big?.errno, E2BIG)
         let chunk = Data(repeating: 1, count: ExtendedAttributes.maxValueBytes)
         let fits = ExtendedAttributes.maxBytesPerItem / ExtendedAttributes.maxValueBytes - 1
         for i in 0..<fits {
             try await store.setExtendedAttribute(named: "user.chunk\(i)", to: chunk, mode: .upsert, forItemIdentifier: id)
         }
-        let full = await expectError(.noSpace) { try await self.store.setExtendedAttribute(named: "user.chunk\(fits)", to: chunk, mode: .upsert, forItemIdentifier: id) }
+        let full = await expectError(.noSpace) {
+            try await self.store.setExtendedAttribute(named: "user.chunk\(fits)", to: chunk, mode: .upsert, forItemIdentifier: id)
+        }
         XCTAssertEqual(full?.errno, ENOSPC)
-        await expectError(.unsupported) { try await self.store.setExtendedAttribute(named: "security.selinux", to: Data("x".utf8), mode: .upsert, forItemIdentifier: id) }
-        await expectError(.unsupported) { try await self.store.setExtendedAttribute(named: "user.docfs.tags", to: Data("x".utf8), mode: .upsert, forItemIdentifier: id) }
+        await expectError(.unsupported) {
+            try await self.store.setExtendedAttribute(named: "security.selinux", to: Data("x".utf8), mode: .upsert, forItemIdentifier: id)
+        }
+        await expectError(.unsupported) {
+            try await self.store.setExtendedAttribute(named: "user.docfs.tags", to: Data("x".utf8), mode: .upsert, forItemIdentifier: id)
+        }
     }
 }
 
@@ -144,8 +158,10 @@ private final class LeakyProvider: Provider, @unchecked Sendable {
     func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 { try store.openContents(of: identifier) }
     var stagingDirectory: URL { store.stagingDirectory }
     /// Reads the file inside its window but does not take it: "answers at once, uploads later".
-    func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
-                        attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    func importDocument(
+        from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         try await file.withAccess { (url) async throws(ProviderError) -> Item in
             kept = url
             guard FileManager.default.contents(atPath: url.path) != nil else { throw ProviderError(.ioError, "cannot read inside the window") }

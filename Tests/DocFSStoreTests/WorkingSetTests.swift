@@ -27,7 +27,9 @@ final class WorkingSetTests: StoreTestCase {
         var queue: [(ItemIdentifier, String)] = [(.rootContainer, ""), (.trashContainer, "/.Trash")]
         while let (folder, path) = queue.popLast() {
             for item in try target.enumerateItems(in: folder) {
-                lines.append("\(path)/\(item.filename) \(item.identifier) \(item.kind) \(item.documentSize) \(item.childItemCount ?? -1) \(item.childFolderCount) \(item.itemVersion.metadataVersion)")
+                lines.append(
+                    "\(path)/\(item.filename) \(item.identifier) \(item.kind) \(item.documentSize) \(item.childItemCount ?? -1) \(item.childFolderCount) \(item.itemVersion.metadataVersion)"
+                )
                 XCTAssertEqual(try target.childItem(named: item.filename, in: folder).identifier, item.identifier)
                 XCTAssertEqual(try target.item(for: item.identifier).filename, item.filename)
                 if item.kind == .folder { queue.append((item.identifier, "\(path)/\(item.filename)")) }
@@ -92,8 +94,9 @@ final class WorkingSetTests: StoreTestCase {
             }
             // Lookups of names that may or may not be there, in any folder.
             let probe = names[Int(generator.next() % UInt64(names.count))] + "\(generator.next() % 4)"
-            XCTAssertEqual((try? store.childItem(named: probe, in: folder))?.identifier,
-                           (try? small.childItem(named: probe, in: folder))?.identifier, "step \(step): lookup of \(probe)")
+            XCTAssertEqual(
+                (try? store.childItem(named: probe, in: folder))?.identifier,
+                (try? small.childItem(named: probe, in: folder))?.identifier, "step \(step): lookup of \(probe)")
             let stats = small.cacheStatistics
             XCTAssertLessThanOrEqual(stats.records, stats.limit + stats.pinned + 2, "step \(step): the working set stays bounded")
             if step % 500 == 499 {
@@ -127,7 +130,8 @@ final class WorkingSetTests: StoreTestCase {
             if index % 10 == 0 {
                 _ = try await small.createDirectory(withName: String(format: "n%05d", index), inParentItemIdentifier: big.identifier)
             } else {
-                _ = try await small.importDocument(at: try stage(String(format: "n%05d", index), "x", in: small), toParentItemIdentifier: big.identifier)
+                _ = try await small.importDocument(
+                    at: try stage(String(format: "n%05d", index), "x", in: small), toParentItemIdentifier: big.identifier)
             }
         }
         func verify(_ when: String) throws {
@@ -137,8 +141,9 @@ final class WorkingSetTests: StoreTestCase {
             let listed = try small.enumerateItems(in: big.identifier).map(\.filename)
             XCTAssertEqual(listed, (0..<2500).map { String(format: "n%05d", $0) }, when)
             for index in stride(from: 0, to: 2500, by: 7) {
-                XCTAssertEqual(try small.childItem(named: String(format: "n%05d", index), in: big.identifier).filename,
-                               String(format: "n%05d", index), when)
+                XCTAssertEqual(
+                    try small.childItem(named: String(format: "n%05d", index), in: big.identifier).filename,
+                    String(format: "n%05d", index), when)
             }
             XCTAssertThrowsError(try small.childItem(named: "n99999", in: big.identifier), when)
             XCTAssertLessThanOrEqual(small.cacheStatistics.records, 100 + small.cacheStatistics.pinned + 2, when)
@@ -232,8 +237,10 @@ final class LogLines: @unchecked Sendable {
             get { metadata[key] }
             set { metadata[key] = newValue }
         }
-        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
-                 file: String, function: String, line: UInt) {
+        func log(
+            level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
+            file: String, function: String, line: UInt
+        ) {
             lines.add("\(message)")
         }
     }

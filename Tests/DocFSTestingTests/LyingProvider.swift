@@ -19,13 +19,17 @@ final class LyingProvider: Provider, SpecialItemProvider, AppleMetadataProvider,
     func setAttributes(ofItemWithIdentifier identifier: ItemIdentifier, changes: AttributeChanges) async throws(ProviderError) -> Item {
         try inner.item(for: identifier)
     }
-    func modifyContents(ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
-                        from fileURL: URL) async throws(ProviderError) -> Item {
+    func modifyContents(
+        ofItemWithIdentifier identifier: ItemIdentifier, baseVersion: ItemVersion?,
+        from fileURL: URL
+    ) async throws(ProviderError) -> Item {
         try inner.item(for: identifier)
     }
     func deleteItem(withIdentifier identifier: ItemIdentifier) async throws(ProviderError) {}
-    func createSpecialItem(withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
-                           attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    func createSpecialItem(
+        withName name: String, kind: ItemKind, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         try await inner.createDirectory(withName: name, inParentItemIdentifier: parent, attributes: attributes)
     }
     func setTagData(_ tagData: Data?, forItemIdentifier identifier: ItemIdentifier) async throws(ProviderError) -> Item {
@@ -41,23 +45,31 @@ final class LyingProvider: Provider, SpecialItemProvider, AppleMetadataProvider,
     func enumerateItems(in container: ItemIdentifier) throws(ProviderError) -> [Item] { try inner.enumerateItems(in: container) }
     func openContents(of identifier: ItemIdentifier) throws(ProviderError) -> Int32 { try inner.openContents(of: identifier) }
     var stagingDirectory: URL { inner.stagingDirectory }
-    func importDocument(from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
-                        attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    func importDocument(
+        from file: SecurityScopedURL, toParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         try await inner.importDocument(from: file, toParentItemIdentifier: parent, attributes: attributes)
     }
-    func createDirectory(withName name: String, inParentItemIdentifier parent: ItemIdentifier,
-                         attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    func createDirectory(
+        withName name: String, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         try await inner.createDirectory(withName: name, inParentItemIdentifier: parent, attributes: attributes)
     }
-    func createSymbolicLink(withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
-                            attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    func createSymbolicLink(
+        withName name: String, target: String, inParentItemIdentifier parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         try await inner.createSymbolicLink(withName: name, target: target, inParentItemIdentifier: parent, attributes: attributes)
     }
     func renameItem(withIdentifier identifier: ItemIdentifier, toName name: String) async throws(ProviderError) -> Item {
         try await inner.renameItem(withIdentifier: identifier, toName: name)
     }
-    func reparentItem(withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
-                      newName: String?, replacing: ItemIdentifier?) async throws(ProviderError) -> Item {
+    func reparentItem(
+        withIdentifier identifier: ItemIdentifier, toParentItemWithIdentifier parent: ItemIdentifier,
+        newName: String?, replacing: ItemIdentifier?
+    ) async throws(ProviderError) -> Item {
         try await inner.reparentItem(withIdentifier: identifier, toParentItemWithIdentifier: parent, newName: newName, replacing: replacing)
     }
     func synchronize() async throws(ProviderError) { try await inner.synchronize() }

@@ -27,12 +27,14 @@ final class ProviderConformanceTests: XCTestCase {
         if let work { try? FileManager.default.removeItem(at: work) }
     }
 
-    let writingChecks = ["a new file is the provider's", "identifiers stay across renames and moves", "a refusal leaves nothing half-done",
-                         "a change the provider signals shows through the kernel's caches", "a refused modification keeps the old version",
-                         "the trash round trip keeps the item", "extended attributes round trip", "hard links share one item",
-                         "chmod, chown and utimens reach the provider", "truncate changes the provider's contents",
-                         "unlink and rmdir remove the provider's items", "special items are the provider's",
-                         "tags and favourite rank round trip"]
+    let writingChecks = [
+        "a new file is the provider's", "identifiers stay across renames and moves", "a refusal leaves nothing half-done",
+        "a change the provider signals shows through the kernel's caches", "a refused modification keeps the old version",
+        "the trash round trip keeps the item", "extended attributes round trip", "hard links share one item",
+        "chmod, chown and utimens reach the provider", "truncate changes the provider's contents",
+        "unlink and rmdir remove the provider's items", "special items are the provider's",
+        "tags and favourite rank round trip",
+    ]
 
     func assertRan(_ report: ProviderConformance.Report, skipping skipped: Set<String>, file: StaticString = #filePath, line: UInt = #line) {
         XCTAssert(report.passed, "\n\(report)", file: file, line: line)
@@ -48,11 +50,15 @@ final class ProviderConformanceTests: XCTestCase {
     func testTheStoreConforms() throws {
         try XCTSkipIf(!FileManager.default.fileExists(atPath: "/usr/share/mime/magic"), "shared-mime-info is not installed")
         let url = work.appendingPathComponent("store")
-        try LocalStore.create(at: url, layout: Layout(trash: true, folders: [
-            .init(path: "Photos", allowedContentTypes: ["image/png"]),
-            .init(path: "Archive", capabilities: ["read", "enumerate"]),
-            .init(path: "Projects"),
-        ]))
+        try LocalStore.create(
+            at: url,
+            layout: Layout(
+                trash: true,
+                folders: [
+                    .init(path: "Photos", allowedContentTypes: ["image/png"]),
+                    .init(path: "Archive", capabilities: ["read", "enumerate"]),
+                    .init(path: "Projects"),
+                ]))
         let store = try LocalStore.open(at: url, logger: Logger(label: "conformance.store"))
         defer { store.close() }
         var options = ProviderConformance.Options()
@@ -60,14 +66,16 @@ final class ProviderConformanceTests: XCTestCase {
         options.refusedModification = .init(folder: "Photos", name: "f0001", accepted: Self.png, refused: Array("plain text, not a PNG\n".utf8))
         // A store of its own changes only through the mount (a replica's changes from the server
         // are signalled: the replica tests cover them).
-        assertRan(try ProviderConformance.check(store, options: options), skipping: ["a change the provider signals shows through the kernel's caches"])
+        assertRan(
+            try ProviderConformance.check(store, options: options), skipping: ["a change the provider signals shows through the kernel's caches"])
     }
 
     func testTheMemoryProviderConforms() throws {
-        let provider = try MemoryProvider(folders: [
-            .init(path: "Archive", capabilities: [.allowsReading, .allowsContentEnumerating]),
-            .init(path: "Projects", capabilities: .all),
-        ], stagingParent: work)
+        let provider = try MemoryProvider(
+            folders: [
+                .init(path: "Archive", capabilities: [.allowsReading, .allowsContentEnumerating]),
+                .init(path: "Projects", capabilities: .all),
+            ], stagingParent: work)
         var options = ProviderConformance.Options()
         options.trash = true
         options.onItsOwn = .init(rename: { try await provider.renameOnItsOwn($0, to: $1) }, delete: { try await provider.deleteOnItsOwn($0) })
@@ -110,9 +118,11 @@ extension ProviderConformanceTests {
     func testAProviderThatKeepsNothingFailsEachCallCheck() throws {
         let inner = try MemoryProvider(folders: [.init(path: "Projects", capabilities: .all)], stagingParent: work)
         let report = try ProviderConformance.check(LyingProvider(inner))
-        for check in ["statfs gives the provider's storage statistics", "chmod, chown and utimens reach the provider",
-                      "truncate changes the provider's contents", "unlink and rmdir remove the provider's items",
-                      "special items are the provider's", "tags and favourite rank round trip"] {
+        for check in [
+            "statfs gives the provider's storage statistics", "chmod, chown and utimens reach the provider",
+            "truncate changes the provider's contents", "unlink and rmdir remove the provider's items",
+            "special items are the provider's", "tags and favourite rank round trip",
+        ] {
             XCTAssertEqual(report[check], .failed, "\(check)\n\(report)")
         }
         XCTAssertEqual(report["child counts, parents and identities agree"], .passed, "\(report)")

@@ -14,14 +14,16 @@ final class GreetingProvider: Provider, @unchecked Sendable {
     let greetings = ["hello.txt": "hello\n", "hallo.txt": "hallo\n"]
     func item(for id: ItemIdentifier) throws(ProviderError) -> Item {
         if id == .rootContainer {
-            return Item(identifier: id, parentIdentifier: id, filename: "/", kind: .folder, contentType: .folder,
-                        childItemCount: greetings.count, creationDate: .now, contentModificationDate: .now,
-                        capabilities: [.allowsReading, .allowsContentEnumerating])
+            return Item(
+                identifier: id, parentIdentifier: id, filename: "/", kind: .folder, contentType: .folder,
+                childItemCount: greetings.count, creationDate: .now, contentModificationDate: .now,
+                capabilities: [.allowsReading, .allowsContentEnumerating])
         }
         guard let text = greetings[id.rawValue] else { throw ProviderError(.noSuchItem) }
-        return Item(identifier: id, parentIdentifier: .rootContainer, filename: id.rawValue, kind: .file,
-                    contentType: .plainText, documentSize: Int64(text.utf8.count), creationDate: .now,
-                    contentModificationDate: .now, capabilities: [.allowsReading], posixPermissions: 0o444)
+        return Item(
+            identifier: id, parentIdentifier: .rootContainer, filename: id.rawValue, kind: .file,
+            contentType: .plainText, documentSize: Int64(text.utf8.count), creationDate: .now,
+            contentModificationDate: .now, capabilities: [.allowsReading], posixPermissions: 0o444)
     }
     func enumerateItems(in container: ItemIdentifier) throws(ProviderError) -> [Item] {
         container == .rootContainer ? try greetings.keys.sorted().map { (name) throws(ProviderError) in try item(for: ItemIdentifier(name)) } : []
@@ -29,7 +31,7 @@ final class GreetingProvider: Provider, @unchecked Sendable {
     func openContents(of id: ItemIdentifier) throws(ProviderError) -> Int32 {
         guard let text = greetings[id.rawValue] else { throw ProviderError(.noSuchItem) }
         var path = Array("/tmp/greeting-XXXXXX".utf8CString)
-        let fd = mkstemp(&path)                 // a private file, unlinked at once, holds the bytes
+        let fd = mkstemp(&path) // a private file, unlinked at once, holds the bytes
         guard fd >= 0 else { throw .posix(errno, "mkstemp") }
         unlink(path)
         _ = text.withCString { write(fd, $0, strlen($0)) }
@@ -40,8 +42,8 @@ final class GreetingProvider: Provider, @unchecked Sendable {
 /// README's two lines that mount it, compiled here but never called (`serve` runs until
 /// unmounted).
 func mountGreetingsAsTheReadmeShows() throws {
-    let mount = try ProviderMount(GreetingProvider(), at: "/mnt/greetings")   // live when it returns
-    try mount.serve(signals: true)                                          // until umount or Ctrl-C
+    let mount = try ProviderMount(GreetingProvider(), at: "/mnt/greetings") // live when it returns
+    try mount.serve(signals: true) // until umount or Ctrl-C
 }
 
 /// Mounts in this process through DocFSTesting, as a provider's own tests would.

@@ -4,8 +4,8 @@ import DocFSProvider
 final class DirectorySnapshot: @unchecked Sendable {
     struct Entry {
         var name: String
-        var item: Item?          // nil for "." and ".." and for files still being copied in
-        var node: InodeNode?     // set for files still being copied in
+        var item: Item? // nil for "." and ".." and for files still being copied in
+        var node: InodeNode? // set for files still being copied in
         var isFolder: Bool
     }
     let entries: [Entry]

@@ -56,7 +56,9 @@ final class DeferredReply: @unchecked Sendable {
     deinit { if let req { FuseReplyCall.error(req, EIO) } }
 
     private func take() -> fuse_req_t? {
-        lock.withLock { _ in let r = req; req = nil; return r }
+        lock.withLock { _ in
+            let r = req; req = nil; return r
+        }
     }
     func error(_ err: Int32) { if let r = take() { FuseReplyCall.error(r, err) } }
     func ok() { error(0) }
@@ -68,4 +70,3 @@ final class DeferredReply: @unchecked Sendable {
         if let r = take() { FuseReplyCall.create(r, &e, fi) }
     }
 }
-

@@ -38,12 +38,14 @@ final class InitNegotiation: Sendable {
         let headerSize = MemoryLayout<fuse_in_header>.size
         // major, minor, max_readahead, flags: the part of fuse_init_in every kernel sends.
         guard length >= headerSize + 16,
-              buf.loadUnaligned(fromByteOffset: 4, as: UInt32.self) == FUSE_INIT.rawValue else { return }
+            buf.loadUnaligned(fromByteOffset: 4, as: UInt32.self) == FUSE_INIT.rawValue
+        else { return }
         let major = buf.loadUnaligned(fromByteOffset: headerSize, as: UInt32.self)
         let offered = buf.loadUnaligned(fromByteOffset: headerSize + 12, as: UInt32.self)
         guard major == 7 else { return }
         // flags2 (the upper half of the 64 flags) counts only with FUSE_INIT_EXT.
-        let offered2 = offered & UInt32(FUSE_INIT_EXT) != 0 && length >= headerSize + 20
+        let offered2 =
+            offered & UInt32(FUSE_INIT_EXT) != 0 && length >= headerSize + 20
             ? buf.loadUnaligned(fromByteOffset: headerSize + 16, as: UInt32.self) : 0
         offeredKillPriv.store(offered & UInt32(FUSE_HANDLE_KILLPRIV_V2) != 0, ordering: .relaxed)
         offeredPassthrough.store(offered2 & Passthrough.ABI.initFlag2 != 0, ordering: .relaxed)
@@ -55,15 +57,19 @@ final class InitNegotiation: Sendable {
     /// any other reply (at once: `pending` is 0 after INIT), an error reply, or the short reply
     /// that asks the kernel for another major version (no flags to amend).
     @inline(__always)
-    static func initReplyBody(_ iov: UnsafeMutablePointer<iovec>, count: Int32, pending: borrowing Atomic<UInt64>,
-                              atLeast: Int) -> UnsafeMutableRawPointer? {
+    static func initReplyBody(
+        _ iov: UnsafeMutablePointer<iovec>, count: Int32, pending: borrowing Atomic<UInt64>,
+        atLeast: Int
+    ) -> UnsafeMutableRawPointer? {
         let unique = pending.load(ordering: .relaxed)
         guard unique != 0, count >= 2, let header = iov[0].iov_base,
-              iov[0].iov_len >= MemoryLayout<fuse_out_header>.size,
-              header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == unique else { return nil }
+            iov[0].iov_len >= MemoryLayout<fuse_out_header>.size,
+            header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == unique
+        else { return nil }
         pending.store(0, ordering: .relaxed)
         guard header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0,
-              let body = iov[1].iov_base, iov[1].iov_len >= atLeast else { return nil }
+            let body = iov[1].iov_base, iov[1].iov_len >= atLeast
+        else { return nil }
         return body
     }
 
@@ -85,8 +91,10 @@ final class InitNegotiation: Sendable {
 
     /// Asks for FUSE_PASSTHROUGH (with a stacking depth of 1: the store is on a plain
     /// filesystem) where the kernel offers it and docfs may use it; says once why not otherwise.
-    private func negotiatePassthrough(_ passthrough: Passthrough, flags: inout UInt32, body: UnsafeMutableRawPointer,
-                                      length: Int, log: Logger?) {
+    private func negotiatePassthrough(
+        _ passthrough: Passthrough, flags: inout UInt32, body: UnsafeMutableRawPointer,
+        length: Int, log: Logger?
+    ) {
         let why: String
         if !offeredPassthrough.load(ordering: .relaxed) {
             why = "the kernel offers none (Linux 6.9+ with CONFIG_FUSE_PASSTHROUGH)"
@@ -133,7 +141,8 @@ final class InitNegotiation: Sendable {
                     ringInit = ring.amendInitReply(iov, count: count)
                 }
                 if bridge.initNegotiation.amendReply(iov, count: count, passthrough: bridge.passthrough, log: bridge.log),
-                   bridge.initNegotiation.granted.load(ordering: .relaxed) {
+                    bridge.initNegotiation.granted.load(ordering: .relaxed)
+                {
                     bridge.log.debug("INIT: asked the kernel for FUSE_HANDLE_KILLPRIV_V2 (docfs clears set-user-ID and set-group-ID itself)")
                 }
                 if ringInit {

@@ -93,10 +93,12 @@ final class Passthrough: @unchecked Sendable {
     /// the initial user namespace (the kernel's `capable`; a mount in a user namespace is refused).
     static func hasCapability() -> Bool {
         guard let map = try? String(contentsOfFile: "/proc/self/uid_map", encoding: .utf8),
-              map.split(whereSeparator: \.isWhitespace) == ["0", "0", "4294967295"] else { return false }
+            map.split(whereSeparator: \.isWhitespace) == ["0", "0", "4294967295"]
+        else { return false }
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
-              let bits = UInt64(line.dropFirst("CapEff:".count).trimmingCharacters(in: .whitespaces), radix: 16) else { return false }
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
+            let bits = UInt64(line.dropFirst("CapEff:".count).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return false }
         return bits & (1 << 21) != 0
     }
 
@@ -108,8 +110,10 @@ final class Passthrough: @unchecked Sendable {
     /// other handles (which are then the daemon's). Returns the backing id to put in the open
     /// reply, or nil. Throws EBUSY for a handle the daemon must serve while passthrough readers
     /// stay open.
-    func admit(ino: UInt64, backing: Int32?, reading: Bool, staged: Bool = false, othersOpen: () -> Bool,
-               retain: () -> Void, log: Logger) throws(ProviderError) -> Int32? {
+    func admit(
+        ino: UInt64, backing: Int32?, reading: Bool, staged: Bool = false, othersOpen: () -> Bool,
+        retain: () -> Void, log: Logger
+    ) throws(ProviderError) -> Int32? {
         // Never negotiated: nothing to decide. Refused later: handles the daemon serves still
         // wait for the passthrough readers admitted before.
         guard negotiated.load(ordering: .relaxed) else { retain(); return nil }
@@ -183,7 +187,8 @@ final class Passthrough: @unchecked Sendable {
         // Out of memory or descriptors is this file's trouble; anything else is the mount's.
         if e == ENOMEM || e == EMFILE || e == ENFILE { return nil }
         if !refused.exchange(true, ordering: .relaxed) {
-            log.notice("passthrough off: the kernel refused a backing file (\(ErrnoName.of(e))); file contents are read and written through the daemon")
+            log.notice(
+                "passthrough off: the kernel refused a backing file (\(ErrnoName.of(e))); file contents are read and written through the daemon")
         }
         return nil
     }
@@ -217,8 +222,9 @@ final class Passthrough: @unchecked Sendable {
     static func amendOpenReply(_ iov: UnsafeMutablePointer<iovec>, count: Int32) {
         guard let pending = pthread_getspecific(pendingKey) else { return }
         guard count >= 2, let header = iov[0].iov_base, iov[0].iov_len >= MemoryLayout<fuse_out_header>.size,
-              header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0,
-              let body = iov[1].iov_base, iov[1].iov_len == MemoryLayout<fuse_open_out>.size else { return }
+            header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0,
+            let body = iov[1].iov_base, iov[1].iov_len == MemoryLayout<fuse_open_out>.size
+        else { return }
         // fuse_open_out: fh (8 bytes), open_flags, then backing_id (Debian's header: padding).
         let flags = body.loadUnaligned(fromByteOffset: 8, as: UInt32.self)
         body.storeBytes(of: flags | ABI.openFlag, toByteOffset: 8, as: UInt32.self)

@@ -39,8 +39,10 @@ final class RingQueue: @unchecked Sendable {
     private let stopping = Atomic<Bool>(false)
 
     /// Sets up the io_uring and the buffers; throws the reason when the kernel refuses.
-    init(qid: UInt16, entries: Int, payloadSize: Int, fuseFD: Int32, session: OpaquePointer,
-         transport: RingTransport) throws(RingTransport.SetupError) {
+    init(
+        qid: UInt16, entries: Int, payloadSize: Int, fuseFD: Int32, session: OpaquePointer,
+        transport: RingTransport
+    ) throws(RingTransport.SetupError) {
         self.qid = qid
         self.fuseFD = fuseFD
         self.session = session
@@ -98,12 +100,19 @@ final class RingQueue: @unchecked Sendable {
     func start(failing: Bool = false) {
         let box = Unmanaged.passRetained(self).toOpaque()
         var tid = pthread_t()
-        let rc = failing ? EAGAIN : pthread_create(&tid, nil, { arg in
-            let queue = Unmanaged<RingQueue>.fromOpaque(arg!).takeRetainedValue()
-            queue.run()
-            return nil
-        }, box)
-        if rc == 0 { thread = tid } else {
+        let rc =
+            failing
+            ? EAGAIN
+            : pthread_create(
+                &tid, nil,
+                { arg in
+                    let queue = Unmanaged<RingQueue>.fromOpaque(arg!).takeRetainedValue()
+                    queue.run()
+                    return nil
+                }, box)
+        if rc == 0 {
+            thread = tid
+        } else {
             Unmanaged<RingQueue>.fromOpaque(box).release()
             transport.queueCouldNotStart(self, "pthread_create failed: \(String(cString: strerror(rc)))")
         }
@@ -115,8 +124,11 @@ final class RingQueue: @unchecked Sendable {
     /// otherwise hold every request until this queue had an entry. The kernel's answer, or nil
     /// when it could not be sent.
     func refuseRegistration() -> Int32? {
-        guard docfs_uring_prep_fuse_cmd(&ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_REGISTER), UInt16.max, 0,
-                                        iovecs, Self.refuseTag) == 0 else { return nil }
+        guard
+            docfs_uring_prep_fuse_cmd(
+                &ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_REGISTER), UInt16.max, 0,
+                iovecs, Self.refuseTag) == 0
+        else { return nil }
         guard docfs_uring_submit_and_wait(&ring, 1) >= 0 else { return nil }
         var tag: UInt64 = 0, res: Int32 = 0
         while docfs_uring_reap(&ring, &tag, &res, 1) == 1 {
@@ -143,8 +155,9 @@ final class RingQueue: @unchecked Sendable {
         pinToCPU()
         let entries = headers.count
         for i in 0..<entries {
-            _ = docfs_uring_prep_fuse_cmd(&ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_REGISTER), qid, 0,
-                                          iovecs + 2 * i, UInt64(i))
+            _ = docfs_uring_prep_fuse_cmd(
+                &ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_REGISTER), qid, 0,
+                iovecs + 2 * i, UInt64(i))
         }
         _ = docfs_uring_prep_read(&ring, eventFD, &wakeBuffer, 8, Self.wakeTag)
         // Registered once submitted: a refusal comes back as a completion with an error.
@@ -258,15 +271,18 @@ final class RingQueue: @unchecked Sendable {
     /// On the queue's own thread: submits the commits of the replies given so far, now rather
     /// than when the request being served returns.
     func flushCommits() {
-        let indices = ready.withLock { list -> [Int] in defer { list.removeAll(keepingCapacity: true) }; return list }
+        let indices = ready.withLock { list -> [Int] in
+            defer { list.removeAll(keepingCapacity: true) }; return list
+        }
         guard !indices.isEmpty else { return }
         for index in indices { prepCommit(index) }
         _ = docfs_uring_submit_and_wait(&ring, 0)
     }
 
     private func prepCommit(_ index: Int) {
-        _ = docfs_uring_prep_fuse_cmd(&ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_COMMIT_AND_FETCH),
-                                      qid, commitIDs[index], iovecs + 2 * index, UInt64(index))
+        _ = docfs_uring_prep_fuse_cmd(
+            &ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_COMMIT_AND_FETCH),
+            qid, commitIDs[index], iovecs + 2 * index, UInt64(index))
     }
 
     /// libfuse's reply for entry `index` (through the custom writev): the out header into the

@@ -58,7 +58,9 @@ final class RingTransport: @unchecked Sendable {
 
     /// The session and its /dev/fuse descriptor, once mounted (before INIT is read).
     func attach(session: OpaquePointer, fd: Int32) {
-        lock.withLock { _ in self.session = session; fuseFD = fd }
+        lock.withLock { _ in
+            self.session = session; fuseFD = fd
+        }
     }
 
     /// The number of queues the kernel expects: one per possible CPU.
@@ -79,11 +81,13 @@ final class RingTransport: @unchecked Sendable {
         let headerSize = MemoryLayout<fuse_in_header>.size
         // major, minor, max_readahead, flags, flags2 of fuse_init_in.
         guard length >= headerSize + 20,
-              buf.loadUnaligned(fromByteOffset: 4, as: UInt32.self) == FUSE_INIT.rawValue else { return }
+            buf.loadUnaligned(fromByteOffset: 4, as: UInt32.self) == FUSE_INIT.rawValue
+        else { return }
         let flags = buf.loadUnaligned(fromByteOffset: headerSize + 12, as: UInt32.self)
         let flags2 = buf.loadUnaligned(fromByteOffset: headerSize + 16, as: UInt32.self)
-        offered.store(flags & DOCFS_FUSE_INIT_EXT_BIT != 0 && flags2 & DOCFS_FUSE_OVER_IO_URING_FLAGS2 != 0,
-                      ordering: .relaxed)
+        offered.store(
+            flags & DOCFS_FUSE_INIT_EXT_BIT != 0 && flags2 & DOCFS_FUSE_OVER_IO_URING_FLAGS2 != 0,
+            ordering: .relaxed)
         pendingInit.store(buf.loadUnaligned(fromByteOffset: 8, as: UInt64.self), ordering: .relaxed)
     }
 
@@ -94,8 +98,9 @@ final class RingTransport: @unchecked Sendable {
         // fuse_init_out up to flags2 (offset 32).
         guard let body = InitNegotiation.initReplyBody(iov, count: count, pending: pendingInit, atLeast: 36) else { return false }
         guard offered.load(ordering: .relaxed) else {
-            log.log(level: asked ? .notice : .debug,
-                    "io_uring: the kernel does not offer FUSE over io_uring (is /sys/module/fuse/parameters/enable_uring Y?); serving through /dev/fuse")
+            log.log(
+                level: asked ? .notice : .debug,
+                "io_uring: the kernel does not offer FUSE over io_uring (is /sys/module/fuse/parameters/enable_uring Y?); serving through /dev/fuse")
             return false
         }
         // The kernel wants each payload buffer to hold its largest request or reply.
@@ -124,8 +129,10 @@ final class RingTransport: @unchecked Sendable {
             var made: [RingQueue] = []
             do throws(SetupError) {
                 for qid in 0..<Self.possibleCPUs() {
-                    made.append(try RingQueue(qid: UInt16(qid), entries: entriesPerQueue, payloadSize: payloadSize,
-                                              fuseFD: fuseFD, session: session, transport: self))
+                    made.append(
+                        try RingQueue(
+                            qid: UInt16(qid), entries: entriesPerQueue, payloadSize: payloadSize,
+                            fuseFD: fuseFD, session: session, transport: self))
                 }
             } catch {
                 for q in made { q.release() }
@@ -165,7 +172,8 @@ final class RingTransport: @unchecked Sendable {
         completing.add(1, ordering: .sequentiallyConsistent)
         defer { completing.subtract(1, ordering: .sequentiallyConsistent) }
         guard serving.load(ordering: .sequentiallyConsistent), count >= 1, let header = iov[0].iov_base,
-              iov[0].iov_len >= MemoryLayout<fuse_out_header>.size else { return nil }
+            iov[0].iov_len >= MemoryLayout<fuse_out_header>.size
+        else { return nil }
         let unique = header.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
         guard unique != 0 else {
             // A notification: replies this thread gave before it must reach the kernel first, as
@@ -206,7 +214,9 @@ final class RingTransport: @unchecked Sendable {
         } else {
             // Nothing else turns the ring off: requests of this CPU would wait for ever.
             // As queueLostItsEntries: fuse_session_exit alone would leave the loop's read waiting.
-            log.critical("io_uring: queue \(queue.qid) could not start (\(reason)) and the kernel could not be told to serve through /dev/fuse; ending the session")
+            log.critical(
+                "io_uring: queue \(queue.qid) could not start (\(reason)) and the kernel could not be told to serve through /dev/fuse; ending the session"
+            )
             kill(getpid(), SIGTERM)
         }
     }
@@ -243,7 +253,9 @@ final class RingTransport: @unchecked Sendable {
 
     /// After unmounting: ends the queue threads and frees their rings and buffers.
     func stop() {
-        let all = lock.withLock { _ -> [RingQueue] in defer { queues = [] }; return queues }
+        let all = lock.withLock { _ -> [RingQueue] in
+            defer { queues = [] }; return queues
+        }
         guard !all.isEmpty else { return }
         for q in all { q.join() }
         serving.store(false, ordering: .sequentiallyConsistent)

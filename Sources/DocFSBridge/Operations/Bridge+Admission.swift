@@ -7,8 +7,10 @@ extension Bridge {
     /// (EACCES), a folder that allows adding (EACCES), the trash's rules, and the provider
     /// admitting the name (a type the folder refuses: EPERM). Returns the new item's owner, group
     /// and mode as Linux gives them.
-    func admitNewItem(_ parent: UInt64, _ cname: UnsafePointer<CChar>, kind: ItemKind, mode: UInt16,
-                      caller: Caller) throws(RequestError) -> (parent: Item, name: String, subject: Subject, attributes: NewItemAttributes) {
+    func admitNewItem(
+        _ parent: UInt64, _ cname: UnsafePointer<CChar>, kind: ItemKind, mode: UInt16,
+        caller: Caller
+    ) throws(RequestError) -> (parent: Item, name: String, subject: Subject, attributes: NewItemAttributes) {
         let name = try attempt(.ino(parent)) { () throws(ProviderError) in try Bridge.name(cname) }
         let parentItem = try item(parent)
         let subject = Subject.child(parentItem.identifier, name)

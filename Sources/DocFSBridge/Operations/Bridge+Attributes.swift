@@ -22,7 +22,11 @@ extension Bridge {
                 var e = fuse_entry_param()
                 e.ino = node.ino
                 e.generation = InodeTable.generation
-                e.attr = stagedStat(node) ?? attributes.stat(ofStaged: nil, ino: node.ino, owner: Ownership(ownerID: 0, groupID: 0, posixPermissions: 0o600, isDirectory: false), accessTime: nil)
+                e.attr =
+                    stagedStat(node)
+                    ?? attributes.stat(
+                        ofStaged: nil, ino: node.ino, owner: Ownership(ownerID: 0, groupID: 0, posixPermissions: 0o600, isDirectory: false),
+                        accessTime: nil)
                 // A file being copied in changes under the kernel; don't let it cache the attributes.
                 e.attr_timeout = 0
                 e.entry_timeout = 0
@@ -41,7 +45,8 @@ extension Bridge {
             reply.entry(&e)
         } catch {
             if error.error.code == .noSuchItem, options.entryTimeout > 0, cacheable,
-               !options.trash || inodes.identifier(parent) != .trashContainer {
+                !options.trash || inodes.identifier(parent) != .trashContainer
+            {
                 // A negative entry: the kernel remembers "no such name" until we create it.
                 var e = fuse_entry_param()
                 e.ino = 0
@@ -147,8 +152,10 @@ extension Bridge {
         }
     }
 
-    private func applyAttributes(_ ino: UInt64, _ attr: stat, _ toSet: Int32, _ handle: OpenFile?, _ caller: Caller,
-                                 narrowed: inout Item?) async throws(RequestError) -> stat {
+    private func applyAttributes(
+        _ ino: UInt64, _ attr: stat, _ toSet: Int32, _ handle: OpenFile?, _ caller: Caller,
+        narrowed: inout Item?
+    ) async throws(RequestError) -> stat {
         guard let node = inodes.node(ino) else { throw RequestError(ProviderError(.noSuchItem), .ino(ino)) }
         if inodes.orphanedItem(node) != nil {
             // Deleted or replaced while open: only the open file's own staged copy can change.
@@ -166,7 +173,8 @@ extension Bridge {
         let setsGroup = toSet & FUSE_SET_ATTR_GID != 0
         // Nothing named: `chown(path, -1, -1)`, which the kernel sends as an empty setattr. It
         // still clears set-ID bits as a chown does and moves the change time.
-        let handled = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_SIZE
+        let handled =
+            FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_SIZE
             | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW
         let touchOnly = toSet & handled == 0
 
@@ -176,17 +184,19 @@ extension Bridge {
             if setsOwner || setsGroup || touchOnly {
                 // An empty setattr while the file is open for writing is the kernel clearing
                 // set-ID bits before a write; otherwise it is chown(path, -1, -1).
-                changes = try OwnershipRules.chown(owned, owner: setsOwner ? attr.st_uid : nil,
-                                                   group: setsGroup ? attr.st_gid : nil, by: caller,
-                                                   beforeWrite: touchOnly && hasSession(ino))
+                changes = try OwnershipRules.chown(
+                    owned, owner: setsOwner ? attr.st_uid : nil,
+                    group: setsGroup ? attr.st_gid : nil, by: caller,
+                    beforeWrite: touchOnly && hasSession(ino))
             }
             if toSet & FUSE_SET_ATTR_MODE != 0 {
                 if item?.kind == .symlink { throw ProviderError(.unsupported, "a symbolic link has no mode of its own") }
                 changes.posixPermissions = try OwnershipRules.chmod(owned, to: UInt16(attr.st_mode & 0o7777), by: caller)
             }
             if atime || mtime {
-                try OwnershipRules.setTimes(owned, explicit: (atime && !atimeNow) || (mtime && !mtimeNow),
-                                            bothNow: atimeNow && mtimeNow, by: caller)
+                try OwnershipRules.setTimes(
+                    owned, explicit: (atime && !atimeNow) || (mtime && !mtimeNow),
+                    bothNow: atimeNow && mtimeNow, by: caller)
                 let now = FileTime.now()
                 if atime { changes.accessTime = atimeNow ? now : Attributes.fileTime(attr.st_atim) }
                 if mtime { changes.modificationTime = mtimeNow ? now : Attributes.fileTime(attr.st_mtim) }

@@ -18,15 +18,19 @@ extension Bridge {
     /// EBUSY for a handle the daemon must serve while the file's passthrough readers stay open.
     @discardableResult
     /// `holding`: the caller holds an open of its own on the node meanwhile (not another handle).
-    private func install(_ file: OpenFile, in fi: UnsafeMutablePointer<fuse_file_info>,
-                         passthroughFrom fd: Int32? = nil, holding: Bool = false) throws(RequestError) -> Int32? {
+    private func install(
+        _ file: OpenFile, in fi: UnsafeMutablePointer<fuse_file_info>,
+        passthroughFrom fd: Int32? = nil, holding: Bool = false
+    ) throws(RequestError) -> Int32? {
         let node = file.node
         let backing = try attempt(.ino(node.ino)) { () throws(ProviderError) in
-            try passthrough.admit(ino: node.ino, backing: fd, reading: !file.writable, staged: file.writable, othersOpen: { [inodes] in
-                // Another handle (served by the daemon), or for a reader a staged copy (it must
-                // see the writes; a writer's own staged copy is what it writes).
-                inodes.openCount(node) > (holding ? 1 : 0) || (!file.writable && node.sessionLock.withLock { _ in node.session != nil })
-            }, retain: { [inodes] in inodes.retainOpen(node) }, log: log)
+            try passthrough.admit(
+                ino: node.ino, backing: fd, reading: !file.writable, staged: file.writable,
+                othersOpen: { [inodes] in
+                    // Another handle (served by the daemon), or for a reader a staged copy (it must
+                    // see the writes; a writer's own staged copy is what it writes).
+                    inodes.openCount(node) > (holding ? 1 : 0) || (!file.writable && node.sessionLock.withLock { _ in node.session != nil })
+                }, retain: { [inodes] in inodes.retainOpen(node) }, log: log)
         }
         file.passthrough = backing != nil
         fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(file).toOpaque()))
@@ -35,14 +39,17 @@ extension Bridge {
         return backing
     }
 
-    func create(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t,
-                _ fi: UnsafeMutablePointer<fuse_file_info>) {
+    func create(
+        _ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t,
+        _ fi: UnsafeMutablePointer<fuse_file_info>
+    ) {
         do throws(RequestError) {
             let caller = Caller(reply.req)
             let (parentItem, name, _, attributes) = try admitNewItem(parent, cname, kind: .file, mode: UInt16(mode & 0o7777), caller: caller)
             try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
                 if (try? provider.childItem(named: name, in: parentItem.identifier)) != nil
-                    || inodes.pendingChild(parent: parent, name: name) != nil {
+                    || inodes.pendingChild(parent: parent, name: name) != nil
+                {
                     throw ProviderError(.filenameCollision, "'\(name)' already exists")
                 }
             }
@@ -67,8 +74,9 @@ extension Bridge {
             var e = fuse_entry_param()
             e.ino = node.ino
             e.generation = InodeTable.generation
-            e.attr = self.attributes.stat(ofStaged: session.status(), ino: node.ino, owner: copyIn.ownership,
-                                          accessTime: copyIn.attributes.accessTime)
+            e.attr = self.attributes.stat(
+                ofStaged: session.status(), ino: node.ino, owner: copyIn.ownership,
+                accessTime: copyIn.attributes.accessTime)
             // The attributes may be cached: every change to the new file comes through the kernel,
             // which drops them after a write or setattr (this saves cp's fstat a round trip). So
             // may the name (an unlink or a stat by path after close needs no lookup): an import
@@ -138,9 +146,11 @@ extension Bridge {
                     return
                 }
             } else if let storedSlices,
-                      let slice = try attempt(.item(item.identifier), { () throws(ProviderError) in try storedSlices.openStoredSlice(of: item.identifier) }) {
+                let slice = try attempt(.item(item.identifier), { () throws(ProviderError) in try storedSlices.openStoredSlice(of: item.identifier) })
+            {
                 // A small file kept inside a larger one (the store's segments): read in place.
-                backing = try install(OpenFile(node: node, readFD: slice.fd, writable: false, window: slice.offset..<(slice.offset + Int64(slice.length))), in: fi)
+                backing = try install(
+                    OpenFile(node: node, readFD: slice.fd, writable: false, window: slice.offset..<(slice.offset + Int64(slice.length))), in: fi)
                 fi.pointee.noflush = 1
                 prefetch?.opened(item)
             } else {
@@ -167,8 +177,10 @@ extension Bridge {
     /// kernel's to write (`Passthrough`). Returns the backing id, and set-ID bits to clear before
     /// the reply: O_TRUNC changes the contents even if nothing is written after it, and a
     /// passthrough writer's writes never reach the daemon.
-    private func openForWriting(_ node: InodeNode, _ item: Item, truncating: Bool, caller: Caller,
-                                _ fi: UnsafeMutablePointer<fuse_file_info>) throws(RequestError) -> (Int32?, (ItemIdentifier, UInt16)?) {
+    private func openForWriting(
+        _ node: InodeNode, _ item: Item, truncating: Bool, caller: Caller,
+        _ fi: UnsafeMutablePointer<fuse_file_info>
+    ) throws(RequestError) -> (Int32?, (ItemIdentifier, UInt16)?) {
         try attempt(.item(item.identifier)) { () throws(ProviderError) in
             try passthrough.waitForReaders(ino: node.ino)
         }
@@ -178,15 +190,18 @@ extension Bridge {
         inodes.retainOpen(node)
         defer { if inodes.releaseOpen(node) { dropIdleSession(node) } }
         try beginWriting(node, item: item, truncating: truncating)
-        let backing = try install(OpenFile(node: node, readFD: -1, writable: true), in: fi,
-                                  passthroughFrom: passthrough.active ? stagedBacking(node) : nil, holding: true)
+        let backing = try install(
+            OpenFile(node: node, readFD: -1, writable: true), in: fi,
+            passthroughFrom: passthrough.active ? stagedBacking(node) : nil, holding: true)
         if backing != nil { beganBacking(node) }
         return (backing, truncating || backing != nil ? setIDToDrop(item, writer: caller) : nil)
     }
 
     /// Answers an open from the executor, after clearing set-ID bits when asked.
-    private func answerLater(_ d: DeferredReply, _ opened: fuse_file_info, _ node: InodeNode, backing: Int32?,
-                             drop: (ItemIdentifier, UInt16)?) {
+    private func answerLater(
+        _ d: DeferredReply, _ opened: fuse_file_info, _ node: InodeNode, backing: Int32?,
+        drop: (ItemIdentifier, UInt16)?
+    ) {
         executor.run { [self] in
             if let drop { await dropSetID(node, drop) }
             var info = opened
@@ -222,8 +237,10 @@ extension Bridge {
         return try attempt(subject) { () throws(ProviderError) in
             if let previous {
                 // O_TRUNC moves the times even of an empty file (ext4 does): a new version.
-                let next = truncating ? try WriteSession.stage(in: stagingFiles, copying: nil as Int32?, dirty: true)
-                                      : try WriteSession.stage(in: stagingFiles, copying: previous, dirty: false)
+                let next =
+                    truncating
+                    ? try WriteSession.stage(in: stagingFiles, copying: nil as Int32?, dirty: true)
+                    : try WriteSession.stage(in: stagingFiles, copying: previous, dirty: false)
                 previous.handOver(to: next)
                 // A copy-in's session (its release not in yet) told the replica of no writer: tell
                 // it now, so other replicas' changes wait for this one's close too.
@@ -324,7 +341,8 @@ extension Bridge {
         }
         stats?.bytesWritten(done)
         if firstWrite, let id = inodes.identifier(node.ino), let item = try? provider.item(for: id),
-           let change = setIDToDrop(item, writer: Caller(reply.req)) {
+            let change = setIDToDrop(item, writer: Caller(reply.req))
+        {
             let d = reply.deferred()
             executor.run { [self, done] in
                 await dropSetID(node, change)
@@ -412,117 +430,6 @@ extension Bridge {
         }
     }
 
-    /// Hands the staged file to the provider when it has news: the import of a new file, or a
-    /// new content version of an existing one.
-    func commit(_ node: InodeNode, durable: Bool) async throws(RequestError) {
-        let copyIn = inodes.copyIn(of: node)
-        let placement = copyIn?.placement
-        // The lock is held to decide and claim, never across the provider's action (an await):
-        // the claim (`committed`, `beginCommit`) is what keeps writers and other commits off.
-        let start: CommitStart = node.sessionLock.withLock { _ in
-            if let s = node.session, !s.committed, s.backing || s.isCommitting { return .busy(s) }
-            guard let session = node.session, !session.committed, session.dirty || placement != nil else {
-                return .nothingToCommit(claimedBy: node.session.flatMap { $0.committed ? $0 : nil })
-            }
-            // Claim it: a write arriving now stages a fresh copy instead of changing this file.
-            session.committed = true
-            session.dirty = false
-            session.beginCommit()
-            return .claimed(session)
-        }
-        let session: WriteSession
-        switch start {
-        case .busy(let s):
-            // The kernel writes this staged file (passthrough): a copy of it goes in. Or such a
-            // copy is going in now: wait for it, then see what is left to do.
-            guard s.isCommitting else { return try await commitCopy(node, s, durable: durable) }
-            await s.waitForCommit()
-            return try await commit(node, durable: durable)
-        case .nothingToCommit(let claimed):
-            // Another request (a release racing a truncate by path) is committing this copy: its
-            // result is ours too, so wait for it rather than answer with the old contents.
-            if let claimed, claimed.isCommitting { await claimed.waitForCommit() }
-            return
-        case .claimed(let claimed):
-            session = claimed
-        }
-        defer { session.endCommit() }
-        if durable { session.sync() }
-
-        if let copyIn, let placement {
-            guard let parentID = inodes.identifier(placement.parent) else {
-                dropCopyIn(node, placement)
-                throw RequestError(ProviderError(.noSuchItem, "the folder was removed during the copy"), .ino(node.ino))
-            }
-            let subject = Subject.child(parentID, placement.name)
-            do throws(RequestError) {
-                let times = stagedTimes(session)
-                let attributes = copyIn.importAttributes(stagedModificationTime: times.modified, stagedChangeTime: times.changed)
-                let item: Item
-                if let smallFiles, let bytes = session.memoryContents() {
-                    // A small file still in memory: its bytes, no staged file.
-                    item = try await attempt(subject) { () async throws(ProviderError) in
-                        try await smallFiles.importDocument(contents: bytes, named: placement.name, toParentItemIdentifier: parentID,
-                                                            attributes: attributes)
-                    }
-                } else {
-                    // The staged file is handed over (by path to the store, security-scoped to
-                    // another provider) and gone, whatever the provider left, once it returns.
-                    let sealed = try attempt(subject) { () throws(ProviderError) in try session.stagedPath() }
-                    item = try await attempt(subject) { () async throws(ProviderError) in
-                        try await importStaged(sealed: sealed, name: placement.name, into: parentID, attributes: attributes)
-                    }
-                }
-                node.sessionLock.withLock { _ in session.landed = item.itemVersion }
-                let landed = inodes.bind(node, to: item.identifier) ?? copyIn
-                await storeExtendedAttributes(of: landed, on: item.identifier, subject: subject)
-            } catch {
-                // Refused or failed: nothing of it stays in the tree.
-                dropCopyIn(node, placement)
-                throw error
-            }
-            return
-        }
-        guard let identifier = inodes.identifier(node.ino) else { return }
-        if inodes.orphanedItem(node) != nil {
-            // Deleted or replaced while open: what was written goes with the unlinked file, as
-            // on a local filesystem; close() succeeds.
-            // The staged copy stays readable through the handles still open, and goes at the last.
-            node.sessionLock.withLock { _ in session.committed = false; session.dirty = false }
-            return
-        }
-        do throws(RequestError) {
-            // The staged file becomes the stored contents; keep a name for it so the session
-            // (whose path the provider takes) can still be unlinked if the provider refuses.
-            let url = URL(fileURLWithPath: try attempt(.item(identifier)) { () throws(ProviderError) in try session.stagedPath() },
-                          isDirectory: false)
-            let base = node.sessionLock.withLock { _ in session.base }
-            let item = try await attempt(.item(identifier)) { () async throws(ProviderError) in
-                try await provider.modifyContents(ofItemWithIdentifier: identifier, baseVersion: base, from: url)
-            }
-            node.sessionLock.withLock { _ in session.landed = item.itemVersion }
-        } catch {
-            // Contents the provider refused (not a valid document, a type the folder does not
-            // take) are not kept: the file reads as its stored version again. Any other failure
-            // keeps the staged bytes for the next close to try again.
-            let refused = error.error.code == .corruptFile || error.error.code == .typeNotAllowed
-            node.sessionLock.withLock { _ in
-                guard node.session === session else { return }
-                session.committed = false
-                if refused { node.session = nil } else { session.dirty = true }
-            }
-            if refused { notifier.invalidateContents(ino: node.ino) }
-            throw error
-        }
-    }
-
-    /// A new file whose import failed leaves the tree, and the kernel forgets its name (cached
-    /// since the create). Queued: the kernel may hold the folder locked for a request of its own.
-    private func dropCopyIn(_ node: InodeNode, _ placement: CopyIn.Placement) {
-        inodes.dropPending(node)
-        notifier.invalidateEntry(parent: placement.parent, name: placement.name)
-    }
-
     /// The staged file's modification time: its last write, or what the program set since.
     func stagedModificationTime(_ session: WriteSession) -> FileTime {
         stagedTimes(session).modified
@@ -586,14 +493,4 @@ extension Bridge {
         try await commit(node, durable: false)
         dropIdleSession(node)
     }
-}
-
-/// What `commit` found under the node's `sessionLock`; it acts on it after the lock is let go.
-private enum CommitStart {
-    /// A backing file (passthrough) not being committed, or a session being committed now.
-    case busy(WriteSession)
-    /// Nothing dirty; `claimedBy` is a committed session whose commit may still be running.
-    case nothingToCommit(claimedBy: WriteSession?)
-    /// This commit claimed the session.
-    case claimed(WriteSession)
 }

@@ -21,8 +21,9 @@ extension Bridge {
 
     func mkdir(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t) {
         do throws(RequestError) {
-            let (parentItem, name, subject, attributes) = try admitNewItem(parent, cname, kind: .folder, mode: UInt16(mode & 0o7777),
-                                                                          caller: Caller(reply.req))
+            let (parentItem, name, subject, attributes) = try admitNewItem(
+                parent, cname, kind: .folder, mode: UInt16(mode & 0o7777),
+                caller: Caller(reply.req))
             let d = reply.deferred()
             perform("mkdir", d) { [self] () async throws(RequestError) in
                 let item = try await attempt(subject) { () async throws(ProviderError) in
@@ -47,8 +48,9 @@ extension Bridge {
             let d = reply.deferred()
             perform("symlink", d) { [self] () async throws(RequestError) in
                 let item = try await attempt(subject) { () async throws(ProviderError) in
-                    try await provider.createSymbolicLink(withName: name, target: target, inParentItemIdentifier: parentItem.identifier,
-                                                          attributes: attributes)
+                    try await provider.createSymbolicLink(
+                        withName: name, target: target, inParentItemIdentifier: parentItem.identifier,
+                        attributes: attributes)
                 }
                 replyEntry(d, item, in: parentItem)
             }
@@ -64,16 +66,18 @@ extension Bridge {
     func mknod(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>, _ mode: mode_t, rdev: UInt64) {
         do throws(RequestError) {
             let type = mode & S_IFMT
-            let kind: ItemKind = switch type {
-            case S_IFIFO: .fifo
-            case S_IFSOCK: .socket
-            case S_IFCHR: .characterDevice
-            case S_IFBLK: .blockDevice
-            default: .file
-            }
+            let kind: ItemKind =
+                switch type {
+                case S_IFIFO: .fifo
+                case S_IFSOCK: .socket
+                case S_IFCHR: .characterDevice
+                case S_IFBLK: .blockDevice
+                default: .file
+                }
             let caller = Caller(reply.req)
-            let (parentItem, name, subject, admitted) = try admitNewItem(parent, cname, kind: kind, mode: UInt16(mode & 0o7777),
-                                                                        caller: caller)
+            let (parentItem, name, subject, admitted) = try admitNewItem(
+                parent, cname, kind: kind, mode: UInt16(mode & 0o7777),
+                caller: caller)
             var newAttributes = admitted
             guard type == S_IFREG || type == 0 || kind.isSpecial else {
                 throw RequestError(ProviderError(.invalidArgument, "mknod of an unknown file type \(String(type, radix: 8))"), subject)
@@ -172,8 +176,10 @@ extension Bridge {
         }
     }
 
-    func rename(_ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>,
-                _ newParent: UInt64, _ cnewname: UnsafePointer<CChar>, _ flags: UInt32) {
+    func rename(
+        _ reply: consuming Reply, _ parent: UInt64, _ cname: UnsafePointer<CChar>,
+        _ newParent: UInt64, _ cnewname: UnsafePointer<CChar>, _ flags: UInt32
+    ) {
         do throws(RequestError) {
             let (fromParent, name) = try parentAndName(parent, cname)
             let (toParent, newName) = try parentAndName(newParent, cnewname)
@@ -197,8 +203,10 @@ extension Bridge {
                     }
                     try CapabilityCheck.add(into: toParent)
                     if (try? provider.childItem(named: newName, in: toParent.identifier)) != nil
-                        || inodes.pendingChild(parent: newParent, name: newName) != nil {
-                        throw ProviderError(.filenameCollision, "'\(newName)' already exists (renaming a file still being written over another is not supported)")
+                        || inodes.pendingChild(parent: newParent, name: newName) != nil
+                    {
+                        throw ProviderError(
+                            .filenameCollision, "'\(newName)' already exists (renaming a file still being written over another is not supported)")
                     }
                 }
                 inodes.movePending(pending, toParent: newParent, name: newName)
@@ -243,8 +251,9 @@ extension Bridge {
             }
             // A name of an item with several names (or one replacing such a name) moves alone.
             if item.linkCount > 1 || (replaced?.linkCount ?? 1) > 1, let links = hardLinks {
-                moveName(reply.deferred(), links, name: name, from: fromParent, item: item, to: toParent, newName: newName,
-                         replaced: replaced, subject: subject)
+                moveName(
+                    reply.deferred(), links, name: name, from: fromParent, item: item, to: toParent, newName: newName,
+                    replaced: replaced, subject: subject)
                 return
             }
             let d = reply.deferred()
@@ -253,8 +262,9 @@ extension Bridge {
                     if fromParent.identifier == toParent.identifier, replaced == nil {
                         return try await provider.renameItem(withIdentifier: item.identifier, toName: newName)
                     }
-                    return try await provider.reparentItem(withIdentifier: item.identifier, toParentItemWithIdentifier: toParent.identifier,
-                                                           newName: newName, replacing: replaced?.identifier)
+                    return try await provider.reparentItem(
+                        withIdentifier: item.identifier, toParentItemWithIdentifier: toParent.identifier,
+                        newName: newName, replacing: replaced?.identifier)
                 }
                 if let replaced { inodes.orphan(replaced) }
                 d.ok()

@@ -64,10 +64,13 @@ extension Bridge {
     static func requireMayLink(_ item: Ownership, kind: ItemKind, caller: Caller) throws(ProviderError) {
         guard protectedHardlinks, !caller.isRoot, caller.uid != item.ownerID else { return }
         let mode = item.posixPermissions
-        let safe = kind == .file && mode & 0o4000 == 0 && mode & 0o2010 != 0o2010
+        let safe =
+            kind == .file && mode & 0o4000 == 0 && mode & 0o2010 != 0o2010
             && PermissionCheck.allows(PermissionCheck.read | PermissionCheck.write, on: item, for: caller)
         guard safe else {
-            throw ProviderError(.notPermitted, "protected_hardlinks: uid \(caller.uid) may link only its own files, or a regular file it may read and write that is not set-ID")
+            throw ProviderError(
+                .notPermitted,
+                "protected_hardlinks: uid \(caller.uid) may link only its own files, or a regular file it may read and write that is not set-ID")
         }
     }
 
@@ -79,8 +82,10 @@ extension Bridge {
 
     /// `unlink` of one of several names of `item` (checked by the caller): the other names stay,
     /// and so does the inode.
-    func removeName(_ d: DeferredReply, _ links: any HardLinkProvider, op: String, name: String, in parentItem: Item, item: Item,
-                    subject: Subject) {
+    func removeName(
+        _ d: DeferredReply, _ links: any HardLinkProvider, op: String, name: String, in parentItem: Item, item: Item,
+        subject: Subject
+    ) {
         perform(op, d) { [self] () async throws(RequestError) in
             try await attempt(subject) { () async throws(ProviderError) in
                 try await links.removeName(name, inParentItemIdentifier: parentItem.identifier, ofItemWithIdentifier: item.identifier)
@@ -91,12 +96,15 @@ extension Bridge {
     }
 
     /// `rename` of one name of an item with several, or over such a name (checked by the caller).
-    func moveName(_ d: DeferredReply, _ links: any HardLinkProvider, name: String, from fromParent: Item, item: Item,
-                  to toParent: Item, newName: String, replaced: Item?, subject: Subject) {
+    func moveName(
+        _ d: DeferredReply, _ links: any HardLinkProvider, name: String, from fromParent: Item, item: Item,
+        to toParent: Item, newName: String, replaced: Item?, subject: Subject
+    ) {
         perform("rename", d) { [self] () async throws(RequestError) in
             _ = try await attempt(subject) { () async throws(ProviderError) in
-                try await links.moveName(name, inParentItemIdentifier: fromParent.identifier, ofItemWithIdentifier: item.identifier,
-                                         toParentItemIdentifier: toParent.identifier, newName: newName)
+                try await links.moveName(
+                    name, inParentItemIdentifier: fromParent.identifier, ofItemWithIdentifier: item.identifier,
+                    toParentItemIdentifier: toParent.identifier, newName: newName)
             }
             if let replaced {
                 if replaced.linkCount > 1 {

@@ -46,15 +46,19 @@ extension Bridge {
     }
 
     /// `ExtendedAttributeProvider.setExtendedAttribute`, or EOPNOTSUPP.
-    func setStoredAttribute(named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
-                            of identifier: ItemIdentifier) async throws(ProviderError) {
+    func setStoredAttribute(
+        named name: String, to value: Data?, mode: ExtendedAttributes.WriteMode,
+        of identifier: ItemIdentifier
+    ) async throws(ProviderError) {
         guard let storedAttributes else { throw ProviderError(.unsupported, "this provider does not store extended attributes") }
         try await storedAttributes.setExtendedAttribute(named: name, to: value, mode: mode, forItemIdentifier: identifier)
     }
 
     /// `SpecialItemProvider.createSpecialItem`, or EPERM.
-    func createSpecialItem(named name: String, kind: ItemKind, in parent: ItemIdentifier,
-                           attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    func createSpecialItem(
+        named name: String, kind: ItemKind, in parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         guard let specialItems else { throw ProviderError(.notPermitted, "this provider does not keep FIFOs or sockets") }
         return try await specialItems.createSpecialItem(withName: name, kind: kind, inParentItemIdentifier: parent, attributes: attributes)
     }

@@ -95,8 +95,10 @@ extension Bridge {
     /// mv into the trash (trash the item under the name given, remembering where it came from)
     /// or out of it (restore: untrashItem into the new folder under the new name), checked now.
     /// Nil when the move does not cross the trash's edge and the ordinary rename rules apply.
-    func trashMove(from fromParent: Item, name: String, to toParent: Item, newName: String,
-                   subject: Subject) throws(RequestError) -> TrashMove? {
+    func trashMove(
+        from fromParent: Item, name: String, to toParent: Item, newName: String,
+        subject: Subject
+    ) throws(RequestError) -> TrashMove? {
         let fromTrash = isTrashOrInTrash(fromParent)
         let toTrash = isTrashOrInTrash(toParent)
         guard fromTrash != toTrash else { return nil }
@@ -124,8 +126,9 @@ extension Bridge {
                 throw ProviderError(.filenameCollision, "'\(newName)' already exists in \(path(of: toParent.identifier))")
             }
             if !toTrash { try provider.admitItem(named: newName, kind: item.kind, into: toParent.identifier) }
-            return TrashMove(item: item, toTrash: toTrash, toParent: toParent.identifier, newName: newName,
-                             names: names, fromParent: fromParent.identifier, name: name)
+            return TrashMove(
+                item: item, toTrash: toTrash, toParent: toParent.identifier, newName: newName,
+                names: names, fromParent: fromParent.identifier, name: name)
         }
     }
 
@@ -133,12 +136,14 @@ extension Bridge {
         perform("rename", d) { [self] () async throws(RequestError) in
             _ = try await attempt(subject) { () async throws(ProviderError) -> Item in
                 if let names = move.names {
-                    return try await names.moveName(move.name, inParentItemIdentifier: move.fromParent, ofItemWithIdentifier: move.item.identifier,
-                                                    toParentItemIdentifier: move.toParent, newName: move.newName)
+                    return try await names.moveName(
+                        move.name, inParentItemIdentifier: move.fromParent, ofItemWithIdentifier: move.item.identifier,
+                        toParentItemIdentifier: move.toParent, newName: move.newName)
                 }
                 if move.toTrash {
-                    return try await provider.reparentItem(withIdentifier: move.item.identifier, toParentItemWithIdentifier: .trashContainer,
-                                                           newName: move.newName, replacing: nil)
+                    return try await provider.reparentItem(
+                        withIdentifier: move.item.identifier, toParentItemWithIdentifier: .trashContainer,
+                        newName: move.newName, replacing: nil)
                 }
                 return try await untrashItem(move.item.identifier, to: move.toParent, newName: move.newName)
             }

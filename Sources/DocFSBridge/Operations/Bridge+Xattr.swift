@@ -77,7 +77,6 @@ extension Bridge {
         return .refused
     }
 
-
     func getxattr(_ reply: consuming Reply, _ ino: UInt64, _ cname: UnsafePointer<CChar>, _ size: Int) {
         // Only user.* exists here: security.*, system.* (ACLs) and trusted.* are namespaces this
         // filesystem does not support, answered before any lookup. EOPNOTSUPP (not ENODATA) is
@@ -126,7 +125,7 @@ extension Bridge {
                 }
                 replySized(reply, Array(value), size)
             case .refused:
-                reply.error(EOPNOTSUPP)  // "user." alone: not a name in any namespace
+                reply.error(EOPNOTSUPP) // "user." alone: not a name in any namespace
             }
         } catch {
             if error.error.code == .noSuchAttribute { reply.error(ENODATA); return }
@@ -161,8 +160,10 @@ extension Bridge {
     /// removexattr (ENODATA if not set). `user.docfs.tags` and `user.docfs.favorite-rank` call the
     /// provider actions; other `user.docfs.*` are read-only (EPERM); other `user.*` are stored with
     /// the item; `security.*`, `trusted.*`, `system.*` are refused (EOPNOTSUPP).
-    func setxattr(_ reply: consuming Reply, _ ino: UInt64, _ cname: UnsafePointer<CChar>, _ value: UnsafeRawBufferPointer,
-                  remove: Bool, flags: Int32) {
+    func setxattr(
+        _ reply: consuming Reply, _ ino: UInt64, _ cname: UnsafePointer<CChar>, _ value: UnsafeRawBufferPointer,
+        remove: Bool, flags: Int32
+    ) {
         let op = remove ? "removexattr" : "setxattr"
         let name = String(cString: cname)
         let mode: ExtendedAttributes.WriteMode = flags & Self.xattrCreate != 0 ? .create : (flags & Self.xattrReplace != 0 ? .replace : .upsert)
@@ -193,7 +194,9 @@ extension Bridge {
                 throw RequestError(ProviderError(.unsupported, "only user.* extended attributes can be set (not \(name))"), subject)
             case .user:
                 if !remove, bytes.count > ExtendedAttributes.maxValueBytes {
-                    throw RequestError(ProviderError(.invalidArgument, "\(name): a value may have at most \(ExtendedAttributes.maxValueBytes) bytes", errno: E2BIG), subject)
+                    throw RequestError(
+                        ProviderError(.invalidArgument, "\(name): a value may have at most \(ExtendedAttributes.maxValueBytes) bytes", errno: E2BIG),
+                        subject)
                 }
                 let d = reply.deferred()
                 executor.run { [self] in
@@ -225,9 +228,11 @@ extension Bridge {
                 perform(op, d) { [self] () async throws(RequestError) in
                     try await attempt(subject) { () async throws(ProviderError) in
                         guard let onDemand else {
-                            throw ProviderError(.unsupported, name == Self.evictAttribute
-                                ? "this provider has no server to download evicted contents from"
-                                : "this provider keeps every file's contents here; there is nothing to pin")
+                            throw ProviderError(
+                                .unsupported,
+                                name == Self.evictAttribute
+                                    ? "this provider has no server to download evicted contents from"
+                                    : "this provider keeps every file's contents here; there is nothing to pin")
                         }
                         if name == Self.evictAttribute {
                             _ = try await onDemand.evictContents(ofItemWithIdentifier: item.identifier)

@@ -45,8 +45,10 @@ enum OwnershipRules {
     /// that clearing (EPERM, a change of mode). The kernel sends it as an empty setattr, exactly
     /// as it sends the clearing before a non-owner's write, which must not be refused:
     /// `beforeWrite` says which the caller thinks it is.
-    static func chown(_ item: Ownership, owner: UInt32?, group: UInt32?, by caller: Caller,
-                      beforeWrite: Bool = false) throws(ProviderError) -> AttributeChanges {
+    static func chown(
+        _ item: Ownership, owner: UInt32?, group: UInt32?, by caller: Caller,
+        beforeWrite: Bool = false
+    ) throws(ProviderError) -> AttributeChanges {
         if !caller.isRoot {
             if let owner, owner != item.ownerID || caller.uid != item.ownerID {
                 throw ProviderError(.notPermitted, "only root may change the owner (uid \(item.ownerID) to \(owner))")
@@ -63,7 +65,8 @@ enum OwnershipRules {
         var changes = AttributeChanges(ownerID: owner, groupID: group)
         if let cleared = setIDAfterChown(item, by: caller) {
             if owner == nil, group == nil, !beforeWrite, !caller.isRoot, caller.uid != item.ownerID {
-                throw ProviderError(.notPermitted, "clearing set-user/group-ID is a change of mode, which only the owner (uid \(item.ownerID)) or root may make")
+                throw ProviderError(
+                    .notPermitted, "clearing set-user/group-ID is a change of mode, which only the owner (uid \(item.ownerID)) or root may make")
             }
             changes.posixPermissions = cleared
         }

@@ -60,7 +60,10 @@ enum PermissionCheck {
     /// The same as an error: EACCES, with the rule for the log line.
     static func require(_ want: UInt16, on item: Ownership, for caller: Caller, _ what: @autoclosure () -> String) throws(ProviderError) {
         guard allows(want, on: item, for: caller) else {
-            throw ProviderError(.accessDenied, "\(what()): permission denied by mode \(String(item.posixPermissions, radix: 8)) (owner \(item.ownerID), group \(item.groupID)) for uid \(caller.uid)")
+            throw ProviderError(
+                .accessDenied,
+                "\(what()): permission denied by mode \(String(item.posixPermissions, radix: 8)) (owner \(item.ownerID), group \(item.groupID)) for uid \(caller.uid)"
+            )
         }
     }
 
@@ -87,6 +90,9 @@ enum PermissionCheck {
     /// remove or rename the item: EPERM.
     static func requireStickyOwner(item: Ownership, folder: Ownership, for caller: Caller) throws(ProviderError) {
         guard folder.posixPermissions & UInt16(S_ISVTX) != 0, !caller.isRoot, caller.uid != item.ownerID, caller.uid != folder.ownerID else { return }
-        throw ProviderError(.notPermitted, "the folder is sticky (mode \(String(folder.posixPermissions, radix: 8))): only the owner of the item or of the folder may remove or rename it")
+        throw ProviderError(
+            .notPermitted,
+            "the folder is sticky (mode \(String(folder.posixPermissions, radix: 8))): only the owner of the item or of the folder may remove or rename it"
+        )
     }
 }

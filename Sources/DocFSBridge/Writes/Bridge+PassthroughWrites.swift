@@ -73,7 +73,7 @@ extension Bridge {
             let item = try await attempt(.item(identifier)) { () async throws(ProviderError) in
                 try await provider.modifyContents(ofItemWithIdentifier: identifier, baseVersion: base, from: url)
             }
-            copy.committed = true  // the provider's now: not unlinked
+            copy.committed = true // the provider's now: not unlinked
             node.sessionLock.withLock { _ in
                 session.base = item.itemVersion
                 session.landed = item.itemVersion
@@ -94,7 +94,8 @@ extension Bridge {
                 if let current = try? provider.item(for: identifier), let fd = try? provider.openContents(of: identifier) {
                     defer { close(fd) }
                     if session.truncate(to: 0) == 0, let staged = session.backingFD,
-                       (try? FileDescriptors.copyAll(from: fd, to: staged, what: "restore staged file")) != nil {
+                        (try? FileDescriptors.copyAll(from: fd, to: staged, what: "restore staged file")) != nil
+                    {
                         session.setModificationTime(current.modificationTime)
                     }
                 }

@@ -32,7 +32,7 @@ struct CopyIn: Sendable, Equatable {
         placement = Placement(parent: parent, name: name)
         var attributes = attributes
         attributes.accessTime = now
-        attributes.entryTime = now  // the folder changes now, not at the import
+        attributes.entryTime = now // the folder changes now, not at the import
         self.attributes = attributes
     }
 

@@ -19,7 +19,9 @@ final class ImportStaging: @unchecked Sendable {
     /// An empty slot folder (its path), made on first need.
     func acquire() throws(ProviderError) -> String {
         if let slot = lock.withLock({ _ in free.popLast() }) { return slot }
-        let n = lock.withLock { _ in made += 1; return made }
+        let n = lock.withLock { _ in
+            made += 1; return made
+        }
         let slot = root.appendingPathComponent("slot-\(getpid())-\(n)", isDirectory: true).path
         guard mkdir(slot, 0o700) == 0 || errno == EEXIST else {
             throw .posix(errno, "create import staging folder")
@@ -38,7 +40,9 @@ final class ImportStaging: @unchecked Sendable {
 
     /// Removes the slot folders (at unmount; they are empty between imports).
     func removeAll() {
-        let slots: [String] = lock.withLock { _ in defer { free.removeAll() }; return free }
+        let slots: [String] = lock.withLock { _ in
+            defer { free.removeAll() }; return free
+        }
         for slot in slots { rmdir(slot) }
     }
 }
@@ -48,14 +52,17 @@ extension Bridge {
     /// its path to a provider that takes it so (`StagedFileImportProvider`, the embedded store),
     /// otherwise security-scoped in a borrowed slot folder. Either way the staged file is gone
     /// afterwards: taken by the provider, or removed.
-    func importStaged(sealed sealedPath: String, name: String, into parent: ItemIdentifier,
-                      attributes: NewItemAttributes?) async throws(ProviderError) -> Item {
+    func importStaged(
+        sealed sealedPath: String, name: String, into parent: ItemIdentifier,
+        attributes: NewItemAttributes?
+    ) async throws(ProviderError) -> Item {
         if let stagedImports {
             do {
-                return try await stagedImports.importStagedFile(at: sealedPath, named: name, toParentItemIdentifier: parent,
-                                                                attributes: attributes)
+                return try await stagedImports.importStagedFile(
+                    at: sealedPath, named: name, toParentItemIdentifier: parent,
+                    attributes: attributes)
             } catch {
-                _ = Glibc.unlink(sealedPath)  // refused: the file is where it was
+                _ = Glibc.unlink(sealedPath) // refused: the file is where it was
                 throw error
             }
         }

@@ -17,8 +17,10 @@ final class OpenFile: @unchecked Sendable {
     /// Read by the kernel from its backing file (`Passthrough`): released there too.
     var passthrough = false
 
-    init(node: InodeNode, readFD: Int32, writable: Bool, arrival: ContentArrival? = nil, reading: ItemIdentifier? = nil,
-         window: Range<Int64>? = nil) {
+    init(
+        node: InodeNode, readFD: Int32, writable: Bool, arrival: ContentArrival? = nil, reading: ItemIdentifier? = nil,
+        window: Range<Int64>? = nil
+    ) {
         self.window = window
         self.node = node
         self.readFD = readFD

@@ -33,13 +33,16 @@ final class SiblingPrefetch: @unchecked Sendable {
                 do { return try slices.openStoredSlice(of: id) } catch { return nil }
             }
         }
-        self.init(children: { (try? provider.enumerateItems(in: $0)) ?? [] },
-                  openContents: { try? provider.openContents(of: $0) },
-                  openSlice: openSlice)
+        self.init(
+            children: { (try? provider.enumerateItems(in: $0)) ?? [] },
+            openContents: { try? provider.openContents(of: $0) },
+            openSlice: openSlice)
     }
 
-    init(children: @escaping @Sendable (ItemIdentifier) -> [Item], openContents: @escaping @Sendable (ItemIdentifier) -> Int32?,
-         openSlice: (@Sendable (ItemIdentifier) -> StoredSlice?)? = nil) {
+    init(
+        children: @escaping @Sendable (ItemIdentifier) -> [Item], openContents: @escaping @Sendable (ItemIdentifier) -> Int32?,
+        openSlice: (@Sendable (ItemIdentifier) -> StoredSlice?)? = nil
+    ) {
         self.children = children
         self.openContents = openContents
         self.openSlice = openSlice
@@ -77,8 +80,10 @@ final class SiblingPrefetch: @unchecked Sendable {
         var chosen: [Item] = []
         var bytes: Int64 = 0
         // Files not downloaded are left alone: reading ahead must not start downloads.
-        for child in children where child.kind == .file && child.isDownloaded && child.identifier != opened
-            && child.documentSize > 0 && child.documentSize <= maxFileBytes {
+        for child in children
+        where child.kind == .file && child.isDownloaded && child.identifier != opened
+            && child.documentSize > 0 && child.documentSize <= maxFileBytes
+        {
             guard chosen.count < maxFiles, bytes + child.documentSize <= maxBytes else { break }
             chosen.append(child)
             bytes += child.documentSize

@@ -120,5 +120,9 @@ final class StagingFilePool: @unchecked Sendable {
 enum StagingCounter {
     private static let lock = Mutex<Void>(())
     nonisolated(unsafe) private static var value: UInt64 = 0
-    static func next() -> UInt64 { lock.withLock { _ in value += 1; return value } }
+    static func next() -> UInt64 {
+        lock.withLock { _ in
+            value += 1; return value
+        }
+    }
 }

@@ -132,8 +132,10 @@ final class WriteSession: @unchecked Sendable {
 
     /// A new empty staging file, or a copy of `source` (an open descriptor) when given. An empty
     /// one is dated `created` (now unless given).
-    static func stage(in pool: StagingFilePool, copying source: Int32?, dirty: Bool,
-                      created: FileTime? = nil) throws(ProviderError) -> WriteSession {
+    static func stage(
+        in pool: StagingFilePool, copying source: Int32?, dirty: Bool,
+        created: FileTime? = nil
+    ) throws(ProviderError) -> WriteSession {
         let (fd, path) = try pool.take()
         let session = WriteSession(fd: fd, path: path, dirty: dirty)
         if let source {
@@ -238,7 +240,7 @@ final class WriteSession: @unchecked Sendable {
         // Nil: the bytes go to the staged file, written after the lock is let go (as `read` does).
         let inMemory: (written: Int, errno: Int32)? = memoryLock.withLock { _ in
             guard var copy = memory else { return nil }
-            memory = nil  // not shared while it changes (no copy of the bytes)
+            memory = nil // not shared while it changes (no copy of the bytes)
             let size = fuse_buf_size(source)
             let end = offset + size
             if copy.grow(to: end) {
@@ -276,7 +278,7 @@ final class WriteSession: @unchecked Sendable {
     func truncate(to size: Int64) -> Int32 {
         memoryLock.withLock { _ -> Int32 in
             if var copy = memory {
-                memory = nil  // not shared while it changes
+                memory = nil // not shared while it changes
                 let previous = copy.bytes.count
                 if Int(size) <= previous || copy.grow(to: Int(size)) {
                     if Int(size) < previous { copy.shrink(to: Int(size)) }

@@ -24,14 +24,18 @@ extension RemoteDatabase: OperationApplier {
         guard results.count <= operations.count else { throw RemoteError.server("docfs_apply answered more than it was asked") }
         return zip(operations, results).map { operation, result in
             guard result.ok else {
-                return .failure(Self.operationError(state: result.state ?? "", message: result.message ?? "refused",
-                                                    detail: result.detail, operation: operation))
+                return .failure(
+                    Self.operationError(
+                        state: result.state ?? "", message: result.message ?? "refused",
+                        detail: result.detail, operation: operation))
             }
             guard let item = result.item, let cv = result.cv, let mv = result.mv, let position = result.position else {
                 return .failure(.server("docfs_apply's answer lacks a field"))
             }
-            return .success(AppliedChange(itemID: item, contentVersion: cv, metadataVersion: mv, position: position,
-                                          replayed: result.replayed ?? false, name: result.name))
+            return .success(
+                AppliedChange(
+                    itemID: item, contentVersion: cv, metadataVersion: mv, position: position,
+                    replayed: result.replayed ?? false, name: result.name))
         }
     }
 
@@ -40,8 +44,8 @@ extension RemoteDatabase: OperationApplier {
         let item: Int64 = {
             switch operation.change {
             case .content(.item(let id), _, _, _), .move(.item(let id), _, _, _, _, _), .delete(.item(let id), _),
-                 .trash(.item(let id)), .untrash(.item(let id), _, _, _), .attributes(.item(let id), _),
-                 .link(.item(let id), _, _), .unlink(.item(let id)), .moveName(.item(let id), _, _, _, _):
+                .trash(.item(let id)), .untrash(.item(let id), _, _, _), .attributes(.item(let id), _),
+                .link(.item(let id), _, _), .unlink(.item(let id)), .moveName(.item(let id), _, _, _, _):
                 return id
             default:
                 return Int64(detail ?? "") ?? 0

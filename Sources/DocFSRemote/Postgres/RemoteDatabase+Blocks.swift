@@ -50,7 +50,8 @@ extension RemoteDatabase {
             // (there every pack is in the flat folder, which counts): a place in another
             // replica's folder is bytes its keys may still overwrite; `docfs_record_manifests`
             // holds the same rule.
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT DISTINCT b.hash FROM docfs_blocks b
                 WHERE b.hash = ANY(\(hashes)) AND b.damaged_ns IS NULL
                   AND (strpos(substring(b.pack_key from '(?:^|/)packs/(.*)$'), '/') = 0
@@ -77,12 +78,14 @@ extension RemoteDatabase {
         let version = version == nil ? nil : try await schemaVersion() >= RemoteSchema.packVersionsVersion ? version : nil
         try await mapped { [self] in
             if let version {
-                try await client.perform("""
+                try await client.perform(
+                    """
                     SELECT docfs_record_pack(\(key), \(size), \(blocks.map(\.hash))::text[], \(blocks.map(\.offset))::bigint[],
                                              \(blocks.map(\.length))::bigint[], \(version)::text)
                     """, logger: logger)
             } else {
-                try await client.perform("""
+                try await client.perform(
+                    """
                     SELECT docfs_record_pack(\(key), \(size), \(blocks.map(\.hash))::text[], \(blocks.map(\.offset))::bigint[],
                                              \(blocks.map(\.length))::bigint[])
                     """, logger: logger)
@@ -99,8 +102,9 @@ extension RemoteDatabase {
     package func recordManifests(_ manifests: [BlockManifest], donePacks: [String]) async throws -> Set<String> {
         guard !manifests.isEmpty || !donePacks.isEmpty else { return [] }
         struct Wire: Encodable { var key: String; var size: Int64; var hashes: [String] }
-        let json = String(decoding: try JSONEncoder().encode(manifests.map { Wire(key: $0.key, size: $0.size, hashes: $0.hashes) }),
-                          as: UTF8.self)
+        let json = String(
+            decoding: try JSONEncoder().encode(manifests.map { Wire(key: $0.key, size: $0.size, hashes: $0.hashes) }),
+            as: UTF8.self)
         let logger = self.logger
         return try await mapped { [self] in
             let rows = try await client.query("SELECT docfs_record_manifests(\(json)::jsonb, \(donePacks)::text[])", logger: logger)
@@ -116,7 +120,8 @@ extension RemoteDatabase {
     /// reports it and asks `places` for the block's others.
     package func manifest(key: String) async throws -> (size: Int64, blocks: [StoredBlock])? {
         try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT m.size, b.hash, b.pack_key, b.pack_offset, b.length, b.version
                 FROM docfs_manifests m LEFT JOIN docfs_manifest_blocks mb ON mb.key = m.key
                      LEFT JOIN LATERAL (SELECT p.hash, p.pack_key, p.pack_offset, p.length,
@@ -128,7 +133,8 @@ extension RemoteDatabase {
             var size: Int64?
             var blocks: [StoredBlock] = []
             for try await (total, hash, pack, offset, length, version)
-                    in rows.decode((Int64, String?, String?, Int64?, Int64?, String?).self) {
+                in rows.decode((Int64, String?, String?, Int64?, Int64?, String?).self)
+            {
                 size = total
                 if let hash, let pack, let offset, let length {
                     blocks.append(StoredBlock(hash: hash, pack: pack, offset: offset, length: length, version: version))
@@ -142,7 +148,8 @@ extension RemoteDatabase {
     package func places(of hashes: [String]) async throws -> [String: [StoredBlock]] {
         guard !hashes.isEmpty else { return [:] }
         return try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT hash, pack_key, pack_offset, length, to_jsonb(b)->>'pack_version' FROM docfs_blocks b WHERE hash = ANY(\(hashes))
                 ORDER BY hash, damaged_ns IS NOT NULL, reports, created_ns, pack_key
                 """, logger: logger)
@@ -172,7 +179,8 @@ extension RemoteDatabase {
     /// naming it meanwhile makes the delete fail on its foreign key, so a named block never goes.
     package func dropUnnamedBlocks(before cutoffNs: Int64) async throws -> (count: Int, bytes: Int64) {
         try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 WITH gone AS (DELETE FROM docfs_block_ids i
                               WHERE i.created_ns < \(cutoffNs)
                                 AND NOT EXISTS (SELECT 1 FROM docfs_manifest_blocks mb WHERE mb.hash = i.hash)
@@ -185,7 +193,8 @@ extension RemoteDatabase {
             var dropped = (count: 0, bytes: Int64(0))
             for try await (n, bytes) in rows.decode((Int64, Int64).self) { dropped = (Int(n), bytes) }
             // Packs recorded (schema 11) that no block is in any more: their sizes go too.
-            try await client.perform("""
+            try await client.perform(
+                """
                 DELETE FROM docfs_packs p WHERE p.created_ns < \(cutoffNs)
                   AND NOT EXISTS (SELECT 1 FROM docfs_blocks b WHERE b.pack_key = p.key)
                   AND NOT EXISTS (SELECT 1 FROM docfs_upload_intents u WHERE u.key = p.key)
@@ -213,7 +222,8 @@ extension RemoteDatabase {
     package func packStates(_ keys: [String]) async throws -> [String: (usage: PackUsage, pending: Bool)] {
         guard !keys.isEmpty else { return [:] }
         return try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT k, coalesce(b.bytes, 0)::bigint, coalesce(b.n, 0)::bigint,
                        EXISTS (SELECT 1 FROM docfs_upload_intents u WHERE u.key = k)
                 FROM unnest(\(keys)::text[]) AS k
@@ -231,7 +241,8 @@ extension RemoteDatabase {
     /// The blocks of one pack (each with the pack's recorded version, schema 18).
     package func blocks(inPack key: String) async throws -> [StoredBlock] {
         try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT hash, pack_offset, length, to_jsonb(b)->>'pack_version' FROM docfs_blocks b WHERE pack_key = \(key) ORDER BY pack_offset
                 """, logger: logger)
             var out: [StoredBlock] = []
@@ -248,17 +259,20 @@ extension RemoteDatabase {
         guard !moved.isEmpty else { return }
         try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn in
-                try await conn.perform("""
+                try await conn.perform(
+                    """
                     DELETE FROM docfs_block_reports r WHERE r.pack_key = \(pack) AND r.hash = ANY(\(moved.map(\.hash)))
                     """, logger: logger)
-                try await conn.perform("""
+                try await conn.perform(
+                    """
                     UPDATE docfs_blocks b SET pack_key = m.p, pack_offset = m.o, damaged_ns = NULL, reports = 0, confirmed = false
                     FROM unnest(\(moved.map(\.hash))::text[], \(moved.map(\.pack))::text[], \(moved.map(\.offset))::bigint[]) AS m(h, p, o)
                     WHERE b.hash = m.h AND b.pack_key = \(pack)
                     """, logger: logger)
                 // The new pack's version (schema 18; the owner's gc runs on a schema it migrated).
                 if let version = moved.first?.version {
-                    try await conn.perform("""
+                    try await conn.perform(
+                        """
                         UPDATE docfs_blocks SET pack_version = \(version) WHERE pack_key = \(moved[0].pack)
                         """, logger: logger)
                 }
@@ -281,7 +295,8 @@ extension RemoteDatabase {
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> Int in
                 try await conn.perform(PostgresQuery(unsafeSQL: lock), logger: logger)
-                let rows = try await conn.query("""
+                let rows = try await conn.query(
+                    """
                     WITH gone AS (DELETE FROM docfs_manifests m WHERE m.created_ns < \(cutoffNs)
                                     AND NOT EXISTS (SELECT 1 FROM docfs_versions v WHERE v.content_key = m.key)
                                     AND NOT EXISTS (SELECT 1 FROM docfs_items i WHERE i.content_key = m.key)

@@ -62,7 +62,8 @@ extension RemoteDatabase {
     /// flagged: schema 16), with those blocks. A block with a sound place needs nothing sent.
     package func damagedContents() async throws -> [DamagedContent] {
         try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT i.id, i.content_key, array_agg(DISTINCT b.hash ORDER BY b.hash)
                 FROM docfs_blocks b JOIN docfs_manifest_blocks mb ON mb.hash = b.hash
                      JOIN docfs_items i ON i.content_key = mb.key AND NOT i.deleted
@@ -82,7 +83,8 @@ extension RemoteDatabase {
     /// whether a manifest names its block.
     package func damagedBlocks() async throws -> [DamagedBlock] {
         try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT b.hash, b.pack_key, b.pack_offset, b.length,
                        EXISTS (SELECT 1 FROM docfs_manifest_blocks mb WHERE mb.hash = b.hash)
                 FROM docfs_blocks b WHERE b.damaged_ns IS NOT NULL ORDER BY b.pack_key, b.pack_offset
@@ -98,7 +100,8 @@ extension RemoteDatabase {
     /// Versions not collected whose manifests name a block without a sound place, by path.
     package func damagedVersions() async throws -> [DamagedVersion] {
         try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 WITH unsound AS (SELECT b.hash FROM docfs_blocks b GROUP BY b.hash HAVING bool_and(b.damaged_ns IS NOT NULL))
                 SELECT v.item_id, docfs_item_path(v.item_id), v.content_version,
                        i.content_version = v.content_version AND NOT i.deleted, i.deleted, v.content_key,
@@ -111,9 +114,12 @@ extension RemoteDatabase {
                 """, logger: logger)
             var out: [DamagedVersion] = []
             for try await (id, path, version, current, deleted, key, count)
-                in rows.decode((Int64, String, Int64, Bool, Bool, String, Int64).self) {
-                out.append(DamagedVersion(itemID: id, path: "/" + path, contentVersion: version, current: current,
-                                          deleted: deleted, key: key, damagedBlocks: Int(count)))
+                in rows.decode((Int64, String, Int64, Bool, Bool, String, Int64).self)
+            {
+                out.append(
+                    DamagedVersion(
+                        itemID: id, path: "/" + path, contentVersion: version, current: current,
+                        deleted: deleted, key: key, damagedBlocks: Int(count)))
             }
             return out
         }
@@ -126,7 +132,8 @@ extension RemoteDatabase {
         try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn in
                 try await conn.perform("DELETE FROM docfs_block_reports WHERE hash = \(hash) AND pack_key = \(pack)", logger: logger)
-                try await conn.perform("""
+                try await conn.perform(
+                    """
                     UPDATE docfs_blocks SET damaged_ns = NULL, reports = 0, confirmed = false WHERE hash = \(hash) AND pack_key = \(pack)
                     """, logger: logger)
             }

@@ -26,14 +26,14 @@ extension RemoteDatabase {
     static let noConnectionSlot = "the server has no connection slot for this role"
 
     static func classify(state: String, message: String) -> RemoteError {
-        if state.hasPrefix("28") { return .authentication(message) }  // invalid authorization
-        if state == "3D000" { return .authentication(message) }       // no such database
+        if state.hasPrefix("28") { return .authentication(message) } // invalid authorization
+        if state == "3D000" { return .authentication(message) } // no such database
         if state.hasPrefix("08") || state.hasPrefix("57P") { return .unreachable(message) }
         // too_many_connections: max_connections, or the role's or database's CONNECTION LIMIT,
         // reached. No different from no server (work goes on offline), said as what it is.
         if state == "53300" { return .unreachable("\(noConnectionSlot): \(message)") }
         if state == "23514", message.hasPrefix("the server's layout") { return .refused(message) }
-        if state == "42501" { return .notPermitted(message) }  // insufficient_privilege
+        if state == "42501" { return .notPermitted(message) } // insufficient_privilege
         // The manifest a version names, or a pack's intent, was collected meanwhile: upload again.
         if state == "DF001" { return .server(message) }
         // Worth retrying: serialization failures and deadlocks (40), resources (53: a full

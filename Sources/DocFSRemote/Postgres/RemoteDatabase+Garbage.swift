@@ -21,7 +21,8 @@ extension RemoteDatabase {
     /// newer version, or their item deleted), whose object no live item still names.
     package func garbageVersions(before cutoffNs: Int64) async throws -> [GarbageVersion] {
         try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT v.item_id, v.content_version, v.content_key, v.size
                 FROM docfs_versions v JOIN docfs_items i ON i.id = v.item_id
                 WHERE v.collected_ns IS NULL AND v.content_key IS NOT NULL
@@ -42,7 +43,8 @@ extension RemoteDatabase {
     /// Records that the object behind `key` was removed from the bucket (every version naming it).
     package func markCollected(key: String) async throws {
         try await mapped { [self] in
-            try await client.perform("""
+            try await client.perform(
+                """
                 UPDATE docfs_versions SET collected_ns = \(unescaped: Self.serverNow) WHERE content_key = \(key) AND collected_ns IS NULL
                 """, logger: logger)
         }
@@ -85,7 +87,8 @@ extension RemoteDatabase {
     package func referencedKeys(_ keys: [String]) async throws -> Set<String> {
         guard !keys.isEmpty else { return [] }
         return try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT content_key FROM docfs_versions WHERE content_key = ANY(\(keys)) AND collected_ns IS NULL
                 UNION SELECT content_key FROM docfs_items WHERE content_key = ANY(\(keys)) AND NOT deleted
                 UNION SELECT key FROM docfs_upload_intents WHERE key = ANY(\(keys))
@@ -112,7 +115,8 @@ extension RemoteDatabase {
         let logger = self.logger
         let lock = try await writersLockQuery()
         // A file's tombstone goes after those of its names (schema 12: they refer to it).
-        let names = try await schemaVersion() >= ServerSchemaVersions.names
+        let names =
+            try await schemaVersion() >= ServerSchemaVersions.names
             ? "AND NOT EXISTS (SELECT 1 FROM docfs_items n WHERE n.link_of = i.id)" : ""
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> TrimmedHistory in
@@ -125,12 +129,14 @@ extension RemoteDatabase {
                 var trimmed = TrimmedHistory()
                 trimmed.operations = try await count(
                     "WITH gone AS (DELETE FROM docfs_operations WHERE applied_ns < \(cutoffNs) RETURNING 1) SELECT count(*) FROM gone")
-                trimmed.versionRows = try await count("""
+                trimmed.versionRows = try await count(
+                    """
                     WITH gone AS (DELETE FROM docfs_versions WHERE collected_ns IS NOT NULL AND collected_ns < \(cutoffNs) RETURNING 1)
                     SELECT count(*) FROM gone
                     """)
                 for _ in 0..<256 {
-                    let n = try await count("""
+                    let n = try await count(
+                        """
                         WITH gone AS (
                             DELETE FROM docfs_items i WHERE i.deleted AND i.parent_id IS NOT NULL AND i.changed_ns < \(cutoffNs)
                               AND NOT EXISTS (SELECT 1 FROM docfs_items c WHERE c.parent_id = i.id)
@@ -158,7 +164,8 @@ extension RemoteDatabase {
             try await client.withTransaction(logger: logger) { conn -> Int in
                 // Writers hold this lock while they append: the newest position is stable here.
                 try await conn.perform(PostgresQuery(unsafeSQL: lock), logger: logger)
-                let last = try await conn.query("""
+                let last = try await conn.query(
+                    """
                     SELECT max(position) FROM docfs_changes
                     WHERE at_ns < \(cutoffNs) AND position < (SELECT max(position) FROM docfs_changes)
                     """, logger: logger)
@@ -170,7 +177,8 @@ extension RemoteDatabase {
                     logger: logger)
                 var count: Int64 = 0
                 for try await (n) in deleted.decode(Int64.self) { count = n }
-                try await conn.perform("""
+                try await conn.perform(
+                    """
                     INSERT INTO docfs_meta (key, value) VALUES ('log_start', \(String(end + 1)))
                     ON CONFLICT (key) DO UPDATE SET value = excluded.value
                     """, logger: logger)

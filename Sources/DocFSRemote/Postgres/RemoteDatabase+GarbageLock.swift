@@ -49,9 +49,10 @@ extension RemoteDatabase {
     /// A connection of its own, outside the pool: for what holds a session (a batch's
     /// transaction, gc's lock). The caller closes it.
     func connectAlone() async throws -> PostgresConnection {
-        let configuration = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.user,
-                                                             password: url.password, database: url.database,
-                                                             tls: try url.connectionTLS())
+        let configuration = PostgresConnection.Configuration(
+            host: url.host, port: url.port, username: url.user,
+            password: url.password, database: url.database,
+            tls: try url.connectionTLS())
         let logger = self.logger
         return try await withDeadline(operationTimeout, timedOut: { RemoteError.unreachable("no connection within \(self.operationTimeout)") }) {
             try await PostgresConnection.connect(configuration: configuration, id: Int.random(in: 1 ... .max), logger: logger)

@@ -18,16 +18,18 @@ extension RemoteDatabase {
     ) async throws -> T {
         let url = listenURL
         do {
-            var configuration = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.user,
-                                                                 password: url.password, database: url.database,
-                                                                 tls: try url.connectionTLS())
+            var configuration = PostgresConnection.Configuration(
+                host: url.host, port: url.port, username: url.user,
+                password: url.password, database: url.database,
+                tls: try url.connectionTLS())
             configuration.options.connectTimeout = .seconds(10)
             configuration.options.additionalStartupParameters = [("application_name", Self.listenApplicationName)]
             let logger = self.logger
             // The connect deadline covers the start-up exchange too: a server that accepts and
             // never answers fails this attempt, and the follower tries again later.
-            let connection = try await PostgresConnection.connect(configuration: configuration, id: Int.random(in: 1 ... .max),
-                                                                  logger: logger)
+            let connection = try await PostgresConnection.connect(
+                configuration: configuration, id: Int.random(in: 1 ... .max),
+                logger: logger)
             do {
                 let result = try await connection.listen(on: Self.notificationChannel) { notifications in
                     try await body(notifications.compactMap { Int64($0.payload) })

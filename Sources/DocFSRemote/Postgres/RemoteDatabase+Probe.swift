@@ -6,9 +6,10 @@ extension RemoteDatabase {
     /// One connection made and closed, to say at once why a server cannot be used (refused,
     /// no such database, wrong password) where the pool would keep retrying until a timeout.
     package static func probe(_ url: PostgresURL, timeout: Duration = .seconds(10), logger: Logger = Logger(label: "docfs.postgres")) async throws {
-        let configuration = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.user,
-                                                             password: url.password, database: url.database,
-                                                             tls: try url.connectionTLS())
+        let configuration = PostgresConnection.Configuration(
+            host: url.host, port: url.port, username: url.user,
+            password: url.password, database: url.database,
+            tls: try url.connectionTLS())
         do {
             try await withThrowingTaskGroup(of: Bool.self) { group in
                 group.addTask {
@@ -34,7 +35,9 @@ extension RemoteDatabase {
             }
             if underlying.contains("CERTIFICATE_VERIFY_FAILED") || underlying.contains("handshakeFailed") {
                 let roots = url.sslRootCert.map { "sslrootcert=\($0)" } ?? "the system's CAs"
-                throw RemoteError.unreachable("\(url.host):\(url.port): its TLS certificate was not accepted (sslmode=\(mode), \(roots)): \(underlying.contains("CERTIFICATE_VERIFY_FAILED") ? "CERTIFICATE_VERIFY_FAILED" : underlying)")
+                throw RemoteError.unreachable(
+                    "\(url.host):\(url.port): its TLS certificate was not accepted (sslmode=\(mode), \(roots)): \(underlying.contains("CERTIFICATE_VERIFY_FAILED") ? "CERTIFICATE_VERIFY_FAILED" : underlying)"
+                )
             }
             throw RemoteError.unreachable("cannot connect to \(url.host):\(url.port): \(underlying)")
         } catch {

@@ -31,7 +31,8 @@ extension RemoteDatabase {
         try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn in
                 // A role's own row starts from the default's limits.
-                try await conn.perform("""
+                try await conn.perform(
+                    """
                     INSERT INTO docfs_quotas (role, live_intents, bytes_per_day)
                     SELECT \(role), live_intents, bytes_per_day FROM docfs_quotas WHERE role = '*'
                     ON CONFLICT (role) DO NOTHING
@@ -52,7 +53,8 @@ extension RemoteDatabase {
     package func quotas(of roles: [String]) async throws -> [String: ReplicaQuota] {
         let logger = self.logger
         return try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 WITH wanted AS (SELECT unnest(\(roles)::text[]) AS role UNION SELECT '*'),
                 d AS (SELECT live_intents, bytes_per_day FROM docfs_quotas WHERE role = '*')
                 SELECT w.role, coalesce(q.live_intents, CASE WHEN q.role IS NULL THEN d.live_intents END),

@@ -39,38 +39,48 @@ extension RemoteDatabase {
             try await client.withTransaction(logger: logger) { conn -> Bool in
                 try await Self.lockMigrations(conn, logger: logger)
                 // The group and its grants (a migration run by an owner without CREATEROLE made none).
-                try await conn.perform(PostgresQuery(unsafeSQL: """
-                    DO $do$ BEGIN
-                        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = \(RemoteSchema.quoteLiteral(group))) THEN
-                            CREATE ROLE \(RemoteSchema.quoteIdentifier(group)) NOLOGIN;
-                        END IF;
-                    END $do$
-                    """), logger: logger)
+                try await conn.perform(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            DO $do$ BEGIN
+                                IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = \(RemoteSchema.quoteLiteral(group))) THEN
+                                    CREATE ROLE \(RemoteSchema.quoteIdentifier(group)) NOLOGIN;
+                                END IF;
+                            END $do$
+                            """), logger: logger)
                 try await conn.perform(PostgresQuery(unsafeSQL: RemoteSchema.replicasGroupGrants), logger: logger)
                 var exists = false
-                for try await (n) in try await conn.query("SELECT count(*) FROM pg_roles WHERE rolname = \(name)",
-                                                          logger: logger).decode(Int64.self) { exists = n > 0 }
+                for try await (n) in try await conn.query(
+                    "SELECT count(*) FROM pg_roles WHERE rolname = \(name)",
+                    logger: logger
+                ).decode(Int64.self) { exists = n > 0 }
                 var statement = (exists ? "ALTER ROLE " : "CREATE ROLE ") + RemoteSchema.quoteIdentifier(name) + " LOGIN"
                 if let password { statement += " PASSWORD \(RemoteSchema.quoteLiteral(password))" }
                 try await conn.perform(PostgresQuery(unsafeSQL: statement), logger: logger)
-                try await conn.perform(PostgresQuery(unsafeSQL: """
-                    GRANT \(RemoteSchema.quoteIdentifier(group)) TO \(RemoteSchema.quoteIdentifier(name))
-                    """), logger: logger)
+                try await conn.perform(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            GRANT \(RemoteSchema.quoteIdentifier(group)) TO \(RemoteSchema.quoteIdentifier(name))
+                            """), logger: logger)
                 try await conn.perform("INSERT INTO docfs_replicas (role) VALUES (\(name)) ON CONFLICT (role) DO NOTHING", logger: logger)
                 // CONNECT through the group only (a role made before schema 14 had its own: taken
                 // back, so that leaving the group leaves the database), limits and timeouts of its
                 // own unless the owner set others, and the owner's right to end its sessions.
-                for statement in [RemoteSchema.databaseGrants, RemoteSchema.signalGrant, RemoteSchema.statsGrant,
-                                  RemoteSchema.overstayersGrant,
-                                  RemoteSchema.replicaLimits(rolesSQL: "SELECT \(RemoteSchema.quoteLiteral(name))::text")] {
+                for statement in [
+                    RemoteSchema.databaseGrants, RemoteSchema.signalGrant, RemoteSchema.statsGrant,
+                    RemoteSchema.overstayersGrant,
+                    RemoteSchema.replicaLimits(rolesSQL: "SELECT \(RemoteSchema.quoteLiteral(name))::text"),
+                ] {
                     try await conn.perform(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
-                try await conn.perform(PostgresQuery(unsafeSQL: """
-                    DO $do$ BEGIN
-                        EXECUTE format('REVOKE CONNECT ON DATABASE %I FROM %I', current_database(), \(RemoteSchema.quoteLiteral(name)));
-                    EXCEPTION WHEN insufficient_privilege THEN NULL;
-                    END $do$
-                    """), logger: logger)
+                try await conn.perform(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            DO $do$ BEGIN
+                                EXECUTE format('REVOKE CONNECT ON DATABASE %I FROM %I', current_database(), \(RemoteSchema.quoteLiteral(name)));
+                            EXCEPTION WHEN insufficient_privilege THEN NULL;
+                            END $do$
+                            """), logger: logger)
                 return !exists
             }
         }
@@ -82,8 +92,10 @@ extension RemoteDatabase {
         }
         let canCreate = try await mapped { [self] in
             var allowed = false
-            for try await (v) in try await client.query("SELECT has_schema_privilege(\(name), 'public', 'CREATE')",
-                                                        logger: logger).decode(Bool.self) { allowed = v }
+            for try await (v) in try await client.query(
+                "SELECT has_schema_privilege(\(name), 'public', 'CREATE')",
+                logger: logger
+            ).decode(Bool.self) { allowed = v }
             return allowed
         }
         if canCreate {
@@ -92,13 +104,16 @@ extension RemoteDatabase {
         // No temporary tables, no other tree's database (`RemoteSchema+Guards`).
         let publicMayConnect = try await mapped { [self] in
             var open = false
-            for try await (v) in try await client.query(PostgresQuery(unsafeSQL: RemoteSchema.publicMayConnectQuery),
-                                                        logger: logger).decode(Bool.self) { open = v }
+            for try await (v) in try await client.query(
+                PostgresQuery(unsafeSQL: RemoteSchema.publicMayConnectQuery),
+                logger: logger
+            ).decode(Bool.self) { open = v }
             return open
         }
         if publicMayConnect {
-            throw RemoteError.invalid("every role may connect to this database or make TEMP tables in it: its owner runs "
-                + "REVOKE TEMPORARY, CONNECT ON DATABASE <db> FROM PUBLIC; GRANT CONNECT ON DATABASE <db> TO \(group)")
+            throw RemoteError.invalid(
+                "every role may connect to this database or make TEMP tables in it: its owner runs "
+                    + "REVOKE TEMPORARY, CONNECT ON DATABASE <db> FROM PUBLIC; GRANT CONNECT ON DATABASE <db> TO \(group)")
         }
         return created
     }
@@ -108,8 +123,10 @@ extension RemoteDatabase {
     package func publicMayCreateLargeObjects() async throws -> Bool {
         try await mapped { [self] in
             var open = false
-            for try await (v) in try await client.query(PostgresQuery(unsafeSQL: RemoteSchema.publicMayCreateLargeObjectsQuery),
-                                                        logger: logger).decode(Bool.self) { open = v }
+            for try await (v) in try await client.query(
+                PostgresQuery(unsafeSQL: RemoteSchema.publicMayCreateLargeObjectsQuery),
+                logger: logger
+            ).decode(Bool.self) { open = v }
             return open
         }
     }
@@ -134,14 +151,18 @@ extension RemoteDatabase {
         try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn in
                 var member = false
-                for try await (n) in try await conn.query("""
+                for try await (n) in try await conn.query(
+                    """
                     SELECT count(*) FROM pg_auth_members am JOIN pg_roles r ON r.oid = am.member JOIN pg_roles g ON g.oid = am.roleid
                     WHERE g.rolname = \(group) AND r.rolname = \(name)
-                    """, logger: logger).decode(Int64.self) { member = n > 0 }
+                    """, logger: logger
+                ).decode(Int64.self) { member = n > 0 }
                 guard member else { throw RemoteError.invalid("\(name) is not a replica of this tree (not in \(group))") }
-                try await conn.perform(PostgresQuery(unsafeSQL: """
-                    REVOKE \(RemoteSchema.quoteIdentifier(group)) FROM \(RemoteSchema.quoteIdentifier(name))
-                    """), logger: logger)
+                try await conn.perform(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            REVOKE \(RemoteSchema.quoteIdentifier(group)) FROM \(RemoteSchema.quoteIdentifier(name))
+                            """), logger: logger)
                 try await conn.perform(PostgresQuery(unsafeSQL: "ALTER ROLE \(RemoteSchema.quoteIdentifier(name)) NOLOGIN"), logger: logger)
             }
         }
@@ -159,8 +180,10 @@ extension RemoteDatabase {
                 do {
                     let ended = try await mapped { [self] in
                         var done = false
-                        for try await (v) in try await client.query("SELECT pg_terminate_backend(\(pid), 5000)",
-                                                                    logger: logger).decode(Bool.self) { done = v }
+                        for try await (v) in try await client.query(
+                            "SELECT pg_terminate_backend(\(pid), 5000)",
+                            logger: logger
+                        ).decode(Bool.self) { done = v }
                         return done
                     }
                     if ended { removal.ended += 1 } else { removal.survivors.append(pid) }
@@ -178,8 +201,10 @@ extension RemoteDatabase {
     func sessions(of role: String) async throws -> [Int32] {
         try await mapped { [self] in
             var pids: [Int32] = []
-            for try await (pid) in try await client.query("SELECT pid FROM pg_stat_activity WHERE usename = \(role)",
-                                                          logger: logger).decode(Int32.self) { pids.append(pid) }
+            for try await (pid) in try await client.query(
+                "SELECT pid FROM pg_stat_activity WHERE usename = \(role)",
+                logger: logger
+            ).decode(Int32.self) { pids.append(pid) }
             return pids
         }
     }
@@ -189,7 +214,8 @@ extension RemoteDatabase {
         let group = try await replicasGroup()
         let logger = self.logger
         return try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 WITH members AS (
                     SELECT r.rolname::text AS name, r.rolcanlogin AS login FROM pg_auth_members am
                     JOIN pg_roles r ON r.oid = am.member JOIN pg_roles g ON g.oid = am.roleid WHERE g.rolname = \(group)),
@@ -220,8 +246,9 @@ extension RemoteDatabase {
     /// A role name docfs makes: 1–63 bytes of letters, digits, `_`, `-` and `.`.
     static func checkRoleName(_ name: String) throws {
         guard (1...63).contains(name.utf8.count),
-              name.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_-.".unicodeScalars.contains($0)) }),
-              !name.hasPrefix("pg_") else {
+            name.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_-.".unicodeScalars.contains($0)) }),
+            !name.hasPrefix("pg_")
+        else {
             throw RemoteError.invalid("\"\(name)\" is not a replica name (1–63 letters, digits, _, - or .; not pg_…)")
         }
     }

@@ -41,7 +41,8 @@ extension RemoteDatabase {
     /// the version of its object its upload made (`docfs_meta.pack_versions`; the owner's alone).
     package func requirePackVersions() async throws {
         try await mapped { [self] in
-            try await client.perform("""
+            try await client.perform(
+                """
                 INSERT INTO docfs_meta (key, value) VALUES ('pack_versions', 'on')
                 ON CONFLICT (key) DO UPDATE SET value = excluded.value
                 """, logger: logger)
@@ -50,7 +51,8 @@ extension RemoteDatabase {
 
     package func setPacksFolder(_ folder: String) async throws {
         try await mapped { [self] in
-            try await client.perform("""
+            try await client.perform(
+                """
                 INSERT INTO docfs_meta (key, value) VALUES ('packs_folder', \(folder))
                 ON CONFLICT (key) DO UPDATE SET value = excluded.value
                 """, logger: logger)

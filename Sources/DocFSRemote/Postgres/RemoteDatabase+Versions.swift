@@ -20,16 +20,20 @@ extension RemoteDatabase {
     /// A file's content versions the server remembers, oldest first.
     package func versions(of itemID: Int64) async throws -> [RemoteVersion] {
         try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT content_version, created_ns, size, content_key, collected_ns IS NOT NULL, to_jsonb(v) ->> 'replica',
                        to_jsonb(v) ->> 'role'
                 FROM docfs_versions v WHERE item_id = \(itemID) ORDER BY content_version
                 """, logger: logger)
             var out: [RemoteVersion] = []
             for try await (number, created, size, key, collected, replica, role)
-                in rows.decode((Int64, Int64, Int64, String?, Bool, String?, String?).self) {
-                out.append(RemoteVersion(number: number, createdNs: created, size: size, key: key, collected: collected,
-                                         replica: replica, role: role))
+                in rows.decode((Int64, Int64, Int64, String?, Bool, String?, String?).self)
+            {
+                out.append(
+                    RemoteVersion(
+                        number: number, createdNs: created, size: size, key: key, collected: collected,
+                        replica: replica, role: role))
             }
             return out
         }

@@ -12,8 +12,10 @@ extension RemoteDatabase {
     /// migrations' advisory key.
     static func lockMigrations(_ conn: PostgresConnection, logger: Logger) async throws {
         var exists = false
-        for try await (v) in try await conn.query("SELECT to_regclass('docfs_schema_migrations') IS NOT NULL",
-                                                  logger: logger).decode(Bool.self) { exists = v }
+        for try await (v) in try await conn.query(
+            "SELECT to_regclass('docfs_schema_migrations') IS NOT NULL",
+            logger: logger
+        ).decode(Bool.self) { exists = v }
         if exists {
             try await conn.perform("LOCK TABLE docfs_schema_migrations IN SHARE ROW EXCLUSIVE MODE", logger: logger)
         } else {

@@ -43,12 +43,15 @@ package final class RemoteDatabase: Sendable {
 
     /// `maximumConnections`: the pool's bound (it opens them on demand and closes one idle for
     /// 60 s); `listenURL`: where notifications are listened for (default `url`).
-    package init(url: PostgresURL, logger: Logger = Logger(label: "docfs.postgres"), maximumConnections: Int = 8,
-                operationTimeout: Duration = .seconds(30), listenURL: PostgresURL? = nil) {
+    package init(
+        url: PostgresURL, logger: Logger = Logger(label: "docfs.postgres"), maximumConnections: Int = 8,
+        operationTimeout: Duration = .seconds(30), listenURL: PostgresURL? = nil
+    ) {
         // A certificate file that cannot be read fails every connection (and `probe` says why).
         let tls = (try? url.clientTLS()) ?? .require(TLSConfiguration.makeClientConfiguration())
-        var configuration = PostgresClient.Configuration(host: url.host, port: url.port, username: url.user,
-                                                          password: url.password, database: url.database, tls: tls)
+        var configuration = PostgresClient.Configuration(
+            host: url.host, port: url.port, username: url.user,
+            password: url.password, database: url.database, tls: tls)
         configuration.options.maximumConnections = maximumConnections
         configuration.options.connectTimeout = .seconds(10)
         configuration.options.additionalStartupParameters = [("application_name", Self.poolApplicationName)]
@@ -96,15 +99,18 @@ package final class RemoteDatabase: Sendable {
         return try await mapped { [self] in
             try await client.withTransaction(logger: logger) { conn -> Int in
                 try await Self.lockMigrations(conn, logger: logger)
-                try await conn.perform("""
+                try await conn.perform(
+                    """
                     CREATE TABLE IF NOT EXISTS docfs_schema_migrations (
                         version    integer PRIMARY KEY,
                         applied_at timestamptz NOT NULL DEFAULT now()
                     )
                     """, logger: logger)
                 var current = 0
-                for try await (v) in try await conn.query("SELECT coalesce(max(version), 0) FROM docfs_schema_migrations",
-                                                          logger: logger).decode(Int.self) { current = v }
+                for try await (v) in try await conn.query(
+                    "SELECT coalesce(max(version), 0) FROM docfs_schema_migrations",
+                    logger: logger
+                ).decode(Int.self) { current = v }
                 if current > RemoteSchema.latest {
                     throw RemoteError.schemaTooNew(found: current, supported: RemoteSchema.latest)
                 }
@@ -112,8 +118,9 @@ package final class RemoteDatabase: Sendable {
                     for statement in migration.statements {
                         try await conn.perform(PostgresQuery(unsafeSQL: statement), logger: logger)
                     }
-                    try await conn.perform("INSERT INTO docfs_schema_migrations (version) VALUES (\(migration.version))",
-                                         logger: logger)
+                    try await conn.perform(
+                        "INSERT INTO docfs_schema_migrations (version) VALUES (\(migration.version))",
+                        logger: logger)
                     logger.info("applied docfs schema migration", metadata: ["version": "\(migration.version)"])
                     current = migration.version
                 }
@@ -157,7 +164,8 @@ package final class RemoteDatabase: Sendable {
     package func children(of parentID: Int64) async throws -> [ServerItem] {
         let columns = try await itemColumns()
         return try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT \(unescaped: columns) FROM docfs_items
                 WHERE parent_id = \(parentID) AND NOT deleted AND trashed_ns IS NULL ORDER BY name
                 """, logger: logger)
@@ -168,15 +176,18 @@ package final class RemoteDatabase: Sendable {
     /// Change log entries after `anchor` (0: from the start), in order.
     package func changes(since anchor: Int64, limit: Int = 1000) async throws -> [RemoteChange] {
         try await mapped { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT position, item_id, kind, operation_id, content_version, metadata_version, at_ns
                 FROM docfs_changes WHERE position > \(anchor) ORDER BY position LIMIT \(limit)
                 """, logger: logger)
             var out: [RemoteChange] = []
             for try await (position, item, kind, op, cv, mv, at) in rows.decode((Int64, Int64, String, UUID, Int64, Int64, Int64).self) {
                 guard let k = RemoteChange.Kind(rawValue: kind) else { continue }
-                out.append(RemoteChange(position: position, itemID: item, kind: k, operationID: op,
-                                        contentVersion: cv, metadataVersion: mv, atNs: at))
+                out.append(
+                    RemoteChange(
+                        position: position, itemID: item, kind: k, operationID: op,
+                        contentVersion: cv, metadataVersion: mv, atNs: at))
             }
             return out
         }
@@ -228,7 +239,8 @@ package final class RemoteDatabase: Sendable {
 
     static func checkName(_ name: String) throws {
         guard !name.isEmpty, name != ".", name != "..", !name.contains("/"), !name.utf8.contains(0),
-              name.utf8.count <= 255 else {
+            name.utf8.count <= 255
+        else {
             throw RemoteError.invalid("\"\(name)\" is not a valid item name")
         }
     }
@@ -250,23 +262,24 @@ package final class RemoteDatabase: Sendable {
         var out: [ServerItem] = []
         for try await row in rows {
             let c = row.makeRandomAccess()
-            out.append(ServerItem(
-                id: try c[0].decode(Int64.self), parentID: try c[1].decode(Int64?.self), name: try c[2].decode(String.self),
-                kind: ServerItem.serverKind(try c[3].decode(String.self)), size: try c[4].decode(Int64.self),
-                creationTime: FileTime(totalNanoseconds: try c[5].decode(Int64.self)),
-                modificationTime: FileTime(totalNanoseconds: try c[6].decode(Int64.self)),
-                changeTime: FileTime(totalNanoseconds: try c[7].decode(Int64.self)),
-                accessTime: FileTime(totalNanoseconds: try c[8].decode(Int64.self)),
-                ownerID: UInt32(truncatingIfNeeded: try c[9].decode(Int64.self)),
-                groupID: UInt32(truncatingIfNeeded: try c[10].decode(Int64.self)),
-                // The kind is its own column: only the permission bits (set-ID and sticky included) are kept.
-                posixPermissions: UInt16(UInt32(bitPattern: try c[11].decode(Int32.self)) & 0o7777),
-                tagData: ServerTags.data(try c[12].decode([String].self)),
-                favoriteRank: try c[13].decode(Int64?.self), symlinkTargetPath: try c[14].decode(String?.self),
-                contentKey: try c[15].decode(String?.self), contentVersion: try c[16].decode(Int64.self),
-                metadataVersion: try c[17].decode(Int64.self),
-                trashTime: try c[18].decode(Int64?.self).map(FileTime.init(totalNanoseconds:)),
-                deleted: try c[19].decode(Bool.self), linkOf: try c[20].decode(Int64?.self)))
+            out.append(
+                ServerItem(
+                    id: try c[0].decode(Int64.self), parentID: try c[1].decode(Int64?.self), name: try c[2].decode(String.self),
+                    kind: ServerItem.serverKind(try c[3].decode(String.self)), size: try c[4].decode(Int64.self),
+                    creationTime: FileTime(totalNanoseconds: try c[5].decode(Int64.self)),
+                    modificationTime: FileTime(totalNanoseconds: try c[6].decode(Int64.self)),
+                    changeTime: FileTime(totalNanoseconds: try c[7].decode(Int64.self)),
+                    accessTime: FileTime(totalNanoseconds: try c[8].decode(Int64.self)),
+                    ownerID: UInt32(truncatingIfNeeded: try c[9].decode(Int64.self)),
+                    groupID: UInt32(truncatingIfNeeded: try c[10].decode(Int64.self)),
+                    // The kind is its own column: only the permission bits (set-ID and sticky included) are kept.
+                    posixPermissions: UInt16(UInt32(bitPattern: try c[11].decode(Int32.self)) & 0o7777),
+                    tagData: ServerTags.data(try c[12].decode([String].self)),
+                    favoriteRank: try c[13].decode(Int64?.self), symlinkTargetPath: try c[14].decode(String?.self),
+                    contentKey: try c[15].decode(String?.self), contentVersion: try c[16].decode(Int64.self),
+                    metadataVersion: try c[17].decode(Int64.self),
+                    trashTime: try c[18].decode(Int64?.self).map(FileTime.init(totalNanoseconds:)),
+                    deleted: try c[19].decode(Bool.self), linkOf: try c[20].decode(Int64?.self)))
         }
         return out
     }
@@ -276,10 +289,12 @@ package final class RemoteDatabase: Sendable {
         let timeout = operationTimeout
         let expired = Atomic<Bool>(false)
         do {
-            return try await withDeadline(timeout, timedOut: {
-                expired.store(true, ordering: .relaxed)
-                return RemoteError.unreachable("no answer within \(timeout)")
-            }, body)
+            return try await withDeadline(
+                timeout,
+                timedOut: {
+                    expired.store(true, ordering: .relaxed)
+                    return RemoteError.unreachable("no answer within \(timeout)")
+                }, body)
         } catch {
             if expired.load(ordering: .relaxed) || Self.isHeldUp(error) { endOverstayersSoon() }
             throw Self.map(error)

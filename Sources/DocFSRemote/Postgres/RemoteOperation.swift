@@ -76,23 +76,41 @@ extension OperationApplier {
 
     /// Creates an item and returns its permanent id (`AppliedChange.itemID`). A name another
     /// item took first gets a suffix (`AppliedChange.name`); a folder deleted meanwhile comes back.
-    package func createItem(operationID: UUID, parentID: Int64, name: String, kind: ItemKind,
-                            attributes: ReplicatedAttributes, content: RemoteContent? = nil) async throws -> AppliedChange {
-        try await applyOne(RemoteOperation(id: operationID, .create(parent: .item(parentID), name: name, kind: kind,
-                                                                    attributes: attributes, content: content)))
+    package func createItem(
+        operationID: UUID, parentID: Int64, name: String, kind: ItemKind,
+        attributes: ReplicatedAttributes, content: RemoteContent? = nil
+    ) async throws -> AppliedChange {
+        try await applyOne(
+            RemoteOperation(
+                id: operationID,
+                .create(
+                    parent: .item(parentID), name: name, kind: kind,
+                    attributes: attributes, content: content)))
     }
 
-    package func newContentVersion(operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
-                                   modificationTime: FileTime) async throws -> AppliedChange {
-        try await applyOne(RemoteOperation(id: operationID, .content(item: .item(itemID), expectedVersion: expectedVersion,
-                                                                     content: content, modificationTime: modificationTime)))
+    package func newContentVersion(
+        operationID: UUID, itemID: Int64, expectedVersion: Int64, content: RemoteContent,
+        modificationTime: FileTime
+    ) async throws -> AppliedChange {
+        try await applyOne(
+            RemoteOperation(
+                id: operationID,
+                .content(
+                    item: .item(itemID), expectedVersion: expectedVersion,
+                    content: content, modificationTime: modificationTime)))
     }
 
-    package func moveItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String, expectedParentID: Int64? = nil,
-                          expectedName: String? = nil, types: [String]? = nil) async throws -> AppliedChange {
-        try await applyOne(RemoteOperation(id: operationID, .move(item: .item(itemID), toParent: .item(toParentID), name: name,
-                                                                  expectedParentID: expectedParentID, expectedName: expectedName,
-                                                                  types: types)))
+    package func moveItem(
+        operationID: UUID, itemID: Int64, toParentID: Int64, name: String, expectedParentID: Int64? = nil,
+        expectedName: String? = nil, types: [String]? = nil
+    ) async throws -> AppliedChange {
+        try await applyOne(
+            RemoteOperation(
+                id: operationID,
+                .move(
+                    item: .item(itemID), toParent: .item(toParentID), name: name,
+                    expectedParentID: expectedParentID, expectedName: expectedName,
+                    types: types)))
     }
 
     package func deleteItem(operationID: UUID, itemID: Int64, expectedContentVersion: Int64? = nil) async throws -> AppliedChange {
@@ -103,10 +121,16 @@ extension OperationApplier {
         try await applyOne(RemoteOperation(id: operationID, .trash(item: .item(itemID))))
     }
 
-    package func untrashItem(operationID: UUID, itemID: Int64, toParentID: Int64, name: String,
-                             types: [String]? = nil) async throws -> AppliedChange {
-        try await applyOne(RemoteOperation(id: operationID, .untrash(item: .item(itemID), toParent: .item(toParentID), name: name,
-                                                                     types: types)))
+    package func untrashItem(
+        operationID: UUID, itemID: Int64, toParentID: Int64, name: String,
+        types: [String]? = nil
+    ) async throws -> AppliedChange {
+        try await applyOne(
+            RemoteOperation(
+                id: operationID,
+                .untrash(
+                    item: .item(itemID), toParent: .item(toParentID), name: name,
+                    types: types)))
     }
 
     package func setAttributes(operationID: UUID, itemID: Int64, changes: AttributeChanges) async throws -> AppliedChange {

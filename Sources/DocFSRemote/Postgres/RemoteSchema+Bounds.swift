@@ -34,8 +34,10 @@ extension RemoteSchema {
     static let identifierPattern = "^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$"
     /// Words every item (or every file) conforms to: a MIME word resolved to one of these would
     /// let anything into its folder.
-    static let abstractTypes = ["public.item", "public.data", "public.content", "public.folder", "public.directory",
-                                "public.composite-content"]
+    static let abstractTypes = [
+        "public.item", "public.data", "public.content", "public.folder", "public.directory",
+        "public.composite-content",
+    ]
 
     /// A content-type identifier the server takes as a MIME word's meaning (`docfs_set_layout_mime`).
     package static func isConcreteIdentifier(_ word: String) -> Bool {

@@ -253,29 +253,29 @@ extension RemoteSchema {
     static func setLayoutFunction(lock: String, placedAtCommit: Bool = false) -> String {
         let notify = placedAtCommit ? "pos := 0;" : "PERFORM pg_notify('\(RemoteDatabase.notificationChannel)', pos::text);"
         return """
-        CREATE OR REPLACE FUNCTION docfs_set_layout(p_op uuid, p_json text) RETURNS bigint LANGUAGE plpgsql
-        SET search_path = pg_catalog, public, pg_temp AS $fn$
-        DECLARE
-            root docfs_items;
-            pos bigint;
-        BEGIN
-            \(lock)
-            SELECT position INTO pos FROM docfs_operations WHERE operation_id = p_op;
-            IF FOUND THEN RETURN pos; END IF;
-            INSERT INTO docfs_layout (id, layout, updated_ns) VALUES (1, p_json::jsonb, docfs_now())
-            ON CONFLICT (id) DO UPDATE SET layout = excluded.layout, updated_ns = excluded.updated_ns;
-            UPDATE docfs_items SET metadata_version = metadata_version + 1, changed_ns = docfs_now() WHERE parent_id IS NULL
-            RETURNING * INTO root;
-            INSERT INTO docfs_changes (item_id, kind, operation_id, content_version, metadata_version, at_ns, role)
-            VALUES (root.id, 'layout', p_op, root.content_version, root.metadata_version, docfs_now(), session_user)
-            RETURNING position INTO pos;
-            INSERT INTO docfs_operations (operation_id, kind, item_id, content_version, metadata_version, position, applied_ns, role)
-            VALUES (p_op, 'layout', root.id, root.content_version, root.metadata_version, pos, docfs_now(), session_user);
-            \(notify)
-            RETURN pos;
-        END
-        $fn$
-        """
+            CREATE OR REPLACE FUNCTION docfs_set_layout(p_op uuid, p_json text) RETURNS bigint LANGUAGE plpgsql
+            SET search_path = pg_catalog, public, pg_temp AS $fn$
+            DECLARE
+                root docfs_items;
+                pos bigint;
+            BEGIN
+                \(lock)
+                SELECT position INTO pos FROM docfs_operations WHERE operation_id = p_op;
+                IF FOUND THEN RETURN pos; END IF;
+                INSERT INTO docfs_layout (id, layout, updated_ns) VALUES (1, p_json::jsonb, docfs_now())
+                ON CONFLICT (id) DO UPDATE SET layout = excluded.layout, updated_ns = excluded.updated_ns;
+                UPDATE docfs_items SET metadata_version = metadata_version + 1, changed_ns = docfs_now() WHERE parent_id IS NULL
+                RETURNING * INTO root;
+                INSERT INTO docfs_changes (item_id, kind, operation_id, content_version, metadata_version, at_ns, role)
+                VALUES (root.id, 'layout', p_op, root.content_version, root.metadata_version, docfs_now(), session_user)
+                RETURNING position INTO pos;
+                INSERT INTO docfs_operations (operation_id, kind, item_id, content_version, metadata_version, position, applied_ns, role)
+                VALUES (p_op, 'layout', root.id, root.content_version, root.metadata_version, pos, docfs_now(), session_user);
+                \(notify)
+                RETURN pos;
+            END
+            $fn$
+            """
     }
 
     /// Makes the replicas group if this role may (else `docfs remote add-replica` says so), gives

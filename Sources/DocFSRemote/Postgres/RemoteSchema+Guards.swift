@@ -56,10 +56,11 @@ extension RemoteSchema {
         $do$
         """,
         databaseGrants,
-        replicaLimits(rolesSQL: """
-            SELECT r.rolname::text FROM pg_auth_members am JOIN pg_roles r ON r.oid = am.member JOIN pg_roles g ON g.oid = am.roleid
-            WHERE g.rolname = (SELECT value FROM docfs_meta WHERE key = 'replicas_group') AND NOT r.rolsuper
-            """),
+        replicaLimits(
+            rolesSQL: """
+                SELECT r.rolname::text FROM pg_auth_members am JOIN pg_roles r ON r.oid = am.member JOIN pg_roles g ON g.oid = am.roleid
+                WHERE g.rolname = (SELECT value FROM docfs_meta WHERE key = 'replicas_group') AND NOT r.rolsuper
+                """),
         signalGrant,
         largeObjectGrants,
     ]

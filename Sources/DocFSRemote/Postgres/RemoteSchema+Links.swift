@@ -180,79 +180,82 @@ extension RemoteSchema {
     /// from version 13 (`trashingNames`) `trash` and `untrash` take a name row too.
     static func applyOne(trashingNames: Bool) -> String {
         let nameKinds = trashingNames ? "('unlink', 'move_name', 'trash', 'untrash')" : "('unlink', 'move_name')"
-        let trashing = !trashingNames ? "" : """
+        let trashing =
+            !trashingNames
+            ? ""
+            : """
             IF kind IN ('trash', 'untrash') AND target_of IS NOT NULL THEN
                 done := docfs_op_name_trash(p_op, op_id, p_me, kind = 'untrash');
             END IF;
             """
         return """
-        CREATE OR REPLACE FUNCTION docfs_apply_one(p_op jsonb, p_me text) RETURNS jsonb LANGUAGE plpgsql AS $fn$
-        DECLARE
-            op_id uuid := (p_op->>'op')::uuid;
-            kind text := p_op->>'kind';
-            prior docfs_operations;
-            done bigint[];
-            pos bigint;
-            target_id bigint;
-            target_of bigint;
-            it docfs_items;
-        BEGIN
-            IF op_id IS NULL OR kind IS NULL OR kind NOT IN ('create', 'content', 'move', 'delete', 'trash', 'untrash', 'attributes',
-                                                            'link', 'unlink', 'move_name') THEN
-                PERFORM docfs_fail('DF014', format('not an operation: %s', left(p_op::text, 200)));
-            END IF;
-            SELECT * INTO prior FROM docfs_operations WHERE operation_id = op_id;
-            IF FOUND THEN
-                IF prior.role IS DISTINCT FROM p_me THEN
+            CREATE OR REPLACE FUNCTION docfs_apply_one(p_op jsonb, p_me text) RETURNS jsonb LANGUAGE plpgsql AS $fn$
+            DECLARE
+                op_id uuid := (p_op->>'op')::uuid;
+                kind text := p_op->>'kind';
+                prior docfs_operations;
+                done bigint[];
+                pos bigint;
+                target_id bigint;
+                target_of bigint;
+                it docfs_items;
+            BEGIN
+                IF op_id IS NULL OR kind IS NULL OR kind NOT IN ('create', 'content', 'move', 'delete', 'trash', 'untrash', 'attributes',
+                                                                'link', 'unlink', 'move_name') THEN
+                    PERFORM docfs_fail('DF014', format('not an operation: %s', left(p_op::text, 200)));
+                END IF;
+                SELECT * INTO prior FROM docfs_operations WHERE operation_id = op_id;
+                IF FOUND THEN
+                    IF prior.role IS DISTINCT FROM p_me THEN
+                        PERFORM docfs_fail('DF003', format('operation %s belongs to another replica', op_id));
+                    END IF;
+                    IF prior.kind <> kind THEN
+                        PERFORM docfs_fail('DF015', format('operation %s was a %s', op_id, prior.kind), prior.kind);
+                    END IF;
+                    RETURN jsonb_build_object('ok', true, 'item', prior.item_id, 'cv', prior.content_version, 'mv', prior.metadata_version,
+                                              'position', prior.position, 'replayed', true,
+                                              'name', (SELECT name FROM docfs_items WHERE id = prior.item_id));
+                END IF;
+                IF EXISTS (SELECT 1 FROM docfs_manifests m WHERE m.operation_id = op_id AND m.role IS DISTINCT FROM p_me) THEN
                     PERFORM docfs_fail('DF003', format('operation %s belongs to another replica', op_id));
                 END IF;
-                IF prior.kind <> kind THEN
-                    PERFORM docfs_fail('DF015', format('operation %s was a %s', op_id, prior.kind), prior.kind);
+                -- A name row is changed by the name operations only, an item's own row by the others.
+                IF kind NOT IN ('create', 'link') THEN
+                    target_id := docfs_target(p_op, 'item', p_me);
+                    SELECT link_of INTO target_of FROM docfs_items WHERE id = target_id;
+                    IF FOUND AND ((target_of IS NOT NULL AND kind NOT IN \(nameKinds)) OR (target_of IS NULL AND kind IN ('unlink', 'move_name'))) THEN
+                        PERFORM docfs_fail('DF014', CASE WHEN target_of IS NULL
+                            THEN format('item %s is an item, not one of its further names (a %s takes a name)', target_id, kind)
+                            ELSE format('item %s is a further name of item %s (a %s takes an item)', target_id, target_of, kind) END);
+                    END IF;
                 END IF;
-                RETURN jsonb_build_object('ok', true, 'item', prior.item_id, 'cv', prior.content_version, 'mv', prior.metadata_version,
-                                          'position', prior.position, 'replayed', true,
-                                          'name', (SELECT name FROM docfs_items WHERE id = prior.item_id));
-            END IF;
-            IF EXISTS (SELECT 1 FROM docfs_manifests m WHERE m.operation_id = op_id AND m.role IS DISTINCT FROM p_me) THEN
-                PERFORM docfs_fail('DF003', format('operation %s belongs to another replica', op_id));
-            END IF;
-            -- A name row is changed by the name operations only, an item's own row by the others.
-            IF kind NOT IN ('create', 'link') THEN
-                target_id := docfs_target(p_op, 'item', p_me);
-                SELECT link_of INTO target_of FROM docfs_items WHERE id = target_id;
-                IF FOUND AND ((target_of IS NOT NULL AND kind NOT IN \(nameKinds)) OR (target_of IS NULL AND kind IN ('unlink', 'move_name'))) THEN
-                    PERFORM docfs_fail('DF014', CASE WHEN target_of IS NULL
-                        THEN format('item %s is an item, not one of its further names (a %s takes a name)', target_id, kind)
-                        ELSE format('item %s is a further name of item %s (a %s takes an item)', target_id, target_of, kind) END);
+                IF kind = 'delete' THEN
+                    SELECT * INTO it FROM docfs_items WHERE id = target_id AND NOT deleted FOR UPDATE;
+                    IF FOUND AND it.kind <> 'directory' AND (p_op->>'expected_version' IS NULL OR it.content_version = (p_op->>'expected_version')::bigint)
+                       AND docfs_pass_name(target_id, op_id, p_me) THEN
+                        SELECT ARRAY[id, content_version, metadata_version] INTO done FROM docfs_items WHERE id = target_id;
+                    END IF;
                 END IF;
-            END IF;
-            IF kind = 'delete' THEN
-                SELECT * INTO it FROM docfs_items WHERE id = target_id AND NOT deleted FOR UPDATE;
-                IF FOUND AND it.kind <> 'directory' AND (p_op->>'expected_version' IS NULL OR it.content_version = (p_op->>'expected_version')::bigint)
-                   AND docfs_pass_name(target_id, op_id, p_me) THEN
-                    SELECT ARRAY[id, content_version, metadata_version] INTO done FROM docfs_items WHERE id = target_id;
+                \(trashing)
+                IF done IS NULL THEN
+                    done := CASE kind
+                        WHEN 'create' THEN docfs_op_create(p_op, op_id, p_me)
+                        WHEN 'content' THEN docfs_op_content(p_op, op_id, p_me)
+                        WHEN 'move' THEN docfs_op_move(p_op, op_id, p_me, false)
+                        WHEN 'move_name' THEN docfs_op_move(p_op, op_id, p_me, false)
+                        WHEN 'untrash' THEN docfs_op_move(p_op, op_id, p_me, true)
+                        WHEN 'link' THEN docfs_op_link(p_op, op_id, p_me)
+                        WHEN 'unlink' THEN docfs_op_small(p_op, 'delete', p_me)
+                        ELSE docfs_op_small(p_op, kind, p_me) END;
                 END IF;
-            END IF;
-            \(trashing)
-            IF done IS NULL THEN
-                done := CASE kind
-                    WHEN 'create' THEN docfs_op_create(p_op, op_id, p_me)
-                    WHEN 'content' THEN docfs_op_content(p_op, op_id, p_me)
-                    WHEN 'move' THEN docfs_op_move(p_op, op_id, p_me, false)
-                    WHEN 'move_name' THEN docfs_op_move(p_op, op_id, p_me, false)
-                    WHEN 'untrash' THEN docfs_op_move(p_op, op_id, p_me, true)
-                    WHEN 'link' THEN docfs_op_link(p_op, op_id, p_me)
-                    WHEN 'unlink' THEN docfs_op_small(p_op, 'delete', p_me)
-                    ELSE docfs_op_small(p_op, kind, p_me) END;
-            END IF;
-            INSERT INTO docfs_changes (item_id, kind, operation_id, content_version, metadata_version, at_ns, role)
-            VALUES (done[1], kind, op_id, done[2], done[3], docfs_now(), p_me) RETURNING position INTO pos;
-            INSERT INTO docfs_operations (operation_id, kind, item_id, content_version, metadata_version, position, applied_ns, role)
-            VALUES (op_id, kind, done[1], done[2], done[3], pos, docfs_now(), p_me);
-            RETURN jsonb_build_object('ok', true, 'item', done[1], 'cv', done[2], 'mv', done[3], 'position', pos, 'replayed', false,
-                                      'name', (SELECT name FROM docfs_items WHERE id = done[1]));
-        END
-        $fn$
-        """
+                INSERT INTO docfs_changes (item_id, kind, operation_id, content_version, metadata_version, at_ns, role)
+                VALUES (done[1], kind, op_id, done[2], done[3], docfs_now(), p_me) RETURNING position INTO pos;
+                INSERT INTO docfs_operations (operation_id, kind, item_id, content_version, metadata_version, position, applied_ns, role)
+                VALUES (op_id, kind, done[1], done[2], done[3], pos, docfs_now(), p_me);
+                RETURN jsonb_build_object('ok', true, 'item', done[1], 'cv', done[2], 'mv', done[3], 'position', pos, 'replayed', false,
+                                          'name', (SELECT name FROM docfs_items WHERE id = done[1]));
+            END
+            $fn$
+            """
     }
 }

@@ -319,51 +319,54 @@ extension RemoteSchema {
     /// `directoryMoveLock` (schema 17): taken before a folder moves to another folder, so that
     /// two such moves never pass each other's check against a folder going into itself.
     static func moveFunction(directoryMoveLock: String) -> String {
-        let serialized = directoryMoveLock.isEmpty ? "" : """
+        let serialized =
+            directoryMoveLock.isEmpty
+            ? ""
+            : """
             IF it.kind = 'directory' AND destination IS DISTINCT FROM it.parent_id THEN
                 \(directoryMoveLock)
             END IF;
             """
         return """
-        CREATE OR REPLACE FUNCTION docfs_op_move(p_op jsonb, p_id uuid, p_me text, p_untrash boolean) RETURNS bigint[]
-        LANGUAGE plpgsql AS $fn$
-        #variable_conflict use_variable
-        DECLARE
-            item_id bigint := docfs_target(p_op, 'item', p_me);
-            destination bigint := docfs_target(p_op, 'parent', p_me);
-            wanted text := docfs_valid_name(p_op->>'name');
-            types text[] := docfs_words(p_op, 'types');
-            it docfs_items := docfs_live(item_id);
-            cv bigint;
-            mv bigint;
-        BEGIN
-            IF it.parent_id IS NULL THEN PERFORM docfs_fail('DF014', 'the root cannot be moved'); END IF;
-            IF p_untrash AND it.trashed_ns IS NULL THEN
-                PERFORM docfs_fail('DF014', format('item %s is not in the trash', item_id));
-            END IF;
-            IF NOT p_untrash AND p_op->>'expected_parent' IS NOT NULL AND p_op->>'expected_name' IS NOT NULL
-               AND (it.parent_id <> (p_op->>'expected_parent')::bigint OR it.name <> p_op->>'expected_name'
-                    OR it.trashed_ns IS NOT NULL) THEN
-                PERFORM docfs_fail('DF013', format('item %s was moved elsewhere first', item_id), item_id::text);
-            END IF;
-            PERFORM docfs_destination(destination, p_id, p_me);
-            \(serialized)
-            IF it.kind = 'directory' AND EXISTS (
-                WITH RECURSIVE up(id, parent_id) AS (
-                    SELECT i.id, i.parent_id FROM docfs_items i WHERE i.id = destination
-                    UNION ALL SELECT i.id, i.parent_id FROM docfs_items i JOIN up ON i.id = up.parent_id)
-                SELECT 1 FROM up WHERE up.id = item_id) THEN
-                PERFORM docfs_fail('DF014', format('item %s cannot move into itself or its own subfolder', item_id));
-            END IF;
-            UPDATE docfs_items SET parent_id = destination, name = docfs_free_name(wanted, it.kind = 'directory', destination, item_id),
-                   types = coalesce(types, docfs_items.types),
-                   trashed_ns = CASE WHEN p_untrash THEN NULL ELSE trashed_ns END,
-                   metadata_version = metadata_version + 1, changed_ns = docfs_now()
-            WHERE id = item_id RETURNING content_version, metadata_version INTO cv, mv;
-            RETURN ARRAY[item_id, cv, mv];
-        END
-        $fn$
-        """
+            CREATE OR REPLACE FUNCTION docfs_op_move(p_op jsonb, p_id uuid, p_me text, p_untrash boolean) RETURNS bigint[]
+            LANGUAGE plpgsql AS $fn$
+            #variable_conflict use_variable
+            DECLARE
+                item_id bigint := docfs_target(p_op, 'item', p_me);
+                destination bigint := docfs_target(p_op, 'parent', p_me);
+                wanted text := docfs_valid_name(p_op->>'name');
+                types text[] := docfs_words(p_op, 'types');
+                it docfs_items := docfs_live(item_id);
+                cv bigint;
+                mv bigint;
+            BEGIN
+                IF it.parent_id IS NULL THEN PERFORM docfs_fail('DF014', 'the root cannot be moved'); END IF;
+                IF p_untrash AND it.trashed_ns IS NULL THEN
+                    PERFORM docfs_fail('DF014', format('item %s is not in the trash', item_id));
+                END IF;
+                IF NOT p_untrash AND p_op->>'expected_parent' IS NOT NULL AND p_op->>'expected_name' IS NOT NULL
+                   AND (it.parent_id <> (p_op->>'expected_parent')::bigint OR it.name <> p_op->>'expected_name'
+                        OR it.trashed_ns IS NOT NULL) THEN
+                    PERFORM docfs_fail('DF013', format('item %s was moved elsewhere first', item_id), item_id::text);
+                END IF;
+                PERFORM docfs_destination(destination, p_id, p_me);
+                \(serialized)
+                IF it.kind = 'directory' AND EXISTS (
+                    WITH RECURSIVE up(id, parent_id) AS (
+                        SELECT i.id, i.parent_id FROM docfs_items i WHERE i.id = destination
+                        UNION ALL SELECT i.id, i.parent_id FROM docfs_items i JOIN up ON i.id = up.parent_id)
+                    SELECT 1 FROM up WHERE up.id = item_id) THEN
+                    PERFORM docfs_fail('DF014', format('item %s cannot move into itself or its own subfolder', item_id));
+                END IF;
+                UPDATE docfs_items SET parent_id = destination, name = docfs_free_name(wanted, it.kind = 'directory', destination, item_id),
+                       types = coalesce(types, docfs_items.types),
+                       trashed_ns = CASE WHEN p_untrash THEN NULL ELSE trashed_ns END,
+                       metadata_version = metadata_version + 1, changed_ns = docfs_now()
+                WHERE id = item_id RETURNING content_version, metadata_version INTO cv, mv;
+                RETURN ARRAY[item_id, cv, mv];
+            END
+            $fn$
+            """
     }
 
     /// Delete (a tombstone stays; with the content version the replica deleted, a file changed
@@ -467,55 +470,64 @@ extension RemoteSchema {
     /// transaction commits, which also notifies; a change made by this call answers position 0,
     /// and a role's calls run one at a time (a retried chunk waits for the attempt still running).
     static func applyFunction(lock: String, name: String = "docfs_apply", placedAtCommit: Bool = false) -> String {
-        let ownCalls = !placedAtCommit ? "" : """
+        let ownCalls =
+            !placedAtCommit
+            ? ""
+            : """
             INSERT INTO docfs_replicas AS r (role, last_seen_ns) VALUES (me, docfs_now())
             ON CONFLICT (role) DO UPDATE SET last_seen_ns = excluded.last_seen_ns;
             """
-        let answer = !placedAtCommit ? "results := results || jsonb_build_array(result);" : """
+        let answer =
+            !placedAtCommit
+            ? "results := results || jsonb_build_array(result);"
+            : """
             results := results || jsonb_build_array(CASE WHEN (result->>'replayed')::boolean THEN result
                                                              ELSE jsonb_set(result, '{position}', '0') END);
             """
-        let notify = placedAtCommit ? "" : """
+        let notify =
+            placedAtCommit
+            ? ""
+            : """
             IF last_position IS NOT NULL THEN PERFORM pg_notify('\(RemoteDatabase.notificationChannel)', last_position::text); END IF;
             """
         return """
-        CREATE OR REPLACE FUNCTION \(name)(p_ops jsonb) RETURNS jsonb LANGUAGE plpgsql
-        SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
-        SET plan_cache_mode = force_custom_plan AS $fn$
-        DECLARE
-            me text := session_user;
-            results jsonb := '[]';
-            result jsonb;
-            named text[] := '{}';
-            last_position bigint;
-            st text;
-            msg text;
-            det text;
-        BEGIN
-            IF jsonb_typeof(p_ops) IS DISTINCT FROM 'array' OR jsonb_array_length(p_ops) > 4096 THEN
-                RAISE EXCEPTION 'docfs_apply takes a list of at most 4096 operations' USING ERRCODE = 'DF014';
-            END IF;
-            \(lock)
-            \(ownCalls)
-            FOR i IN 0 .. jsonb_array_length(p_ops) - 1 LOOP
-                BEGIN
-                    result := docfs_apply_one(p_ops->i, me);
-                EXCEPTION WHEN OTHERS THEN
-                    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
-                    results := results || jsonb_build_array(jsonb_build_object('ok', false, 'state', st, 'message', msg, 'detail', det));
-                    EXIT;
-                END;
-                \(answer)
-                IF NOT (result->>'replayed')::boolean THEN last_position := (result->>'position')::bigint; END IF;
-                IF p_ops->i->>'content_key' IS NOT NULL THEN named := named || (p_ops->i->>'content_key'); END IF;
-            END LOOP;
-            DELETE FROM docfs_upload_intents WHERE key = ANY(named) AND role IS NOT DISTINCT FROM me;
-            INSERT INTO docfs_replicas AS r (role, last_seen_ns, operations) VALUES (me, docfs_now(), jsonb_array_length(results))
-            ON CONFLICT (role) DO UPDATE SET last_seen_ns = excluded.last_seen_ns, operations = r.operations + excluded.operations;
-            \(notify)
-            RETURN results;
-        END
-        $fn$
-        """
+            CREATE OR REPLACE FUNCTION \(name)(p_ops jsonb) RETURNS jsonb LANGUAGE plpgsql
+            SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
+            SET plan_cache_mode = force_custom_plan AS $fn$
+            DECLARE
+                me text := session_user;
+                results jsonb := '[]';
+                result jsonb;
+                named text[] := '{}';
+                last_position bigint;
+                st text;
+                msg text;
+                det text;
+            BEGIN
+                IF jsonb_typeof(p_ops) IS DISTINCT FROM 'array' OR jsonb_array_length(p_ops) > 4096 THEN
+                    RAISE EXCEPTION 'docfs_apply takes a list of at most 4096 operations' USING ERRCODE = 'DF014';
+                END IF;
+                \(lock)
+                \(ownCalls)
+                FOR i IN 0 .. jsonb_array_length(p_ops) - 1 LOOP
+                    BEGIN
+                        result := docfs_apply_one(p_ops->i, me);
+                    EXCEPTION WHEN OTHERS THEN
+                        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+                        results := results || jsonb_build_array(jsonb_build_object('ok', false, 'state', st, 'message', msg, 'detail', det));
+                        EXIT;
+                    END;
+                    \(answer)
+                    IF NOT (result->>'replayed')::boolean THEN last_position := (result->>'position')::bigint; END IF;
+                    IF p_ops->i->>'content_key' IS NOT NULL THEN named := named || (p_ops->i->>'content_key'); END IF;
+                END LOOP;
+                DELETE FROM docfs_upload_intents WHERE key = ANY(named) AND role IS NOT DISTINCT FROM me;
+                INSERT INTO docfs_replicas AS r (role, last_seen_ns, operations) VALUES (me, docfs_now(), jsonb_array_length(results))
+                ON CONFLICT (role) DO UPDATE SET last_seen_ns = excluded.last_seen_ns, operations = r.operations + excluded.operations;
+                \(notify)
+                RETURN results;
+            END
+            $fn$
+            """
     }
 }

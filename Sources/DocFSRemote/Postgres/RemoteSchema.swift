@@ -102,118 +102,133 @@ package enum RemoteSchema {
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
     static let migrations: [(version: Int, statements: [String])] = [
-        (1, [
-            """
-            CREATE TABLE docfs_items (
-                id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                parent_id        bigint REFERENCES docfs_items(id),
-                name             text NOT NULL,
-                kind             text NOT NULL CHECK (kind IN ('file', 'directory', 'symlink')),
-                size             bigint NOT NULL DEFAULT 0,
-                created_ns       bigint NOT NULL,
-                modified_ns      bigint NOT NULL,
-                changed_ns       bigint NOT NULL,
-                accessed_ns      bigint NOT NULL,
-                uid              bigint NOT NULL,
-                gid              bigint NOT NULL,
-                mode             integer NOT NULL,
-                tags             text[] NOT NULL DEFAULT '{}',
-                favorite_rank    bigint,
-                symlink_target   text,
-                content_key      text,
-                content_version  bigint NOT NULL DEFAULT 1,
-                metadata_version bigint NOT NULL DEFAULT 1,
-                trashed_ns       bigint,
-                deleted          boolean NOT NULL DEFAULT false,
-                CHECK ((parent_id IS NULL) = (name = ''))
-            )
-            """,
-            // One live name per folder (trashed and deleted items do not hold their names).
-            "CREATE UNIQUE INDEX docfs_items_live_name ON docfs_items (parent_id, name) WHERE NOT deleted AND trashed_ns IS NULL",
-            "CREATE UNIQUE INDEX docfs_items_one_root ON docfs_items ((parent_id IS NULL)) WHERE parent_id IS NULL",
-            "CREATE INDEX docfs_items_parent ON docfs_items (parent_id)",
-            """
-            INSERT INTO docfs_items (parent_id, name, kind, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid, mode)
-            VALUES (NULL, '', 'directory', \(nowNs), \(nowNs), \(nowNs), \(nowNs), 0, 0, 493)
-            """,
-            // Identifier 2 is never given: a replica's store keeps its trash folder there, and the
-            // server's identifiers are the replica's rows.
-            "ALTER TABLE docfs_items ALTER COLUMN id RESTART WITH 3",
-            """
-            CREATE TABLE docfs_versions (
-                item_id         bigint NOT NULL REFERENCES docfs_items(id),
-                content_version bigint NOT NULL,
-                content_key     text,
-                size            bigint NOT NULL,
-                created_ns      bigint NOT NULL,
-                PRIMARY KEY (item_id, content_version)
-            )
-            """,
-            """
-            CREATE TABLE docfs_layout (
-                id         integer PRIMARY KEY CHECK (id = 1),
-                layout     jsonb NOT NULL,
-                updated_ns bigint NOT NULL
-            )
-            """,
-            """
-            CREATE TABLE docfs_changes (
-                position         bigserial PRIMARY KEY,
-                item_id          bigint NOT NULL REFERENCES docfs_items(id),
-                kind             text NOT NULL,
-                operation_id     uuid NOT NULL,
-                content_version  bigint NOT NULL,
-                metadata_version bigint NOT NULL,
-                at_ns            bigint NOT NULL
-            )
-            """,
-            """
-            CREATE TABLE docfs_operations (
-                operation_id     uuid PRIMARY KEY,
-                kind             text NOT NULL,
-                item_id          bigint NOT NULL,
-                content_version  bigint NOT NULL,
-                metadata_version bigint NOT NULL,
-                position         bigint NOT NULL,
-                applied_ns       bigint NOT NULL
-            )
-            """,
-        ]),
-        (2, [
-            """
-            CREATE TABLE docfs_meta (
-                key   text PRIMARY KEY,
-                value text NOT NULL
-            )
-            """,
-            "INSERT INTO docfs_meta (key, value) VALUES ('log_start', '1')",
-            "ALTER TABLE docfs_versions ADD COLUMN collected_ns bigint",
-            "CREATE INDEX docfs_changes_at ON docfs_changes (at_ns)",
-            "CREATE INDEX docfs_versions_key ON docfs_versions (content_key)",
-        ]),
-        (3, [
-            "ALTER TABLE docfs_items ADD COLUMN types text[]",
-            admissionFunction,
-            """
-            CREATE TRIGGER docfs_items_admission BEFORE INSERT OR UPDATE OF parent_id, name, trashed_ns, types ON docfs_items
-            FOR EACH ROW WHEN (NEW.parent_id IS NOT NULL AND NOT NEW.deleted AND NEW.trashed_ns IS NULL)
-            EXECUTE FUNCTION docfs_admission()
-            """,
-        ]),
+        (
+            1,
+            [
+                """
+                CREATE TABLE docfs_items (
+                    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    parent_id        bigint REFERENCES docfs_items(id),
+                    name             text NOT NULL,
+                    kind             text NOT NULL CHECK (kind IN ('file', 'directory', 'symlink')),
+                    size             bigint NOT NULL DEFAULT 0,
+                    created_ns       bigint NOT NULL,
+                    modified_ns      bigint NOT NULL,
+                    changed_ns       bigint NOT NULL,
+                    accessed_ns      bigint NOT NULL,
+                    uid              bigint NOT NULL,
+                    gid              bigint NOT NULL,
+                    mode             integer NOT NULL,
+                    tags             text[] NOT NULL DEFAULT '{}',
+                    favorite_rank    bigint,
+                    symlink_target   text,
+                    content_key      text,
+                    content_version  bigint NOT NULL DEFAULT 1,
+                    metadata_version bigint NOT NULL DEFAULT 1,
+                    trashed_ns       bigint,
+                    deleted          boolean NOT NULL DEFAULT false,
+                    CHECK ((parent_id IS NULL) = (name = ''))
+                )
+                """,
+                // One live name per folder (trashed and deleted items do not hold their names).
+                "CREATE UNIQUE INDEX docfs_items_live_name ON docfs_items (parent_id, name) WHERE NOT deleted AND trashed_ns IS NULL",
+                "CREATE UNIQUE INDEX docfs_items_one_root ON docfs_items ((parent_id IS NULL)) WHERE parent_id IS NULL",
+                "CREATE INDEX docfs_items_parent ON docfs_items (parent_id)",
+                """
+                INSERT INTO docfs_items (parent_id, name, kind, created_ns, modified_ns, changed_ns, accessed_ns, uid, gid, mode)
+                VALUES (NULL, '', 'directory', \(nowNs), \(nowNs), \(nowNs), \(nowNs), 0, 0, 493)
+                """,
+                // Identifier 2 is never given: a replica's store keeps its trash folder there, and the
+                // server's identifiers are the replica's rows.
+                "ALTER TABLE docfs_items ALTER COLUMN id RESTART WITH 3",
+                """
+                CREATE TABLE docfs_versions (
+                    item_id         bigint NOT NULL REFERENCES docfs_items(id),
+                    content_version bigint NOT NULL,
+                    content_key     text,
+                    size            bigint NOT NULL,
+                    created_ns      bigint NOT NULL,
+                    PRIMARY KEY (item_id, content_version)
+                )
+                """,
+                """
+                CREATE TABLE docfs_layout (
+                    id         integer PRIMARY KEY CHECK (id = 1),
+                    layout     jsonb NOT NULL,
+                    updated_ns bigint NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE docfs_changes (
+                    position         bigserial PRIMARY KEY,
+                    item_id          bigint NOT NULL REFERENCES docfs_items(id),
+                    kind             text NOT NULL,
+                    operation_id     uuid NOT NULL,
+                    content_version  bigint NOT NULL,
+                    metadata_version bigint NOT NULL,
+                    at_ns            bigint NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE docfs_operations (
+                    operation_id     uuid PRIMARY KEY,
+                    kind             text NOT NULL,
+                    item_id          bigint NOT NULL,
+                    content_version  bigint NOT NULL,
+                    metadata_version bigint NOT NULL,
+                    position         bigint NOT NULL,
+                    applied_ns       bigint NOT NULL
+                )
+                """,
+            ]
+        ),
+        (
+            2,
+            [
+                """
+                CREATE TABLE docfs_meta (
+                    key   text PRIMARY KEY,
+                    value text NOT NULL
+                )
+                """,
+                "INSERT INTO docfs_meta (key, value) VALUES ('log_start', '1')",
+                "ALTER TABLE docfs_versions ADD COLUMN collected_ns bigint",
+                "CREATE INDEX docfs_changes_at ON docfs_changes (at_ns)",
+                "CREATE INDEX docfs_versions_key ON docfs_versions (content_key)",
+            ]
+        ),
+        (
+            3,
+            [
+                "ALTER TABLE docfs_items ADD COLUMN types text[]",
+                admissionFunction,
+                """
+                CREATE TRIGGER docfs_items_admission BEFORE INSERT OR UPDATE OF parent_id, name, trashed_ns, types ON docfs_items
+                FOR EACH ROW WHEN (NEW.parent_id IS NOT NULL AND NOT NEW.deleted AND NEW.trashed_ns IS NULL)
+                EXECUTE FUNCTION docfs_admission()
+                """,
+            ]
+        ),
         (4, capabilityStatements),
-        (5, [
-            """
-            CREATE TABLE docfs_upload_intents (
-                key        text PRIMARY KEY,
-                created_ns bigint NOT NULL
-            )
-            """,
-        ]),
+        (
+            5,
+            [
+                """
+                CREATE TABLE docfs_upload_intents (
+                    key        text PRIMARY KEY,
+                    created_ns bigint NOT NULL
+                )
+                """
+            ]
+        ),
         (6, replicaRuleStatements),
-        (7, [
-            // The SHA-256 of each version's object as its replica sent it: downloads are checked.
-            "ALTER TABLE docfs_versions ADD COLUMN IF NOT EXISTS sha256 text",
-        ]),
+        (
+            7,
+            [
+                // The SHA-256 of each version's object as its replica sent it: downloads are checked.
+                "ALTER TABLE docfs_versions ADD COLUMN IF NOT EXISTS sha256 text"
+            ]
+        ),
         (8, blockStatements),
         (9, damageStatements),
         (10, manifestStatements),
@@ -236,66 +251,68 @@ package enum RemoteSchema {
     static let admissionFunctionResolvingMIME = admission(resolvingMIME: true)
 
     static func admission(resolvingMIME: Bool) -> String {
-        let resolve = !resolvingMIME ? "" : """
+        let resolve =
+            !resolvingMIME
+            ? ""
+            : """
             SELECT m.value::jsonb INTO mime FROM docfs_meta m WHERE m.key = 'layout_mime';
             allowed := ARRAY(SELECT CASE WHEN a LIKE '%/%' THEN coalesce(mime->>a, a) ELSE a END FROM unnest(allowed) a);
             """
         return """
-        CREATE OR REPLACE FUNCTION docfs_admission() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $fn$
-        DECLARE
-            layout jsonb;
-            names text[] := '{}';
-            cursor_id bigint := NEW.parent_id;
-            above record;
-            in_package boolean := false;
-            folder_path text;
-            own jsonb;
-            rule jsonb;
-            allowed text[];
-            depth integer := 0;
-            mime jsonb;
-        BEGIN
-            SELECT l.layout INTO layout FROM docfs_layout l WHERE l.id = 1;
-            IF layout IS NULL OR jsonb_typeof(layout->'folders') IS DISTINCT FROM 'array' THEN RETURN NEW; END IF;
-            LOOP
-                SELECT i.parent_id, i.name, i.types INTO above FROM docfs_items i WHERE i.id = cursor_id;
-                EXIT WHEN NOT FOUND OR above.parent_id IS NULL OR depth > 4096;
-                IF above.types IS NOT NULL AND cardinality(above.types) > 0 AND above.types[1] <> 'public.folder' THEN
-                    in_package := true;
+            CREATE OR REPLACE FUNCTION docfs_admission() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $fn$
+            DECLARE
+                layout jsonb;
+                names text[] := '{}';
+                cursor_id bigint := NEW.parent_id;
+                above record;
+                in_package boolean := false;
+                folder_path text;
+                own jsonb;
+                rule jsonb;
+                allowed text[];
+                depth integer := 0;
+                mime jsonb;
+            BEGIN
+                SELECT l.layout INTO layout FROM docfs_layout l WHERE l.id = 1;
+                IF layout IS NULL OR jsonb_typeof(layout->'folders') IS DISTINCT FROM 'array' THEN RETURN NEW; END IF;
+                LOOP
+                    SELECT i.parent_id, i.name, i.types INTO above FROM docfs_items i WHERE i.id = cursor_id;
+                    EXIT WHEN NOT FOUND OR above.parent_id IS NULL OR depth > 4096;
+                    IF above.types IS NOT NULL AND cardinality(above.types) > 0 AND above.types[1] <> 'public.folder' THEN
+                        in_package := true;
+                    END IF;
+                    names := above.name || names;
+                    cursor_id := above.parent_id;
+                    depth := depth + 1;
+                END LOOP;
+                folder_path := array_to_string(names, '/');
+                SELECT f INTO own FROM jsonb_array_elements(layout->'folders') f WHERE f->>'path' = folder_path LIMIT 1;
+                IF own IS NOT NULL AND jsonb_typeof(own->'capabilities') = 'array' AND NOT (own->'capabilities') ? 'add' THEN
+                    RAISE EXCEPTION 'the server''s layout does not allow adding items to /%', folder_path
+                        USING ERRCODE = 'check_violation';
                 END IF;
-                names := above.name || names;
-                cursor_id := above.parent_id;
-                depth := depth + 1;
-            END LOOP;
-            folder_path := array_to_string(names, '/');
-            SELECT f INTO own FROM jsonb_array_elements(layout->'folders') f WHERE f->>'path' = folder_path LIMIT 1;
-            IF own IS NOT NULL AND jsonb_typeof(own->'capabilities') = 'array' AND NOT (own->'capabilities') ? 'add' THEN
-                RAISE EXCEPTION 'the server''s layout does not allow adding items to /%', folder_path
-                    USING ERRCODE = 'check_violation';
-            END IF;
-            IF in_package OR NEW.types IS NULL OR cardinality(NEW.types) = 0 THEN RETURN NEW; END IF;
-            FOR n IN REVERSE coalesce(cardinality(names), 0) .. 1 LOOP
-                SELECT f INTO rule FROM jsonb_array_elements(layout->'folders') f
-                 WHERE f->>'path' = array_to_string(names[1:n], '/') AND jsonb_typeof(f->'allowedContentTypes') = 'array' LIMIT 1;
-                EXIT WHEN rule IS NOT NULL;
-            END LOOP;
-            IF rule IS NULL THEN RETURN NEW; END IF;
-            allowed := ARRAY(SELECT jsonb_array_elements_text(rule->'allowedContentTypes'));
-            \(resolve)
-            -- A MIME word no replica has resolved: left to the replicas.
-            IF EXISTS (SELECT 1 FROM unnest(allowed) a WHERE a LIKE '%/%') THEN RETURN NEW; END IF;
-            IF NEW.kind = 'directory' AND NEW.types[1] = 'public.folder' AND coalesce((rule->>'subfolders')::boolean, true) THEN
+                IF in_package OR NEW.types IS NULL OR cardinality(NEW.types) = 0 THEN RETURN NEW; END IF;
+                FOR n IN REVERSE coalesce(cardinality(names), 0) .. 1 LOOP
+                    SELECT f INTO rule FROM jsonb_array_elements(layout->'folders') f
+                     WHERE f->>'path' = array_to_string(names[1:n], '/') AND jsonb_typeof(f->'allowedContentTypes') = 'array' LIMIT 1;
+                    EXIT WHEN rule IS NOT NULL;
+                END LOOP;
+                IF rule IS NULL THEN RETURN NEW; END IF;
+                allowed := ARRAY(SELECT jsonb_array_elements_text(rule->'allowedContentTypes'));
+                \(resolve)
+                -- A MIME word no replica has resolved: left to the replicas.
+                IF EXISTS (SELECT 1 FROM unnest(allowed) a WHERE a LIKE '%/%') THEN RETURN NEW; END IF;
+                IF NEW.kind = 'directory' AND NEW.types[1] = 'public.folder' AND coalesce((rule->>'subfolders')::boolean, true) THEN
+                    RETURN NEW;
+                END IF;
+                IF NOT (NEW.types && allowed) THEN
+                    RAISE EXCEPTION 'the server''s layout: /% takes only % (not %)', rule->>'path',
+                        array_to_string(allowed, ', '), NEW.types[1] USING ERRCODE = 'check_violation';
+                END IF;
                 RETURN NEW;
-            END IF;
-            IF NOT (NEW.types && allowed) THEN
-                RAISE EXCEPTION 'the server''s layout: /% takes only % (not %)', rule->>'path',
-                    array_to_string(allowed, ', '), NEW.types[1] USING ERRCODE = 'check_violation';
-            END IF;
-            RETURN NEW;
-        END
-        $fn$
-        """
+            END
+            $fn$
+            """
     }
-
 
 }

@@ -30,8 +30,10 @@ package struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
     package var sslCert: String?
     package var sslKey: String?
 
-    package init(host: String, port: Int = 5432, user: String, password: String? = nil, database: String,
-                sslMode: SSLMode? = nil, sslRootCert: String? = nil) {
+    package init(
+        host: String, port: Int = 5432, user: String, password: String? = nil, database: String,
+        sslMode: SSLMode? = nil, sslRootCert: String? = nil
+    ) {
         self.host = host
         self.port = port
         self.user = user
@@ -43,8 +45,9 @@ package struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
 
     package init?(_ string: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
         guard let u = URLComponents(string: string), let scheme = u.scheme,
-              scheme == "postgres" || scheme == "postgresql",
-              let host = u.host, !host.isEmpty, let user = u.user, !user.isEmpty else { return nil }
+            scheme == "postgres" || scheme == "postgresql",
+            let host = u.host, !host.isEmpty, let user = u.user, !user.isEmpty
+        else { return nil }
         let database = String(u.path.drop(while: { $0 == "/" }))
         guard !database.isEmpty, !database.contains("/") else { return nil }
         self.host = host
@@ -61,7 +64,7 @@ package struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
             case "sslrootcert": sslRootCert = value
             case "sslcert": sslCert = value
             case "sslkey": sslKey = value
-            default: return nil  // a parameter this docfs would ignore is refused, not dropped
+            default: return nil // a parameter this docfs would ignore is refused, not dropped
             }
         }
         if (sslCert == nil) != (sslKey == nil) { return nil }
@@ -209,7 +212,8 @@ package enum RemoteError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .schemaTooNew(found, supported):
             return "the server's docfs schema is version \(found); this docfs knows up to \(supported): upgrade docfs"
         case let .schemaTooOld(found, needed):
-            return found == 0 ? "the server has no docfs schema yet: its owner runs `docfs remote setup`"
+            return found == 0
+                ? "the server has no docfs schema yet: its owner runs `docfs remote setup`"
                 : "the server's docfs schema is version \(found); this docfs needs \(needed): its owner runs `docfs remote setup`"
         case let .notPermitted(why):
             return "PostgreSQL refused: \(why) (this role may not; the server's owner runs `docfs remote setup`)"

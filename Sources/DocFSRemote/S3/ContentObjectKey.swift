@@ -44,8 +44,10 @@ package enum ContentObjectKey {
     /// A role name that can be a pack folder (as `docfs remote add-replica` takes names).
     package static func isWriter(_ name: String) -> Bool {
         (1...63).contains(name.utf8.count) && name != "." && name != ".."
-            && name.utf8.allSatisfy { $0 == 0x5F || $0 == 0x2D || $0 == 0x2E || (0x30...0x39).contains($0)
-                || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }
+            && name.utf8.allSatisfy {
+                $0 == 0x5F || $0 == 0x2D || $0 == 0x2E || (0x30...0x39).contains($0)
+                    || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
+            }
     }
 
     package static func packFolder(prefix: String) -> String { under(prefix: prefix, "packs/") }

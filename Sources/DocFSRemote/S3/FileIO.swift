@@ -32,8 +32,9 @@ struct FileChunks: AsyncSequence, Sendable {
                 var got = 0
                 while got < count {
                     let n = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count - got) { raw in
-                        try fd.read(fromAbsoluteOffset: at + Int64(got),
-                                    into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<(count - got)]))
+                        try fd.read(
+                            fromAbsoluteOffset: at + Int64(got),
+                            into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<(count - got)]))
                     }
                     if n == 0 { throw S3Error(kind: .rejected, message: "the file became shorter while it was uploaded") }
                     got += n

@@ -13,8 +13,10 @@ package final class RateLimit: Sendable {
     let sleep: @Sendable (Duration) async throws -> Void
 
     /// `now` and `sleep`: the clock (the tests give one that only moves when slept on).
-    package init(bytesPerSecond: Int64, now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now },
-                 sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }) {
+    package init(
+        bytesPerSecond: Int64, now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now },
+        sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+    ) {
         self.bytesPerSecond = max(1, bytesPerSecond)
         capacity = max(Double(self.bytesPerSecond) / 4, 64 * 1024)
         self.now = now

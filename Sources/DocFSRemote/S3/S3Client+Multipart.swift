@@ -7,11 +7,14 @@ import SystemPackage
 // Multipart uploads: a large file goes up in parts of at least 5 MiB, and an upload cut short
 // (a crash, a lost link) resumes by its upload ID, sending only the parts not yet there.
 extension S3Client {
-    package func createMultipartUpload(bucket: String, key: String,
-                                      contentType: String = "application/octet-stream") async throws -> String {
-        let xml = try await sendForText(.POST, bucket: bucket, key: key, query: [("uploads", "")],
-                                        headers: [("Content-Type", contentType)],
-                                        operation: "CreateMultipartUpload \(key)")
+    package func createMultipartUpload(
+        bucket: String, key: String,
+        contentType: String = "application/octet-stream"
+    ) async throws -> String {
+        let xml = try await sendForText(
+            .POST, bucket: bucket, key: key, query: [("uploads", "")],
+            headers: [("Content-Type", contentType)],
+            operation: "CreateMultipartUpload \(key)")
         guard let id = S3XML.text("UploadId", in: xml), !id.isEmpty else {
             throw S3Error(kind: .rejected, message: "CreateMultipartUpload \(key): no UploadId in the answer")
         }
@@ -19,12 +22,15 @@ extension S3Client {
     }
 
     /// Uploads one part (`length` bytes of `fd` from `offset`), streamed. Returns its ETag.
-    package func uploadPart(bucket: String, key: String, uploadID: String, partNumber: Int,
-                           fd: SystemPackage.FileDescriptor, offset: Int64, length: Int64) async throws -> String {
+    package func uploadPart(
+        bucket: String, key: String, uploadID: String, partNumber: Int,
+        fd: SystemPackage.FileDescriptor, offset: Int64, length: Int64
+    ) async throws -> String {
         let body = HTTPClientRequest.Body.stream(FileChunks(fd: fd, offset: offset, length: length, limit: uploadLimit), length: .known(length))
-        let headers = try await sendDrained(.PUT, bucket: bucket, key: key,
-                                            query: [("partNumber", String(partNumber)), ("uploadId", uploadID)],
-                                            body: body, operation: "UploadPart \(partNumber) of \(key)")
+        let headers = try await sendDrained(
+            .PUT, bucket: bucket, key: key,
+            query: [("partNumber", String(partNumber)), ("uploadId", uploadID)],
+            body: body, operation: "UploadPart \(partNumber) of \(key)")
         guard let etag = headers.first(name: "ETag") else {
             throw S3Error(kind: .rejected, message: "UploadPart \(partNumber) of \(key): no ETag in the answer")
         }
@@ -33,19 +39,22 @@ extension S3Client {
 
     /// Completes an upload from its parts (in part-number order). Returns the object's ETag.
     @discardableResult
-    package func completeMultipartUpload(bucket: String, key: String, uploadID: String,
-                                        parts: [(number: Int, etag: String)]) async throws -> String? {
+    package func completeMultipartUpload(
+        bucket: String, key: String, uploadID: String,
+        parts: [(number: Int, etag: String)]
+    ) async throws -> String? {
         var xml = "<CompleteMultipartUpload>"
         for part in parts.sorted(by: { $0.number < $1.number }) {
             xml += "<Part><PartNumber>\(part.number)</PartNumber><ETag>\(S3XML.escape(part.etag))</ETag></Part>"
         }
         xml += "</CompleteMultipartUpload>"
         let bytes = Array(xml.utf8)
-        let response = try await send(.POST, bucket: bucket, key: key, query: [("uploadId", uploadID)],
-                                      headers: [("Content-Type", "application/xml")],
-                                      body: .bytes(ByteBuffer(bytes: bytes)), length: Int64(bytes.count),
-                                      payloadHash: SigV4Signer.sha256Hex(bytes),
-                                      operation: "CompleteMultipartUpload \(key)")
+        let response = try await send(
+            .POST, bucket: bucket, key: key, query: [("uploadId", uploadID)],
+            headers: [("Content-Type", "application/xml")],
+            body: .bytes(ByteBuffer(bytes: bytes)), length: Int64(bytes.count),
+            payloadHash: SigV4Signer.sha256Hex(bytes),
+            operation: "CompleteMultipartUpload \(key)")
         let text = try await Self.collectText(response, operation: "CompleteMultipartUpload \(key)")
         // S3 may answer 200 and put the error in the body.
         if text.contains("<Error>") {
@@ -57,8 +66,9 @@ extension S3Client {
     /// Aborts an upload and drops its parts; an upload that is already gone is fine.
     package func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws {
         do {
-            try await sendDrained(.DELETE, bucket: bucket, key: key, query: [("uploadId", uploadID)],
-                               operation: "AbortMultipartUpload \(key)")
+            try await sendDrained(
+                .DELETE, bucket: bucket, key: key, query: [("uploadId", uploadID)],
+                operation: "AbortMultipartUpload \(key)")
         } catch let error as S3Error where error.kind == .notFound {
             return
         }
@@ -74,10 +84,13 @@ extension S3Client {
             let xml = try await sendForText(.GET, bucket: bucket, key: key, query: query, operation: "ListParts \(key)")
             for entry in S3XML.elements("Part", in: xml) {
                 guard let number = S3XML.text("PartNumber", in: entry).flatMap({ Int($0) }),
-                      let etag = S3XML.text("ETag", in: entry) else { continue }
-                parts.append(S3Part(number: number, etag: etag,
-                                    size: S3XML.text("Size", in: entry).flatMap { Int64($0) } ?? 0,
-                                    lastModified: S3XML.text("LastModified", in: entry).flatMap(S3XML.date)))
+                    let etag = S3XML.text("ETag", in: entry)
+                else { continue }
+                parts.append(
+                    S3Part(
+                        number: number, etag: etag,
+                        size: S3XML.text("Size", in: entry).flatMap { Int64($0) } ?? 0,
+                        lastModified: S3XML.text("LastModified", in: entry).flatMap(S3XML.date)))
             }
             let truncated = S3XML.text("IsTruncated", in: xml) == "true"
             marker = truncated ? S3XML.text("NextPartNumberMarker", in: xml) : nil
@@ -100,7 +113,8 @@ extension S3Client {
             }
             markers = nil
             if S3XML.text("IsTruncated", in: xml) == "true", let key = S3XML.text("NextKeyMarker", in: xml),
-               let upload = S3XML.text("NextUploadIdMarker", in: xml) {
+                let upload = S3XML.text("NextUploadIdMarker", in: xml)
+            {
                 markers = (key, upload)
             }
         } while markers != nil
@@ -116,11 +130,13 @@ extension S3Client {
     /// each part is in (the crash tests stop a replica there); `digest` hears the SHA-256 (hex)
     /// of the file as uploaded.
     @discardableResult
-    package func uploadFile(at path: FilePath, bucket: String, key: String, partSize: Int64 = 8 * 1024 * 1024,
-                           resumeUploadID: String? = nil,
-                           uploadStarted: @Sendable (String) async throws -> Void = { _ in },
-                           partUploaded: @Sendable (Int) -> Void = { _ in },
-                           digest: (@Sendable (String) -> Void)? = nil) async throws -> String? {
+    package func uploadFile(
+        at path: FilePath, bucket: String, key: String, partSize: Int64 = 8 * 1024 * 1024,
+        resumeUploadID: String? = nil,
+        uploadStarted: @Sendable (String) async throws -> Void = { _ in },
+        partUploaded: @Sendable (Int) -> Void = { _ in },
+        digest: (@Sendable (String) -> Void)? = nil
+    ) async throws -> String? {
         try await withFile(path) { fd in
             let size = try await FileIO.size(of: fd)
             // The SHA-256 of the bytes sent: read from the same open file, before they go.
@@ -140,7 +156,9 @@ extension S3Client {
                 }
             }
             let id: String
-            if let uploadID { id = uploadID } else {
+            if let uploadID {
+                id = uploadID
+            } else {
                 id = try await createMultipartUpload(bucket: bucket, key: key)
                 try await uploadStarted(id)
             }
@@ -153,8 +171,9 @@ extension S3Client {
                     done.append((number, p.etag))
                     continue
                 }
-                let etag = try await uploadPart(bucket: bucket, key: key, uploadID: id, partNumber: number,
-                                                fd: fd, offset: offset, length: length)
+                let etag = try await uploadPart(
+                    bucket: bucket, key: key, uploadID: id, partNumber: number,
+                    fd: fd, offset: offset, length: length)
                 done.append((number, etag))
                 logger.debug("uploaded part", metadata: ["key": "\(key)", "part": "\(number)/\(count)"])
                 partUploaded(number)

@@ -23,15 +23,18 @@ package struct S3Written: Sendable, Equatable {
 // replica that PUTs over its own pack key makes another version; the recorded one stays as it was.
 extension S3Client {
     /// Uploads bytes held in memory; answers the version the PUT made (packs).
-    package func putNewObject(bucket: String, key: String, bytes: [UInt8],
-                              contentType: String = "application/octet-stream") async throws -> S3Written {
+    package func putNewObject(
+        bucket: String, key: String, bytes: [UInt8],
+        contentType: String = "application/octet-stream"
+    ) async throws -> S3Written {
         // Packs go up in one request: `--upload-limit` is paid before it (the rate over a
         // transfer of several packs holds; one pack bursts).
         try await uploadLimit?.take(bytes.count)
-        let headers = try await sendDrained(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
-                                            body: .stream(ByteSlices(bytes: bytes), length: .known(Int64(bytes.count))),
-                                            length: Int64(bytes.count),
-                                            payloadHash: SigV4Signer.sha256Hex(bytes), operation: "PutObject \(key)")
+        let headers = try await sendDrained(
+            .PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
+            body: .stream(ByteSlices(bytes: bytes), length: .known(Int64(bytes.count))),
+            length: Int64(bytes.count),
+            payloadHash: SigV4Signer.sha256Hex(bytes), operation: "PutObject \(key)")
         return S3Written(etag: headers.first(name: "ETag"), versionID: Self.versionID(headers.first(name: "x-amz-version-id")))
     }
 
@@ -57,10 +60,11 @@ extension S3Client {
     /// Turns versioning on for the bucket (PutBucketVersioning `Enabled`); on already is fine.
     package func enableVersioning(bucket: String) async throws {
         let bytes = Array(Self.versioningConfiguration.utf8)
-        try await sendDrained(.PUT, bucket: bucket, key: nil, query: [("versioning", "")],
-                              headers: [("Content-Type", "application/xml")],
-                              body: .bytes(ByteBuffer(bytes: bytes)), length: Int64(bytes.count),
-                              payloadHash: SigV4Signer.sha256Hex(bytes), operation: "PutBucketVersioning \(bucket)")
+        try await sendDrained(
+            .PUT, bucket: bucket, key: nil, query: [("versioning", "")],
+            headers: [("Content-Type", "application/xml")],
+            body: .bytes(ByteBuffer(bytes: bytes)), length: Int64(bytes.count),
+            payloadHash: SigV4Signer.sha256Hex(bytes), operation: "PutBucketVersioning \(bucket)")
     }
 
     static let versioningConfiguration =
@@ -68,8 +72,9 @@ extension S3Client {
 
     /// Whether the bucket keeps versions (GetBucketVersioning says `Enabled`).
     package func versioningEnabled(bucket: String) async throws -> Bool {
-        let xml = try await sendForText(.GET, bucket: bucket, key: nil, query: [("versioning", "")],
-                                        operation: "GetBucketVersioning \(bucket)")
+        let xml = try await sendForText(
+            .GET, bucket: bucket, key: nil, query: [("versioning", "")],
+            operation: "GetBucketVersioning \(bucket)")
         return S3XML.text("Status", in: xml) == "Enabled"
     }
 
@@ -98,10 +103,12 @@ extension S3Client {
     static func versions(in xml: String) -> [S3ObjectVersion] {
         func entry(_ e: Substring, marker: Bool) -> S3ObjectVersion? {
             guard let key = S3XML.text("Key", in: e), let id = S3XML.text("VersionId", in: e), !key.isEmpty, !id.isEmpty else { return nil }
-            return S3ObjectVersion(key: key, versionID: id, isLatest: S3XML.text("IsLatest", in: e) == "true",
-                                   isDeleteMarker: marker, size: S3XML.text("Size", in: e).flatMap { Int64($0) } ?? 0)
+            return S3ObjectVersion(
+                key: key, versionID: id, isLatest: S3XML.text("IsLatest", in: e) == "true",
+                isDeleteMarker: marker, size: S3XML.text("Size", in: e).flatMap { Int64($0) } ?? 0)
         }
-        let found = S3XML.elements("Version", in: xml).compactMap { entry($0, marker: false) }
+        let found =
+            S3XML.elements("Version", in: xml).compactMap { entry($0, marker: false) }
             + S3XML.elements("DeleteMarker", in: xml).compactMap { entry($0, marker: true) }
         return found.sorted { $0.key < $1.key }
     }
@@ -110,8 +117,9 @@ extension S3Client {
     /// "null" is the version a bucket without versioning has.
     package func deleteObjectVersion(bucket: String, key: String, versionID: String) async throws {
         do {
-            try await sendDrained(.DELETE, bucket: bucket, key: key, query: [("versionId", versionID)],
-                                  operation: "DeleteObject \(key) version \(versionID)")
+            try await sendDrained(
+                .DELETE, bucket: bucket, key: key, query: [("versionId", versionID)],
+                operation: "DeleteObject \(key) version \(versionID)")
         } catch let error as S3Error where error.kind == .notFound {
             return
         }

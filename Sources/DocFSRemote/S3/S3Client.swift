@@ -17,7 +17,8 @@ package struct S3Endpoint: Sendable, Equatable {
     /// `http://127.0.0.1:9000` and the like. nil for anything that is not http(s)://HOST[:PORT].
     package init?(url: String) {
         guard let u = URLComponents(string: url), let scheme = u.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              let host = u.host, !host.isEmpty, u.path.isEmpty || u.path == "/" else { return nil }
+            let host = u.host, !host.isEmpty, u.path.isEmpty || u.path == "/"
+        else { return nil }
         self.scheme = scheme
         self.host = host
         self.port = u.port ?? (scheme == "https" ? 443 : 80)
@@ -100,11 +101,13 @@ package final class S3Client: Sendable {
     /// How long one request may take from start to the end of its answer's head.
     let requestTimeout: TimeAmount
 
-    package init(endpoint: S3Endpoint, credentials: S3Credentials, region: String = "us-east-1",
-                connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(60),
-                requestTimeout: TimeAmount = .minutes(30), logger: Logger = Logger(label: "docfs.s3"),
-                renewCredentials: (@Sendable () -> S3Credentials?)? = nil, caFile: String? = nil,
-                uploadLimit: RateLimit? = nil, downloadLimit: RateLimit? = nil) {
+    package init(
+        endpoint: S3Endpoint, credentials: S3Credentials, region: String = "us-east-1",
+        connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(60),
+        requestTimeout: TimeAmount = .minutes(30), logger: Logger = Logger(label: "docfs.s3"),
+        renewCredentials: (@Sendable () -> S3Credentials?)? = nil, caFile: String? = nil,
+        uploadLimit: RateLimit? = nil, downloadLimit: RateLimit? = nil
+    ) {
         self.uploadLimit = uploadLimit
         self.downloadLimit = downloadLimit
         self.endpoint = endpoint
@@ -143,8 +146,10 @@ package final class S3Client: Sendable {
 
     /// Uploads a whole file in one PUT, streamed from disk. Returns the ETag.
     @discardableResult
-    package func putObject(bucket: String, key: String, fileAt path: FilePath,
-                          contentType: String = "application/octet-stream") async throws -> String? {
+    package func putObject(
+        bucket: String, key: String, fileAt path: FilePath,
+        contentType: String = "application/octet-stream"
+    ) async throws -> String? {
         try await withFile(path) { fd in
             let size = try await FileIO.size(of: fd)
             return try await putObject(bucket: bucket, key: key, fd: fd, offset: 0, length: size, contentType: contentType)
@@ -153,26 +158,33 @@ package final class S3Client: Sendable {
 
     /// Uploads `length` bytes of an open file from `offset` in one PUT. Returns the ETag.
     @discardableResult
-    package func putObject(bucket: String, key: String, fd: SystemPackage.FileDescriptor, offset: Int64, length: Int64,
-                          contentType: String = "application/octet-stream") async throws -> String? {
+    package func putObject(
+        bucket: String, key: String, fd: SystemPackage.FileDescriptor, offset: Int64, length: Int64,
+        contentType: String = "application/octet-stream"
+    ) async throws -> String? {
         let body = HTTPClientRequest.Body.stream(FileChunks(fd: fd, offset: offset, length: length, limit: uploadLimit), length: .known(length))
-        let headers = try await sendDrained(.PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
-                                            body: body, operation: "PutObject \(key)")
+        let headers = try await sendDrained(
+            .PUT, bucket: bucket, key: key, headers: [("Content-Type", contentType)],
+            body: body, operation: "PutObject \(key)")
         return headers.first(name: "ETag")
     }
 
     /// Uploads bytes held in memory (small objects: tests, markers). Returns the ETag.
     @discardableResult
-    package func putObject(bucket: String, key: String, bytes: [UInt8],
-                          contentType: String = "application/octet-stream") async throws -> String? {
+    package func putObject(
+        bucket: String, key: String, bytes: [UInt8],
+        contentType: String = "application/octet-stream"
+    ) async throws -> String? {
         try await putNewObject(bucket: bucket, key: key, bytes: bytes, contentType: contentType).etag
     }
 
     /// Downloads an object (or `range`, inclusive byte offsets) into a file, created or truncated,
     /// streaming each chunk to disk as it arrives. Returns the number of bytes written.
     @discardableResult
-    package func getObject(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
-                          toFileAt path: FilePath, progress: (@Sendable (Int64) -> Void)? = nil) async throws -> Int64 {
+    package func getObject(
+        bucket: String, key: String, range: ClosedRange<Int64>? = nil,
+        toFileAt path: FilePath, progress: (@Sendable (Int64) -> Void)? = nil
+    ) async throws -> Int64 {
         let fd = try await NIOThreadPool.singleton.runIfActive {
             try SystemPackage.FileDescriptor.open(path, .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
         }
@@ -189,13 +201,19 @@ package final class S3Client: Sendable {
     /// Downloads an object (or a range) and writes it at the current position of `fd`;
     /// `progress` hears the bytes written so far after each chunk (a reader waits on them).
     @discardableResult
-    package func getObject(bucket: String, key: String, range: ClosedRange<Int64>? = nil,
-                          into fd: SystemPackage.FileDescriptor, progress: (@Sendable (Int64) -> Void)? = nil) async throws -> Int64 {
+    package func getObject(
+        bucket: String, key: String, range: ClosedRange<Int64>? = nil,
+        into fd: SystemPackage.FileDescriptor, progress: (@Sendable (Int64) -> Void)? = nil
+    ) async throws -> Int64 {
         var headers: [(String, String)] = []
         if let range { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
         let response = try await send(.GET, bucket: bucket, key: key, headers: headers, operation: "GetObject \(key)")
         var keepGoing: (@Sendable (Int64) -> Bool)?
-        if let progress { keepGoing = { n in progress(n); return true } }
+        if let progress {
+            keepGoing = { n in
+                progress(n); return true
+            }
+        }
         return try await receive(response, into: fd, progress: keepGoing, operation: "GetObject \(key)")
     }
 
@@ -205,8 +223,10 @@ package final class S3Client: Sendable {
     /// there (the request is dropped). A server that ignores the range and sends the whole
     /// object is refused, not written.
     @discardableResult
-    package func getObject(bucket: String, key: String, range: Range<Int64>, intoFileAt path: FilePath,
-                          progress: (@Sendable (Int64) -> Bool)? = nil) async throws -> Int64 {
+    package func getObject(
+        bucket: String, key: String, range: Range<Int64>, intoFileAt path: FilePath,
+        progress: (@Sendable (Int64) -> Bool)? = nil
+    ) async throws -> Int64 {
         guard !range.isEmpty else { return 0 }
         let operation = "GetObject \(key) bytes \(range.lowerBound)-\(range.upperBound - 1)"
         let fd = try await NIOThreadPool.singleton.runIfActive {
@@ -215,10 +235,13 @@ package final class S3Client: Sendable {
             return fd
         }
         do {
-            let response = try await send(.GET, bucket: bucket, key: key, headers: [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")],
-                                          operation: operation)
+            let response = try await send(
+                .GET, bucket: bucket, key: key, headers: [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")],
+                operation: operation)
             if response.status.code != 206 {
-                throw S3Error(kind: .rejected, status: Int(response.status.code), message: "\(operation): the server answered \(response.status.code), not 206 (it ignored the range)")
+                throw S3Error(
+                    kind: .rejected, status: Int(response.status.code),
+                    message: "\(operation): the server answered \(response.status.code), not 206 (it ignored the range)")
             }
             let n = try await receive(response, into: fd, progress: progress, operation: operation)
             try fd.close()
@@ -230,8 +253,10 @@ package final class S3Client: Sendable {
     }
 
     /// Writes a response's body at the current position of `fd`, chunk by chunk as it arrives.
-    private func receive(_ response: HTTPClientResponse, into fd: SystemPackage.FileDescriptor,
-                         progress: (@Sendable (Int64) -> Bool)?, operation: String) async throws -> Int64 {
+    private func receive(
+        _ response: HTTPClientResponse, into fd: SystemPackage.FileDescriptor,
+        progress: (@Sendable (Int64) -> Bool)?, operation: String
+    ) async throws -> Int64 {
         var written: Int64 = 0
         do {
             for try await chunk in response.body {
@@ -250,8 +275,10 @@ package final class S3Client: Sendable {
     /// Downloads a small object (or a range) into memory (packs' blocks, the tree marker).
     /// `versionID`: that version of the object, not whichever is current (schema 18: a pack's
     /// version recorded with it; a version that is gone is `notFound`).
-    package func getObjectBytes(bucket: String, key: String, versionID: String? = nil, range: ClosedRange<Int64>? = nil,
-                               upTo limit: Int = 16 * 1024 * 1024) async throws -> [UInt8] {
+    package func getObjectBytes(
+        bucket: String, key: String, versionID: String? = nil, range: ClosedRange<Int64>? = nil,
+        upTo limit: Int = 16 * 1024 * 1024
+    ) async throws -> [UInt8] {
         var headers: [(String, String)] = []
         if let range { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
         let query = versionID.map { [("versionId", $0)] } ?? []
@@ -286,23 +313,27 @@ package final class S3Client: Sendable {
     }
 
     /// One page of ListObjectsV2 (keys XML-unescaped); with `delimiter`, one level of it.
-    package func listObjects(bucket: String, prefix: String? = nil, delimiter: String? = nil, continuationToken: String? = nil,
-                            maxKeys: Int = 1000) async throws -> S3ListPage {
+    package func listObjects(
+        bucket: String, prefix: String? = nil, delimiter: String? = nil, continuationToken: String? = nil,
+        maxKeys: Int = 1000
+    ) async throws -> S3ListPage {
         var query: [(String, String)] = [("list-type", "2"), ("max-keys", String(maxKeys))]
         if let prefix { query.append(("prefix", prefix)) }
         if let delimiter { query.append(("delimiter", delimiter)) }
         if let continuationToken { query.append(("continuation-token", continuationToken)) }
         let xml = try await sendForText(.GET, bucket: bucket, key: nil, query: query, operation: "ListObjectsV2 \(bucket)")
         let objects = S3XML.elements("Contents", in: xml).map { entry in
-            S3Object(key: S3XML.text("Key", in: entry) ?? "",
-                     size: S3XML.text("Size", in: entry).flatMap { Int64($0) } ?? 0,
-                     etag: S3XML.text("ETag", in: entry),
-                     lastModified: S3XML.text("LastModified", in: entry).flatMap(S3XML.date))
+            S3Object(
+                key: S3XML.text("Key", in: entry) ?? "",
+                size: S3XML.text("Size", in: entry).flatMap { Int64($0) } ?? 0,
+                etag: S3XML.text("ETag", in: entry),
+                lastModified: S3XML.text("LastModified", in: entry).flatMap(S3XML.date))
         }
         let truncated = S3XML.text("IsTruncated", in: xml) == "true"
         let folders = S3XML.elements("CommonPrefixes", in: xml).compactMap { S3XML.text("Prefix", in: $0) }
-        return S3ListPage(objects: objects, continuationToken: truncated ? S3XML.text("NextContinuationToken", in: xml) : nil,
-                          commonPrefixes: folders)
+        return S3ListPage(
+            objects: objects, continuationToken: truncated ? S3XML.text("NextContinuationToken", in: xml) : nil,
+            commonPrefixes: folders)
     }
 
     /// Every object under a prefix, page after page.
@@ -326,17 +357,20 @@ package final class S3Client: Sendable {
     }
 
     /// Signs and sends a request; answers outside 2xx become `S3Error`s.
-    func send(_ method: HTTPMethod, bucket: String, key: String?, query: [(String, String)] = [],
-              headers: [(String, String)] = [], body: HTTPClientRequest.Body? = nil, length: Int64? = nil,
-              payloadHash: String? = nil, operation: String, mayRenew: Bool = true) async throws -> HTTPClientResponse {
+    func send(
+        _ method: HTTPMethod, bucket: String, key: String?, query: [(String, String)] = [],
+        headers: [(String, String)] = [], body: HTTPClientRequest.Body? = nil, length: Int64? = nil,
+        payloadHash: String? = nil, operation: String, mayRenew: Bool = true
+    ) async throws -> HTTPClientResponse {
         let path = S3Path.objectPath(bucket: bucket, key: key)
         let signer = self.signer
         let canonicalQuery = SigV4Signer.canonicalQuery(query)
         var toSign: [(name: String, value: String)] = [("host", endpoint.hostHeader)]
         for (name, value) in headers { toSign.append((name, value)) }
         let hash = payloadHash ?? (body == nil ? SigV4Signer.emptyPayloadHash : SigV4Signer.unsignedPayload)
-        let signed = signer.sign(method: method.rawValue, canonicalURI: path, query: query, headers: toSign,
-                                 payloadHash: hash, amzDate: SigV4Signer.amzDate(for: Date()))
+        let signed = signer.sign(
+            method: method.rawValue, canonicalURI: path, query: query, headers: toSign,
+            payloadHash: hash, amzDate: SigV4Signer.amzDate(for: Date()))
         var request = HTTPClientRequest(url: endpoint.base + path + (canonicalQuery.isEmpty ? "" : "?" + canonicalQuery))
         request.method = method
         for (name, value) in signed.headers { request.headers.add(name: name, value: value) }
@@ -359,8 +393,9 @@ package final class S3Client: Sendable {
                 // New keys (a rotated key, a new session): a request without a body goes again at
                 // once; one with a body is sent again by its caller, which retries it soon.
                 if body == nil {
-                    return try await send(method, bucket: bucket, key: key, query: query, headers: headers, body: nil,
-                                          length: length, payloadHash: payloadHash, operation: operation, mayRenew: false)
+                    return try await send(
+                        method, bucket: bucket, key: key, query: query, headers: headers, body: nil,
+                        length: length, payloadHash: payloadHash, operation: operation, mayRenew: false)
                 }
                 error.credentialsRenewed = true
             }
@@ -374,8 +409,10 @@ package final class S3Client: Sendable {
         guard let renewCredentials, let fresh = renewCredentials() else { return false }
         return signerState.withLock { signer in
             let current = signer.credentials
-            guard fresh.accessKeyID != current.accessKeyID || fresh.secretAccessKey != current.secretAccessKey
-                    || fresh.sessionToken != current.sessionToken else {
+            guard
+                fresh.accessKeyID != current.accessKeyID || fresh.secretAccessKey != current.secretAccessKey
+                    || fresh.sessionToken != current.sessionToken
+            else {
                 // Another request renewed them already: this one failed with the old ones.
                 return used.accessKeyID != current.accessKeyID || used.sessionToken != current.sessionToken
             }
@@ -387,17 +424,22 @@ package final class S3Client: Sendable {
     /// Sends a request whose answer body does not matter and reads that body to its end, so that
     /// the connection goes back to the pool instead of being closed. Returns the answer's headers.
     @discardableResult
-    func sendDrained(_ method: HTTPMethod, bucket: String, key: String?, query: [(String, String)] = [],
-                     headers: [(String, String)] = [], body: HTTPClientRequest.Body? = nil, length: Int64? = nil,
-                     payloadHash: String? = nil, operation: String) async throws -> HTTPHeaders {
-        let response = try await send(method, bucket: bucket, key: key, query: query, headers: headers, body: body,
-                                      length: length, payloadHash: payloadHash, operation: operation)
+    func sendDrained(
+        _ method: HTTPMethod, bucket: String, key: String?, query: [(String, String)] = [],
+        headers: [(String, String)] = [], body: HTTPClientRequest.Body? = nil, length: Int64? = nil,
+        payloadHash: String? = nil, operation: String
+    ) async throws -> HTTPHeaders {
+        let response = try await send(
+            method, bucket: bucket, key: key, query: query, headers: headers, body: body,
+            length: length, payloadHash: payloadHash, operation: operation)
         _ = try await Self.collectText(response, operation: operation)
         return response.headers
     }
 
-    func sendForText(_ method: HTTPMethod, bucket: String, key: String?, query: [(String, String)] = [],
-                     headers: [(String, String)] = [], operation: String) async throws -> String {
+    func sendForText(
+        _ method: HTTPMethod, bucket: String, key: String?, query: [(String, String)] = [],
+        headers: [(String, String)] = [], operation: String
+    ) async throws -> String {
         let response = try await send(method, bucket: bucket, key: key, query: query, headers: headers, operation: operation)
         return try await Self.collectText(response, operation: operation)
     }
@@ -415,8 +457,10 @@ package final class S3Client: Sendable {
     static func map(_ error: any Error, operation: String) -> any Error {
         if error is S3Error || error is CancellationError { return error }
         if let e = error as? HTTPClientError {
-            let timeouts: [HTTPClientError] = [.connectTimeout, .readTimeout, .writeTimeout, .deadlineExceeded,
-                                               .getConnectionFromPoolTimeout, .tlsHandshakeTimeout]
+            let timeouts: [HTTPClientError] = [
+                .connectTimeout, .readTimeout, .writeTimeout, .deadlineExceeded,
+                .getConnectionFromPoolTimeout, .tlsHandshakeTimeout,
+            ]
             let refusals: [HTTPClientError] = [.bodyLengthMismatch, .invalidURL, .emptyHost, .emptyScheme]
             if timeouts.contains(e) { return S3Error(kind: .timeout, message: "\(operation): \(e)") }
             if e == .cancelled { return CancellationError() }
@@ -424,7 +468,8 @@ package final class S3Client: Sendable {
             return S3Error(kind: .unreachable, message: "\(operation): \(e)")
         }
         if error is NIOSSLError || error is NIOSSLExtraError || "\(error)".contains("CERTIFICATE_VERIFY_FAILED") {
-            return S3Error(kind: .untrusted, message: "\(operation): the server's certificate is not trusted (\(error)): give --s3-ca FILE or AWS_CA_BUNDLE")
+            return S3Error(
+                kind: .untrusted, message: "\(operation): the server's certificate is not trusted (\(error)): give --s3-ca FILE or AWS_CA_BUNDLE")
         }
         if error is ChannelError || error is IOError || error is NIOConnectionError {
             return S3Error(kind: .unreachable, message: "\(operation): \(error)")

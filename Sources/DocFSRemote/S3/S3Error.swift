@@ -34,8 +34,11 @@ package struct S3Error: Error, Sendable, CustomStringConvertible, Equatable {
 
     /// The answer of a server to keys it does not know (any more) or a session that ended.
     package var meansStaleCredentials: Bool {
-        kind == .authentication && ["ExpiredToken", "InvalidAccessKeyId", "InvalidToken", "InvalidClientTokenId",
-                                    "TokenRefreshRequired", "ExpiredTokenException"].contains(code ?? "")
+        kind == .authentication
+            && [
+                "ExpiredToken", "InvalidAccessKeyId", "InvalidToken", "InvalidClientTokenId",
+                "TokenRefreshRequired", "ExpiredTokenException",
+            ].contains(code ?? "")
     }
 
     package init(kind: Kind, status: Int? = nil, code: String? = nil, message: String) {
@@ -69,7 +72,8 @@ package struct S3Error: Error, Sendable, CustomStringConvertible, Equatable {
         case (_, "SlowDown"), (_, "InternalError"), (_, "ServiceUnavailable"), (_, "RequestTimeout"): kind = .serverBusy
         case (_, "EntityTooLarge"), (_, "QuotaExceeded"), (_, "TooManyBuckets"): kind = .quota
         case (_, "InvalidAccessKeyId"), (_, "SignatureDoesNotMatch"), (_, "AccessDenied"), (_, "ExpiredToken"),
-             (_, "InvalidToken"), (_, "AuthorizationHeaderMalformed"), (_, "InvalidSecurity"): kind = .authentication
+            (_, "InvalidToken"), (_, "AuthorizationHeaderMalformed"), (_, "InvalidSecurity"):
+            kind = .authentication
         case (_, "NoSuchKey"), (_, "NoSuchBucket"), (_, "NoSuchUpload"), (_, "NoSuchVersion"), (404, _): kind = .notFound
         case (416, _), (_, "InvalidRange"): kind = .invalidRange
         case (401, _), (403, _): kind = .authentication

@@ -50,8 +50,10 @@ enum S3XML {
                 case "apos": replacement = "'"
                 default:
                     if entity.hasPrefix("#x") || entity.hasPrefix("#X"), let v = UInt32(entity.dropFirst(2), radix: 16),
-                       let u = Unicode.Scalar(v) { replacement = String(Character(u)) }
-                    else if entity.hasPrefix("#"), let v = UInt32(entity.dropFirst(1)), let u = Unicode.Scalar(v) {
+                        let u = Unicode.Scalar(v)
+                    {
+                        replacement = String(Character(u))
+                    } else if entity.hasPrefix("#"), let v = UInt32(entity.dropFirst(1)), let u = Unicode.Scalar(v) {
                         replacement = String(Character(u))
                     }
                 }

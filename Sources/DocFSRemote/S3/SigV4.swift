@@ -17,7 +17,8 @@ package struct S3Credentials: Sendable, CustomStringConvertible {
     /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and (optionally) `AWS_SESSION_TOKEN`.
     package static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> S3Credentials? {
         guard let id = environment["AWS_ACCESS_KEY_ID"], !id.isEmpty,
-              let secret = environment["AWS_SECRET_ACCESS_KEY"], !secret.isEmpty else { return nil }
+            let secret = environment["AWS_SECRET_ACCESS_KEY"], !secret.isEmpty
+        else { return nil }
         return S3Credentials(accessKeyID: id, secretAccessKey: secret, sessionToken: environment["AWS_SESSION_TOKEN"])
     }
 
@@ -62,8 +63,10 @@ package struct SigV4Signer: Sendable {
     ///   - headers: every header to sign, `host` (exactly as sent, with its port) included.
     ///   - payloadHash: hex SHA-256 of the body, or `UNSIGNED-PAYLOAD` for a streamed body.
     ///   - amzDate: `YYYYMMDD'T'HHMMSS'Z'` (`SigV4Signer.amzDate(for:)`).
-    package func sign(method: String, canonicalURI: String, query: [(String, String)],
-                     headers: [(name: String, value: String)], payloadHash: String, amzDate: String) -> Signed {
+    package func sign(
+        method: String, canonicalURI: String, query: [(String, String)],
+        headers: [(name: String, value: String)], payloadHash: String, amzDate: String
+    ) -> Signed {
         var all = headers
         func has(_ name: String) -> Bool { all.contains { $0.name.lowercased() == name } }
         if !has("x-amz-date") { all.append(("x-amz-date", amzDate)) }
@@ -93,11 +96,13 @@ package struct SigV4Signer: Sendable {
             key = SymmetricKey(data: Data(HMAC<SHA256>.authenticationCode(for: Array(part.utf8), using: key)))
         }
         let signature = Self.hex(HMAC<SHA256>.authenticationCode(for: Array(stringToSign.utf8), using: key))
-        let authorization = "AWS4-HMAC-SHA256 Credential=\(credentials.accessKeyID)/\(scope), "
+        let authorization =
+            "AWS4-HMAC-SHA256 Credential=\(credentials.accessKeyID)/\(scope), "
             + "SignedHeaders=\(signedHeaders), Signature=\(signature)"
         all.append(("Authorization", authorization))
-        return Signed(headers: all, canonicalRequest: canonicalRequest, stringToSign: stringToSign,
-                      signature: signature, authorization: authorization)
+        return Signed(
+            headers: all, canonicalRequest: canonicalRequest, stringToSign: stringToSign,
+            signature: signature, authorization: authorization)
     }
 
     /// `20130524T000000Z` for a date (UTC).
@@ -147,8 +152,8 @@ package enum S3Path {
         for b in s.utf8 {
             switch b {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"),
-                 UInt8(ascii: "."), UInt8(ascii: "~"):
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"),
+                UInt8(ascii: "."), UInt8(ascii: "~"):
                 out.append(b)
             case UInt8(ascii: "/") where keepSlash:
                 out.append(b)

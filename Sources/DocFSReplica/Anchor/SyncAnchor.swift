@@ -24,8 +24,9 @@ package struct SyncAnchor: Equatable, Sendable {
     /// The anchor the store holds ((0, nil) when none is recorded).
     package static func read(from store: any ReplicaStore) throws(ProviderError) -> SyncAnchor {
         let values = try store.replicaMeta([positionKey, witnessKey])
-        return SyncAnchor(position: values[positionKey].flatMap { Int64($0) } ?? 0,
-                          witness: values[witnessKey].flatMap { UUID(uuidString: $0) })
+        return SyncAnchor(
+            position: values[positionKey].flatMap { Int64($0) } ?? 0,
+            witness: values[witnessKey].flatMap { UUID(uuidString: $0) })
     }
 
     /// Records the position and its witness together (no witness: any older one is removed, so

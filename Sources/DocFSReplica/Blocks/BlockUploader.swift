@@ -177,14 +177,15 @@ struct BlockUploader {
         }
         let (objects, bucket, server) = (self.objects, self.bucket, self.server)
         let blocks = Array(work.sent.suffix(work.packBlocksSealed))
-        work.inFlight.append(Task {
-            let written = try await objects.putNewObject(bucket: bucket, key: key, bytes: bytes, contentType: "application/octet-stream")
-            FaultInjection.point(.packPut)  // test-only (DOCFS_FAULT)
-            // Recorded as soon as the pack is in: a retry after a crash or a lost connection
-            // finds these blocks known and sends only the rest. With the version the PUT made
-            // (schema 18): readers read that one, whatever is PUT over the key later.
-            try await server.recordPack(key, size: Int64(bytes.count), blocks: blocks, version: written.versionID)
-            FaultInjection.point(.uploadPart)  // test-only (DOCFS_FAULT)
-        })
+        work.inFlight.append(
+            Task {
+                let written = try await objects.putNewObject(bucket: bucket, key: key, bytes: bytes, contentType: "application/octet-stream")
+                FaultInjection.point(.packPut) // test-only (DOCFS_FAULT)
+                // Recorded as soon as the pack is in: a retry after a crash or a lost connection
+                // finds these blocks known and sends only the rest. With the version the PUT made
+                // (schema 18): readers read that one, whatever is PUT over the key later.
+                try await server.recordPack(key, size: Int64(bytes.count), blocks: blocks, version: written.versionID)
+                FaultInjection.point(.uploadPart) // test-only (DOCFS_FAULT)
+            })
     }
 }

@@ -31,8 +31,10 @@ struct ContentFetcher: Sendable {
 
     /// Bytes `range` of version `key` into the existing file at `path`, at the same offsets;
     /// `progress` hears the bytes written from `range`'s start and answers false to stop.
-    func fetch(key: String, range: Range<Int64>, intoFileAt path: FilePath,
-               progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64 {
+    func fetch(
+        key: String, range: Range<Int64>, intoFileAt path: FilePath,
+        progress: @escaping @Sendable (Int64) -> Bool
+    ) async throws -> Int64 {
         let found: (size: Int64, blocks: [StoredBlock])?
         do {
             found = try await checkedManifest(key: key)
@@ -60,8 +62,10 @@ struct ContentFetcher: Sendable {
         return manifest
     }
 
-    private func fetch(_ manifestBlocks: [StoredBlock], range: Range<Int64>, intoFileAt path: FilePath,
-                       progress: @escaping @Sendable (Int64) -> Bool) async throws -> Int64 {
+    private func fetch(
+        _ manifestBlocks: [StoredBlock], range: Range<Int64>, intoFileAt path: FilePath,
+        progress: @escaping @Sendable (Int64) -> Bool
+    ) async throws -> Int64 {
         var blocks = manifestBlocks
         let fd = try FileDescriptor.open(path, .writeOnly, options: [.closeOnExec])
         defer { try? fd.close() }
@@ -80,8 +84,9 @@ struct ContentFetcher: Sendable {
             var end = index + 1
             var runLength = blocks[index].length
             while end < blocks.count, blocks[end].pack == blocks[index].pack, blocks[end].version == blocks[index].version,
-                  blocks[end].offset == blocks[end - 1].offset + blocks[end - 1].length,
-                  runLength + blocks[end].length <= runBytes {
+                blocks[end].offset == blocks[end - 1].offset + blocks[end - 1].length,
+                runLength + blocks[end].length <= runBytes
+            {
                 runLength += blocks[end].length
                 end += 1
             }
@@ -90,8 +95,9 @@ struct ContentFetcher: Sendable {
             var failure = ""
             var bytes: [UInt8] = []
             do {
-                bytes = try await objects.getObjectBytes(bucket: bucket, key: first.pack, versionID: first.version,
-                                                         range: first.offset...(first.offset + runLength - 1), upTo: Int(runLength))
+                bytes = try await objects.getObjectBytes(
+                    bucket: bucket, key: first.pack, versionID: first.version,
+                    range: first.offset...(first.offset + runLength - 1), upTo: Int(runLength))
             } catch let error as S3Error where error.kind == .notFound || error.kind == .invalidRange {
                 // The pack, or the range its blocks are said to be at, is gone from the bucket.
                 await report(blocks[index..<end], "its pack \(first.pack) or its range there is gone (\(error.kind))")
@@ -100,7 +106,9 @@ struct ContentFetcher: Sendable {
             }
             if failed.isEmpty, Int64(bytes.count) != runLength {
                 var whole = Int64(0)
-                let cut = blocks[index..<end].filter { whole += $0.length; return whole > Int64(bytes.count) }
+                let cut = blocks[index..<end].filter {
+                    whole += $0.length; return whole > Int64(bytes.count)
+                }
                 await report(cut[...], "its pack \(first.pack) is shorter than its blocks")
                 failed = cut
                 failure = "the pack \(first.pack) is shorter than its blocks (\(bytes.count) of \(runLength) bytes at \(first.offset))"
@@ -113,7 +121,9 @@ struct ContentFetcher: Sendable {
                     let actual = bytes.withUnsafeBytes { BlockHash.of(UnsafeRawBufferPointer(rebasing: $0[at..<at + length])) }
                     if actual != block.hash {
                         if failed.isEmpty {
-                            logger.error("sync: block \(block.hash.prefix(12))… in the pack \(block.pack) at \(block.offset) does not match its SHA-256 (\(actual.prefix(12))…): replaced or damaged in the bucket; not used")
+                            logger.error(
+                                "sync: block \(block.hash.prefix(12))… in the pack \(block.pack) at \(block.offset) does not match its SHA-256 (\(actual.prefix(12))…): replaced or damaged in the bucket; not used"
+                            )
                         }
                         failed.append(block)
                     }
@@ -133,10 +143,12 @@ struct ContentFetcher: Sendable {
                 }
                 var replaced = 0
                 for i in index..<blocks.count where bad.contains("\(blocks[i].hash) \(blocks[i].pack)") {
-                    guard let next = others[blocks[i].hash]?.first(where: {
-                        !bad.contains("\($0.hash) \($0.pack)") && $0.length == blocks[i].length
-                            && ServerRowChecks.block($0, prefix: prefix) == nil
-                    }) else { continue }
+                    guard
+                        let next = others[blocks[i].hash]?.first(where: {
+                            !bad.contains("\($0.hash) \($0.pack)") && $0.length == blocks[i].length
+                                && ServerRowChecks.block($0, prefix: prefix) == nil
+                        })
+                    else { continue }
                     blocks[i] = next
                     replaced += 1
                 }
@@ -153,7 +165,8 @@ struct ContentFetcher: Sendable {
                 let skip = Int(max(0, range.lowerBound - fileOffset))
                 if skip < length {
                     try bytes.withUnsafeBytes { raw in
-                        _ = try fd.writeAll(toAbsoluteOffset: fileOffset + Int64(skip), UnsafeRawBufferPointer(rebasing: raw[at + skip..<at + length]))
+                        _ = try fd.writeAll(
+                            toAbsoluteOffset: fileOffset + Int64(skip), UnsafeRawBufferPointer(rebasing: raw[at + skip..<at + length]))
                     }
                     written += Int64(length - skip)
                 }
@@ -173,8 +186,9 @@ struct ContentFetcher: Sendable {
             _ = try await objects.getObject(bucket: bucket, key: key, range: nil, toFileAt: FilePath(path), progress: nil)
             return
         }
-        let fd = try FileDescriptor.open(FilePath(path), .writeOnly, options: [.create, .truncate, .closeOnExec],
-                                         permissions: [.ownerReadWrite])
+        let fd = try FileDescriptor.open(
+            FilePath(path), .writeOnly, options: [.create, .truncate, .closeOnExec],
+            permissions: [.ownerReadWrite])
         try fd.close()
         _ = try await fetch(manifest.blocks, range: 0..<manifest.size, intoFileAt: FilePath(path)) { _ in true }
     }

@@ -21,7 +21,9 @@ struct PackCollector {
         report.damagedBlocks = try await database.damagedBlocks()
         if !report.damagedBlocks.isEmpty {
             let named = report.damagedBlocks.filter(\.named).count
-            logger.error("gc: \(report.damagedBlocks.count) block(s) are marked damaged (\(named) named by kept versions: kept until a replica sends their bytes again; `docfs remote check` lists the files)")
+            logger.error(
+                "gc: \(report.damagedBlocks.count) block(s) are marked damaged (\(named) named by kept versions: kept until a replica sends their bytes again; `docfs remote check` lists the files)"
+            )
         }
         if !dryRun {
             report.manifests += try await database.dropOrphanManifests(before: cutoffNs)
@@ -79,7 +81,8 @@ struct PackCollector {
             }
             let range = Int(block.offset)..<Int(block.offset + block.length)
             guard range.upperBound <= bytes.count,
-                  bytes.withUnsafeBytes({ BlockHash.of(UnsafeRawBufferPointer(rebasing: $0[range])) }) == block.hash else {
+                bytes.withUnsafeBytes({ BlockHash.of(UnsafeRawBufferPointer(rebasing: $0[range])) }) == block.hash
+            else {
                 damaged += 1
                 // Marked, so that no upload counts on it and a replica holding it sends it again.
                 try await database.markBlockDamaged(hash: block.hash, pack: key)

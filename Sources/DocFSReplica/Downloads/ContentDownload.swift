@@ -74,10 +74,12 @@ final class ContentDownload: ContentTransfer {
     /// a whole chunk, the download fails.
     let retryDelays: [Duration]
 
-    init(row: Int64, key: String, contentVersion: UInt64, size: Int64, path: String, chunkSize: Int64 = ContentDownload.chunkSize,
-         stallTimeout: TimeInterval = ContentDownload.stallTimeout, retryDelays: [Duration] = [.milliseconds(500), .seconds(1), .seconds(2)],
-         fetch: @escaping Fetch, verify: (@Sendable (String) async -> String?)? = nil,
-         ended: @escaping @Sendable (ContentDownload, String?) -> Void) {
+    init(
+        row: Int64, key: String, contentVersion: UInt64, size: Int64, path: String, chunkSize: Int64 = ContentDownload.chunkSize,
+        stallTimeout: TimeInterval = ContentDownload.stallTimeout, retryDelays: [Duration] = [.milliseconds(500), .seconds(1), .seconds(2)],
+        fetch: @escaping Fetch, verify: (@Sendable (String) async -> String?)? = nil,
+        ended: @escaping @Sendable (ContentDownload, String?) -> Void
+    ) {
         self.verify = verify
         holdsUntilVerified = verify != nil && size <= chunkSize
         self.row = row
@@ -138,10 +140,10 @@ final class ContentDownload: ContentTransfer {
             // open tries again, after the bucket is mended).
             var damaged = false
             do {
-                written = try await fetch(start ..< size) { [self] n in
+                written = try await fetch(start..<size) { [self] n in
                     // The bytes are right wherever they landed, claimed by this stream or not;
                     // a file checked whole is shown to its readers only once it matched.
-                    if !holdsUntilVerified { arrival.arrived(start ..< start + n) }
+                    if !holdsUntilVerified { arrival.arrived(start..<start + n) }
                     return advance(id, to: start + n)
                 }
             } catch let mismatch as DownloadVerifier.Mismatch {
@@ -158,12 +160,13 @@ final class ContentDownload: ContentTransfer {
                     w.done += stream.claimed
                     return (nil, nil)
                 }
-                let why = problem ?? "the server sent \(reached - start) bytes from byte \(start) of the object (\(stream.claimedEnd - start) expected)"
+                let why =
+                    problem ?? "the server sent \(reached - start) bytes from byte \(start) of the object (\(stream.claimedEnd - start) expected)"
                 // The chunks it wrote whole count; the others go back to the plan for another stream.
                 let first = w.plan.chunk(at: start)
                 let whole = reached >= size ? stream.claimed : min(stream.claimed, w.plan.chunk(at: reached) - first)
                 w.done += whole
-                w.plan.release(first + whole ..< first + stream.claimed)
+                w.plan.release(first + whole..<first + stream.claimed)
                 // Counted in a row: a stream that got a chunk in before it broke off (a request
                 // deadline in a long download) starts the count again.
                 if whole > 0 { w.tries = 0 }
@@ -189,7 +192,7 @@ final class ContentDownload: ContentTransfer {
         if report {
             var problem = failure
             if problem == nil, let verify { problem = await verify(path) }
-            if problem == nil, holdsUntilVerified { arrival.arrived(0 ..< size) }
+            if problem == nil, holdsUntilVerified { arrival.arrived(0..<size) }
             ended(self, problem)
         }
     }

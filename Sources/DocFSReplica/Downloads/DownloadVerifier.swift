@@ -23,7 +23,9 @@ struct DownloadVerifier: Sendable {
         guard let expected else { return nil }
         guard let actual = Self.sha256(ofFileAt: path) else { return "cannot read the downloaded file to check it" }
         guard actual != expected else { return nil }
-        logger.error("sync: the object \(key) does not match the SHA-256 its replica recorded (\(actual.prefix(12))… instead of \(expected.prefix(12))…): replaced or damaged in the bucket; not used")
+        logger.error(
+            "sync: the object \(key) does not match the SHA-256 its replica recorded (\(actual.prefix(12))… instead of \(expected.prefix(12))…): replaced or damaged in the bucket; not used"
+        )
         return "the object \(key) does not match its recorded SHA-256 (replaced or damaged in the bucket)"
     }
 

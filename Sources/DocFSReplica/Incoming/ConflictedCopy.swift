@@ -14,8 +14,10 @@ extension ReplicaStore {
     /// is suffixed here (logged). The copy itself may be here already: its create on the server was
     /// announced, and applied as another replica's item, before this ran; it is the same item and
     /// keeps its name.
-    package func forkConflictedCopy(of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64,
-                                    contentKey: String? = nil) throws(ProviderError) {
+    package func forkConflictedCopy(
+        of row: Int64, as copyRow: Int64, name: String, parentRow: Int64, sending seq: Int64,
+        contentKey: String? = nil
+    ) throws(ProviderError) {
         _ = try editIncoming { (edit) throws(ProviderError) in
             guard let original = try edit.node(row) else { throw ProviderError(.noSuchItem, "no item \(row) to copy") }
             var folder = try edit.node(parentRow)
@@ -29,8 +31,9 @@ extension ReplicaStore {
                 try edit.rename(occupant, to: aside, waitingCreate: true)
             }
             let place = occupant == copyRow ? name : try edit.uniqueName(name, in: folder.row, isFolder: false)
-            try edit.forkConflictedCopy(of: row, as: copyRow, at: ReplicaPlace(parentRow: folder.row, name: place), asked: name,
-                                        sending: seq, contentKey: contentKey)
+            try edit.forkConflictedCopy(
+                of: row, as: copyRow, at: ReplicaPlace(parentRow: folder.row, name: place), asked: name,
+                sending: seq, contentKey: contentKey)
         }
     }
 }
@@ -54,10 +57,14 @@ final class WriterConflicts: WriterConflictHandler {
 
     func kept(_ conflict: WriterConflict, asCopy copyRow: Int64, named place: String) {
         let (name, path) = (conflict.name, conflict.path)
-        store?.noteConflict("this replica's edit of \"\(name)\" (based on version \(conflict.base)) is \"\(place)\" beside it: another replica's version \(conflict.current) came first",
-                            row: conflict.row, summary: "\(path): written while another replica's version arrived; this one's is \"\(place)\"")
-        store?.noteConflict("conflicted copy of \"\(name)\": another replica's version arrived while it was being written",
-                            row: copyRow, summary: "\(path): conflicted copy \"\(place)\"")
-        logger.warning("\(path): written while another replica's version \(conflict.current) arrived (the writer began at \(conflict.base)): the new version keeps the name, this one is \"\(place)\"")
+        store?.noteConflict(
+            "this replica's edit of \"\(name)\" (based on version \(conflict.base)) is \"\(place)\" beside it: another replica's version \(conflict.current) came first",
+            row: conflict.row, summary: "\(path): written while another replica's version arrived; this one's is \"\(place)\"")
+        store?.noteConflict(
+            "conflicted copy of \"\(name)\": another replica's version arrived while it was being written",
+            row: copyRow, summary: "\(path): conflicted copy \"\(place)\"")
+        logger.warning(
+            "\(path): written while another replica's version \(conflict.current) arrived (the writer began at \(conflict.base)): the new version keeps the name, this one is \"\(place)\""
+        )
     }
 }

@@ -104,8 +104,11 @@ package struct IncomingApply {
     private func place(of item: ServerItem, local: ReplicaNode?, isFolder: Bool) throws(ProviderError) -> ReplicaPlace {
         guard item.trashed else { return ReplicaPlace(parentRow: item.parentRow, name: item.name) }
         var name = item.name
-        if let local, local.parent == ReplicaRows.trash { name = local.name }
-        else { name = try edit.uniqueName(item.name, in: ReplicaRows.trash, isFolder: isFolder) }
+        if let local, local.parent == ReplicaRows.trash {
+            name = local.name
+        } else {
+            name = try edit.uniqueName(item.name, in: ReplicaRows.trash, isFolder: isFolder)
+        }
         return ReplicaPlace(parentRow: ReplicaRows.trash, name: name, trashedFrom: item.parentRow, trashedName: item.name)
     }
 
@@ -114,7 +117,8 @@ package struct IncomingApply {
     /// way). One on the server already is noted: its own state there is worth applying.
     private mutating func clear(_ place: ReplicaPlace, for row: Int64) throws(ProviderError) {
         guard let other = try edit.child(named: place.name, in: place.parentRow), other != row,
-              let occupant = try edit.node(other) else { return }
+            let occupant = try edit.node(other)
+        else { return }
         let aside = try edit.uniqueName(occupant.name, in: place.parentRow, isFolder: occupant.kind == .folder)
         let onServer = occupant.row < ReplicaRows.temporaryBase
         try edit.rename(occupant.row, to: aside, waitingCreate: !onServer)
@@ -137,7 +141,7 @@ package struct IncomingApply {
             }
         }
         let kind: ItemKind = item.kind == .file ? .file : item.kind == .folder ? .folder : .symlink
-        if let local, local.kind != kind { return true }  // identifiers never change kind
+        if let local, local.kind != kind { return true } // identifiers never change kind
 
         try clear(place, for: item.row)
 
@@ -173,7 +177,8 @@ package struct IncomingApply {
     private mutating func applyName(_ item: ServerItem, of itemRow: Int64) throws(ProviderError) -> Bool {
         let parentRow = item.trashed ? ReplicaRows.trash : item.parentRow
         guard let parent = try edit.node(parentRow), parent.kind == .folder,
-              let target = try edit.node(itemRow), target.linkOf == nil else {
+            let target = try edit.node(itemRow), target.linkOf == nil
+        else {
             result.missingParents.insert(itemRow)
             return false
         }
@@ -182,7 +187,10 @@ package struct IncomingApply {
         // Identifiers never change what they are: an item here stays one.
         if let local, local.linkOf != itemRow { return true }
         if let local, local.parent == parentRow, local.name.utf8.elementsEqual(place.name.utf8),
-           !item.trashed || local.trashedFrom == item.parentRow { return true }
+            !item.trashed || local.trashedFrom == item.parentRow
+        {
+            return true
+        }
         guard target.kind != .folder else { return true }
         try clear(place, for: item.row)
         try edit.putName(item.row, of: itemRow, at: place)

@@ -27,11 +27,13 @@ struct RestoredItems {
             // An item in the trash stays in recovered/: it was on its way out.
             let top = store.folderRows(above: row).last ?? row
             guard store.item(ofRow: top)?.parentIdentifier != LocalStore.identifier(forRow: ReplicaRows.trash) else { return nil }
-            let attributes = NewItemAttributes(ownerID: item.ownerID, groupID: item.groupID, posixPermissions: item.posixPermissions,
-                                               modificationTime: item.modificationTime, accessTime: item.accessTime,
-                                               changeTime: item.changeTime)
-            return LostItem(row: row, path: path, kind: item.kind, attributes: attributes, contents: kept[row],
-                            symlinkTarget: item.symlinkTargetPath)
+            let attributes = NewItemAttributes(
+                ownerID: item.ownerID, groupID: item.groupID, posixPermissions: item.posixPermissions,
+                modificationTime: item.modificationTime, accessTime: item.accessTime,
+                changeTime: item.changeTime)
+            return LostItem(
+                row: row, path: path, kind: item.kind, attributes: attributes, contents: kept[row],
+                symlinkTarget: item.symlinkTargetPath)
         }
         .sorted { ($0.path.count, $0.path.joined(separator: "/")) < ($1.path.count, $1.path.joined(separator: "/")) }
     }
@@ -65,15 +67,21 @@ struct RestoredItems {
                     outcome.putBack += 1
                     if finalName != name {
                         outcome.renamed += 1
-                        logger.warning("sync: /\((folder + [name]).joined(separator: "/")) is taken on the restored server; this replica's lost \(item.kind) is put back as \(finalName)")
+                        logger.warning(
+                            "sync: /\((folder + [name]).joined(separator: "/")) is taken on the restored server; this replica's lost \(item.kind) is put back as \(finalName)"
+                        )
                     }
                 case .nameTaken, .noFolder:
                     outcome.notPutBack += 1
-                    logger.warning("sync: could not put back /\(item.path.joined(separator: "/")), which the restored server lost: \(result == .noFolder ? "its folder is gone" : "its name is taken"); \(kept[item.row].map { "kept in \($0)" } ?? "nothing of it is kept")")
+                    logger.warning(
+                        "sync: could not put back /\(item.path.joined(separator: "/")), which the restored server lost: \(result == .noFolder ? "its folder is gone" : "its name is taken"); \(kept[item.row].map { "kept in \($0)" } ?? "nothing of it is kept")"
+                    )
                 }
             } catch {
                 outcome.notPutBack += 1
-                logger.warning("sync: could not put back /\(item.path.joined(separator: "/")), which the restored server lost: \(error); \(kept[item.row].map { "kept in \($0)" } ?? "nothing of it is kept")")
+                logger.warning(
+                    "sync: could not put back /\(item.path.joined(separator: "/")), which the restored server lost: \(error); \(kept[item.row].map { "kept in \($0)" } ?? "nothing of it is kept")"
+                )
             }
         }
         return outcome

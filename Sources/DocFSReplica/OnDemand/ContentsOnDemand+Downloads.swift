@@ -30,12 +30,16 @@ extension ContentsOnDemand {
             throw ProviderError(.ioError, "the contents of \(where_) are not here and the server's object for them is not known", errno: EIO)
         }
         guard let makeTransfer = existing.1 else {
-            throw ProviderError(.serverUnreachable, "the contents of \(where_) are on the server only, and this mount is not syncing (evicted files are read while the replica is mounted)", errno: EIO)
+            throw ProviderError(
+                .serverUnreachable,
+                "the contents of \(where_) are on the server only, and this mount is not syncing (evicted files are read while the replica is mounted)",
+                errno: EIO)
         }
         makeRoom(for: file.size)
         let path = try store.newDownloadFile(row: file.row)
-        let download = makeTransfer(ContentTransferRequest(row: file.row, key: key, contentVersion: version, size: file.size, path: path),
-                                    { [self] download, failure in finishDownload(download, failure: failure) })
+        let download = makeTransfer(
+            ContentTransferRequest(row: file.row, key: key, contentVersion: version, size: file.size, path: path),
+            { [self] download, failure in finishDownload(download, failure: failure) })
         let chosen = state.withLock { d -> any ContentTransfer in
             if let running = d.downloads[file.row], running.contentVersion == version { return running }
             d.downloads[file.row] = download
@@ -62,8 +66,9 @@ extension ContentsOnDemand {
         var placed = false
         if problem == nil {
             do throws(ProviderError) {
-                placed = try store.placeDownloadedContents(row: download.row, from: download.path,
-                                                           contentVersion: download.contentVersion, key: download.key)
+                placed = try store.placeDownloadedContents(
+                    row: download.row, from: download.path,
+                    contentVersion: download.contentVersion, key: download.key)
             } catch {
                 problem = error.reason
             }

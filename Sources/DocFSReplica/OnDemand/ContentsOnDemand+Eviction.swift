@@ -25,8 +25,11 @@ extension ContentsOnDemand {
     }
 
     /// Evicts these files where they can be, in one pass; the others with why not.
-    private func evict(_ rows: [Int64], pass: any OnDemandPassing, stopAt enough: Int64? = nil)
-        throws(ProviderError) -> (evicted: Int, bytes: Int64, kept: [(row: Int64, reason: String)]) {
+    private func evict(
+        _ rows: [Int64], pass: any OnDemandPassing, stopAt enough: Int64? = nil
+    )
+        throws(ProviderError) -> (evicted: Int, bytes: Int64, kept: [(row: Int64, reason: String)])
+    {
         let result = try pass.evict(rows, stopAt: enough) { file in evictionBlocker(file) }
         // Not here any more: its next open stamps it again.
         state.withLock { d in
@@ -54,7 +57,8 @@ extension ContentsOnDemand {
         }
         let held = result.kept.filter { $0.reason != "not downloaded" && $0.reason != "empty" }
         if !held.isEmpty {
-            logger.notice("evict \(where_): \(result.evicted) file(s) evicted, \(held.count) kept (e.g. \(store.path(ofRow: held[0].row)): \(held[0].reason))")
+            logger.notice(
+                "evict \(where_): \(result.evicted) file(s) evicted, \(held.count) kept (e.g. \(store.path(ofRow: held[0].row)): \(held[0].reason))")
         }
         return result.evicted
     }
@@ -104,7 +108,9 @@ extension ContentsOnDemand {
                     let result = try evict(order, pass: pass, stopAt: local + reserving - limit)
                     estimate -= result.bytes
                     if estimate + reserving > limit {
-                        logger.notice("cache: \(estimate) bytes of contents here, over the limit of \(limit): the rest is not on the server yet, open or pinned")
+                        logger.notice(
+                            "cache: \(estimate) bytes of contents here, over the limit of \(limit): the rest is not on the server yet, open or pinned"
+                        )
                     }
                 }
                 state.withLock { $0.localEstimate = estimate }

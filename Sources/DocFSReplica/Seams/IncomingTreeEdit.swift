@@ -38,6 +38,7 @@ package protocol IncomingTreeEdit: AnyObject {
     /// This replica's version of `row` becomes the item `copyRow` (on the server already) at
     /// `place`, sharing its contents; the item waits for the server's version, its later content
     /// changes go to the copy. `asked`: the server's name for the copy.
-    func forkConflictedCopy(of row: Int64, as copyRow: Int64, at place: ReplicaPlace, asked: String, sending seq: Int64,
-                            contentKey: String?) throws(ProviderError)
+    func forkConflictedCopy(
+        of row: Int64, as copyRow: Int64, at place: ReplicaPlace, asked: String, sending seq: Int64,
+        contentKey: String?) throws(ProviderError)
 }

@@ -38,7 +38,9 @@ package protocol OnDemandPassing {
     /// The files below a folder that are (or are not) downloaded.
     func filesBelow(_ folder: Int64, downloaded: Bool) throws(ProviderError) -> [Int64]
     /// Evicts these files in order but those `blocker` keeps, until `enough` bytes went.
-    func evict(_ rows: [Int64], stopAt enough: Int64?, blocker: (OnDemandFile) -> String?)
+    func evict(
+        _ rows: [Int64], stopAt enough: Int64?, blocker: (OnDemandFile) -> String?
+    )
         throws(ProviderError) -> (evicted: [Int64], bytes: Int64, kept: [(row: Int64, reason: String)])
     func setPinned(_ pinned: Bool, row: Int64) throws(ProviderError)
     func pinnedRows() throws(ProviderError) -> Set<Int64>

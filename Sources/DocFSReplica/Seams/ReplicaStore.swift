@@ -119,8 +119,10 @@ package struct LostItem: Sendable {
     package var contents: String?
     package var symlinkTarget: String?
 
-    package init(row: Int64, path: [String], kind: ItemKind, attributes: NewItemAttributes, contents: String?,
-                 symlinkTarget: String?) {
+    package init(
+        row: Int64, path: [String], kind: ItemKind, attributes: NewItemAttributes, contents: String?,
+        symlinkTarget: String?
+    ) {
         self.row = row
         self.path = path
         self.kind = kind

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import DocFSProvider
@@ -27,8 +27,8 @@ import Synchronization
 /// again (new sequences, the same bytes), the active segment fsynced, and the old file removed.
 /// A crash at any point leaves each row's bytes in at least one entry.
 package final class ContentSegments: Sendable {
-    static let magic: UInt32 = 0x3245_5344  // "DSE2" little-endian
-    static let fnvMagic: UInt32 = 0x4745_5344  // "DSEG": the first format, read, never written
+    static let magic: UInt32 = 0x3245_5344 // "DSE2" little-endian
+    static let fnvMagic: UInt32 = 0x4745_5344 // "DSEG": the first format, read, never written
     static let headerSize = 32
     /// A new segment is started when the active one would grow past this.
     package static let defaultSegmentLimit: Int64 = 64 << 20
@@ -159,8 +159,10 @@ package final class ContentSegments: Sendable {
             guard size - offset - Int64(headerSize) >= Int64(length) else { return damage("an entry cut short") }
             bytes = [UInt8](repeating: 0, count: length)
             guard readFully(fd, &bytes, at: offset + Int64(headerSize)) else { return damage("an unreadable entry") }
-            let sum = kind == magic ? bytes.withUnsafeBytes { wordChecksum(row: row, sequence: sequence, $0) }
-                                    : checksum(row: row, sequence: sequence, bytes)
+            let sum =
+                kind == magic
+                ? bytes.withUnsafeBytes { wordChecksum(row: row, sequence: sequence, $0) }
+                : checksum(row: row, sequence: sequence, bytes)
             guard sum == load(UInt64.self, header, 24) else {
                 return damage("an entry whose checksum does not match")
             }
@@ -180,10 +182,12 @@ package final class ContentSegments: Sendable {
     /// they are in it; nil when the row has none here. The entry never changes, and the
     /// descriptor keeps a compacted segment readable until it is closed.
     package func slice(_ row: Int64) throws(ProviderError) -> StoredSlice? {
-        guard let (location, segment) = state.withLock({ state -> (Location, Segment)? in
-            guard let location = state.index[row], let segment = state.segments[location.segment] else { return nil }
-            return (location, segment)
-        }) else { return nil }
+        guard
+            let (location, segment) = state.withLock({ state -> (Location, Segment)? in
+                guard let location = state.index[row], let segment = state.segments[location.segment] else { return nil }
+                return (location, segment)
+            })
+        else { return nil }
         let fd = fcntl(segment.fd, F_DUPFD_CLOEXEC, 0)
         if fd < 0 { throw .posix(errno, "open segment \(path(location.segment))") }
         return StoredSlice(fd: fd, offset: location.offset + Int64(Self.headerSize), length: location.length)
@@ -191,10 +195,12 @@ package final class ContentSegments: Sendable {
 
     /// A row's bytes, or nil when the row has none here.
     package func read(_ row: Int64) throws(ProviderError) -> [UInt8]? {
-        guard let (location, segment) = state.withLock({ state -> (Location, Segment)? in
-            guard let location = state.index[row], let segment = state.segments[location.segment] else { return nil }
-            return (location, segment)
-        }) else { return nil }
+        guard
+            let (location, segment) = state.withLock({ state -> (Location, Segment)? in
+                guard let location = state.index[row], let segment = state.segments[location.segment] else { return nil }
+                return (location, segment)
+            })
+        else { return nil }
         var bytes = [UInt8](repeating: 0, count: location.length)
         guard Self.readFully(segment.fd, &bytes, at: location.offset + Int64(Self.headerSize)) else {
             throw .posix(errno == 0 ? EIO : errno, "read item \(row) from segment \(path(location.segment))")
@@ -242,7 +248,7 @@ package final class ContentSegments: Sendable {
             }
             written += n
         }
-        FaultInjection.point(.segmentAppend)  // test-only crash point (DOCFS_FAULT)
+        FaultInjection.point(.segmentAppend) // test-only crash point (DOCFS_FAULT)
         let location = Location(segment: number!, offset: offset, length: bytes.count, sequence: sequence)
         if let old = state.index[row] { state.live[old.segment, default: 0] -= old.entrySize }
         state.index[row] = location
@@ -333,7 +339,7 @@ package final class ContentSegments: Sendable {
         let numbers: [UInt64]
         do {
             numbers = try directoryEntries(directory).compactMap { name in UInt64(name).flatMap { String($0) == name ? $0 : nil } }.sorted()
-        } catch where error.errno == ENOENT {
+        } catch  where error.errno == ENOENT {
             return ([], [])
         }
         for number in numbers {

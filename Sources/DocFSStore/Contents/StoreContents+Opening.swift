@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import DocFSProvider
@@ -21,7 +21,9 @@ extension StoreContents {
             removeTree(stagingPath + "/" + name)
         }
         if !staged.isEmpty {
-            logger.notice("store \(storePath): removed \(staged.count) leftover staged file(s): \(staged.prefix(10).joined(separator: ", "))\(staged.count > 10 ? ", …" : "")")
+            logger.notice(
+                "store \(storePath): removed \(staged.count) leftover staged file(s): \(staged.prefix(10).joined(separator: ", "))\(staged.count > 10 ? ", …" : "")"
+            )
         }
         if !FileManager.default.fileExists(atPath: contentsPath) {
             try FileManager.default.createDirectory(atPath: contentsPath, withIntermediateDirectories: false)
@@ -72,10 +74,14 @@ extension StoreContents {
             removed.append(String(row))
         }
         if !removed.isEmpty {
-            logger.notice("store \(storePath): removed \(removed.count) content file(s) with no item: \(removed.prefix(10).joined(separator: ", "))\(removed.count > 10 ? ", …" : "")")
+            logger.notice(
+                "store \(storePath): removed \(removed.count) content file(s) with no item: \(removed.prefix(10).joined(separator: ", "))\(removed.count > 10 ? ", …" : "")"
+            )
         }
         if !missing.isEmpty {
-            logger.warning("store \(storePath): \(missing.count) file item(s) have no contents (ids \(missing.prefix(10).map(String.init).joined(separator: ", "))); they read as empty")
+            logger.warning(
+                "store \(storePath): \(missing.count) file item(s) have no contents (ids \(missing.prefix(10).map(String.init).joined(separator: ", "))); they read as empty"
+            )
         }
         return fixes
     }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import DocFSProvider
@@ -21,7 +21,9 @@ extension StoreContents {
     /// without a content file of their own (see `ContentSegments`).
     func openSegments(_ database: DatabaseQueue) throws {
         for damage in try segments.scan() {
-            logger.notice("store \(storePath): cut \(damage.size) byte(s) after offset \(damage.offset) of segment \(damage.segment) (\(damage.reason): an append a crash interrupted)")
+            logger.notice(
+                "store \(storePath): cut \(damage.size) byte(s) after offset \(damage.offset) of segment \(damage.segment) (\(damage.reason): an append a crash interrupted)"
+            )
         }
         guard !segments.isEmpty else { return }
         try database.inDatabase { db in

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import DocFSProvider
@@ -90,7 +90,7 @@ final class StoreContents: @unchecked Sendable {
                 do throws(ProviderError) {
                     try sysRename(file.source, target, "rename staged file \(file.source) into the store")
                     placed.append(Placed(row: file.row, source: file.source, how: .renamed))
-                } catch where error.errno == EXDEV {
+                } catch  where error.errno == EXDEV {
                     try sysCopyFile(file.source, to: target)
                     placed.append(Placed(row: file.row, source: file.source, how: .copied))
                 }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import DocFSProvider
@@ -143,7 +143,8 @@ final class StoreJournal {
             throw ProviderError(.corruptFile, "store \(storePath): cannot read the journal generation: \(error)")
         }
         guard let bytes = FileManager.default.contents(atPath: path), bytes.count >= headerSize,
-              Array(bytes.prefix(magic.count)) == magic else {
+            Array(bytes.prefix(magic.count)) == magic
+        else {
             return Recovery(applied: 0, nextGeneration: committed + 1, discardedBytes: 0)
         }
         let generation = bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
@@ -161,7 +162,10 @@ final class StoreJournal {
                     }
                 }
             } catch {
-                throw ProviderError(.corruptFile, "store \(storePath): the journal's \(changes.count) change(s) cannot be applied: \(error); `docfs check --repair` sets the journal aside")
+                throw ProviderError(
+                    .corruptFile,
+                    "store \(storePath): the journal's \(changes.count) change(s) cannot be applied: \(error); `docfs check --repair` sets the journal aside"
+                )
             }
         }
         return Recovery(applied: changes.count, nextGeneration: generation + 1, discardedBytes: bytes.count - end)
@@ -215,7 +219,8 @@ final class StoreJournal {
         result.reserveCapacity(changes.count)
         for (index, change) in changes.enumerated() {
             if case .upsert(let values) = change, case .int64(let row) = values[0].storage,
-               let known = rows[row], known.stable, known.count > 1 {
+                let known = rows[row], known.stable, known.count > 1
+            {
                 if index == known.first { result.append(.upsert(known.last)) }
             } else {
                 result.append(change)
@@ -252,7 +257,9 @@ final class StoreJournal {
                 case .double(let v): buffer.append(Tag.double.rawValue); append(v.bitPattern, to: &buffer)
                 case .string(var v):
                     buffer.append(Tag.text.rawValue)
-                    v.withUTF8 { append(UInt32($0.count), to: &buffer); buffer.append(contentsOf: $0) }
+                    v.withUTF8 {
+                        append(UInt32($0.count), to: &buffer); buffer.append(contentsOf: $0)
+                    }
                 case .blob(let v):
                     buffer.append(Tag.blob.rawValue)
                     append(UInt32(v.count), to: &buffer)
@@ -271,8 +278,9 @@ final class StoreJournal {
             let sum = read(UInt64.self, bytes[(position + 4)...])
             let start = position + entryHeaderSize
             guard length > 0, start + length <= bytes.count,
-                  checksum(generation: generation, bytes[..<(start + length)], from: start) == sum,
-                  let entry = decodePayload(bytes[start..<(start + length)]) else { break }
+                checksum(generation: generation, bytes[..<(start + length)], from: start) == sum,
+                let entry = decodePayload(bytes[start..<(start + length)])
+            else { break }
             changes.append(contentsOf: entry)
             position = start + length
         }

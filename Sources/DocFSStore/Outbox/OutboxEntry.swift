@@ -44,8 +44,10 @@ package struct OutboxEntry: Sendable, Equatable {
     package var enqueuedNs: Int64
     package var details: OutboxDetails
 
-    package init(seq: Int64, id: UUID, kind: Kind, row: Int64, parent: Int64? = nil, name: String? = nil,
-                bytes: Int64 = 0, enqueuedNs: Int64, details: OutboxDetails = OutboxDetails()) {
+    package init(
+        seq: Int64, id: UUID, kind: Kind, row: Int64, parent: Int64? = nil, name: String? = nil,
+        bytes: Int64 = 0, enqueuedNs: Int64, details: OutboxDetails = OutboxDetails()
+    ) {
         self.seq = seq
         self.id = id
         self.kind = kind
@@ -86,8 +88,10 @@ package struct OutboxDetails: Sendable, Equatable {
     /// numbers a temporary one).
     package var linkOf: Int64?
 
-    package init(kind: ItemKind? = nil, newItem: ReplicatedAttributes? = nil, changes: AttributeChanges = AttributeChanges(),
-                 contentVersion: UInt64? = nil) {
+    package init(
+        kind: ItemKind? = nil, newItem: ReplicatedAttributes? = nil, changes: AttributeChanges = AttributeChanges(),
+        contentVersion: UInt64? = nil
+    ) {
         self.kind = kind
         self.newItem = newItem
         self.changes = changes
@@ -102,7 +106,7 @@ package struct OutboxDetails: Sendable, Equatable {
 extension OutboxDetails: Codable {
     private enum Key: String, CodingKey {
         case kind, uid, gid, mode, createdNs, modifiedNs, accessedNs, tagData, tagsChanged, favoriteRank,
-             favoriteRankChanged, symlinkTarget, types, contentVersion, baseVersion, fromParent, fromName, linkOf
+            favoriteRankChanged, symlinkTarget, types, contentVersion, baseVersion, fromParent, fromName, linkOf
     }
 
     package init(from decoder: Decoder) throws {
@@ -116,13 +120,14 @@ extension OutboxDetails: Codable {
         let tagData = try c.decodeIfPresent(Data.self, forKey: .tagData)
         let tagsChanged = try c.decodeIfPresent(Bool.self, forKey: .tagsChanged)
         if kind != nil {
-            newItem = ReplicatedAttributes(ownerID: uid ?? 0, groupID: gid ?? 0,
-                                           posixPermissions: UInt16(truncatingIfNeeded: mode ?? 0o644) & 0o7777,
-                                           creationTime: FileTime(totalNanoseconds: createdNs ?? 0),
-                                           modificationTime: FileTime(totalNanoseconds: modifiedNs ?? 0),
-                                           tagData: tagData,
-                                           symlinkTargetPath: try c.decodeIfPresent(String.self, forKey: .symlinkTarget),
-                                           types: try c.decodeIfPresent([String].self, forKey: .types))
+            newItem = ReplicatedAttributes(
+                ownerID: uid ?? 0, groupID: gid ?? 0,
+                posixPermissions: UInt16(truncatingIfNeeded: mode ?? 0o644) & 0o7777,
+                creationTime: FileTime(totalNanoseconds: createdNs ?? 0),
+                modificationTime: FileTime(totalNanoseconds: modifiedNs ?? 0),
+                tagData: tagData,
+                symlinkTargetPath: try c.decodeIfPresent(String.self, forKey: .symlinkTarget),
+                types: try c.decodeIfPresent([String].self, forKey: .types))
         } else {
             changes.ownerID = uid
             changes.groupID = gid

@@ -27,13 +27,17 @@ enum OutboxPlanner {
         if let named = new.linkOf { return planName(old: old, new: new, of: named, parent: parent) }
         let item = new.item
         guard let old else {
-            let newItem = ReplicatedAttributes(ownerID: item.ownerID, groupID: item.groupID, posixPermissions: item.posixPermissions,
-                                               creationTime: item.creationTime, modificationTime: item.modificationTime,
-                                               tagData: item.tagData, symlinkTargetPath: item.symlinkTargetPath)
+            let newItem = ReplicatedAttributes(
+                ownerID: item.ownerID, groupID: item.groupID, posixPermissions: item.posixPermissions,
+                creationTime: item.creationTime, modificationTime: item.modificationTime,
+                tagData: item.tagData, symlinkTargetPath: item.symlinkTargetPath)
             var details = OutboxDetails(kind: kind, newItem: newItem, contentVersion: item.itemVersion.contentVersion)
             if let rank = item.favoriteRank { details.changes.favoriteRank = .some(rank) }
-            return [Planned(kind: .create, row: new.row, parent: parent, name: item.filename,
-                            bytes: kind == .file ? item.documentSize : 0, details: details)]
+            return [
+                Planned(
+                    kind: .create, row: new.row, parent: parent, name: item.filename,
+                    bytes: kind == .file ? item.documentSize : 0, details: details)
+            ]
         }
         var planned: [Planned] = []
         let trash = LocalStore.trashRow
@@ -43,7 +47,7 @@ enum OutboxPlanner {
             switch (wasTrashed, isTrashed) {
             case (false, true): planned.append(Planned(kind: .trash, row: new.row))
             case (true, false): planned.append(Planned(kind: .untrash, row: new.row, parent: parent, name: item.filename))
-            case (true, true): break  // a rename inside the trash: the server keeps where it came from
+            case (true, true): break // a rename inside the trash: the server keeps where it came from
             case (false, false):
                 var details = OutboxDetails()
                 details.fromParent = old.parent
@@ -52,8 +56,9 @@ enum OutboxPlanner {
             }
         }
         if kind == .file, item.itemVersion.contentVersion != old.item.itemVersion.contentVersion {
-            var details = OutboxDetails(changes: AttributeChanges(modificationTime: item.modificationTime),
-                                        contentVersion: item.itemVersion.contentVersion)
+            var details = OutboxDetails(
+                changes: AttributeChanges(modificationTime: item.modificationTime),
+                contentVersion: item.itemVersion.contentVersion)
             // The version this one was written over (`modifyContents`' base): the server takes it
             // only while that is still its current version.
             details.baseVersion = old.item.itemVersion.contentVersion
@@ -66,7 +71,8 @@ enum OutboxPlanner {
         if item.creationTime != old.item.creationTime { changes.creationTime = item.creationTime }
         // A file's modification time alone (touch, utimensat); with new contents it went with them.
         if kind != .folder, item.modificationTime != old.item.modificationTime,
-           item.itemVersion.contentVersion == old.item.itemVersion.contentVersion {
+            item.itemVersion.contentVersion == old.item.itemVersion.contentVersion
+        {
             changes.modificationTime = item.modificationTime
         }
         if item.tagData != old.item.tagData { changes.tagData = .some(item.tagData) }
@@ -90,7 +96,7 @@ enum OutboxPlanner {
         switch (old.parent == trash, parent == trash) {
         case (false, true): return [Planned(kind: .trash, row: new.row)]
         case (true, false): return [Planned(kind: .untrash, row: new.row, parent: parent, name: new.item.filename)]
-        case (true, true): return []  // a rename inside the trash: the server keeps where it came from
+        case (true, true): return [] // a rename inside the trash: the server keeps where it came from
         case (false, false): break
         }
         guard old.parent != parent || !old.item.filename.utf8.elementsEqual(new.item.filename.utf8) else { return [] }

@@ -41,23 +41,28 @@ extension StoreOutbox {
     /// attributes, the entries still waiting, pins, further names and the links waiting that name
     /// it), the completed entries removed, and `noteRefetch` (the items whose server state is
     /// fetched again) written. Memory and content files are the store's (`completeOutbox`).
-    func complete(_ database: DatabaseQueue, _ completions: [OutboxCompletion], renumbering renumbers: [(old: Int64, new: Int64)],
-                  noteRefetch: ((Database) throws -> Void)?) throws {
+    func complete(
+        _ database: DatabaseQueue, _ completions: [OutboxCompletion], renumbering renumbers: [(old: Int64, new: Int64)],
+        noteRefetch: ((Database) throws -> Void)?
+    ) throws {
         try database.inDatabase { db in
             try db.inTransaction {
                 for (old, new) in renumbers {
                     try db.execute(sql: "UPDATE item SET id = ? WHERE id = ?", arguments: [new, old])
                     try db.execute(sql: "UPDATE item SET parent = ? WHERE parent = ?", arguments: [new, old])
                     // Only items at the top of the trash remember an origin (and the index on parent finds them).
-                    try db.execute(sql: "UPDATE item SET trashedFrom = ? WHERE parent = ? AND trashedFrom = ?", arguments: [new, LocalStore.trashRow, old])
+                    try db.execute(
+                        sql: "UPDATE item SET trashedFrom = ? WHERE parent = ? AND trashedFrom = ?", arguments: [new, LocalStore.trashRow, old])
                     try db.execute(sql: "UPDATE xattr SET item = ? WHERE item = ?", arguments: [new, old])
                     try db.execute(sql: "UPDATE outbox SET row = ? WHERE row = ?", arguments: [new, old])
                     try db.execute(sql: "UPDATE outbox SET parent = ? WHERE parent = ?", arguments: [new, old])
                     try db.execute(sql: "UPDATE pinned SET row = ? WHERE row = ?", arguments: [new, old])
                     // A file's further names, and the links waiting that name it (hard links).
                     try db.execute(sql: "UPDATE item SET linkOf = ? WHERE linkOf = ?", arguments: [new, old])
-                    try db.execute(sql: "UPDATE outbox SET details = json_set(details, '$.linkOf', ?) WHERE kind = 'link' AND json_extract(details, '$.linkOf') = ?",
-                                   arguments: [new, old])
+                    try db.execute(
+                        sql:
+                            "UPDATE outbox SET details = json_set(details, '$.linkOf', ?) WHERE kind = 'link' AND json_extract(details, '$.linkOf') = ?",
+                        arguments: [new, old])
                 }
                 for completion in completions {
                     try db.cachedStatement(sql: "DELETE FROM outbox WHERE seq = ?").execute(arguments: [completion.entry.seq])

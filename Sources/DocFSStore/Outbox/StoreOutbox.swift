@@ -38,8 +38,11 @@ final class StoreOutbox: Sendable {
     /// The outbox rows of what a commit is about to write (the records' old values are still in
     /// memory then; new rows are at or past `nextRow`). Deletions first: a move that replaces an
     /// item frees the name before it takes it.
-    func plan(_ tree: StoreTree, saving records: [Record], deleting deletions: [Int64])
-        -> (changes: [StoreJournal.Change], count: Int, bytes: Int64) {
+    func plan(
+        _ tree: StoreTree, saving records: [Record], deleting deletions: [Int64]
+    )
+        -> (changes: [StoreJournal.Change], count: Int, bytes: Int64)
+    {
         var planned: [OutboxPlanner.Planned] = []
         tree.reading { tree in
             for row in deletions {
@@ -56,8 +59,9 @@ final class StoreOutbox: Sendable {
         var changes: [StoreJournal.Change] = []
         var bytes: Int64 = 0
         for plan in planned {
-            let entry = OutboxEntry(seq: seq, id: UUID(), kind: plan.kind, row: plan.row, parent: plan.parent,
-                                    name: plan.name, bytes: plan.bytes, enqueuedNs: now, details: plan.details)
+            let entry = OutboxEntry(
+                seq: seq, id: UUID(), kind: plan.kind, row: plan.row, parent: plan.parent,
+                name: plan.name, bytes: plan.bytes, enqueuedNs: now, details: plan.details)
             changes.append(.outbox(Schema.values(of: entry)))
             noteRecent(plan.row)
             bytes += plan.bytes
@@ -77,7 +81,9 @@ final class StoreOutbox: Sendable {
 
     /// The planned entries are in the journal: counted, and an idle engine woken.
     func didAppend(count: Int, bytes: Int64) {
-        counts.withLock { $0.pending += count; $0.pendingBytes += bytes }
+        counts.withLock {
+            $0.pending += count; $0.pendingBytes += bytes
+        }
         lastAppend.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
         // Only an idle engine needs waking: a busy one reads the outbox again when it is done.
         if engineIdle.exchange(false, ordering: .acquiringAndReleasing) { wake.withLock { $0 }?() }

@@ -36,5 +36,8 @@ package struct ContentTransferRequest: Sendable {
 
 /// Makes the transfer of one file's contents; it calls `ended` once when it ends (nil: every
 /// byte is in; else why not).
-package typealias ContentTransferMaker = @Sendable (_ request: ContentTransferRequest,
-                                                    _ ended: @escaping @Sendable (any ContentTransfer, String?) -> Void) -> any ContentTransfer
+package typealias ContentTransferMaker =
+    @Sendable (
+        _ request: ContentTransferRequest,
+        _ ended: @escaping @Sendable (any ContentTransfer, String?) -> Void
+    ) -> any ContentTransfer

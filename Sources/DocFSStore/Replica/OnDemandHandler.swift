@@ -39,8 +39,10 @@ package struct OnDemandFile: Sendable, Equatable {
     /// Changes to it wait in the outbox (known in an eviction pass only).
     package var waiting = false
 
-    package init(row: Int64, parent: Int64?, kind: ItemKind, isDownloaded: Bool, size: Int64, contentVersion: UInt64,
-                 remoteKey: String?, allowsEvicting: Bool, waiting: Bool = false) {
+    package init(
+        row: Int64, parent: Int64?, kind: ItemKind, isDownloaded: Bool, size: Int64, contentVersion: UInt64,
+        remoteKey: String?, allowsEvicting: Bool, waiting: Bool = false
+    ) {
         self.row = row
         self.parent = parent
         self.kind = kind

@@ -27,8 +27,10 @@ package struct RemoteLink: Codable, Sendable, Equatable {
     /// own streaming replication). Writes always go to `postgres`.
     package var read: String?
 
-    package init(postgres: String, bucket: String, prefix: String, endpoint: String?, region: String, credentialsFile: String?,
-                 s3CA: String? = nil) {
+    package init(
+        postgres: String, bucket: String, prefix: String, endpoint: String?, region: String, credentialsFile: String?,
+        s3CA: String? = nil
+    ) {
         self.s3CA = s3CA
         self.postgres = postgres
         self.bucket = bucket

@@ -37,7 +37,6 @@ final class ReplicaState: Sendable {
     /// The server's schema version at the engine's last connection (0: not known yet).
     let serverSchema = Atomic<Int>(0)
 
-
     func setError(_ message: String?, row: Int64) {
         rowErrors.withLock { $0[row] = message }
     }

@@ -25,10 +25,12 @@ package struct ReplicaNode: Sendable {
     package var attributes: ReplicatedAttributes
     package var favoriteRank: Int64?
 
-    package init(row: Int64, parent: Int64?, name: String, kind: ItemKind, linkOf: Int64? = nil, linkCount: Int = 1,
-                 isEmpty: Bool = true, contentVersion: UInt64 = 0, isDownloaded: Bool = true, trashedFrom: Int64? = nil,
-                 attributes: ReplicatedAttributes = ReplicatedAttributes(creationTime: FileTime(seconds: 0), modificationTime: FileTime(seconds: 0)),
-                 favoriteRank: Int64? = nil) {
+    package init(
+        row: Int64, parent: Int64?, name: String, kind: ItemKind, linkOf: Int64? = nil, linkCount: Int = 1,
+        isEmpty: Bool = true, contentVersion: UInt64 = 0, isDownloaded: Bool = true, trashedFrom: Int64? = nil,
+        attributes: ReplicatedAttributes = ReplicatedAttributes(creationTime: FileTime(seconds: 0), modificationTime: FileTime(seconds: 0)),
+        favoriteRank: Int64? = nil
+    ) {
         self.row = row
         self.parent = parent
         self.name = name
@@ -133,8 +135,10 @@ package final class ReplicaTreeEdit {
 
     /// The server's state of an item (new here, or changed), at `place`; `contents`: its new
     /// contents (nil: unchanged).
-    package func put(_ item: ServerItem, as kind: ItemKind, at place: ReplicaPlace,
-                     contents: ReplicaNewContents?) throws(ProviderError) {
+    package func put(
+        _ item: ServerItem, as kind: ItemKind, at place: ReplicaPlace,
+        contents: ReplicaNewContents?
+    ) throws(ProviderError) {
         try store.putIncoming(item, as: kind, at: place, contents: contents, database: database, changes: &changes)
     }
 
@@ -156,9 +160,12 @@ package final class ReplicaTreeEdit {
     /// This replica's version of `row` becomes the item `copyRow` (on the server already) at
     /// `place`, sharing its contents; the item waits for the server's version, its later content
     /// changes go to the copy (`StoreReplica.forkConflictedCopy`). `asked`: the server's name for it.
-    package func forkConflictedCopy(of row: Int64, as copyRow: Int64, at place: ReplicaPlace, asked: String, sending seq: Int64,
-                                    contentKey: String?) throws(ProviderError) {
-        try store.forkConflictedCopy(of: row, as: copyRow, at: place, asked: asked, sending: seq, contentKey: contentKey,
-                                     database: database, changes: &changes)
+    package func forkConflictedCopy(
+        of row: Int64, as copyRow: Int64, at place: ReplicaPlace, asked: String, sending seq: Int64,
+        contentKey: String?
+    ) throws(ProviderError) {
+        try store.forkConflictedCopy(
+            of: row, as: copyRow, at: place, asked: asked, sending: seq, contentKey: contentKey,
+            database: database, changes: &changes)
     }
 }

@@ -34,10 +34,11 @@ extension StoreReplica {
                 size = Int64(target.utf8.count)
             }
             let attributes = NewItemAttributes(ownerID: server.ownerID, groupID: server.groupID, posixPermissions: server.posixPermissions)
-            var record = newRecord(row: server.row, parent: parent, name: server.name, kind: kind, size: size,
-                                   now: server.creationTime,
-                                   modified: server.modificationTime,
-                                   attributes: attributes, mode: server.posixPermissions, target: server.symlinkTargetPath)
+            var record = newRecord(
+                row: server.row, parent: parent, name: server.name, kind: kind, size: size,
+                now: server.creationTime,
+                modified: server.modificationTime,
+                attributes: attributes, mode: server.posixPermissions, target: server.symlinkTargetPath)
             record.item.changeTime = FileTime.now()
             // A folder the layout declares keeps its rules here too (its capabilities, and those of what is made in it).
             let folderPath = try read { (tree) throws(ProviderError) -> String in tree.path(of: parent.row) } + "/" + server.name

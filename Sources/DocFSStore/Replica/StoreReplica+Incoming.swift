@@ -53,8 +53,10 @@ extension StoreReplica {
 
     /// The server's state of an item at the place the replica decided (DocFSReplica's
     /// `IncomingApply`): created, moved, renamed, re-owned, or given new contents here.
-    func putIncoming(_ item: ServerItem, as kind: ItemKind, at place: ReplicaPlace, contents: ReplicaNewContents?,
-                     database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
+    func putIncoming(
+        _ item: ServerItem, as kind: ItemKind, at place: ReplicaPlace, contents: ReplicaNewContents?,
+        database: DatabaseQueue, changes: inout [ProviderChange]
+    ) throws(ProviderError) {
         let parentRow = place.parentRow
         let (local, parent) = try read { (tree) throws(ProviderError) -> (Record?, Record) in
             guard let parent = tree.records[parentRow], parent.item.isFolder else {
@@ -63,10 +65,13 @@ extension StoreReplica {
             return (tree.records[item.row], parent)
         }
         let now = FileTime.now()
-        var record = local ?? newRecord(row: item.row, parent: parent, name: place.name, kind: kind, size: 0,
-                                        now: item.creationTime,
-                                        modified: item.modificationTime,
-                                        attributes: nil, mode: item.posixPermissions, target: item.symlinkTargetPath)
+        var record =
+            local
+            ?? newRecord(
+                row: item.row, parent: parent, name: place.name, kind: kind, size: 0,
+                now: item.creationTime,
+                modified: item.modificationTime,
+                attributes: nil, mode: item.posixPermissions, target: item.symlinkTargetPath)
         let before = local
         record.parent = parentRow
         record.item.parentIdentifier = parent.item.identifier
@@ -118,7 +123,8 @@ extension StoreReplica {
         // that has them open keeps them).
         if contentsChanged && !record.item.isDownloaded { _ = sysUnlink(self.contents.path(item.row)) }
         if let before, let oldParent = before.parent,
-           oldParent != parentRow || !before.item.filename.utf8.elementsEqual(place.name.utf8) {
+            oldParent != parentRow || !before.item.filename.utf8.elementsEqual(place.name.utf8)
+        {
             changes.append(.nameChanged(parent: Self.identifier(forRow: oldParent), name: before.item.filename))
         }
         changes.append(.nameChanged(parent: Self.identifier(forRow: parentRow), name: place.name))
@@ -131,7 +137,9 @@ extension StoreReplica {
         let names = record.linkOf == nil && record.item.linkCount > 1 ? try nameRows(of: row, database) : []
         try commit(database, saving: [], deleting: names + [row], replicated: false, "delete \(record.item.filename) (deleted on another replica)")
         if record.item.kind == .file { contents.reaper.remove(contents.path(row)) { "the contents of item \(row), deleted on another replica" } }
-        self.tree.update { tree in for name in names { tree.remove(name) }; tree.remove(row) }
+        self.tree.update { tree in
+            for name in names { tree.remove(name) }; tree.remove(row)
+        }
         if let parent = record.parent {
             changes.append(.nameChanged(parent: Self.identifier(forRow: parent), name: record.item.filename))
         }
@@ -140,8 +148,10 @@ extension StoreReplica {
 
     /// An item takes another name in its folder (`aside`); `waitingCreate`: its create (or link)
     /// waiting in the outbox takes the name too.
-    func renameAside(_ occupant: Record, in parentRow: Int64, to aside: String, waitingCreate: Bool, database: DatabaseQueue,
-                     changes: inout [ProviderChange]) throws(ProviderError) {
+    func renameAside(
+        _ occupant: Record, in parentRow: Int64, to aside: String, waitingCreate: Bool, database: DatabaseQueue,
+        changes: inout [ProviderChange]
+    ) throws(ProviderError) {
         var moved = occupant
         moved.item.filename = aside
         moved.item.noteMetadataChange(at: FileTime.now())
@@ -179,8 +189,10 @@ extension StoreReplica {
     /// `contentKey`: the server's object holding the copy's contents (what `seq` sent), kept as
     /// the copy's, so that it is evictable and a damaged block of it is sent again from here.
     /// `asked`: the name the server gave the copy (logged when the copy has another here).
-    func forkConflictedCopy(of row: Int64, as copyRow: Int64, at place: ReplicaPlace, asked name: String, sending seq: Int64,
-                            contentKey: String?, database: DatabaseQueue, changes: inout [ProviderChange]) throws(ProviderError) {
+    func forkConflictedCopy(
+        of row: Int64, as copyRow: Int64, at place: ReplicaPlace, asked name: String, sending seq: Int64,
+        contentKey: String?, database: DatabaseQueue, changes: inout [ProviderChange]
+    ) throws(ProviderError) {
         let (original, parent) = try read { (tree) throws(ProviderError) -> (Record, Record) in
             guard let original = tree.records[row] else { throw ProviderError(.noSuchItem, "no item \(row) to copy") }
             guard let parent = tree.records[place.parentRow], parent.item.isFolder else {
@@ -190,13 +202,16 @@ extension StoreReplica {
         }
         let place = place.name
         if place != name {
-            logger.warning("conflicted copy of \(original.item.filename): \"\(name)\" is taken here by an item the server has; the copy is \"\(place)\" here")
+            logger.warning(
+                "conflicted copy of \(original.item.filename): \"\(name)\" is taken here by an item the server has; the copy is \"\(place)\" here")
         }
-        var copy = newRecord(row: copyRow, parent: parent, name: place, kind: .file, size: original.item.documentSize,
-                             now: original.item.creationTime, modified: original.item.modificationTime,
-                             attributes: NewItemAttributes(ownerID: original.item.ownerID, groupID: original.item.groupID,
-                                                           posixPermissions: original.item.posixPermissions),
-                             mode: original.item.posixPermissions)
+        var copy = newRecord(
+            row: copyRow, parent: parent, name: place, kind: .file, size: original.item.documentSize,
+            now: original.item.creationTime, modified: original.item.modificationTime,
+            attributes: NewItemAttributes(
+                ownerID: original.item.ownerID, groupID: original.item.groupID,
+                posixPermissions: original.item.posixPermissions),
+            mode: original.item.posixPermissions)
         copy.item.changeTime = FileTime.now()
         copy.remoteKey = contentKey
         if !sysLink(contents.path(row), contents.path(copyRow)) && errno != EEXIST {
@@ -206,7 +221,7 @@ extension StoreReplica {
         stale.item.itemVersion.contentVersion = 0
         try commit(database, saving: [copy, stale], replicated: false, "conflicted copy of \(original.item.filename)")
         self.tree.update { tree in
-            tree.move(copyRow, to: copy)  // the copy may be here already (its create applied as another replica's)
+            tree.move(copyRow, to: copy) // the copy may be here already (its create applied as another replica's)
             tree.move(row, to: stale)
         }
         let later = try laterContents(of: row, than: seq, database)
@@ -216,7 +231,7 @@ extension StoreReplica {
             // they would stay on this replica alone). Journaled before the entries go.
             var newer = copy
             newer.item.itemVersion.contentVersion += 1
-            newer.remoteKey = nil  // those bytes are not on the server yet
+            newer.remoteKey = nil // those bytes are not on the server yet
             try commit(database, saving: [newer], "the newer contents of the conflicted copy of \(original.item.filename)")
             self.tree.update { $0.move(copyRow, to: newer) }
         }
@@ -225,7 +240,7 @@ extension StoreReplica {
             try database.inDatabase { db in
                 try db.execute(sql: "DELETE FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?", arguments: [row, seq])
             }
-            outbox.didComplete(count: later.count, bytes: later.bytes)  // counted above, under the same writer lock
+            outbox.didComplete(count: later.count, bytes: later.bytes) // counted above, under the same writer lock
         } catch {
             throw ProviderError(.ioError, "drop the waiting contents of \(original.item.filename): \(error)")
         }
@@ -238,8 +253,9 @@ extension StoreReplica {
     func laterContents(of row: Int64, than seq: Int64, _ database: DatabaseQueue) throws(ProviderError) -> (count: Int, bytes: Int64) {
         do {
             return try database.inDatabase { db -> (Int, Int64) in
-                let found = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(sum(bytes), 0) FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?",
-                                             arguments: [row, seq])
+                let found = try Row.fetchOne(
+                    db, sql: "SELECT count(*), coalesce(sum(bytes), 0) FROM outbox WHERE row = ? AND kind = 'content' AND seq != ?",
+                    arguments: [row, seq])
                 return (found?[0] ?? 0, found?[1] ?? 0)
             }
         } catch {
@@ -256,8 +272,9 @@ extension StoreReplica {
             do {
                 return try database.inDatabase { db in
                     var out: [Int64: (kind: ItemKind, creationTime: FileTime)] = [:]
-                    let rows = try Row.fetchCursor(db, sql: "SELECT id, kind, created FROM item WHERE id > ? AND id < ?",
-                                                   arguments: [Self.trashRow, Self.temporaryRowBase])
+                    let rows = try Row.fetchCursor(
+                        db, sql: "SELECT id, kind, created FROM item WHERE id > ? AND id < ?",
+                        arguments: [Self.trashRow, Self.temporaryRowBase])
                     while let row = try rows.next() {
                         out[row[0]] = (ItemKind(rawValue: UInt8(clamping: row[1] as Int)) ?? .file, FileTime(totalNanoseconds: row[2]))
                     }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import DocFSProvider
@@ -36,10 +36,11 @@ extension StoreReplica {
     }
 
     static func onDemandFile(_ record: Record, waiting: Bool = false) -> OnDemandFile {
-        OnDemandFile(row: record.row, parent: record.parent, kind: record.item.kind,
-                     isDownloaded: record.item.isDownloaded,
-                     size: record.item.documentSize, contentVersion: record.item.itemVersion.contentVersion,
-                     remoteKey: record.remoteKey, allowsEvicting: record.item.capabilities.contains(.allowsEvicting), waiting: waiting)
+        OnDemandFile(
+            row: record.row, parent: record.parent, kind: record.item.kind,
+            isDownloaded: record.item.isDownloaded,
+            size: record.item.documentSize, contentVersion: record.item.itemVersion.contentVersion,
+            remoteKey: record.remoteKey, allowsEvicting: record.item.capabilities.contains(.allowsEvicting), waiting: waiting)
     }
 
     /// A new empty file in staging/ for the download of `row`'s contents.
@@ -61,8 +62,9 @@ extension StoreReplica {
     package func placeDownloadedContents(row: Int64, from path: String, contentVersion: UInt64, key: String) throws(ProviderError) -> Bool {
         try write { (database) throws(ProviderError) -> Bool in
             guard var record = self.tree.record(row), record.item.kind == .file, !record.item.isDownloaded,
-                  record.item.itemVersion.contentVersion == contentVersion, record.remoteKey == key else {
-                return false  // changed meanwhile: this version is no one's now
+                record.item.itemVersion.contentVersion == contentVersion, record.remoteKey == key
+            else {
+                return false // changed meanwhile: this version is no one's now
             }
             try sysRename(path, contents.path(row), "move the downloaded contents of \(record.item.filename) into the store")
             record.item.isDownloaded = true
@@ -94,7 +96,8 @@ extension StoreReplica {
             var saving: [Record] = []
             for (row, key, version) in keyed {
                 guard var record = self.tree.record(row), record.item.kind == .file,
-                      record.item.itemVersion.contentVersion == version, record.remoteKey != key else { continue }
+                    record.item.itemVersion.contentVersion == version, record.remoteKey != key
+                else { continue }
                 record.remoteKey = key
                 saving.append(record)
             }
@@ -121,10 +124,12 @@ package struct OnDemandPass {
             return try database.inDatabase { db in
                 let local = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM item WHERE kind = 0 AND absent = 0") ?? 0
                 guard local + reserving > limit else { return (local, []) }
-                let rows = try Int64.fetchAll(db, sql: """
-                    SELECT id FROM item WHERE kind = 0 AND absent = 0 AND size > 0 AND remoteKey IS NOT NULL
-                    AND id NOT IN (SELECT row FROM outbox)
-                    """)
+                let rows = try Int64.fetchAll(
+                    db,
+                    sql: """
+                        SELECT id FROM item WHERE kind = 0 AND absent = 0 AND size > 0 AND remoteKey IS NOT NULL
+                        AND id NOT IN (SELECT row FROM outbox)
+                        """)
                 return (local, rows)
             }
         } catch {
@@ -137,10 +142,12 @@ package struct OnDemandPass {
         try store.flushJournal(database)
         do {
             return try database.inDatabase { db in
-                try Int64.fetchAll(db, sql: """
-                    WITH RECURSIVE below(id) AS (SELECT ? UNION ALL SELECT item.id FROM item JOIN below ON item.parent = below.id AND item.kind = 1)
-                    SELECT item.id FROM item JOIN below ON item.parent = below.id WHERE item.kind = 0 AND item.absent = ?
-                    """, arguments: [folder, downloaded ? 0 : 1])
+                try Int64.fetchAll(
+                    db,
+                    sql: """
+                        WITH RECURSIVE below(id) AS (SELECT ? UNION ALL SELECT item.id FROM item JOIN below ON item.parent = below.id AND item.kind = 1)
+                        SELECT item.id FROM item JOIN below ON item.parent = below.id WHERE item.kind = 0 AND item.absent = ?
+                        """, arguments: [folder, downloaded ? 0 : 1])
             }
         } catch {
             throw ProviderError(.ioError, "list the files below \(store.path(ofRow: folder)): \(error)")
@@ -149,8 +156,11 @@ package struct OnDemandPass {
 
     /// Evicts these files in order, but those `blocker` keeps (it says why), until `enough`
     /// bytes went: one journal entry for them all, the files unlinked once it is in.
-    package func evict(_ rows: [Int64], stopAt enough: Int64? = nil, blocker: (OnDemandFile) -> String?)
-        throws(ProviderError) -> (evicted: [Int64], bytes: Int64, kept: [(row: Int64, reason: String)]) {
+    package func evict(
+        _ rows: [Int64], stopAt enough: Int64? = nil, blocker: (OnDemandFile) -> String?
+    )
+        throws(ProviderError) -> (evicted: [Int64], bytes: Int64, kept: [(row: Int64, reason: String)])
+    {
         let pending = try store.pendingRows(database)
         var bytes: Int64 = 0
         var kept: [(row: Int64, reason: String)] = []

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import DocFSProvider
@@ -46,7 +46,8 @@ extension StoreReplica {
             var renumbers: [(old: Int64, new: Int64)] = []
             for completion in completions {
                 guard let permanent = completion.permanentRow, completion.entry.row >= Self.temporaryRowBase,
-                      permanent != completion.entry.row, permanent < Self.temporaryRowBase else { continue }
+                    permanent != completion.entry.row, permanent < Self.temporaryRowBase
+                else { continue }
                 renumbers.append((completion.entry.row, permanent))
             }
             // In memory before SQLite changes: `TreeState.renumber` moves what memory holds.
@@ -58,8 +59,9 @@ extension StoreReplica {
                 if err != ENOENT && err != EEXIST { throw ProviderError.posix(err, "link the contents of item \(old) as \(new)") }
             }
             do {
-                try outbox.complete(database, completions, renumbering: renumbers,
-                                            noteRefetch: refetch.isEmpty ? nil : { db in try Self.noteRefetch(refetch, db) })
+                try outbox.complete(
+                    database, completions, renumbering: renumbers,
+                    noteRefetch: refetch.isEmpty ? nil : { db in try Self.noteRefetch(refetch, db) })
             } catch {
                 for (_, new) in renumbers { _ = sysUnlink(contents.path(new)) }
                 if let error = error as? DatabaseError { throw StoreWriter.providerError(error, "complete \(completions.count) outbox entries") }
@@ -144,19 +146,21 @@ extension StoreReplica {
     /// made after an item was set aside tries it again).
     package func outboxWaiting(rows: Set<Int64>) -> [Int64: (count: Int, latest: Int64)] {
         guard !rows.isEmpty else { return [:] }
-        return (try? write { (database) throws(ProviderError) -> [Int64: (count: Int, latest: Int64)] in
-            try flushJournal(database)
-            return try outbox.waiting(database, rows: rows)
-        }) ?? [:]
+        return
+            (try? write { (database) throws(ProviderError) -> [Int64: (count: Int, latest: Int64)] in
+                try flushJournal(database)
+                return try outbox.waiting(database, rows: rows)
+            }) ?? [:]
     }
 
     /// Which of these operation ids are outbox entries still waiting.
     package func outboxEntryIDs(among ids: [UUID]) -> Set<UUID> {
         guard !ids.isEmpty else { return [] }
-        let found = (try? write { (database) throws(ProviderError) -> [String] in
-            try flushJournal(database)
-            return try outbox.entryIDs(database, among: ids)
-        }) ?? []
+        let found =
+            (try? write { (database) throws(ProviderError) -> [String] in
+                try flushJournal(database)
+                return try outbox.entryIDs(database, among: ids)
+            }) ?? []
         return Set(found.compactMap { UUID(uuidString: $0) })
     }
 }

@@ -41,9 +41,11 @@ extension StoreReplica {
         let version = knownServerSchema()
         if version >= ServerSchemaVersions.names { return nil }
         if version == 0 {
-            return "this replica has not reached its server since it was made, so it cannot tell whether the server keeps hard links (schema \(ServerSchemaVersions.names)); try again once it has synced"
+            return
+                "this replica has not reached its server since it was made, so it cannot tell whether the server keeps hard links (schema \(ServerSchemaVersions.names)); try again once it has synced"
         }
-        return "the server's docfs schema is version \(version), which keeps one name per file: its owner runs `docfs remote setup` to upgrade it (hard links need version \(ServerSchemaVersions.names))"
+        return
+            "the server's docfs schema is version \(version), which keeps one name per file: its owner runs `docfs remote setup` to upgrade it (hard links need version \(ServerSchemaVersions.names))"
     }
 
     /// The server refused a further name made here (its file or folder gone there, a name it
@@ -102,8 +104,10 @@ extension StoreReplica {
     /// here as a name row of the same local item, at the place the replica decided
     /// (DocFSReplica's `IncomingApply`). A trashed name (schema 13) sits at the top of the trash,
     /// remembering where it came from, as locally.
-    func putIncomingName(_ row: Int64, of itemRow: Int64, at place: ReplicaPlace, database: DatabaseQueue,
-                         changes: inout [ProviderChange]) throws(ProviderError) {
+    func putIncomingName(
+        _ row: Int64, of itemRow: Int64, at place: ReplicaPlace, database: DatabaseQueue,
+        changes: inout [ProviderChange]
+    ) throws(ProviderError) {
         let (local, parent, found) = try read { (tree) throws(ProviderError) -> (Record?, Record, Record) in
             guard let parent = tree.records[place.parentRow], parent.item.isFolder, let target = tree.records[itemRow] else {
                 throw ProviderError(.noSuchItem, "no folder \(place.parentRow) or item \(itemRow) for the name \(place.name)")
@@ -157,7 +161,8 @@ extension StoreReplica {
             changed.item.noteMetadataChange(at: FileTime.now())
             saving.append(changed)
         }
-        try commit(database, saving: saving, deleting: [row], replicated: false, "remove the name \(named.item.filename) (removed on another replica)")
+        try commit(
+            database, saving: saving, deleting: [row], replicated: false, "remove the name \(named.item.filename) (removed on another replica)")
         self.tree.update { tree in
             tree.remove(row)
             for record in saving { tree.move(record.row, to: record) }

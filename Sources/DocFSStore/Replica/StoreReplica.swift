@@ -60,15 +60,20 @@ package final class StoreReplica: @unchecked Sendable {
 
     func flushJournal(_ database: DatabaseQueue) throws(ProviderError) { try owner.flushJournal(database) }
 
-    func commit(_ database: DatabaseQueue, saving records: [Record], deleting deletions: [Int64] = [],
-                replicated: Bool = true, _ what: @autoclosure () -> String) throws(ProviderError) {
+    func commit(
+        _ database: DatabaseQueue, saving records: [Record], deleting deletions: [Int64] = [],
+        replicated: Bool = true, _ what: @autoclosure () -> String
+    ) throws(ProviderError) {
         try owner.commit(database, saving: records, deleting: deletions, replicated: replicated, what())
     }
 
-    func newRecord(row: Int64, parent: Record, name: String, kind: ItemKind, size: Int64 = 0, now: FileTime, modified: FileTime? = nil,
-                   attributes: NewItemAttributes?, mode: UInt16? = nil, target: String? = nil) -> Record {
-        owner.newRecord(row: row, parent: parent, name: name, kind: kind, size: size, now: now, modified: modified,
-                        attributes: attributes, mode: mode, target: target)
+    func newRecord(
+        row: Int64, parent: Record, name: String, kind: ItemKind, size: Int64 = 0, now: FileTime, modified: FileTime? = nil,
+        attributes: NewItemAttributes?, mode: UInt16? = nil, target: String? = nil
+    ) -> Record {
+        owner.newRecord(
+            row: row, parent: parent, name: name, kind: kind, size: size, now: now, modified: modified,
+            attributes: attributes, mode: mode, target: target)
     }
 
     func retyped(_ record: Record, as item: Item, name: String, policy: Capabilities?) -> Item {

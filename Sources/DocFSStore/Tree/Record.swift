@@ -21,8 +21,10 @@ struct Record: Sendable {
     /// Set while loading when the record was mended and must be written back.
     var needsSave = false
 
-    init(row: Int64, parent: Int64?, item: Item, contentsPolicy: Capabilities? = nil,
-         trashedFrom: Int64? = nil, trashedName: String? = nil) {
+    init(
+        row: Int64, parent: Int64?, item: Item, contentsPolicy: Capabilities? = nil,
+        trashedFrom: Int64? = nil, trashedName: String? = nil
+    ) {
         self.row = row
         self.parent = parent
         self.item = item

@@ -16,7 +16,7 @@ final class TreeReader: @unchecked Sendable {
 
     init(path: String) throws {
         var config = Configuration()
-        config.readonly = false  // a WAL reader needs the shared-memory index, which it may have to create
+        config.readonly = false // a WAL reader needs the shared-memory index, which it may have to create
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA query_only = 1")
             // SQLite's default page cache (2 MiB) holds the interior pages of the indexes of a
@@ -42,7 +42,9 @@ final class TreeReader: @unchecked Sendable {
     /// One item by row, counts filled for a folder.
     func record(_ row: Int64) -> Record? {
         run { db in
-            guard let found = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Schema.columns) FROM item WHERE id = ?"), arguments: [row]) else { return nil }
+            guard let found = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Schema.columns) FROM item WHERE id = ?"), arguments: [row]) else {
+                return nil
+            }
             return try Self.counted(Schema.record(from: found), db)
         }
     }
@@ -50,7 +52,10 @@ final class TreeReader: @unchecked Sendable {
     /// The item named `name` (byte for byte) in folder `parent`.
     func child(named name: String, in parent: Int64) -> Record? {
         run { db in
-            guard let found = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Schema.columns) FROM item WHERE parent = ? AND name = ?"), arguments: [parent, name]) else { return nil }
+            guard
+                let found = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT \(Schema.columns) FROM item WHERE parent = ? AND name = ?"), arguments: [parent, name])
+            else { return nil }
             return try Self.counted(Schema.record(from: found), db)
         }
     }
@@ -102,9 +107,11 @@ final class TreeReader: @unchecked Sendable {
     private static func counted(_ record: Record, _ db: Database) throws -> Record {
         guard record.item.isFolder else { return record }
         var record = record
-        let counts = try Row.fetchOne(db.cachedStatement(sql: """
-            SELECT (SELECT COUNT(*) FROM item WHERE parent = ?1), (SELECT COUNT(*) FROM item WHERE parent = ?1 AND kind = 1)
-            """), arguments: [record.row])
+        let counts = try Row.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    SELECT (SELECT COUNT(*) FROM item WHERE parent = ?1), (SELECT COUNT(*) FROM item WHERE parent = ?1 AND kind = 1)
+                    """), arguments: [record.row])
         let total: Int = counts?[0] ?? 0
         let folders: Int = counts?[1] ?? 0
         record.item.childItemCount = total
