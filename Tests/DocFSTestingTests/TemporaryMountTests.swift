@@ -15,15 +15,14 @@ final class GreetingProvider: Provider, @unchecked Sendable {
     func item(for id: ItemIdentifier) throws(ProviderError) -> Item {
         if id == .rootContainer {
             return Item(
-                identifier: id, parentIdentifier: id, filename: "/", kind: .folder, contentType: .folder,
-                childItemCount: greetings.count, creationDate: .now, contentModificationDate: .now,
-                capabilities: [.allowsReading, .allowsContentEnumerating])
+                identifier: id, parentIdentifier: id, filename: "/", kind: .folder, contentType: .folder, childItemCount: greetings.count,
+                creationDate: .now, contentModificationDate: .now, capabilities: [.allowsReading, .allowsContentEnumerating])
         }
         guard let text = greetings[id.rawValue] else { throw ProviderError(.noSuchItem) }
         return Item(
-            identifier: id, parentIdentifier: .rootContainer, filename: id.rawValue, kind: .file,
-            contentType: .plainText, documentSize: Int64(text.utf8.count), creationDate: .now,
-            contentModificationDate: .now, capabilities: [.allowsReading], posixPermissions: 0o444)
+            identifier: id, parentIdentifier: .rootContainer, filename: id.rawValue, kind: .file, contentType: .plainText,
+            documentSize: Int64(text.utf8.count), creationDate: .now, contentModificationDate: .now, capabilities: [.allowsReading],
+            posixPermissions: 0o444)
     }
     func enumerateItems(in container: ItemIdentifier) throws(ProviderError) -> [Item] {
         container == .rootContainer ? try greetings.keys.sorted().map { (name) throws(ProviderError) in try item(for: ItemIdentifier(name)) } : []
@@ -31,8 +30,7 @@ final class GreetingProvider: Provider, @unchecked Sendable {
     func openContents(of id: ItemIdentifier) throws(ProviderError) -> Int32 {
         guard let text = greetings[id.rawValue] else { throw ProviderError(.noSuchItem) }
         var path = Array("/tmp/greeting-XXXXXX".utf8CString)
-        let fd = mkstemp(&path) // a private file, unlinked at once, holds the bytes
-        guard fd >= 0 else { throw .posix(errno, "mkstemp") }
+        guard case let fd = mkstemp(&path), fd >= 0 else { throw .posix(errno, "mkstemp") } // a private file, unlinked at once
         unlink(path)
         _ = text.withCString { write(fd, $0, strlen($0)) }
         return fd
