@@ -236,17 +236,14 @@ extension Bridge {
     /// Runs a provider action on the executor (never on a FUSE thread): `body` answers on
     /// success; a failure answers with its errno and one log line naming `op`, the path and the
     /// rule.
-    func perform(_ op: String, _ d: DeferredReply, _ body: @escaping @Sendable () async throws(RequestError) -> Void) {
-        executor.run { [self] in
+    /// `mayBlock`: an action that may block for long (an fsync, a commit at close; `runMayBlock`).
+    func perform(
+        _ op: String, _ d: DeferredReply, mayBlock: Bool = false, _ body: @escaping @Sendable () async throws(RequestError) -> Void
+    ) {
+        let action: @Sendable () async -> Void = { [self] in
             do throws(RequestError) { try await body() } catch { d.error(report(op, error)) }
         }
-    }
-
-    /// `perform` for an action that may block for long (an fsync, a commit at close).
-    func performMayBlock(_ op: String, _ d: DeferredReply, _ body: @escaping @Sendable () async throws(RequestError) -> Void) {
-        runMayBlock { [self] in
-            do throws(RequestError) { try await body() } catch { d.error(report(op, error)) }
-        }
+        if mayBlock { runMayBlock(action) } else { executor.run(action) }
     }
 
     /// `executor.run` for an action that may block for long: a ring queue's thread serves every

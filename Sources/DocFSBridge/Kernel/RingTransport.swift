@@ -187,17 +187,15 @@ final class RingTransport: @unchecked Sendable {
     }
 
     /// The calling thread is one of the queues' (which serve their CPU's requests inline).
-    var servesThisThread: Bool {
-        let all = lock.withLock { _ in queues }
-        return all.contains { $0.isCurrentThread }
+    var servesThisThread: Bool { queueOfThisThread() != nil }
+
+    /// The queue whose thread is the calling one, if any.
+    private func queueOfThisThread() -> RingQueue? {
+        lock.withLock { _ in queues }.first { $0.isCurrentThread }
     }
 
     private func flushCommitsOfThisThread() {
-        let all = lock.withLock { _ in queues }
-        for q in all where q.isCurrentThread {
-            q.flushCommits()
-            return
-        }
+        queueOfThisThread()?.flushCommits()
     }
 
     // MARK: Queue events

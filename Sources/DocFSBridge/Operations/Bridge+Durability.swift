@@ -7,7 +7,7 @@ import DocFSProvider
 extension Bridge {
     func fsyncdir(_ reply: consuming Reply, _ ino: UInt64) {
         let d = reply.deferred()
-        performMayBlock("fsyncdir", d) { [self] () async throws(RequestError) in
+        perform("fsyncdir", d, mayBlock: true) { [self] () async throws(RequestError) in
             try await attempt(.ino(ino)) { () async throws(ProviderError) in try await provider.synchronize() }
             d.ok()
         }

@@ -360,7 +360,7 @@ extension Bridge {
         guard file.writable || copyingIn else { reply.ok(); return }
         let d = reply.deferred()
         guard copyingIn else {
-            performMayBlock("flush", d) { [self] () async throws(RequestError) in
+            perform("flush", d, mayBlock: true) { [self] () async throws(RequestError) in
                 try await commit(file.node, durable: false)
                 d.ok()
             }
@@ -381,7 +381,7 @@ extension Bridge {
 
     func fsync(_ reply: consuming Reply, _ file: OpenFile) {
         let d = reply.deferred()
-        performMayBlock("fsync", d) { [self] () async throws(RequestError) in
+        perform("fsync", d, mayBlock: true) { [self] () async throws(RequestError) in
             try await commit(file.node, durable: true)
             try await attempt(.ino(file.node.ino)) { () async throws(ProviderError) in try await provider.synchronize() }
             d.ok()
