@@ -100,7 +100,7 @@ package final class Bridge: @unchecked Sendable {
     /// when every caller that can reach the mount may search it, since the kernel then walks
     /// cached names without asking: uncached, each walk through it is a lookup the bridge checks.
     @inline(__always)
-    func cachesNames(below folder: Ownership) -> Bool {
+    func cachesNames(below folder: some PermissionSubject) -> Bool {
         if options.kernelChecksPermissions { return true }
         if options.otherUsers { return folder.searchableByAll }
         return PermissionCheck.allows(PermissionCheck.execute, on: folder, for: mounter)
@@ -164,8 +164,8 @@ package final class Bridge: @unchecked Sendable {
         let session = node.sessionLock.withLock { _ in node.session }
         guard let session else { return nil }
         let copyIn = inodes.copyIn(of: node)
-        let owner = copyIn?.ownership ?? Ownership(ownerID: getuid(), groupID: getgid(), posixPermissions: 0o644, isDirectory: false)
-        return attributes.stat(ofStaged: session.status(), ino: node.ino, owner: owner, accessTime: copyIn?.attributes.accessTime)
+        let held = copyIn?.attributes ?? NewItemAttributes(ownerID: getuid(), groupID: getgid(), posixPermissions: 0o644)
+        return attributes.stat(ofStaged: session.status(), ino: node.ino, attributes: held)
     }
 
     // MARK: Logging

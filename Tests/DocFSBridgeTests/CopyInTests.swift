@@ -9,9 +9,9 @@ final class CopyInTests: XCTestCase {
         let now = FileTime(seconds: 1_700_000_000, nanoseconds: 5)
         let c = CopyIn(parent: 7, name: "a.txt", attributes: Self.attributes, now: now)
         XCTAssertEqual(c.placement, CopyIn.Placement(parent: 7, name: "a.txt"))
-        XCTAssertEqual(c.ownership.ownerID, 1000)
-        XCTAssertEqual(c.ownership.groupID, 100)
-        XCTAssertEqual(c.ownership.posixPermissions, 0o644)
+        XCTAssertEqual(c.ownerID, 1000)
+        XCTAssertEqual(c.groupID, 100)
+        XCTAssertEqual(c.permissionBits, 0o644)
         let written = FileTime(seconds: 1_700_000_100, nanoseconds: 9)
         let landed = c.importAttributes(stagedModificationTime: written)
         XCTAssertEqual(landed.accessTime, now, "the access time starts at create")
@@ -34,8 +34,8 @@ final class CopyInTests: XCTestCase {
         // The modification time set by utimensat went to the staged file, which the import reads.
         XCTAssertEqual(landed.modificationTime, FileTime(seconds: 99, nanoseconds: 0))
         c.apply(AttributeChanges(groupID: 5))
-        XCTAssertEqual(c.ownership.ownerID, 0, "a change leaves the fields it does not name")
-        XCTAssertEqual(c.ownership.groupID, 5)
+        XCTAssertEqual(c.ownerID, 0, "a change leaves the fields it does not name")
+        XCTAssertEqual(c.groupID, 5)
     }
 
     func testExtendedAttributesFollowSetxattrFlagsAndLimits() throws {
@@ -75,7 +75,7 @@ final class CopyInTests: XCTestCase {
         XCTAssertTrue(t.pendingChild(parent: 9, name: "b") === n)
         XCTAssertEqual(t.copyIn(of: n)?.placement, CopyIn.Placement(parent: 9, name: "b"))
         _ = try? t.updateCopyIn(n) { $0.apply(AttributeChanges(posixPermissions: 0o600)) }
-        XCTAssertEqual(t.copyIn(of: n)?.ownership.posixPermissions, 0o600)
+        XCTAssertEqual(t.copyIn(of: n)?.permissionBits, 0o600)
         XCTAssertEqual(t.copyIn(of: n)?.placement?.name, "b", "an attribute change keeps the placement")
     }
 }

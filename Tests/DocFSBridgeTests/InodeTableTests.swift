@@ -64,7 +64,7 @@ final class InodeTableTests: XCTestCase {
         t.dropPending(n)
         XCTAssertNil(t.pendingChild(parent: 5, name: "x"))
         // Still open somewhere: its owner and mode stay, but a close imports nothing.
-        XCTAssertEqual(t.copyIn(of: n)?.ownership.ownerID, 1000)
+        XCTAssertEqual(t.copyIn(of: n)?.ownerID, 1000)
         XCTAssertNil(t.copyIn(of: n)?.placement)
     }
 }

@@ -11,11 +11,18 @@ final class PermissionCheckTests: XCTestCase {
     let other = Caller(uid: 1002, gid: 1002)
     let root = Caller(uid: 0, gid: 0)
 
-    private func file(_ mode: UInt16, owner: UInt32 = 1000, group: UInt32 = 1000) -> Ownership {
-        Ownership(ownerID: owner, groupID: group, posixPermissions: mode, isDirectory: false)
+    /// What the rules read, and nothing else: they are checked apart from where it comes from.
+    private struct Subject: PermissionSubject {
+        var ownerID: UInt32
+        var groupID: UInt32
+        var permissionBits: UInt16
+        var isFolder: Bool
     }
-    private func folder(_ mode: UInt16, owner: UInt32 = 1000, group: UInt32 = 1000) -> Ownership {
-        Ownership(ownerID: owner, groupID: group, posixPermissions: mode, isDirectory: true)
+    private func file(_ mode: UInt16, owner: UInt32 = 1000, group: UInt32 = 1000) -> Subject {
+        Subject(ownerID: owner, groupID: group, permissionBits: mode, isFolder: false)
+    }
+    private func folder(_ mode: UInt16, owner: UInt32 = 1000, group: UInt32 = 1000) -> Subject {
+        Subject(ownerID: owner, groupID: group, permissionBits: mode, isFolder: true)
     }
     private func errno(_ body: () throws(ProviderError) -> Void) -> Int32 {
         do { try body(); return 0 } catch { return error.errno }
@@ -120,7 +127,7 @@ final class PermissionCheckTests: XCTestCase {
         XCTAssertEqual(errno { () throws(ProviderError) in _ = try OwnershipRules.chown(file(0o644), owner: 1002, group: nil, by: owner) }, EPERM)
         // Giving it to oneself again is allowed (chown_ok), and so is a group one belongs to.
         XCTAssertEqual(errno { () throws(ProviderError) in _ = try OwnershipRules.chown(file(0o644), owner: 1000, group: nil, by: owner) }, 0)
-        let byMember = Ownership(ownerID: 1001, groupID: 1001, posixPermissions: 0o644, isDirectory: false)
+        let byMember = file(0o644, owner: 1001, group: 1001)
         XCTAssertEqual(try OwnershipRules.chown(byMember, owner: nil, group: 3000, by: member).groupID, 3000)
         XCTAssertEqual(errno { () throws(ProviderError) in _ = try OwnershipRules.chown(byMember, owner: nil, group: 4000, by: member) }, EPERM)
         XCTAssertEqual(errno { () throws(ProviderError) in _ = try OwnershipRules.chown(file(0o644), owner: nil, group: 1000, by: member) }, EPERM)

@@ -68,15 +68,15 @@ package struct Attributes {
     }
 
     /// Attributes of a file still being copied in: size and times from the staging file, owner,
-    /// group and mode from its write session.
-    func stat(ofStaged staged: Glibc.stat?, ino: UInt64, owner: Ownership, accessTime: FileTime?) -> stat {
+    /// group, mode and access time from its write session.
+    func stat(ofStaged staged: Glibc.stat?, ino: UInt64, attributes: NewItemAttributes) -> stat {
         var st = staged ?? Glibc.stat()
         st.st_ino = UInt(ino)
-        st.st_uid = owner.ownerID
-        st.st_gid = owner.groupID
-        st.st_mode = S_IFREG | mode_t(owner.posixPermissions)
+        st.st_uid = attributes.ownerID
+        st.st_gid = attributes.groupID
+        st.st_mode = S_IFREG | mode_t(attributes.posixPermissions & 0o7777)
         st.st_nlink = 1
-        if let accessTime { st.st_atim = Self.timespec(accessTime) }
+        if let accessTime = attributes.accessTime { st.st_atim = Self.timespec(accessTime) }
         return st
     }
 

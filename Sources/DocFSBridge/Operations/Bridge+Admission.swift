@@ -16,13 +16,13 @@ extension Bridge {
         let subject = Subject.child(parentItem.identifier, name)
         try attempt(subject) { () throws(ProviderError) in
             guard parentItem.kind == .folder else { throw ProviderError(.notDirectory, "'\(parentItem.filename)' is not a folder") }
-            try PermissionCheck.requireChange(in: Ownership(parentItem), for: caller)
+            try PermissionCheck.requireChange(in: parentItem, for: caller)
             try CapabilityCheck.add(into: parentItem)
             if name == "." || name == ".." { throw ProviderError(.invalidName, "reserved name") }
             try checkTrashRules(addingTo: parentItem, name: name)
             try provider.admitItem(named: name, kind: kind, into: parentItem.identifier)
         }
-        let attributes = OwnershipRules.newItem(mode: mode, kind: kind, in: Ownership(parentItem), by: caller)
+        let attributes = OwnershipRules.newItem(mode: mode, kind: kind, in: parentItem, by: caller)
         return (parentItem, name, subject, attributes)
     }
 }

@@ -15,7 +15,7 @@ extension Bridge {
             // only root can reach needs neither the folder nor the check (root searches all).
             if !cachesEveryName {
                 let folder = try item(parent)
-                cacheable = cachesNames(below: Ownership(folder))
+                cacheable = cachesNames(below: folder)
                 if !cacheable { try requireSearch(folder, Caller(reply.req)) }
             }
             if let node = inodes.rememberPendingChild(parent: parent, name: name) {
@@ -24,9 +24,7 @@ extension Bridge {
                 e.generation = InodeTable.generation
                 e.attr =
                     stagedStat(node)
-                    ?? attributes.stat(
-                        ofStaged: nil, ino: node.ino, owner: Ownership(ownerID: 0, groupID: 0, posixPermissions: 0o600, isDirectory: false),
-                        accessTime: nil)
+                    ?? attributes.stat(ofStaged: nil, ino: node.ino, attributes: NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o600))
                 // A file being copied in changes under the kernel; don't let it cache the attributes.
                 e.attr_timeout = 0
                 e.entry_timeout = 0
@@ -162,7 +160,7 @@ extension Bridge {
             if toSet & FUSE_SET_ATTR_SIZE != 0, hasSession(ino) { try? truncate(staged: node, to: Int64(attr.st_size)) }
             return try currentStat(ino)
         }
-        let (owned, item) = try ownership(of: ino)
+        let (owned, item) = try permissionSubject(of: ino)
         let subject: Subject = item.map { .item($0.identifier) } ?? .ino(ino)
         let resizing = toSet & FUSE_SET_ATTR_SIZE != 0
         let atimeNow = toSet & FUSE_SET_ATTR_ATIME_NOW != 0
@@ -244,7 +242,7 @@ extension Bridge {
             }
             if resizing { notifier.invalidateAttributesNow(ino: ino) }
             // A folder some caller may no longer search: forget the names cached below it.
-            if item.kind == .folder, cachesNames(below: owned), !cachesNames(below: Ownership(updated)) {
+            if item.kind == .folder, cachesNames(below: owned), !cachesNames(below: updated) {
                 narrowed = updated
             }
         }

@@ -74,16 +74,14 @@ extension Bridge {
             var e = fuse_entry_param()
             e.ino = node.ino
             e.generation = InodeTable.generation
-            e.attr = self.attributes.stat(
-                ofStaged: session.status(), ino: node.ino, owner: copyIn.ownership,
-                accessTime: copyIn.attributes.accessTime)
+            e.attr = self.attributes.stat(ofStaged: session.status(), ino: node.ino, attributes: copyIn.attributes)
             // The attributes may be cached: every change to the new file comes through the kernel,
             // which drops them after a write or setattr (this saves cp's fstat a round trip). So
             // may the name (an unlink or a stat by path after close needs no lookup): an import
             // that fails takes it out of the kernel's cache before close() returns (`flush`). Not
             // in a folder some caller may not search, as for any name (`cachesNames`).
             e.attr_timeout = options.attrTimeout
-            e.entry_timeout = cachesNames(below: Ownership(parentItem)) ? options.entryTimeout : 0
+            e.entry_timeout = cachesNames(below: parentItem) ? options.entryTimeout : 0
             reply.create(&e, fi)
         } catch {
             reply.error(report("create", error))
@@ -103,7 +101,7 @@ extension Bridge {
             if accmode != O_WRONLY { want |= PermissionCheck.read }
             if writing || fi.pointee.flags & O_TRUNC != 0 { want |= PermissionCheck.write }
             if fi.pointee.flags & Bridge.openForExec != 0 { want |= PermissionCheck.execute }
-            let (owned, stored) = try ownership(of: ino)
+            let (owned, stored) = try permissionSubject(of: ino)
             try attempt(.ino(ino)) { () throws(ProviderError) in
                 try PermissionCheck.require(want, on: owned, for: caller, "opening the file")
             }
@@ -449,7 +447,7 @@ extension Bridge {
     /// leaves this to us (InitNegotiation). A root writer keeps them (CAP_FSETID on ext4). The
     /// kernel's cached mode is dropped before the caller replies. Nil when there is nothing to clear.
     func setIDToDrop(_ item: Item, writer: Caller) -> (ItemIdentifier, UInt16)? {
-        OwnershipRules.clearingSetID(Ownership(item), forWriter: writer).map { (item.identifier, $0) }
+        OwnershipRules.clearingSetID(item, forWriter: writer).map { (item.identifier, $0) }
     }
 
     func dropSetID(_ node: InodeNode, _ change: (ItemIdentifier, UInt16)) async {

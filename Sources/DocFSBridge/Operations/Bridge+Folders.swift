@@ -15,7 +15,7 @@ extension Bridge {
     /// Replies with the entry for a newly made item (counts one lookup).
     private func replyEntry(_ d: DeferredReply, _ item: Item, in parent: Item) {
         let node = inodes.remember(item.identifier)
-        var e = entry(for: item, node: node, cacheName: cachesNames(below: Ownership(parent)))
+        var e = entry(for: item, node: node, cacheName: cachesNames(below: parent))
         d.entry(&e)
     }
 
@@ -119,12 +119,12 @@ extension Bridge {
             let subject = Subject.child(parentItem.identifier, name)
             let caller = Caller(reply.req)
             try attempt(subject) { () throws(ProviderError) in
-                try PermissionCheck.requireChange(in: Ownership(parentItem), for: caller)
+                try PermissionCheck.requireChange(in: parentItem, for: caller)
             }
             if !folder, let pending = inodes.pendingChild(parent: parent, name: name) {
-                if let owned = pendingOwnership(pending) {
+                if let owned = inodes.copyIn(of: pending) {
                     try attempt(subject) { () throws(ProviderError) in
-                        try PermissionCheck.requireStickyOwner(item: owned, folder: Ownership(parentItem), for: caller)
+                        try PermissionCheck.requireStickyOwner(item: owned, folder: parentItem, for: caller)
                     }
                 }
                 // A file still being copied in: it leaves the tree now and is never imported.
@@ -137,7 +137,7 @@ extension Bridge {
             let trashing = options.trash && !isTrashOrInTrash(parentItem)
             let item = try attempt(subject) { () throws(ProviderError) in
                 let item = try provider.childItem(named: name, in: parentItem.identifier)
-                try PermissionCheck.requireStickyOwner(item: Ownership(item), folder: Ownership(parentItem), for: caller)
+                try PermissionCheck.requireStickyOwner(item: item, folder: parentItem, for: caller)
                 if folder, item.kind != .folder { throw ProviderError(.notDirectory, "not a folder") }
                 if !folder, item.kind == .folder { throw ProviderError(.isDirectory, "is a folder") }
                 if trashing {
@@ -192,14 +192,14 @@ extension Bridge {
             // Write and search on both folders (EACCES), the sticky rule for the item moved
             // (EPERM); the replaced item's and the moved folder's own are checked below.
             try attempt(subject) { () throws(ProviderError) in
-                try PermissionCheck.requireChange(in: Ownership(fromParent), for: caller)
-                if toParent.identifier != fromParent.identifier { try PermissionCheck.requireChange(in: Ownership(toParent), for: caller) }
+                try PermissionCheck.requireChange(in: fromParent, for: caller)
+                if toParent.identifier != fromParent.identifier { try PermissionCheck.requireChange(in: toParent, for: caller) }
             }
             if let pending = inodes.pendingChild(parent: parent, name: name) {
                 // Renaming a file still being copied in only changes where it will be imported.
                 try attempt(subject) { () throws(ProviderError) in
-                    if let owned = pendingOwnership(pending) {
-                        try PermissionCheck.requireStickyOwner(item: owned, folder: Ownership(fromParent), for: caller)
+                    if let owned = inodes.copyIn(of: pending) {
+                        try PermissionCheck.requireStickyOwner(item: owned, folder: fromParent, for: caller)
                     }
                     try CapabilityCheck.add(into: toParent)
                     if (try? provider.childItem(named: newName, in: toParent.identifier)) != nil
@@ -223,13 +223,13 @@ extension Bridge {
             let (item, replaced) = try attempt(subject) { () throws(ProviderError) -> (Item, Item?) in
                 let item = try provider.childItem(named: name, in: fromParent.identifier)
                 let existing = try? provider.childItem(named: newName, in: toParent.identifier)
-                try PermissionCheck.requireStickyOwner(item: Ownership(item), folder: Ownership(fromParent), for: caller)
+                try PermissionCheck.requireStickyOwner(item: item, folder: fromParent, for: caller)
                 if let existing, existing.identifier != item.identifier {
-                    try PermissionCheck.requireStickyOwner(item: Ownership(existing), folder: Ownership(toParent), for: caller)
+                    try PermissionCheck.requireStickyOwner(item: existing, folder: toParent, for: caller)
                 }
                 // A folder moved to another folder changes its ".." entry: write permission on it.
                 if item.kind == .folder, toParent.identifier != fromParent.identifier {
-                    try PermissionCheck.require(PermissionCheck.write, on: Ownership(item), for: caller, "moving the folder to another folder")
+                    try PermissionCheck.require(PermissionCheck.write, on: item, for: caller, "moving the folder to another folder")
                 }
                 if let existing {
                     if existing.identifier == item.identifier { return (item, nil) }
@@ -295,7 +295,7 @@ extension Bridge {
             let caller = Caller(reply.req)
             let children = try attempt(.item(folder.identifier)) { () throws(ProviderError) in
                 guard folder.kind == .folder else { throw ProviderError(.notDirectory) }
-                try PermissionCheck.require(PermissionCheck.read, on: Ownership(folder), for: caller, "listing the folder")
+                try PermissionCheck.require(PermissionCheck.read, on: folder, for: caller, "listing the folder")
                 try CapabilityCheck.enumerate(folder)
                 return try provider.enumerateItems(in: folder.identifier)
             }
@@ -312,7 +312,7 @@ extension Bridge {
             for (name, node) in inodes.pendingChildren(of: ino) {
                 entries.append(.init(name: name, item: nil, node: node, isFolder: false))
             }
-            let snapshot = DirectorySnapshot(entries: entries, cacheNames: cachesNames(below: Ownership(folder)))
+            let snapshot = DirectorySnapshot(entries: entries, cacheNames: cachesNames(below: folder))
             snapshot.directoryIno = ino
             fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(snapshot).toOpaque()))
             fi.pointee.cache_readdir = 0

@@ -19,7 +19,7 @@ extension Bridge {
             let caller = Caller(reply.req)
             // A file still being copied in (created, not closed) is imported first, as its
             // close would: ext4 links a file while it is being written.
-            let (owned, stored) = try ownership(of: ino)
+            let (owned, stored) = try permissionSubject(of: ino)
             let kind = stored?.kind ?? .file
             let (parentItem, name) = try attempt(subject) { () throws(ProviderError) -> (Item, String) in
                 guard let parentID = inodes.identifier(newParent) else { throw ProviderError(.noSuchItem) }
@@ -32,7 +32,7 @@ extension Bridge {
                     throw ProviderError(.filenameCollision, "'\(name)' already exists")
                 }
                 try Bridge.requireMayLink(owned, kind: kind, caller: caller)
-                try PermissionCheck.requireChange(in: Ownership(parentItem), for: caller)
+                try PermissionCheck.requireChange(in: parentItem, for: caller)
                 try CapabilityCheck.add(into: parentItem)
                 try checkTrashRules(addingTo: parentItem, name: name)
                 // An item whose one name is in the trash (one of several names may be there).
@@ -50,7 +50,7 @@ extension Bridge {
                     try await links.linkItem(withIdentifier: identifier, toParentItemIdentifier: parentItem.identifier, name: name)
                 }
                 let node = inodes.remember(linked.identifier)
-                var e = entry(for: linked, node: node, cacheName: cachesNames(below: Ownership(parentItem)))
+                var e = entry(for: linked, node: node, cacheName: cachesNames(below: parentItem))
                 d.entry(&e)
             }
         } catch {
@@ -61,9 +61,9 @@ extension Bridge {
     /// ext4's `fs.protected_hardlinks` (on by default, and on where the sysctl cannot be read):
     /// someone other than the owner (and root) may link only a regular file they may read and
     /// write that is neither set-user-ID nor set-group-ID and group-executable (EPERM).
-    static func requireMayLink(_ item: Ownership, kind: ItemKind, caller: Caller) throws(ProviderError) {
+    static func requireMayLink(_ item: some PermissionSubject, kind: ItemKind, caller: Caller) throws(ProviderError) {
         guard protectedHardlinks, !caller.isRoot, caller.uid != item.ownerID else { return }
-        let mode = item.posixPermissions
+        let mode = item.permissionBits
         let safe =
             kind == .file && mode & 0o4000 == 0 && mode & 0o2010 != 0o2010
             && PermissionCheck.allows(PermissionCheck.read | PermissionCheck.write, on: item, for: caller)

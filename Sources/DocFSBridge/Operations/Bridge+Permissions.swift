@@ -6,21 +6,16 @@ import DocFSProvider
 // check (`default_permissions`, BridgeOptions.kernelChecksPermissions): the kernel refuses most
 // callers the mode bits refuse before asking, and alone sees FIFO opens and socket connects.
 extension Bridge {
-    /// The owner, group and mode of a file still being copied in.
-    func pendingOwnership(_ node: InodeNode) -> Ownership? {
-        inodes.copyIn(of: node)?.ownership
-    }
-
     /// What the mode-bit rules see of a node, and its item when it is stored.
-    func ownership(of ino: UInt64) throws(RequestError) -> (Ownership, Item?) {
+    func permissionSubject(of ino: UInt64) throws(RequestError) -> (NodeSubject, Item?) {
         if inodes.identifier(ino) != nil {
             let item = try self.item(ino)
-            return (Ownership(item), item)
+            return (.stored(item), item)
         }
-        guard let node = inodes.node(ino), let owned = pendingOwnership(node) else {
+        guard let node = inodes.node(ino), let copyIn = inodes.copyIn(of: node) else {
             throw RequestError(ProviderError(.noSuchItem), .ino(ino))
         }
-        return (owned, nil)
+        return (.copyingIn(copyIn), nil)
     }
 
     /// Search (execute) permission on a folder, for a lookup in it: EACCES.
@@ -28,7 +23,7 @@ extension Bridge {
     func requireSearch(_ folder: Item, _ caller: Caller) throws(RequestError) {
         if caller.isRoot { return }
         try attempt(.item(folder.identifier)) { () throws(ProviderError) in
-            try PermissionCheck.require(PermissionCheck.execute, on: Ownership(folder), for: caller, "searching the folder")
+            try PermissionCheck.require(PermissionCheck.execute, on: folder, for: caller, "searching the folder")
         }
     }
 

@@ -87,7 +87,7 @@ extension Bridge {
         let caller = Caller(reply.req)
         if let (_, copyIn) = inodes.copyIn(ino) {
             do throws(ProviderError) {
-                try PermissionCheck.requireUserAttribute(write: false, on: copyIn.ownership, kind: .file, for: caller)
+                try PermissionCheck.requireUserAttribute(write: false, on: copyIn, kind: .file, for: caller)
             } catch {
                 reply.error(report("getxattr", RequestError(error, .ino(ino))))
                 return
@@ -99,7 +99,7 @@ extension Bridge {
         do throws(RequestError) {
             let item = try self.item(ino)
             try attempt(.item(item.identifier)) { () throws(ProviderError) in
-                try PermissionCheck.requireUserAttribute(write: false, on: Ownership(item), kind: item.kind, for: caller)
+                try PermissionCheck.requireUserAttribute(write: false, on: item, kind: item.kind, for: caller)
             }
             switch Self.space(of: name) {
             case .docfs:
@@ -173,7 +173,7 @@ extension Bridge {
             if let (node, copyIn) = inodes.copyIn(ino) {
                 let kept = try attempt(.ino(ino)) { () throws(ProviderError) -> Bool in
                     if Self.space(of: name) != .refused {
-                        try PermissionCheck.requireUserAttribute(write: true, on: copyIn.ownership, kind: .file, for: caller)
+                        try PermissionCheck.requireUserAttribute(write: true, on: copyIn, kind: .file, for: caller)
                     }
                     // Kept until the import lands; nil when it landed meanwhile: then the item takes it below.
                     return try inodes.updateCopyIn(node) { (c) throws(ProviderError) in
@@ -186,7 +186,7 @@ extension Bridge {
             let subject = Subject.item(item.identifier)
             if Self.space(of: name) != .refused {
                 try attempt(subject) { () throws(ProviderError) in
-                    try PermissionCheck.requireUserAttribute(write: true, on: Ownership(item), kind: item.kind, for: caller)
+                    try PermissionCheck.requireUserAttribute(write: true, on: item, kind: item.kind, for: caller)
                 }
             }
             switch Self.space(of: name) {

@@ -2,7 +2,7 @@ import Glibc
 import DocFSProvider
 
 /// Linux's rules for who may change owner, group, mode and times, what a new item's owner and
-/// group are, and when set-user-ID and set-group-ID go. Pure functions over `Ownership`.
+/// group are, and when set-user-ID and set-group-ID go. Pure functions over a `PermissionSubject`.
 enum OwnershipRules {
     static let setUID = UInt16(S_ISUID)
     static let setGID = UInt16(S_ISGID)
@@ -12,10 +12,10 @@ enum OwnershipRules {
     /// kernel): the caller owns it; its group is the caller's, or the parent's under a
     /// set-group-ID folder, whose new subfolders inherit the bit. A file asking for
     /// set-group-ID with group execute in a group its maker is not in loses it.
-    static func newItem(mode requested: UInt16, kind: ItemKind, in parent: Ownership, by caller: Caller) -> NewItemAttributes {
+    static func newItem(mode requested: UInt16, kind: ItemKind, in parent: some PermissionSubject, by caller: Caller) -> NewItemAttributes {
         var mode = requested & 0o7777
         var group = caller.gid
-        if parent.posixPermissions & setGID != 0 {
+        if parent.permissionBits & setGID != 0 {
             group = parent.groupID
             if kind == .folder {
                 mode |= setGID
@@ -29,7 +29,7 @@ enum OwnershipRules {
 
     /// chmod: the owner or root (EPERM otherwise). Set-group-ID on an item whose group the
     /// caller is not in goes silently, as the kernel does.
-    static func chmod(_ item: Ownership, to requested: UInt16, by caller: Caller) throws(ProviderError) -> UInt16 {
+    static func chmod(_ item: some PermissionSubject, to requested: UInt16, by caller: Caller) throws(ProviderError) -> UInt16 {
         guard caller.isRoot || caller.uid == item.ownerID else {
             throw ProviderError(.notPermitted, "only the owner (uid \(item.ownerID)) or root may change the mode")
         }
@@ -46,7 +46,7 @@ enum OwnershipRules {
     /// as it sends the clearing before a non-owner's write, which must not be refused:
     /// `beforeWrite` says which the caller thinks it is.
     static func chown(
-        _ item: Ownership, owner: UInt32?, group: UInt32?, by caller: Caller,
+        _ item: some PermissionSubject, owner: UInt32?, group: UInt32?, by caller: Caller,
         beforeWrite: Bool = false
     ) throws(ProviderError) -> AttributeChanges {
         if !caller.isRoot {
@@ -76,24 +76,24 @@ enum OwnershipRules {
     /// What a chown leaves of a file's mode (the kernel's chown_common and notify_change):
     /// set-user-ID always goes; set-group-ID goes with group execute, or when the caller is
     /// neither in the file's group nor root. Folders keep both. Nil when nothing changes.
-    static func setIDAfterChown(_ item: Ownership, by caller: Caller) -> UInt16? {
-        guard !item.isDirectory else { return nil }
-        var kill = item.posixPermissions & setUID
+    static func setIDAfterChown(_ item: some PermissionSubject, by caller: Caller) -> UInt16? {
+        guard !item.isFolder else { return nil }
+        var kill = item.permissionBits & setUID
         if dropsSetGroupID(item, for: caller) { kill |= setGID }
-        return kill == 0 ? nil : item.posixPermissions & ~kill
+        return kill == 0 ? nil : item.permissionBits & ~kill
     }
 
     /// The kernel's setattr_should_drop_sgid.
-    private static func dropsSetGroupID(_ item: Ownership, for caller: Caller) -> Bool {
-        guard item.posixPermissions & setGID != 0 else { return false }
-        if item.posixPermissions & groupExecute != 0 { return true }
+    private static func dropsSetGroupID(_ item: some PermissionSubject, for caller: Caller) -> Bool {
+        guard item.permissionBits & setGID != 0 else { return false }
+        if item.permissionBits & groupExecute != 0 { return true }
         return !caller.isRoot && !caller.isMember(of: item.groupID)
     }
 
     /// utimensat: times given explicitly need the owner or root (EPERM); "now" for both needs
     /// the owner, root or write permission (EACCES); "now" for one with the other omitted needs
     /// nothing, as in the kernel.
-    static func setTimes(_ item: Ownership, explicit: Bool, bothNow: Bool, by caller: Caller) throws(ProviderError) {
+    static func setTimes(_ item: some PermissionSubject, explicit: Bool, bothNow: Bool, by caller: Caller) throws(ProviderError) {
         if caller.isRoot || caller.uid == item.ownerID { return }
         if explicit {
             throw ProviderError(.notPermitted, "only the owner (uid \(item.ownerID)) or root may set times")
@@ -107,10 +107,10 @@ enum OwnershipRules {
     /// set-group-ID where group execute is set or the writer is not in the file's group (the
     /// kernel's setattr_should_drop_suidgid). A writer holding CAP_FSETID (root here) keeps them.
     /// Nil when nothing changes.
-    static func clearingSetID(_ item: Ownership, forWriter writer: Caller) -> UInt16? {
-        if writer.isRoot || item.isDirectory { return nil }
-        var kill = item.posixPermissions & setUID
+    static func clearingSetID(_ item: some PermissionSubject, forWriter writer: Caller) -> UInt16? {
+        if writer.isRoot || item.isFolder { return nil }
+        var kill = item.permissionBits & setUID
         if dropsSetGroupID(item, for: writer) { kill |= setGID }
-        return kill == 0 ? nil : item.posixPermissions & ~kill
+        return kill == 0 ? nil : item.permissionBits & ~kill
     }
 }

@@ -36,11 +36,6 @@ struct CopyIn: Sendable, Equatable {
         self.attributes = attributes
     }
 
-    /// What the mode-bit rules see of the file.
-    var ownership: Ownership {
-        Ownership(ownerID: attributes.ownerID, groupID: attributes.groupID, posixPermissions: attributes.posixPermissions, isDirectory: false)
-    }
-
     /// chown, chmod and utimensat's access time before the import. A modification time belongs
     /// to the staged file (the bridge sets it there), so it is not kept here.
     mutating func apply(_ changes: AttributeChanges) {
@@ -69,4 +64,12 @@ struct CopyIn: Sendable, Equatable {
         result.changeTime = stagedChangeTime
         return result
     }
+}
+
+/// The mode-bit rules check a file being copied in by the owner and mode its write session holds.
+extension CopyIn: PermissionSubject {
+    var ownerID: UInt32 { attributes.ownerID }
+    var groupID: UInt32 { attributes.groupID }
+    var permissionBits: UInt16 { attributes.posixPermissions & 0o7777 }
+    var isFolder: Bool { false }
 }
