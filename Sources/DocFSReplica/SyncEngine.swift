@@ -61,6 +61,17 @@ package final class SyncEngine: Sendable {
         package var longestBackoff = Duration.seconds(4)
         package var stalledRetry = Duration.seconds(60)
         package init() {}
+
+        /// The daemon's: `DOCFS_STALLED_RETRY` (seconds) in its environment changes
+        /// `stalledRetry`, for the tests that stall a replica and mend its cause (a removed role
+        /// let in again, an old schema set up) without sitting out the minute.
+        static func fromEnvironment() -> RetryTiming {
+            var timing = RetryTiming()
+            if let text = ProcessInfo.processInfo.environment["DOCFS_STALLED_RETRY"], let seconds = Double(text), seconds > 0 {
+                timing.stalledRetry = .milliseconds(Int64(seconds * 1000))
+            }
+            return timing
+        }
     }
 
     package convenience init(store: any ReplicaStore, configuration: ReplicaConfiguration, logger: Logger) {
@@ -90,7 +101,8 @@ package final class SyncEngine: Sendable {
                 connectTimeout: .seconds(5), readTimeout: .seconds(60), logger: quiet,
                 renewCredentials: { configuration.currentCredentials() }, caFile: configuration.s3CA,
                 uploadLimit: configuration.uploadLimit.map { RateLimit(bytesPerSecond: $0) },
-                downloadLimit: configuration.downloadLimit.map { RateLimit(bytesPerSecond: $0) }))
+                downloadLimit: configuration.downloadLimit.map { RateLimit(bytesPerSecond: $0) }),
+            timing: .fromEnvironment())
     }
 
     /// With the servers given: `incomingServer` is a connection pool of its own for other
