@@ -12,14 +12,16 @@ final class BlockMountTests: ReplicaTestCase {
         return try XCTUnwrap((object?["uploadedBytes"] as? NSNumber)?.int64Value, status.raw)
     }
 
-    func testTwoThousandSmallFilesArePackedAndReadBackOnASecondReplica() throws {
+    /// 500 files (2,000 showed the same at four times the cost): four chunks of the engine's (128
+    /// entries each) or more, which unpacked would be 500 objects; packed, at least ten files an object.
+    func testFiveHundredSmallFilesArePackedAndReadBackOnASecondReplica() throws {
         let r = try makeRemote()
         let source = r.fx.dir + "/src"
-        let items = try makeSourceTree(source, folders: 4, subfolders: 5, filesPerFolder: 100)
+        let items = try makeSourceTree(source, folders: 2, subfolders: 5, filesPerFolder: 50)
         XCTAssertEqual(r.fx.sh("cp -r src/. mnt/", timeout: 300).status, 0)
         let sent = try uploadedBytes(r)
         let objects = try r.objects()
-        XCTAssertLessThan(objects.count, 200, "2,000 small files in \(objects.count) objects")
+        XCTAssertLessThan(objects.count, 50, "500 small files in \(objects.count) objects")
         XCTAssertTrue(objects.allSatisfy { $0.key.hasPrefix("\(r.prefix)/packs/") }, "\(objects.prefix(3))")
         // Every distinct file's bytes counted once they are on the server (status's pending 0),
         // and nothing counted that is not in a pack (a retried PUT can leave an extra pack).
