@@ -80,9 +80,10 @@ package final class SyncEngine: Sendable {
         // One pool for sending and receiving, and the listening connection beside it: at most
         // `poolConnections` + 1 sessions per replica (docs/REMOTE.md, "Connections").
         let listenURL: PostgresURL? = if case .url(let url) = configuration.listen { url } else { nil }
+        let answerTimeout = Self.answerTimeoutFromEnvironment()
         let server = RemoteDatabase(
             url: configuration.postgres, logger: quiet, maximumConnections: Self.poolConnections,
-            operationTimeout: .seconds(5), listenURL: listenURL)
+            operationTimeout: answerTimeout, listenURL: listenURL)
         // Reads from a hot standby (`--remote-read`): a pool of its own beside the primary's.
         let reads: any ReplicaServer =
             configuration.read.map {
@@ -90,7 +91,7 @@ package final class SyncEngine: Sendable {
                     primary: server,
                     standby: RemoteDatabase(
                         url: $0, logger: quiet, maximumConnections: Self.poolConnections,
-                        operationTimeout: .seconds(5)),
+                        operationTimeout: answerTimeout),
                     standbyName: $0.withoutPassword)
             } ?? server
         self.init(
@@ -103,6 +104,16 @@ package final class SyncEngine: Sendable {
                 uploadLimit: configuration.uploadLimit.map { RateLimit(bytesPerSecond: $0) },
                 downloadLimit: configuration.downloadLimit.map { RateLimit(bytesPerSecond: $0) }),
             timing: .fromEnvironment())
+    }
+
+    /// How long a call waits for a connection and its answer before it counts as unreachable: 5 s,
+    /// or `DOCFS_SERVER_TIMEOUT` (seconds) from the daemon's environment (the tests of a server
+    /// that never answers take it shorter).
+    static func answerTimeoutFromEnvironment() -> Duration {
+        if let text = ProcessInfo.processInfo.environment["DOCFS_SERVER_TIMEOUT"], let seconds = Double(text), seconds > 0 {
+            return .milliseconds(Int64(seconds * 1000))
+        }
+        return .seconds(5)
     }
 
     /// With the servers given: `incomingServer` is a connection pool of its own for other
