@@ -92,7 +92,7 @@ package final class SyncEngine: Sendable {
                     standby: RemoteDatabase(
                         url: $0, logger: quiet, maximumConnections: Self.poolConnections,
                         operationTimeout: answerTimeout),
-                    standbyName: $0.withoutPassword)
+                    standbyName: $0.withoutPassword, lagWait: Self.standbyWaitFromEnvironment())
             } ?? server
         self.init(
             store: store, configuration: configuration, logger: logger,
@@ -114,6 +114,16 @@ package final class SyncEngine: Sendable {
             return .milliseconds(Int64(seconds * 1000))
         }
         return .seconds(5)
+    }
+
+    /// How long a read waits for a lagging standby's replay before it fails and is retried: 10 s,
+    /// or `DOCFS_STANDBY_WAIT` (seconds) from the daemon's environment (the test of a paused
+    /// standby takes it shorter).
+    static func standbyWaitFromEnvironment() -> Duration {
+        if let text = ProcessInfo.processInfo.environment["DOCFS_STANDBY_WAIT"], let seconds = Double(text), seconds > 0 {
+            return .milliseconds(Int64(seconds * 1000))
+        }
+        return .seconds(10)
     }
 
     /// With the servers given: `incomingServer` is a connection pool of its own for other
