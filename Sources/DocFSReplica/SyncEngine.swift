@@ -61,6 +61,17 @@ package final class SyncEngine: Sendable {
         package var longestBackoff = Duration.seconds(4)
         package var stalledRetry = Duration.seconds(60)
         package init() {}
+
+        /// The daemon's: `DOCFS_STALLED_RETRY` (seconds) in its environment changes
+        /// `stalledRetry`, for the tests that stall a replica and mend its cause (a removed role
+        /// let in again, an old schema set up) without sitting out the minute.
+        static func fromEnvironment() -> RetryTiming {
+            var timing = RetryTiming()
+            if let text = ProcessInfo.processInfo.environment["DOCFS_STALLED_RETRY"], let seconds = Double(text), seconds > 0 {
+                timing.stalledRetry = .milliseconds(Int64(seconds * 1000))
+            }
+            return timing
+        }
     }
 
     package convenience init(store: any ReplicaStore, configuration: ReplicaConfiguration, logger: Logger) {
@@ -69,9 +80,10 @@ package final class SyncEngine: Sendable {
         // One pool for sending and receiving, and the listening connection beside it: at most
         // `poolConnections` + 1 sessions per replica (docs/REMOTE.md, "Connections").
         let listenURL: PostgresURL? = if case .url(let url) = configuration.listen { url } else { nil }
+        let answerTimeout = Self.answerTimeoutFromEnvironment()
         let server = RemoteDatabase(
             url: configuration.postgres, logger: quiet, maximumConnections: Self.poolConnections,
-            operationTimeout: .seconds(5), listenURL: listenURL)
+            operationTimeout: answerTimeout, listenURL: listenURL)
         // Reads from a hot standby (`--remote-read`): a pool of its own beside the primary's.
         let reads: any ReplicaServer =
             configuration.read.map {
@@ -79,8 +91,8 @@ package final class SyncEngine: Sendable {
                     primary: server,
                     standby: RemoteDatabase(
                         url: $0, logger: quiet, maximumConnections: Self.poolConnections,
-                        operationTimeout: .seconds(5)),
-                    standbyName: $0.withoutPassword)
+                        operationTimeout: answerTimeout),
+                    standbyName: $0.withoutPassword, lagWait: Self.standbyWaitFromEnvironment())
             } ?? server
         self.init(
             store: store, configuration: configuration, logger: logger,
@@ -90,7 +102,28 @@ package final class SyncEngine: Sendable {
                 connectTimeout: .seconds(5), readTimeout: .seconds(60), logger: quiet,
                 renewCredentials: { configuration.currentCredentials() }, caFile: configuration.s3CA,
                 uploadLimit: configuration.uploadLimit.map { RateLimit(bytesPerSecond: $0) },
-                downloadLimit: configuration.downloadLimit.map { RateLimit(bytesPerSecond: $0) }))
+                downloadLimit: configuration.downloadLimit.map { RateLimit(bytesPerSecond: $0) }),
+            timing: .fromEnvironment())
+    }
+
+    /// How long a call waits for a connection and its answer before it counts as unreachable: 5 s,
+    /// or `DOCFS_SERVER_TIMEOUT` (seconds) from the daemon's environment (the tests of a server
+    /// that never answers take it shorter).
+    static func answerTimeoutFromEnvironment() -> Duration {
+        if let text = ProcessInfo.processInfo.environment["DOCFS_SERVER_TIMEOUT"], let seconds = Double(text), seconds > 0 {
+            return .milliseconds(Int64(seconds * 1000))
+        }
+        return .seconds(5)
+    }
+
+    /// How long a read waits for a lagging standby's replay before it fails and is retried: 10 s,
+    /// or `DOCFS_STANDBY_WAIT` (seconds) from the daemon's environment (the test of a paused
+    /// standby takes it shorter).
+    static func standbyWaitFromEnvironment() -> Duration {
+        if let text = ProcessInfo.processInfo.environment["DOCFS_STANDBY_WAIT"], let seconds = Double(text), seconds > 0 {
+            return .milliseconds(Int64(seconds * 1000))
+        }
+        return .seconds(10)
     }
 
     /// With the servers given: `incomingServer` is a connection pool of its own for other

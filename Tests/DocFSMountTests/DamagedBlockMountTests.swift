@@ -95,7 +95,9 @@ extension BlockMountTests {
     /// Nobody copies the bytes in again: the writer, which still holds them, sends them by itself
     /// once the server marks the block (here by `docfs remote check`).
     func testAReplicaHoldingTheBytesOfADamagedBlockSendsThemAgain() throws {
-        let r = try makeRemote()
+        let r = try makeRemote(mount: false)
+        // The writer asks for damaged blocks every 2 s, not every 15: the heal is seen sooner.
+        try r.fx.mount(env: ["DOCFS_HEAL_INTERVAL": "2"])
         XCTAssertEqual(r.fx.sh("head -c 307200 /dev/urandom > src.bin && cp src.bin mnt/one.bin").status, 0)
         _ = try uploadedBytes(r)
         let pack = try XCTUnwrap(try r.objects().first { $0.key.hasPrefix("\(r.prefix)/packs/") })

@@ -185,7 +185,8 @@ final class HostileReplicaMountTests: ReplicaTestCase {
         let r = try makeRemote()
         XCTAssertEqual(r.fx.sh("mkdir mnt/shared && printf 'from A' > mnt/shared/a.txt").status, 0)
         try r.waitUntilUploaded()
-        let leaving = try makeSecond(r, name: "leaving")
+        // Its stall is retried every 2 s, not every minute: let in again, it goes on within seconds.
+        let leaving = try makeSecond(r, env: ["DOCFS_STALLED_RETRY": "2"], name: "leaving")
         try waitForQuiet(r, leaving)
         let role = r.roleName("leaving")
         let env = r.awsEnvironment(secret: r.servers.secretKey)

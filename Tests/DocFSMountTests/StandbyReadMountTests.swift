@@ -49,14 +49,14 @@ final class StandbyReadMountTests: ReplicaTestCase {
     }
 
     /// Replica `name`, logging in as a role of its own, reading from the standby.
-    func makeReader(_ r: RemoteMount, name: String, port: Int) throws -> Second {
+    func makeReader(_ r: RemoteMount, name: String, port: Int, env: [String: String] = [:]) throws -> Second {
         var arguments = try r.replicaArguments(role: name)
         arguments += ["--remote-read", onStandby(arguments[1], port: port)]
         let second = Second(store: r.fx.dir + "/" + name, mnt: r.fx.dir + "/mnt-" + name)
         XCTAssertEqual(mkdir(second.mnt, 0o755), 0)
         let made = r.fx.docfs(["init", second.store] + arguments, env: r.awsEnvironment(secret: r.servers.secretKey))
         guard made.status == 0 else { throw FixtureError("init of \(name) reading from the standby: \(made)") }
-        try mountSecond(r, second)
+        try mountSecond(r, second, env: env)
         addTeardownBlock {
             _ = r.fx.docfs(["unmount", "--no-wait", second.mnt], timeout: 30)
             MountFixture.lazyUnmount(second.mnt)
@@ -112,7 +112,8 @@ final class StandbyReadMountTests: ReplicaTestCase {
     func testAPausedStandbyHoldsChangesUntilItReplaysThemAndSkipsNone() throws {
         let r = try makeRemote()
         let port = try standbyPort()
-        let b = try makeReader(r, name: "b", port: port)
+        // A read gives up on the paused standby after 2 s, not 10: B says it waits sooner.
+        let b = try makeReader(r, name: "b", port: port, env: ["DOCFS_STANDBY_WAIT": "2"])
         try standbyReplay(pause: true, port: port)
         var paused = true
         defer { if paused { try? standbyReplay(pause: false, port: port) } }
