@@ -19,12 +19,7 @@ extension SyncEngine {
     /// How often an idle engine asks the server whether it holds bytes of damaged blocks: 15 s,
     /// or `DOCFS_HEAL_INTERVAL` (seconds) from the daemon's environment (the tests of a heal take
     /// it shorter rather than sit it out).
-    static let healInterval: Duration = {
-        if let text = ProcessInfo.processInfo.environment["DOCFS_HEAL_INTERVAL"], let seconds = Double(text), seconds > 0 {
-            return .milliseconds(Int64(seconds * 1000))
-        }
-        return .seconds(15)
-    }()
+    static let healInterval = duration(fromEnvironment: "DOCFS_HEAL_INTERVAL", or: .seconds(15))
     /// How long an item whose blocks stayed damaged after a send waits before it is tried again:
     /// its bytes here may differ (then each try reads the file for nothing), or a mark may have
     /// raced the send (then the next try heals it).

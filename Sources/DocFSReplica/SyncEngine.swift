@@ -67,9 +67,7 @@ package final class SyncEngine: Sendable {
         /// let in again, an old schema set up) without sitting out the minute.
         static func fromEnvironment() -> RetryTiming {
             var timing = RetryTiming()
-            if let text = ProcessInfo.processInfo.environment["DOCFS_STALLED_RETRY"], let seconds = Double(text), seconds > 0 {
-                timing.stalledRetry = .milliseconds(Int64(seconds * 1000))
-            }
+            timing.stalledRetry = SyncEngine.duration(fromEnvironment: "DOCFS_STALLED_RETRY", or: timing.stalledRetry)
             return timing
         }
     }
@@ -110,20 +108,21 @@ package final class SyncEngine: Sendable {
     /// or `DOCFS_SERVER_TIMEOUT` (seconds) from the daemon's environment (the tests of a server
     /// that never answers take it shorter).
     static func answerTimeoutFromEnvironment() -> Duration {
-        if let text = ProcessInfo.processInfo.environment["DOCFS_SERVER_TIMEOUT"], let seconds = Double(text), seconds > 0 {
-            return .milliseconds(Int64(seconds * 1000))
-        }
-        return .seconds(5)
+        duration(fromEnvironment: "DOCFS_SERVER_TIMEOUT", or: .seconds(5))
     }
 
     /// How long a read waits for a lagging standby's replay before it fails and is retried: 10 s,
     /// or `DOCFS_STANDBY_WAIT` (seconds) from the daemon's environment (the test of a paused
     /// standby takes it shorter).
     static func standbyWaitFromEnvironment() -> Duration {
-        if let text = ProcessInfo.processInfo.environment["DOCFS_STANDBY_WAIT"], let seconds = Double(text), seconds > 0 {
-            return .milliseconds(Int64(seconds * 1000))
-        }
-        return .seconds(10)
+        duration(fromEnvironment: "DOCFS_STANDBY_WAIT", or: .seconds(10))
+    }
+
+    /// Seconds from the daemon's environment (the `DOCFS_…` settings above, which tests set to
+    /// wait less), or `fallback` when unset, not a number, or not above 0.
+    static func duration(fromEnvironment name: String, or fallback: Duration) -> Duration {
+        guard let text = ProcessInfo.processInfo.environment[name], let seconds = Double(text), seconds > 0 else { return fallback }
+        return .milliseconds(Int64(seconds * 1000))
     }
 
     /// With the servers given: `incomingServer` is a connection pool of its own for other
