@@ -62,6 +62,11 @@ final class ServerDoorMountTests: ReplicaTestCase {
             answer(r, hostile, "CREATE TEMP TABLE docfs_layout (id integer)"))
         let publicRights = try r.servers.psql(r.databaseURL, RemoteSchemaText.publicMayConnect)
         XCTAssertEqual(publicRights.first?.first ?? nil, "false", "PUBLIC keeps no TEMP or CONNECT on the tree's database")
+        // Another tree in the same cluster (set up by its own owner) lets none of this tree's replicas in.
+        let otherTree = try makeRemote(mount: false)
+        XCTAssert(
+            answer(otherTree, hostile, "SELECT 1").contains("permission denied for database"),
+            "another tree's database: \(answer(otherTree, hostile, "SELECT 1"))")
 
         // A server where TEMP survived (an owner who granted it): the functions read the server's
         // tables all the same, pg_temp coming last.
