@@ -164,6 +164,18 @@ final class PermissionCheckTests: XCTestCase {
         XCTAssertEqual(OwnershipRules.clearingSetID(file(0o6755), forWriter: root), nil)
     }
 
+    func testAModeGivenBackKeepsOnlyPermissionBits() throws {
+        // A provider's mode with file-type bits above 0o7777: the rules read, and a cleared mode
+        // sent back carries, only the permission bits.
+        let typed = Item(
+            identifier: ItemIdentifier("i"), parentIdentifier: .rootContainer, filename: "i", kind: .file, contentType: .data,
+            creationDate: Date(timeIntervalSince1970: 0), contentModificationDate: Date(timeIntervalSince1970: 0), capabilities: [],
+            posixPermissions: 0o104755, ownerID: 1000, groupID: 1000)
+        XCTAssertEqual(typed.permissionBits, 0o4755)
+        XCTAssertEqual(OwnershipRules.clearingSetID(typed, forWriter: other), 0o755)
+        XCTAssertEqual(try OwnershipRules.chown(typed, owner: 7, group: nil, by: root).posixPermissions, 0o755)
+    }
+
     func testNamesBelowAFolderAreCachedOnlyWhenEveryoneMaySearchIt() {
         XCTAssertTrue(folder(0o755).searchableByAll)
         XCTAssertTrue(folder(0o711).searchableByAll)
