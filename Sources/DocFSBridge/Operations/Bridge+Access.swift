@@ -12,7 +12,8 @@ extension Bridge {
     func access(_ reply: consuming Reply, _ ino: UInt64, _ mask: Int32) {
         do throws(RequestError) {
             let caller = Caller(reply.req)
-            let (owned, item) = try permissionSubject(of: ino)
+            let owned = try permissionSubject(of: ino)
+            let item = owned.item
             var want: UInt16 = 0
             if mask & R_OK != 0 { want |= PermissionCheck.read }
             if mask & W_OK != 0 { want |= PermissionCheck.write }

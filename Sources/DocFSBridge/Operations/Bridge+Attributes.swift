@@ -160,7 +160,8 @@ extension Bridge {
             if toSet & FUSE_SET_ATTR_SIZE != 0, hasSession(ino) { try? truncate(staged: node, to: Int64(attr.st_size)) }
             return try currentStat(ino)
         }
-        let (owned, item) = try permissionSubject(of: ino)
+        let owned = try permissionSubject(of: ino)
+        let item = owned.item
         let subject: Subject = item.map { .item($0.identifier) } ?? .ino(ino)
         let resizing = toSet & FUSE_SET_ATTR_SIZE != 0
         let atimeNow = toSet & FUSE_SET_ATTR_ATIME_NOW != 0

@@ -101,7 +101,8 @@ extension Bridge {
             if accmode != O_WRONLY { want |= PermissionCheck.read }
             if writing || fi.pointee.flags & O_TRUNC != 0 { want |= PermissionCheck.write }
             if fi.pointee.flags & Bridge.openForExec != 0 { want |= PermissionCheck.execute }
-            let (owned, stored) = try permissionSubject(of: ino)
+            let owned = try permissionSubject(of: ino)
+            let stored = owned.item
             try attempt(.ino(ino)) { () throws(ProviderError) in
                 try PermissionCheck.require(want, on: owned, for: caller, "opening the file")
             }

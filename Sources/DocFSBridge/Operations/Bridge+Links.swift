@@ -19,7 +19,8 @@ extension Bridge {
             let caller = Caller(reply.req)
             // A file still being copied in (created, not closed) is imported first, as its
             // close would: ext4 links a file while it is being written.
-            let (owned, stored) = try permissionSubject(of: ino)
+            let owned = try permissionSubject(of: ino)
+            let stored = owned.item
             let kind = stored?.kind ?? .file
             let (parentItem, name) = try attempt(subject) { () throws(ProviderError) -> (Item, String) in
                 guard let parentID = inodes.identifier(newParent) else { throw ProviderError(.noSuchItem) }

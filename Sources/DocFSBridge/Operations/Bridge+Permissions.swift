@@ -6,16 +6,13 @@ import DocFSProvider
 // check (`default_permissions`, BridgeOptions.kernelChecksPermissions): the kernel refuses most
 // callers the mode bits refuse before asking, and alone sees FIFO opens and socket connects.
 extension Bridge {
-    /// What the mode-bit rules see of a node, and its item when it is stored.
-    func permissionSubject(of ino: UInt64) throws(RequestError) -> (NodeSubject, Item?) {
-        if inodes.identifier(ino) != nil {
-            let item = try self.item(ino)
-            return (.stored(item), item)
-        }
+    /// What the mode-bit rules see of a node: its item when it is stored (`.item`), or its copy-in.
+    func permissionSubject(of ino: UInt64) throws(RequestError) -> NodeSubject {
+        if inodes.identifier(ino) != nil { return .stored(try self.item(ino)) }
         guard let node = inodes.node(ino), let copyIn = inodes.copyIn(of: node) else {
             throw RequestError(ProviderError(.noSuchItem), .ino(ino))
         }
-        return (.copyingIn(copyIn), nil)
+        return .copyingIn(copyIn)
     }
 
     /// Search (execute) permission on a folder, for a lookup in it: EACCES.
