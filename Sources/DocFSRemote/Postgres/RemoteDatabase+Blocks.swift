@@ -19,15 +19,19 @@ package struct StoredBlock: Sendable, Hashable, Codable {
     }
 }
 
-/// A content version made of blocks: the key its versions name, its size, its blocks in order.
+/// A content version made of blocks: the key its versions name, its size, its blocks in order
+/// (a block is its hash and its length, schema 20; `lengths` empty: not sent, and the server
+/// takes each hash's length from the places the replica counts on, as before).
 package struct BlockManifest: Sendable, Equatable {
     package var key: String
     package var size: Int64
     package var hashes: [String]
-    package init(key: String, size: Int64, hashes: [String]) {
+    package var lengths: [Int64]
+    package init(key: String, size: Int64, hashes: [String], lengths: [Int64] = []) {
         self.key = key
         self.size = size
         self.hashes = hashes
+        self.lengths = lengths
     }
 }
 
@@ -101,9 +105,12 @@ extension RemoteDatabase {
     /// bytes) stays as it was.
     package func recordManifests(_ manifests: [BlockManifest], donePacks: [String]) async throws -> Set<String> {
         guard !manifests.isEmpty || !donePacks.isEmpty else { return [] }
-        struct Wire: Encodable { var key: String; var size: Int64; var hashes: [String] }
+        // `lengths` left out when empty: a server before schema 20 reads none, and one after takes
+        // a manifest without them as a replica before 20 sent it.
+        struct Wire: Encodable { var key: String; var size: Int64; var hashes: [String]; var lengths: [Int64]? }
         let json = String(
-            decoding: try JSONEncoder().encode(manifests.map { Wire(key: $0.key, size: $0.size, hashes: $0.hashes) }),
+            decoding: try JSONEncoder().encode(
+                manifests.map { Wire(key: $0.key, size: $0.size, hashes: $0.hashes, lengths: $0.lengths.isEmpty ? nil : $0.lengths) }),
             as: UTF8.self)
         let logger = self.logger
         return try await mapped { [self] in
@@ -115,7 +122,8 @@ extension RemoteDatabase {
     }
 
     /// A version's size and blocks in order, each at its soundest place (schema 16: not
-    /// flagged first, then the fewest reports, then the oldest); nil when `key` names no
+    /// flagged first, then the fewest reports, then the oldest) of the length the manifest names
+    /// (schema 20: a place of another length is another block's); nil when `key` names no
     /// manifest (a whole object, uploaded before schema 8). A reader that finds a place damaged
     /// reports it and asks `places` for the block's others.
     package func manifest(key: String) async throws -> (size: Int64, blocks: [StoredBlock])? {
@@ -127,6 +135,7 @@ extension RemoteDatabase {
                      LEFT JOIN LATERAL (SELECT p.hash, p.pack_key, p.pack_offset, p.length,
                                                to_jsonb(p)->>'pack_version' AS version FROM docfs_blocks p
                                         WHERE p.hash = mb.hash
+                                          AND p.length = coalesce((to_jsonb(mb)->>'length')::bigint, p.length)
                                         ORDER BY p.damaged_ns IS NOT NULL, p.reports, p.created_ns, p.pack_key LIMIT 1) b ON true
                 WHERE m.key = \(key) ORDER BY mb.ordinal
                 """, logger: logger)
@@ -177,14 +186,17 @@ extension RemoteDatabase {
     /// place in a pack an upload still runs for (its intent, renewed while it runs); returns
     /// how many and their bytes. The block row goes (schema 16), its places with it: a manifest
     /// naming it meanwhile makes the delete fail on its foreign key, so a named block never goes.
+    /// A block is its hash and its length (schema 20; before, a hash had one length): a manifest
+    /// naming the hash with another length keeps another block.
     package func dropUnnamedBlocks(before cutoffNs: Int64) async throws -> (count: Int, bytes: Int64) {
         try await mapped { [self] in
             let rows = try await client.query(
                 """
                 WITH gone AS (DELETE FROM docfs_block_ids i
                               WHERE i.created_ns < \(cutoffNs)
-                                AND NOT EXISTS (SELECT 1 FROM docfs_manifest_blocks mb WHERE mb.hash = i.hash)
-                                AND NOT EXISTS (SELECT 1 FROM docfs_blocks p WHERE p.hash = i.hash
+                                AND NOT EXISTS (SELECT 1 FROM docfs_manifest_blocks mb WHERE mb.hash = i.hash
+                                                AND coalesce((to_jsonb(mb)->>'length')::bigint, i.length) = i.length)
+                                AND NOT EXISTS (SELECT 1 FROM docfs_blocks p WHERE p.hash = i.hash AND p.length = i.length
                                                 AND (p.created_ns >= \(cutoffNs)
                                                      OR EXISTS (SELECT 1 FROM docfs_upload_intents u WHERE u.key = p.pack_key)))
                               RETURNING length)

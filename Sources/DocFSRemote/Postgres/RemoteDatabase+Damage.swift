@@ -66,9 +66,10 @@ extension RemoteDatabase {
                 """
                 SELECT i.id, i.content_key, array_agg(DISTINCT b.hash ORDER BY b.hash)
                 FROM docfs_blocks b JOIN docfs_manifest_blocks mb ON mb.hash = b.hash
+                       AND coalesce((to_jsonb(mb)->>'length')::bigint, b.length) = b.length
                      JOIN docfs_items i ON i.content_key = mb.key AND NOT i.deleted
                 WHERE b.damaged_ns IS NOT NULL
-                  AND NOT EXISTS (SELECT 1 FROM docfs_blocks s WHERE s.hash = b.hash AND s.damaged_ns IS NULL)
+                  AND NOT EXISTS (SELECT 1 FROM docfs_blocks s WHERE s.hash = b.hash AND s.length = b.length AND s.damaged_ns IS NULL)
                 GROUP BY i.id, i.content_key ORDER BY i.id
                 """, logger: logger)
             var out: [DamagedContent] = []
@@ -86,7 +87,8 @@ extension RemoteDatabase {
             let rows = try await client.query(
                 """
                 SELECT b.hash, b.pack_key, b.pack_offset, b.length,
-                       EXISTS (SELECT 1 FROM docfs_manifest_blocks mb WHERE mb.hash = b.hash)
+                       EXISTS (SELECT 1 FROM docfs_manifest_blocks mb WHERE mb.hash = b.hash
+                               AND coalesce((to_jsonb(mb)->>'length')::bigint, b.length) = b.length)
                 FROM docfs_blocks b WHERE b.damaged_ns IS NOT NULL ORDER BY b.pack_key, b.pack_offset
                 """, logger: logger)
             var out: [DamagedBlock] = []
@@ -102,14 +104,15 @@ extension RemoteDatabase {
         try await mapped { [self] in
             let rows = try await client.query(
                 """
-                WITH unsound AS (SELECT b.hash FROM docfs_blocks b GROUP BY b.hash HAVING bool_and(b.damaged_ns IS NOT NULL))
+                WITH unsound AS (SELECT b.hash, b.length FROM docfs_blocks b GROUP BY b.hash, b.length
+                                 HAVING bool_and(b.damaged_ns IS NOT NULL)),
+                     named AS (SELECT mb.key, mb.hash FROM docfs_manifest_blocks mb JOIN unsound u ON u.hash = mb.hash
+                                 AND coalesce((to_jsonb(mb)->>'length')::bigint, u.length) = u.length)
                 SELECT v.item_id, docfs_item_path(v.item_id), v.content_version,
                        i.content_version = v.content_version AND NOT i.deleted, i.deleted, v.content_key,
-                       (SELECT count(DISTINCT mb.hash) FROM docfs_manifest_blocks mb JOIN unsound u ON u.hash = mb.hash
-                         WHERE mb.key = v.content_key)
+                       (SELECT count(DISTINCT n.hash) FROM named n WHERE n.key = v.content_key)
                 FROM docfs_versions v JOIN docfs_items i ON i.id = v.item_id
-                WHERE v.collected_ns IS NULL AND v.content_key IN (
-                    SELECT mb.key FROM docfs_manifest_blocks mb JOIN unsound u ON u.hash = mb.hash)
+                WHERE v.collected_ns IS NULL AND v.content_key IN (SELECT n.key FROM named n)
                 ORDER BY 2, v.content_version
                 """, logger: logger)
             var out: [DamagedVersion] = []

@@ -96,8 +96,11 @@
 ///
 /// Version 19 (`RemoteSchema+Overstayers.swift`): a replica session idle in a transaction, or in
 /// one statement, past its role's own limits (which it may have lifted with `SET`) is ended.
+///
+/// Version 20 (`RemoteSchema+BlockLengths.swift`): a block is its hash and its length, end to end
+/// (manifests name both); no replica's record of a block can refuse another replica's upload.
 package enum RemoteSchema {
-    package static let latest = 19
+    package static let latest = 20
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -241,6 +244,7 @@ package enum RemoteSchema {
         (17, positionStatements),
         (18, packVersionStatements),
         (19, overstayerStatements),
+        (20, blockLengthStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the

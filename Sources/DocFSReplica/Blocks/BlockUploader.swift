@@ -85,9 +85,11 @@ struct BlockUploader {
                 guard var blocks = try FileBlocks(path: file.path) else { continue }
                 defer { blocks.close() }
                 var hashes: [String] = []
+                var lengths: [Int64] = []
                 while let bytes = try blocks.next() {
                     let hash = bytes.withUnsafeBytes { BlockHash.of($0) }
                     hashes.append(hash)
+                    lengths.append(Int64(bytes.count))
                     if let only, !only.contains(hash) { continue }
                     work.batch.append(Pending(hash: hash, bytes: bytes))
                     work.batchBytes += bytes.count
@@ -95,7 +97,7 @@ struct BlockUploader {
                 }
                 let contents = BlockHash.ofManifest(size: blocks.size, hashes: hashes)
                 let key = ContentObjectKey.manifest(prefix: prefix, operationID: file.operationID, contents: contents)
-                manifests.append((file, BlockManifest(key: key, size: blocks.size, hashes: hashes)))
+                manifests.append((file, BlockManifest(key: key, size: blocks.size, hashes: hashes, lengths: lengths)))
             }
             try await resolveBatch(work)
             try await sealPack(work)
