@@ -29,7 +29,8 @@ extension RemoteSchema {
             created_ns bigint NOT NULL
         )
         """,
-        "INSERT INTO docfs_block_ids (hash, length, created_ns) SELECT hash, length, created_ns FROM docfs_blocks ON CONFLICT (hash) DO NOTHING",
+        // (No conflict target: run again after version 20, the key is the hash and the length.)
+        "INSERT INTO docfs_block_ids (hash, length, created_ns) SELECT hash, length, created_ns FROM docfs_blocks ON CONFLICT DO NOTHING",
         // Manifests name the block, not one of its places.
         """
         DO $do$
@@ -45,11 +46,19 @@ extension RemoteSchema {
         $do$
         """,
         // (Each step may run again: `docfs remote setup` reapplies versions a restored or
-        // hand-edited docfs_schema_migrations no longer lists.)
-        "ALTER TABLE docfs_manifest_blocks DROP CONSTRAINT IF EXISTS docfs_manifest_blocks_block",
+        // hand-edited docfs_schema_migrations no longer lists, and every later one after them.
+        // Once version 20 keyed blocks by hash and length, its own keys stay: it runs next.)
         """
-        ALTER TABLE docfs_manifest_blocks ADD CONSTRAINT docfs_manifest_blocks_block
-            FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash)
+        DO $do$
+        BEGIN
+            IF EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'docfs_block_ids'::regclass AND contype = 'p'
+                       AND array_length(conkey, 1) = 1) THEN
+                ALTER TABLE docfs_manifest_blocks DROP CONSTRAINT IF EXISTS docfs_manifest_blocks_block;
+                ALTER TABLE docfs_manifest_blocks ADD CONSTRAINT docfs_manifest_blocks_block
+                    FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash);
+            END IF;
+        END
+        $do$
         """,
         """
         DO $do$
@@ -62,10 +71,17 @@ extension RemoteSchema {
         END
         $do$
         """,
-        "ALTER TABLE docfs_blocks DROP CONSTRAINT IF EXISTS docfs_blocks_block",
         """
-        ALTER TABLE docfs_blocks ADD CONSTRAINT docfs_blocks_block
-            FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash) ON DELETE CASCADE
+        DO $do$
+        BEGIN
+            IF EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'docfs_block_ids'::regclass AND contype = 'p'
+                       AND array_length(conkey, 1) = 1) THEN
+                ALTER TABLE docfs_blocks DROP CONSTRAINT IF EXISTS docfs_blocks_block;
+                ALTER TABLE docfs_blocks ADD CONSTRAINT docfs_blocks_block
+                    FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash) ON DELETE CASCADE;
+            END IF;
+        END
+        $do$
         """,
         "ALTER TABLE docfs_blocks ADD COLUMN IF NOT EXISTS role text",
         "ALTER TABLE docfs_blocks ADD COLUMN IF NOT EXISTS reports integer NOT NULL DEFAULT 0",
