@@ -4,6 +4,65 @@ import XCTest
     import Glibc
 #endif
 
+/// s3check.py's commands through the process Tests/remote/servers.sh keeps for them
+/// (`s3check.py serve`, at DOCFS_TEST_S3CHECK_SOCKET): the same command, run in a child it forks,
+/// without a boto3 import per call (most of a call's second on a loaded machine).
+enum S3CheckSocket {
+    /// The command's status and output; nil when there is no such process (the caller then runs
+    /// s3check.py itself). An answer that does not come within `timeout` is a timed-out result.
+    static func call(_ args: [String], env: [String: String], timeout: Double) -> ShellResult? {
+        guard let path = ProcessInfo.processInfo.environment["DOCFS_TEST_S3CHECK_SOCKET"], !path.isEmpty,
+            var request = try? JSONSerialization.data(withJSONObject: ["argv": args, "env": env])
+        else { return nil }
+        request.append(0x0A)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let name = Array(path.utf8)
+        guard name.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: name) }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else { return nil }
+        let sent = request.withUnsafeBytes { bytes -> Bool in
+            var offset = 0
+            while offset < bytes.count {
+                let n = send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+                if n <= 0 { return false }
+                offset += n
+            }
+            return true
+        }
+        // Not all of the line arrived: the child runs nothing without it.
+        guard sent else { return nil }
+        var answer = Data()
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0 else {
+                return ShellResult(status: -1, stdout: "", stderr: "s3check.py serve: no answer within \(timeout) s", timedOut: true)
+            }
+            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let r = poll(&ready, 1, Int32(min(left, 1) * 1000))
+            if r < 0 && errno != EINTR { break }
+            if r <= 0 { continue }
+            let n = read(fd, &chunk, chunk.count)
+            if n <= 0 { break } // the child answered and exited
+            answer.append(contentsOf: chunk[0..<n])
+        }
+        guard let object = try? JSONSerialization.jsonObject(with: answer) as? [String: Any],
+            let status = (object["status"] as? NSNumber)?.int32Value
+        else {
+            return ShellResult(status: -1, stdout: "", stderr: "s3check.py serve answered: \(String(decoding: answer, as: UTF8.self))")
+        }
+        return ShellResult(status: status, stdout: object["stdout"] as? String ?? "", stderr: object["stderr"] as? String ?? "")
+    }
+}
+
 /// The servers Tests/remote/servers.sh started (PostgreSQL and the signature-checking moto), as
 /// the mounted remote tests see them. Every check of what reached the server goes through second
 /// clients — `psql` and boto3 (Tests/remote/s3check.py) — never through docfs's own code, so a
@@ -86,9 +145,10 @@ struct RemoteServers {
 
     /// Runs s3check.py (see that file) and decodes its JSON answer.
     func s3check(_ args: [String], env: [String: String] = [:], timeout: Double = 120) throws -> Any {
-        let r = runProcess(
-            python, [s3check] + args, cwd: "/", env: s3Environment.merging(env) { $1 },
-            timeout: timeout, outDir: "/tmp")
+        let environment = s3Environment.merging(env) { $1 }
+        let r =
+            S3CheckSocket.call(args, env: environment, timeout: timeout)
+            ?? runProcess(python, [s3check] + args, cwd: "/", env: environment, timeout: timeout, outDir: "/tmp")
         guard r.status == 0, let json = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) else {
             throw FixtureError("s3check.py \(args.joined(separator: " ")) failed: \(r)")
         }

@@ -19,6 +19,11 @@ with boto3 rather than docfs's own S3 client, and the local tree read with plain
 
 S3 from the environment: DOCFS_TEST_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY.
 Exit 0 and JSON on stdout, or exit 1 and the error on stderr.
+
+    s3check.py serve SOCKET                the same commands for clients of a Unix socket (started by
+                                           Tests/remote/servers.sh): a request is one JSON line
+                                           {"argv": [COMMAND, ...], "env": {...}}, the answer one JSON
+                                           line {"status", "stdout", "stderr"}, as the command would give
 """
 import hashlib
 import json
@@ -236,9 +241,63 @@ def main(argv):
     json.dump(result, sys.stdout)
 
 
-if __name__ == "__main__":
+def run(argv):
+    """A command as the command line runs it: its exit status."""
     try:
-        main(sys.argv)
+        main(argv)
+        return 0
     except Exception as error:  # one line for the test's failure message
-        print(f"s3check.py {' '.join(sys.argv[1:3])}: {type(error).__name__}: {error}", file=sys.stderr)
-        sys.exit(1)
+        print(f"s3check.py {' '.join(argv[1:3])}: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    except SystemExit as exit_:
+        if exit_.code not in (None, 0):
+            print(exit_.code, file=sys.stderr)
+        return 0 if exit_.code in (None, 0) else 1
+
+
+def serve(path):
+    """Answers each connection of the socket at `path` in a child forked for it: boto3 is imported
+    once, here (most of a separate process's second), and each command still runs alone, in its
+    own environment and session, so one that hangs (a stopped moto) holds up no other."""
+    import io
+    import signal
+    import socket
+    import boto3  # noqa: F401  (imported for the children)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reaped by the kernel
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    while True:
+        conn, _ = listener.accept()
+        if os.fork() != 0:
+            conn.close()
+            continue
+        listener.close()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+        out, err, status = io.StringIO(), io.StringIO(), 1
+        try:
+            request = json.loads(data)
+            os.environ.update(request.get("env", {}))
+            sys.stdout, sys.stderr = out, err
+            status = run(["s3check.py"] + list(request["argv"]))
+        except Exception as error:
+            err.write(f"s3check.py serve: bad request: {error}")
+        finally:
+            sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        try:
+            conn.sendall((json.dumps({"status": status, "stdout": out.getvalue(), "stderr": err.getvalue()}) + "\n").encode())
+        except OSError:
+            pass  # the client gave up (its timeout)
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["serve"]:
+        serve(sys.argv[2])
+    sys.exit(run(sys.argv))

@@ -338,6 +338,14 @@ PY
     echo $! >"$dir/moto-tls.pid"
     wait_port "$tlsport" 30 || { cat "$dir/moto-tls.log" >&2; log "the HTTPS moto did not start"; exit 1; }
 
+    # s3check.py's commands through one process that imported boto3 once (each call forks): the
+    # import was most of a call's second, and the mounted tests make a few hundred calls.
+    "$MOTO_PYTHON" "$here/s3check.py" serve "$dir/s3check.sock" >"$dir/s3check.log" 2>&1 &
+    echo $! >"$dir/s3check.pid"
+    i=0
+    while ! [ -S "$dir/s3check.sock" ] && [ "$i" -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    [ -S "$dir/s3check.sock" ] || { cat "$dir/s3check.log" >&2; log "s3check.py serve did not start"; exit 1; }
+
     cat >"$dir/env" <<ENV
 export DOCFS_TEST_PG_URL='postgres://docfs@127.0.0.1:$pgport/postgres'
 export DOCFS_TEST_S3_ENDPOINT='http://127.0.0.1:$s3port'
@@ -353,6 +361,7 @@ export DOCFS_TEST_PG_DATA='$dir/pg/data'
 export DOCFS_TEST_PGBOUNCER_URL='postgres://docfs@127.0.0.1:$(cat "$dir/pgbouncer_port")/postgres'
 export DOCFS_TEST_SERVERS_SH='$here/servers.sh'
 export DOCFS_TEST_SERVERS_DIR='$dir'
+export DOCFS_TEST_S3CHECK_SOCKET='$dir/s3check.sock'
 ENV
     log "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$pgport (pid $(cat "$dir/postgres.pid")), pgbouncer $("$(pgbouncer_bin)" --version | awk 'NR==1{print $2}') on 127.0.0.1:$(cat "$dir/pgbouncer_port") (pid $(cat "$dir/pgbouncer.pid")), moto $(moto_version "$MOTO_PYTHON") ($MOTO_SERVER) on 127.0.0.1:$s3port (pid $(cat "$dir/moto.pid")) and :$openport (pid $(cat "$dir/moto-open.pid")), HTTPS :$tlsport (pid $(cat "$dir/moto-tls.pid")), in $dir"
 }
@@ -379,6 +388,7 @@ stop() {
     # (pg_stop sets the shell's global `dir` to its argument.)
     dir=$1
     pg_stop "$dir"
+    stop_pid "$dir/s3check.pid" 10 &
     stop_pid "$dir/moto.pid" 10 &
     stop_pid "$dir/moto-tls.pid" 10 &
     stop_pid "$dir/moto-open.pid" 10

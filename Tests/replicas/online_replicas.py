@@ -56,7 +56,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fault_proxy import FaultProxy  # noqa: E402
 from two_replicas import wait_for_quiet as shared_wait_for_quiet  # noqa: E402
-from two_replicas import (ADMIN_URL, AWS, DOCFS, ENV, PSQL, S3_ENDPOINT, S3_PYTHON, S3CHECK, SERVERS,  # noqa: E402
+from two_replicas import (ADMIN_URL, AWS, DOCFS, ENV, PSQL, S3_ENDPOINT, SERVERS,  # noqa: E402
                           database_url, log_tail, run, run_seeds, s3check, status, tree, unmount)
 
 HOLD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote", "hold_open.py")
@@ -96,7 +96,7 @@ def read_blocks(bucket, request):
     json.dump(request, keys)
     keys.close()
     try:
-        got = run([S3_PYTHON, S3CHECK, "read", bucket, keys.name], env={**AWS, "DOCFS_TEST_S3_ENDPOINT": S3_ENDPOINT}, check=False)
+        got = s3check("read", bucket, keys.name, check=False)
         return json.loads(got.stdout) if got.returncode == 0 else None
     finally:
         os.unlink(keys.name)
@@ -157,7 +157,8 @@ class Replica:
             return None
 
     def mount(self):
-        run([DOCFS, "mount", self.store, self.mnt, "--trash"], env=AWS)
+        # Idle replicas ask for damaged blocks every 2 s, not 15: heal() waits for that ask.
+        run([DOCFS, "mount", self.store, self.mnt, "--trash"], env={**AWS, "DOCFS_HEAL_INTERVAL": "2"})
 
     def paths(self):
         files, dirs = [], [""]
@@ -503,7 +504,7 @@ class Round:
         pack = packs[min(int(u * len(packs)), len(packs) - 1)]
         mine = {h: [[p, int(o), int(n)]] for h, p, o, n in blocks if p == pack}
         held = read_blocks(srv.bucket, mine)
-        zeroed = run([S3_PYTHON, S3CHECK, "zero", srv.bucket, pack], env={**AWS, "DOCFS_TEST_S3_ENDPOINT": S3_ENDPOINT}, check=False)
+        zeroed = s3check("zero", srv.bucket, pack, check=False)
         if held is None or zeroed.returncode != 0:
             self.log.append("   [no pack damaged: %s went meanwhile]" % pack.rsplit("/", 1)[-1])
             return
@@ -590,7 +591,8 @@ def heal(replicas, server):
     """After a round that damaged a pack: the owner's `docfs remote check` (from A's store)
     reads every pack and marks the damaged blocks (a reader would mark a block it read, but the
     end check's reads must not fail first); the replicas holding the bytes of a current version
-    that names one send them again (when idle, every 15 s), which this waits for with a deadline;
+    that names one send them again (when idle, every 2 s: DOCFS_HEAL_INTERVAL at the mount), which
+    this waits for with a deadline;
     then a second check must find no current version damaged."""
     def check_once():
         r = run([DOCFS, "remote", "check", replicas[0].store, "--json"], env=AWS, timeout=300, check=False)

@@ -33,6 +33,7 @@ import os
 import random
 import select
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -68,8 +69,28 @@ def database_url(name):
     return ADMIN_URL.rsplit("/", 1)[0] + "/" + name
 
 
-def s3check(*args):
-    return run([S3_PYTHON, S3CHECK] + list(args), env={**AWS, "DOCFS_TEST_S3_ENDPOINT": S3_ENDPOINT})
+def s3check(*args, check=True):
+    """s3check.py ARGS, through the process Tests/remote/servers.sh keeps for it when there is one
+    (DOCFS_TEST_S3CHECK_SOCKET: no boto3 import per call), else in a process of its own."""
+    env = {**AWS, "DOCFS_TEST_S3_ENDPOINT": S3_ENDPOINT}
+    path = ENV.get("DOCFS_TEST_S3CHECK_SOCKET")
+    if not path:
+        return run([S3_PYTHON, S3CHECK] + list(args), env=env, check=check)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(120)
+        s.connect(path)
+        s.sendall((json.dumps({"argv": list(args), "env": env}) + "\n").encode())
+        data = b""
+        while True:
+            chunk = s.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    answer = json.loads(data)
+    r = subprocess.CompletedProcess(["s3check.py"] + list(args), answer["status"], answer["stdout"], answer["stderr"])
+    if check and r.returncode != 0:
+        raise AssertionError("s3check.py %s failed (%d): %s %s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
+    return r
 
 
 def status(mnt):
