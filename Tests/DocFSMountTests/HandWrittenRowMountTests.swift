@@ -30,7 +30,7 @@ final class HandWrittenRowMountTests: ReplicaTestCase {
             sql += """
                 INSERT INTO docfs_blocks (hash, pack_key, pack_offset, length, created_ns) VALUES (\(hash), '\(pack)', 0, \(length), 1);
                 INSERT INTO docfs_manifests (key, size, created_ns) VALUES (\(key), \(size), 1);
-                INSERT INTO docfs_manifest_blocks (key, ordinal, hash) VALUES (\(key), 0, \(hash));
+                INSERT INTO docfs_manifest_blocks (key, ordinal, hash, length) VALUES (\(key), 0, \(hash), \(length));
 
                 """
         }

@@ -203,22 +203,44 @@ extension RemoteSchema {
                 RAISE EXCEPTION 'the manifest % lists something that is not a block hash or length, or has no size', bad
                     USING ERRCODE = 'DF014';
             END IF;
+            -- Schema 15's bounds (docfs_manifest_bounds checks them again on insert), before any
+            -- work that grows with the count: blocks for the size, and repeats of one hash.
+            SELECT e->>'key' INTO bad FROM jsonb_array_elements(p_manifests) e
+             WHERE jsonb_array_length(e->'hashes') > \(maximumManifestBlocks)
+                OR jsonb_array_length(e->'hashes') > (e->>'size')::numeric / \(manifestBytesPerBlock) + 16
+             LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'the manifest % lists more blocks than its size allows (one per \(manifestBytesPerBlock) bytes, \(maximumManifestBlocks) at most)', bad
+                    USING ERRCODE = 'DF014';
+            END IF;
+            SELECT e->>'key' INTO bad FROM jsonb_array_elements(p_manifests) e
+             WHERE jsonb_array_length(e->'hashes') > \(maximumHashRepeats)
+               AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(e->'hashes') h GROUP BY h HAVING count(*) > \(maximumHashRepeats))
+             LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'the manifest % lists one block more than \(maximumHashRepeats) times', bad USING ERRCODE = 'DF014';
+            END IF;
             -- Each manifest's blocks, by hash and length. Without `lengths` (a replica before
             -- schema 20) a hash takes the length of a sound place the caller counts on, else that
-            -- of its oldest block.
-            SELECT array_agg(k ORDER BY k, n), array_agg(n ORDER BY k, n), array_agg(h ORDER BY k, n), array_agg(l ORDER BY k, n)
+            -- of its oldest block: asked once per hash, not per listing.
+            WITH listed AS (
+                SELECT e->>'key' AS k, b.n - 1 AS n, b.h,
+                       CASE WHEN e ? 'lengths' THEN (e->'lengths'->>((b.n - 1)::int))::bigint END AS given
+                  FROM jsonb_array_elements(p_manifests) e, jsonb_array_elements_text(e->'hashes') WITH ORDINALITY AS b(h, n)),
+            legacy AS (
+                SELECT d.h, coalesce((SELECT s.length FROM docfs_blocks s WHERE s.hash = d.h AND s.damaged_ns IS NULL
+                                        AND docfs_place_vouched(s.pack_key) ORDER BY s.created_ns LIMIT 1),
+                                     (SELECT i.length FROM docfs_block_ids i WHERE i.hash = d.h ORDER BY i.created_ns LIMIT 1)) AS l
+                  FROM (SELECT DISTINCT h FROM listed WHERE given IS NULL) d)
+            SELECT array_agg(x.k ORDER BY x.k, x.n), array_agg(x.n ORDER BY x.k, x.n), array_agg(x.h ORDER BY x.k, x.n),
+                   array_agg(x.l ORDER BY x.k, x.n)
               INTO keys, ordinals, hashes, lengths
-              FROM (SELECT DISTINCT ON (e->>'key', b.n) e->>'key' AS k, b.n - 1 AS n, b.h,
-                           CASE WHEN e ? 'lengths' THEN (e->'lengths'->>((b.n - 1)::int))::bigint
-                                ELSE coalesce((SELECT s.length FROM docfs_blocks s WHERE s.hash = b.h AND s.damaged_ns IS NULL
-                                                 AND docfs_place_vouched(s.pack_key) ORDER BY s.created_ns LIMIT 1),
-                                              (SELECT i.length FROM docfs_block_ids i WHERE i.hash = b.h ORDER BY i.created_ns LIMIT 1))
-                           END AS l
-                      FROM jsonb_array_elements(p_manifests) e, jsonb_array_elements_text(e->'hashes') WITH ORDINALITY AS b(h, n)) x;
+              FROM (SELECT DISTINCT ON (listed.k, listed.n) listed.k, listed.n, listed.h, coalesce(listed.given, legacy.l) AS l
+                      FROM listed LEFT JOIN legacy ON legacy.h = listed.h) x;
             -- The blocks and their sound places stay until this transaction ends (gc waits for it).
-            PERFORM 1 FROM docfs_blocks b WHERE b.hash = ANY(hashes) AND b.damaged_ns IS NULL FOR KEY SHARE;
+            PERFORM 1 FROM docfs_blocks b WHERE b.hash IN (SELECT DISTINCT unnest(hashes)) AND b.damaged_ns IS NULL FOR KEY SHARE;
             -- Had: a sound place of that hash and length this caller may count on (`docfs_place_vouched`).
-            missing := ARRAY(SELECT DISTINCT m.h FROM unnest(hashes, lengths) AS m(h, l)
+            missing := ARRAY(SELECT DISTINCT m.h FROM (SELECT DISTINCT u.h, u.l FROM unnest(hashes, lengths) AS u(h, l)) m
                              WHERE NOT EXISTS (SELECT 1 FROM docfs_blocks b WHERE b.hash = m.h AND b.length = m.l
                                                AND b.damaged_ns IS NULL AND docfs_place_vouched(b.pack_key)));
             IF cardinality(missing) > 0 THEN RETURN missing; END IF;
