@@ -8,8 +8,19 @@ import PostgresNIO
 /// with its session.
 package final class GarbageLock: Sendable {
     let connection: PostgresConnection
-    init(_ connection: PostgresConnection) { self.connection = connection }
-    package func release() async { try? await connection.close() }
+    let timeout: Duration
+    init(_ connection: PostgresConnection, timeout: Duration) {
+        self.connection = connection
+        self.timeout = timeout
+    }
+    /// Closes the session (its transaction, and the lock, end with it), waiting at most `timeout`:
+    /// a link cut mid-close leaves the server to end the session itself.
+    package func release() async {
+        let connection = self.connection
+        _ = try? await withDeadline(timeout, timedOut: { RemoteError.unreachable("the gc lock's session did not close") }) {
+            try await connection.close()
+        }
+    }
 }
 
 extension RemoteDatabase {
@@ -20,25 +31,33 @@ extension RemoteDatabase {
     package func takeGarbageLock() async throws -> GarbageLock? {
         do {
             let connection = try await connectAlone()
-            var taken = false
+            let lock = GarbageLock(connection, timeout: operationTimeout)
+            let logger = self.logger
+            let taken: Bool
             do {
-                if try await schemaVersion() >= RemoteSchema.guardsVersion {
-                    try await connection.perform("BEGIN", logger: logger)
-                    let rows = try await connection.query(PostgresQuery(unsafeSQL: RemoteSchema.garbageLockQuery), logger: logger)
-                    for try await (n) in rows.decode(Int64.self) { taken = n == 1 }
-                } else {
-                    let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.garbageLockKey))", logger: logger)
-                    for try await (got) in rows.decode(Bool.self) { taken = got }
+                let guards = try await schemaVersion() >= RemoteSchema.guardsVersion
+                // Asked, never waited for (SKIP LOCKED, a try lock): bounded like every call.
+                taken = try await withDeadline(operationTimeout, timedOut: { RemoteError.unreachable("no answer within \(self.operationTimeout)") }) {
+                    var taken = false
+                    if guards {
+                        try await connection.perform("BEGIN", logger: logger)
+                        let rows = try await connection.query(PostgresQuery(unsafeSQL: RemoteSchema.garbageLockQuery), logger: logger)
+                        for try await (n) in rows.decode(Int64.self) { taken = n == 1 }
+                    } else {
+                        let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.garbageLockKey))", logger: logger)
+                        for try await (got) in rows.decode(Bool.self) { taken = got }
+                    }
+                    return taken
                 }
             } catch {
-                try? await connection.close()
+                await lock.release()
                 throw error
             }
             guard taken else {
-                try? await connection.close()
+                await lock.release()
                 return nil
             }
-            return GarbageLock(connection)
+            return lock
         } catch {
             throw Self.map(error)
         }

@@ -67,10 +67,15 @@ package final class RemoteDatabase: Sendable {
         self.runTask = Task { await client.run() }
     }
 
-    /// Stops the client (cancels its `run()` and waits for it).
+    /// Stops the client (cancels its `run()` and waits for it, at most `operationTimeout`: the pool
+    /// ends once its connections have, and one a faulty link left half made may never end; the
+    /// caller, a command ending or a mount going away, goes on without it).
     package func shutdown() async {
         runTask.cancel()
-        await runTask.value
+        let run = runTask
+        _ = try? await withDeadline(operationTimeout, timedOut: { RemoteError.unreachable("the client did not stop") }) {
+            await run.value
+        }
     }
 
     // MARK: Schema
