@@ -31,7 +31,7 @@ extension RemoteSchema {
         """,
         // (No conflict target: run again after version 20, the key is the hash and the length.)
         "INSERT INTO docfs_block_ids (hash, length, created_ns) SELECT hash, length, created_ns FROM docfs_blocks ON CONFLICT DO NOTHING",
-        // Manifests name the block, not one of its places.
+        // Manifests name the block, not one of its places (its foreign key below).
         """
         DO $do$
         DECLARE
@@ -42,21 +42,6 @@ extension RemoteSchema {
                        AND confrelid = 'docfs_blocks'::regclass LOOP
                 EXECUTE format('ALTER TABLE docfs_manifest_blocks DROP CONSTRAINT %I', c.conname);
             END LOOP;
-        END
-        $do$
-        """,
-        // (Each step may run again: `docfs remote setup` reapplies versions a restored or
-        // hand-edited docfs_schema_migrations no longer lists, and every later one after them.
-        // Once version 20 keyed blocks by hash and length, its own keys stay: it runs next.)
-        """
-        DO $do$
-        BEGIN
-            IF EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'docfs_block_ids'::regclass AND contype = 'p'
-                       AND array_length(conkey, 1) = 1) THEN
-                ALTER TABLE docfs_manifest_blocks DROP CONSTRAINT IF EXISTS docfs_manifest_blocks_block;
-                ALTER TABLE docfs_manifest_blocks ADD CONSTRAINT docfs_manifest_blocks_block
-                    FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash);
-            END IF;
         END
         $do$
         """,
@@ -71,11 +56,18 @@ extension RemoteSchema {
         END
         $do$
         """,
+        // Manifests and places name the block. (Each step may run again: `docfs remote setup`
+        // reapplies versions a restored or hand-edited docfs_schema_migrations no longer lists,
+        // and every later one after them. Once version 20 keyed blocks by hash and length, its
+        // own keys stay: it runs next.)
         """
         DO $do$
         BEGIN
             IF EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'docfs_block_ids'::regclass AND contype = 'p'
                        AND array_length(conkey, 1) = 1) THEN
+                ALTER TABLE docfs_manifest_blocks DROP CONSTRAINT IF EXISTS docfs_manifest_blocks_block;
+                ALTER TABLE docfs_manifest_blocks ADD CONSTRAINT docfs_manifest_blocks_block
+                    FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash);
                 ALTER TABLE docfs_blocks DROP CONSTRAINT IF EXISTS docfs_blocks_block;
                 ALTER TABLE docfs_blocks ADD CONSTRAINT docfs_blocks_block
                     FOREIGN KEY (hash) REFERENCES docfs_block_ids (hash) ON DELETE CASCADE;
