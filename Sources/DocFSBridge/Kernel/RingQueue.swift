@@ -12,6 +12,14 @@ import Synchronization
 /// arguments). The payload sits `headroom` bytes into its mapping, so the request can be laid out
 /// in one piece (header and first argument copied in just before the payload) for
 /// `fuse_session_process_buf` without copying a write's bytes.
+///
+/// Only this thread submits to the ring, replies given on other threads included (they wake it
+/// through the eventfd). The kernel copies an entry's next request into it from the task that
+/// submitted the entry's last command (task work), and cancels that task's entries when it
+/// exits: a commit submitted by an executor thread would make the entry's next request wait
+/// whenever that thread sleeps uninterruptibly (an fsync), and lose the entry when the thread
+/// pool retires the thread. This thread always waits in `io_uring_enter`, and lives as long as
+/// the ring.
 final class RingQueue: @unchecked Sendable {
     let qid: UInt16
     let fuseFD: Int32
@@ -32,6 +40,13 @@ final class RingQueue: @unchecked Sendable {
     private let mappings: [UnsafeMutableRawPointer]
     private let iovecs: UnsafeMutablePointer<iovec>
     private let commitIDs: UnsafeMutablePointer<UInt64>
+    /// Per entry, on the queue's thread only: whether its last command was a REGISTER (else a
+    /// COMMIT_AND_FETCH), and how often in a row the kernel asked for it again.
+    private var registering: [Bool]
+    private var retries: [UInt8]
+    /// A command the kernel answers with EAGAIN or EINTR is sent again, at most this often in a
+    /// row (as libfuse's ring does): after that the entry counts as refused.
+    private static let retryLimit: UInt8 = 16
     /// Entries whose reply is in their buffers, waiting for the thread to commit them.
     private let ready = Mutex<[Int]>([])
     private var thread: pthread_t?
@@ -81,6 +96,8 @@ final class RingQueue: @unchecked Sendable {
         }
         self.headers = headers
         self.mappings = mappings
+        registering = Array(repeating: true, count: entries)
+        retries = Array(repeating: 0, count: entries)
     }
 
     /// Frees the ring and buffers: only after `join()`, once the kernel let go of the entries
@@ -201,6 +218,13 @@ final class RingQueue: @unchecked Sendable {
                     live -= 1; refused += 1
                     continue
                 }
+                if res == -EAGAIN || res == -EINTR, retries[index] < Self.retryLimit {
+                    // Not lost: the kernel asks for the same command again (a REGISTER before the
+                    // connection's INIT settled, an interrupted wait).
+                    retries[index] += 1
+                    resend(index)
+                    continue
+                }
                 if res < 0 {
                     // ENOTCONN/ECANCELED: the connection ends; so does EBADF, which a commit
                     // meets once the device's connection is gone at unmount (seen as the other
@@ -213,6 +237,7 @@ final class RingQueue: @unchecked Sendable {
                     }
                     continue
                 }
+                retries[index] = 0
                 serve(index)
             }
             if wokenToStop { break }
@@ -280,9 +305,22 @@ final class RingQueue: @unchecked Sendable {
     }
 
     private func prepCommit(_ index: Int) {
+        registering[index] = false
         _ = docfs_uring_prep_fuse_cmd(
             &ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_COMMIT_AND_FETCH),
             qid, commitIDs[index], iovecs + 2 * index, UInt64(index))
+    }
+
+    /// The entry's last command once more (its REGISTER, or the commit of its reply with the
+    /// same commit id), submitted with the next wait.
+    private func resend(_ index: Int) {
+        if registering[index] {
+            _ = docfs_uring_prep_fuse_cmd(
+                &ring, fuseFD, UInt32(DOCFS_FUSE_IO_URING_CMD_REGISTER), qid, 0,
+                iovecs + 2 * index, UInt64(index))
+        } else {
+            prepCommit(index)
+        }
     }
 
     /// libfuse's reply for entry `index` (through the custom writev): the out header into the
