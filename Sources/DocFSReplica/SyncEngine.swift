@@ -43,11 +43,13 @@ package final class SyncEngine: Sendable {
     /// Files downloaded when opened, evicted under the limit, pinned: the store's, made by its
     /// first engine (handed to the store before any FUSE op; a later engine takes it over).
     package let onDemand: ContentsOnDemand
-    /// Entries read at a time, and sent per chunk (a chunk's blocks share packs).
-    static let batchSize = 128
+    /// Entries read at a time: a few chunks, so that each chunk's upload but the first goes on
+    /// beside the server's work on the one before (`send`).
+    static let batchSize = 4 * chunkSize
     /// The bound of a mounted replica's pool: a call of the sending loop and one of the
     /// receiving side (a catch-up, a download's row) at once; others wait their turn.
     package static let poolConnections = 2
+    /// Entries sent per chunk (a chunk's blocks share packs).
     static let chunkSize = 128
     static let chunkBytes: Int64 = 64 << 20
     let timing: RetryTiming
@@ -303,42 +305,40 @@ package final class SyncEngine: Sendable {
 
     /// Sends entries in chunks; completes in the store what the server has even when a later
     /// entry fails (the failure then goes up to the loop, which retries from there).
+    ///
+    /// Pipelined: while the server applies a chunk's changes, the next chunk's contents go up
+    /// (packed, PUT, their places and manifests recorded: each manifest still after its blocks,
+    /// each change still after its manifest). The upload ahead ends before the chunk is
+    /// completed here, since completing renames the contents of new files (`completeOutbox`); one
+    /// that missed a file, failed, or followed a chunk the server decided otherwise about is
+    /// done again in turn, as without the overlap.
     func send(_ entries: [OutboxEntry], rootID: Int64) async throws {
-        var start = 0
         conflicted = []
-        while start < entries.count {
+        var chunk = nextChunk(of: entries, from: 0)
+        var start = 0
+        var ahead: Result<Uploaded, any Error>?
+        while !chunk.isEmpty {
             try Task.checkCancellation()
-            var end = min(start + Self.chunkSize, entries.count)
-            // A chunk's packs go up before any of its versions: a few large files end it early,
-            // so that other replicas see the first of them before the last is sent.
-            var bytes: Int64 = 0
-            for index in start..<end where entries[index].kind == .create || entries[index].kind == .content {
-                var st = stat()
-                if let url = store.contentURL(ofRow: store.currentRow(entries[index].row)),
-                    stat(url.path, &st) == 0
-                {
-                    bytes += Int64(st.st_size)
-                }
-                if bytes >= Self.chunkBytes { end = index + 1; break }
-            }
-            // A file's next content version joins the chunk its create or last version is in, so
-            // the two share one upload (a chunk may grow to twice its size for it).
-            var files = Set(entries[start..<end].filter { $0.kind == .create || $0.kind == .content }.map { store.currentRow($0.row) })
-            while end < entries.count, end - start < 2 * Self.chunkSize, entries[end].kind == .content,
-                files.contains(store.currentRow(entries[end].row))
-            {
-                files.insert(store.currentRow(entries[end].row))
-                end += 1
-            }
-            let chunk = Array(entries[start..<end])
             start += chunk.count
             let began = ContinuousClock.now
-            let (contents, refusedUploads, uploadedBytes) = try await upload(chunk)
+            let uploadedChunk: Uploaded
+            if let ready = try? ahead?.get(), Self.uploadCovers(ready, chunk) {
+                uploadedChunk = ready
+            } else {
+                uploadedChunk = try await upload(chunk)
+            }
+            ahead = nil
+            let (contents, refusedUploads, uploadedBytes) = uploadedChunk
             let uploaded = ContinuousClock.now
             if !contents.isEmpty { await FaultInjection.pause(.uploadDone) } // test-only (DOCFS_FAULT)
+            let next = nextChunk(of: entries, from: start)
+            let conflictsBefore = conflicted.count
             // The chunk's changes in one call (or a few, after a refusal); the server drops the
-            // upload intents of the contents its versions now name.
+            // upload intents of the contents its versions now name. The next chunk's upload
+            // meanwhile (cancelled with the loop, awaited before this chunk is completed).
+            async let nextUpload: Result<Uploaded, any Error>? = uploadAhead(next)
             let chunkProgress = await applyChunk(chunk, contents: contents, refusedUploads: refusedUploads, rootID: rootID)
+            let aheadResult = await nextUpload
             let (completions, refresh, failure) = (chunkProgress.completions, chunkProgress.refresh, chunkProgress.failure)
             let committed = ContinuousClock.now
             // The entries leave the outbox and the chunk is counted in one step under the
@@ -354,10 +354,14 @@ package final class SyncEngine: Sendable {
                     p.lastError = nil
                 }
             }
+            // Bytes the upload ahead sent are counted when its chunk is completed.
             logger.debug(
-                "sync: chunk of \(chunk.count) entries: upload \(uploaded - began), server \(committed - uploaded), completed here \(ContinuousClock.now - committed)"
+                "sync: chunk of \(chunk.count) entries: upload \(uploaded - began), server \(committed - uploaded) (next chunk's upload beside it), completed here \(ContinuousClock.now - committed)"
             )
             follower.wake.signal()
+            // A chunk the server decided otherwise about changed items here (a conflicted copy, a
+            // name dropped): the next chunk's contents are read again after it.
+            if refresh.isEmpty, conflicted.count == conflictsBefore { ahead = aheadResult }
             if !refresh.isEmpty {
                 // Noted with the completions: a fetch cut short is the loop's to try again (the
                 // change log will not name these items again for this replica).
@@ -376,6 +380,54 @@ package final class SyncEngine: Sendable {
                 }
             }
             if let failure { throw failure }
+            chunk = next
+        }
+    }
+
+    /// What a chunk's upload gave: contents by seq, refusals by seq, bytes sent in packs.
+    typealias Uploaded = (contents: [Int64: RemoteContent], refused: [Int64: String], bytes: Int64)
+
+    /// The entries of the chunk that starts at `start` (none past the end).
+    func nextChunk(of entries: [OutboxEntry], from start: Int) -> [OutboxEntry] {
+        guard start < entries.count else { return [] }
+        var end = min(start + Self.chunkSize, entries.count)
+        // A chunk's packs go up before any of its versions: a few large files end it early,
+        // so that other replicas see the first of them before the last is sent.
+        var bytes: Int64 = 0
+        for index in start..<end where entries[index].kind == .create || entries[index].kind == .content {
+            var st = stat()
+            if let url = store.contentURL(ofRow: store.currentRow(entries[index].row)),
+                stat(url.path, &st) == 0
+            {
+                bytes += Int64(st.st_size)
+            }
+            if bytes >= Self.chunkBytes { end = index + 1; break }
+        }
+        // A file's next content version joins the chunk its create or last version is in, so
+        // the two share one upload (a chunk may grow to twice its size for it).
+        var files = Set(entries[start..<end].filter { $0.kind == .create || $0.kind == .content }.map { store.currentRow($0.row) })
+        while end < entries.count, end - start < 2 * Self.chunkSize, entries[end].kind == .content,
+            files.contains(store.currentRow(entries[end].row))
+        {
+            files.insert(store.currentRow(entries[end].row))
+            end += 1
+        }
+        return Array(entries[start..<end])
+    }
+
+    /// The next chunk's upload, beside the server's work on this one (nil: no next chunk).
+    private func uploadAhead(_ chunk: [OutboxEntry]) async -> Result<Uploaded, any Error>? {
+        guard !chunk.isEmpty else { return nil }
+        do { return .success(try await upload(chunk)) } catch { return .failure(error) }
+    }
+
+    /// Whether an upload made ahead answers every file of the chunk: one it found gone (a
+    /// content file renamed meanwhile, or deleted) is uploaded again in turn, where a file
+    /// really gone is found gone again.
+    static func uploadCovers(_ uploaded: Uploaded, _ chunk: [OutboxEntry]) -> Bool {
+        chunk.allSatisfy { entry in
+            guard (entry.kind == .create && entry.details.kind == .file) || entry.kind == .content else { return true }
+            return uploaded.contents[entry.seq] != nil || uploaded.refused[entry.seq] != nil
         }
     }
 

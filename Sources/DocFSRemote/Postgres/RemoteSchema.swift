@@ -99,8 +99,11 @@
 ///
 /// Version 20 (`RemoteSchema+BlockLengths.swift`): a block is its hash and its length, end to end
 /// (manifests name both); no replica's record of a block can refuse another replica's upload.
+///
+/// Version 21 (`RemoteSchema+PlaceLookups.swift`): recording places and manifests looks at the
+/// places of the call's own blocks only, each pack asked once (a call no longer grows with the tree).
 package enum RemoteSchema {
-    package static let latest = 20
+    package static let latest = 21
 
     static let nowNs = "(extract(epoch from clock_timestamp()) * 1000000000)::bigint"
 
@@ -245,6 +248,7 @@ package enum RemoteSchema {
         (18, packVersionStatements),
         (19, overstayerStatements),
         (20, blockLengthStatements),
+        (21, placeLookupStatements),
     ]
 
     /// The layout's rules for a new place of an item, in the server (see version 3 above): the
