@@ -136,6 +136,7 @@ struct Replicas: ParsableCommand {
                 "examples": Array((watch.skipped + watch.wentBack).prefix(5)),
             ]
             report["offline"] = fleet.offline
+            if let error = all.lazy.compactMap(\.lastError).first { report["firstError"] = error }
             report["memory"] = [
                 "baselineKiB": baseline, "nowKiB": memory.now, "peakKiB": memory.peak,
                 "perClientKiB": (memory.peak - baseline) / max(all.count, 1),
