@@ -18,7 +18,10 @@ struct Replicas: ParsableCommand {
         case fanout, writers
     }
 
-    @Argument(help: "fanout: a change at a time on one client, timed until every client has it; writers: W clients writing at once, the server's operations per second.")
+    @Argument(
+        help:
+            "fanout: a change at a time on one client, timed until every client has it; writers: W clients writing at once, the server's operations per second."
+    )
     var mode: Mode
     @Option(help: "Replica clients.", transform: count) var clients = 10
     @Option(help: "Clients writing at once (writers).", transform: count) var writers = 1
@@ -30,7 +33,9 @@ struct Replicas: ParsableCommand {
     var remote: String
     @Option(help: "Where the clients' function calls go (a pgbouncer in front of --remote); default --remote.")
     var calls: String?
-    @Option(name: .customLong("remote-listen"), help: "Where each client LISTENs: a URL, or none (each reads the change log every second); default --remote.")
+    @Option(
+        name: .customLong("remote-listen"),
+        help: "Where each client LISTENs: a URL, or none (each reads the change log every second); default --remote.")
     var listen: String?
     @Option(help: "s3://BUCKET[/PREFIX]") var objects: String
     @Option(name: .customLong("s3-endpoint"), help: "http(s)://HOST[:PORT]") var s3Endpoint: String?
@@ -45,7 +50,9 @@ struct Replicas: ParsableCommand {
 
     func run() throws {
         guard let direct = PostgresURL(remote) else { throw ValidationError("--remote is not a postgres:// URL") }
-        guard let (bucket, prefix) = ReplicaConfiguration.parseObjects(objects) else { throw ValidationError("--objects must be s3://BUCKET[/PREFIX]") }
+        guard let (bucket, prefix) = ReplicaConfiguration.parseObjects(objects) else {
+            throw ValidationError("--objects must be s3://BUCKET[/PREFIX]")
+        }
         let link = RemoteLink(
             postgres: direct.withoutPassword, bucket: bucket, prefix: prefix, endpoint: s3Endpoint, region: region, credentialsFile: nil)
         let bootstrap = try ReplicaConfiguration.resolve(link: link, store: nil)
@@ -75,6 +82,14 @@ struct Replicas: ParsableCommand {
         print(report)
     }
 
+    static func describe(_ listen: ReplicaConfiguration.ListenTarget) -> String {
+        switch listen {
+        case .server: "server"
+        case .none: "none"
+        case .url(let url): url.withoutPassword
+        }
+    }
+
     private func measure(
         folder: URL, link: RemoteLink, bootstrap: ReplicaConfiguration, engines: ReplicaConfiguration, direct: PostgresURL,
         logger: Logger
@@ -86,7 +101,7 @@ struct Replicas: ParsableCommand {
         let log = RemoteDatabase(url: direct, logger: logger, maximumConnections: 1)
         var report: [String: Any] = [
             "mode": mode.rawValue, "clients": clients, "unopened": fleet.unopened,
-            "listen": "\(engines.listen)", "calls": engines.postgres.withoutPassword,
+            "listen": Self.describe(engines.listen), "calls": engines.postgres.withoutPassword,
         ]
         if let failure = fleet.firstFailure { report["firstUnopened"] = failure }
         do {

@@ -39,7 +39,8 @@ func count(_ text: String) throws -> Int {
 struct DocFSScale: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "docfs-scale",
-        abstract: "Builds large trees for `make bench-scale` (in a store through its own API, or as plain files); runs many replicas for `make bench-replicas`.",
+        abstract:
+            "Builds large trees for `make bench-scale` (in a store through its own API, or as plain files); runs many replicas for `make bench-replicas`.",
         subcommands: [Populate.self, Native.self, Replicas.self])
 }
 
