@@ -59,6 +59,11 @@ final class HarnessClient: @unchecked Sendable {
     /// The engine's last answer from the server: false when it could not reach it (no connection).
     var online: Bool { engine.status().online }
     var lastError: String? { engine.status().lastError }
+    /// The engine has been idle once, or has met an error (its first pass is over).
+    var settled: Bool {
+        let status = engine.status()
+        return status.lastSyncAt != nil || status.lastError != nil
+    }
 }
 
 struct HarnessError: Error, CustomStringConvertible {

@@ -51,7 +51,22 @@ final class HarnessFleet: @unchecked Sendable {
         return HarnessFleet(clients: clients, unopened: unopened, firstFailure: firstFailure)
     }
 
-    func start() { for client in clients { client.start() } }
+    /// Starts the engines `wave` at a time, each wave once every engine in it has finished its
+    /// first pass (idle, or an error reported) or after `timeout` seconds: a thousand replicas do
+    /// not all start in one second, and a thousand logins at once through one pgbouncer (SCRAM
+    /// each) keep every call past its answer timeout.
+    func start(wave: Int, timeout: Double) async {
+        var next = 0
+        while next < clients.count {
+            let group = clients[next..<min(next + wave, clients.count)]
+            for client in group { client.start() }
+            let began = ContinuousClock.now
+            while elapsed(since: began) < timeout, group.contains(where: { !$0.settled }) {
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+            next += group.count
+        }
+    }
 
     func stop() async {
         await withTaskGroup(of: Void.self) { group in

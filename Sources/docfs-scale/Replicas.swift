@@ -40,12 +40,15 @@ struct Replicas: ParsableCommand {
     @Option(help: "s3://BUCKET[/PREFIX]") var objects: String
     @Option(name: .customLong("s3-endpoint"), help: "http(s)://HOST[:PORT]") var s3Endpoint: String?
     @Option var region = "us-east-1"
+    @Option(help: "Engines started at a time, each wave once the last has done its first pass.", transform: count)
+    var wave = 50
     @Option(help: "Folder for the stores (default: a temporary one, removed afterwards).") var work: String?
     @Flag(help: "The engines' log at notice (default: critical only).") var verbose = false
 
     func validate() throws {
         guard clients >= 2 else { throw ValidationError("--clients must be at least 2") }
         guard writers >= 1, writers <= clients else { throw ValidationError("--writers must be between 1 and --clients") }
+        guard wave >= 1 else { throw ValidationError("--wave must be at least 1") }
     }
 
     func run() throws {
@@ -106,8 +109,10 @@ struct Replicas: ParsableCommand {
         if let failure = fleet.firstFailure { report["firstUnopened"] = failure }
         do {
             let watch = OrderWatch(log: log, after: try await log.latestPosition(), clients: clients)
-            fleet.start()
             report["setupSeconds"] = elapsed(since: began)
+            let starting = ContinuousClock.now
+            await fleet.start(wave: wave, timeout: timeout)
+            report["startSeconds"] = elapsed(since: starting)
             let all = fleet.clients
             switch mode {
             case .fanout:
