@@ -10,7 +10,9 @@
 #   make test-io-uring  the mounted tests again with every mount over FUSE over io_uring (as root)
 #   make fuzz       the model-based random test with random seeds, for longer
 #   make bench-replicas  write-to-readable latency between two replicas, init --remote of a large tree,
-#                        drain of a cp -r beside rclone copy, bytes sent for edits of a large file
+#                        drain of a cp -r beside rclone copy, bytes sent for edits of a large file;
+#                        BENCH_REPLICAS=fanout / writers: N = 10, 100, 1,000 replicas in one process
+#                        (docfs-scale replicas), a change's time to all of them; W = 1, 10, 50 writers
 #   make install    the binary, the mount(8) helper, bash/zsh/fish completions and the man page
 #                   (PREFIX, DESTDIR, SBINDIR, ...); make uninstall removes exactly them
 
@@ -243,6 +245,7 @@ bench-scale: deps
 bench-replicas: deps
 	@command -v rclone >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y rclone >/dev/null; } || echo "rclone is missing: the comparisons are skipped"
 	$(SWIFT) build -c release --product docfs
+	$(SWIFT) build -c release --product docfs-scale
 	Tests/remote/servers.sh run -- env DOCFS_BIN="$$($(SWIFT) build -c release --show-bin-path)/docfs" \
 	    PYTHONDONTWRITEBYTECODE=1 python3 bench/replica_bench.py $(BENCH_REPLICAS)
 

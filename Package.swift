@@ -139,11 +139,12 @@ let package = Package(
                 "DocFSBridge", "DocFSProvider", "DocFSStore",
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        // `make bench-scale`: builds a big store through the store's own API (never part of the tests).
+        // `make bench-scale`: builds a big store through the store's own API; `make bench-replicas`'
+        // load harness (`docfs-scale replicas`): many replicas' stores and sync engines in one process.
         .executableTarget(
             name: "docfs-scale",
             dependencies: [
-                "DocFSStore",
+                "DocFSStore", "DocFSReplica", "DocFSRemote", "DocFSProvider", "DocFSWire",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),

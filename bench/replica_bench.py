@@ -14,6 +14,11 @@ Tests/remote/servers.sh (a benchmark, never part of `make test`):
 4. drain: a `cp -r` of 2,000 small files and of the fsbench tree until all of it is on the
    server, beside `rclone copy` of the same trees; bytes uploaded for an append and a middle edit.
 
+5. fanout: N = 10, 100, 1,000 replica clients in one process (`docfs-scale replicas`): the time
+   until every client has a file made on one of them, the server's CPU and sessions, the clients'
+   memory; writers: W = 1, 10, 50 clients writing at once, the operations the server commits per
+   second (BENCH_CLIENTS, BENCH_WRITERS: other lists). Not in the default run.
+
     make bench-replicas          (builds release, starts the servers, runs this)
     make bench-replicas BENCH_REPLICAS=drain    (one part)
 
@@ -363,6 +368,137 @@ def server_time_per_entry(database):
     return "%.3f ms" % (float(total_ms) / max(int(entries), 1)) if float(total_ms) > 0 else "unknown"
 
 
+# `docfs-scale replicas` (Sources/docfs-scale): N replica clients in one process, each a real
+# store and sync engine. Function calls through the pgbouncer servers.sh starts (transaction
+# pooling), LISTEN on PostgreSQL itself, whose max_connections is raised for it (Debian's default
+# is 100); the polling run (`--remote-listen none`) needs no session of its own per client.
+SCALE = os.path.join(os.path.dirname(DOCFS), "docfs-scale")
+CLIENTS = [int(n) for n in ENV.get("BENCH_CLIENTS", "10,100,1000").split(",")]
+WRITERS = [int(n) for n in ENV.get("BENCH_WRITERS", "1,10,50").split(",")]
+
+
+def set_max_connections(wanted):
+    """Restarts the test cluster with at least `wanted` connections (ALTER SYSTEM, kept in its data)."""
+    now = int(run([PSQL, "-At", "-d", ADMIN_URL, "-c", "SHOW max_connections"]).stdout)
+    if now >= wanted:
+        return now
+    run([PSQL, "-q", "-d", ADMIN_URL, "-c", "ALTER SYSTEM SET max_connections = %d" % wanted])
+    for step in ("pg-stop", "pg-start"):
+        run(["sh", ENV["DOCFS_TEST_SERVERS_SH"], step, ENV["DOCFS_TEST_SERVERS_DIR"]])
+    return wanted
+
+
+def backend_cpu(postmaster, seen):
+    """Adds the CPU seconds of every process the postmaster started (its backends) to `seen` by PID."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == postmaster:
+            seen[pid] = (int(fields[11]) + int(fields[12])) / tick
+
+
+def scale_run(name, mode, args, listen, pooled=True):
+    """One `docfs-scale replicas` run on a fresh database owned by a role with a password (pgbouncer
+    logs in with SCRAM); samples the server's sessions and its backends' CPU meanwhile."""
+    import json
+    server = Server(name)
+    role, password = "bench_scale", "bench-scale"
+    subprocess.run([PSQL, "-q", "-d", ADMIN_URL, "-c", "DROP ROLE IF EXISTS " + role], capture_output=True)
+    run([PSQL, "-q", "-d", ADMIN_URL, "-c", "CREATE ROLE %s LOGIN CREATEROLE PASSWORD '%s'" % (role, password),
+         "-c", "ALTER DATABASE %s OWNER TO %s" % (server.database, role)])
+    url = lambda base: base.rsplit("/", 1)[0].replace("//docfs@", "//%s:%s@" % (role, password)) + "/" + server.database
+    direct = url(ADMIN_URL)
+    command = [SCALE, "replicas", mode, "--remote", direct, "--calls", url(ENV["DOCFS_TEST_PGBOUNCER_URL"]) if pooled else direct,
+               "--objects", "s3://%s/tree" % server.bucket, "--s3-endpoint", S3_ENDPOINT,
+               "--remote-listen", direct if listen else "none"] + args
+    with open(os.path.join(ENV["DOCFS_TEST_PG_DATA"], "postmaster.pid")) as f:
+        postmaster = int(f.readline())
+    cpu, peak = {}, 0
+    backend_cpu(postmaster, {})
+    start = time.monotonic()
+    proc = subprocess.Popen(command, env={**ENV, **AWS}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while proc.poll() is None:
+            backend_cpu(postmaster, cpu)
+            r = subprocess.run([PSQL, "-At", "-d", ADMIN_URL, "-c",
+                                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"],
+                               capture_output=True, text=True)
+            if r.returncode == 0:
+                peak = max(peak, int(r.stdout))
+            time.sleep(0.5)
+        out, err = proc.communicate()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        server.drop()
+        subprocess.run([PSQL, "-q", "-d", ADMIN_URL, "-c", "DROP ROLE IF EXISTS " + role], capture_output=True)
+    wall = time.monotonic() - start
+    if proc.returncode != 0:
+        print("%s: docfs-scale failed (%d): %s" % (name, proc.returncode, err.strip()[-2000:]), flush=True)
+        return None
+    report = json.loads(out.strip().splitlines()[-1])
+    report["serverCPU"] = sum(cpu.values())
+    report["peakSessions"] = peak
+    report["wall"] = wall
+    return report
+
+
+def scale_common(r):
+    order = r["order"]
+    error = "; first error: %s" % r["firstError"] if r["offline"] and "firstError" in r else ""
+    return ("server CPU %.1f s (%.0f%% of a core), peak %d sessions; harness %d MiB peak (%d KiB a client); "
+            "%d offline, %d unopened, order: %d skipped, %d went back, %d not caught up; run %.0f s"
+            % (r["serverCPU"], 100 * r["serverCPU"] / r["wall"], r["peakSessions"], r["memory"]["peakKiB"] // 1024,
+               r["memory"]["perClientKiB"], r["offline"], r["unopened"], order["skipped"], order["wentBack"],
+               order["notCaughtUp"], r["wall"])) + error
+
+
+def fanout(work):
+    """Per N: a file made on one client, the time until every other client has it in its store
+    (median, p99, max over BENCH_CHANGES changes, default 10), LISTEN on PostgreSQL; and for the
+    largest N the same with every client polling (`--remote-listen none`)."""
+    changes = ENV.get("BENCH_CHANGES", "10")
+    set_max_connections(max(CLIENTS) + 100)
+    runs = [(n, True) for n in CLIENTS] + [(max(CLIENTS), False)]
+    for n, listen in runs:
+        r = scale_run("fanout%d" % n, "fanout", ["--clients", str(n), "--changes", changes, "--timeout", "30"], listen)
+        if r is None:
+            continue
+        f = r["fanout"]
+        every, each = f["everyClient"], f["perClient"]
+        if f["warmUpMissed"] == n - 1:
+            print("fanout N=%d (%s): the warm-up change reached no other client in 30 s: nothing timed; %s"
+                  % (n, "LISTEN" if listen else "polling", scale_common(r)), flush=True)
+            continue
+        print("fanout N=%d (%s): every client has it: median %s s, p99 %s s, max %s s (one client: median %s s); "
+              "%d of %s changes not everywhere in 30 s; %s"
+              % (n, "LISTEN" if listen else "polling", every.get("median"), every.get("p99"), every.get("max"),
+                 each.get("median"), f["changesNotEverywhere"], changes, scale_common(r)), flush=True)
+
+
+def writers(work):
+    """Per W: W clients writing bursts of files at once for BENCH_SECONDS (default 15); the
+    operations the server committed per second (change-log entries over the run). Calls straight
+    to PostgreSQL (pgbouncer's 4 server connections would bound the writers first)."""
+    seconds = ENV.get("BENCH_SECONDS", "15")
+    set_max_connections(3 * max(WRITERS) + 100)
+    for w in WRITERS:
+        r = scale_run("writers%d" % w, "writers",
+                      ["--clients", str(max(w, 2)), "--writers", str(w), "--seconds", seconds, "--timeout", "60"], True,
+                      pooled=False)
+        if r is None:
+            continue
+        x = r["writers"]
+        print("writers W=%d: %d operations committed in %.1f s: %.0f per second (%d writer(s) not drained); %s"
+              % (w, x["committed"], x["seconds"], x["operationsPerSecond"], x["unsent"], scale_common(r)), flush=True)
+
+
 def json_out(args, env):
     import json
     return json.loads(run(args, env=env).stdout)
@@ -382,6 +518,10 @@ def main():
             far_read(work)
         if "drain" in which:
             drain(work)
+        if "fanout" in which:
+            fanout(work)
+        if "writers" in which:
+            writers(work)
     finally:
         subprocess.run(["rm", "-rf", work])
 

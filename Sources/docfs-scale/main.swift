@@ -39,8 +39,9 @@ func count(_ text: String) throws -> Int {
 struct DocFSScale: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "docfs-scale",
-        abstract: "Builds large trees for `make bench-scale`: in a store through its own API, or as plain files.",
-        subcommands: [Populate.self, Native.self])
+        abstract:
+            "Builds large trees for `make bench-scale` (in a store through its own API, or as plain files); runs many replicas for `make bench-replicas`.",
+        subcommands: [Populate.self, Native.self, Replicas.self])
 }
 
 struct Populate: ParsableCommand {

@@ -209,6 +209,7 @@ pgbouncer_start() {
     bport=$(free_port)
     mkdir -p "$dir/pgbouncer"
     printf '"docfs" ""\n' >"$dir/pgbouncer/userlist.txt"
+    # max_client_conn: room for `docfs-scale replicas` of 1,000 clients, a pool of two each (make bench-replicas).
     cat >"$dir/pgbouncer/pgbouncer.ini" <<INI
 [databases]
 * = host=127.0.0.1 port=$pgport
@@ -222,7 +223,7 @@ auth_file = $dir/pgbouncer/userlist.txt
 auth_user = docfs
 pool_mode = transaction
 default_pool_size = $PGBOUNCER_POOL
-max_client_conn = 1000
+max_client_conn = 4000
 server_idle_timeout = 30
 admin_users = docfs
 logfile = $dir/pgbouncer/pgbouncer.log
