@@ -74,9 +74,18 @@ final class Passthrough: @unchecked Sendable {
     static let conflictWait: TimeInterval = 2
 
     private let condition = NSCondition()
-    /// Nodes with passthrough handles: the backing id, how many handles share it and whether it
-    /// is a writer's staged copy (guarded by `condition`).
-    private var backings: [UInt64: (id: Int32, handles: Int, staged: Bool)] = [:]
+    /// Nodes with passthrough handles (guarded by `condition`).
+    private var backings: [UInt64: Backing] = [:]
+
+    /// A registered backing file: its id, how many handles share it, whether it is a writer's
+    /// staged (live) file rather than the stored version, and its device and inode numbers.
+    private struct Backing {
+        var id: Int32
+        var handles: Int
+        var staged: Bool
+        var device: UInt64
+        var inode: UInt64
+    }
 
     init(wanted: Bool) { self.wanted = wanted }
 
@@ -120,18 +129,39 @@ final class Passthrough: @unchecked Sendable {
         let backing = refused.load(ordering: .relaxed) ? nil : backing
         condition.lock()
         defer { condition.unlock() }
-        if let existing = backings[ino] {
+        if var existing = backings[ino] {
             if reading || existing.staged {
-                backings[ino] = (existing.id, existing.handles + 1, existing.staged)
+                existing.handles += 1
+                backings[ino] = existing
                 retain()
                 return existing.id
             }
             try waitForReadersLocked(ino: ino)
         }
         guard let fd = backing, !othersOpen(), let id = register(fd, log: log) else { retain(); return nil }
-        backings[ino] = (id, 1, staged)
+        var st = stat()
+        fstat(fd, &st)
+        backings[ino] = Backing(id: id, handles: 1, staged: staged, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
         retain()
         return id
+    }
+
+    /// The stored file passthrough readers of `ino` hold (its device and inode numbers), or nil
+    /// when none do (no passthrough handle, or the backing file is already a live one).
+    func storedBacking(ino: UInt64) -> (device: UInt64, inode: UInt64)? {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let entry = backings[ino], !entry.staged else { return nil }
+        return (entry.device, entry.inode)
+    }
+
+    /// The readers' stored file became the node's live file (`LiveContentsProvider`): writers
+    /// join it from now on. Nothing to do when the readers have all gone meanwhile.
+    func madeLive(ino: UInt64) {
+        condition.lock()
+        defer { condition.unlock() }
+        backings[ino]?.staged = true
+        condition.broadcast()
     }
 
     /// Passthrough readers of the stored contents have `ino` open: a writer would wait for them.
@@ -154,10 +184,11 @@ final class Passthrough: @unchecked Sendable {
         guard let existing = backings[ino], !existing.staged else { return }
         // The readers' releases may be on their way (close(2) does not wait for them).
         let deadline = Date(timeIntervalSinceNow: Self.conflictWait)
-        while backings[ino] != nil {
+        // Or until another writer made the readers' file live: this one joins it then.
+        while backings[ino].map({ !$0.staged }) ?? false {
             if !condition.wait(until: deadline) { break }
         }
-        if backings[ino] != nil {
+        if backings[ino].map({ !$0.staged }) ?? false {
             throw ProviderError.posix(EBUSY, "the file is open for reading through the kernel's passthrough")
         }
     }
@@ -168,7 +199,7 @@ final class Passthrough: @unchecked Sendable {
         defer { condition.unlock() }
         guard let entry = backings[ino] else { return }
         if entry.handles > 1 {
-            backings[ino] = (entry.id, entry.handles - 1, entry.staged)
+            backings[ino]?.handles -= 1
             return
         }
         backings[ino] = nil
