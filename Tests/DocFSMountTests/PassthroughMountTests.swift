@@ -149,6 +149,43 @@ final class PassthroughMountTests: MountTestCase {
         XCTAssert(check.stdout.contains("is consistent"), "\(check)")
     }
 
+    /// A truncate by path while passthrough readers hold the file: they see it truncated (as on
+    /// ext4), the new size is the stored version at once, and a writer opening next joins them.
+    func testTruncateByPathBesidePassthroughReaders() throws {
+        if MountFixture.usesMemoryProvider { throw XCTSkip("needs the store") }
+        let big = testBytes(1 << 20, seed: 48)
+        try storeFiles(big: big, small: [1], extra: [])
+        try mountExpectingPassthrough()
+        let path = fx.m("big.bin")
+        var reader = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { if reader >= 0 { close(reader) } }
+        var got = [UInt8](repeating: 0, count: 16)
+        XCTAssertEqual(pread(reader, &got, 16, 100), 16)
+        XCTAssertEqual(truncate(path, 100), 0, "errno \(errno)")
+        XCTAssertTrue(waitUntil(10) { pread(reader, &got, 16, 100) == 0 }, "the reader sees the file truncated")
+        var st = Glibc.stat()
+        XCTAssertEqual(fstat(reader, &st), 0)
+        XCTAssertEqual(st.st_size, 100)
+        let started = Date()
+        let writer = open(path, O_WRONLY | O_APPEND)
+        XCTAssertGreaterThanOrEqual(writer, 0, "errno \(errno)")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 1.0, "the writer joined the reader without waiting")
+        XCTAssertEqual(write(writer, "end", 3), 3)
+        XCTAssertEqual(close(writer), 0)
+        XCTAssertTrue(waitUntil(10) { pread(reader, &got, 16, 100) == 3 })
+        XCTAssertBytes(fx.readFile(path), Array(big[0..<100]) + Array("end".utf8))
+        close(reader)
+        reader = -1
+        XCTAssert(fx.stopDaemon(), "clean stop; log:\n\(fx.log)")
+        // The versions the truncate and the close made are the store's after a remount.
+        try fx.mount()
+        XCTAssertBytes(fx.readFile(path), Array(big[0..<100]) + Array("end".utf8))
+        XCTAssert(fx.stopDaemon(), "clean stop; log:\n\(fx.log)")
+        let check = fx.docfs(["check", fx.store])
+        XCTAssertEqual(check.status, 0, "\(check)")
+    }
+
     /// `tail -f` beside a writer the kernel serves: what the writer appends shows in tail's
     /// output while both have the file open.
     func testTailFollowsAPassthroughWriter() throws {

@@ -489,7 +489,13 @@ extension Bridge {
     /// sends its release after close() returned, possibly after this request), or on a fresh one.
     /// A file still being copied in changes its staged copy and is imported at its own close.
     func truncate(_ node: InodeNode, item: Item?, to size: Int64, throughWritableHandle: Bool) async throws(RequestError) {
-        try node.sessionLock.withLock { _ throws(RequestError) in
+        // Passthrough readers hold the stored file: it becomes the live one, which they see
+        // truncated, as on ext4 (asked before the node's lock, which `Passthrough.admit` takes
+        // under its own).
+        let stored = item != nil && liveContents != nil ? passthrough.storedBacking(ino: node.ino) : nil
+        let madeLive = try node.sessionLock.withLock { _ throws(RequestError) -> Bool in
+            var madeLive = false
+            if let item, let stored { madeLive = try adoptReadersFile(node, item, stored) }
             if node.session == nil || node.session!.committed {
                 guard let item else { throw RequestError(ProviderError(.noSuchItem), .ino(node.ino)) }
                 node.session = try restage(node, item: item, from: node.session, truncating: size == 0)
@@ -498,7 +504,9 @@ extension Bridge {
             let e = session.truncate(to: size)
             guard e == 0 else { throw RequestError(.posix(e, "truncate"), .ino(node.ino)) }
             session.dirty = true
+            return madeLive
         }
+        if madeLive { passthrough.madeLive(ino: node.ino) }
         // The commit (an await on the provider) runs after the lock is let go.
         guard item != nil, !throughWritableHandle else { return }
         try await commit(node, durable: false)
