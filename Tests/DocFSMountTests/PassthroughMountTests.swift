@@ -14,7 +14,8 @@ final class PassthroughMountTests: MountTestCase {
     /// Passthrough needs the kernel's offer (6.9+) and root's capability: skip where either is
     /// missing (the fallback test below covers that case).
     func mountExpectingPassthrough(_ extra: [String] = []) throws {
-        try fx.mount(extra: ["-o", "metrics=127.0.0.1:0,passthrough"] + extra)
+        // On by default (`-o passthrough` is accepted too: see the kill -9 test).
+        try fx.mount(extra: ["-o", "metrics=127.0.0.1:0"] + extra)
         let said = fx.logLines(waitingFor: { $0.contains("passthrough on") || $0.contains("passthrough off") })
         if let line = said.first, line.contains("passthrough off") {
             throw XCTSkip("this kernel or process offers no passthrough: \(line)")

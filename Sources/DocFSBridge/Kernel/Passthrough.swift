@@ -10,9 +10,11 @@ import Synchronization
 /// file itself; the daemon sees the open and the release, never a read.
 ///
 /// docfs uses it for read-only opens of stored contents that are all here (not a small file read
-/// from inside a segment, not a replica's contents still downloading), and for opens for writing
-/// of a stored file: the backing file is then the file's staged copy (`WriteSession`), which the
-/// kernel writes itself; the daemon sees open, flush and release. A staged copy is committed at
+/// from inside a segment, not a replica's contents still downloading) on a provider that can make
+/// them a writer's live file (`LiveContentsProvider`), and for opens for writing of a stored
+/// file: the backing file is then the file's staged copy (`WriteSession`), or the readers' stored
+/// file made live (`Bridge.openJoiningReaders`), which the kernel writes itself; the daemon sees
+/// open, flush and release. A staged copy is committed at
 /// every close(2) (flush), after which a write through a dup'd descriptor must not change the
 /// committed version in place: so a commit hands the provider a copy of the staged file
 /// (copy_file_range; `Bridge.commitCopy`), at each close and at the last release if it changed
@@ -41,10 +43,12 @@ import Synchronization
 /// passthrough open fails while a file of it is open through the page cache. So every handle is
 /// admitted here under one lock: a handle goes passthrough when nothing else has the file open,
 /// a read-only one joins the backing file already there (stored contents or a writer's staged
-/// copy: what the daemon would read too), an open for writing joins a writer's staged copy, and
-/// otherwise waits for the passthrough readers to close (a closed reader's release may still be
-/// on its way; the wait runs on a thread of its own, since under io_uring that release may be
-/// queued behind the open on its ring) and, when they stay, fails with EBUSY.
+/// copy: what the daemon would read too), an open for writing joins a writer's staged copy, or
+/// the readers' stored file once the provider made it live (`madeLive`); only where the provider
+/// cannot (`LiveContentsProvider`'s refusals) it waits for the passthrough readers to close (a
+/// closed reader's release may still be on its way; the wait runs on a thread of its own, since
+/// under io_uring that release may be queued behind the open on its ring) and, when they stay,
+/// fails with EBUSY.
 final class Passthrough: @unchecked Sendable {
     /// The kernel's constants (include/uapi/linux/fuse.h of 6.9+).
     enum ABI {
