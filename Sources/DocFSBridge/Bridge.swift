@@ -31,6 +31,9 @@ package final class Bridge: @unchecked Sendable {
     /// A provider that takes a staged file by its path (`StagedFileImportProvider`, the embedded
     /// store): imports then need no `SecurityScopedURL` and no slot folder (`importStaged`).
     let stagedImports: (any StagedFileImportProvider)?
+    /// A provider whose stored file may become a writer's live file (`LiveContentsProvider`, the
+    /// embedded store): only its files are read through the kernel's passthrough.
+    let liveContents: (any LiveContentsProvider)?
     let inodes = InodeTable()
     let attributes: Attributes
     let executor = ProviderExecutor()
@@ -68,6 +71,7 @@ package final class Bridge: @unchecked Sendable {
         let storedSlices = provider as? any StoredSliceProvider
         self.storedSlices = storedSlices
         self.stagedImports = provider as? any StagedFileImportProvider
+        self.liveContents = provider as? any LiveContentsProvider
         self.log = logger
         self.options = options
         self.entryLimit = options.inodeLimit.map(KernelEntryLimit.init(limit:))

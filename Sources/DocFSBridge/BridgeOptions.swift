@@ -43,12 +43,10 @@ public struct BridgeOptions: Sendable {
     public var requestStats: Bool = false
     /// Let the kernel read stored contents itself for files opened read-only, and write the
     /// staged copy of a stored file opened for writing (FUSE passthrough, Linux 6.9+ and
-    /// CAP_SYS_ADMIN; `-o passthrough`). Without the kernel's offer or the capability, reads and
-    /// writes go through the daemon (said once in the log). See `Passthrough`.
-    /// Off unless asked for: while a passthrough reader has a file open, an open for writing
-    /// waits and then fails with EBUSY (the kernel mixes no two kinds of handle on one file),
-    /// which ext4 never does.
-    public var passthrough: Bool = false
+    /// CAP_SYS_ADMIN). Without the kernel's offer or the capability, reads and writes go through
+    /// the daemon (said once in the log). See `Passthrough`. On unless `-o passthrough=off`: a
+    /// writer opening a file passthrough readers hold joins them at once (`openJoiningReaders`).
+    public var passthrough: Bool = true
     /// Serve requests through FUSE over io_uring where the kernel offers it (`RingTransport`;
     /// `-o io_uring` turns it on). Off by default: on a quiet machine it measured slower than
     /// `/dev/fuse` on 14 of 15 fsbench metrics (issue 50; docs/PERFORMANCE.md). The kernel

@@ -103,3 +103,29 @@ public struct StoredSlice: Sendable {
         self.length = length
     }
 }
+
+/// A provider whose stored file may become the live file a writer changes in place, beside the
+/// readers the kernel serves from it (`Passthrough`): opt in by conforming, the bridge finds it
+/// with a cast. Only such a provider's files are read through the kernel: the kernel takes every
+/// later open of a file its readers hold onto the same backing file, a writer's too.
+package protocol LiveContentsProvider: Provider {
+    /// Makes the item's stored file, which is open as `device`/`inode` (what `openContents`
+    /// gave), its live file: the version it holds is first kept, byte-exact, in a file of its own
+    /// (a clone where the filesystem offers one, else a copy) where the provider keeps that
+    /// version, and the file moves to the staging directory. Answers its path there and the item
+    /// (whose version it was); the caller changes it in place and hands copies of it over
+    /// (`modifyContents`), and removes it at the end. Nil when it cannot: the file is no longer
+    /// the item's current version, is shared with another item, sits in a larger file, or its
+    /// version is not yet where it is kept for good (a replica's upload may be reading it).
+    func detachLiveContents(of identifier: ItemIdentifier, device: UInt64, inode: UInt64) throws(ProviderError) -> LiveContents?
+}
+
+/// A stored file made live (`LiveContentsProvider.detachLiveContents`).
+package struct LiveContents: Sendable {
+    package var path: String
+    package var item: Item
+    package init(path: String, item: Item) {
+        self.path = path
+        self.item = item
+    }
+}

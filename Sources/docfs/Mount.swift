@@ -37,12 +37,12 @@ struct Mount: ParsableCommand {
             through the daemon (less CPU for large writes, a little more for every other request; \
             default off).
 
-            passthrough=on / passthrough=off: let the kernel read a stored file opened read-only \
+            passthrough=on / passthrough=off: let the kernel read and write a stored file \
             straight from the store (FUSE passthrough: Linux 6.9+, and CAP_SYS_ADMIN to register \
-            the file; without them reads go through the daemon, said once in the log). While such \
-            a reader has a file open, opening it for writing waits up to 2 s for the reader to \
-            close, then fails with EBUSY, which ext4 never does: default off, `-o passthrough` \
-            turns it on.
+            the file; without them reads and writes go through the daemon, said once in the log). \
+            A writer opening a file the kernel's readers hold joins them at once: they share one \
+            live file, and the version it replaces is kept. Default on; `-o passthrough=off` \
+            sends every read and write through the daemon.
 
             segments[=SIZE] / nosegments: keep the bytes of small files (at most SIZE, default \
             256K) appended to the store's segment files instead of a file each: no inode to make \

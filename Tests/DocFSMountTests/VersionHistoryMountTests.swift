@@ -65,4 +65,37 @@ final class VersionHistoryMountTests: ReplicaTestCase {
         XCTAssertTrue(refused.stderr.contains("removed by `docfs remote gc`"), refused.stderr)
         XCTAssertEqual(contents(r.fx.m("notes.txt")), "one", "a refused restore leaves the file as it was")
     }
+
+    /// A writer opening a file the kernel's passthrough readers hold joins them at once, in
+    /// place: the readers see its bytes, and the version it replaced is kept, byte-exact, as the
+    /// server's previous version of the file.
+    func testTheVersionAWriterReplacesBesidePassthroughReadersIsKept() throws {
+        let r = try makeRemote()
+        let env = r.awsEnvironment(secret: servers.secretKey)
+        // Past the segment limit: a content file of its own, which the kernel reads itself.
+        let old = testBytes(1 << 20, seed: 50)
+        let path = r.fx.m("big.bin")
+        XCTAssertErrno(r.fx.writeFile(path, old), 0)
+        try r.waitUntilUploaded()
+        let reader = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { close(reader) }
+        var got = [UInt8](repeating: 0, count: 4)
+        XCTAssertEqual(pread(reader, &got, 4, 0), 4)
+        let started = Date()
+        let writer = open(path, O_WRONLY)
+        XCTAssertGreaterThanOrEqual(writer, 0, "errno \(errno)")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 1.0, "no wait for the reader")
+        XCTAssertEqual(pwrite(writer, "NEW!", 4, 0), 4)
+        eventually("the reader sees the writer's bytes") { pread(reader, &got, 4, 0) == 4 && got == Array("NEW!".utf8) }
+        XCTAssertEqual(close(writer), 0)
+        try r.waitUntilUploaded()
+        let list = try listing(r, path)
+        XCTAssertGreaterThanOrEqual(list.versions.count, 2, "\(list)")
+        let previous = list.versions[list.versions.count - 2].number
+        let beside = r.fx.docfs(["versions", "restore", path, String(previous), "--as", "before.bin"], env: env)
+        XCTAssertEqual(beside.status, 0, "\(beside)")
+        XCTAssertBytes(r.fx.readFile(r.fx.m("before.bin")), old, "the replaced version, byte-exact")
+        XCTAssertBytes(r.fx.readFile(path), Array("NEW!".utf8) + old[4...])
+    }
 }

@@ -10,9 +10,11 @@ import Synchronization
 /// file itself; the daemon sees the open and the release, never a read.
 ///
 /// docfs uses it for read-only opens of stored contents that are all here (not a small file read
-/// from inside a segment, not a replica's contents still downloading), and for opens for writing
-/// of a stored file: the backing file is then the file's staged copy (`WriteSession`), which the
-/// kernel writes itself; the daemon sees open, flush and release. A staged copy is committed at
+/// from inside a segment, not a replica's contents still downloading) on a provider that can make
+/// them a writer's live file (`LiveContentsProvider`), and for opens for writing of a stored
+/// file: the backing file is then the file's staged copy (`WriteSession`), or the readers' stored
+/// file made live (`Bridge.openJoiningReaders`), which the kernel writes itself; the daemon sees
+/// open, flush and release. A staged copy is committed at
 /// every close(2) (flush), after which a write through a dup'd descriptor must not change the
 /// committed version in place: so a commit hands the provider a copy of the staged file
 /// (copy_file_range; `Bridge.commitCopy`), at each close and at the last release if it changed
@@ -41,10 +43,12 @@ import Synchronization
 /// passthrough open fails while a file of it is open through the page cache. So every handle is
 /// admitted here under one lock: a handle goes passthrough when nothing else has the file open,
 /// a read-only one joins the backing file already there (stored contents or a writer's staged
-/// copy: what the daemon would read too), an open for writing joins a writer's staged copy, and
-/// otherwise waits for the passthrough readers to close (a closed reader's release may still be
-/// on its way; the wait runs on a thread of its own, since under io_uring that release may be
-/// queued behind the open on its ring) and, when they stay, fails with EBUSY.
+/// copy: what the daemon would read too), an open for writing joins a writer's staged copy, or
+/// the readers' stored file once the provider made it live (`madeLive`); only where the provider
+/// cannot (`LiveContentsProvider`'s refusals) it waits for the passthrough readers to close (a
+/// closed reader's release may still be on its way; the wait runs on a thread of its own, since
+/// under io_uring that release may be queued behind the open on its ring) and, when they stay,
+/// fails with EBUSY.
 final class Passthrough: @unchecked Sendable {
     /// The kernel's constants (include/uapi/linux/fuse.h of 6.9+).
     enum ABI {
@@ -74,9 +78,18 @@ final class Passthrough: @unchecked Sendable {
     static let conflictWait: TimeInterval = 2
 
     private let condition = NSCondition()
-    /// Nodes with passthrough handles: the backing id, how many handles share it and whether it
-    /// is a writer's staged copy (guarded by `condition`).
-    private var backings: [UInt64: (id: Int32, handles: Int, staged: Bool)] = [:]
+    /// Nodes with passthrough handles (guarded by `condition`).
+    private var backings: [UInt64: Backing] = [:]
+
+    /// A registered backing file: its id, how many handles share it, whether it is a writer's
+    /// staged (live) file rather than the stored version, and its device and inode numbers.
+    private struct Backing {
+        var id: Int32
+        var handles: Int
+        var staged: Bool
+        var device: UInt64
+        var inode: UInt64
+    }
 
     init(wanted: Bool) { self.wanted = wanted }
 
@@ -120,18 +133,39 @@ final class Passthrough: @unchecked Sendable {
         let backing = refused.load(ordering: .relaxed) ? nil : backing
         condition.lock()
         defer { condition.unlock() }
-        if let existing = backings[ino] {
+        if var existing = backings[ino] {
             if reading || existing.staged {
-                backings[ino] = (existing.id, existing.handles + 1, existing.staged)
+                existing.handles += 1
+                backings[ino] = existing
                 retain()
                 return existing.id
             }
             try waitForReadersLocked(ino: ino)
         }
         guard let fd = backing, !othersOpen(), let id = register(fd, log: log) else { retain(); return nil }
-        backings[ino] = (id, 1, staged)
+        var st = stat()
+        fstat(fd, &st)
+        backings[ino] = Backing(id: id, handles: 1, staged: staged, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
         retain()
         return id
+    }
+
+    /// The stored file passthrough readers of `ino` hold (its device and inode numbers), or nil
+    /// when none do (no passthrough handle, or the backing file is already a live one).
+    func storedBacking(ino: UInt64) -> (device: UInt64, inode: UInt64)? {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let entry = backings[ino], !entry.staged else { return nil }
+        return (entry.device, entry.inode)
+    }
+
+    /// The readers' stored file became the node's live file (`LiveContentsProvider`): writers
+    /// join it from now on. Nothing to do when the readers have all gone meanwhile.
+    func madeLive(ino: UInt64) {
+        condition.lock()
+        defer { condition.unlock() }
+        backings[ino]?.staged = true
+        condition.broadcast()
     }
 
     /// Passthrough readers of the stored contents have `ino` open: a writer would wait for them.
@@ -154,10 +188,11 @@ final class Passthrough: @unchecked Sendable {
         guard let existing = backings[ino], !existing.staged else { return }
         // The readers' releases may be on their way (close(2) does not wait for them).
         let deadline = Date(timeIntervalSinceNow: Self.conflictWait)
-        while backings[ino] != nil {
+        // Or until another writer made the readers' file live: this one joins it then.
+        while backings[ino].map({ !$0.staged }) ?? false {
             if !condition.wait(until: deadline) { break }
         }
-        if backings[ino] != nil {
+        if backings[ino].map({ !$0.staged }) ?? false {
             throw ProviderError.posix(EBUSY, "the file is open for reading through the kernel's passthrough")
         }
     }
@@ -168,7 +203,7 @@ final class Passthrough: @unchecked Sendable {
         defer { condition.unlock() }
         guard let entry = backings[ino] else { return }
         if entry.handles > 1 {
-            backings[ino] = (entry.id, entry.handles - 1, entry.staged)
+            backings[ino]?.handles -= 1
             return
         }
         backings[ino] = nil

@@ -18,7 +18,7 @@ extension Bridge {
     /// EBUSY for a handle the daemon must serve while the file's passthrough readers stay open.
     @discardableResult
     /// `holding`: the caller holds an open of its own on the node meanwhile (not another handle).
-    private func install(
+    func install(
         _ file: OpenFile, in fi: UnsafeMutablePointer<fuse_file_info>,
         passthroughFrom fd: Int32? = nil, holding: Bool = false
     ) throws(RequestError) -> Int32? {
@@ -122,7 +122,17 @@ extension Bridge {
                 if writing { try CapabilityCheck.write(item) }
             }
             if writing {
-                if passthrough.readersHold(ino: node.ino) {
+                if let (joined, drop) = try openJoiningReaders(node, item, truncating: truncating, caller: caller, fi) {
+                    // Passthrough readers hold the stored file: it became the live file, which
+                    // this writer changes in place beside them.
+                    if drop != nil {
+                        answerLater(reply.deferred(), fi.pointee, node, backing: joined, drop: drop)
+                        return
+                    }
+                    backing = joined
+                } else if passthrough.readersHold(ino: node.ino) {
+                    // The provider could not make the readers' file live (see
+                    // `LiveContentsProvider`): the writer waits for them, as without it.
                     // Wait for the passthrough readers' releases on a thread of its own: under
                     // io_uring they may be queued behind this request on its ring.
                     let d = reply.deferred()
@@ -137,12 +147,13 @@ extension Bridge {
                         }
                     }
                     return
-                }
-                let (opened, drop) = try openForWriting(node, item, truncating: truncating, caller: caller, fi)
-                backing = opened
-                if drop != nil {
-                    answerLater(reply.deferred(), fi.pointee, node, backing: opened, drop: drop)
-                    return
+                } else {
+                    let (opened, drop) = try openForWriting(node, item, truncating: truncating, caller: caller, fi)
+                    backing = opened
+                    if drop != nil {
+                        answerLater(reply.deferred(), fi.pointee, node, backing: opened, drop: drop)
+                        return
+                    }
                 }
             } else if let storedSlices,
                 let slice = try attempt(.item(item.identifier), { () throws(ProviderError) in try storedSlices.openStoredSlice(of: item.identifier) })
@@ -158,8 +169,9 @@ extension Bridge {
                     return OpenedContents(fd: try provider.openContents(of: item.identifier))
                 }
                 let file = OpenFile(node: node, readFD: opened.fd, writable: false, arrival: opened.arrival, reading: item.identifier)
-                // Contents all here: the kernel may read them itself.
-                backing = try install(file, in: fi, passthroughFrom: opened.arrival == nil ? opened.fd : nil)
+                // Contents all here: the kernel may read them itself, where a writer can later
+                // join them (the provider can make them live, `openJoiningReaders`).
+                backing = try install(file, in: fi, passthroughFrom: opened.arrival == nil && liveContents != nil ? opened.fd : nil)
                 // Closing a reader of a stored file has nothing to do (flush answers at once), so
                 // spare close() that round trip. The kernel still flushes under writeback cache.
                 fi.pointee.noflush = 1
@@ -477,7 +489,13 @@ extension Bridge {
     /// sends its release after close() returned, possibly after this request), or on a fresh one.
     /// A file still being copied in changes its staged copy and is imported at its own close.
     func truncate(_ node: InodeNode, item: Item?, to size: Int64, throughWritableHandle: Bool) async throws(RequestError) {
-        try node.sessionLock.withLock { _ throws(RequestError) in
+        // Passthrough readers hold the stored file: it becomes the live one, which they see
+        // truncated, as on ext4 (asked before the node's lock, which `Passthrough.admit` takes
+        // under its own).
+        let stored = item != nil && liveContents != nil ? passthrough.storedBacking(ino: node.ino) : nil
+        let madeLive = try node.sessionLock.withLock { _ throws(RequestError) -> Bool in
+            var madeLive = false
+            if let item, let stored { madeLive = try adoptReadersFile(node, item, stored) }
             if node.session == nil || node.session!.committed {
                 guard let item else { throw RequestError(ProviderError(.noSuchItem), .ino(node.ino)) }
                 node.session = try restage(node, item: item, from: node.session, truncating: size == 0)
@@ -486,7 +504,9 @@ extension Bridge {
             let e = session.truncate(to: size)
             guard e == 0 else { throw RequestError(.posix(e, "truncate"), .ino(node.ino)) }
             session.dirty = true
+            return madeLive
         }
+        if madeLive { passthrough.madeLive(ino: node.ino) }
         // The commit (an await on the provider) runs after the lock is let go.
         guard item != nil, !throughWritableHandle else { return }
         try await commit(node, durable: false)

@@ -1,9 +1,10 @@
+import CFuse
 import Foundation
 import Glibc
 import DocFSProvider
 
-// A writer the kernel serves itself (`Passthrough`, `-o passthrough`): its staged copy is the
-// backing file. Each close(2) commits a copy of it, and the last release another copy if it
+// A writer the kernel serves itself (`Passthrough`): its staged copy (or the live file the
+// readers held, `openJoiningReaders`) is the backing file. Each close(2) commits a copy of it, and the last release another copy if it
 // changed since (writes through a dup'd descriptor). The staged file itself never becomes a
 // stored version: a shared mapping of it outlives close(2) and its release, and would change
 // that version in place; such writes after the last close are lost with the staged file
@@ -15,6 +16,72 @@ extension Bridge {
         node.sessionLock.withLock { _ in
             guard let s = node.session, !s.committed, !s.isCommitting else { return nil }
             return s.backingFD
+        }
+    }
+
+    /// A writer opening a stored file that passthrough readers hold (their backing file is the
+    /// stored version): the kernel takes every open of the file onto that backing file, so it
+    /// becomes the file's live one (`LiveContentsProvider.detachLiveContents` keeps the version it
+    /// held, byte-exact) and this node's write session, which the kernel writes in place beside
+    /// the readers: no wait, and the readers see the writes as on ext4 (`tail -f`). Returns the
+    /// backing id (nil when the readers all went meanwhile and the daemon serves this writer) and
+    /// set-ID bits to clear before the reply; nil when no such readers are there or the provider
+    /// cannot make the file live (the caller waits for the readers then, as before).
+    func openJoiningReaders(
+        _ node: InodeNode, _ item: Item, truncating: Bool, caller: Caller,
+        _ fi: UnsafeMutablePointer<fuse_file_info>
+    ) throws(RequestError) -> (Int32?, (ItemIdentifier, UInt16)?)? {
+        // Asked before the node's lock: `Passthrough.admit` takes that lock under its own.
+        guard liveContents != nil, let stored = passthrough.storedBacking(ino: node.ino) else { return nil }
+        // Held from the live file's choice to the handle's own, as in `openForWriting`.
+        inodes.retainOpen(node)
+        defer { if inodes.releaseOpen(node) { dropIdleSession(node) } }
+        let made: Bool = try node.sessionLock.withLock { _ throws(RequestError) -> Bool in
+            guard try adoptReadersFile(node, item, stored) else { return false }
+            // O_TRUNC empties the live file: the readers see it, as on ext4.
+            if truncating, let s = node.session {
+                _ = s.truncate(to: 0)
+                s.dirty = true
+            }
+            return true
+        }
+        guard made else { return nil }
+        passthrough.madeLive(ino: node.ino)
+        let backing = try install(
+            OpenFile(node: node, readFD: -1, writable: true), in: fi,
+            passthroughFrom: passthrough.active ? stagedBacking(node) : nil, holding: true)
+        return (backing, truncating || backing != nil ? setIDToDrop(item, writer: caller) : nil)
+    }
+
+    /// Makes the stored file that passthrough readers of `node` hold (`stored`, its device and
+    /// inode numbers) the node's live file and write session, the kernel's to write (call with
+    /// the node's sessionLock held; tell `passthrough.madeLive` after letting go of it). False
+    /// when the node has a session already or the provider cannot.
+    func adoptReadersFile(_ node: InodeNode, _ item: Item, _ stored: (device: UInt64, inode: UInt64)) throws(RequestError) -> Bool {
+        // Readers the kernel serves from the stored file have no staged copy beside them.
+        guard let liveContents, node.session == nil else { return false }
+        // The provider hears of the writer before the version is kept (see `restage`).
+        let writer = openWriters.map { WriterRegistration(item.identifier, provider: $0) }
+        do throws(RequestError) {
+            let found = try attempt(.item(item.identifier)) { () throws(ProviderError) -> LiveContents? in
+                try liveContents.detachLiveContents(of: item.identifier, device: stored.device, inode: stored.inode)
+            }
+            guard let live = found else {
+                writer?.end()
+                return false
+            }
+            let session = try attempt(.item(item.identifier)) { () throws(ProviderError) in try WriteSession.adopting(live.path) }
+            session.base = live.item.itemVersion
+            session.writer = writer
+            // The readers' handles write nothing, but a writer joining them does, through the
+            // kernel: commits take copies, and the stamp tells what changed.
+            session.backing = true
+            session.committedStamp = session.stamp()
+            node.session = session
+            return true
+        } catch {
+            writer?.end()
+            throw error
         }
     }
 

@@ -151,6 +151,14 @@ final class WriteSession: @unchecked Sendable {
         return session
     }
 
+    /// The provider's live file at `path` (`LiveContentsProvider`), changed in place: the
+    /// kernel's passthrough readers already hold it. Removed when the session ends, as any staged file.
+    static func adopting(_ path: String) throws(ProviderError) -> WriteSession {
+        let fd = open(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { throw .posix(errno, "open live file \(path)") }
+        return WriteSession(fd: fd, path: path, dirty: false)
+    }
+
     /// A new empty file kept in memory while it has at most `limit` bytes (and all such files
     /// together at most `InMemoryCopy.budget`); past that it spills to a file from `pool`.
     /// Dated `created`, the create's time.

@@ -1,0 +1,98 @@
+import XCTest
+import Foundation
+import DocFSProvider
+@testable import DocFSStore
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `detachLiveContents`: the stored file passthrough readers hold becomes a writer's live file,
+/// the version it held kept byte-exact in its place; refused where a write in place would reach
+/// another item or a file that is no longer the item's.
+final class LiveContentsTests: StoreTestCase {
+    private func identity(_ fd: Int32) -> (device: UInt64, inode: UInt64) {
+        var st = stat()
+        XCTAssertEqual(fstat(fd, &st), 0)
+        return (UInt64(st.st_dev), UInt64(st.st_ino))
+    }
+
+    private func bytes(_ fd: Int32) -> [UInt8] {
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        var offset: off_t = 0
+        while true {
+            let n = pread(fd, &buffer, buffer.count, offset)
+            guard n > 0 else { break }
+            out += buffer[0..<n]
+            offset += off_t(n)
+        }
+        return out
+    }
+
+    func testTheReadersFileBecomesLiveAndItsVersionIsKept() async throws {
+        try makeStore()
+        let text = String(repeating: "version one ", count: 40_000)
+        let item = try await importFile("a.bin", text)
+        let reader = try store.openContents(of: item.identifier)
+        defer { close(reader) }
+        let held = identity(reader)
+        let live = try XCTUnwrap(try store.detachLiveContents(of: item.identifier, device: held.device, inode: held.inode))
+        XCTAssertEqual(live.item.itemVersion, item.itemVersion)
+        // The live file is the readers' file: a write to it shows through their descriptor.
+        let writer = open(live.path, O_WRONLY | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(writer, 0)
+        XCTAssertEqual(pwrite(writer, "NEW", 3, 0), 3)
+        close(writer)
+        XCTAssertEqual(Array(bytes(reader).prefix(3)), Array("NEW".utf8))
+        // The item's version is still the bytes before the write, and the store checks clean.
+        let stored = try store.openContents(of: item.identifier)
+        defer { close(stored) }
+        XCTAssertEqual(bytes(stored), Array(text.utf8))
+        XCTAssertEqual(try store.item(for: item.identifier).itemVersion, item.itemVersion)
+        // The readers' file is no longer the stored one: not made live again.
+        XCTAssertNil(try store.detachLiveContents(of: item.identifier, device: held.device, inode: held.inode))
+        unlink(live.path)
+        try reopen()
+        let again = try store.openContents(of: item.identifier)
+        defer { close(again) }
+        XCTAssertEqual(bytes(again), Array(text.utf8))
+    }
+
+    func testAFileAnotherNameSharesIsNotMadeLive() async throws {
+        try makeStore()
+        let item = try await importFile("b.bin", String(repeating: "shared ", count: 40_000))
+        let path = try XCTUnwrap(store.contentURL(of: item.identifier)).path
+        // A conflicted copy's contents are a hard link to the item's (StoreReplica+Incoming).
+        let other = path + "-copy"
+        XCTAssertEqual(link(path, other), 0)
+        defer { unlink(other) }
+        let reader = try store.openContents(of: item.identifier)
+        defer { close(reader) }
+        let held = identity(reader)
+        XCTAssertNil(try store.detachLiveContents(of: item.identifier, device: held.device, inode: held.inode))
+        // Nothing moved: the stored file is still the one the reader has.
+        var st = stat()
+        XCTAssertEqual(stat(path, &st), 0)
+        XCTAssertEqual(UInt64(st.st_ino), held.inode)
+    }
+
+    func testAFileOtherThanTheStoredOneIsNotMadeLive() async throws {
+        try makeStore()
+        let item = try await importFile("c.bin", String(repeating: "c ", count: 100_000))
+        let reader = try store.openContents(of: item.identifier)
+        defer { close(reader) }
+        let held = identity(reader)
+        XCTAssertNil(try store.detachLiveContents(of: item.identifier, device: held.device, inode: held.inode + 1))
+        XCTAssertNil(try store.detachLiveContents(of: ItemIdentifier("999999"), device: held.device, inode: held.inode))
+    }
+
+    func testASmallFileInASegmentIsNotMadeLive() async throws {
+        try LocalStore.create(at: storeURL, layout: nil)
+        store = try LocalStore.open(at: storeURL, logger: logger, smallFileLimit: 4096)
+        let item = try await store.importDocument(
+            contents: Array("small".utf8), named: "s.txt", toParentItemIdentifier: .rootContainer,
+            attributes: NewItemAttributes(ownerID: 0, groupID: 0, posixPermissions: 0o644))
+        XCTAssertNotNil(try store.openStoredSlice(of: item.identifier))
+        XCTAssertNil(try store.detachLiveContents(of: item.identifier, device: 0, inode: 0))
+    }
+}
