@@ -121,6 +121,15 @@ extension Bridge {
                 if accmode != O_WRONLY { try CapabilityCheck.read(item) }
                 if writing { try CapabilityCheck.write(item) }
             }
+            if writing, let ring, ring.servesThisThread {
+                // A writer's open may copy the whole file (its staged copy, or the version kept
+                // beside passthrough readers) or wait for readers: never on a ring queue's
+                // thread, which serves every other request from its CPU.
+                let d = reply.deferred()
+                let opened = fi.pointee
+                runMayBlock { [self] in openWriterLater(d, opened, node, item, truncating: truncating, caller: caller) }
+                return
+            }
             if writing {
                 if let (joined, drop) = try openJoiningReaders(node, item, truncating: truncating, caller: caller, fi) {
                     // Passthrough readers hold the stored file: it became the live file, which
@@ -137,15 +146,7 @@ extension Bridge {
                     // io_uring they may be queued behind this request on its ring.
                     let d = reply.deferred()
                     let opened = fi.pointee
-                    Thread.detachNewThread { [self] in
-                        var info = opened
-                        do throws(RequestError) {
-                            let (backing, drop) = try openForWriting(node, item, truncating: truncating, caller: caller, &info)
-                            answerLater(d, info, node, backing: backing, drop: drop)
-                        } catch {
-                            d.error(report("open", error))
-                        }
-                    }
+                    Thread.detachNewThread { [self] in openWriterLater(d, opened, node, item, truncating: truncating, caller: caller) }
                     return
                 } else {
                     let (opened, drop) = try openForWriting(node, item, truncating: truncating, caller: caller, fi)
@@ -209,6 +210,27 @@ extension Bridge {
     }
 
     /// Answers an open from the executor, after clearing set-ID bits when asked.
+    /// A writer's open off the request's thread, answered through `d`: joining passthrough
+    /// readers where the provider can make their file live, else a staged copy (which waits for
+    /// readers that hold the stored file).
+    private func openWriterLater(
+        _ d: DeferredReply, _ opened: fuse_file_info, _ node: InodeNode, _ item: Item, truncating: Bool, caller: Caller
+    ) {
+        var info = opened
+        do throws(RequestError) {
+            let handle: (Int32?, (ItemIdentifier, UInt16)?)
+            if let joined = try openJoiningReaders(node, item, truncating: truncating, caller: caller, &info) {
+                handle = joined
+            } else {
+                handle = try openForWriting(node, item, truncating: truncating, caller: caller, &info)
+            }
+            let (backing, drop) = handle
+            answerLater(d, info, node, backing: backing, drop: drop)
+        } catch {
+            d.error(report("open", error))
+        }
+    }
+
     private func answerLater(
         _ d: DeferredReply, _ opened: fuse_file_info, _ node: InodeNode, backing: Int32?,
         drop: (ItemIdentifier, UInt16)?
