@@ -202,9 +202,13 @@ extension Bridge {
         inodes.retainOpen(node)
         defer { if inodes.releaseOpen(node) { dropIdleSession(node) } }
         try beginWriting(node, item: item, truncating: truncating)
+        // A writer whose first write must clear set-ID bits stays the daemon's: through the
+        // kernel the bits would go at open, where ext4 keeps them until a write (an open for
+        // writing alone, then close, leaves a set-user-ID file as it was).
+        let clearsSetID = setIDToDrop(item, writer: caller) != nil
         let backing = try install(
             OpenFile(node: node, readFD: -1, writable: true), in: fi,
-            passthroughFrom: passthrough.active ? stagedBacking(node) : nil, holding: true)
+            passthroughFrom: passthrough.active && !clearsSetID ? stagedBacking(node) : nil, holding: true)
         if backing != nil { beganBacking(node) }
         return (backing, truncating || backing != nil ? setIDToDrop(item, writer: caller) : nil)
     }
