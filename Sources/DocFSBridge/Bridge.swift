@@ -154,7 +154,7 @@ package final class Bridge: @unchecked Sendable {
     func overlayStaged(_ st: inout stat, _ node: InodeNode) -> Bool {
         // Only the staged file's size and times: no owner to look up (a stored file's is its item's).
         guard let session = node.sessionLock.withLock({ _ in node.session }) else { return false }
-        guard let staged = session.status() else { return false }
+        guard let staged = session.reportedStatus() else { return false }
         st.st_size = staged.st_size
         st.st_blocks = staged.st_blocks
         st.st_mtim = staged.st_mtim
@@ -169,7 +169,7 @@ package final class Bridge: @unchecked Sendable {
         guard let session else { return nil }
         let copyIn = inodes.copyIn(of: node)
         let held = copyIn?.attributes ?? NewItemAttributes(ownerID: getuid(), groupID: getgid(), posixPermissions: 0o644)
-        return attributes.stat(ofStaged: session.status(), ino: node.ino, attributes: held)
+        return attributes.stat(ofStaged: session.reportedStatus(), ino: node.ino, attributes: held)
     }
 
     // MARK: Logging

@@ -74,7 +74,7 @@ extension Bridge {
             var e = fuse_entry_param()
             e.ino = node.ino
             e.generation = InodeTable.generation
-            e.attr = self.attributes.stat(ofStaged: session.status(), ino: node.ino, attributes: copyIn.attributes)
+            e.attr = self.attributes.stat(ofStaged: session.reportedStatus(), ino: node.ino, attributes: copyIn.attributes)
             // The attributes may be cached: every change to the new file comes through the kernel,
             // which drops them after a write or setattr (this saves cp's fstat a round trip). So
             // may the name (an unlink or a stat by path after close needs no lookup): an import
@@ -474,11 +474,8 @@ extension Bridge {
 
     /// The staged file's modification and change times (a write sets both to one instant).
     func stagedTimes(_ session: WriteSession) -> (modified: FileTime, changed: FileTime) {
-        guard let st = session.status() else { let now = FileTime.now(); return (now, now) }
-        let modified = Attributes.fileTime(st.st_mtim)
-        // Never written since it was dated: the create's time is both (ctime is a coarse tick off).
-        if let dated = session.emptyDatedAt, modified == dated { return (dated, dated) }
-        return (modified, Attributes.fileTime(st.st_ctim))
+        guard let st = session.reportedStatus() else { let now = FileTime.now(); return (now, now) }
+        return (Attributes.fileTime(st.st_mtim), Attributes.fileTime(st.st_ctim))
     }
 
     /// Contents start to change (a session's first write, a truncate): set-user-ID goes, and

@@ -229,6 +229,14 @@ final class WriteSession: @unchecked Sendable {
         }
     }
 
+    /// `status()` as stat(2) reports it: a staged file not written since it was dated carries
+    /// that time as its ctime too (the kernel's coarse clock put the real one a tick later).
+    func reportedStatus() -> stat? {
+        guard var st = status() else { return nil }
+        if let dated = emptyDatedAt, Attributes.fileTime(st.st_mtim) == dated { st.st_ctim = st.st_mtim }
+        return st
+    }
+
     /// Reads up to `size` bytes at `offset` into `buffer`, as `pread`.
     func read(into buffer: UnsafeMutableRawPointer, _ size: Int, at offset: Int) -> Int {
         let inMemory: Int? = memoryLock.withLock { _ in
