@@ -44,7 +44,7 @@ package final class Bridge: @unchecked Sendable {
     let notifier = KernelNotifier()
     /// nil unless `options.inodeLimit` is set.
     let entryLimit: KernelEntryLimit?
-    let initNegotiation = InitNegotiation()
+    let initNegotiation: InitNegotiation
     /// The kernel's passthrough for stored contents (`-o passthrough=off`: never asked for).
     let passthrough: Passthrough
     /// FUSE over io_uring, when asked for (`options.ioUring`).
@@ -75,6 +75,7 @@ package final class Bridge: @unchecked Sendable {
         self.log = logger
         self.options = options
         self.entryLimit = options.inodeLimit.map(KernelEntryLimit.init(limit:))
+        self.initNegotiation = InitNegotiation(parallelDirops: options.parallelDirops)
         self.importSlots = ImportStaging(root: provider.stagingDirectory)
         self.stagingFiles = StagingFilePool(stagingDirectory: provider.stagingDirectory.path)
         self.attributes = Attributes()

@@ -47,6 +47,12 @@ public struct BridgeOptions: Sendable {
     /// the daemon (said once in the log). See `Passthrough`. On unless `-o passthrough=off`: a
     /// writer opening a file passthrough readers hold joins them at once (`openJoiningReaders`).
     public var passthrough: Bool = true
+    /// Let the kernel send lookups and readdirs of one folder side by side (`FUSE_PARALLEL_DIROPS`,
+    /// which libfuse 3.14 never asks for; `-o noparallel_dirops` leaves it out). Without it the
+    /// kernel takes each folder's lock for every lookup and readdir: processes that look up
+    /// names in one folder (a build's include path, `find` beside `ls`) wait for one another's
+    /// round trips. The bridge's lookups take no per-folder lock of their own.
+    public var parallelDirops: Bool = true
     /// Serve requests through FUSE over io_uring where the kernel offers it (`RingTransport`;
     /// `-o io_uring` turns it on). Off by default: on a quiet machine it measured slower than
     /// `/dev/fuse` on 14 of 15 fsbench metrics (issue 50; docs/PERFORMANCE.md). The kernel

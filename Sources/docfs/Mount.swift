@@ -33,6 +33,9 @@ struct Mount: ParsableCommand {
             noprefetch: do not read a folder's other small files ahead when one is opened for \
             reading (default: read ahead, at most once a folder in 30 s).
 
+            parallel_dirops / noparallel_dirops: let the kernel send lookups and listings of \
+            one folder side by side instead of one at a time (default on).
+
             splice / no_splice: move written bytes from the kernel into the file without a copy \
             through the daemon (less CPU for large writes, a little more for every other request; \
             default off).
@@ -301,6 +304,8 @@ struct Mount: ParsableCommand {
                 default: throw UserFacingError("docfs: -o \(opt): expected io_uring, io_uring=on or io_uring=off")
                 }
             case "no_io_uring", "noio_uring": bridgeOptions.ioUring = false
+            case "parallel_dirops": bridgeOptions.parallelDirops = true
+            case "noparallel_dirops", "no_parallel_dirops": bridgeOptions.parallelDirops = false
             case "noprefetch": bridgeOptions.prefetch = false
             case "prefetch": bridgeOptions.prefetch = true
             case "metrics":

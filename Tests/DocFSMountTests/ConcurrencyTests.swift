@@ -52,4 +52,35 @@ final class ConcurrencyTests: MountTestCase {
         let again = fx.sh("for t in 0 1 2 3 4 5 6 7; do diff -r src/t$t mnt/shared/t$t || exit 1; done")
         XCTAssertEqual(again.status, 0, "after a remount: \(again)")
     }
+
+    /// Lookups of one folder side by side (`FUSE_PARALLEL_DIROPS`, asked for by default): with a
+    /// cold cache, six processes look up the same names at once (one inode, several lookups in
+    /// flight), two list the folder and one removes other names meanwhile (a name removed between `ls`'s
+    /// listing and its lstat is the one error allowed, as on ext4). Every answer is right,
+    /// the kernel's lookup counts add up (the folder empties and the store checks clean).
+    func testManyProcessesLookUpNamesOfOneFolderAtOnce() throws {
+        XCTAssertEqual(
+            fx.sh("mkdir mnt/many && cd mnt/many && for i in $(seq 300); do printf %0${i}d 0 > f$i; done && for i in $(seq 200); do : > gone$i; done")
+                .status, 0)
+        XCTAssertTrue(fx.stopDaemon(), "clean stop; log:\n\(fx.log.suffix(3000))")
+        try fx.mount()
+        let r = fx.sh(
+            """
+            set -u
+            for p in 1 2 3 4 5 6; do
+              ( for i in $(seq 300); do [ "$(stat -c %s mnt/many/f$i)" = "$i" ] || echo "f$i wrong in $p"; done ) &
+            done
+            for l in 1 2; do ( for k in $(seq 10); do ls -l mnt/many 2>&1 > /dev/null | grep -v "gone[0-9]*': No such file or directory"; done ) & done
+            ( for i in $(seq 200); do rm mnt/many/gone$i || echo "rm gone$i failed"; done ) &
+            wait
+            """, timeout: 180)
+        XCTAssertFalse(r.timedOut, "deadlock or hang: \(r)")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        XCTAssertEqual(r.stdout, "", "failures reported by the workers:\n\(r.stdout)\nlog:\n\(fx.log.suffix(3000))")
+        XCTAssertEqual(fx.list(fx.m("many"))?.count, 300)
+        XCTAssertEqual(fx.sh("rm mnt/many/f* && rmdir mnt/many").status, 0)
+        XCTAssertTrue(fx.stopDaemon(), "clean stop; log:\n\(fx.log.suffix(3000))")
+        let check = fx.docfs(["check", fx.store])
+        XCTAssertEqual(check.status, 0, "\(check)")
+    }
 }

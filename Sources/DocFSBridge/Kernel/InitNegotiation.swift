@@ -3,7 +3,8 @@ import Glibc
 import Logging
 import Synchronization
 
-/// Asks the kernel for `FUSE_HANDLE_KILLPRIV_V2`, which libfuse 3.14 cannot ask for.
+/// Asks the kernel for `FUSE_HANDLE_KILLPRIV_V2` and `FUSE_PARALLEL_DIROPS`, which libfuse 3.14
+/// cannot ask for (the second: see `BridgeOptions.parallelDirops`), and for passthrough.
 ///
 /// Why: without it the kernel never marks an inode as having no security attributes (SB_NOSEC),
 /// so before every write(2) it sends GETXATTR `security.capability` to learn whether privileges
@@ -29,6 +30,13 @@ final class InitNegotiation: Sendable {
     /// What the kernel offered: FUSE_HANDLE_KILLPRIV_V2, FUSE_PASSTHROUGH.
     private let offeredKillPriv = Atomic<Bool>(false)
     private let offeredPassthrough = Atomic<Bool>(false)
+    private let offeredParallelDirops = Atomic<Bool>(false)
+    /// Whether to ask for FUSE_PARALLEL_DIROPS (`BridgeOptions.parallelDirops`).
+    let wantsParallelDirops: Bool
+    /// Whether the INIT reply asked for FUSE_PARALLEL_DIROPS.
+    let parallelDirops = Atomic<Bool>(false)
+
+    init(parallelDirops: Bool = true) { wantsParallelDirops = parallelDirops }
     /// Whether the INIT reply carried the flag.
     let granted = Atomic<Bool>(false)
 
@@ -48,6 +56,7 @@ final class InitNegotiation: Sendable {
             offered & UInt32(FUSE_INIT_EXT) != 0 && length >= headerSize + 20
             ? buf.loadUnaligned(fromByteOffset: headerSize + 16, as: UInt32.self) : 0
         offeredKillPriv.store(offered & UInt32(FUSE_HANDLE_KILLPRIV_V2) != 0, ordering: .relaxed)
+        offeredParallelDirops.store(offered & UInt32(FUSE_PARALLEL_DIROPS) != 0, ordering: .relaxed)
         offeredPassthrough.store(offered2 & Passthrough.ABI.initFlag2 != 0, ordering: .relaxed)
         pendingInit.store(buf.loadUnaligned(fromByteOffset: 8, as: UInt64.self), ordering: .relaxed)
     }
@@ -81,6 +90,10 @@ final class InitNegotiation: Sendable {
         if offeredKillPriv.load(ordering: .relaxed) {
             flags |= UInt32(FUSE_HANDLE_KILLPRIV_V2)
             granted.store(true, ordering: .relaxed)
+        }
+        if wantsParallelDirops, offeredParallelDirops.load(ordering: .relaxed) {
+            flags |= UInt32(FUSE_PARALLEL_DIROPS)
+            parallelDirops.store(true, ordering: .relaxed)
         }
         if let passthrough, passthrough.wanted {
             negotiatePassthrough(passthrough, flags: &flags, body: body, length: iov[1].iov_len, log: log)
