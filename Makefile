@@ -46,7 +46,7 @@ BENCH_FS    = docfs=[ -n "$$(ls -A {src})" ] || $(RELEASE_BIN) init {src}; $(REL
 BENCH_BASE ?=
 BENCH_FSES  = --fs '$(BENCH_FS)' $(if $(BENCH_BASE),--fs 'docfs-base=[ -n "$$(ls -A {src})" ] || $(BENCH_BASE) init {src}; $(BENCH_BASE) mount {src} {mnt}')
 
-.PHONY: all build deps run test format format-check test-io-uring io-uring-pass test-io-uring-if-offered permissions replica-model model fuzz model-deps install uninstall generated clean-mounts bench bench-quick bench-scale bench-replicas clean microbench
+.PHONY: all build deps run test test-main test-beside format format-check test-io-uring io-uring-pass test-io-uring-if-offered permissions replica-model model fuzz model-deps install uninstall generated clean-mounts bench bench-quick bench-scale bench-replicas clean microbench
 
 all: build
 
@@ -111,15 +111,23 @@ test: deps clean-mounts
 	$(MAKE) --no-print-directory format-check
 	$(SWIFT) build --build-tests
 	$(MAKE) --no-print-directory generated CONFIGURATION=debug
+	Tests/beside.sh '$(MAKE) --no-print-directory test-beside' '$(MAKE) --no-print-directory test-main'
+
+# `make test` after its build, in two streams (Tests/beside.sh): the XCTest passes in the
+# foreground, the models and the permission matrix beside them (their output follows at the end).
+# Each mostly waits on mounts, servers and fsync: side by side they take about the longer one's time.
+test-main:
 	Tests/remote/servers.sh run -- env DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" DOCFS_GENERATED="$(GENERATED)" \
 	    $(SWIFT) test --skip-build
 	DOCFS_BIN="$$($(SWIFT) build --show-bin-path)/docfs" DOCFS_TEST_PROVIDER=memory \
 	    $(SWIFT) test --skip-build --filter '$(MEMORY_TEST_FILTER)' --skip '$(MEMORY_TEST_SKIP)'
+	$(MAKE) --no-print-directory test-io-uring-if-offered
+
+test-beside:
 	$(MAKE) --no-print-directory replica-model
 	$(MAKE) --no-print-directory permissions
 	$(MAKE) --no-print-directory model MODEL_PROFILE=ci
 	$(MAKE) --no-print-directory model MODEL_PROFILE=ci MODEL_PROVIDER=memory MODEL_EXAMPLES=60
-	$(MAKE) --no-print-directory test-io-uring-if-offered
 
 # The code's layout is .swift-format's (swift-format, in the toolchain): `make format` applies it,
 # and `make test` checks it first, so a change that does not follow it fails in seconds.
