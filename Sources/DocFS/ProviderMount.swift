@@ -70,6 +70,12 @@ public final class ProviderMount: @unchecked Sendable {
         if options.fuseOptions.contains("allow_other") || options.fuseOptions.contains("allow_root") {
             bridgeOptions.otherUsers = true
         }
+        // A mount only root can reach: root passes every mode check the kernel's own would make,
+        // so `default_permissions` would only cost round trips (after each create, mkdir or
+        // unlink in a folder, the kernel asks for the folder's attributes again before the next
+        // walk through it: a GETATTR per file of a `cp -r`). FIFO opens and socket connects, which
+        // only that check sees, are root's anyway. The bridge still checks every request.
+        if !bridgeOptions.otherUsers, getuid() == 0 { bridgeOptions.kernelChecksPermissions = false }
         bridge = Bridge(provider: provider, logger: logger, options: bridgeOptions)
         let fsname = options.sourceName.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ",", with: "\\,")
         // nosuid unless asked for explicitly: set-ID bits may come from other machines
