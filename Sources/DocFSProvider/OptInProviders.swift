@@ -114,9 +114,10 @@ package protocol LiveContentsProvider: Provider {
     /// (a clone where the filesystem offers one, else a copy) where the provider keeps that
     /// version, and the file moves to the staging directory. Answers its path there and the item
     /// (whose version it was); the caller changes it in place and hands copies of it over
-    /// (`modifyContents`), and removes it at the end. Nil when it cannot: the file is no longer
-    /// the item's current version, is shared with another item, sits in a larger file, or its
-    /// version is not yet where it is kept for good (a replica's upload may be reading it).
+    /// (`modifyContents`), and removes it at the end. Other items' names of the file take the
+    /// kept file too, and a reader of the file by path that must see one version whole (a
+    /// replica's upload) is told to read again. Nil when it cannot: the file is no longer the
+    /// item's current version, has a name no item accounts for, or sits in a larger file.
     func detachLiveContents(of identifier: ItemIdentifier, device: UInt64, inode: UInt64) throws(ProviderError) -> LiveContents?
 }
 

@@ -44,11 +44,22 @@ import Synchronization
 /// admitted here under one lock: a handle goes passthrough when nothing else has the file open,
 /// a read-only one joins the backing file already there (stored contents or a writer's staged
 /// copy: what the daemon would read too), an open for writing joins a writer's staged copy, or
-/// the readers' stored file once the provider made it live (`madeLive`); only where the provider
-/// cannot (`LiveContentsProvider`'s refusals) it waits for the passthrough readers to close (a
+/// the readers' stored file once the provider made it live (`madeLive`): a conflicted copy that
+/// shared the file takes the kept version, and a replica's upload reading it reads again
+/// (`LiveDetaches`). Two cases remain where it waits for the passthrough readers to close (a
 /// closed reader's release may still be on its way; the wait runs on a thread of its own, since
 /// under io_uring that release may be queued behind the open on its ring) and, when they stay,
-/// fails with EBUSY.
+/// fails with EBUSY:
+/// - the readers' file is no longer the item's version (another replica's arrived while they
+///   had it open, renamed over it): the kernel still takes the writer onto that file, which has
+///   no name left in the store (or is a conflicted copy's). Not impossible, not built yet: give
+///   a conflicted copy its own file, then copy the current version's bytes into the readers'
+///   file through a descriptor the bridge holds (readers of this inode then see the current
+///   version, as if the sync had written in place) and adopt it as the write session by
+///   descriptor, which `WriteSession.adopting` (by path) cannot yet.
+/// - another node's passthrough readers hold the same file (the item and its conflicted copy,
+///   one file under two names, both open): the kernel gives both inodes that file for good, so a
+///   write in place would show in the other item (`storedBacking`). This cannot be done soundly.
 final class Passthrough: @unchecked Sendable {
     /// The kernel's constants (include/uapi/linux/fuse.h of 6.9+).
     enum ABI {
@@ -151,12 +162,15 @@ final class Passthrough: @unchecked Sendable {
     }
 
     /// The stored file passthrough readers of `ino` hold (its device and inode numbers), or nil
-    /// when none do (no passthrough handle, or the backing file is already a live one).
+    /// when none do (no passthrough handle, or the backing file is already a live one), or when
+    /// another node's passthrough handles hold the same file (a conflicted copy's contents, a
+    /// link of this item's): written in place, it would change what that item's readers see.
     func storedBacking(ino: UInt64) -> (device: UInt64, inode: UInt64)? {
         condition.lock()
         defer { condition.unlock() }
         guard let entry = backings[ino], !entry.staged else { return nil }
-        return (entry.device, entry.inode)
+        let shared = backings.contains { $0.key != ino && $0.value.device == entry.device && $0.value.inode == entry.inode }
+        return shared ? nil : (entry.device, entry.inode)
     }
 
     /// The readers' stored file became the node's live file (`LiveContentsProvider`): writers
