@@ -117,7 +117,7 @@ extension LocalStore: LiveContentsProvider {
     /// The other rows whose content file is `path`'s (`device`/`inode`, `size` bytes): a
     /// conflicted copy's, linked when it was made. Rows whose item has that size, checked by
     /// their file (rare: only a file with more than one name comes here).
-    private func rowsSharing(
+    func rowsSharing(
         _ path: String, row: Int64, size: Int64, device: UInt64, inode: UInt64, _ database: DatabaseQueue
     ) throws(ProviderError) -> [Int64] {
         try flushJournal(database)
@@ -147,13 +147,21 @@ extension LocalStore: LiveContentsProvider {
         defer { sysClose(input) }
         var st = stat()
         guard fstat(input, &st) == 0, UInt64(st.st_dev) == device, UInt64(st.st_ino) == inode else { return false }
+        try cloneOrCopy(input, to: target, what: source)
+        return true
+    }
+
+    /// `input`'s bytes (from its start) as a new file `target`, with its modification time.
+    static func cloneOrCopy(_ input: Int32, to target: String, what: String) throws(ProviderError) {
+        var st = stat()
+        guard fstat(input, &st) == 0 else { throw .posix(errno, "stat \(what) to keep it") }
         let output = sysOpen(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard output >= 0 else { throw .posix(errno, "create \(target)") }
         defer { sysClose(output) }
         // FICLONE: _IOW(0x94, 9, int).
         if ioctl(output, 0x4004_9409, input) != 0 {
             do throws(ProviderError) {
-                _ = try FileDescriptors.copyAll(from: input, to: output, what: "keep \(source)")
+                _ = try FileDescriptors.copyAll(from: input, to: output, what: "keep \(what)")
             } catch {
                 _ = sysUnlink(target)
                 throw error
@@ -162,6 +170,5 @@ extension LocalStore: LiveContentsProvider {
         // UTIME_OMIT ((1 << 30) - 2): the access time stays.
         var stamps = [timespec(tv_sec: 0, tv_nsec: (1 << 30) - 2), st.st_mtim]
         _ = futimens(output, &stamps)
-        return true
     }
 }

@@ -88,6 +88,47 @@ final class NoEditLostMountTests: ReplicaTestCase {
         XCTAssertGreaterThan((statusFields(r, r.mnt)?["conflicts"] as? Int) ?? 0, 0, "docfs status counts the conflict on A")
     }
 
+    /// A's passthrough reader holds the file while B's version replaces it on A: a writer on A
+    /// opens at once (no wait, no EBUSY), the reader then sees B's version with the writer's
+    /// bytes on top, as if the sync had written in place, and both replicas end with them.
+    func testAWriterBesideReadersOfAVersionAnotherReplicaReplacedOpensAtOnce() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        // Past the segment limit: a content file of its own, which the kernel reads itself.
+        let base = testBytes(1 << 20, seed: 60)
+        let path = r.mnt + "/held.bin"
+        XCTAssertErrno(r.fx.writeFile(path, base), 0)
+        eventually("B has the file", timeout: 60) {
+            (try? FileManager.default.attributesOfItem(atPath: b.mnt + "/held.bin")[.size] as? Int) == base.count
+        }
+        try waitForQuiet(r, b)
+        let reader = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { close(reader) }
+        var got = [UInt8](repeating: 0, count: 4)
+        XCTAssertEqual(pread(reader, &got, 4, 0), 4)
+        let theirs = testBytes(1 << 20, seed: 61)
+        XCTAssertErrno(r.fx.writeFile(b.mnt + "/held.bin", theirs), 0)
+        try waitForQuiet(r, b)
+        XCTAssertEqual(pread(reader, &got, 4, 0), 4)
+        XCTAssertEqual(got, Array(base[0..<4]), "the reader still has the version it opened")
+        let started = Date()
+        let writer = open(path, O_WRONLY)
+        XCTAssertGreaterThanOrEqual(writer, 0, "errno \(errno)")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 1.0, "no wait for the reader")
+        var tail = [UInt8](repeating: 0, count: 4)
+        XCTAssertEqual(pread(reader, &tail, 4, off_t(theirs.count - 4)), 4)
+        XCTAssertEqual(tail, Array(theirs.suffix(4)), "the reader sees B's version")
+        XCTAssertEqual(pwrite(writer, "NEW!", 4, 0), 4)
+        XCTAssertEqual(pread(reader, &got, 4, 0), 4)
+        XCTAssertEqual(got, Array("NEW!".utf8))
+        XCTAssertEqual(close(writer), 0)
+        let want = Array("NEW!".utf8) + theirs[4...]
+        try waitForQuiet(r, b)
+        XCTAssertBytes(r.fx.readFile(path), want)
+        eventually("B has A's write", timeout: 60) { (r.fx.readFile(b.mnt + "/held.bin").bytes ?? []) == want }
+    }
+
     /// A's writer held open across B's version (so A's edit becomes a conflicted copy), with A
     /// mounted under `fault` (DOCFS_FAULT at `refetch`: after the conflicted copy is completed
     /// and before A fetches the server's version of the file again). Returns the holder closed.

@@ -148,6 +148,51 @@ final class LiveContentsTests: StoreTestCase {
         unlink(live.path)
     }
 
+    /// The readers' file is no longer the stored one (a new version replaced it while they had
+    /// it open): it becomes the live file with the current version's bytes, which its readers
+    /// then see; a conflicted copy that still names it keeps its bytes in a file of its own.
+    func testAReplacedFileTakesTheCurrentVersionAndBecomesLive() async throws {
+        try makeStore()
+        let one = String(repeating: "version one ", count: 40_000)
+        let two = String(repeating: "version two, longer ", count: 30_000)
+        let item = try await importFile("r.bin", one)
+        // A conflicted copy has its item's size (the rows sharing a file are found by it).
+        let copy = try await importFile("r (conflicted copy).bin", String(repeating: "other! other", count: 40_000))
+        let path = try XCTUnwrap(store.contentURL(of: item.identifier)).path
+        let copyPath = try XCTUnwrap(store.contentURL(of: copy.identifier)).path
+        XCTAssertEqual(unlink(copyPath), 0)
+        XCTAssertEqual(link(path, copyPath), 0)
+        let reader = try store.openContents(of: item.identifier)
+        defer { close(reader) }
+        let held = identity(reader)
+        let replaced = try await store.modifyContents(ofItemWithIdentifier: item.identifier, baseVersion: item.itemVersion, from: stage("r2", two))
+        // Not the stored file: `detachLiveContents` declines, `adoptStaleContents` takes it.
+        XCTAssertNil(try store.detachLiveContents(of: item.identifier, device: held.device, inode: held.inode))
+        let current = try store.openContents(of: item.identifier)
+        defer { close(current) }
+        // Another version since: declined.
+        XCTAssertNil(try store.adoptStaleContents(of: item.identifier, readersFile: reader, current: current, version: item.itemVersion))
+        let live = try XCTUnwrap(
+            try store.adoptStaleContents(of: item.identifier, readersFile: reader, current: current, version: replaced.itemVersion))
+        let writer = try XCTUnwrap(live.descriptor)
+        XCTAssertEqual(live.item.itemVersion, replaced.itemVersion)
+        XCTAssertEqual(identity(writer).inode, held.inode)
+        XCTAssertEqual(bytes(reader), Array(two.utf8), "the readers see the current version")
+        XCTAssertEqual(pwrite(writer, "NEW", 3, 0), 3)
+        close(writer)
+        XCTAssertEqual(Array(bytes(reader).prefix(3)), Array("NEW".utf8))
+        for (identifier, text) in [(item.identifier, two), (copy.identifier, one)] {
+            let fd = try store.openContents(of: identifier)
+            defer { close(fd) }
+            XCTAssertEqual(bytes(fd), Array(text.utf8))
+            XCTAssertNotEqual(identity(fd).inode, held.inode)
+        }
+        try reopen()
+        let again = try store.openContents(of: copy.identifier)
+        defer { close(again) }
+        XCTAssertEqual(bytes(again), Array(one.utf8))
+    }
+
     /// `LiveDetaches` past its bound forgets, and then any read begun before reads again.
     func testLiveDetachesPastItsBoundSaysReadAgain() {
         let detaches = LiveDetaches(limit: 2)

@@ -46,20 +46,19 @@ import Synchronization
 /// copy: what the daemon would read too), an open for writing joins a writer's staged copy, or
 /// the readers' stored file once the provider made it live (`madeLive`): a conflicted copy that
 /// shared the file takes the kept version, and a replica's upload reading it reads again
-/// (`LiveDetaches`). Two cases remain where it waits for the passthrough readers to close (a
-/// closed reader's release may still be on its way; the wait runs on a thread of its own, since
-/// under io_uring that release may be queued behind the open on its ring) and, when they stay,
-/// fails with EBUSY:
-/// - the readers' file is no longer the item's version (another replica's arrived while they
-///   had it open, renamed over it): the kernel still takes the writer onto that file, which has
-///   no name left in the store (or is a conflicted copy's). Not impossible, not built yet: give
-///   a conflicted copy its own file, then copy the current version's bytes into the readers'
-///   file through a descriptor the bridge holds (readers of this inode then see the current
-///   version, as if the sync had written in place) and adopt it as the write session by
-///   descriptor, which `WriteSession.adopting` (by path) cannot yet.
-/// - another node's passthrough readers hold the same file (the item and its conflicted copy,
-///   one file under two names, both open): the kernel gives both inodes that file for good, so a
-///   write in place would show in the other item (`storedBacking`). This cannot be done soundly.
+/// (`LiveDetaches`). Where the readers' file is no longer the item's version (another replica's
+/// was renamed over it while they had it open), the kernel still takes the writer onto that
+/// file: the provider copies the current version into it in place (the readers of this inode
+/// see that version, as if the sync had written it in place) and the session takes it by a
+/// descriptor (`storedDescriptor`, `LiveContentsProvider.adoptStaleContents`). One case remains
+/// where the writer waits for the passthrough readers to close (a closed reader's release may
+/// still be on its way; the wait runs on a thread of its own, since under io_uring that release
+/// may be queued behind the open on its ring) and, when they stay, fails with EBUSY: another
+/// node's passthrough readers hold the same file (an item and its conflicted copy, one file
+/// under two names while the server's version is fetched, both open). The kernel keeps both
+/// inodes on that file until their last handles close, so any write in place would show in the
+/// other item, which ext4 never does, and a page-cache open beside them is refused
+/// (`storedBacking`). The provider also refuses a file with a name no item accounts for.
 final class Passthrough: @unchecked Sendable {
     /// The kernel's constants (include/uapi/linux/fuse.h of 6.9+).
     enum ABI {
@@ -100,6 +99,8 @@ final class Passthrough: @unchecked Sendable {
         var staged: Bool
         var device: UInt64
         var inode: UInt64
+        /// A descriptor of the backing file (`storedDescriptor`), closed with the last handle.
+        var descriptor: Int32
     }
 
     init(wanted: Bool) { self.wanted = wanted }
@@ -156,7 +157,8 @@ final class Passthrough: @unchecked Sendable {
         guard let fd = backing, !othersOpen(), let id = register(fd, log: log) else { retain(); return nil }
         var st = stat()
         fstat(fd, &st)
-        backings[ino] = Backing(id: id, handles: 1, staged: staged, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+        backings[ino] = Backing(
+            id: id, handles: 1, staged: staged, device: UInt64(st.st_dev), inode: UInt64(st.st_ino), descriptor: dup(fd))
         retain()
         return id
     }
@@ -171,6 +173,17 @@ final class Passthrough: @unchecked Sendable {
         guard let entry = backings[ino], !entry.staged else { return nil }
         let shared = backings.contains { $0.key != ino && $0.value.device == entry.device && $0.value.inode == entry.inode }
         return shared ? nil : (entry.device, entry.inode)
+    }
+
+    /// A descriptor of the stored file passthrough readers of `ino` hold (the caller's to close),
+    /// for a provider that makes it live when it is no longer the stored version
+    /// (`LiveContentsProvider.adoptStaleContents`); nil as `storedBacking`.
+    func storedDescriptor(ino: UInt64) -> Int32? {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let entry = backings[ino], !entry.staged, entry.descriptor >= 0 else { return nil }
+        let fd = dup(entry.descriptor)
+        return fd >= 0 ? fd : nil
     }
 
     /// The readers' stored file became the node's live file (`LiveContentsProvider`): writers
@@ -221,6 +234,7 @@ final class Passthrough: @unchecked Sendable {
             return
         }
         backings[ino] = nil
+        if entry.descriptor >= 0 { close(entry.descriptor) }
         var id = UInt32(bitPattern: entry.id)
         _ = ioctl(deviceFD.load(ordering: .relaxed), ABI.backingClose, &id)
         condition.broadcast()

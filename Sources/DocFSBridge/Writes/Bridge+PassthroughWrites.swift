@@ -63,14 +63,32 @@ extension Bridge {
         // The provider hears of the writer before the version is kept (see `restage`).
         let writer = openWriters.map { WriterRegistration(item.identifier, provider: $0) }
         do throws(RequestError) {
-            let found = try attempt(.item(item.identifier)) { () throws(ProviderError) -> LiveContents? in
+            var found = try attempt(.item(item.identifier)) { () throws(ProviderError) -> LiveContents? in
                 try liveContents.detachLiveContents(of: item.identifier, device: stored.device, inode: stored.inode)
+            }
+            // Not the stored file any more (another replica's version replaced it): the current
+            // version is brought into it instead (downloaded first where it is not here; the
+            // provider heard of the writer, so no other version lands meanwhile).
+            if found == nil, let readers = passthrough.storedDescriptor(ino: node.ino) {
+                defer { close(readers) }
+                found = try attempt(.item(item.identifier)) { () throws(ProviderError) -> LiveContents? in
+                    let current = try provider.item(for: item.identifier)
+                    let fd = try provider.openContents(of: current.identifier)
+                    defer { close(fd) }
+                    return try liveContents.adoptStaleContents(
+                        of: item.identifier, readersFile: readers, current: fd, version: current.itemVersion)
+                }
             }
             guard let live = found else {
                 writer?.end()
                 return false
             }
-            let session = try attempt(.item(item.identifier)) { () throws(ProviderError) in try WriteSession.adopting(live.path) }
+            let session: WriteSession
+            if let descriptor = live.descriptor {
+                session = WriteSession.adopting(descriptor: descriptor)
+            } else {
+                session = try attempt(.item(item.identifier)) { () throws(ProviderError) in try WriteSession.adopting(live.path) }
+            }
             session.base = live.item.itemVersion
             session.writer = writer
             // The readers' handles write nothing, but a writer joining them does, through the
