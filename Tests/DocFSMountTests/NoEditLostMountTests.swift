@@ -129,6 +129,51 @@ final class NoEditLostMountTests: ReplicaTestCase {
         eventually("B has A's write", timeout: 60) { (r.fx.readFile(b.mnt + "/held.bin").bytes ?? []) == want }
     }
 
+    /// Between a conflicted copy and the fetch of the server's version, the item and its copy
+    /// are one file under two names. With passthrough readers on both, a writer of the item
+    /// waits and gets EBUSY (the kernel keeps both inodes on that file: a write in place would
+    /// show in the copy); once the copy's reader is gone the writer joins at once, and the copy
+    /// keeps its bytes in a file of its own.
+    func testAWriterBesideReadersOfAnItemAndItsConflictedCopyWaitsOnlyWhileBothAreOpen() throws {
+        let (r, b) = try twoReplicasSharing("sc.txt")
+        let release = r.fx.dir + "/release-refetch"
+        var released = false
+        defer { if !released { FileManager.default.createFile(atPath: release, contents: nil) } }
+        try conflictHeldOpen(r, b, "sc.txt", fault: ["DOCFS_FAULT": "refetch:wait", "DOCFS_FAULT_RELEASE": release])
+        eventually("A waits at the fault", timeout: 60) { r.fx.log.contains("DOCFS_FAULT: waiting at refetch") }
+        let copy = try XCTUnwrap(names(r.mnt).first { $0.hasPrefix("sc (conflicted copy from ") }, "\(names(r.mnt))")
+        var reader = open(r.mnt + "/sc.txt", O_RDONLY)
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { if reader >= 0 { close(reader) } }
+        let copyReader = open(r.mnt + "/" + copy, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(copyReader, 0)
+        var got = [UInt8](repeating: 0, count: 4)
+        XCTAssertEqual(pread(reader, &got, 4, 0), 4)
+        XCTAssertEqual(pread(copyReader, &got, 4, 0), 4)
+        let started = Date()
+        let refused = open(r.mnt + "/sc.txt", O_WRONLY)
+        let e = errno
+        if refused >= 0 { close(refused) }
+        XCTAssertEqual(refused, -1, "a writer beside readers of the item and of its copy")
+        XCTAssertEqual(e, EBUSY)
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 1.0, "it waited for the readers first")
+        close(copyReader)
+        eventually("a writer joins the item's reader once the copy's is gone") {
+            let writer = open(r.mnt + "/sc.txt", O_WRONLY)
+            guard writer >= 0 else { return false }
+            close(writer)
+            return true
+        }
+        XCTAssertEqual(contents(r.mnt + "/" + copy), "A held open", "the copy keeps its bytes")
+        // The live file's session (and its hold on other replicas' changes) ends with the last
+        // handle on it, the reader's.
+        close(reader)
+        reader = -1
+        FileManager.default.createFile(atPath: release, contents: nil)
+        released = true
+        try assertConflictConverged(r, b, "sc")
+    }
+
     /// A's writer held open across B's version (so A's edit becomes a conflicted copy), with A
     /// mounted under `fault` (DOCFS_FAULT at `refetch`: after the conflicted copy is completed
     /// and before A fetches the server's version of the file again). Returns the holder closed.

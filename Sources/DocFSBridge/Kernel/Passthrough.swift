@@ -58,7 +58,9 @@ import Synchronization
 /// under two names while the server's version is fetched, both open). The kernel keeps both
 /// inodes on that file until their last handles close, so any write in place would show in the
 /// other item, which ext4 never does, and a page-cache open beside them is refused
-/// (`storedBacking`). The provider also refuses a file with a name no item accounts for.
+/// (`storedBacking`, and `sharedElsewhere` after the file was made live, for such a reader that
+/// came while the kept copy was made: the live file is then dropped unwritten). The provider
+/// also refuses a file with a name no item accounts for.
 final class Passthrough: @unchecked Sendable {
     /// The kernel's constants (include/uapi/linux/fuse.h of 6.9+).
     enum ABI {
@@ -173,6 +175,14 @@ final class Passthrough: @unchecked Sendable {
         guard let entry = backings[ino], !entry.staged else { return nil }
         let shared = backings.contains { $0.key != ino && $0.value.device == entry.device && $0.value.inode == entry.inode }
         return shared ? nil : (entry.device, entry.inode)
+    }
+
+    /// Whether another node's passthrough handles hold the file that `ino`'s do.
+    func sharedElsewhere(ino: UInt64) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let entry = backings[ino] else { return false }
+        return backings.contains { $0.key != ino && $0.value.device == entry.device && $0.value.inode == entry.inode }
     }
 
     /// A descriptor of the stored file passthrough readers of `ino` hold (the caller's to close),
