@@ -90,9 +90,10 @@ extension LocalStore {
                     "the readers' file of \(still.item.filename)", row: row, size: Int64(again.st_size), device: device, inode: inode,
                     database)
                 // A replaced version's backup waiting for the reaper (`StoreContents.replace`,
-                // finished: no undo reaches it any more) is a name too.
-                let backups = backupNames(of: row, device: device, inode: inode)
-                guard others.count + backups == Int(again.st_nlink) else { return false }
+                // finished: no undo reaches it any more) is a name too. The reaper may remove
+                // one meanwhile (nothing adds a name of this file): counted between two equal
+                // link counts.
+                guard accounted(others.count, readersFile: readersFile, row: row, device: device, inode: inode) else { return false }
                 for other in others {
                     let share = contents.stagingPath + "/.share-\(other)-" + tag
                     guard sysLink(kept, share) else { throw .posix(errno, "link the kept version of item \(other)") }
@@ -109,6 +110,19 @@ extension LocalStore {
             liveDetaches.record(device: device, inode: inode)
             return true
         }
+    }
+
+    /// Whether `others` items' names and this row's backups are all the file's names.
+    private func accounted(_ others: Int, readersFile: Int32, row: Int64, device: UInt64, inode: UInt64) -> Bool {
+        for _ in 0..<5 {
+            var before = stat()
+            var after = stat()
+            guard fstat(readersFile, &before) == 0 else { return false }
+            let backups = backupNames(of: row, device: device, inode: inode)
+            guard fstat(readersFile, &after) == 0 else { return false }
+            if before.st_nlink == after.st_nlink { return others + backups == Int(after.st_nlink) }
+        }
+        return false
     }
 
     /// Names of `device`/`inode` among this row's replaced versions' backups in staging.
