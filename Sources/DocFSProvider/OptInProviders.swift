@@ -114,18 +114,33 @@ package protocol LiveContentsProvider: Provider {
     /// (a clone where the filesystem offers one, else a copy) where the provider keeps that
     /// version, and the file moves to the staging directory. Answers its path there and the item
     /// (whose version it was); the caller changes it in place and hands copies of it over
-    /// (`modifyContents`), and removes it at the end. Nil when it cannot: the file is no longer
-    /// the item's current version, is shared with another item, sits in a larger file, or its
-    /// version is not yet where it is kept for good (a replica's upload may be reading it).
+    /// (`modifyContents`), and removes it at the end. Other items' names of the file take the
+    /// kept file too, and a reader of the file by path that must see one version whole (a
+    /// replica's upload) is told to read again. Nil when it cannot: the file is no longer the
+    /// item's current version, has a name no item accounts for, or sits in a larger file.
     func detachLiveContents(of identifier: ItemIdentifier, device: UInt64, inode: UInt64) throws(ProviderError) -> LiveContents?
+    /// The same where the readers' file (`readersFile`, a descriptor the caller keeps) is no
+    /// longer the item's stored version (another replica's version replaced it while they had it
+    /// open): other items' names of it (a conflicted copy's) take a copy of it, then the item's
+    /// current version (`current`, what `openContents` gave for `version`, the caller's to
+    /// close) is copied into it in place (its readers see that version, as if it had been
+    /// written in place) and it becomes the live file, a file without a name: the answer's
+    /// `descriptor` (the caller's to close), its path empty. Nil when it cannot: the file is
+    /// `current`, has a name no item accounts for, or the item's version is no longer `version`.
+    func adoptStaleContents(
+        of identifier: ItemIdentifier, readersFile: Int32, current: Int32, version: ItemVersion
+    ) throws(ProviderError) -> LiveContents?
 }
 
 /// A stored file made live (`LiveContentsProvider.detachLiveContents`).
 package struct LiveContents: Sendable {
     package var path: String
     package var item: Item
-    package init(path: String, item: Item) {
+    /// The live file open for reading and writing, when it has no name (`adoptStaleContents`).
+    package var descriptor: Int32?
+    package init(path: String, item: Item, descriptor: Int32? = nil) {
         self.path = path
         self.item = item
+        self.descriptor = descriptor
     }
 }

@@ -453,9 +453,10 @@ package final class SyncEngine: Sendable {
             guard let entries = byRow[row], let url = store.contentURL(ofRow: row) else { return nil }
             return BlockUploader.File(seqs: entries.map(\.seq), operationID: entries[0].id, path: url.path)
         }
-        let uploader = BlockUploader(
+        var uploader = BlockUploader(
             server: database, objects: s3, bucket: configuration.bucket, prefix: configuration.prefix,
             writer: configuration.postgres.user, logger: logger)
+        uploader.liveDetaches = store.liveDetaches
         let result = try await uploader.upload(files)
         // Each version says which replica sent it (`docfs versions`).
         let replica = "\(ConflictNames.hostName):\(store.url.lastPathComponent)"

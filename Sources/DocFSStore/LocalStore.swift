@@ -90,6 +90,8 @@ package final class LocalStore: Provider, @unchecked Sendable {
 
     /// The bytes of file items: content files, segments, staging, removal (`StoreContents`).
     let contents: StoreContents
+    /// Stored files made a writer's live file, for the replica's upload (`LiveDetaches`).
+    package let liveDetaches = LiveDetaches()
     package var stagingDirectory: URL { contents.stagingDirectory }
     /// Files imported with at most this many bytes go to a segment; 0: none do (the default, and
     /// always for a replica, whose rows the server renumbers).

@@ -88,6 +88,92 @@ final class NoEditLostMountTests: ReplicaTestCase {
         XCTAssertGreaterThan((statusFields(r, r.mnt)?["conflicts"] as? Int) ?? 0, 0, "docfs status counts the conflict on A")
     }
 
+    /// A's passthrough reader holds the file while B's version replaces it on A: a writer on A
+    /// opens at once (no wait, no EBUSY), the reader then sees B's version with the writer's
+    /// bytes on top, as if the sync had written in place, and both replicas end with them.
+    func testAWriterBesideReadersOfAVersionAnotherReplicaReplacedOpensAtOnce() throws {
+        let r = try makeRemote()
+        let b = try makeSecond(r)
+        // Past the segment limit: a content file of its own, which the kernel reads itself.
+        let base = testBytes(1 << 20, seed: 60)
+        let path = r.mnt + "/held.bin"
+        XCTAssertErrno(r.fx.writeFile(path, base), 0)
+        eventually("B has the file", timeout: 60) {
+            (try? FileManager.default.attributesOfItem(atPath: b.mnt + "/held.bin")[.size] as? Int) == base.count
+        }
+        try waitForQuiet(r, b)
+        let reader = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { close(reader) }
+        var got = [UInt8](repeating: 0, count: 4)
+        XCTAssertEqual(pread(reader, &got, 4, 0), 4)
+        let theirs = testBytes(1 << 20, seed: 61)
+        XCTAssertErrno(r.fx.writeFile(b.mnt + "/held.bin", theirs), 0)
+        try waitForQuiet(r, b)
+        XCTAssertEqual(pread(reader, &got, 4, 0), 4)
+        XCTAssertEqual(got, Array(base[0..<4]), "the reader still has the version it opened")
+        let started = Date()
+        let writer = open(path, O_WRONLY)
+        XCTAssertGreaterThanOrEqual(writer, 0, "errno \(errno)")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 1.0, "no wait for the reader")
+        var tail = [UInt8](repeating: 0, count: 4)
+        XCTAssertEqual(pread(reader, &tail, 4, off_t(theirs.count - 4)), 4)
+        XCTAssertEqual(tail, Array(theirs.suffix(4)), "the reader sees B's version")
+        XCTAssertEqual(pwrite(writer, "NEW!", 4, 0), 4)
+        XCTAssertEqual(pread(reader, &got, 4, 0), 4)
+        XCTAssertEqual(got, Array("NEW!".utf8))
+        XCTAssertEqual(close(writer), 0)
+        let want = Array("NEW!".utf8) + theirs[4...]
+        try waitForQuiet(r, b)
+        XCTAssertBytes(r.fx.readFile(path), want)
+        eventually("B has A's write", timeout: 60) { (r.fx.readFile(b.mnt + "/held.bin").bytes ?? []) == want }
+    }
+
+    /// Between a conflicted copy and the fetch of the server's version, the item and its copy
+    /// are one file under two names. With passthrough readers on both, a writer of the item
+    /// waits and gets EBUSY (the kernel keeps both inodes on that file: a write in place would
+    /// show in the copy); once the copy's reader is gone the writer joins at once, and the copy
+    /// keeps its bytes in a file of its own.
+    func testAWriterBesideReadersOfAnItemAndItsConflictedCopyWaitsOnlyWhileBothAreOpen() throws {
+        let (r, b) = try twoReplicasSharing("sc.txt")
+        let release = r.fx.dir + "/release-refetch"
+        var released = false
+        defer { if !released { FileManager.default.createFile(atPath: release, contents: nil) } }
+        try conflictHeldOpen(r, b, "sc.txt", fault: ["DOCFS_FAULT": "refetch:wait", "DOCFS_FAULT_RELEASE": release])
+        eventually("A waits at the fault", timeout: 60) { r.fx.log.contains("DOCFS_FAULT: waiting at refetch") }
+        let copy = try XCTUnwrap(names(r.mnt).first { $0.hasPrefix("sc (conflicted copy from ") }, "\(names(r.mnt))")
+        var reader = open(r.mnt + "/sc.txt", O_RDONLY)
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { if reader >= 0 { close(reader) } }
+        let copyReader = open(r.mnt + "/" + copy, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(copyReader, 0)
+        var got = [UInt8](repeating: 0, count: 4)
+        XCTAssertEqual(pread(reader, &got, 4, 0), 4)
+        XCTAssertEqual(pread(copyReader, &got, 4, 0), 4)
+        let started = Date()
+        let refused = open(r.mnt + "/sc.txt", O_WRONLY)
+        let e = errno
+        if refused >= 0 { close(refused) }
+        XCTAssertEqual(refused, -1, "a writer beside readers of the item and of its copy")
+        XCTAssertEqual(e, EBUSY)
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 1.0, "it waited for the readers first")
+        close(copyReader)
+        eventually("a writer joins the item's reader once the copy's is gone") {
+            let writer = open(r.mnt + "/sc.txt", O_WRONLY)
+            guard writer >= 0 else { return false }
+            close(writer)
+            return true
+        }
+        XCTAssertEqual(contents(r.mnt + "/" + copy), "A held open", "the copy keeps its bytes")
+        // The live file's session (and its hold on other replicas' changes) ends with the last
+        // handle on it, the reader's.
+        close(reader)
+        reader = -1
+        FileManager.default.createFile(atPath: release, contents: nil)
+        released = true
+        try assertConflictConverged(r, b, "sc")
+    }
+
     /// A's writer held open across B's version (so A's edit becomes a conflicted copy), with A
     /// mounted under `fault` (DOCFS_FAULT at `refetch`: after the conflicted copy is completed
     /// and before A fetches the server's version of the file again). Returns the holder closed.

@@ -98,4 +98,43 @@ final class VersionHistoryMountTests: ReplicaTestCase {
         XCTAssertBytes(r.fx.readFile(r.fx.m("before.bin")), old, "the replaced version, byte-exact")
         XCTAssertBytes(r.fx.readFile(path), Array("NEW!".utf8) + old[4...])
     }
+
+    /// A writer beside passthrough readers of a file just written, whose version may still be
+    /// waiting to be sent: no wait, and every version the server keeps is whole, the bytes
+    /// before the write or after it (an upload reading the file while it became live reads
+    /// the kept version again, `LiveDetaches`), never a mix of both.
+    func testAWriterBesideReadersOfAVersionNotYetSentWaitsNotAndEveryVersionIsWhole() throws {
+        let r = try makeRemote()
+        let env = r.awsEnvironment(secret: servers.secretKey)
+        // Several blocks: a mix of the two versions would show as old first bytes and new last ones.
+        let old = testBytes(8 << 20, seed: 51)
+        let path = r.fx.m("fresh.bin")
+        XCTAssertErrno(r.fx.writeFile(path, old), 0)
+        let reader = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { close(reader) }
+        var got = [UInt8](repeating: 0, count: 4)
+        XCTAssertEqual(pread(reader, &got, 4, 0), 4)
+        let started = Date()
+        let writer = open(path, O_WRONLY)
+        XCTAssertGreaterThanOrEqual(writer, 0, "errno \(errno)")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 1.0, "no wait for the reader")
+        XCTAssertEqual(pwrite(writer, "NEW!", 4, 0), 4)
+        XCTAssertEqual(pwrite(writer, "END!", 4, off_t(old.count - 4)), 4)
+        eventually("the reader sees the writer's bytes") { pread(reader, &got, 4, 0) == 4 && got == Array("NEW!".utf8) }
+        XCTAssertEqual(close(writer), 0)
+        try r.waitUntilUploaded()
+        let new = Array("NEW!".utf8) + old[4..<(old.count - 4)] + Array("END!".utf8)
+        XCTAssertBytes(r.fx.readFile(path), new)
+        let list = try listing(r, path)
+        XCTAssertFalse(list.versions.isEmpty, "\(list)")
+        for (index, version) in list.versions.enumerated() {
+            let name = "v\(index).bin"
+            let beside = r.fx.docfs(["versions", "restore", path, String(version.number), "--as", name], env: env)
+            XCTAssertEqual(beside.status, 0, "\(beside)")
+            let bytes = r.fx.readFile(r.fx.m(name)).bytes ?? []
+            XCTAssertTrue(bytes == old || bytes == new, "version \(version.number) is neither the old bytes nor the new ones")
+        }
+        XCTAssertBytes(r.fx.readFile(r.fx.m("v\(list.versions.count - 1).bin")), new, "the last version is the writer's")
+    }
 }

@@ -152,6 +152,9 @@ final class InMemoryReplicaStore: ReplicaStore {
         }
     }
 
+    /// Files here are never written in place.
+    var liveDetaches: LiveDetaches? { nil }
+
     func contentURL(ofRow row: Int64) -> URL? {
         let file = contentFile(row)
         return FileManager.default.fileExists(atPath: file.path) ? file : nil

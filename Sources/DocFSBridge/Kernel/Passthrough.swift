@@ -44,11 +44,23 @@ import Synchronization
 /// admitted here under one lock: a handle goes passthrough when nothing else has the file open,
 /// a read-only one joins the backing file already there (stored contents or a writer's staged
 /// copy: what the daemon would read too), an open for writing joins a writer's staged copy, or
-/// the readers' stored file once the provider made it live (`madeLive`); only where the provider
-/// cannot (`LiveContentsProvider`'s refusals) it waits for the passthrough readers to close (a
-/// closed reader's release may still be on its way; the wait runs on a thread of its own, since
-/// under io_uring that release may be queued behind the open on its ring) and, when they stay,
-/// fails with EBUSY.
+/// the readers' stored file once the provider made it live (`madeLive`): a conflicted copy that
+/// shared the file takes the kept version, and a replica's upload reading it reads again
+/// (`LiveDetaches`). Where the readers' file is no longer the item's version (another replica's
+/// was renamed over it while they had it open), the kernel still takes the writer onto that
+/// file: the provider copies the current version into it in place (the readers of this inode
+/// see that version, as if the sync had written it in place) and the session takes it by a
+/// descriptor (`storedDescriptor`, `LiveContentsProvider.adoptStaleContents`). One case remains
+/// where the writer waits for the passthrough readers to close (a closed reader's release may
+/// still be on its way; the wait runs on a thread of its own, since under io_uring that release
+/// may be queued behind the open on its ring) and, when they stay, fails with EBUSY: another
+/// node's passthrough readers hold the same file (an item and its conflicted copy, one file
+/// under two names while the server's version is fetched, both open). The kernel keeps both
+/// inodes on that file until their last handles close, so any write in place would show in the
+/// other item, which ext4 never does, and a page-cache open beside them is refused
+/// (`storedBacking`, and `sharedElsewhere` after the file was made live, for such a reader that
+/// came while the kept copy was made: the live file is then dropped unwritten). The provider
+/// also refuses a file with a name no item accounts for.
 final class Passthrough: @unchecked Sendable {
     /// The kernel's constants (include/uapi/linux/fuse.h of 6.9+).
     enum ABI {
@@ -89,6 +101,8 @@ final class Passthrough: @unchecked Sendable {
         var staged: Bool
         var device: UInt64
         var inode: UInt64
+        /// A descriptor of the backing file (`storedDescriptor`), closed with the last handle.
+        var descriptor: Int32
     }
 
     init(wanted: Bool) { self.wanted = wanted }
@@ -145,18 +159,41 @@ final class Passthrough: @unchecked Sendable {
         guard let fd = backing, !othersOpen(), let id = register(fd, log: log) else { retain(); return nil }
         var st = stat()
         fstat(fd, &st)
-        backings[ino] = Backing(id: id, handles: 1, staged: staged, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+        backings[ino] = Backing(
+            id: id, handles: 1, staged: staged, device: UInt64(st.st_dev), inode: UInt64(st.st_ino), descriptor: dup(fd))
         retain()
         return id
     }
 
     /// The stored file passthrough readers of `ino` hold (its device and inode numbers), or nil
-    /// when none do (no passthrough handle, or the backing file is already a live one).
+    /// when none do (no passthrough handle, or the backing file is already a live one), or when
+    /// another node's passthrough handles hold the same file (a conflicted copy's contents, a
+    /// link of this item's): written in place, it would change what that item's readers see.
     func storedBacking(ino: UInt64) -> (device: UInt64, inode: UInt64)? {
         condition.lock()
         defer { condition.unlock() }
         guard let entry = backings[ino], !entry.staged else { return nil }
-        return (entry.device, entry.inode)
+        let shared = backings.contains { $0.key != ino && $0.value.device == entry.device && $0.value.inode == entry.inode }
+        return shared ? nil : (entry.device, entry.inode)
+    }
+
+    /// Whether another node's passthrough handles hold the file that `ino`'s do.
+    func sharedElsewhere(ino: UInt64) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let entry = backings[ino] else { return false }
+        return backings.contains { $0.key != ino && $0.value.device == entry.device && $0.value.inode == entry.inode }
+    }
+
+    /// A descriptor of the stored file passthrough readers of `ino` hold (the caller's to close),
+    /// for a provider that makes it live when it is no longer the stored version
+    /// (`LiveContentsProvider.adoptStaleContents`); nil as `storedBacking`.
+    func storedDescriptor(ino: UInt64) -> Int32? {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let entry = backings[ino], !entry.staged, entry.descriptor >= 0 else { return nil }
+        let fd = dup(entry.descriptor)
+        return fd >= 0 ? fd : nil
     }
 
     /// The readers' stored file became the node's live file (`LiveContentsProvider`): writers
@@ -207,6 +244,7 @@ final class Passthrough: @unchecked Sendable {
             return
         }
         backings[ino] = nil
+        if entry.descriptor >= 0 { close(entry.descriptor) }
         var id = UInt32(bitPattern: entry.id)
         _ = ioctl(deviceFD.load(ordering: .relaxed), ABI.backingClose, &id)
         condition.broadcast()

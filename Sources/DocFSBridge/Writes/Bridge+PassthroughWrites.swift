@@ -36,16 +36,25 @@ extension Bridge {
         // Held from the live file's choice to the handle's own, as in `openForWriting`.
         inodes.retainOpen(node)
         defer { if inodes.releaseOpen(node) { dropIdleSession(node) } }
-        let made: Bool = try node.sessionLock.withLock { _ throws(RequestError) -> Bool in
-            guard try adoptReadersFile(node, item, stored) else { return false }
-            // O_TRUNC empties the live file: the readers see it, as on ext4.
-            if truncating, let s = node.session {
+        let made: Bool = try node.sessionLock.withLock { _ throws(RequestError) -> Bool in try adoptReadersFile(node, item, stored) }
+        guard made else { return nil }
+        // Another item's passthrough readers took the same file before its other names went to
+        // the kept version (a conflicted copy opened meanwhile): a write in place would show
+        // there. The live file is dropped unwritten (its versions are kept) and the writer waits
+        // as for a refusal; later opens of that item get the kept file. Asked outside the node's
+        // lock (`Passthrough` takes it under its own).
+        if passthrough.sharedElsewhere(ino: node.ino) {
+            node.sessionLock.withLock { _ in node.session = nil }
+            return nil
+        }
+        // O_TRUNC empties the live file: the readers see it, as on ext4.
+        if truncating {
+            node.sessionLock.withLock { _ in
+                guard let s = node.session else { return }
                 _ = s.truncate(to: 0)
                 s.dirty = true
             }
-            return true
         }
-        guard made else { return nil }
         passthrough.madeLive(ino: node.ino)
         let backing = try install(
             OpenFile(node: node, readFD: -1, writable: true), in: fi,
@@ -63,14 +72,32 @@ extension Bridge {
         // The provider hears of the writer before the version is kept (see `restage`).
         let writer = openWriters.map { WriterRegistration(item.identifier, provider: $0) }
         do throws(RequestError) {
-            let found = try attempt(.item(item.identifier)) { () throws(ProviderError) -> LiveContents? in
+            var found = try attempt(.item(item.identifier)) { () throws(ProviderError) -> LiveContents? in
                 try liveContents.detachLiveContents(of: item.identifier, device: stored.device, inode: stored.inode)
+            }
+            // Not the stored file any more (another replica's version replaced it): the current
+            // version is brought into it instead (downloaded first where it is not here; the
+            // provider heard of the writer, so no other version lands meanwhile).
+            if found == nil, let readers = passthrough.storedDescriptor(ino: node.ino) {
+                defer { close(readers) }
+                found = try attempt(.item(item.identifier)) { () throws(ProviderError) -> LiveContents? in
+                    let current = try provider.item(for: item.identifier)
+                    let fd = try provider.openContents(of: current.identifier)
+                    defer { close(fd) }
+                    return try liveContents.adoptStaleContents(
+                        of: item.identifier, readersFile: readers, current: fd, version: current.itemVersion)
+                }
             }
             guard let live = found else {
                 writer?.end()
                 return false
             }
-            let session = try attempt(.item(item.identifier)) { () throws(ProviderError) in try WriteSession.adopting(live.path) }
+            let session: WriteSession
+            if let descriptor = live.descriptor {
+                session = WriteSession.adopting(descriptor: descriptor)
+            } else {
+                session = try attempt(.item(item.identifier)) { () throws(ProviderError) in try WriteSession.adopting(live.path) }
+            }
             session.base = live.item.itemVersion
             session.writer = writer
             // The readers' handles write nothing, but a writer joining them does, through the

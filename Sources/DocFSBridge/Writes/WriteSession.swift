@@ -124,7 +124,7 @@ final class WriteSession: @unchecked Sendable {
     deinit {
         if fd >= 0 {
             close(fd)
-            if !committed { unlink(path) }
+            if !committed, !path.isEmpty { unlink(path) }
         }
         if let memory { InMemoryCopy.release(memory.bytes.count) }
         writer?.end()
@@ -157,6 +157,12 @@ final class WriteSession: @unchecked Sendable {
         let fd = open(path, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { throw .posix(errno, "open live file \(path)") }
         return WriteSession(fd: fd, path: path, dirty: false)
+    }
+
+    /// The provider's live file without a name (`LiveContentsProvider.adoptStaleContents`), open
+    /// for reading and writing as `fd`, which the session takes: gone with the last descriptor.
+    static func adopting(descriptor fd: Int32) -> WriteSession {
+        WriteSession(fd: fd, path: "", dirty: false)
     }
 
     /// A new empty file kept in memory while it has at most `limit` bytes (and all such files

@@ -28,6 +28,10 @@ struct BlockUploader {
     var batchBytes = 8 << 20
     var parallelPacks = 2
     var maximumBlock = ContentChunker.standard.maximum
+    /// The store's files made a writer's live file (nil: none are): a file made live while it
+    /// was read may have been written in place, so it is read again (its path names the kept
+    /// version then).
+    var liveDetaches: LiveDetaches? = nil
 
     /// One file to send: the entries whose versions will name it, the operation its manifest's
     /// key starts with (the first entry's), its path.
@@ -80,24 +84,35 @@ struct BlockUploader {
         var manifests: [(file: File, manifest: BlockManifest)] = []
         do {
             for file in files {
-                try Task.checkCancellation()
-                // Gone: the item was deleted since (its delete follows); nothing to upload.
-                guard var blocks = try FileBlocks(path: file.path) else { continue }
-                defer { blocks.close() }
-                var hashes: [String] = []
-                var lengths: [Int64] = []
-                while let bytes = try blocks.next() {
-                    let hash = bytes.withUnsafeBytes { BlockHash.of($0) }
-                    hashes.append(hash)
-                    lengths.append(Int64(bytes.count))
-                    if let only, !only.contains(hash) { continue }
-                    work.batch.append(Pending(hash: hash, bytes: bytes))
-                    work.batchBytes += bytes.count
-                    if work.batchBytes >= batchBytes { try await resolveBatch(work) }
+                while true {
+                    try Task.checkCancellation()
+                    // Noted before the file is opened (`LiveDetaches`).
+                    let noted = liveDetaches?.sequence ?? 0
+                    // Gone: the item was deleted since (its delete follows); nothing to upload.
+                    guard var blocks = try FileBlocks(path: file.path) else { break }
+                    defer { blocks.close() }
+                    var hashes: [String] = []
+                    var lengths: [Int64] = []
+                    while let bytes = try blocks.next() {
+                        let hash = bytes.withUnsafeBytes { BlockHash.of($0) }
+                        hashes.append(hash)
+                        lengths.append(Int64(bytes.count))
+                        if let only, !only.contains(hash) { continue }
+                        work.batch.append(Pending(hash: hash, bytes: bytes))
+                        work.batchBytes += bytes.count
+                        if work.batchBytes >= batchBytes { try await resolveBatch(work) }
+                    }
+                    // Made live while read: a writer's bytes may be in what was read. Blocks
+                    // sent meanwhile are harmless (no manifest names them; gc removes them).
+                    if let liveDetaches, liveDetaches.madeLive(since: noted, device: blocks.device, inode: blocks.inode) {
+                        logger.debug("sync: \(file.path) became a writer's live file while it was read; read again")
+                        continue
+                    }
+                    let contents = BlockHash.ofManifest(size: blocks.size, hashes: hashes)
+                    let key = ContentObjectKey.manifest(prefix: prefix, operationID: file.operationID, contents: contents)
+                    manifests.append((file, BlockManifest(key: key, size: blocks.size, hashes: hashes, lengths: lengths)))
+                    break
                 }
-                let contents = BlockHash.ofManifest(size: blocks.size, hashes: hashes)
-                let key = ContentObjectKey.manifest(prefix: prefix, operationID: file.operationID, contents: contents)
-                manifests.append((file, BlockManifest(key: key, size: blocks.size, hashes: hashes, lengths: lengths)))
             }
             try await resolveBatch(work)
             try await sealPack(work)

@@ -13,6 +13,9 @@ struct FileBlocks {
     private var atEnd = false
     /// Bytes read so far (the version's size once `next()` answered nil).
     private(set) var size: Int64 = 0
+    /// The file read (its device and inode numbers, `LiveDetaches`).
+    let device: UInt64
+    let inode: UInt64
 
     /// nil when the file is gone (deleted since its change was queued).
     init?(path: String, chunker: ContentChunker = .standard) throws {
@@ -24,6 +27,8 @@ struct FileBlocks {
         var st = stat()
         fstat(fd, &st)
         self.fd = fd
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
         self.chunker = chunker
         whole = st.st_size < ContentChunker.wholeBelow
         buffer = [UInt8](repeating: 0, count: whole ? max(Int(st.st_size) + 1, 4096) : 2 * chunker.maximum)

@@ -26,6 +26,9 @@ package protocol ReplicaStore: OnDemandStore {
     func currentRow(_ row: Int64) -> Int64
     /// The item's content file, nil when its contents are not here.
     func contentURL(ofRow row: Int64) -> URL?
+    /// The content files made a writer's live file (`LiveDetaches`), which the upload checks
+    /// what it read against; nil where no file is ever written in place.
+    var liveDetaches: LiveDetaches? { get }
     /// The item's attributes, nil when it is gone.
     func item(ofRow row: Int64) -> Item?
     /// The item's content type and what it conforms to, nearest first; nil when it is gone.

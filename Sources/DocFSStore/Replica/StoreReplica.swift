@@ -109,6 +109,9 @@ package final class StoreReplica: @unchecked Sendable {
     /// The item's content file, nil when its contents are not here.
     package func contentURL(ofRow row: Int64) -> URL? { store?.contentURL(of: Self.identifier(forRow: row)) }
 
+    /// The store's content files made a writer's live file (`LiveDetaches`).
+    package var liveDetaches: LiveDetaches? { store?.liveDetaches }
+
     /// The item's content type and what it conforms to, nearest first; nil when it is gone.
     package func typeChain(ofRow row: Int64) -> [String]? {
         guard let store, let item = item(ofRow: row) else { return nil }
