@@ -47,6 +47,11 @@ public struct BridgeOptions: Sendable {
     /// the daemon (said once in the log). See `Passthrough`. On unless `-o passthrough=off`: a
     /// writer opening a file passthrough readers hold joins them at once (`openJoiningReaders`).
     public var passthrough: Bool = true
+    /// Answer a create with its staged file as the backing file, so the kernel writes a new file
+    /// itself (`-o passthrough_create`; needs `passthrough`). Each close imports a copy of the
+    /// staged file (a mapping may outlive the close; see `Passthrough`), and small files no
+    /// longer stay in memory for the segments. Off by default: see docs/PERFORMANCE.md.
+    public var passthroughCreate: Bool = false
     /// Let the kernel send lookups and readdirs of one folder side by side (`FUSE_PARALLEL_DIROPS`,
     /// which libfuse 3.14 never asks for; `-o noparallel_dirops` leaves it out). Without it the
     /// kernel takes each folder's lock for every lookup and readdir: processes that look up

@@ -47,6 +47,10 @@ struct Mount: ParsableCommand {
             live file, and the version it replaces is kept. Default on; `-o passthrough=off` \
             sends every read and write through the daemon.
 
+            passthrough_create / nopassthrough_create: answer a create with its staged file as \
+            the backing file, so the kernel writes new files itself too; each close imports a \
+            copy of it (default off: measured no faster, see docs/PERFORMANCE.md).
+
             segments[=SIZE] / nosegments: keep the bytes of small files (at most SIZE, default \
             256K) appended to the store's segment files instead of a file each: no inode to make \
             and no rename per file copied in (default on, 256K; nosegments gives every file a \
@@ -295,6 +299,8 @@ struct Mount: ParsableCommand {
                 default: throw UserFacingError("docfs: -o \(opt): expected passthrough=on or passthrough=off")
                 }
             case "nopassthrough", "no_passthrough": bridgeOptions.passthrough = false
+            case "passthrough_create": bridgeOptions.passthroughCreate = true
+            case "nopassthrough_create", "no_passthrough_create": bridgeOptions.passthroughCreate = false
             case "splice": bridgeOptions.splice = true
             case "no_splice": bridgeOptions.splice = false
             case "io_uring":

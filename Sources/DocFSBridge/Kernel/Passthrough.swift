@@ -22,8 +22,15 @@ import Synchronization
 /// staged file itself: a shared mapping outlives the release and would write a stored version
 /// in place (writes through a mapping after the last close are lost with the staged file;
 /// through the daemon they would come as write requests). Attributes
-/// are the staged file's fstat, as for any file open for writing. Not passthrough, through the
-/// daemon: a new file (create: small files stay in memory and go into segments) and any
+/// are the staged file's fstat, as for any file open for writing. A new file goes through the
+/// daemon (create: small files stay in memory and go into segments) unless `-o
+/// passthrough_create`: then the create reply carries the staged file the pool handed out as its
+/// backing file (not for a file born with set-ID bits, which its first write must clear), and
+/// each close imports a copy of it (`Bridge.importCopy`), for the same reason; a second open
+/// joins that backing file. The copy is what it costs: a whole new file copied once more at
+/// close (ext4 here has no reflink for FICLONE; handing over the staged file itself is safe only
+/// once no mapping of it can exist, which the daemon cannot see before close(2) returns). Off by
+/// default for that: docs/PERFORMANCE.md has the measurement. Through the daemon too: any
 /// open while the file has a handle the daemon serves. Set-user/group-ID bits a write must clear
 /// are cleared at the open of a passthrough writer (the kernel clears them on the staged file,
 /// not on the item, and the daemon sees no write).
@@ -289,18 +296,33 @@ final class Passthrough: @unchecked Sendable {
         pthread_setspecific(Self.pendingKey, nil)
     }
 
+    /// The same for a create answered with its staged file as the backing file
+    /// (`Bridge.create`).
+    func replyCreate(_ reply: consuming Reply, _ e: inout fuse_entry_param, _ fi: UnsafePointer<fuse_file_info>, backingID: Int32) {
+        pthread_setspecific(Self.pendingKey, UnsafeRawPointer(bitPattern: UInt(backingID)))
+        reply.create(&e, fi)
+        pthread_setspecific(Self.pendingKey, nil)
+    }
+
     /// Called with each reply before it is written: sets the passthrough flag and backing id in
-    /// the open reply this thread is sending, if any.
+    /// the open (or create) reply this thread is sending, if any.
     @inline(__always)
     static func amendOpenReply(_ iov: UnsafeMutablePointer<iovec>, count: Int32) {
         guard let pending = pthread_getspecific(pendingKey) else { return }
         guard count >= 2, let header = iov[0].iov_base, iov[0].iov_len >= MemoryLayout<fuse_out_header>.size,
             header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0,
-            let body = iov[1].iov_base, iov[1].iov_len == MemoryLayout<fuse_open_out>.size
+            let body = iov[1].iov_base
         else { return }
+        // An open reply is fuse_open_out; a create reply is fuse_entry_out, then fuse_open_out.
+        let openOut: Int
+        switch iov[1].iov_len {
+        case MemoryLayout<fuse_open_out>.size: openOut = 0
+        case MemoryLayout<fuse_entry_out>.size + MemoryLayout<fuse_open_out>.size: openOut = MemoryLayout<fuse_entry_out>.size
+        default: return
+        }
         // fuse_open_out: fh (8 bytes), open_flags, then backing_id (Debian's header: padding).
-        let flags = body.loadUnaligned(fromByteOffset: 8, as: UInt32.self)
-        body.storeBytes(of: flags | ABI.openFlag, toByteOffset: 8, as: UInt32.self)
-        body.storeBytes(of: Int32(truncatingIfNeeded: UInt(bitPattern: pending)), toByteOffset: 12, as: Int32.self)
+        let flags = body.loadUnaligned(fromByteOffset: openOut + 8, as: UInt32.self)
+        body.storeBytes(of: flags | ABI.openFlag, toByteOffset: openOut + 8, as: UInt32.self)
+        body.storeBytes(of: Int32(truncatingIfNeeded: UInt(bitPattern: pending)), toByteOffset: openOut + 12, as: Int32.self)
     }
 }

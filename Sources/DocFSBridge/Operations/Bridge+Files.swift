@@ -57,20 +57,28 @@ extension Bridge {
             let copyIn = CopyIn(parent: parent, name: name, attributes: attributes)
             // The file's times are the folder's change (as on ext4), whether or not it is written.
             let created = copyIn.attributes.entryTime ?? .now()
+            // `-o passthrough_create`: the kernel writes the staged file itself. Not a file born
+            // with set-ID bits: its first write must clear them, which only the daemon sees.
+            let kernelWrites = options.passthroughCreate && passthrough.active && copyIn.attributes.posixPermissions & 0o6000 == 0
             let session = try attempt(.child(parentItem.identifier, name)) { () throws(ProviderError) in
                 // A provider that takes small files as bytes: the file stays in memory while small.
-                if let smallFiles { return WriteSession.inMemory(limit: smallFiles.smallFileLimit, spillingTo: stagingFiles, created: created) }
+                if let smallFiles, !kernelWrites {
+                    return WriteSession.inMemory(limit: smallFiles.smallFileLimit, spillingTo: stagingFiles, created: created)
+                }
                 return try WriteSession.stage(in: stagingFiles, copying: nil, dirty: true, created: created)
             }
             let node = inodes.addCopyIn(copyIn)
             node.sessionLock.withLock { _ in node.session = session }
-            try install(OpenFile(node: node, readFD: -1, writable: true), in: fi)
+            let backing = try install(
+                OpenFile(node: node, readFD: -1, writable: true), in: fi, passthroughFrom: kernelWrites ? session.backingFD : nil)
+            if backing != nil { beganBacking(node) }
             // A write-only copy (cp, tar, a shell's `>`) writes around the page cache: the kernel's
             // cached write path asks for `security.capability` before the first write of every
             // new inode (a GETXATTR round trip per file), its direct path does not, and nothing
             // reads through a write-only handle. Not under `writeback`, which is there to gather
-            // small writes in the page cache. See PERFORMANCE.md.
-            if fi.pointee.flags & O_ACCMODE == O_WRONLY, !options.writeback { fi.pointee.direct_io = 1 }
+            // small writes in the page cache, nor for passthrough (the kernel's direct I/O flag
+            // would override it). See PERFORMANCE.md.
+            if fi.pointee.flags & O_ACCMODE == O_WRONLY, !options.writeback, backing == nil { fi.pointee.direct_io = 1 }
             var e = fuse_entry_param()
             e.ino = node.ino
             e.generation = InodeTable.generation
@@ -82,7 +90,11 @@ extension Bridge {
             // in a folder some caller may not search, as for any name (`cachesNames`).
             e.attr_timeout = options.attrTimeout
             e.entry_timeout = cachesNames(below: parentItem) ? options.entryTimeout : 0
-            reply.create(&e, fi)
+            if let backing {
+                passthrough.replyCreate(reply, &e, fi, backingID: backing)
+            } else {
+                reply.create(&e, fi)
+            }
         } catch {
             reply.error(report("create", error))
         }

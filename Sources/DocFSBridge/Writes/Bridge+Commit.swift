@@ -117,7 +117,7 @@ extension Bridge {
 
     /// A new file whose import failed leaves the tree, and the kernel forgets its name (cached
     /// since the create). Queued: the kernel may hold the folder locked for a request of its own.
-    private func dropCopyIn(_ node: InodeNode, _ placement: CopyIn.Placement) {
+    func dropCopyIn(_ node: InodeNode, _ placement: CopyIn.Placement) {
         inodes.dropPending(node)
         notifier.invalidateEntry(parent: placement.parent, name: placement.name)
     }

@@ -153,6 +153,15 @@ extension Bridge {
         case .claimed(let claimedStamp, let claimedBase): (stamp, base) = (claimedStamp, claimedBase)
         }
         defer { session.endCommit() }
+        if let copyIn = inodes.copyIn(of: node) {
+            // A new file the kernel writes (`-o passthrough_create`): a copy is imported.
+            if let placement = copyIn.placement {
+                return try await importCopy(node, session, copyIn, placement, stamp: stamp, durable: durable)
+            }
+            // Unlinked, or its import refused: the writes go with it.
+            node.sessionLock.withLock { _ in session.committedStamp = stamp }
+            return
+        }
         guard let identifier = inodes.identifier(node.ino) else { return }
         if inodes.orphanedItem(node) != nil {
             // Deleted or replaced while open: the writes go with the unlinked file.
@@ -196,6 +205,47 @@ extension Bridge {
                 session.committedStamp = session.stamp()
             }
             notifier.invalidateContents(ino: node.ino)
+            throw error
+        }
+    }
+}
+
+extension Bridge {
+    /// The import of a new file whose staged file the kernel writes (`-o passthrough_create`,
+    /// called from `commitCopy` with the commit claimed): a copy of it goes in, with the copy-in's
+    /// owner, mode and xattrs and the staged file's times; later closes commit copies as for any
+    /// passthrough writer. Refused or failed, the file leaves the tree, as without passthrough.
+    fileprivate func importCopy(
+        _ node: InodeNode, _ session: WriteSession, _ copyIn: CopyIn, _ placement: CopyIn.Placement,
+        stamp: WriteSession.Stamp?, durable: Bool
+    ) async throws(RequestError) {
+        guard let parentID = inodes.identifier(placement.parent) else {
+            dropCopyIn(node, placement)
+            node.sessionLock.withLock { _ in session.committedStamp = stamp }
+            throw RequestError(ProviderError(.noSuchItem, "the folder was removed during the copy"), .ino(node.ino))
+        }
+        let subject = Subject.child(parentID, placement.name)
+        do throws(RequestError) {
+            // The staged file's times (an empty file carries its create's, `reportedStatus`).
+            let times = stagedTimes(session)
+            let attributes = copyIn.importAttributes(stagedModificationTime: times.modified, stagedChangeTime: times.changed)
+            let copy = try attempt(subject) { () throws(ProviderError) in try session.copy(in: stagingFiles, durable: durable) }
+            // Handed over by path and gone once the import returns, whatever the provider did.
+            copy.committed = true
+            let item = try await attempt(subject) { () async throws(ProviderError) in
+                try await importStaged(sealed: copy.path, name: placement.name, into: parentID, attributes: attributes)
+            }
+            node.sessionLock.withLock { _ in
+                session.base = item.itemVersion
+                session.landed = item.itemVersion
+                session.committedStamp = stamp
+            }
+            let landed = inodes.bind(node, to: item.identifier) ?? copyIn
+            await storeExtendedAttributes(of: landed, on: item.identifier, subject: subject)
+        } catch {
+            // Refused or failed: nothing of it stays in the tree; the open handles keep the bytes.
+            dropCopyIn(node, placement)
+            node.sessionLock.withLock { _ in session.committedStamp = stamp }
             throw error
         }
     }
