@@ -86,17 +86,7 @@ extension LocalStore: LiveContentsProvider {
             // Before any writer may change the file: an upload reading it reads again.
             liveDetaches.record(device: device, inode: inode)
             // The other items' names take the kept file (same bytes) first.
-            for other in others {
-                let share = contents.stagingPath + "/.share-\(other)-" + tag
-                guard sysLink(kept, share) else { throw .posix(errno, "link the kept version of item \(other)") }
-                do throws(ProviderError) {
-                    try sysRename(share, contents.path(other), "give item \(other) the kept version")
-                } catch {
-                    _ = sysUnlink(share)
-                    throw error
-                }
-                tree.update { $0.dirty.insert(other) }
-            }
+            try give(kept, to: others, tag: tag)
             let live = contents.stagingPath + "/.live-" + tag
             // The live file's name in staging first, then the kept bytes over `contents/<row>`: a
             // crash in between leaves the stored file as it was and a link the next open removes.
@@ -111,6 +101,22 @@ extension LocalStore: LiveContentsProvider {
             tree.update { $0.dirty.insert(row) }
             logger.debug("\(current.item.filename): version \(version) kept; its stored file is live")
             return .made(LiveContents(path: live, item: current.item))
+        }
+    }
+
+    /// Gives each of `others` (rows naming the file being made live) the kept file `kept` (the
+    /// same bytes) under its own name, before any writer may change the live one.
+    func give(_ kept: String, to others: [Int64], tag: String) throws(ProviderError) {
+        for other in others {
+            let share = contents.stagingPath + "/.share-\(other)-" + tag
+            guard sysLink(kept, share) else { throw .posix(errno, "link the kept version of item \(other)") }
+            do throws(ProviderError) {
+                try sysRename(share, contents.path(other), "give item \(other) the kept version")
+            } catch {
+                _ = sysUnlink(share)
+                throw error
+            }
+            tree.update { $0.dirty.insert(other) }
         }
     }
 

@@ -94,17 +94,7 @@ extension LocalStore {
                 // one meanwhile (nothing adds a name of this file): counted between two equal
                 // link counts.
                 guard accounted(others.count, readersFile: readersFile, row: row, device: device, inode: inode) else { return false }
-                for other in others {
-                    let share = contents.stagingPath + "/.share-\(other)-" + tag
-                    guard sysLink(kept, share) else { throw .posix(errno, "link the kept version of item \(other)") }
-                    do throws(ProviderError) {
-                        try sysRename(share, contents.path(other), "give item \(other) its own file")
-                    } catch {
-                        _ = sysUnlink(share)
-                        throw error
-                    }
-                    tree.update { $0.dirty.insert(other) }
-                }
+                try give(kept, to: others, tag: tag)
             }
             // Before the file changes: an upload reading it by one of those names reads again.
             liveDetaches.record(device: device, inode: inode)
