@@ -14,10 +14,12 @@ setsid sh -c "$1" >"$log" 2>&1 </dev/null &
 side=$!
 
 stop_side() {
-    kill -TERM -- "-$side" 2>/dev/null || return 0
+    # The group exists once setsid has run in the child; before that, the child alone. (dash's
+    # kill takes a negative id after the signal, and no "--".)
+    kill -TERM "-$side" 2>/dev/null || kill -TERM "$side" 2>/dev/null || return 0
     i=0
-    while kill -0 -- "-$side" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-    kill -KILL -- "-$side" 2>/dev/null || true
+    while kill -0 "-$side" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    kill -KILL "-$side" 2>/dev/null || true
 }
 show_side() {
     echo "==== beside: $1 ($log) ===="
@@ -30,9 +32,14 @@ trap 'stop_side; show_side "stopped: interrupted"; exit 130' INT TERM
 sh -c "$2"
 main=$?
 if [ $main -ne 0 ]; then
-    stop_side
-    wait "$side" 2>/dev/null
-    show_side "stopped: the main pass failed ($main)"
+    if kill -0 "$side" 2>/dev/null; then
+        stop_side
+        wait "$side" 2>/dev/null
+        show_side "stopped: the main pass failed ($main)"
+    else
+        wait "$side"
+        show_side "$1 exited $? (the main pass failed: $main)"
+    fi
     exit $main
 fi
 wait "$side"

@@ -142,6 +142,9 @@ final class ReplicaHardLinkMountTests: ReplicaTestCase {
         XCTAssertEqual(r.fx.sh("ln mnt/d/f mnt/d/linked && ln mnt/d/g mnt/d/taken").status, 0, "links made away from the server")
         try servers.startPostgres()
         try waitForQuiet(r, b)
+        // B's LISTEN went with PostgreSQL's stop, so both may look quiet before B's catch-up after
+        // the restart has read the link A sent (seen once in `make test`).
+        eventually("B has the link A made away", timeout: 60) { inode(b.mnt + "/d/taken 2") != nil }
 
         XCTAssertFalse(exists(r.mnt + "/d/f") || exists(r.mnt + "/d/linked"), "\(names(r.mnt + "/d"))")
         XCTAssertFalse(r.logLines(mentioningAnyOf: ["refused the hard link"]).isEmpty, r.logTail())
