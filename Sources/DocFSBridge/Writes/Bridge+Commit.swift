@@ -45,37 +45,21 @@ extension Bridge {
         if durable { session.sync() }
 
         if let copyIn, let placement {
-            guard let parentID = inodes.identifier(placement.parent) else {
-                dropCopyIn(node, placement)
-                throw RequestError(ProviderError(.noSuchItem, "the folder was removed during the copy"), .ino(node.ino))
-            }
-            let subject = Subject.child(parentID, placement.name)
-            do throws(RequestError) {
-                let times = stagedTimes(session)
-                let attributes = copyIn.importAttributes(stagedModificationTime: times.modified, stagedChangeTime: times.changed)
-                let item: Item
+            _ = try await importNewFile(node, session, copyIn, placement) { parentID, subject, attributes throws(RequestError) in
                 if let smallFiles, let bytes = session.memoryContents() {
                     // A small file still in memory: its bytes, no staged file.
-                    item = try await attempt(subject) { () async throws(ProviderError) in
+                    return try await attempt(subject) { () async throws(ProviderError) in
                         try await smallFiles.importDocument(
                             contents: bytes, named: placement.name, toParentItemIdentifier: parentID,
                             attributes: attributes)
                     }
-                } else {
-                    // The staged file is handed over (by path to the store, security-scoped to
-                    // another provider) and gone, whatever the provider left, once it returns.
-                    let sealed = try attempt(subject) { () throws(ProviderError) in try session.stagedPath() }
-                    item = try await attempt(subject) { () async throws(ProviderError) in
-                        try await importStaged(sealed: sealed, name: placement.name, into: parentID, attributes: attributes)
-                    }
                 }
-                node.sessionLock.withLock { _ in session.landed = item.itemVersion }
-                let landed = inodes.bind(node, to: item.identifier) ?? copyIn
-                await storeExtendedAttributes(of: landed, on: item.identifier, subject: subject)
-            } catch {
-                // Refused or failed: nothing of it stays in the tree.
-                dropCopyIn(node, placement)
-                throw error
+                // The staged file is handed over (by path to the store, security-scoped to
+                // another provider) and gone, whatever the provider left, once it returns.
+                let sealed = try attempt(subject) { () throws(ProviderError) in try session.stagedPath() }
+                return try await attempt(subject) { () async throws(ProviderError) in
+                    try await importStaged(sealed: sealed, name: placement.name, into: parentID, attributes: attributes)
+                }
             }
             return
         }
@@ -111,6 +95,33 @@ extension Bridge {
                 if refused { node.session = nil } else { session.dirty = true }
             }
             if refused { notifier.invalidateContents(ino: node.ino) }
+            throw error
+        }
+    }
+
+    /// Imports a new file (`copyIn`, to go at `placement`) with the staged file's times: `made`
+    /// hands the provider its contents (given the folder, the subject and the attributes) and
+    /// returns the item, which the node is then bound to, with the copy-in's xattrs. Refused or
+    /// failed, nothing of it stays in the tree.
+    func importNewFile(
+        _ node: InodeNode, _ session: WriteSession, _ copyIn: CopyIn, _ placement: CopyIn.Placement,
+        _ made: (ItemIdentifier, Subject, NewItemAttributes) async throws(RequestError) -> Item
+    ) async throws(RequestError) -> Item {
+        guard let parentID = inodes.identifier(placement.parent) else {
+            dropCopyIn(node, placement)
+            throw RequestError(ProviderError(.noSuchItem, "the folder was removed during the copy"), .ino(node.ino))
+        }
+        let subject = Subject.child(parentID, placement.name)
+        do throws(RequestError) {
+            let times = stagedTimes(session)
+            let attributes = copyIn.importAttributes(stagedModificationTime: times.modified, stagedChangeTime: times.changed)
+            let item = try await made(parentID, subject, attributes)
+            node.sessionLock.withLock { _ in session.landed = item.itemVersion }
+            let landed = inodes.bind(node, to: item.identifier) ?? copyIn
+            await storeExtendedAttributes(of: landed, on: item.identifier, subject: subject)
+            return item
+        } catch {
+            dropCopyIn(node, placement)
             throw error
         }
     }

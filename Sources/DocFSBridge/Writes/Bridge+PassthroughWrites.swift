@@ -219,32 +219,21 @@ extension Bridge {
         _ node: InodeNode, _ session: WriteSession, _ copyIn: CopyIn, _ placement: CopyIn.Placement,
         stamp: WriteSession.Stamp?, durable: Bool
     ) async throws(RequestError) {
-        guard let parentID = inodes.identifier(placement.parent) else {
-            dropCopyIn(node, placement)
-            node.sessionLock.withLock { _ in session.committedStamp = stamp }
-            throw RequestError(ProviderError(.noSuchItem, "the folder was removed during the copy"), .ino(node.ino))
-        }
-        let subject = Subject.child(parentID, placement.name)
         do throws(RequestError) {
-            // The staged file's times (an empty file carries its create's, `reportedStatus`).
-            let times = stagedTimes(session)
-            let attributes = copyIn.importAttributes(stagedModificationTime: times.modified, stagedChangeTime: times.changed)
-            let copy = try attempt(subject) { () throws(ProviderError) in try session.copy(in: stagingFiles, durable: durable) }
-            // Handed over by path and gone once the import returns, whatever the provider did.
-            copy.committed = true
-            let item = try await attempt(subject) { () async throws(ProviderError) in
-                try await importStaged(sealed: copy.path, name: placement.name, into: parentID, attributes: attributes)
+            let item = try await importNewFile(node, session, copyIn, placement) { parentID, subject, attributes throws(RequestError) in
+                let copy = try attempt(subject) { () throws(ProviderError) in try session.copy(in: stagingFiles, durable: durable) }
+                // Handed over by path and gone once the import returns, whatever the provider did.
+                copy.committed = true
+                return try await attempt(subject) { () async throws(ProviderError) in
+                    try await importStaged(sealed: copy.path, name: placement.name, into: parentID, attributes: attributes)
+                }
             }
             node.sessionLock.withLock { _ in
                 session.base = item.itemVersion
-                session.landed = item.itemVersion
                 session.committedStamp = stamp
             }
-            let landed = inodes.bind(node, to: item.identifier) ?? copyIn
-            await storeExtendedAttributes(of: landed, on: item.identifier, subject: subject)
         } catch {
-            // Refused or failed: nothing of it stays in the tree; the open handles keep the bytes.
-            dropCopyIn(node, placement)
+            // Refused or failed: the open handles keep the bytes.
             node.sessionLock.withLock { _ in session.committedStamp = stamp }
             throw error
         }
