@@ -111,6 +111,7 @@ test: deps clean-mounts
 	$(MAKE) --no-print-directory format-check
 	$(SWIFT) build --build-tests
 	$(MAKE) --no-print-directory generated CONFIGURATION=debug
+	Tests/remote/servers.sh install
 	Tests/beside.sh '$(MAKE) --no-print-directory test-beside' '$(MAKE) --no-print-directory test-main'
 
 # `make test` after its build, in two streams (Tests/beside.sh): the XCTest passes in the

@@ -4,6 +4,7 @@
 #
 #   Tests/remote/servers.sh run -- COMMAND...   start both, run COMMAND with the addresses in the
 #                                               environment, stop both however COMMAND ends (its status)
+#   Tests/remote/servers.sh install             install what is missing (below), start nothing
 #   Tests/remote/servers.sh start DIR           start both; DIR/env holds the export lines
 #   Tests/remote/servers.sh stop DIR            stop what `start DIR` started, by PID
 #   Tests/remote/servers.sh pg-stop DIR         stop only PostgreSQL (fast shutdown), for tests of
@@ -166,6 +167,19 @@ pg_bindir() {
     ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
 }
 
+# make test runs two streams side by side that both start servers (Tests/beside.sh): on a fresh
+# machine both would install at once, and two `python3 -m venv --clear` of one folder fail (EEXIST).
+# One installs under the lock while the other waits for it, then finds everything in place.
+ensure_installed() {
+    mkdir -p "$repo/.build"
+    exec 9>"$repo/.build/servers-install.lock"
+    flock 9
+    ensure_postgres
+    ensure_pgbouncer
+    ensure_moto
+    exec 9>&-
+}
+
 ensure_postgres() {
     bindir=$(pg_bindir)
     if [ -n "$bindir" ] && [ -x "$bindir/initdb" ] && [ -x "$bindir/pg_ctl" ]; then return 0; fi
@@ -291,9 +305,7 @@ start() {
     dir=$1
     mkdir -p "$dir"
     chmod 755 "$dir"
-    ensure_postgres
-    ensure_pgbouncer
-    ensure_moto
+    ensure_installed
     bindir=$(pg_bindir)
 
     # PostgreSQL: initdb and pg_ctl refuse root; run them as the postgres user, in folders it owns.
@@ -398,6 +410,7 @@ stop() {
 }
 
 case "${1:-}" in
+install) [ $# -eq 1 ] || { log "usage: servers.sh install"; exit 2; }; ensure_installed ;;
 start) [ $# -eq 2 ] || { log "usage: servers.sh start DIR"; exit 2; }; start "$2" ;;
 stop) [ $# -eq 2 ] || { log "usage: servers.sh stop DIR"; exit 2; }; stop "$2" ;;
 pg-stop) [ $# -eq 2 ] && [ -f "$2/pg_port" ] || { log "usage: servers.sh pg-stop DIR (a DIR of start)"; exit 2; }; pg_stop "$2" ;;
