@@ -43,7 +43,10 @@ class ReplicaTestCase: RemoteMountTestCase {
         return (try? JSONSerialization.jsonObject(with: Data(s.stdout.utf8))) as? [String: Any]
     }
 
-    /// Both replicas have nothing to send and nothing to apply, twice in a row half a second apart.
+    /// Every replica has nothing to send and nothing to apply, and all have applied the change
+    /// log to the same position, three polls in a row half a second apart. (`incoming` counts
+    /// only what a replica has heard of: one whose LISTEN is not back after PostgreSQL's restart
+    /// reads 0 while it lags; its anchor shows it.)
     func waitForQuiet(_ r: RemoteMount, _ second: Second, others: [Second] = [], timeout: Double = 180) throws {
         let deadline = Date().addingTimeInterval(timeout)
         var quietInARow = 0
@@ -51,9 +54,13 @@ class ReplicaTestCase: RemoteMountTestCase {
         while Date() < deadline {
             let a = statusFields(r, r.mnt), b = statusFields(r, second.mnt)
             let rest = others.map { statusFields(r, $0.mnt) }
-            let quiet = ([a, b] + rest).allSatisfy { f in
-                (f?["pending"] as? NSNumber)?.intValue == 0 && (f?["incoming"] as? NSNumber)?.intValue == 0
-            }
+            let all = [a, b] + rest
+            let anchors = Set(all.map { ($0?["anchor"] as? NSNumber)?.int64Value })
+            let quiet =
+                anchors.count == 1 && !anchors.contains(nil)
+                && all.allSatisfy { f in
+                    (f?["pending"] as? NSNumber)?.intValue == 0 && (f?["incoming"] as? NSNumber)?.intValue == 0
+                }
             last = "A: \(a ?? [:])\nB: \(b ?? [:])" + zip(others, rest).map { "\n\($0.0.store): \($0.1 ?? [:])" }.joined()
             quietInARow = quiet ? quietInARow + 1 : 0
             if quietInARow >= 3 { return }
