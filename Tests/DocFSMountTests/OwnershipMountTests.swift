@@ -222,6 +222,42 @@ final class OwnershipMountTests: MountTestCase {
         XCTAssertEqual(r.stdout, "755\nsame\n", "\(r)\nlog:\n\(fx.log)")
     }
 
+    /// A set-ID bit added while another user's writer has the file open, the kernel writing it
+    /// itself (passthrough: no write request reaches the daemon), goes at that writer's next
+    /// write, as on ext4: the kernel asks the daemon to clear it first. Both kinds of kernel
+    /// writer: an existing file opened for appending (its staged copy) and a new one
+    /// (`-o passthrough_create`).
+    func testSetIDAddedWhileTheKernelWritesTheFileGoesAtTheNextWrite() throws {
+        XCTAssert(fx.stopDaemon(), "clean stop; log:\n\(fx.log)")
+        try fx.mount(extra: ["--allow-other", "-o", "metrics=127.0.0.1:0,passthrough_create"])
+        let said = fx.logLines(waitingFor: { $0.contains("passthrough on") || $0.contains("passthrough off") })
+        if let line = said.first, line.contains("passthrough off") {
+            throw XCTSkip("this kernel or process offers no passthrough: \(line)")
+        }
+        var r = fx.sh("mkdir -m 777 flags && cd mnt && mkdir -m 777 sx && printf a > sx/old && chown 2001:2001 sx/old && chmod 755 sx/old")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        let before = try MetricsScrape.requests("write", of: fx)
+        // The writer opens both, writes the new one once, then waits (60 s at most) for the bits.
+        let writer = """
+            cd mnt/sx && exec 3>>old 4>new && printf a >&4 && : > ../../flags/open || exit 8
+            i=0; while [ ! -e ../../flags/go ]; do i=$((i + 1)); [ $i -gt 1200 ] && exit 9; sleep 0.05; done
+            printf b >&3 && printf b >&4 && stat -c %a old new
+            exec 3>&- 4>&-
+            """
+        let quoted = "'" + writer.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        r = fx.sh(
+            """
+            setpriv --reuid=2001 --regid=2001 --clear-groups sh -c \(quoted) > writer.out 2>&1 &
+            w=$!
+            i=0; while [ ! -e flags/open ]; do i=$((i + 1)); [ $i -gt 1200 ] && break; sleep 0.05; done
+            chmod 4755 mnt/sx/old mnt/sx/new && stat -c %a mnt/sx/old mnt/sx/new && : > flags/go
+            wait $w; echo "writer $?"; cat writer.out
+            stat -c '%a %s' mnt/sx/old mnt/sx/new && cat mnt/sx/old mnt/sx/new
+            """)
+        XCTAssertEqual(r.stdout, "4755\n4755\nwriter 0\n755\n755\n755 2\n755 2\nabab", "\(r)\nlog:\n\(fx.log)")
+        XCTAssertEqual(try MetricsScrape.requests("write", of: fx) - before, 0, "the kernel wrote both files itself; log:\n\(fx.log)")
+    }
+
     func testSearchPermissionHoldsEvenForNamesTheKernelSawBefore() {
         var r = fx.sh("cd mnt && mkdir -m 755 box && echo in > box/f && cat box/f && chmod 700 box")
         XCTAssertEqual(r.status, 0, "\(r)")
