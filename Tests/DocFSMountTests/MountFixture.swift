@@ -508,6 +508,16 @@ final class MountFixture {
         return []
     }
 
+    /// Skips the test where the mount just made said passthrough is off (the kernel offers none,
+    /// before 6.9, or the daemon lacks CAP_SYS_ADMIN): the tests that need the kernel to read or
+    /// write the backing file itself.
+    func skipUnlessPassthrough() throws {
+        let said = logLines(waitingFor: { $0.contains("passthrough on") || $0.contains("passthrough off") })
+        if let line = said.first, line.contains("passthrough off") {
+            throw XCTSkip("this kernel or process offers no passthrough: \(line)")
+        }
+    }
+
     /// Runs `/bin/sh -c script` in the fixture directory (so `mnt/...`, `src/...`, `store` work;
     /// `$DOCFS` is the binary). On timeout the daemon is killed and the mount lazily unmounted.
     func sh(

@@ -14,10 +14,7 @@ final class PassthroughCreateMountTests: MountTestCase {
     /// Skips where the kernel or the process offers no passthrough.
     func mountWithPassthroughCreate() throws {
         try fx.mount(extra: ["-o", "metrics=127.0.0.1:0,passthrough_create"])
-        let said = fx.logLines(waitingFor: { $0.contains("passthrough on") || $0.contains("passthrough off") })
-        if let line = said.first, line.contains("passthrough off") {
-            throw XCTSkip("this kernel or process offers no passthrough: \(line)")
-        }
+        try fx.skipUnlessPassthrough()
     }
 
     func writes() throws -> Int { try MetricsScrape.requests("write", of: fx) }
@@ -128,8 +125,7 @@ final class PassthroughCreateRefusalMountTests: MountTestCase {
 
     func testARefusedNewFileIsRefusedAtCloseAndGone() throws {
         try fx.mount(extra: ["-o", "metrics=127.0.0.1:0,passthrough_create"])
-        let said = fx.logLines(waitingFor: { $0.contains("passthrough on") || $0.contains("passthrough off") })
-        if let line = said.first, line.contains("passthrough off") { throw XCTSkip("no passthrough here: \(line)") }
+        try fx.skipUnlessPassthrough()
         let before = try MetricsScrape.requests("write", of: fx)
         // Latin-1, not UTF-8: refused at close with EIO, and the name is gone.
         XCTAssertErrno(fx.writeFile(fx.m("Notes/bad.txt"), [0x47, 0x72, 0xFC, 0xDF, 0x65, 0x0A]), EIO)

@@ -16,10 +16,7 @@ final class PassthroughMountTests: MountTestCase {
     func mountExpectingPassthrough(_ extra: [String] = []) throws {
         // On by default (`-o passthrough` is accepted too: see the kill -9 test).
         try fx.mount(extra: ["-o", "metrics=127.0.0.1:0"] + extra)
-        let said = fx.logLines(waitingFor: { $0.contains("passthrough on") || $0.contains("passthrough off") })
-        if let line = said.first, line.contains("passthrough off") {
-            throw XCTSkip("this kernel or process offers no passthrough: \(line)")
-        }
+        try fx.skipUnlessPassthrough()
     }
 
     /// The daemon's request count for `op` (its metrics text, as curl fetches it).
@@ -414,15 +411,8 @@ final class PassthroughRefusalMountTests: MountTestCase {
         XCTAssertErrno(fx.writeFile(fx.m("Notes/good.txt"), good), 0)
         XCTAssert(fx.stopDaemon(), "clean stop; log:\n\(fx.log)")
         try fx.mount(extra: ["-o", "metrics=127.0.0.1:0,passthrough"])
-        let said = fx.logLines(waitingFor: { $0.contains("passthrough on") || $0.contains("passthrough off") })
-        if let line = said.first, line.contains("passthrough off") { throw XCTSkip("no passthrough here: \(line)") }
-        let port = try MetricsScrape.port(of: fx)
-        func writes() -> Int {
-            fx.sh("curl -sf http://127.0.0.1:\(port)/metrics").stdout.split(separator: "\n")
-                .filter { $0.hasPrefix("docfs_fuse_requests") && $0.contains("op=\"write\"") }
-                .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0) { $0 + Int($1) }
-        }
-        let before = writes()
+        try fx.skipUnlessPassthrough()
+        let before = try MetricsScrape.requests("write", of: fx)
         // Latin-1, not UTF-8: refused at close with EIO, as through the daemon.
         XCTAssertErrno(fx.writeFile(fx.m("Notes/good.txt"), [0x47, 0x72, 0xFC, 0xDF, 0x65, 0x0A], flags: O_WRONLY | O_TRUNC), EIO)
         XCTAssertBytes(fx.readFile(fx.m("Notes/good.txt")), good)
@@ -433,7 +423,7 @@ final class PassthroughRefusalMountTests: MountTestCase {
         // A valid edit goes through.
         XCTAssertErrno(fx.writeFile(fx.m("Notes/good.txt"), Array("v2 ✓\n".utf8), flags: O_WRONLY | O_TRUNC), 0)
         XCTAssertBytes(fx.readFile(fx.m("Notes/good.txt")), Array("v2 ✓\n".utf8))
-        XCTAssertEqual(writes() - before, 0, "both writers were the kernel's; log:\n\(fx.log)")
+        XCTAssertEqual(try MetricsScrape.requests("write", of: fx) - before, 0, "both writers were the kernel's; log:\n\(fx.log)")
         XCTAssert(fx.stopDaemon(), "clean stop; log:\n\(fx.log)")
     }
 }
