@@ -165,6 +165,7 @@ final class InMemoryServer: ReplicaServer {
 
     func knownBlocks(_ hashes: [String]) async throws -> Set<String> {
         try enter("knownBlocks")
+        await pauseIfHeld("knownBlocks")
         return state.withLock { s in
             let known = Set(hashes.filter { s.blocks[$0] != nil && !s.damaged.contains($0) })
             if let hash = s.dropAfterLookup, known.contains(hash) {
