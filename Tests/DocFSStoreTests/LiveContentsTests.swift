@@ -114,13 +114,7 @@ final class LiveContentsTests: StoreTestCase {
     /// that noted `liveDetaches` before opening it learns to read it again, and the path then
     /// names the kept version, byte-exact.
     func testAVersionNotYetSentIsMadeLiveAndItsUploadReadsAgain() async throws {
-        try LocalStore.create(at: storeURL, layout: nil)
-        try LocalStore.linkRemote(
-            at: storeURL,
-            RemoteLink(
-                postgres: "postgres://u@127.0.0.1:1/db", bucket: "b", prefix: "p",
-                endpoint: "http://127.0.0.1:1", region: "us-east-1", credentialsFile: nil))
-        store = try LocalStore.open(at: storeURL, logger: logger)
+        try makeReplica()
         let text = String(repeating: "to be sent ", count: 40_000)
         let item = try await importFile("u.bin", text)
         XCTAssertFalse(try store.replica!.outboxEntries(limit: 100).isEmpty)

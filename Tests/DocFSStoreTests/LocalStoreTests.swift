@@ -31,6 +31,17 @@ class StoreTestCase: XCTestCase {
         store = try LocalStore.open(at: storeURL, logger: logger)
     }
 
+    /// A replica's store (its remote link points nowhere: nothing here talks to a server).
+    func makeReplica() throws {
+        try LocalStore.create(at: storeURL, layout: nil)
+        try LocalStore.linkRemote(
+            at: storeURL,
+            RemoteLink(
+                postgres: "postgres://u@127.0.0.1:1/db", bucket: "b", prefix: "p",
+                endpoint: "http://127.0.0.1:1", region: "us-east-1", credentialsFile: nil))
+        store = try LocalStore.open(at: storeURL, logger: logger)
+    }
+
     func reopen() throws {
         store.close()
         store = nil

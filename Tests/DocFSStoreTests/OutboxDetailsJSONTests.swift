@@ -106,13 +106,7 @@ final class OutboxDetailsJSONTests: StoreTestCase {
     /// What a replica store records for a create is its `newItem`, and reads back the same from
     /// its outbox table after a reopen.
     func testAStoreRecordsACreateAsItsNewItem() async throws {
-        try LocalStore.create(at: storeURL, layout: nil)
-        try LocalStore.linkRemote(
-            at: storeURL,
-            RemoteLink(
-                postgres: "postgres://u@127.0.0.1:1/db", bucket: "b", prefix: "p",
-                endpoint: "http://127.0.0.1:1", region: "us-east-1", credentialsFile: nil))
-        store = try LocalStore.open(at: storeURL, logger: logger)
+        try makeReplica()
         let link = try await store.createSymbolicLink(
             withName: "l", target: "a/b", inParentItemIdentifier: .rootContainer,
             attributes: NewItemAttributes(ownerID: 1000, groupID: 100, posixPermissions: 0o777))

@@ -10,16 +10,6 @@ import DocFSWire
 /// replaces a temporary row everywhere — item, children, entries still waiting, content file —
 /// while the mount is told so.
 final class OutboxTests: StoreTestCase {
-    func makeReplica() throws {
-        try LocalStore.create(at: storeURL, layout: nil)
-        try LocalStore.linkRemote(
-            at: storeURL,
-            RemoteLink(
-                postgres: "postgres://u@127.0.0.1:1/db", bucket: "b", prefix: "p",
-                endpoint: "http://127.0.0.1:1", region: "us-east-1", credentialsFile: nil))
-        store = try LocalStore.open(at: storeURL, logger: logger)
-    }
-
     /// Against a server that keeps one name per file (before schema 12), a replica refuses a hard
     /// link with one clear reason (EPERM) naming the upgrade and leaves nothing behind; device
     /// nodes stay local, as FIFOs do.
