@@ -440,10 +440,14 @@ extension Bridge {
     func release(_ reply: consuming Reply, _ fi: UnsafeMutablePointer<fuse_file_info>) {
         guard let file = Bridge.handle(fi) else { reply.ok(); return }
         Unmanaged.passUnretained(file).release()
-        if file.passthrough { passthrough.released(ino: file.node.ino) }
-        if let reading = file.reading { onDemand?.contentsClosed(of: reading) }
         let node = file.node
+        // The handle stops counting before its backing file is let go: an open meanwhile then
+        // joins that backing file or registers its own. The other way round, it found neither
+        // a backing file nor the node free of other handles, and the daemon served it (a writer
+        // opening right after close(2), one in about fifty under load).
         let last = inodes.releaseOpen(node)
+        if file.passthrough { passthrough.released(ino: node.ino) }
+        if let reading = file.reading { onDemand?.contentsClosed(of: reading) }
         reply.ok()
         guard last else { return }
         // Normally flush has committed already (the common case: drop the staged copy here,
