@@ -444,7 +444,7 @@ extension Bridge {
         // The handle stops counting before its backing file is let go: an open meanwhile then
         // joins that backing file or registers its own. The other way round, it found neither
         // a backing file nor the node free of other handles, and the daemon served it (a writer
-        // opening right after close(2), one in about fifty under load).
+        // opening right after close(2), about one test run in thirty under load).
         let last = inodes.releaseOpen(node)
         if file.passthrough { passthrough.released(ino: node.ino) }
         if let reading = file.reading { onDemand?.contentsClosed(of: reading) }
